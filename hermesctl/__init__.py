@@ -1,0 +1,23 @@
+"""hermesctl: command-line client and Python client library for hermesd.
+
+``from hermesctl import Client`` gives the synchronous client; see ``hermesctl.client``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Client", "DaemonNotRunning", "ConnectionClosed", "RpcError"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so `hermesctl --help` and friends do not pay for the socket layer.
+    if name in ("Client", "DaemonNotRunning", "ConnectionClosed"):
+        from . import client
+
+        return getattr(client, name)
+    if name == "RpcError":
+        from hermesd.protocol import RpcError
+
+        return RpcError
+    raise AttributeError(name)

@@ -1,0 +1,5 @@
+import sys
+
+from hermesctl.cli import main
+
+sys.exit(main())

@@ -1,0 +1,203 @@
+"""A small synchronous msgpack-RPC client for hermesd.
+
+Blocking socket, one thread, no asyncio: requests may be pipelined (``send`` then ``wait``),
+notifications that arrive meanwhile are queued for ``notifications()``, and requests the daemon
+sends to us (approvals) are answered by ``on_request``. Reuses ``hermesd.wire`` and
+``hermesd.protocol``, which import nothing heavy.
+
+    with Client.connect() as c:
+        print(c.call("status"))
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from hermesd import paths, wire
+from hermesd.protocol import PROTOCOL_VERSION, Codes, RpcError
+
+RequestHandler = Callable[[str, list[Any]], Any]
+
+
+class DaemonNotRunning(Exception):
+    """Nothing listens on the socket."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(
+            f"hermesd is not running on {path} ({reason}). Start it with `hermesd` "
+            "(or `systemctl start hermesd` / `systemctl --user start hermesd`), "
+            "or point at another socket with --socket or HERMES_SOCKET."
+        )
+        self.path = path
+
+
+class ConnectionClosed(Exception):
+    """The daemon closed the connection."""
+
+
+class Client:
+    """One connection to hermesd."""
+
+    def __init__(self, sock: socket.socket, path: Path, max_message: int = wire.DEFAULT_MAX_MESSAGE):
+        self.sock = sock
+        self.path = path
+        self._decoder = wire.Decoder(max_message)
+        self._next_id = 0
+        self._responses: dict[int, wire.Response] = {}
+        self._notes: collections.deque[wire.Notification] = collections.deque()
+        self._last_error: RpcError | None = None
+        self.on_request: RequestHandler | None = None
+        self.server_info: dict[str, Any] = {}
+
+    @classmethod
+    def connect(cls, path: str | os.PathLike[str] | None = None,
+                timeout: float | None = 10.0, hello: bool = False) -> "Client":
+        """Connect to the daemon's socket (found as the daemon finds it)."""
+        sock_path = Path(path) if path else paths.client_socket(paths.hermes_home())
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(str(sock_path))
+        except FileNotFoundError:
+            sock.close()
+            raise DaemonNotRunning(sock_path, "no socket file") from None
+        except ConnectionRefusedError:
+            sock.close()
+            raise DaemonNotRunning(sock_path, "connection refused") from None
+        except PermissionError:
+            sock.close()
+            raise RpcError(Codes.PERMISSION_DENIED,
+                           f"no permission to open {sock_path}; are you in the daemon's group?")
+        except OSError as exc:
+            sock.close()
+            raise DaemonNotRunning(sock_path, exc.strerror or str(exc)) from None
+        client = cls(sock, sock_path)
+        if hello:
+            client.hello()
+        return client
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection."""
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def hello(self, client_name: str = "hermesctl") -> dict[str, Any]:
+        """Negotiate the protocol; raises RpcError(IncompatibleVersion) on a major mismatch."""
+        self.server_info = self.call("hello", {"protocol": PROTOCOL_VERSION, "client": client_name})
+        return self.server_info
+
+    # --- requests ----------------------------------------------------------------------------
+
+    def send(self, method: str, params: dict[str, Any] | None = None) -> int:
+        """Send a request without waiting; returns its id for ``wait``."""
+        self._next_id = (self._next_id + 1) & wire.MAX_MSGID
+        msgid = self._next_id
+        self._write(wire.pack_request(msgid, method, [params] if params is not None else []))
+        return msgid
+
+    def wait(self, msgid: int, timeout: float | None = None) -> Any:
+        """Wait for the response to ``msgid``; raise RpcError if it is an error."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while msgid not in self._responses:
+            self._read_once(deadline)
+        resp = self._responses.pop(msgid)
+        if resp.error is not None:
+            raise RpcError.from_wire(resp.error)
+        return resp.result
+
+    def call(self, method: str, params: dict[str, Any] | None = None,
+             timeout: float | None = None) -> Any:
+        """Send a request and wait for its result."""
+        return self.wait(self.send(method, params), timeout)
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        """Send a notification."""
+        self._write(wire.pack_notification(method, [params] if params is not None else []))
+
+    def notifications(self, timeout: float | None = None) -> Iterator[wire.Notification]:
+        """Yield notifications as they arrive; stops after ``timeout`` seconds of silence."""
+        while True:
+            if self._notes:
+                yield self._notes.popleft()
+                continue
+            deadline = None if timeout is None else time.monotonic() + timeout
+            try:
+                self._read_once(deadline)
+            except TimeoutError:
+                return
+
+    def next_notification(self, timeout: float | None = None) -> wire.Notification | None:
+        """The next notification, or None after ``timeout`` seconds."""
+        for note in self.notifications(timeout):
+            return note
+        return None
+
+    # --- transport ---------------------------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self.sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            raise self._closed_error() from None
+
+    def _closed_error(self) -> Exception:
+        if self._last_error is not None:
+            return self._last_error
+        return ConnectionClosed("hermesd closed the connection")
+
+    def _read_once(self, deadline: float | None) -> None:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("timed out waiting for hermesd")
+            self.sock.settimeout(remaining)
+        else:
+            self.sock.settimeout(None)
+        try:
+            data = self.sock.recv(262144)
+        except socket.timeout:
+            raise TimeoutError("timed out waiting for hermesd") from None
+        except ConnectionResetError:
+            data = b""
+        if not data:
+            raise self._closed_error()
+        for obj in self._decoder.feed(data):
+            self._dispatch(wire.classify(obj))
+
+    def _dispatch(self, msg: wire.Message) -> None:
+        if type(msg) is wire.Response:
+            self._responses[msg.msgid] = msg
+        elif type(msg) is wire.Notification:
+            if msg.method == "hermes.error" and msg.params:
+                self._last_error = RpcError.from_wire(msg.params[0])
+            self._notes.append(msg)
+        elif type(msg) is wire.Request:
+            self._answer(msg)
+
+    def _answer(self, req: wire.Request) -> None:
+        if self.on_request is None:
+            err = RpcError(Codes.METHOD_NOT_FOUND, f"client does not handle '{req.method}'")
+            self._write(wire.pack_response(req.msgid, err.to_wire(), None))
+            return
+        try:
+            result = self.on_request(req.method, req.params)
+        except RpcError as err:
+            self._write(wire.pack_response(req.msgid, err.to_wire(), None))
+        except Exception as exc:  # the handler is user code; report, don't die
+            err = RpcError(Codes.INTERNAL, f"client handler failed: {exc}")
+            self._write(wire.pack_response(req.msgid, err.to_wire(), None))
+        else:
+            self._write(wire.pack_response(req.msgid, None, result))

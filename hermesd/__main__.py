@@ -1,0 +1,5 @@
+import sys
+
+from hermesd.daemon import main
+
+sys.exit(main())

@@ -1,0 +1,38 @@
+"""Shared fixtures: every test that needs a daemon gets a real hermesd process of its own."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
+
+
+@pytest.fixture
+def start() -> Iterator[Callable[..., DaemonProcess]]:
+    """Factory: ``start(config=..., env=...)`` runs a hermesd that is stopped after the test."""
+    started: list[DaemonProcess] = []
+
+    def _start(*args: Any, **kwargs: Any) -> DaemonProcess:
+        daemon = start_daemon(*args, **kwargs)
+        started.append(daemon)
+        return daemon
+
+    yield _start
+    for daemon in started:
+        if daemon.alive():
+            daemon.stop()
+
+
+@pytest.fixture
+def daemon(start: Callable[..., DaemonProcess]) -> DaemonProcess:
+    """A hermesd with an empty HERMES_HOME and default configuration."""
+    return start()
+
+
+@pytest.fixture
+def home():
+    """A short, empty HERMES_HOME."""
+    return short_tmpdir()

@@ -1,0 +1,162 @@
+"""Start-up, configuration, signals and stopping of a real hermesd."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from hermesd import config
+from hermesd.protocol import Codes, RpcError
+from tests.support.daemon import DaemonProcess, daemon_env
+
+
+def _run_hermesd(home, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "hermesd", *args]
+    return subprocess.run(argv, env=daemon_env(home, env), capture_output=True, text=True,
+                          timeout=30)
+
+
+@pytest.mark.parametrize("text, key", [
+    ("limits:\n  max_connections: lots\n", "limits.max_connections"),
+    ("model:\n  timeout: [1]\n", "model.timeout"),
+    ("plugins:\n  enabled: calculator\n", "plugins.enabled"),
+    ("approvals:\n  mode: sometimes\n", "approvals.mode"),
+    ("agent: 5\n", "agent"),
+    ("shutdown_timeout: true\n", "shutdown_timeout"),
+])
+def test_wrong_types_exit_78_naming_the_key(home, text: str, key: str) -> None:
+    (home / "config.yaml").write_text(text)
+    proc = _run_hermesd(home, "--allow-root", "--socket", str(home / "s.sock"))
+    assert proc.returncode == 78
+    assert f"'{key}'" in proc.stderr
+
+
+def test_invalid_yaml_exits_78(home) -> None:
+    (home / "config.yaml").write_text("model: [unclosed\n")
+    proc = _run_hermesd(home, "--allow-root")
+    assert proc.returncode == 78
+    assert "not valid YAML" in proc.stderr
+
+
+def test_unknown_group_is_a_configuration_error(home) -> None:
+    (home / "config.yaml").write_text("socket:\n  group: no-such-group-here\n")
+    proc = _run_hermesd(home, "--allow-root")
+    assert proc.returncode == 78 and "no-such-group-here" in proc.stderr
+
+
+def test_check_config_accepts_a_good_file_and_lists_warnings(home) -> None:
+    (home / "config.yaml").write_text("model:\n  default: m\nfrobnicate: 1\n")
+    proc = _run_hermesd(home, "--check-config")
+    assert proc.returncode == 0
+    assert "configuration OK" in proc.stdout
+    assert "unknown setting 'frobnicate'" in proc.stderr
+
+
+def test_check_config_rejects_a_bad_file(home) -> None:
+    (home / "config.yaml").write_text("limits:\n  max_message: -1\n")
+    proc = _run_hermesd(home, "--check-config")
+    assert proc.returncode == 78 and "limits.max_message" in proc.stderr
+
+
+def test_unknown_keys_are_warned_about_not_fatal(start) -> None:
+    daemon = start(config="colour: blue\nmodel:\n  flavour: x\n")
+    warnings = daemon.call("status")["config_warnings"]
+    assert "unknown setting 'colour' ignored" in warnings
+    assert "unknown setting 'model.flavour' ignored" in warnings
+    assert "unknown setting 'colour'" in daemon.log()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only meaningful as root")
+def test_refuses_to_run_as_root_without_allow_root(home) -> None:
+    proc = _run_hermesd(home, "--socket", str(home / "s.sock"))
+    assert proc.returncode == 77
+    assert "refusing to run as root" in proc.stderr
+
+
+def test_missing_home_is_created_private_to_the_owner(start, home) -> None:
+    made = home / "fresh" / "hermes"
+    daemon = start(home=made, create_home=False)
+    assert (os.stat(made).st_mode & 0o777) == 0o700
+    assert daemon.call("status")["home"] == str(made)
+
+
+def test_dotenv_fills_unset_variables_only(home, monkeypatch) -> None:
+    (home / ".env").write_text("HERMES_T_A=from-file\nHERMES_T_B=from-file\n")
+    monkeypatch.setenv("HERMES_T_B", "from-env")
+    monkeypatch.delenv("HERMES_T_A", raising=False)
+    filled = config.apply_dotenv(config.load_dotenv_file(home))
+    assert filled == ["HERMES_T_A"]
+    assert os.environ["HERMES_T_A"] == "from-file"
+    assert os.environ["HERMES_T_B"] == "from-env"
+    monkeypatch.delenv("HERMES_T_A")
+
+
+def test_sigterm_lets_in_flight_requests_finish_then_exits_0(daemon: DaemonProcess) -> None:
+    with daemon.client() as c:
+        msgid = c.send("ping", {"data": "late", "delay_ms": 700})
+        time.sleep(0.1)
+        daemon.signal(signal.SIGTERM)
+        assert c.wait(msgid, timeout=10)["data"] == "late"
+    assert daemon.proc.wait(15) == 0
+    daemon.notify.wait_for("STOPPING=1")
+
+
+def test_requests_that_outlive_the_shutdown_timeout_are_cancelled(start) -> None:
+    daemon = start(config="shutdown_timeout: 0.3\n")
+    with daemon.client() as c:
+        msgid = c.send("ping", {"delay_ms": 30_000})
+        time.sleep(0.1)
+        t0 = time.monotonic()
+        daemon.signal(signal.SIGTERM)
+        with pytest.raises(RpcError) as err:
+            c.wait(msgid, timeout=10)
+        assert err.value.code == Codes.SHUTTING_DOWN
+    assert daemon.proc.wait(15) == 0
+    assert time.monotonic() - t0 < 10
+
+
+def test_sigint_stops_gracefully_too(daemon: DaemonProcess) -> None:
+    daemon.signal(signal.SIGINT)
+    assert daemon.proc.wait(15) == 0
+
+
+def test_shutdown_method_stops_the_daemon_for_its_owner(daemon: DaemonProcess) -> None:
+    assert daemon.call("shutdown") == {"stopping": True}
+    assert daemon.proc.wait(15) == 0
+
+
+def test_sighup_reloads_the_configuration(daemon: DaemonProcess) -> None:
+    assert daemon.call("status")["config_warnings"] == []
+    (daemon.home / "config.yaml").write_text("surprise: 1\n")
+    daemon.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while "configuration reloaded" not in daemon.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert daemon.call("status")["config_warnings"] == ["unknown setting 'surprise' ignored"]
+    assert daemon.notify.count("RELOADING=1") == 1
+
+
+def test_sighup_with_a_broken_config_keeps_the_running_one(start) -> None:
+    daemon = start(config="log_level: INFO\n")
+    (daemon.home / "config.yaml").write_text("log_level: [oops\n")
+    daemon.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while "config not reloaded" not in daemon.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "keeping the running one" in daemon.log()
+    assert daemon.alive() and daemon.call("ping")["pong"]
+
+
+def test_config_reload_method_reports_errors_to_the_caller(daemon: DaemonProcess) -> None:
+    (daemon.home / "config.yaml").write_text("limits:\n  max_inflight: many\n")
+    with daemon.client() as c:
+        with pytest.raises(RpcError) as err:
+            c.call("config.reload")
+    assert "limits.max_inflight" in err.value.message
+    (daemon.home / "config.yaml").write_text("log_level: DEBUG\n")
+    assert daemon.call("config.reload") == {"reloaded": True, "warnings": []}

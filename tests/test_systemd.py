@@ -1,0 +1,132 @@
+"""hermesd as a systemd service: notify protocol, watchdog, socket activation, journald, units."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hermesd import logs
+from tests.support.daemon import REPO, NotifyListener, daemon_env, short_tmpdir, start_daemon
+
+UNITS = REPO / "contrib" / "systemd"
+
+
+def test_ready_is_sent_only_once_the_socket_accepts(daemon) -> None:
+    msg = daemon.notify.wait_for("READY=1")
+    assert "STATUS=Listening on" in msg
+    assert f"MAINPID={daemon.proc.pid}" in msg
+    # READY=1 arrived before this line ran, so the socket must already answer.
+    assert daemon.call("ping")["pong"]
+    assert daemon.notify.messages.index(msg) > 0  # a STATUS=Starting line came first
+
+
+def test_stopping_is_sent_on_sigterm(daemon) -> None:
+    daemon.signal(signal.SIGTERM)
+    assert daemon.proc.wait(15) == 0
+    assert "STOPPING=1" in daemon.notify.wait_for("STOPPING=1")
+
+
+def test_watchdog_is_pinged_when_armed(start) -> None:
+    daemon = start(env={"WATCHDOG_USEC": "200000"})
+    time.sleep(1.0)
+    assert daemon.notify.count("WATCHDOG=1") >= 5
+
+
+def test_watchdog_for_another_pid_is_ignored(start) -> None:
+    daemon = start(env={"WATCHDOG_USEC": "200000", "WATCHDOG_PID": "1"})
+    time.sleep(0.6)
+    assert daemon.notify.count("WATCHDOG=1") == 0
+
+
+def test_socket_activation_uses_the_passed_socket(home) -> None:
+    tool = shutil.which("systemd-socket-activate")
+    if tool is None:
+        pytest.skip("systemd-socket-activate not installed")
+    run = short_tmpdir()
+    sock = run / "activated.sock"
+    notify = NotifyListener(run / "notify.sock")
+    env = daemon_env(home, {"NOTIFY_SOCKET": str(notify.path)})
+    argv = [tool, "-l", str(sock)]
+    for name in ("HERMES_HOME", "NOTIFY_SOCKET", "PYTHONPATH", "PATH", "HOME"):
+        if name in env:
+            argv += ["-E", f"{name}={env[name]}"]
+    argv += [sys.executable, "-m", "hermesd"]
+    if os.geteuid() == 0:
+        argv.append("--allow-root")
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(100):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        from hermesctl.client import Client
+
+        # The daemon starts on the first connection; the call waits for it.
+        with Client.connect(sock, timeout=30) as c:
+            info = c.call("status")
+        assert info["socket_activated"] is True
+        assert info["socket"] == str(sock)
+        notify.wait_for("READY=1")
+        assert not (home / "hermesd.sock").exists()  # it did not create its own
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=20)[0].decode()
+        notify.close()
+    assert proc.returncode == 0, out
+
+
+def test_journal_stream_detection_follows_journal_stream(monkeypatch) -> None:
+    st = os.fstat(sys.stderr.fileno())
+    monkeypatch.setenv("JOURNAL_STREAM", f"{st.st_dev}:{st.st_ino}")
+    assert logs.stderr_is_journal()
+    monkeypatch.setenv("JOURNAL_STREAM", f"{st.st_dev}:{st.st_ino + 1}")
+    assert not logs.stderr_is_journal()
+    monkeypatch.setenv("JOURNAL_STREAM", "garbage")
+    assert not logs.stderr_is_journal()
+
+
+def test_logs_are_plain_lines_on_stderr_outside_the_journal(daemon) -> None:
+    assert "INFO hermesd.daemon: hermesd" in daemon.log()
+
+
+def _verify_env() -> dict[str, str]:
+    return {**os.environ, "SYSTEMD_LOG_LEVEL": "warning"}
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze missing")
+def test_shipped_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
+    # verify needs ExecStart's binary to exist: point it at a stand-in hermesd.
+    fake = tmp_path / "bin" / "hermesd"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    for name in ("hermesd.service", "hermesd.socket"):
+        text = (UNITS / name).read_text().replace("/usr/bin/hermesd", str(fake))
+        (tmp_path / name).write_text(text)
+    proc = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(tmp_path / "hermesd.socket"),
+         str(tmp_path / "hermesd.service")],
+        capture_output=True, text=True, env=_verify_env(), timeout=60)
+    problems = [line for line in (proc.stdout + proc.stderr).splitlines()
+                if "hermesd" in line and "Failed to" not in line.split(":")[0]]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert problems == [], problems
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze missing")
+def test_shipped_service_exposure_is_at_most_2(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", "--no-pager",
+         str(UNITS / "hermesd.service")],
+        capture_output=True, text=True, env=_verify_env(), timeout=60)
+    line = [x for x in proc.stdout.splitlines() if "Overall exposure level" in x]
+    assert line, proc.stdout + proc.stderr
+    score = float(line[0].split("level for")[1].split(":")[1].split()[0])
+    assert score <= 2.0, line[0]
