@@ -1,18 +1,73 @@
 {
-  description = "hermesd: a Hermes-compatible AI agent daemon";
+  description = "hermesd: a Hermes-compatible AI agent daemon, with a NixOS module (services.hermes-agent)";
 
-  # The NixOS module and full packaging arrive with the Nix issue; this flake already builds
-  # the package so `nix build` and `nix run` work.
+  # The only input. flake.lock pins it: `nix flake lock` creates the lock, `nix flake update`
+  # moves it forward (docs/nixos.md).
   inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
 
-  outputs = { self, nixpkgs }:
+  outputs =
+    { self, nixpkgs }:
     let
       systems = [ "x86_64-linux" "aarch64-linux" ];
-      forAll = f: nixpkgs.lib.genAttrs systems (system: f nixpkgs.legacyPackages.${system});
-    in {
-      packages = forAll (pkgs: rec {
-        hermesd = pkgs.callPackage ./nix/package.nix { };
-        default = hermesd;
-      });
+      forAllSystems = f: nixpkgs.lib.genAttrs systems (system: f system nixpkgs.legacyPackages.${system});
+    in
+    {
+      # pkgs.hermesd, built with the importing nixpkgs' Python.
+      overlays.default = final: prev: { hermesd = final.callPackage ./nix/package.nix { }; };
+
+      packages = forAllSystems (
+        system: pkgs: {
+          hermesd = pkgs.callPackage ./nix/package.nix { };
+          default = self.packages.${system}.hermesd;
+        }
+      );
+
+      apps = forAllSystems (
+        system: pkgs:
+        let
+          hermesd = self.packages.${system}.hermesd;
+        in
+        {
+          hermesd = {
+            type = "app";
+            program = "${hermesd}/bin/hermesd";
+          };
+          hermesctl = {
+            type = "app";
+            program = "${hermesd}/bin/hermesctl";
+          };
+          default = self.apps.${system}.hermesd;
+        }
+      );
+
+      # The module builds hermesd from the system's own nixpkgs, so extraPythonPackages taken
+      # from that nixpkgs match its Python.
+      nixosModules.hermes-agent = import ./nix/module.nix;
+      nixosModules.default = self.nixosModules.hermes-agent;
+
+      checks = forAllSystems (
+        system: pkgs: {
+          # The package runs the test suite in its checkPhase.
+          hermesd = self.packages.${system}.hermesd;
+          # Boots a VM with the module: needs KVM (`nix flake check`, or `nix build .#checks.x86_64-linux.vm`).
+          vm = pkgs.testers.runNixOSTest (import ./nix/tests/hermes-agent.nix);
+        }
+      );
+
+      devShells = forAllSystems (
+        system: pkgs: {
+          default = pkgs.mkShell {
+            packages = [
+              self.packages.${system}.hermesd.devPython
+              pkgs.systemd # systemd-analyze, systemd-socket-activate for the tests
+              pkgs.ruff
+            ];
+            # Work on the checkout itself: `python -m hermesd`, `python -m pytest`.
+            shellHook = ''
+              export PYTHONPATH="$PWD''${PYTHONPATH:+:$PYTHONPATH}"
+            '';
+          };
+        }
+      );
     };
 }

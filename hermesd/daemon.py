@@ -58,7 +58,8 @@ class Daemon:
             max_inflight=cfg.get("limits.max_inflight"),
         )
         self.server = SocketServer(
-            self.router, limits, Gatekeeper(self.gid), cfg.get("limits.max_connections")
+            self.router, limits, Gatekeeper(self.gid), cfg.get("limits.max_connections"),
+            on_close=self._connection_closed,
         )
         self._bind_core()
 
@@ -145,6 +146,12 @@ class Daemon:
         except config.ConfigError as exc:
             raise RpcError(Codes.INVALID_PARAMS, f"config not reloaded: {exc}") from None
         return {"reloaded": True, "warnings": warnings}
+
+    def _connection_closed(self, conn: Any) -> None:
+        for service in self.services:
+            hook = getattr(service, "connection_closed", None)
+            if hook is not None:
+                hook(conn)
 
     # --- lifecycle ---------------------------------------------------------------------------
 

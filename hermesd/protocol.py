@@ -8,8 +8,9 @@ standard library: ``hermesctl`` reads it too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # keep typing (and dataclasses) off the client's start-up path
+    from typing import Any
 
 PROTOCOL_VERSION = "1.0"
 PROTOCOL_MAJOR = 1
@@ -77,13 +78,17 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-@dataclass(frozen=True)
 class Param:
-    name: str
-    type: str
-    required: bool = False
-    doc: str = ""
-    nullable: bool = False
+    """One named parameter of a method."""
+
+    __slots__ = ("name", "type", "required", "doc", "nullable")
+
+    def __init__(self, name: str, type: str, required: bool = False, doc: str = "",
+                 nullable: bool = False) -> None:
+        if type not in _TYPES:
+            raise ValueError(f"parameter {name}: unknown type {type}")
+        self.name, self.type, self.required, self.doc, self.nullable = (
+            name, type, required, doc, nullable)
 
     def check(self, value: Any) -> str | None:
         """Return a reason when ``value`` does not fit this parameter."""
@@ -106,14 +111,15 @@ def _wire_type(value: Any) -> str:
     return type(value).__name__
 
 
-@dataclass(frozen=True)
 class MethodSpec:
-    name: str
-    summary: str
-    params: tuple[Param, ...] = ()
-    result: str = ""
-    owner_only: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    """The declaration of one method: its name, parameters, result and who may call it."""
+
+    __slots__ = ("name", "summary", "params", "result", "owner_only")
+
+    def __init__(self, name: str, summary: str, params: tuple[Param, ...] = (),
+                 result: str = "", owner_only: bool = False) -> None:
+        self.name, self.summary, self.params, self.result, self.owner_only = (
+            name, summary, params, result, owner_only)
 
     def validate(self, params: list[Any]) -> dict[str, Any]:
         """Check the params array against the declaration; return the params map."""
@@ -200,3 +206,7 @@ declare(MethodSpec(
     "config.reload", "Re-read config.yaml and .env, as SIGHUP does (owner only).", (),
     "{reloaded: true, warnings}", owner_only=True,
 ))
+
+# Each service area declares its methods in its own module (one file per area, so the table
+# reads by topic); importing them here completes METHODS for everyone who imports protocol.
+from .declarations import approvals, commands, plugins, sessions  # noqa: E402,F401

@@ -259,6 +259,10 @@ class Connection(asyncio.Protocol):
                 "disconnecting it", self.id, self.peer.uid, transport.get_write_buffer_size())
             transport.abort()
 
+    def send_packed(self, data: bytes) -> None:
+        """Send an already-encoded message (one encoding fanned out to many connections)."""
+        self._send(data)
+
     def notify(self, method: str, params: list[Any]) -> None:
         """Send a notification; silently dropped when the connection is gone."""
         self._send(wire.pack_notification(method, params))

@@ -1,12 +1,24 @@
-"""Which services a daemon runs, in which order.
+"""Which services a daemon runs, in which order, and how they are connected.
 
-The one place that knows every service: it builds them from the daemon's configuration and
-appends them to ``daemon.services`` (their order is start-up order; stop runs in reverse).
+The one place that knows every service: it builds the plugin host, the session store, the
+model client and the agent loop from the daemon's configuration, connects them, and appends the
+RPC-facing services to ``daemon.services`` (start-up order; stop runs in reverse).
 """
 
 from __future__ import annotations
 
+import functools
+import os
 from typing import TYPE_CHECKING
+
+from . import config
+from .agent import AgentLoop, AgentSettings
+from .llm import ModelClient, ModelSettings
+from .plugin_service import PluginService
+from .plugins import build_plugin_host
+from .sessions import SessionService
+from .store import SessionStore
+from .tools.builtin_files import register_builtin_file_tools
 
 if TYPE_CHECKING:
     from .daemon import Daemon
@@ -14,3 +26,23 @@ if TYPE_CHECKING:
 
 def wire_services(daemon: "Daemon") -> None:
     """Create the services and attach them to ``daemon``."""
+    cfg = daemon.config
+    home = daemon.home
+    sessions_ref: list[SessionService] = []
+
+    def inject(content: str, role: str = "user") -> bool:
+        return bool(sessions_ref) and sessions_ref[0].inject(content, role)
+
+    host = build_plugin_host(home, cfg, os.environ, dotenv=config.load_dotenv_file(home),
+                             injector=inject)
+    store = SessionStore.in_home(home, history_messages=cfg.get("agent.history_messages"))
+    register_builtin_file_tools(
+        host.tools, home=home, store=store, config=cfg,
+        transform_output=functools.partial(host.hooks.transform, "transform_terminal_output"))
+    client = ModelClient(ModelSettings.from_config(cfg))
+    agent = AgentLoop(store, host.tools, host.hooks, client,
+                      AgentSettings.from_config(cfg, skills_index=host.skills.index_text()))
+    sessions = SessionService(store, agent, host.hooks)
+    sessions_ref.append(sessions)
+    daemon.services.append(PluginService(host, cfg.get("tools.enabled_toolsets")))
+    daemon.services.append(sessions)

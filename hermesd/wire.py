@@ -8,10 +8,11 @@ only msgpack, so the client can use it at no cost.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterator
-
 import msgpack
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs milliseconds at start-up; the client cannot afford it
+    from typing import Any, Iterator
 
 REQUEST = 0
 RESPONSE = 1
@@ -21,24 +22,37 @@ DEFAULT_MAX_MESSAGE = 8 * 1024 * 1024
 MAX_MSGID = 2**32 - 1
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
-    msgid: int
-    method: str
-    params: list[Any]
+class _Message:
+    __slots__: tuple[str, ...] = ()
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and all(
+            getattr(self, f) == getattr(other, f) for f in self.__slots__)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self.__slots__)
+        return f"{type(self).__name__}({fields})"
 
 
-@dataclass(frozen=True, slots=True)
-class Response:
-    msgid: int
-    error: Any
-    result: Any
+class Request(_Message):
+    __slots__ = ("msgid", "method", "params")
+
+    def __init__(self, msgid: int, method: str, params: list[Any]) -> None:
+        self.msgid, self.method, self.params = msgid, method, params
 
 
-@dataclass(frozen=True, slots=True)
-class Notification:
-    method: str
-    params: list[Any]
+class Response(_Message):
+    __slots__ = ("msgid", "error", "result")
+
+    def __init__(self, msgid: int, error: Any, result: Any) -> None:
+        self.msgid, self.error, self.result = msgid, error, result
+
+
+class Notification(_Message):
+    __slots__ = ("method", "params")
+
+    def __init__(self, method: str, params: list[Any]) -> None:
+        self.method, self.params = method, params
 
 
 Message = Request | Response | Notification

@@ -1,0 +1,48 @@
+"""What every command module shares: exit statuses, the handler table, output helpers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    from hermesctl.client import Client
+
+    Command = Callable[[argparse.Namespace, Client], int]
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
+
+COMMANDS: dict[str, Command] = {}
+
+
+class UsageError(Exception):
+    """A usage mistake found after parsing; reported like an argparse error (status 2)."""
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: '{text}'") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def command(name: str) -> Callable[[Command], Command]:
+    """Register the handler of ``hermesctl NAME``."""
+    def deco(fn: Command) -> Command:
+        COMMANDS[name] = fn
+        return fn
+    return deco
+
+
+def emit_json(obj: Any) -> None:
+    """Print one JSON document."""
+    json.dump(obj, sys.stdout, indent=2, ensure_ascii=False, default=str)
+    sys.stdout.write("\n")

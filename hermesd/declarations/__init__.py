@@ -1,0 +1,1 @@
+"""Method declarations by service area; ``hermesd.protocol`` imports every module here."""

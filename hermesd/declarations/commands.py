@@ -1,0 +1,3 @@
+"""RPC declarations of the command.* and cli.* methods (see hermesd.protocol)."""
+
+from __future__ import annotations

@@ -1,0 +1,267 @@
+"""Lifecycle hooks: the one table of hook names and the bus that calls plugin callbacks.
+
+`HOOKS` declares every hook name plugins may register (HERMES_API.md §5): the keyword arguments
+the daemon passes, how a callback's return value is used, and a one-line description. The
+invoker, the docs (docs/plugins.md, checked by a test) and the plugin loader all read it.
+
+`HookBus` stores callbacks in registration order (= plugin load order) and calls them with
+keyword arguments only, each callback getting just the parameters it declares unless it takes
+``**kwargs``. Sync callbacks run on a worker thread, async ones are awaited; each is bounded by a
+timeout. A callback that raises or times out is logged and skipped — except that a timed-out
+``pre_tool_call`` callback blocks the tool (fail closed). This module knows nothing about
+plugins beyond their key, and nothing about tools or sessions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from hermesd.workers import (
+    CallShape,
+    WorkerPool,
+    WorkTimeout,
+    call_bounded,
+    callable_name,
+    shared_pool,
+)
+
+log = logging.getLogger("hermesd.hooks")
+
+Returns = Literal["ignored", "block", "context", "replace"]
+
+DEFAULT_HOOK_TIMEOUT = 10.0
+
+_TOOL_IDS = ("task_id", "session_id", "tool_call_id", "turn_id", "api_request_id")
+_API = ("session_id", "task_id", "turn_id", "api_request_id", "model", "provider", "base_url",
+        "platform", "api_call_count")
+_APPROVAL = ("command", "description", "pattern_key", "pattern_keys", "session_key", "surface")
+
+
+@dataclass(frozen=True)
+class HookSpec:
+    """One hook: its name, the kwargs passed to callbacks, how returns are used, and when."""
+
+    name: str
+    kwargs: tuple[str, ...]
+    returns: Returns
+    doc: str
+
+
+HOOKS: dict[str, HookSpec] = {
+    spec.name: spec
+    for spec in (
+        HookSpec("pre_tool_call", ("tool_name", "args", *_TOOL_IDS), "block",
+                 "Before each tool runs, including calls made through `ctx.dispatch_tool`."),
+        HookSpec("post_tool_call",
+                 ("tool_name", "args", "result", *_TOOL_IDS, "duration_ms", "status",
+                  "error_type", "error_message"), "ignored",
+                 "After every tool call, including errors, blocks and timeouts."),
+        HookSpec("transform_tool_result",
+                 ("tool_name", "args", "result", *_TOOL_IDS, "duration_ms", "status"), "replace",
+                 "After post_tool_call; the first str returned replaces the result."),
+        HookSpec("transform_terminal_output",
+                 ("command", "output", "returncode", "task_id", "env_type"), "replace",
+                 "Terminal tool output before its result is built; first str replaces it."),
+        HookSpec("transform_llm_output",
+                 ("response_text", "session_id", "model", "platform"), "replace",
+                 "Final assistant text of a turn; the first str returned replaces it."),
+        HookSpec("pre_llm_call",
+                 ("session_id", "task_id", "turn_id", "user_message", "conversation_history",
+                  "is_first_turn", "model", "platform", "sender_id"), "context",
+                 "Once per turn before the tool loop; returned context joins the user message."),
+        HookSpec("post_llm_call",
+                 ("session_id", "task_id", "turn_id", "user_message", "assistant_response",
+                  "conversation_history", "model", "platform"), "ignored",
+                 "After a successful turn."),
+        HookSpec("pre_api_request", (*_API, "request_messages"), "ignored",
+                 "Before each request to the model."),
+        HookSpec("post_api_request",
+                 (*_API, "api_duration", "started_at", "ended_at", "usage"), "ignored",
+                 "After each successful request to the model."),
+        HookSpec("api_request_error",
+                 (*_API, "error_type", "error_message", "status_code", "retry_count",
+                  "max_retries", "retryable"), "ignored",
+                 "When a request to the model fails."),
+        HookSpec("on_session_start", ("session_id", "model", "platform"), "ignored",
+                 "First turn of a new session."),
+        HookSpec("on_session_end",
+                 ("session_id", "task_id", "turn_id", "completed", "interrupted", "model",
+                  "platform"), "ignored",
+                 "End of every turn, and when a client exits."),
+        HookSpec("on_session_finalize", ("session_id", "platform", "reason"), "ignored",
+                 "A session is torn down (deleted, or the daemon stops)."),
+        HookSpec("on_session_reset",
+                 ("session_id", "platform", "reason", "old_session_id", "new_session_id"),
+                 "ignored", "`/new` or `/reset` starts a fresh session."),
+        HookSpec("subagent_start",
+                 ("parent_session_id", "parent_turn_id", "parent_subagent_id",
+                  "child_session_id", "child_subagent_id", "child_role", "child_goal"),
+                 "ignored", "A delegated sub-agent starts."),
+        HookSpec("subagent_stop",
+                 ("parent_session_id", "parent_turn_id", "child_session_id", "child_role",
+                  "child_summary", "child_status", "duration_ms"), "ignored",
+                 "A delegated sub-agent finishes."),
+        HookSpec("pre_gateway_dispatch", ("event", "gateway", "session_store"), "ignored",
+                 "Messaging-gateway dispatch; accepted for compatibility, never fired."),
+        HookSpec("pre_approval_request", _APPROVAL, "ignored",
+                 "Before the user is asked to approve a dangerous command."),
+        HookSpec("post_approval_response", (*_APPROVAL, "choice"), "ignored",
+                 "After the user answered (or the approval timed out)."),
+    )
+}
+
+
+def hook_table_markdown() -> str:
+    """The hook reference table for docs/plugins.md, generated from `HOOKS`."""
+    lines = ["| hook | kwargs | return value | when |", "|---|---|---|---|"]
+    meaning = {
+        "ignored": "ignored",
+        "block": "`{\"action\": \"block\", \"message\": m}` blocks the tool",
+        "context": "`{\"context\": x}` or a str, joined by a blank line",
+        "replace": "first str replaces the value",
+    }
+    for spec in HOOKS.values():
+        kwargs = ", ".join(spec.kwargs)
+        lines.append(f"| `{spec.name}` | {kwargs} | {meaning[spec.returns]} | {spec.doc} |")
+    return "\n".join(lines) + "\n"
+
+
+def join_contexts(values: list[Any]) -> str:
+    """Join ``pre_llm_call`` returns — ``{"context": x}`` or non-blank strings — by a blank line."""
+    parts: list[str] = []
+    for value in values:
+        if isinstance(value, dict):
+            value = value.get("context")
+            value = str(value) if value else None
+        if isinstance(value, str) and value.strip():
+            parts.append(value)
+    return "\n\n".join(parts)
+
+
+@dataclass(frozen=True)
+class _Callback:
+    plugin_key: str
+    fn: Callable[..., Any]
+    shape: CallShape
+    name: str
+
+
+@dataclass(frozen=True)
+class HookOutcome:
+    """What one callback did: its return value, or that it raised or timed out."""
+
+    plugin_key: str
+    name: str
+    value: Any = None
+    failed: bool = False
+    timed_out: bool = False
+
+
+class HookBus:
+    """Registered hook callbacks, called in registration order with bounded time."""
+
+    def __init__(self, pool: WorkerPool | None = None, timeout: float = DEFAULT_HOOK_TIMEOUT):
+        self._pool = pool or shared_pool()
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._callbacks: dict[str, list[_Callback]] = {}
+
+    def register(self, plugin_key: str, hook_name: str, callback: Callable[..., Any]) -> None:
+        """Add ``callback`` for ``hook_name``; unknown names are warned about and kept."""
+        if not callable(callback):
+            raise TypeError(f"hook callback for '{hook_name}' is not callable")
+        if hook_name not in HOOKS:
+            log.warning(
+                "Plugin '%s' registered unknown hook '%s' (valid: %s)",
+                plugin_key, hook_name, ", ".join(sorted(HOOKS)),
+            )
+        entry = _Callback(plugin_key, callback, CallShape.of(callback), callable_name(callback))
+        with self._lock:
+            # Copy-on-write so invoke() iterates a stable list without holding the lock.
+            self._callbacks[hook_name] = [*self._callbacks.get(hook_name, []), entry]
+
+    def unregister_plugin(self, plugin_key: str) -> int:
+        """Remove every callback ``plugin_key`` registered; returns how many."""
+        removed = 0
+        with self._lock:
+            for hook_name, entries in list(self._callbacks.items()):
+                kept = [e for e in entries if e.plugin_key != plugin_key]
+                removed += len(entries) - len(kept)
+                if kept:
+                    self._callbacks[hook_name] = kept
+                else:
+                    del self._callbacks[hook_name]
+        return removed
+
+    def has(self, hook_name: str) -> bool:
+        """True when at least one callback is registered for ``hook_name``."""
+        return bool(self._callbacks.get(hook_name))
+
+    def hooks_of(self, plugin_key: str) -> list[str]:
+        """Distinct hook names ``plugin_key`` has callbacks for."""
+        with self._lock:
+            items = list(self._callbacks.items())
+        return [name for name, entries in items if any(e.plugin_key == plugin_key for e in entries)]
+
+    async def outcomes(self, hook_name: str, kwargs: dict[str, Any]) -> list[HookOutcome]:
+        """Call every callback for ``hook_name`` in order; report what each one did."""
+        entries = self._callbacks.get(hook_name, [])
+        spec = HOOKS.get(hook_name)
+        fill = spec.kwargs if spec else ()
+        results: list[HookOutcome] = []
+        for entry in entries:
+            chosen = entry.shape.select(kwargs, fill)
+            try:
+                value = await call_bounded(self._pool, entry.fn, (), chosen, self.timeout)
+            except WorkTimeout:
+                log.warning(
+                    "Hook '%s' callback %s timed out after %gs", hook_name, entry.name,
+                    self.timeout,
+                )
+                results.append(HookOutcome(entry.plugin_key, entry.name, timed_out=True))
+            except Exception as exc:
+                log.warning("Hook '%s' callback %s raised: %s", hook_name, entry.name, exc)
+                log.debug("Traceback of hook '%s' callback %s", hook_name, entry.name,
+                          exc_info=True)
+                results.append(HookOutcome(entry.plugin_key, entry.name, failed=True))
+            else:
+                results.append(HookOutcome(entry.plugin_key, entry.name, value))
+        return results
+
+    async def invoke(self, hook_name: str, **kwargs: Any) -> list[Any]:
+        """Call every callback; return the non-None values they returned, in order."""
+        outcomes = await self.outcomes(hook_name, kwargs)
+        return [o.value for o in outcomes if o.value is not None]
+
+    async def pre_tool_call(self, **kwargs: Any) -> str | None:
+        """Run ``pre_tool_call``; the block message of the first blocking callback, or None.
+
+        A callback that times out blocks (fail closed); one that raises does not.
+        """
+        for outcome in await self.outcomes("pre_tool_call", kwargs):
+            if outcome.timed_out:
+                return (
+                    f"Blocked: pre_tool_call hook {outcome.name} of plugin "
+                    f"'{outcome.plugin_key}' did not answer within {self.timeout:g}s"
+                )
+            value = outcome.value
+            if isinstance(value, dict) and value.get("action") == "block":
+                message = value.get("message")
+                if isinstance(message, str) and message:
+                    return message
+        return None
+
+    async def pre_llm_context(self, **kwargs: Any) -> str:
+        """Run ``pre_llm_call``; the contexts returned, joined by a blank line ("" if none)."""
+        return join_contexts(await self.invoke("pre_llm_call", **kwargs))
+
+    async def transform(self, hook_name: str, **kwargs: Any) -> str | None:
+        """Run a ``transform_*`` hook; the first str returned, or None to keep the value."""
+        for value in await self.invoke(hook_name, **kwargs):
+            if isinstance(value, str):
+                return value
+        return None

@@ -1,0 +1,402 @@
+"""The model client: one streamed chat completion against an OpenAI-compatible endpoint.
+
+Owns the ``openai.AsyncOpenAI`` client (imported lazily: daemon start-up does not pay for it),
+our own retry policy (429, 5xx, timeouts, dropped connections; exponential backoff with
+jitter, ``retry-after`` honoured up to a cap; the SDK's retries are off), the accumulation of
+streamed deltas into one assistant message, and the translation of SDK errors into
+``ModelError``. It knows nothing of sessions, hooks or tools beyond their OpenAI shapes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import os
+import random
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+log = logging.getLogger("hermesd.llm")
+
+StreamEvent = dict[str, Any]
+OnEvent = Callable[[StreamEvent], None]
+OnRetry = Callable[["RetryInfo"], Awaitable[None]]
+
+_RETRY_STATUSES = frozenset({408, 409, 425, 429})
+_CONFIG_HINT = ("set model.base_url and model.default in $HERMES_HOME/config.yaml "
+                "(or OPENAI_BASE_URL in the environment or .env)")
+
+
+class ModelError(Exception):
+    """A model request did not produce a usable answer."""
+
+    retryable = False
+
+
+class ModelNotConfigured(ModelError):
+    """No endpoint or model name is configured."""
+
+
+class ModelRequestFailed(ModelError):
+    """The endpoint answered with an error status, or could not be reached (status None)."""
+
+    def __init__(self, status: int | None, message: str, *, retryable: bool = False,
+                 retry_after: float | None = None) -> None:
+        super().__init__(f"HTTP {status}: {message}" if status else message)
+        self.status = status
+        self.message = message
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class ModelResponseInvalid(ModelError):
+    """The endpoint answered 200 with something that is not a chat completion stream."""
+
+
+class ConfigLike(Protocol):
+    def get(self, dotted: str, default: Any = None) -> Any: ...
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Where and how to reach the model; ``from_config`` reads config.yaml and the env."""
+
+    base_url: str | None
+    model: str | None
+    api_key: str | None = None
+    provider: str = "custom"
+    timeout: float = 120.0
+    max_retries: int = 3
+    retry_max_wait: float = 30.0
+    backoff_base: float = 0.5
+
+    @classmethod
+    def from_config(cls, config: ConfigLike, env: Mapping[str, str] | None = None
+                    ) -> ModelSettings:
+        """``model.*`` keys, falling back to OPENAI_BASE_URL / OPENAI_API_KEY."""
+        env = os.environ if env is None else env
+        return cls(
+            base_url=config.get("model.base_url") or env.get("OPENAI_BASE_URL") or None,
+            model=config.get("model.default") or None,
+            api_key=config.get("model.api_key") or env.get("OPENAI_API_KEY") or None,
+            provider=str(config.get("model.provider") or "custom"),
+            timeout=float(config.get("model.timeout", 120.0)),
+            max_retries=int(config.get("model.max_retries", 3)),
+            retry_max_wait=float(config.get("model.retry_max_wait", 30.0)),
+        )
+
+    def check(self) -> None:
+        """Raise ``ModelNotConfigured`` with what to set when the endpoint is incomplete."""
+        if not self.base_url:
+            raise ModelNotConfigured(f"No model endpoint is configured: {_CONFIG_HINT}.")
+        if not self.model:
+            raise ModelNotConfigured(
+                "No model name is configured: set model.default in $HERMES_HOME/config.yaml.")
+
+
+@dataclass
+class Completion:
+    """One finished model response."""
+
+    message: dict[str, Any]
+    finish_reason: str | None
+    usage: dict[str, int] | None
+    model: str | None = None
+    attempts: int = 1
+
+    @property
+    def content(self) -> str:
+        return str(self.message.get("content") or "")
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        return list(self.message.get("tool_calls") or [])
+
+
+@dataclass
+class RetryInfo:
+    """A failed attempt that will be retried after ``delay`` seconds."""
+
+    attempt: int
+    max_attempts: int
+    delay: float
+    error: ModelError
+    discarded_output: bool
+    duration: float
+
+
+def _get(obj: Any, key: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+@dataclass
+class _Call:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+    announced: bool = False
+
+
+class StreamAccumulator:
+    """Folds chat-completion chunks (SDK objects or dicts) into one assistant message.
+
+    Tool calls are keyed by ``index``; an id or name repeated in every chunk (llama.cpp) is
+    kept once, arguments are concatenated. A chunk without an index continues the last call
+    unless it carries a new id.
+    """
+
+    def __init__(self, on_event: OnEvent | None = None) -> None:
+        self.on_event = on_event
+        self.text: list[str] = []
+        self.calls: dict[int, _Call] = {}
+        self.finish_reason: str | None = None
+        self.usage: dict[str, int] | None = None
+        self.model: str | None = None
+        self.chunks = 0
+        self.choices_seen = False
+        self.emitted = False
+
+    def _emit(self, event: StreamEvent) -> None:
+        self.emitted = True
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def add(self, chunk: Any) -> None:
+        """Fold one chunk in, emitting text deltas and tool-call starts."""
+        self.chunks += 1
+        self.model = self.model or _get(chunk, "model")
+        usage = _get(chunk, "usage")
+        if usage:
+            self.usage = {k: int(_get(usage, k) or 0)
+                          for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+        for choice in _get(chunk, "choices") or ():
+            if (_get(choice, "index") or 0) != 0:
+                continue
+            self.choices_seen = True
+            delta = _get(choice, "delta") or {}
+            text = _get(delta, "content")
+            if text:
+                self.text.append(text)
+                self._emit({"type": "text.delta", "text": text})
+            for part in _get(delta, "tool_calls") or ():
+                self._add_call(part)
+            if _get(choice, "finish_reason"):
+                self.finish_reason = _get(choice, "finish_reason")
+
+    def _add_call(self, part: Any) -> None:
+        index, call_id = _get(part, "index"), _get(part, "id")
+        if not isinstance(index, int):
+            last = max(self.calls, default=-1)
+            new = last < 0 or bool(call_id and call_id != self.calls[last].id)
+            index = last + 1 if new else last
+        call = self.calls.setdefault(index, _Call())
+        if call_id and not call.id:
+            call.id = call_id
+        function = _get(part, "function")
+        name = _get(function, "name") if function is not None else None
+        if name and name != call.name:
+            call.name = name if not call.name else call.name + name
+        args = _get(function, "arguments") if function is not None else None
+        if args:
+            call.arguments.append(args)
+        if call.name and not call.announced:
+            call.announced = True
+            self._emit({"type": "tool_call.started", "index": index, "id": call.id,
+                        "name": call.name})
+
+    def message(self) -> dict[str, Any]:
+        """The assistant message in OpenAI form."""
+        text = "".join(self.text)
+        msg: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if self.calls:
+            msg["tool_calls"] = [
+                {"id": c.id or f"call_{secrets.token_hex(6)}", "type": "function",
+                 "function": {"name": c.name, "arguments": "".join(c.arguments).strip() or "{}"}}
+                for _, c in sorted(self.calls.items())]
+        elif not text:
+            msg["content"] = ""
+        return msg
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    if not headers:
+        return None
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, Mapping) else inner
+        if message:
+            return str(message)
+    return str(getattr(exc, "message", None) or exc)
+
+
+def classify(exc: BaseException, base_url: str | None, timeout: float) -> ModelError | None:
+    """The ``ModelError`` for an SDK or decoding exception; None when it is not one."""
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        return ModelRequestFailed(
+            status, _error_message(exc),
+            retryable=status in _RETRY_STATUSES or status >= 500,
+            retry_after=parse_retry_after(exc.response.headers))
+    if isinstance(exc, openai.APITimeoutError):
+        return ModelRequestFailed(None, f"model request timed out after {timeout:g}s",
+                                  retryable=True)
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        detail = f": {cause}" if cause else ""
+        return ModelRequestFailed(None, f"connection to the model endpoint {base_url} failed"
+                                  f"{detail}", retryable=True)
+    if isinstance(exc, openai.APIResponseValidationError | ValueError):
+        return ModelResponseInvalid(f"the model endpoint sent a malformed response: {exc}")
+    if isinstance(exc, openai.APIError):
+        return ModelRequestFailed(None, f"the model endpoint reported an error: "
+                                  f"{_error_message(exc)}", retryable=True)
+    return None
+
+
+class ModelClient:
+    """Streams chat completions with retries; one per daemon (it pools connections)."""
+
+    def __init__(self, settings: ModelSettings, *,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self.settings = settings
+        self._sleep = sleep
+        self._client: Any = None
+        self._usage_option = True
+
+    def _sdk(self) -> Any:
+        if self._client is None:
+            self.settings.check()
+            import openai  # deferred: ~0.5 s of imports the daemon only pays when chatting
+
+            self._client = openai.AsyncOpenAI(
+                base_url=self.settings.base_url, api_key=self.settings.api_key or "not-needed",
+                timeout=self.settings.timeout, max_retries=0)
+        return self._client
+
+    async def warm_up(self) -> None:
+        """Import the SDK and build the client off the event loop (call after start-up)."""
+        try:
+            self.settings.check()
+        except ModelNotConfigured:
+            return
+        await asyncio.to_thread(self._sdk)
+
+    async def aclose(self) -> None:
+        """Close pooled connections."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    def _delay(self, attempt: int, error: ModelError) -> float:
+        cap = self.settings.retry_max_wait
+        after: float | None = getattr(error, "retry_after", None)
+        if after is not None:
+            return min(after, cap)
+        backoff: float = min(cap, self.settings.backoff_base * 2 ** (attempt - 1))
+        return backoff * (0.5 + random.random() / 2)
+
+    async def stream_completion(self, messages: list[dict[str, Any]],
+                                tools: list[dict[str, Any]] | None = None, *,
+                                model: str | None = None, on_event: OnEvent | None = None,
+                                on_retry: OnRetry | None = None) -> Completion:
+        """Stream one completion, retrying transient failures; return the final message.
+
+        ``on_event`` gets ``text.delta`` and ``tool_call.started`` events as they arrive;
+        ``on_retry`` is awaited before each retry (output already emitted is then stale).
+        """
+        client = self._sdk()
+        payload: dict[str, Any] = {"model": model or self.settings.model,
+                                   "messages": messages, "stream": True}
+        if tools:
+            payload["tools"] = tools
+        attempts = max(1, self.settings.max_retries + 1)
+        attempt, fell_back = 0, False
+        while True:
+            attempt += 1
+            acc = StreamAccumulator(on_event)
+            started = time.monotonic()
+            try:
+                await self._attempt(client, payload, acc)
+                return Completion(acc.message(), acc.finish_reason, acc.usage, acc.model,
+                                  attempt)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                error = exc if isinstance(exc, ModelError) else classify(
+                    exc, self.settings.base_url, self.settings.timeout)
+                if error is None:
+                    raise
+                if isinstance(error, ModelRequestFailed) and error.status in (400, 422):
+                    if not fell_back and "stream_options" in payload:
+                        fell_back, attempt = True, attempt - 1
+                        log.info("endpoint rejected stream_options (%s); retrying without",
+                                 error)
+                        self._usage_option = False
+                        continue
+                    self._usage_option = True  # the rejection was not about stream_options
+                if not error.retryable or attempt >= attempts:
+                    if attempt > 1:
+                        error.args = (f"{error} (after {attempt} attempts)",)
+                    raise error from (None if error is exc else exc)
+                delay = self._delay(attempt, error)
+                log.warning("model request failed (%s); retry %d/%d in %.2fs", error,
+                            attempt, attempts - 1, delay)
+                if on_retry is not None:
+                    await on_retry(RetryInfo(attempt, attempts, delay, error, acc.emitted,
+                                             time.monotonic() - started))
+                await self._sleep(delay)
+
+    async def _attempt(self, client: Any, payload: dict[str, Any],
+                       acc: StreamAccumulator) -> None:
+        if self._usage_option:
+            payload["stream_options"] = {"include_usage": True}
+        else:
+            payload.pop("stream_options", None)
+        # Messages and tools travel in extra_body: they are already in wire form, and the
+        # SDK's per-field transform of ``messages`` costs ~50 µs a message (20 ms at 400).
+        body = {k: v for k, v in payload.items() if k not in ("model", "stream")}
+        stream = await client.chat.completions.create(
+            model=payload["model"], messages=[], stream=True, extra_body=body)
+        try:
+            async for chunk in stream:
+                acc.add(chunk)
+        finally:
+            await stream.close()
+        if not acc.choices_seen:
+            kind = stream.response.headers.get("content-type", "?")
+            raise ModelResponseInvalid(
+                "the model endpoint returned no completion"
+                + (" (empty choices)" if acc.chunks else f" stream (content-type: {kind}); "
+                   "is model.base_url an OpenAI-compatible /v1 endpoint?"))
+

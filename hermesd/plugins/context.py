@@ -1,0 +1,228 @@
+"""The ``ctx`` object a plugin's ``register(ctx)`` receives (HERMES_API.md §4).
+
+`PluginContext` keeps the reference's method names and parameter names, because real plugins call
+them by keyword. Every registration goes to the shared registries under the plugin's key (so the
+loader can roll all of it back) and is noted in the plugin's `PluginRecord` (so the listing can
+show it). Registrations are refused with a log line, never an exception — except
+`register_skill`, which raises on a bad name as the reference does. After `close` (the loader
+gave up on a hung ``register()``), late registrations from the still-running thread are ignored.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hermesd.commands import CommandRegistry
+from hermesd.hooks import HookBus
+from hermesd.plugins.manifest import Manifest, PluginRecord, RejectedTool
+from hermesd.skills import SkillCatalog
+from hermesd.tools.registry import ToolRegistry, ToolRejected, current_session
+
+log = logging.getLogger("hermesd.plugins")
+
+#: Puts a message into the active session: ``(content, role) -> accepted``.
+Injector = Callable[[str, str], bool]
+
+
+@dataclass
+class PluginServices:
+    """What plugins register into, shared by every `PluginContext`."""
+
+    home: Path
+    tools: ToolRegistry
+    hooks: HookBus
+    commands: CommandRegistry
+    skills: SkillCatalog
+    injector: Injector | None = None
+
+
+def _takes_ctx(handler: Callable[..., Any]) -> bool:
+    """True for a command handler written ``fn(ctx, raw_args)`` rather than ``fn(raw_args)``."""
+    try:
+        params = list(inspect.signature(handler).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    positional = [p for p in params if p.kind in kinds]
+    required = [p for p in positional if p.default is inspect.Parameter.empty]
+    return len(required) >= 2 or (len(positional) >= 2 and positional[0].name == "ctx")
+
+
+class PluginContext:
+    """The registration API handed to one plugin's ``register(ctx)``."""
+
+    def __init__(self, record: PluginRecord, services: PluginServices,
+                 declared_schemas: Mapping[str, dict[str, Any]] | None = None) -> None:
+        self._record = record
+        self._services = services
+        self._declared = dict(declared_schemas or {})
+        self._lock = threading.Lock()
+        self._closed = False
+        #: The plugin's key (its manifest name, or ``<category>/<dir>``).
+        self.plugin_name = record.key
+        #: The parsed manifest (entry-point plugins get one built from package metadata).
+        self.manifest = record.manifest or Manifest(name=record.name, version=record.version,
+                                                    description=record.description)
+        #: ``$HERMES_HOME``, for plugins that keep their own files there.
+        self.hermes_home = services.home
+
+    @property
+    def profile_name(self) -> str:
+        """hermesd has a single profile per ``HERMES_HOME``."""
+        return "default"
+
+    @property
+    def bound_tools(self) -> set[str]:
+        """Names of the tools this plugin registered successfully."""
+        return set(self._record.tools)
+
+    def close(self) -> None:
+        """Ignore any registration from now on (the loader abandoned this plugin)."""
+        with self._lock:
+            self._closed = True
+
+    def _refuse_late(self, kind: str, name: str) -> bool:
+        if self._closed:
+            log.warning("Plugin '%s' registered %s '%s' after its load was abandoned; ignored",
+                        self.plugin_name, kind, name)
+        return self._closed
+
+    # -- tools ------------------------------------------------------------------------------
+
+    def register_tool(
+        self,
+        name: str,
+        toolset: str,
+        schema: dict[str, Any] | None = None,
+        handler: Callable[..., Any] | None = None,
+        check_fn: Callable[[], Any] | None = None,
+        requires_env: list[str] | None = None,
+        is_async: bool = False,
+        description: str = "",
+        emoji: str = "",
+        override: bool = False,
+    ) -> None:
+        """Add a tool. A schema declared in the plugin's tools.json replaces ``schema``."""
+        with self._lock:
+            if self._refuse_late("tool", name):
+                return
+            declared = self._declared.get(name)
+            if declared is not None:
+                if schema is not None and schema != declared:
+                    log.debug("Plugin '%s' tool '%s': tools.json schema used instead of the one "
+                              "passed to register_tool", self.plugin_name, name)
+                schema = declared
+            try:
+                if schema is None:
+                    raise ToolRejected(f"tool '{name}' has no schema (pass schema= or declare it "
+                                       "in tools.json)")
+                if handler is None:
+                    raise ToolRejected(f"tool '{name}' has no handler")
+                self._services.tools.register(
+                    name, toolset, schema, handler, check_fn=check_fn, requires_env=requires_env,
+                    is_async=is_async, description=description, emoji=emoji, override=override,
+                    owner=self.plugin_name)
+            except ToolRejected as exc:
+                log.error("Plugin '%s': tool registration rejected: %s", self.plugin_name, exc)
+                self._record.rejected_tools.append(RejectedTool(str(name), str(exc)))
+                return
+            if name not in self._record.tools:
+                self._record.tools.append(name)
+
+    def dispatch_tool(self, tool_name: str, args: dict[str, Any] | str | None,
+                      **kwargs: Any) -> str:
+        """Call any tool through the full pipeline (hooks, approval, budget); its result."""
+        session = str(kwargs.get("session_id") or kwargs.get("task_id") or current_session.get())
+        return self._services.tools.call_sync(
+            tool_name, args, session_id=session, tool_call_id=kwargs.get("tool_call_id"),
+            source="plugin")
+
+    # -- hooks ------------------------------------------------------------------------------
+
+    def register_hook(self, hook_name: str, callback: Callable[..., Any]) -> None:
+        """Subscribe ``callback`` to a lifecycle hook."""
+        with self._lock:
+            if self._refuse_late("hook", hook_name):
+                return
+            self._services.hooks.register(self.plugin_name, hook_name, callback)
+            if hook_name not in self._record.hooks:
+                self._record.hooks.append(hook_name)
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def register_command(self, name: str, handler: Callable[..., Any], description: str = "",
+                         args_hint: str = "", help: str | None = None) -> None:
+        """Add a ``/name`` command; ``help=`` is a synonym of ``description=``."""
+        with self._lock:
+            if self._refuse_late("command", name):
+                return
+            if _takes_ctx(handler):
+                handler = functools.partial(handler, self)
+            command = self._services.commands.register(
+                name, handler, description=description or help or "Plugin command",
+                args_hint=args_hint, owner=self.plugin_name)
+            if command is not None and command.name not in self._record.commands:
+                self._record.commands.append(command.name)
+
+    def register_cli_command(self, name: str, help: str, setup_fn: Callable[[Any], Any],
+                             handler_fn: Callable[[Any], Any] | None = None,
+                             description: str = "") -> None:
+        """Add a ``hermesctl <name> …`` command (argparse tree built by ``setup_fn``)."""
+        with self._lock:
+            if self._refuse_late("CLI command", name):
+                return
+            command = self._services.commands.register_cli(
+                name, help, setup_fn, handler_fn, description, owner=self.plugin_name)
+            if command is not None and command.name not in self._record.cli_commands:
+                self._record.cli_commands.append(command.name)
+
+    # -- skills -----------------------------------------------------------------------------
+
+    def register_skill(self, name: str, path: Path | str, description: str = "") -> None:
+        """Add the read-only skill ``<plugin key>:<name>``; raises ValueError for a bad name."""
+        with self._lock:
+            if self._refuse_late("skill", name):
+                return
+            skill = self._services.skills.register_plugin_skill(
+                self.plugin_name, name, Path(path), description)
+            if skill.name not in self._record.skills:
+                self._record.skills.append(skill.name)
+
+    # -- session ----------------------------------------------------------------------------
+
+    def inject_message(self, content: str, role: str = "user") -> bool:
+        """Queue a message into the active session; False when there is none."""
+        injector = self._services.injector
+        if injector is None:
+            log.warning("inject_message from plugin '%s': no active session", self.plugin_name)
+            return False
+        try:
+            return bool(injector(content, role))
+        except Exception:
+            log.exception("inject_message from plugin '%s' failed", self.plugin_name)
+            return False
+
+    # -- accepted but not supported ---------------------------------------------------------
+
+    def _unsupported(self, what: str) -> None:
+        log.warning("Plugin '%s' called %s, which hermesd does not support; ignored",
+                    self.plugin_name, what)
+
+    def register_middleware(self, kind: str, callback: Callable[..., Any]) -> None:
+        """Not supported by hermesd: logged and ignored."""
+        self._unsupported(f"register_middleware('{kind}')")
+
+    def register_memory_provider(self, provider: Any) -> None:
+        """Not supported by hermesd: logged and ignored."""
+        self._unsupported("register_memory_provider")
+
+    def register_context_engine(self, engine: Any) -> None:
+        """Not supported by hermesd: logged and ignored."""
+        self._unsupported("register_context_engine")

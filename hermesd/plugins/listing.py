@@ -1,0 +1,70 @@
+"""What users see of plugins: the ``/plugins`` text (HERMES_API.md §8) and the ``plugins.list``
+dict form. Pure functions of `PluginRecord`s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from hermesd.plugins.manifest import PluginRecord
+
+
+def plugin_line(record: PluginRecord) -> str:
+    """One line: ``  ✓ calculator v1.0.0 (2 tools, 1 hooks)`` or ``  ✗ x v1 — reason``.
+
+    A loaded plugin some of whose tools were refused gets `` — rejected tool 'n': why``.
+    """
+    mark = "✓" if record.loaded else "✗"
+    version = f" v{record.version}" if record.version else ""
+    counts = [f"{n} {label}" for n, label in ((len(record.tools), "tools"),
+                                               (len(record.hooks), "hooks"),
+                                               (len(record.commands), "commands")) if n]
+    detail = f" ({', '.join(counts)})" if counts else ""
+    if record.loaded:
+        rejected = "; ".join(f"rejected tool '{r.name}': {r.reason}"
+                             for r in record.rejected_tools)
+        reason = f" — {rejected}" if rejected else ""
+    else:
+        reason = f" — {record.reason}" if record.reason else ""
+    return f"  {mark} {record.key}{version}{detail}{reason}"
+
+
+def plugins_text(records: Iterable[PluginRecord], home: Path) -> str:
+    """The whole ``/plugins`` output (no trailing newline)."""
+    records = list(records)
+    if not records:
+        return ("No plugins installed.\n"
+                f"Drop plugin directories into {home}/plugins/ to get started.")
+    return "\n".join([f"Plugins ({len(records)}):", *(plugin_line(r) for r in records)])
+
+
+def plugin_dict(record: PluginRecord) -> dict[str, Any]:
+    """One plugin as plain data (str, bool, int, list, dict, None) for ``plugins.list``."""
+    return {
+        "key": record.key,
+        "name": record.name,
+        "version": record.version,
+        "description": record.description,
+        "author": record.author,
+        "source": record.source,
+        "path": record.path,
+        "state": record.state,
+        "enabled": record.loaded,
+        "reason": record.reason,
+        "tools": list(record.tools),
+        "hooks": list(record.hooks),
+        "commands": list(record.commands),
+        "cli_commands": list(record.cli_commands),
+        "skills": list(record.skills),
+        "rejected_tools": [{"name": r.name, "reason": r.reason} for r in record.rejected_tools],
+        "warnings": [w.as_dict() for w in record.warnings],
+        "missing_env": list(record.missing_env),
+        "line": plugin_line(record).strip(),
+    }
+
+
+def plugins_payload(records: Iterable[PluginRecord]) -> list[dict[str, Any]]:
+    """Every plugin as plain data, in load order."""
+    return [plugin_dict(r) for r in records]

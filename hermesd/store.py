@@ -1,0 +1,523 @@
+"""Sessions and their messages in SQLite (``$HERMES_HOME/state.db``).
+
+Owns the database file: its creation (mode 0600), pragmas, schema migrations
+(``hermesd.migrations``), and every read and write of sessions, messages, full-text search and
+token counters. It also shapes what the model sees of a session: ``history()`` trims old
+messages and repairs tool calls left without results. It knows nothing of RPC, clients or
+models.
+
+Threads: the API is synchronous. The daemon owns one dedicated DB thread (``call()`` runs a
+method there, so the event loop never waits on disk); a lock also makes direct calls from other
+threads safe, e.g. a tool handler running in a worker thread.
+
+Durability: WAL with ``synchronous=NORMAL``. Every write commits immediately; a committed write
+survives the process being killed. An OS crash or power loss may lose the last few commits
+(never corrupt the file); that is the price of not calling fsync on every message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import os
+import re
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypedDict, TypeVar
+
+from hermesd.migrations import MIGRATIONS
+
+log = logging.getLogger("hermesd.store")
+
+T = TypeVar("T")
+
+ROLES = ("system", "user", "assistant", "tool")
+INTERRUPTED_RESULT = "Tool call interrupted (daemon restarted before it finished)"
+_SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_TITLE_CHARS = 60
+
+
+class StoreError(Exception):
+    """The session store cannot do what was asked."""
+
+
+class SessionNotFound(StoreError):
+    """No session has this id."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"Session not found: {session_id}")
+        self.session_id = session_id
+
+
+class MessageNotFound(StoreError):
+    """No message with this id belongs to the session."""
+
+
+class SchemaTooNew(StoreError):
+    """state.db was written by a newer hermesd."""
+
+
+class SessionInfo(TypedDict):
+    id: str
+    title: str | None
+    created_at: float
+    updated_at: float
+    model: str | None
+    platform: str
+    parent_id: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    message_count: int
+
+
+class MessageRecord(TypedDict):
+    id: int
+    session_id: str
+    seq: int
+    turn_id: str | None
+    role: str
+    content: str | None
+    tool_calls: list[dict[str, Any]] | None
+    tool_call_id: str | None
+    tool_name: str | None
+    created_at: float
+
+
+class SessionPage(TypedDict):
+    sessions: list[SessionInfo]
+    next_cursor: str | None
+
+
+class SearchHit(TypedDict):
+    message_id: int
+    session_id: str
+    session_title: str | None
+    role: str
+    snippet: str
+    created_at: float
+
+
+def new_session_id() -> str:
+    """``20261129-121500-ab12cd``: sortable by creation, short, safe in URLs and paths."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def fts_query(text: str) -> str | None:
+    """A user's search text as a safe FTS5 query: every word a quoted term, all required.
+
+    Operators, quotes and parentheses lose their meaning; a trailing ``*`` on a word keeps
+    working as a prefix search. None when nothing searchable remains.
+    """
+    terms = []
+    for word in text.split():
+        prefix = word.endswith("*")
+        core = word.rstrip("*")
+        if not any(ch.isalnum() for ch in core):
+            continue
+        terms.append('"' + core.replace('"', '""') + '"' + ("*" if prefix else ""))
+    return " ".join(terms) or None
+
+
+def _derive_title(content: str) -> str | None:
+    line = " ".join(content.split())
+    if not line:
+        return None
+    return line if len(line) <= _TITLE_CHARS else line[: _TITLE_CHARS - 1].rstrip() + "…"
+
+
+def _tool_result(tool_call_id: str, reason: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": tool_call_id, "content": json.dumps({"error": reason})}
+
+
+def repair_history(messages: list[dict[str, Any]], reason: str = INTERRUPTED_RESULT
+                   ) -> list[dict[str, Any]]:
+    """Make an OpenAI message list valid: every tool call answered, no stray tool results.
+
+    A tool call without a result (crash or cancel mid-tool) gets a synthetic error result right
+    after the results it does have; a tool result that answers no pending call is dropped.
+    """
+    out: list[dict[str, Any]] = []
+    pending: dict[str, None] = {}
+
+    def close_pending() -> None:
+        out.extend(_tool_result(call_id, reason) for call_id in pending)
+        pending.clear()
+
+    for msg in messages:
+        if msg.get("role") == "tool":
+            call_id = msg.get("tool_call_id")
+            if call_id in pending:
+                del pending[call_id]
+                out.append(msg)
+            continue
+        close_pending()
+        out.append(msg)
+        if msg.get("role") == "assistant":
+            for call in msg.get("tool_calls") or ():
+                pending[str(call.get("id"))] = None
+    close_pending()
+    return out
+
+
+def _size(msg: dict[str, Any]) -> int:
+    calls = msg.get("tool_calls")
+    return len(msg.get("content") or "") + (len(json.dumps(calls)) if calls else 0)
+
+
+def trim_history(messages: list[dict[str, Any]], max_messages: int, max_chars: int
+                 ) -> list[dict[str, Any]]:
+    """Keep the newest messages within both budgets, starting at a user message.
+
+    Starting at a user message means a tool call is never separated from its results. When
+    the budget ends inside the current turn, the whole turn is kept anyway.
+    """
+    start = max(0, len(messages) - max_messages)
+    used = 0
+    for i in range(len(messages) - 1, start - 1, -1):
+        used += _size(messages[i])
+        if used > max_chars:
+            start = i + 1
+            break
+    for i in range(start, len(messages)):
+        if messages[i].get("role") == "user":
+            return messages[i:]
+    for i in range(min(start, len(messages)) - 1, -1, -1):
+        if messages[i].get("role") == "user":
+            return messages[i:]
+    return messages[start:]
+
+
+def _session(row: sqlite3.Row) -> SessionInfo:
+    return SessionInfo(
+        id=row["id"], title=row["title"], created_at=row["created_at"],
+        updated_at=row["updated_at"], model=row["model"], platform=row["platform"],
+        parent_id=row["parent_id"], prompt_tokens=row["prompt_tokens"],
+        completion_tokens=row["completion_tokens"], total_tokens=row["total_tokens"],
+        message_count=row["message_count"],
+    )
+
+
+def _message(row: sqlite3.Row) -> MessageRecord:
+    calls = row["tool_calls"]
+    return MessageRecord(
+        id=row["id"], session_id=row["session_id"], seq=row["seq"], turn_id=row["turn_id"],
+        role=row["role"], content=row["content"],
+        tool_calls=json.loads(calls) if calls else None, tool_call_id=row["tool_call_id"],
+        tool_name=row["tool_name"], created_at=row["created_at"],
+    )
+
+
+def to_openai(record: MessageRecord) -> dict[str, Any]:
+    """Only the fields a chat-completions request accepts."""
+    role = record["role"]
+    if role == "tool":
+        return {"role": "tool", "tool_call_id": record["tool_call_id"],
+                "content": record["content"] or ""}
+    if role == "assistant" and record["tool_calls"]:
+        return {"role": "assistant", "content": record["content"] or None,
+                "tool_calls": record["tool_calls"]}
+    return {"role": role, "content": record["content"] or ""}
+
+
+def open_db_file(path: Path) -> sqlite3.Connection:
+    """Create ``path`` private (0600) if needed, connect, set pragmas, migrate the schema."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600))
+    os.chmod(path, 0o600)
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA busy_timeout=5000")
+    migrate(conn)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            os.chmod(side, 0o600)
+    return conn
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply the migrations this database lacks, one transaction each; return the version."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > len(MIGRATIONS):
+        raise SchemaTooNew(f"state.db has schema version {version}, newer than this hermesd "
+                           f"understands ({len(MIGRATIONS)}); upgrade hermesd")
+    for index in range(version, len(MIGRATIONS)):
+        try:
+            conn.executescript(f"BEGIN IMMEDIATE;\n{MIGRATIONS[index]}\n"
+                               f"PRAGMA user_version = {index + 1};\nCOMMIT;")
+        except sqlite3.Error:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        log.info("state.db migrated to schema version %d", index + 1)
+    return len(MIGRATIONS)
+
+
+class SessionStore:
+    """Sessions, messages, search and usage counters in one SQLite file."""
+
+    def __init__(self, path: Path, *, history_messages: int = 400,
+                 history_chars: int = 400_000) -> None:
+        self.path = path
+        self.history_messages = history_messages
+        self.history_chars = history_chars
+        self._conn = open_db_file(path)
+        self._lock = threading.RLock()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hermesd-db")
+
+    @classmethod
+    def in_home(cls, home: Path, **kwargs: Any) -> SessionStore:
+        """The store at ``home/state.db``."""
+        return cls(home / "state.db", **kwargs)
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn(*args, **kwargs)`` (a method of this store) on the DB thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+
+    def close(self) -> None:
+        """Finish pending DB-thread work and close the connection."""
+        self._executor.shutdown(wait=True)
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _row(self, sql: str, args: tuple[Any, ...]) -> sqlite3.Row | None:
+        with self._lock:
+            row: sqlite3.Row | None = self._conn.execute(sql, args).fetchone()
+            return row
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def create_session(self, *, title: str | None = None, model: str | None = None,
+                       platform: str = "cli", parent_id: str | None = None,
+                       session_id: str | None = None) -> SessionInfo:
+        """A new empty session; ``session_id`` is generated unless given."""
+        if session_id is not None and not _SESSION_ID.match(session_id):
+            raise ValueError("session id must be 1-64 characters of A-Z a-z 0-9 _ -")
+        if parent_id is not None:
+            self.get_session(parent_id)
+        now = time.time()
+        for _ in range(5):
+            sid = session_id or new_session_id()
+            try:
+                with self._tx() as db:
+                    db.execute(
+                        "INSERT INTO sessions (id, title, created_at, updated_at, model, platform,"
+                        " parent_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (sid, title, now, now, model, platform, parent_id))
+                return self.get_session(sid)
+            except sqlite3.IntegrityError:
+                if session_id is not None:
+                    raise ValueError(f"session {session_id} already exists") from None
+        raise StoreError("could not allocate a unique session id")
+
+    def get_session(self, session_id: str) -> SessionInfo:
+        """The session's metadata; ``SessionNotFound`` if there is none."""
+        row = self._row("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        if row is None:
+            raise SessionNotFound(session_id)
+        return _session(row)
+
+    def list_sessions(self, limit: int = 50, *, before: str | None = None,
+                      offset: int = 0) -> SessionPage:
+        """Sessions, most recently updated first; pass ``next_cursor`` as ``before`` to page."""
+        limit = max(1, min(int(limit), 1000))
+        where, args = "", []
+        if before:
+            stamp, _, sid = before.partition("~")
+            try:
+                key = float(stamp)
+            except ValueError:
+                raise ValueError(f"invalid cursor: {before!r}") from None
+            where = "WHERE updated_at < ? OR (updated_at = ? AND id < ?)"
+            args = [key, key, sid]
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT * FROM sessions {where} ORDER BY updated_at DESC, id DESC"
+                " LIMIT ? OFFSET ?", (*args, limit, max(0, offset))).fetchall()
+        sessions = [_session(r) for r in rows]
+        cursor = None
+        if len(sessions) == limit:
+            cursor = f"{sessions[-1]['updated_at']!r}~{sessions[-1]['id']}"
+        return SessionPage(sessions=sessions, next_cursor=cursor)
+
+    def count_sessions(self) -> int:
+        """How many sessions exist."""
+        row = self._row("SELECT count(*) FROM sessions", ())
+        return int(row[0]) if row else 0
+
+    def rename(self, session_id: str, title: str) -> SessionInfo:
+        """Set the title (whitespace collapsed; empty clears it)."""
+        clean = " ".join(title.split()) or None
+        with self._tx() as db:
+            if db.execute("UPDATE sessions SET title = ?, updated_at = ? WHERE id = ?",
+                          (clean, time.time(), session_id)).rowcount == 0:
+                raise SessionNotFound(session_id)
+        return self.get_session(session_id)
+
+    def delete(self, session_id: str) -> None:
+        """Delete the session and its messages (forks keep their copies)."""
+        with self._tx() as db:
+            if db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount == 0:
+                raise SessionNotFound(session_id)
+
+    def fork(self, session_id: str, upto_message_id: int | None = None, *,
+             title: str | None = None) -> SessionInfo:
+        """A new session holding copies of the messages up to and including a message."""
+        src = self.get_session(session_id)
+        limit = upto_message_id
+        if limit is not None and self._row(
+                "SELECT 1 FROM messages WHERE id = ? AND session_id = ?",
+                (limit, session_id)) is None:
+            raise MessageNotFound(f"message {limit} is not in session {session_id}")
+        new = self.create_session(
+            title=title or (f"{src['title']} (fork)" if src["title"] else None),
+            model=src["model"], platform=src["platform"], parent_id=session_id)
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT INTO messages (session_id, seq, turn_id, role, content, tool_calls,"
+                " tool_call_id, tool_name, created_at) SELECT ?, seq, turn_id, role, content,"
+                " tool_calls, tool_call_id, tool_name, created_at FROM messages"
+                " WHERE session_id = ? AND (? IS NULL OR id <= ?) ORDER BY seq",
+                (new["id"], session_id, limit, limit))
+            db.execute("UPDATE sessions SET message_count = ? WHERE id = ?",
+                       (cur.rowcount, new["id"]))
+        return self.get_session(new["id"])
+
+    def add_usage(self, session_id: str, prompt_tokens: int, completion_tokens: int,
+                  total_tokens: int | None = None) -> None:
+        """Add one model response's token counts to the session's counters."""
+        total = prompt_tokens + completion_tokens if total_tokens is None else total_tokens
+        with self._tx() as db:
+            if db.execute(
+                    "UPDATE sessions SET prompt_tokens = prompt_tokens + ?, completion_tokens ="
+                    " completion_tokens + ?, total_tokens = total_tokens + ? WHERE id = ?",
+                    (prompt_tokens, completion_tokens, total, session_id)).rowcount == 0:
+                raise SessionNotFound(session_id)
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def append_message(self, session_id: str, role: str, content: str | None = None, *,
+                       tool_calls: list[dict[str, Any]] | None = None,
+                       tool_call_id: str | None = None, tool_name: str | None = None,
+                       turn_id: str | None = None) -> MessageRecord:
+        """Append one message and commit it before returning."""
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+        if role == "tool" and not tool_call_id:
+            raise ValueError("a tool message needs the tool_call_id it answers")
+        if tool_calls is not None and (role != "assistant" or not isinstance(tool_calls, list)):
+            raise ValueError("tool_calls must be a list on an assistant message")
+        now = time.time()
+        title = _derive_title(content) if role == "user" and content else None
+        with self._tx() as db:
+            row = db.execute("SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = ?",
+                             (session_id,)).fetchone()
+            if db.execute(
+                    "UPDATE sessions SET updated_at = ?, message_count = message_count + 1,"
+                    " title = coalesce(title, ?) WHERE id = ?",
+                    (now, title, session_id)).rowcount == 0:
+                raise SessionNotFound(session_id)
+            cur = db.execute(
+                "INSERT INTO messages (session_id, seq, turn_id, role, content, tool_calls,"
+                " tool_call_id, tool_name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (session_id, row[0] + 1, turn_id, role, content,
+                 json.dumps(tool_calls) if tool_calls else None, tool_call_id, tool_name, now))
+            message_id = cur.lastrowid
+        return MessageRecord(
+            id=int(message_id or 0), session_id=session_id, seq=row[0] + 1, turn_id=turn_id,
+            role=role, content=content, tool_calls=tool_calls or None,
+            tool_call_id=tool_call_id, tool_name=tool_name, created_at=now)
+
+    def messages(self, session_id: str, *, limit: int | None = None,
+                 after_seq: int = 0) -> list[MessageRecord]:
+        """Stored messages in order (the newest ``limit`` when given), for display and export."""
+        self.get_session(session_id)
+        with self._lock:
+            if limit is None:
+                rows = self._conn.execute(
+                    "SELECT * FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
+                    (session_id, after_seq)).fetchall()
+            else:
+                rows = self._conn.execute(
+                    "SELECT * FROM (SELECT * FROM messages WHERE session_id = ? AND seq > ?"
+                    " ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+                    (session_id, after_seq, max(0, limit))).fetchall()
+        return [_message(r) for r in rows]
+
+    def history(self, session_id: str, limit: int | None = None) -> list[dict[str, Any]]:
+        """What the model is sent of this session: trimmed, repaired, OpenAI-shaped."""
+        budget = self.history_messages if limit is None else limit
+        records = self.messages(session_id, limit=budget)
+        shaped = [to_openai(r) for r in records]
+        return repair_history(trim_history(shaped, budget, self.history_chars))
+
+    def close_dangling_tool_calls(self, session_id: str, reason: str = INTERRUPTED_RESULT,
+                                  turn_id: str | None = None) -> int:
+        """Persist error results for the last assistant message's unanswered tool calls.
+
+        Only when nothing but tool results follows that message (otherwise ``history()``
+        repairs the sequence on the fly). Returns how many results were written.
+        """
+        with self._lock:
+            last = self._conn.execute(
+                "SELECT * FROM messages WHERE session_id = ? AND role != 'tool'"
+                " ORDER BY seq DESC LIMIT 1", (session_id,)).fetchone()
+            if last is None or last["role"] != "assistant" or not last["tool_calls"]:
+                return 0
+            answered = {r[0] for r in self._conn.execute(
+                "SELECT tool_call_id FROM messages WHERE session_id = ? AND seq > ?",
+                (session_id, last["seq"]))}
+            missing = [c for c in json.loads(last["tool_calls"]) if c.get("id") not in answered]
+            for call in missing:
+                name = (call.get("function") or {}).get("name")
+                self.append_message(session_id, "tool", json.dumps({"error": reason}),
+                                    tool_call_id=str(call.get("id")), tool_name=name,
+                                    turn_id=turn_id or last["turn_id"])
+        if missing:
+            log.info("session %s: closed %d unanswered tool call(s)", session_id, len(missing))
+        return len(missing)
+
+    # -- search -----------------------------------------------------------------------------
+
+    def search(self, query: str, limit: int = 20, *,
+               session_id: str | None = None) -> list[SearchHit]:
+        """Messages matching every word of ``query``, best first, with highlighted snippets."""
+        match = fts_query(query)
+        if match is None:
+            return []
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT m.id, m.session_id, m.role, m.created_at, s.title,"
+                " snippet(messages_fts, 0, '«', '»', '…', 12) AS snip"
+                " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+                " JOIN sessions s ON s.id = m.session_id"
+                " WHERE messages_fts MATCH ? AND (? IS NULL OR m.session_id = ?)"
+                " ORDER BY rank LIMIT ?",
+                (match, session_id, session_id, max(1, min(int(limit), 200)))).fetchall()
+        return [SearchHit(message_id=r["id"], session_id=r["session_id"],
+                          session_title=r["title"], role=r["role"], snippet=r["snip"],
+                          created_at=r["created_at"]) for r in rows]

@@ -1,0 +1,75 @@
+"""The built-in ``skills_list`` and ``skill_view`` tools, registered like any plugin tool.
+
+They register through `ToolRegistry.register` with owner ``builtin`` and toolset ``skills``; the
+result shapes are built by `hermesd.skills.SkillCatalog` (HERMES_API.md §7).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hermesd.skills import SkillCatalog
+from hermesd.tools.registry import BUILTIN, ToolRegistry
+
+TOOLSET = "skills"
+
+SKILLS_LIST_SCHEMA: dict[str, Any] = {
+    "name": "skills_list",
+    "description": (
+        "List the user's skills and return each one's name, description and category. Call "
+        "skill_view(name) to load a skill's full instructions."
+    ),
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "category": {
+                "type": "string",
+                "description": "Only list skills of this category (optional)",
+            },
+        },
+        "required": [],
+    },
+}
+
+SKILL_VIEW_SCHEMA: dict[str, Any] = {
+    "name": "skill_view",
+    "description": (
+        "Load a skill by name and return its SKILL.md content and the list of files linked "
+        "from it; with file_path, return the content of one of those files instead. Plugin "
+        "skills use the qualified form 'plugin:skill'."
+    ),
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "name": {
+                "type": "string",
+                "description": "Skill name from skills_list, or 'plugin:skill' for a skill a "
+                               "plugin provides",
+            },
+            "file_path": {
+                "type": "string",
+                "description": "Path of a linked file relative to the skill folder, for example "
+                               "'references/api.md' (optional; omit to get SKILL.md)",
+            },
+        },
+        "required": ["name"],
+    },
+}
+
+
+def register_skill_tools(registry: ToolRegistry, catalog: SkillCatalog) -> None:
+    """Register ``skills_list`` and ``skill_view`` backed by ``catalog``."""
+
+    def skills_list(args: dict[str, Any], **_: Any) -> str:
+        category = args.get("category") or None
+        return json.dumps(catalog.list_result(category), ensure_ascii=False)
+
+    def skill_view(args: dict[str, Any], **_: Any) -> str:
+        result = catalog.view_result(str(args.get("name") or ""), args.get("file_path") or None)
+        return json.dumps(result, ensure_ascii=False)
+
+    registry.register("skills_list", TOOLSET, SKILLS_LIST_SCHEMA, skills_list, emoji="📚",
+                      owner=BUILTIN)
+    registry.register("skill_view", TOOLSET, SKILL_VIEW_SCHEMA, skill_view, emoji="📚",
+                      owner=BUILTIN)

@@ -1,0 +1,490 @@
+"""The tool registry: every tool, built-in or plugin, and the one pipeline that calls them.
+
+`ToolRegistry.register` is the only way a tool gets in (built-ins use owner ``builtin``, plugins
+their key): it validates the schema (`schema.validate_tool`) and refuses to let one toolset take a
+name another owns unless ``override=True``. Registrations stack per name, so removing an owner
+(rollback of a failed plugin, hot reload) brings back whatever it had shadowed.
+
+`ToolRegistry.call` is THE pipeline for a model's tool call, a client's ``tools.call`` and a
+plugin's ``ctx.dispatch_tool`` alike: parse and check arguments → ``pre_tool_call`` hooks →
+approval (injectable) → the handler, bounded in time, off the event loop → coercion to a string
+→ redaction (injectable) → size budget → ``post_tool_call`` → ``transform_tool_result``. Every
+failure becomes a ``{"error": ...}`` JSON string; nothing raises to the caller. `call_sync` is
+the same pipeline for plugin threads. This module does not know about plugins, sessions or RPC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping
+from concurrent.futures import Future
+from concurrent.futures import wait as futures_wait
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from hermesd.hooks import HookBus
+from hermesd.tools.schema import check_args, normalize_schema, openai_form, validate_tool
+from hermesd.workers import CallShape, WorkerPool, WorkTimeout, call_bounded, shared_pool
+
+log = logging.getLogger("hermesd.tools.registry")
+
+BUILTIN = "builtin"
+DEFAULT_TOOL_TIMEOUT = 120.0
+DEFAULT_RESULT_BUDGET = 100_000
+DEFAULT_CHECK_TTL = 30.0
+DEFAULT_CHECK_TIMEOUT = 5.0
+
+ToolSource = Literal["model", "client", "plugin"]
+Approver = Callable[[str, dict[str, Any], str], Awaitable[str | None]]
+Redactor = Callable[[str], str]
+
+#: The session a tool call or plugin command runs for; plugin threads inherit it, so
+#: ``ctx.dispatch_tool`` from a handler runs its nested call for the same session.
+current_session: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "hermesd_current_session", default=""
+)
+# The loop running the pipeline this thread works for, so a nested call_sync from a handler
+# thread goes back to that loop (which is free, awaiting the handler) and never deadlocks.
+_pipeline_loop: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = (
+    contextvars.ContextVar("hermesd_pipeline_loop", default=None)
+)
+
+
+class ToolRejected(ValueError):
+    """A registration was refused; the message says why."""
+
+
+@dataclass(eq=False)
+class ToolEntry:
+    """One registered tool."""
+
+    name: str
+    toolset: str
+    schema: dict[str, Any]  # {name, description, parameters}
+    handler: Callable[..., Any]
+    check_fn: Callable[[], Any] | None
+    requires_env: tuple[str, ...]
+    is_async: bool
+    description: str
+    emoji: str
+    owner: str
+    shape: CallShape = field(repr=False)
+
+
+def error_result(message: str) -> str:
+    """The JSON string every pipeline failure is reported as."""
+    return json.dumps({"error": message}, ensure_ascii=False)
+
+
+class ToolRegistry:
+    """Registered tools, their visibility to the model, and the call pipeline."""
+
+    def __init__(
+        self,
+        hooks: HookBus,
+        *,
+        pool: WorkerPool | None = None,
+        timeout: float = DEFAULT_TOOL_TIMEOUT,
+        result_budget: int = DEFAULT_RESULT_BUDGET,
+        check_ttl: float = DEFAULT_CHECK_TTL,
+        check_timeout: float = DEFAULT_CHECK_TIMEOUT,
+        env: Mapping[str, str] | None = None,
+        approver: Approver | None = None,
+        redactor: Redactor | None = None,
+    ) -> None:
+        self.hooks = hooks
+        self.timeout = timeout
+        self.result_budget = result_budget
+        self.check_ttl = check_ttl
+        self.check_timeout = check_timeout
+        self.env: Mapping[str, str] = os.environ if env is None else env
+        #: Approval step (a later issue): returns a block message, or None to let the call run.
+        self.approver = approver
+        #: Redaction point (a later issue): applied to every result before hooks and the model.
+        self.redactor = redactor
+        self._pool = pool or shared_pool()
+        self._lock = threading.Lock()
+        self._stacks: dict[str, list[ToolEntry]] = {}
+        self._checks: dict[ToolEntry, tuple[float, bool]] = {}
+        self._inflight: dict[ToolEntry, Future[Any]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- registration -----------------------------------------------------------------------
+
+    def register(
+        self,
+        name: str,
+        toolset: str,
+        schema: Mapping[str, Any],
+        handler: Callable[..., Any],
+        check_fn: Callable[[], Any] | None = None,
+        requires_env: list[Any] | tuple[Any, ...] | None = None,
+        is_async: bool = False,
+        description: str = "",
+        emoji: str = "",
+        override: bool = False,
+        owner: str = BUILTIN,
+    ) -> ToolEntry:
+        """Add a tool; raises `ToolRejected` (nothing registered) when it may not be added.
+
+        Parameters are the reference's, in its order, plus ``owner`` (``builtin`` or a plugin key).
+
+        ``is_async`` is informational: whether the handler is awaited or run on a worker thread
+        is decided from the callable itself, so a wrong flag cannot put sync code on the loop.
+        """
+        reason = validate_tool(name, schema)
+        if reason is None and not callable(handler):
+            reason = f"handler of tool '{name}' is not callable"
+        if reason is not None:
+            raise ToolRejected(reason)
+        entry = ToolEntry(
+            name=name, toolset=toolset, schema=normalize_schema(name, schema, description),
+            handler=handler, check_fn=check_fn, requires_env=_env_names(requires_env),
+            is_async=is_async, description=str(schema.get("description") or description or ""),
+            emoji=emoji, owner=owner, shape=CallShape.of(handler, positional=1),
+        )
+        with self._lock:
+            stack = self._stacks.get(name, [])
+            active = stack[-1] if stack else None
+            if active is not None and active.toolset != toolset and not override:
+                raise ToolRejected(
+                    f"tool '{name}' of toolset '{toolset}' would shadow the tool of toolset "
+                    f"'{active.toolset}'; pass override=True to replace it"
+                )
+            if active is not None and active.toolset != toolset:
+                log.info("Tool '%s': toolset '%s' overrides toolset '%s' (override=True)",
+                         name, toolset, active.toolset)
+            self._stacks[name] = [e for e in stack if e.owner != owner] + [entry]
+        return entry
+
+    def unregister_owner(self, owner: str) -> list[str]:
+        """Remove every tool ``owner`` registered, restoring what they shadowed; their names."""
+        removed: list[str] = []
+        with self._lock:
+            for name, stack in list(self._stacks.items()):
+                kept = [e for e in stack if e.owner != owner]
+                if len(kept) != len(stack):
+                    removed.append(name)
+                if kept:
+                    self._stacks[name] = kept
+                else:
+                    del self._stacks[name]
+            self._checks = {e: v for e, v in self._checks.items() if e.owner != owner}
+            self._inflight = {e: f for e, f in self._inflight.items() if e.owner != owner}
+        return removed
+
+    def get(self, name: str) -> ToolEntry | None:
+        """The active entry for ``name``."""
+        stack = self._stacks.get(name)
+        return stack[-1] if stack else None
+
+    def entries(self) -> list[ToolEntry]:
+        """Active entries in registration order."""
+        with self._lock:
+            return [stack[-1] for stack in self._stacks.values()]
+
+    def tools_of(self, owner: str) -> list[str]:
+        """Names of the active tools ``owner`` provides."""
+        return [e.name for e in self.entries() if e.owner == owner]
+
+    # -- visibility -------------------------------------------------------------------------
+
+    def _stale(self, entries: list[ToolEntry]) -> list[ToolEntry]:
+        now = time.monotonic()
+        return [e for e in entries if e.check_fn is not None
+                and (e not in self._checks or now - self._checks[e][0] >= self.check_ttl)]
+
+    def _record_checks(self, pending: dict[ToolEntry, Future[Any]]) -> None:
+        now = time.monotonic()
+        for entry, future in pending.items():
+            if not future.done():
+                future.cancel()
+                log.warning("check_fn of tool '%s' did not answer within %gs; tool hidden",
+                            entry.name, self.check_timeout)
+                ok = False
+            elif future.cancelled() or future.exception() is not None:
+                log.warning("check_fn of tool '%s' raised: %s; tool hidden", entry.name,
+                            None if future.cancelled() else future.exception())
+                ok = False
+            else:
+                ok = bool(future.result())
+            self._checks[entry] = (now, ok)
+
+    def _submit_checks(self, entries: list[ToolEntry]) -> dict[ToolEntry, Future[Any]]:
+        pending: dict[ToolEntry, Future[Any]] = {}
+        for entry in self._stale(entries):
+            future = self._inflight.get(entry)
+            if future is None or future.done():  # never stack probes behind a hung check_fn
+                assert entry.check_fn is not None
+                future = self._inflight[entry] = self._pool.submit(entry.check_fn)
+            pending[entry] = future
+        return pending
+
+    def _probe(self, entries: list[ToolEntry]) -> None:
+        pending = self._submit_checks(entries)
+        if pending:
+            futures_wait(list(pending.values()), timeout=self.check_timeout)
+            self._record_checks(pending)
+
+    async def refresh_checks(self) -> None:
+        """Re-run stale ``check_fn``s on worker threads; await this before `openai_tools` on the
+        loop so building the tool list never waits on plugin code."""
+        pending = self._submit_checks(self.entries())
+        if pending:
+            await asyncio.wait([asyncio.wrap_future(f) for f in pending.values()],
+                               timeout=self.check_timeout)
+            self._record_checks(pending)
+
+    def available(self, entry: ToolEntry) -> bool:
+        """Whether the model may see ``entry``: its ``requires_env`` set and ``check_fn`` truthy.
+
+        ``check_fn`` results are cached for ``check_ttl`` seconds; a stale one is re-run on a
+        worker thread and waited for up to ``check_timeout`` (raising or slow → hidden).
+        """
+        if any(not self.env.get(var) for var in entry.requires_env):
+            return False
+        if entry.check_fn is None:
+            return True
+        self._probe([entry])
+        return self._checks.get(entry, (0.0, False))[1]
+
+    def openai_tools(
+        self, enabled_toolsets: Collection[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The model's tool list in OpenAI form, filtered by toolset and availability."""
+        wanted = None if enabled_toolsets is None else set(enabled_toolsets)
+        entries = [e for e in self.entries() if wanted is None or e.toolset in wanted]
+        self._probe(entries)
+        return [openai_form(e.schema) for e in entries if self.available(e)]
+
+    def describe(self, enabled_toolsets: Collection[str] | None = None) -> list[dict[str, Any]]:
+        """Every active tool as a plain dict (for ``tools.list``), including hidden ones."""
+        self._probe(self.entries())
+        return [
+            {"name": e.name, "toolset": e.toolset, "description": e.description,
+             "emoji": e.emoji, "owner": e.owner, "available": self.available(e),
+             "enabled": enabled_toolsets is None or e.toolset in enabled_toolsets,
+             "parameters": e.schema["parameters"]}
+            for e in self.entries()
+        ]
+
+    # -- the call pipeline ------------------------------------------------------------------
+
+    def attach_loop(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        """Tell the registry which loop is the daemon's, for `call_sync` from plugin threads."""
+        self._loop = loop
+
+    async def call(
+        self,
+        name: str,
+        args: Mapping[str, Any] | str | None,
+        *,
+        session_id: str = "",
+        tool_call_id: str | None = None,
+        source: ToolSource = "model",
+        turn_id: str = "",
+    ) -> str:
+        """Run one tool call through the whole pipeline; always returns a result string."""
+        loop_token = _pipeline_loop.set(asyncio.get_running_loop())
+        session_token = current_session.set(session_id)
+        try:
+            return await self._call(name, args, session_id, tool_call_id or "", source, turn_id)
+        finally:
+            current_session.reset(session_token)
+            _pipeline_loop.reset(loop_token)
+
+    async def _call(self, name: str, raw_args: Mapping[str, Any] | str | None,
+                    session_id: str, tool_call_id: str, source: str, turn_id: str) -> str:
+        entry = self.get(name)
+        if entry is None:
+            return error_result(f"Unknown tool: {name}")
+        started = time.monotonic()
+        ids = {"task_id": session_id, "session_id": session_id, "tool_call_id": tool_call_id,
+               "turn_id": turn_id, "api_request_id": ""}
+        args, problem = _parse_args(raw_args)
+        if problem is None:
+            problem = check_args(entry.schema["parameters"], args)
+        error_type: str | None = None
+        error_message: str | None = None
+        if problem is not None:
+            result, status = error_result(f"Invalid arguments for tool '{name}': {problem}"), "error"
+            error_type, error_message = "invalid_arguments", problem
+        else:
+            block = await self.hooks.pre_tool_call(tool_name=name, args=args, **ids)
+            if block is None and self.approver is not None:
+                block = await self._approve(name, args, session_id)
+            if block is not None:
+                result, status = error_result(block), "blocked"
+                error_type, error_message = "blocked", block
+            else:
+                result, status, error_type, error_message = await self._run(entry, args, ids)
+        result = self._clip(self._redact(result))
+        duration_ms = int((time.monotonic() - started) * 1000)
+        log.debug("tool %s (%s) for session %s: %s in %d ms", name, source, session_id or "-",
+                  status, duration_ms)
+        await self.hooks.invoke(
+            "post_tool_call", tool_name=name, args=args, result=result, **ids,
+            duration_ms=duration_ms, status=status, error_type=error_type,
+            error_message=error_message,
+        )
+        replaced = await self.hooks.transform(
+            "transform_tool_result", tool_name=name, args=args, result=result, **ids,
+            duration_ms=duration_ms, status=status,
+        )
+        return result if replaced is None else self._clip(replaced)
+
+    async def _approve(self, name: str, args: dict[str, Any], session_id: str) -> str | None:
+        assert self.approver is not None
+        try:
+            return await self.approver(name, args, session_id)
+        except Exception:
+            log.exception("Approval check for tool '%s' failed; blocking the call", name)
+            return f"BLOCKED: approval check failed for {name}"
+
+    async def _run(self, entry: ToolEntry, args: dict[str, Any],
+                   ids: dict[str, str]) -> tuple[str, str, str | None, str | None]:
+        offered = {k: ids[k] for k in ("task_id", "session_id", "tool_call_id")}
+        try:
+            value = await call_bounded(self._pool, entry.handler, (dict(args),),
+                                       entry.shape.select(offered), self.timeout)
+        except WorkTimeout:
+            message = f"Tool '{entry.name}' timed out after {self.timeout:g}s"
+            log.warning("%s (its thread, if any, keeps running)", message)
+            return error_result(message), "timeout", "timeout", message
+        except Exception as exc:
+            log.warning("Tool '%s' raised %s: %s", entry.name, type(exc).__name__, exc)
+            log.debug("Traceback of tool '%s'", entry.name, exc_info=True)
+            message = f"Tool execution failed: {type(exc).__name__}: {exc}"
+            return error_result(message), "error", type(exc).__name__, str(exc)
+        if isinstance(value, (dict, list)):
+            try:
+                value = json.dumps(value, ensure_ascii=False)
+            except (TypeError, ValueError) as exc:
+                message = f"Tool '{entry.name}' returned a {type(value).__name__} that is not " \
+                          f"JSON-serializable: {exc}"
+                return error_result(message), "error", "tool_result_contract", message
+        if not isinstance(value, str):
+            message = f"Tool '{entry.name}' returned {type(value).__name__}, not a JSON string"
+            log.warning(message)
+            return error_result(message), "error", "tool_result_contract", message
+        tool_error = _reported_error(value)
+        if tool_error is not None:
+            return value, "error", "tool_error", tool_error
+        return value, "ok", None, None
+
+    def _redact(self, result: str) -> str:
+        if self.redactor is None:
+            return result
+        try:
+            return self.redactor(result)
+        except Exception:
+            log.exception("Redactor failed; withholding the tool result")
+            return error_result("Tool result withheld: redaction failed")
+
+    def _clip(self, result: str) -> str:
+        budget = self.result_budget
+        if len(result) <= budget:
+            return result
+        cut = len(result) - budget
+        return (f"{result[:budget]}\n\n[truncated: {cut} more characters; tool results are "
+                f"limited to {budget} characters]")
+
+    def call_sync(
+        self,
+        name: str,
+        args: Mapping[str, Any] | str | None,
+        *,
+        session_id: str = "",
+        tool_call_id: str | None = None,
+        source: ToolSource = "plugin",
+        timeout: float | None = None,
+    ) -> str:
+        """`call` for synchronous code (plugin threads, ``ctx.dispatch_tool``).
+
+        From a worker thread the call runs on the loop that runs the caller's pipeline, else on
+        the daemon loop (`attach_loop`). Called on a thread that is itself running a loop (the
+        daemon's, by a careless plugin), it runs on a private loop in a helper thread instead of
+        deadlocking; that loop blocks its caller meanwhile. With no loop at all it runs inline.
+        """
+        def pipeline() -> Coroutine[Any, Any, str]:
+            return self.call(name, args, session_id=session_id, tool_call_id=tool_call_id,
+                             source=source)
+
+        try:
+            asyncio.get_running_loop()
+            on_a_loop = True
+        except RuntimeError:
+            on_a_loop = False
+        target = _pipeline_loop.get() or self._loop
+        if on_a_loop:
+            return _run_in_helper_thread(pipeline, timeout)
+        if target is not None and target.is_running() and not target.is_closed():
+            future = asyncio.run_coroutine_threadsafe(pipeline(), target)
+            done, _ = futures_wait([future], timeout)
+            if not done:
+                future.cancel()
+                return error_result(f"Tool '{name}' timed out after {timeout:g}s")
+            return future.result()
+        return asyncio.run(pipeline())
+
+
+def _run_in_helper_thread(make: Callable[[], Coroutine[Any, Any, str]],
+                          timeout: float | None) -> str:
+    box: list[str] = []
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            box.append(context.run(asyncio.run, make()))
+        except BaseException:  # the pipeline never raises; be safe anyway
+            log.exception("Tool call on a private loop failed")
+            box.append(error_result("Tool call failed inside the daemon; see its log"))
+
+    helper = threading.Thread(target=run, name="hermesd-dispatch", daemon=True)
+    helper.start()
+    helper.join(timeout)
+    if not box:
+        return error_result(f"Tool call did not finish within {timeout:g}s")
+    return box[0]
+
+
+def _env_names(requires_env: Any) -> tuple[str, ...]:
+    """Variable names from ``requires_env`` (names, or rich ``{name: …}`` entries)."""
+    if not requires_env:
+        return ()
+    items = [requires_env] if isinstance(requires_env, (str, dict)) else list(requires_env)
+    names = [item.get("name") if isinstance(item, dict) else item for item in items]
+    return tuple(str(n) for n in names if isinstance(n, str) and n)
+
+
+def _parse_args(raw: Mapping[str, Any] | str | None) -> tuple[dict[str, Any], str | None]:
+    if raw is None:
+        return {}, None
+    if isinstance(raw, str):
+        if not raw.strip():
+            return {}, None
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            return {}, f"arguments are not valid JSON ({exc})"
+    if not isinstance(raw, Mapping):
+        return {}, f"arguments must be a JSON object, not {type(raw).__name__}"
+    return dict(raw), None
+
+
+def _reported_error(result: str) -> str | None:
+    """The ``error`` a tool reported in its own JSON result, if it did."""
+    if not result.startswith("{") or '"error"' not in result:
+        return None
+    try:
+        parsed = json.loads(result)
+    except ValueError:
+        return None
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    return str(error) if error else None

@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""Validate a rendered config.yaml with hermesd's own schema, at build time.
+
+nix/module.nix runs this with the Python environment the service uses, so a wrong type in
+`services.hermes-agent.settings` fails `nixos-rebuild` with hermesd's message naming the key
+instead of a service that exits 78 at boot. Unknown keys (plugins' own sections) only warn.
+The socket group is not looked up: it is created on the target system, not in the build.
+
+    check_config.py CONFIG.yaml
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    """Entry point: ``check_config.py CONFIG.yaml``."""
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    from hermesd import config
+
+    path = Path(argv[1])
+    try:
+        cfg = config.parse(path.read_text(encoding="utf-8"), path)
+    except config.ConfigError as exc:
+        print(f"services.hermes-agent.settings: {exc}", file=sys.stderr)
+        return config.EX_CONFIG
+    for warning in cfg.warnings:
+        print(f"services.hermes-agent.settings: warning: {warning}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

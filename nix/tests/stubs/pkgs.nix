@@ -1,0 +1,153 @@
+# A stand-in for a nixpkgs package set, for tests on a machine without nixpkgs.
+#
+# Every package is a real (but unbuildable) derivation, so store paths, string contexts and
+# `nix flake check --no-build` behave as with nixpkgs. What a builder would have received is
+# kept under `stub` (e.g. `runCommand`'s script and environment, `buildEnv`'s extraLibs), for
+# tests to inspect or to run themselves.
+{
+  lib ? import ./lib.nix,
+  system ? "x86_64-linux",
+}:
+
+let
+  inherit (builtins) concatMap filter isAttrs isFunction isList isString;
+
+  # Attributes a derivation can carry (functions and plain sets stay outside it).
+  drvAttr = v: !(isFunction v) && (!(isAttrs v) || lib.isDerivation v) && !(isList v && builtins.any isFunction v);
+
+  mkStub =
+    name: attrs: passthru:
+    let
+      drv = derivation (
+        {
+          inherit name system;
+          builder = "/bin/sh";
+          args = [ "-c" "echo 'stub package: not buildable without nixpkgs' >&2; exit 1" ];
+        }
+        // lib.filterAttrs (_: drvAttr) attrs
+      );
+    in
+    drv // { stub = attrs; inherit name; } // passthru;
+
+  mkPython =
+    version:
+    let
+      python = mkStub "python3-${version}" { } {
+        pythonVersion = version;
+        libPrefix = "python${version}";
+        sitePackages = "lib/python${version}/site-packages";
+        executable = "python${version}";
+        interpreter = "${python}/bin/python${version}";
+        pkgs = ps;
+        buildEnv = mkBuildEnv { };
+        withPackages = f: (mkBuildEnv { }).override { extraLibs = f ps; };
+      };
+
+      mkBuildEnv =
+        args:
+        let
+          extraLibs = args.extraLibs or [ ];
+        in
+        mkStub "${python.name}-env" { postBuild = args.postBuild or ""; paths = ps.requiredPythonModules extraLibs; } {
+          override = more: mkBuildEnv (args // more);
+          inherit extraLibs python;
+          interpreter = "${python}/bin/python${version}";
+        };
+
+      hasPythonModule = d: d ? pythonModule && d.pythonModule.outPath == python.outPath;
+
+      mkPythonPackage =
+        isModule: args:
+        let
+          deps = (args.dependencies or [ ]) ++ (args.propagatedBuildInputs or [ ]);
+          pname = args.pname or (builtins.parseDrvName args.name).name;
+          version = args.version or "0";
+          passthru = (args.passthru or { }) // {
+            inherit pname version;
+            requiredPythonModules = ps.requiredPythonModules deps;
+            propagatedBuildInputs = deps;
+            overridePythonAttrs = f: mkPythonPackage isModule (args // (if isFunction f then f args else f));
+          };
+        in
+        mkStub (if isModule then "${python.libPrefix}-${pname}-${version}" else "${pname}-${version}")
+          { inherit pname version; }
+          (passthru // lib.optionalAttrs isModule { pythonModule = python; });
+
+      leaf = pname: version: ps.buildPythonPackage { inherit pname version; };
+
+      ps = {
+        inherit python;
+        buildPythonPackage = mkPythonPackage true;
+        buildPythonApplication = mkPythonPackage false;
+        toPythonModule = d: d // { pythonModule = python; requiredPythonModules = ps.requiredPythonModules (d.propagatedBuildInputs or [ ]); };
+        toPythonApplication = d: removeAttrs d [ "pythonModule" ];
+        requiredPythonModules =
+          drvs:
+          let
+            modules = filter hasPythonModule drvs;
+          in
+          lib.unique ([ python ] ++ modules ++ concatMap (d: d.requiredPythonModules or [ ]) modules);
+        setuptools = leaf "setuptools" "75.0.0";
+        wheel = leaf "wheel" "0.44.0";
+        pyyaml = leaf "pyyaml" "6.0.2";
+        openai = leaf "openai" "1.60.0";
+        msgpack = leaf "msgpack" "1.1.0";
+        systemd-python = leaf "systemd-python" "235";
+        python-dotenv = leaf "python-dotenv" "1.0.1";
+        pytestCheckHook = leaf "pytest-check-hook" "8.3.0";
+        pytest-timeout = leaf "pytest-timeout" "2.3.1";
+        hypothesis = leaf "hypothesis" "6.100.0";
+        pytest = leaf "pytest" "8.3.0";
+        requests = leaf "requests" "2.32.3";
+      };
+    in
+    python;
+
+  python312 = mkPython "3.12";
+  python313 = mkPython "3.13";
+
+  self = {
+    inherit lib system;
+    buildPackages = self;
+    stdenv.hostPlatform.system = system;
+
+    python3 = python313;
+    python3Packages = python313.pkgs;
+    inherit python312 python313;
+    python312Packages = python312.pkgs;
+    python313Packages = python313.pkgs;
+
+    coreutils = mkStub "coreutils-9.5" { } { };
+    makeWrapper = mkStub "make-wrapper-hook" { } { };
+    nix = mkStub "nix-2.24" { } { };
+    ruff = mkStub "ruff-0.6" { } { };
+    systemd = mkStub "systemd-256" { } { };
+
+    callPackage =
+      f: args:
+      let
+        fn = if isFunction f then f else import f;
+      in
+      fn (builtins.intersectAttrs (builtins.functionArgs fn) self // args);
+
+    runCommand = name: env: buildCommand: mkStub name (env // { inherit buildCommand; }) { };
+    writeText = name: text: mkStub name { inherit text; } { };
+    writeShellScriptBin = name: text: mkStub name { inherit text; } { };
+    mkShell = args: mkStub (args.name or "nix-shell") (removeAttrs args [ "name" "shellHook" ]) { };
+
+    formats.yaml =
+      { }:
+      {
+        type = lib.types.attrsOf lib.types.anything;
+        generate = name: value: mkStub name { json = builtins.toJSON value; } { inherit value; };
+      };
+
+    testers.runNixOSTest =
+      test:
+      let
+        t = if isFunction test then test { inherit (self) lib; pkgs = self; } else test;
+      in
+      mkStub "vm-test-run-${t.name}" { } { test = t; };
+  };
+in
+self

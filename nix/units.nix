@@ -1,0 +1,225 @@
+# The hermesd systemd units, declared once.
+#
+# A pure function (builtins only, no nixpkgs) from a few parameters to the directives of
+# hermesd.socket and hermesd.service, in the order they are written out. Its defaults are the
+# paths of a conventional Linux install: `nix/render-units.py` writes contrib/systemd/* from
+# `import ./units.nix { }`, and nix/module.nix calls it with store paths and the module's
+# options. So the shipped units and the NixOS units cannot drift apart; tests/test_nix_units.py
+# checks both.
+#
+# Result: { socket, service } each { header, sections = [ { name, entries } ] }, where an entry
+# is { key, value } (value a string, or a list of words joined by spaces) or { comment };
+# `directives` gives every section as an attribute set (repeated keys become lists), and
+# `environment` the Environment= variables as an attribute set.
+{
+  hermesd ? "/usr/bin/hermesd", # the program ExecStart= runs
+  kill ? "/bin/kill", # ExecReload= sends SIGHUP with it
+  user ? "hermes",
+  group ? "hermes",
+  stateDir ? "/var/lib/hermes", # HERMES_HOME
+  socketPath ? "/run/hermes/hermesd.sock",
+  socketMode ? "0660",
+  environment ? { }, # more Environment= variables, after HERMES_HOME
+  environmentFiles ? [ "-/etc/hermes/env" ], # "-" prefix: optional file
+  execStartPre ? [ ], # argv lists, run before ExecStart=
+  extraArgs ? [ ], # appended to ExecStart=
+  documentation ? [ "file:///usr/share/doc/hermesd/README.md" ],
+}:
+
+let
+  inherit (builtins)
+    concatStringsSep filter listToAttrs map match replaceStrings stringLength substring;
+
+  d = key: value: { inherit key value; };
+  note = comment: { inherit comment; };
+
+  hasPrefix = prefix: s: substring 0 (stringLength prefix) s == prefix;
+
+  # systemd splits Exec lines itself: quote what is not a plain word, escape specifiers (%)
+  # and variable references ($) so every argument reaches hermesd as written.
+  escapeExecArg =
+    arg:
+    let
+      escaped = replaceStrings [ "\\" "\"" "%" "$" ] [ "\\\\" "\\\"" "%%" "$$" ] arg;
+    in
+    if match "[A-Za-z0-9_@+=:,./-]+" arg != null then escaped else "\"${escaped}\"";
+  execLine = argv: concatStringsSep " " (map escapeExecArg argv);
+
+  # StateDirectory= only names directories below /var/lib; elsewhere the module creates the
+  # directory and the sandbox is opened for it with ReadWritePaths=.
+  stateDirectory =
+    if hasPrefix "/var/lib/" stateDir then substring 9 (stringLength stateDir) stateDir else null;
+
+  docs = if documentation == [ ] then [ ] else [ (d "Documentation" documentation) ];
+
+  env = [ { name = "HERMES_HOME"; value = stateDir; } ]
+    ++ map (name: { inherit name; value = environment.${name}; }) (builtins.attrNames environment);
+
+  socket = {
+    header = [
+      "hermesd socket: systemd owns the socket and starts hermesd.service on the first connection."
+      "Members of the \"${group}\" group may connect; hermesd checks SO_PEERCRED on every connection."
+    ];
+    sections = [
+      {
+        name = "Unit";
+        entries = [
+          (d "Description" "hermesd agent daemon socket")
+        ]
+        ++ docs;
+      }
+      {
+        name = "Socket";
+        entries = [
+          (d "ListenStream" socketPath)
+          (d "SocketUser" user)
+          (d "SocketGroup" group)
+          (d "SocketMode" socketMode)
+          (note "Created by systemd (as root) before hermesd ever runs; the socket's own mode and group")
+          (note "are the gate, so the directory must let group members through from the start.")
+          (d "DirectoryMode" "0755")
+          (d "RemoveOnStop" "yes")
+          (d "Accept" "no")
+        ];
+      }
+      {
+        name = "Install";
+        entries = [ (d "WantedBy" [ "sockets.target" ]) ];
+      }
+    ];
+  };
+
+  service = {
+    header = [
+      "hermesd as a system service: an unprivileged user, socket-activated, Type=notify with a"
+      "watchdog, journald logging, and a sandbox that leaves it only its state directory and the"
+      "network (for the model endpoint). Secrets go in an EnvironmentFile= (mode 0600), never here."
+    ];
+    sections = [
+      {
+        name = "Unit";
+        entries = [
+          (d "Description" "hermesd Hermes-compatible agent daemon")
+        ]
+        ++ docs
+        ++ [
+          (d "Requires" [ "hermesd.socket" ])
+          (d "After" [ "hermesd.socket" "network-online.target" ])
+          (d "Wants" [ "network-online.target" ])
+        ];
+      }
+      {
+        name = "Service";
+        entries = [
+          (d "Type" "notify")
+          (d "NotifyAccess" "main")
+        ]
+        ++ map (argv: d "ExecStartPre" (execLine argv)) execStartPre
+        ++ [
+          (d "ExecStart" (execLine ([ hermesd ] ++ extraArgs)))
+          (d "ExecReload" "${kill} -HUP $MAINPID")
+          (d "Restart" "on-failure")
+          (d "RestartSec" "2")
+          (note "69 socket busy, 77 refused to run as root, 78 bad configuration: restarting will not help.")
+          (d "RestartPreventExitStatus" "69 77 78")
+          (d "WatchdogSec" "30")
+          (d "TimeoutStopSec" "30")
+          (d "User" user)
+          (d "Group" group)
+        ]
+        ++ map (e: d "Environment" "${e.name}=${e.value}") env
+        ++ map (f: d "EnvironmentFile" f) environmentFiles
+        ++ (
+          if stateDirectory != null then
+            [
+              (d "StateDirectory" stateDirectory)
+              (d "StateDirectoryMode" "0700")
+            ]
+          else
+            [ (d "ReadWritePaths" stateDir) ]
+        )
+        ++ [
+          (note "The socket unit owns the socket inside; keep the directory when hermesd stops.")
+          (d "RuntimeDirectory" "hermes")
+          (d "RuntimeDirectoryMode" "0755")
+          (d "RuntimeDirectoryPreserve" "yes")
+          (d "WorkingDirectory" stateDir)
+          (d "UMask" "0077")
+          (note "")
+          (note "Sandbox")
+          (d "NoNewPrivileges" "yes")
+          (d "CapabilityBoundingSet" "")
+          (d "AmbientCapabilities" "")
+          (d "ProtectSystem" "strict")
+          (d "ProtectHome" "yes")
+          (d "PrivateTmp" "yes")
+          (d "PrivateDevices" "yes")
+          (d "DevicePolicy" "closed")
+          (d "ProtectKernelTunables" "yes")
+          (d "ProtectKernelModules" "yes")
+          (d "ProtectKernelLogs" "yes")
+          (d "ProtectControlGroups" "yes")
+          (d "ProtectClock" "yes")
+          (d "ProtectHostname" "yes")
+          (d "ProtectProc" "invisible")
+          (d "ProcSubset" "pid")
+          (d "RestrictAddressFamilies" "AF_UNIX AF_INET AF_INET6")
+          (d "RestrictNamespaces" "yes")
+          (d "RestrictRealtime" "yes")
+          (d "RestrictSUIDSGID" "yes")
+          (d "LockPersonality" "yes")
+          (d "MemoryDenyWriteExecute" "yes")
+          (d "RemoveIPC" "yes")
+          (d "PrivateMounts" "yes")
+          (d "KeyringMode" "private")
+          (d "SystemCallArchitectures" "native")
+          (d "SystemCallFilter" "@system-service")
+          (d "SystemCallFilter" "~@privileged @resources")
+          (d "SystemCallErrorNumber" "EPERM")
+          (note "PrivateUsers= would map every client uid to \"nobody\" in SO_PEERCRED, breaking the group check.")
+          (d "PrivateUsers" "no")
+        ];
+      }
+      {
+        name = "Install";
+        entries = [ (d "WantedBy" [ "multi-user.target" ]) ];
+      }
+    ];
+  };
+
+  # { Section = { Key = value; }; }, a key written more than once giving the list of its values.
+  directivesOf =
+    unit:
+    listToAttrs (
+      map (
+        section:
+        let
+          directives = filter (e: e ? key) section.entries;
+          valuesOf = key: map (e: e.value) (filter (e: e.key == key) directives);
+        in
+        {
+          inherit (section) name;
+          value = listToAttrs (
+            map (
+              e:
+              let
+                values = valuesOf e.key;
+              in
+              {
+                name = e.key;
+                value = if builtins.length values == 1 then builtins.head values else values;
+              }
+            ) directives
+          );
+        }
+      ) unit.sections
+    );
+in
+{
+  inherit socket service stateDirectory escapeExecArg execLine;
+  directives = {
+    socket = directivesOf socket;
+    service = directivesOf service;
+  };
+  environment = listToAttrs env;
+}

@@ -1,0 +1,343 @@
+"""SessionStore against real SQLite files in temporary directories."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from hermesd.migrations import MIGRATIONS
+from hermesd.store import (
+    INTERRUPTED_RESULT,
+    MessageNotFound,
+    SchemaTooNew,
+    SessionNotFound,
+    SessionStore,
+    fts_query,
+    repair_history,
+    trim_history,
+)
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = SessionStore(tmp_path / "home" / "state.db")
+    yield s
+    s.close()
+
+
+def call(call_id: str, name: str = "calculate", args: str = "{}") -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def add_turn(store: SessionStore, sid: str, text: str, answer: str) -> None:
+    store.append_message(sid, "user", text)
+    store.append_message(sid, "assistant", answer)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+# -- file, pragmas, schema ----------------------------------------------------------------------
+
+def test_database_and_its_wal_files_are_private(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    store = SessionStore(tmp_path / "state.db")
+    os.umask(old)
+    sid = store.create_session()["id"]
+    store.append_message(sid, "user", "hello")
+    store.close()
+    store = SessionStore(tmp_path / "state.db")
+    store.append_message(sid, "user", "again")
+    for name in ("state.db", "state.db-wal", "state.db-shm"):
+        assert mode(tmp_path / name) == 0o600, name
+    store.close()
+
+
+def test_an_existing_world_readable_database_is_made_private(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    path.touch(mode=0o644)
+    os.chmod(path, 0o644)
+    SessionStore(path).close()
+    assert mode(path) == 0o600
+
+
+def test_database_uses_wal_and_the_latest_schema(store: SessionStore) -> None:
+    db = sqlite3.connect(store.path)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+
+
+def test_migrates_a_version_1_database_and_indexes_its_old_messages(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    db = sqlite3.connect(path)
+    db.executescript(MIGRATIONS[0] + "PRAGMA user_version = 1;")
+    db.execute("INSERT INTO sessions (id, created_at, updated_at) VALUES ('old', 1, 1)")
+    db.execute("INSERT INTO messages (session_id, seq, role, content, created_at)"
+               " VALUES ('old', 1, 'user', 'the ancient aardvark', 1)")
+    db.commit()
+    db.close()
+    store = SessionStore(path)
+    assert [h["session_id"] for h in store.search("aardvark")] == ["old"]
+    store.append_message("old", "assistant", "still here")
+    assert len(store.messages("old")) == 2
+    store.close()
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+
+
+def test_a_database_from_a_newer_hermesd_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    sqlite3.connect(path).execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    with pytest.raises(SchemaTooNew, match="upgrade hermesd"):
+        SessionStore(path)
+
+
+# -- sessions -------------------------------------------------------------------------------
+
+def test_session_ids_are_short_and_path_safe(store: SessionStore) -> None:
+    ids = {store.create_session()["id"] for _ in range(20)}
+    assert len(ids) == 20
+    for sid in ids:
+        assert len(sid) <= 24 and all(c.isalnum() or c == "-" for c in sid)
+
+
+def test_unknown_session_raises_session_not_found(store: SessionStore) -> None:
+    for op in (lambda: store.get_session("nope"), lambda: store.rename("nope", "x"),
+               lambda: store.delete("nope"), lambda: store.append_message("nope", "user", "x"),
+               lambda: store.add_usage("nope", 1, 1), lambda: store.history("nope"),
+               lambda: store.fork("nope"), lambda: store.create_session(parent_id="nope")):
+        with pytest.raises(SessionNotFound, match="Session not found: nope"):
+            op()
+
+
+def test_bad_message_input_is_rejected_clearly(store: SessionStore) -> None:
+    sid = store.create_session()["id"]
+    with pytest.raises(ValueError, match="role must be one of"):
+        store.append_message(sid, "robot", "x")
+    with pytest.raises(ValueError, match="tool_call_id"):
+        store.append_message(sid, "tool", "x")
+    with pytest.raises(ValueError, match="session id"):
+        store.create_session(session_id="../etc")
+
+
+def test_first_user_message_becomes_the_title(store: SessionStore) -> None:
+    sid = store.create_session()["id"]
+    store.append_message(sid, "user", "  What is\n2 to the power of 16?  ")
+    store.append_message(sid, "user", "second message")
+    info = store.get_session(sid)
+    assert info["title"] == "What is 2 to the power of 16?"
+    assert info["message_count"] == 2
+
+
+def test_rename_sets_the_title(store: SessionStore) -> None:
+    sid = store.create_session(title="a")["id"]
+    assert store.rename(sid, "  my   session ")["title"] == "my session"
+
+
+def test_committed_messages_survive_reopening(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "state.db")
+    sid = store.create_session(model="m")["id"]
+    store.append_message(sid, "user", "persist me", turn_id="t1")
+    store.add_usage(sid, 10, 5)
+    # no close(): a killed process never gets to close either
+    reopened = SessionStore(tmp_path / "state.db")
+    [msg] = reopened.messages(sid)
+    assert (msg["content"], msg["turn_id"], msg["seq"]) == ("persist me", "t1", 1)
+    assert reopened.get_session(sid)["total_tokens"] == 15
+    reopened.close()
+    store.close()
+
+
+def test_list_is_newest_first_and_pages_with_a_cursor(store: SessionStore) -> None:
+    ids = [store.create_session()["id"] for _ in range(5)]
+    store.append_message(ids[0], "user", "bump")  # now the most recently updated
+    first = store.list_sessions(limit=2)
+    assert next(s["id"] for s in first["sessions"]) == ids[0]
+    seen = [s["id"] for s in first["sessions"]]
+    cursor = first["next_cursor"]
+    while cursor:
+        page = store.list_sessions(limit=2, before=cursor)
+        seen += [s["id"] for s in page["sessions"]]
+        cursor = page["next_cursor"]
+    assert sorted(seen) == sorted(ids) and len(seen) == 5
+
+
+def test_delete_removes_messages_and_their_search_entries(store: SessionStore) -> None:
+    sid = store.create_session()["id"]
+    add_turn(store, sid, "zebra crossing", "ok")
+    store.delete(sid)
+    assert store.search("zebra") == []
+    assert sqlite3.connect(store.path).execute("SELECT count(*) FROM messages").fetchone()[0] == 0
+
+
+def test_fork_copies_messages_up_to_the_given_one(store: SessionStore) -> None:
+    sid = store.create_session(title="origin")["id"]
+    add_turn(store, sid, "first walrus", "one")
+    add_turn(store, sid, "second walrus", "two")
+    cut = store.messages(sid)[1]["id"]
+    fork = store.fork(sid, cut)
+    assert fork["parent_id"] == sid and fork["title"] == "origin (fork)"
+    assert [m["content"] for m in store.messages(fork["id"])] == ["first walrus", "one"]
+    assert fork["message_count"] == 2
+    assert {h["session_id"] for h in store.search("first walrus")} == {sid, fork["id"]}
+    store.delete(sid)
+    assert store.get_session(fork["id"])["parent_id"] is None
+    assert len(store.search("walrus")) == 1
+
+
+def test_fork_refuses_a_message_of_another_session(store: SessionStore) -> None:
+    a, b = store.create_session()["id"], store.create_session()["id"]
+    other = store.append_message(b, "user", "x")["id"]
+    with pytest.raises(MessageNotFound):
+        store.fork(a, other)
+
+
+# -- search ---------------------------------------------------------------------------------
+
+def test_search_returns_snippets_with_highlights(store: SessionStore) -> None:
+    sid = store.create_session(title="units")["id"]
+    add_turn(store, sid, "how many gigabytes are in 1.5 terabytes", "1536 gigabytes")
+    hits = store.search("terabytes")
+    assert len(hits) == 1
+    assert hits[0]["session_title"] == "units" and "«terabytes»" in hits[0]["snippet"]
+
+
+def test_search_index_follows_content_updates(store: SessionStore) -> None:
+    sid = store.create_session()["id"]
+    mid = store.append_message(sid, "user", "original kestrel")["id"]
+    with store._tx() as db:
+        db.execute("UPDATE messages SET content = 'renamed falcon' WHERE id = ?", (mid,))
+    assert store.search("kestrel") == [] and len(store.search("falcon")) == 1
+
+
+def test_search_prefix_and_session_filter(store: SessionStore) -> None:
+    a, b = store.create_session()["id"], store.create_session()["id"]
+    store.append_message(a, "user", "calculation")
+    store.append_message(b, "user", "calculator")
+    assert len(store.search("calc*")) == 2
+    assert [h["session_id"] for h in store.search("calc*", session_id=b)] == [b]
+
+
+@pytest.mark.parametrize("query", ['"', '""', "AND OR", "*", "NEAR(", "NEAR(a b", 'a"b',
+                                   "NOT", "-x", "(", ")", "a:b", "content:x", "^", "{x}",
+                                   "'", "AND", "x OR", "\\", "", "   ", "🙂", "a AND NOT b"])
+def test_hostile_queries_never_raise(store: SessionStore, query: str) -> None:
+    sid = store.create_session()["id"]
+    store.append_message(sid, "user", 'a "quoted" NEAR( AND OR b x')
+    assert isinstance(store.search(query), list)
+
+
+def test_query_words_are_quoted_terms() -> None:
+    assert fts_query('foo "bar" AND') == '"foo" """bar""" "AND"'
+    assert fts_query("pre*") == '"pre"*'
+    assert fts_query("* ( )") is None
+
+
+# -- history for the model ----------------------------------------------------------------------
+
+def test_history_is_openai_shaped(store: SessionStore) -> None:
+    sid = store.create_session()["id"]
+    store.append_message(sid, "user", "2**16?")
+    store.append_message(sid, "assistant", None, tool_calls=[call("c1")])
+    store.append_message(sid, "tool", '{"result": 65536}', tool_call_id="c1",
+                         tool_name="calculate")
+    store.append_message(sid, "assistant", "65536")
+    assert store.history(sid) == [
+        {"role": "user", "content": "2**16?"},
+        {"role": "assistant", "content": None, "tool_calls": [call("c1")]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"result": 65536}'},
+        {"role": "assistant", "content": "65536"},
+    ]
+
+
+def test_trimming_starts_at_a_user_message_and_never_splits_tool_calls() -> None:
+    msgs = [{"role": "user", "content": "old"}, {"role": "assistant", "content": "x"},
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]},
+            {"role": "tool", "tool_call_id": "a", "content": "1"},
+            {"role": "tool", "tool_call_id": "b", "content": "2"},
+            {"role": "assistant", "content": "done"}]
+    assert trim_history(msgs, 4, 10**6)[0] == {"role": "user", "content": "q"}
+    assert trim_history(msgs, 100, 10**6) == msgs
+    # a budget smaller than the current turn keeps that whole turn
+    assert trim_history(msgs, 2, 5) == msgs[2:]
+
+
+def test_history_limit_is_applied(store: SessionStore) -> None:
+    sid = store.create_session()["id"]
+    for i in range(10):
+        add_turn(store, sid, f"q{i}", f"a{i}")
+    assert [m["content"] for m in store.history(sid, limit=4)] == ["q8", "a8", "q9", "a9"]
+
+
+def test_repair_answers_unanswered_tool_calls_in_place() -> None:
+    msgs = [{"role": "user", "content": "q"},
+            {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]},
+            {"role": "tool", "tool_call_id": "a", "content": "1"},
+            {"role": "user", "content": "next"}]
+    fixed = repair_history(msgs)
+    assert [m.get("tool_call_id") for m in fixed] == [None, None, "a", "b", None]
+    assert json.loads(fixed[3]["content"]) == {"error": INTERRUPTED_RESULT}
+
+
+def test_repair_drops_tool_results_that_answer_nothing() -> None:
+    msgs = [{"role": "user", "content": "q"},
+            {"role": "tool", "tool_call_id": "ghost", "content": "1"},
+            {"role": "assistant", "content": "hi"}]
+    assert repair_history(msgs) == [msgs[0], msgs[2]]
+
+
+def test_repair_leaves_a_valid_history_alone() -> None:
+    msgs = [{"role": "user", "content": "q"},
+            {"role": "assistant", "content": None, "tool_calls": [call("a")]},
+            {"role": "tool", "tool_call_id": "a", "content": "1"},
+            {"role": "assistant", "content": "ok"}]
+    assert repair_history(msgs) == msgs
+
+
+def test_history_repairs_a_crash_mid_tool(store: SessionStore) -> None:
+    sid = store.create_session()["id"]
+    store.append_message(sid, "user", "q")
+    store.append_message(sid, "assistant", None, tool_calls=[call("a"), call("b")])
+    store.append_message(sid, "tool", "1", tool_call_id="a")
+    hist = store.history(sid)
+    assert [m.get("tool_call_id") for m in hist] == [None, None, "a", "b"]
+
+
+def test_closing_dangling_tool_calls_persists_results(store: SessionStore) -> None:
+    sid = store.create_session()["id"]
+    store.append_message(sid, "user", "q")
+    store.append_message(sid, "assistant", None, tool_calls=[call("a"), call("b", "terminal")])
+    store.append_message(sid, "tool", "1", tool_call_id="a")
+    assert store.close_dangling_tool_calls(sid, "stopped") == 1
+    last = store.messages(sid)[-1]
+    assert (last["tool_call_id"], last["tool_name"]) == ("b", "terminal")
+    assert json.loads(last["content"] or "") == {"error": "stopped"}
+    assert store.close_dangling_tool_calls(sid) == 0
+
+
+def test_usage_accumulates(store: SessionStore) -> None:
+    sid = store.create_session()["id"]
+    store.add_usage(sid, 10, 2)
+    store.add_usage(sid, 5, 1, 7)
+    info = store.get_session(sid)
+    assert (info["prompt_tokens"], info["completion_tokens"], info["total_tokens"]) == (15, 3, 19)
+
+
+def test_call_runs_methods_on_the_db_thread(store: SessionStore) -> None:
+    def where() -> str:
+        return threading.current_thread().name
+
+    async def main() -> str:
+        sid = (await store.call(store.create_session))["id"]
+        await store.call(store.append_message, sid, "user", "hi")
+        return await store.call(where)
+
+    assert asyncio.run(main()).startswith("hermesd-db")
