@@ -65,9 +65,12 @@ def bundled_dir(env: Mapping[str, str]) -> Path | None:
     if override:
         return Path(override)
     package = Path(hermesd.__file__).resolve().parent
-    for folder in (package.parent / "plugins", package / "bundled_plugins"):
-        if folder.is_dir():
-            return folder
+    shipped = package / "bundled_plugins"  # inside an installed wheel
+    if shipped.is_dir():
+        return shipped
+    checkout = package.parent  # a source checkout (editable install, PYTHONPATH)
+    if (checkout / "pyproject.toml").is_file() and (checkout / "plugins").is_dir():
+        return checkout / "plugins"
     return None
 
 
