@@ -32,6 +32,15 @@ def daemon(start: Callable[..., DaemonProcess]) -> DaemonProcess:
     return start()
 
 
+@pytest.fixture(scope="module")
+def shared_daemon() -> Iterator[DaemonProcess]:
+    """One hermesd for every test of a module (for property tests with many examples)."""
+    daemon = start_daemon()
+    yield daemon
+    if daemon.alive():
+        daemon.stop()
+
+
 @pytest.fixture
 def home():
     """A short, empty HERMES_HOME."""
