@@ -31,10 +31,12 @@
           hermesd = {
             type = "app";
             program = "${hermesd}/bin/hermesd";
+            meta.description = "Run the hermesd agent daemon in the foreground";
           };
           hermesctl = {
             type = "app";
             program = "${hermesd}/bin/hermesctl";
+            meta.description = "Talk to a running hermesd";
           };
           default = self.apps.${system}.hermesd;
         }

@@ -41,8 +41,10 @@ class Service(Protocol):
 class Daemon:
     """One running hermesd."""
 
-    def __init__(self, home: Path, cfg: config.Config, socket_path: Path) -> None:
+    def __init__(self, home: Path, cfg: config.Config, socket_path: Path,
+                 log_level: str | None = None) -> None:
         self.home = home
+        self.log_level = log_level  # --log-level wins over config, across reloads too
         self.config = cfg
         self.socket_path = socket_path
         self.started = time.monotonic()
@@ -169,7 +171,7 @@ class Daemon:
             sdnotify.ready(self._status_line())
             raise
         self.config = cfg
-        logs.set_level(cfg.get("log_level"))
+        logs.set_level(self.log_level or cfg.get("log_level"))
         for warning in cfg.warnings:
             log.warning("config: %s", warning)
         for service in self.services:
@@ -288,13 +290,14 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("config: %s", warning)
     socket_path = paths.daemon_socket(home, args.socket, cfg.get("socket.path"))
     try:
-        return asyncio.run(_run(home, cfg, socket_path))
+        return asyncio.run(_run(home, cfg, socket_path, args.log_level))
     except KeyboardInterrupt:
         return 0
 
 
-async def _run(home: Path, cfg: config.Config, socket_path: Path) -> int:
-    daemon = Daemon(home, cfg, socket_path)
+async def _run(home: Path, cfg: config.Config, socket_path: Path,
+               log_level: str | None = None) -> int:
+    daemon = Daemon(home, cfg, socket_path, log_level)
     from .services import wire_services
 
     wire_services(daemon)

@@ -176,12 +176,30 @@ class SocketServer:
             name = sock.getsockname()
             self.path = Path(name) if isinstance(name, str) and name else path
             self.activated = True
+            self._adopt_socket_group()
         else:
             sock = bind_socket(path, mode, self.gatekeeper.gid)
             self.path = path
             self._owns_file = True
         loop = asyncio.get_running_loop()
         self._server = await loop.create_unix_server(self._new_connection, sock=sock)
+
+    def _adopt_socket_group(self) -> None:
+        """Admit the group systemd gave an activated socket (``SocketGroup=``, mode 0660).
+
+        Without ``socket.group`` in config.yaml, the socket file's group is the one its mode
+        lets in, so members must pass the SO_PEERCRED check too.
+        """
+        if self.gatekeeper.gid is not None or self.path is None:
+            return
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return
+        if st.st_mode & 0o060 == 0o060:
+            self.gatekeeper.gid = st.st_gid
+            log.info("activated socket is group-accessible: admitting members of gid %d",
+                     st.st_gid)
 
     def _new_connection(self) -> Connection:
         return Connection(self.router, self.limits, self._admit, self._closed)

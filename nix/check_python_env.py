@@ -37,7 +37,8 @@ def distributions(store_path: str, site_packages: str) -> list[Distribution]:
     """Every distribution installed in one store path's site-packages."""
     found = []
     site = Path(store_path) / site_packages
-    for meta in sorted(site.glob("*.dist-info/METADATA")) + sorted(site.glob("*.egg-info/PKG-INFO")):
+    metadata = sorted(site.glob("*.dist-info/METADATA")) + sorted(site.glob("*.egg-info/PKG-INFO"))
+    for meta in metadata:
         headers = HeaderParser().parsestr(meta.read_text(encoding="utf-8", errors="replace"))
         if headers.get("Name"):
             found.append(Distribution(headers["Name"], headers.get("Version", "?"), store_path))
@@ -63,7 +64,8 @@ def conflicts(spec: dict[str, Any]) -> list[str]:
         lines = [f"'{name}' would be in the environment in {len(by_version)} versions:"]
         for version, dists in sorted(by_version.items()):
             for dist in dists:
-                lines.append(f"  {version}  {dist.path}  (needed by {', '.join(needed_by[dist.path])})")
+                roots = ", ".join(needed_by[dist.path])
+                lines.append(f"  {version}  {dist.path}  (needed by {roots})")
         messages.append("\n".join(lines))
     return messages
 

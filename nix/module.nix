@@ -66,14 +66,18 @@ let
         python3 ${./check_python_env.py} "$rootsPath"
         touch "$out"
       '';
-  pythonEnv = python.buildEnv.override {
-    extraLibs = [ hermesdModule ] ++ extraPython;
-    # Referencing the check makes it a build input: a version conflict fails with its message
-    # before buildEnv reports a bare file collision.
-    postBuild = ''
-      # distributions checked by ${envCheck}
-    '';
-  };
+  pythonEnv =
+    python.buildEnv.override {
+      extraLibs = [ hermesdModule ] ++ extraPython;
+      # Referencing the check makes it a build input: a version conflict fails with its message
+      # before buildEnv reports a bare file collision.
+      postBuild = ''
+        # distributions checked by ${envCheck}
+      '';
+    }
+    // {
+      conflictCheck = envCheck;
+    };
 
   # --- directory plugins ---------------------------------------------------------------------------
 
@@ -111,10 +115,12 @@ let
   # --- config.yaml -----------------------------------------------------------------------------------
 
   configFile =
-    pkgs.runCommand "hermes-agent-config.yaml" { } ''
-      cp ${settingsFormat.generate "config.yaml" cfg.settings} "$out"
-      ${pythonEnv}/bin/python3 ${./check_config.py} "$out"
-    '';
+    pkgs.runCommand "hermes-agent-config.yaml"
+      { rendered = settingsFormat.generate "config.yaml" cfg.settings; }
+      ''
+        cp "$rendered" "$out"
+        ${pythonEnv}/bin/python3 ${./check_config.py} "$out"
+      '';
 
   # --- hermesctl on PATH -------------------------------------------------------------------------------
 
@@ -159,13 +165,15 @@ let
 in
 {
   options.services.hermes-agent = {
-    enable = mkEnableOption "hermesd, the Hermes-compatible agent daemon, as a socket-activated system service";
+    enable = mkEnableOption "hermesd, the Hermes-compatible agent daemon, as a system service";
 
     package = mkOption {
       type = types.package;
       default = pkgs.callPackage ./package.nix { };
       defaultText = literalExpression "pkgs.callPackage ./nix/package.nix { }";
-      example = literalExpression "pkgs.callPackage ./nix/package.nix { python3Packages = pkgs.python312Packages; }";
+      example = literalExpression ''
+        pkgs.callPackage ./nix/package.nix { python3Packages = pkgs.python312Packages; }
+      '';
       description = ''
         The hermesd package (hermesd and hermesctl). Its Python (`passthru.python`) is the one
         the service's environment is built from, so `extraPythonPackages` must be built for it.
@@ -297,7 +305,12 @@ in
             pname = "hermes-plugin-echo";
             version = "1.0.0";
             pyproject = true;
-            src = pkgs.fetchFromGitHub { owner = "you"; repo = "hermes-plugin-echo"; rev = "v1.0.0"; hash = "sha256-..."; };
+            src = pkgs.fetchFromGitHub {
+              owner = "you";
+              repo = "hermes-plugin-echo";
+              rev = "v1.0.0";
+              hash = "sha256-...";
+            };
             build-system = [ ps.setuptools ];
           })
         ]
@@ -336,7 +349,8 @@ in
       defaultText = literalExpression "python.buildEnv with hermesd and extraPythonPackages";
       description = ''
         The Python environment the service runs (hermesd, its dependencies and
-        `extraPythonPackages`). For example `''${config.services.hermes-agent.pythonEnv}/bin/hermesd --check-config`.
+        `extraPythonPackages`), e.g. for
+        `''${config.services.hermes-agent.pythonEnv}/bin/hermesd --check-config`.
       '';
     };
 
@@ -353,20 +367,28 @@ in
     assertions = [
       {
         assertion = cfg.user != "root";
-        message = "services.hermes-agent.user must not be root: hermesd refuses to run as root (exit status 77).";
+        message =
+          "services.hermes-agent.user must not be root: hermesd refuses to run as root (exit status 77).";
       }
       {
         assertion = foreignPython == [ ];
         message = ''
           services.hermes-agent.extraPythonPackages: hermesd runs on ${python.libPrefix or python.name}, but
             ${lib.concatMapStringsSep "\n  " describeForeign foreignPython}
-          Build them with hermesd's package set, `extraPythonPackages = ps: [ (ps.buildPythonPackage { ... }) ];`,
-          or build hermesd for their Python: services.hermes-agent.package = pkgs.callPackage <hermesd>/nix/package.nix { python3Packages = pkgs.python312Packages; };
+          Build them with hermesd's package set:
+            extraPythonPackages = ps: [ (ps.buildPythonPackage { ... }) ];
+          or build hermesd for their Python:
+            services.hermes-agent.package = pkgs.callPackage <hermesd>/nix/package.nix {
+              python3Packages = pkgs.python312Packages;
+            };
         '';
       }
       {
-        assertion = lib.all (f: !(lib.hasPrefix builtins.storeDir (lib.removePrefix "-" f))) cfg.environmentFiles;
-        message = "services.hermes-agent.environmentFiles: a file in the Nix store is world-readable; keep secrets outside it.";
+        assertion = lib.all (
+          f: !(lib.hasPrefix builtins.storeDir (lib.removePrefix "-" f))
+        ) cfg.environmentFiles;
+        message =
+          "services.hermes-agent.environmentFiles: a file in the Nix store is world-readable; keep secrets outside it.";
       }
     ];
 

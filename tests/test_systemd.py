@@ -45,13 +45,10 @@ def test_watchdog_for_another_pid_is_ignored(start) -> None:
     assert daemon.notify.count("WATCHDOG=1") == 0
 
 
-def test_socket_activation_uses_the_passed_socket(home) -> None:
+def _activate(home: Path, sock: Path, notify: NotifyListener) -> subprocess.Popen:
     tool = shutil.which("systemd-socket-activate")
     if tool is None:
         pytest.skip("systemd-socket-activate not installed")
-    run = short_tmpdir()
-    sock = run / "activated.sock"
-    notify = NotifyListener(run / "notify.sock")
     env = daemon_env(home, {"NOTIFY_SOCKET": str(notify.path)})
     argv = [tool, "-l", str(sock)]
     for name in ("HERMES_HOME", "NOTIFY_SOCKET", "PYTHONPATH", "PATH", "HOME"):
@@ -61,11 +58,27 @@ def test_socket_activation_uses_the_passed_socket(home) -> None:
     if os.geteuid() == 0:
         argv.append("--allow-root")
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    for _ in range(100):
+        if sock.exists():
+            break
+        time.sleep(0.05)
+    return proc
+
+
+def _stop(proc: subprocess.Popen, notify: NotifyListener) -> str:
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=20)[0].decode()
+    notify.close()
+    assert proc.returncode == 0, out
+    return out
+
+
+def test_socket_activation_uses_the_passed_socket(home) -> None:
+    run = short_tmpdir()
+    sock = run / "activated.sock"
+    notify = NotifyListener(run / "notify.sock")
+    proc = _activate(home, sock, notify)
     try:
-        for _ in range(100):
-            if sock.exists():
-                break
-            time.sleep(0.05)
         from hermesctl.client import Client
 
         # The daemon starts on the first connection; the call waits for it.
@@ -76,10 +89,32 @@ def test_socket_activation_uses_the_passed_socket(home) -> None:
         notify.wait_for("READY=1")
         assert not (home / "hermesd.sock").exists()  # it did not create its own
     finally:
-        proc.send_signal(signal.SIGTERM)
-        out = proc.communicate(timeout=20)[0].decode()
-        notify.close()
-    assert proc.returncode == 0, out
+        _stop(proc, notify)
+    assert sock.exists()  # the socket belongs to the manager, not to hermesd
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching uid needs root")
+def test_activated_group_socket_admits_its_group_without_socket_group_config(home) -> None:
+    import grp
+    import pwd
+
+    from tests.support.otheruser import talk_as
+
+    nobody = pwd.getpwnam("nobody")
+    run = short_tmpdir()
+    os.chmod(run, 0o755)
+    sock = run / "activated.sock"
+    notify = NotifyListener(run / "notify.sock")
+    proc = _activate(home, sock, notify)
+    try:
+        os.chown(sock, -1, nobody.pw_gid)  # what SocketGroup= and SocketMode=0660 produce
+        os.chmod(sock, 0o660)
+        out = talk_as(nobody.pw_uid, nobody.pw_gid, sock, [[0, 1, "ping", []]])
+        replies = [m for m in out.get("received", []) if m[0] == 1]
+        assert replies and replies[0][2] is None, out
+    finally:
+        log = _stop(proc, notify)
+    assert f"admitting members of gid {grp.getgrgid(nobody.pw_gid).gr_gid}" in log
 
 
 def test_journal_stream_detection_follows_journal_stream(monkeypatch) -> None:

@@ -6,7 +6,7 @@
 # the hermes group, bob is not. Checks the socket's owner and mode, hermesctl for alice (status,
 # /plugins with both plugins ✓), refusal for bob, that `systemctl reload` keeps the process and
 # its sessions, that restart and stop/re-activation keep the socket, and the sandbox's exposure.
-{ lib, ... }:
+{ ... }:
 
 let
   # A directory plugin as a fetcher would deliver it (here built in place, named like a fetch).

@@ -208,14 +208,22 @@ let
     evalModules =
       { modules, specialArgs ? { } }:
       let
-        loaded = map (
+        load =
           m:
           let
             f = if isPath m || isString m then import m else m;
             r = if isFunction f then f ({ inherit config lib; options = declarations; } // specialArgs) else f;
+            module =
+              if r ? options || r ? config then
+                r
+              else
+                {
+                  imports = r.imports or [ ];
+                  config = removeAttrs r [ "imports" "_file" "key" "disabledModules" ];
+                };
           in
-          if r ? options || r ? config || r ? imports then r else { config = r; }
-        ) modules;
+          [ module ] ++ concatMap load (module.imports or [ ]);
+        loaded = concatMap load modules;
 
         mergeDecls =
           a: b:
@@ -302,6 +310,8 @@ let
       {
         inherit config;
         options = declarations;
+        # Whether anything (an option, or a definition whose conditions hold) is at `path`.
+        isDefined = path: declAt path declarations != null || activeDefs path != [ ];
       };
   };
 in

@@ -64,6 +64,7 @@ let
           version = args.version or "0";
           passthru = (args.passthru or { }) // {
             inherit pname version;
+            meta = args.meta or { };
             requiredPythonModules = ps.requiredPythonModules deps;
             propagatedBuildInputs = deps;
             overridePythonAttrs = f: mkPythonPackage isModule (args // (if isFunction f then f args else f));
@@ -133,6 +134,7 @@ let
     runCommand = name: env: buildCommand: mkStub name (env // { inherit buildCommand; }) { };
     writeText = name: text: mkStub name { inherit text; } { };
     writeShellScriptBin = name: text: mkStub name { inherit text; } { };
+    writeScriptBin = name: text: mkStub name { inherit text; } { };
     mkShell = args: mkStub (args.name or "nix-shell") (removeAttrs args [ "name" "shellHook" ]) { };
 
     formats.yaml =

@@ -1,0 +1,203 @@
+"""One declaration of the units: contrib/systemd/* and the NixOS module's units agree.
+
+nix/units.nix declares every directive; nix/render_units.py writes contrib/systemd/* from it and
+nix/module.nix feeds it into systemd.services/sockets. These tests check the shipped files are
+current, compare the module's units with them directive by directive (only the parameters a
+NixOS install must change may differ, and those are checked for their NixOS values), and run
+`systemd-analyze verify` and `security` on the units as the module renders them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.daemon import REPO
+from tests.test_nix_module import STORE_PATH, enabled, evaluate, needs_nix
+
+CONTRIB = REPO / "contrib" / "systemd"
+RENDER = REPO / "nix" / "render_units.py"
+needs_analyze = pytest.mark.skipif(shutil.which("systemd-analyze") is None,
+                                   reason="systemd-analyze missing")
+
+pytestmark = needs_nix
+
+Sections = dict[str, dict[str, list[str]]]
+
+
+def parse_unit(text: str) -> Sections:
+    """Section → key → values (in order), as systemd reads a unit file."""
+    sections: Sections = {}
+    current: dict[str, list[str]] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            current = sections.setdefault(line.strip("[]"), {})
+            continue
+        assert current is not None, line
+        key, _, value = line.partition("=")
+        current.setdefault(key, []).append(value)
+    return sections
+
+
+def _values(value: Any) -> list[str]:
+    return list(value) if isinstance(value, list) else [value]
+
+
+def nixos_sections(unit: dict[str, Any], kind: str) -> Sections:
+    """The sections NixOS writes for systemd.{services,sockets}.hermesd (Install as wantedBy)."""
+    sections: Sections = {"Unit": {"Description": [unit["description"]]}}
+    for option, key in (("documentation", "Documentation"), ("requires", "Requires"),
+                        ("after", "After"), ("wants", "Wants")):
+        if unit.get(option):
+            sections["Unit"][key] = [" ".join(unit[option])]
+    for key, value in unit.get("unitConfig", {}).items():
+        sections["Unit"][key] = _values(value)
+    if kind == "service":
+        body = {k: _values(v) for k, v in unit["serviceConfig"].items()}
+        env = [f"{k}={v}" for k, v in unit["environment"].items()]
+        if env:
+            body["Environment"] = env
+        sections["Service"] = body
+    else:
+        body = {k: _values(v) for k, v in unit["socketConfig"].items()}
+        body["ListenStream"] = list(unit["listenStreams"])
+        sections["Socket"] = body
+    sections["Install"] = {"WantedBy": [" ".join(unit["wantedBy"])]}
+    return sections
+
+
+def module_units(body: str = "") -> dict[str, Any]:
+    units: dict[str, Any] = evaluate(enabled(body),
+                                     "{ service = e.config.systemd.services.hermesd; "
+                                     "socket = e.config.systemd.sockets.hermesd; "
+                                     "env = e.config.services.hermes-agent.pythonEnv; }")
+    return units
+
+
+def test_contrib_units_are_generated_from_units_nix() -> None:
+    proc = subprocess.run([sys.executable, str(RENDER), "--check"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+# Directives a NixOS install sets differently, each with what the module must set.
+PARAMETERS: dict[tuple[str, str], Any] = {
+    ("Unit", "Documentation"): None,  # the shipped units point at /usr/share/doc
+    ("Service", "ExecStart"): STORE_PATH + r"python3-3\.13-env/bin/hermesd",
+    ("Service", "ExecReload"): STORE_PATH + r"coreutils-9\.5/bin/kill -HUP \$MAINPID",
+    ("Service", "ExecStartPre"): STORE_PATH + r"coreutils-9\.5/bin/ln -sfn "
+                                 r"/etc/hermes/config\.yaml /var/lib/hermes/config\.yaml",
+    ("Service", "EnvironmentFile"): None,  # environmentFiles, empty by default
+}
+
+
+@pytest.mark.parametrize("kind", ["service", "socket"])
+def test_module_units_agree_with_contrib_on_every_directive(kind: str) -> None:
+    shipped = parse_unit((CONTRIB / f"hermesd.{kind}").read_text())
+    rendered = nixos_sections(module_units()[kind], kind)
+    assert set(shipped) == set(rendered)
+    for section in shipped:
+        keys = set(shipped[section]) | set(rendered[section])
+        for key in sorted(keys):
+            if (section, key) in PARAMETERS:
+                expected = PARAMETERS[section, key]
+                got = rendered[section].get(key)
+                if expected is None:
+                    assert got is None, (section, key, got)
+                else:
+                    assert got is not None and len(got) == 1, (section, key, got)
+                    assert re.fullmatch(expected, got[0]), (section, key, got)
+                continue
+            assert rendered[section].get(key) == shipped[section].get(key), (section, key)
+
+
+def test_every_parameter_is_used_by_one_of_the_units() -> None:
+    service = parse_unit((CONTRIB / "hermesd.service").read_text())
+    nixos = nixos_sections(module_units()["service"], "service")
+    for section, key in PARAMETERS:
+        assert key in service.get(section, {}) or key in nixos.get(section, {}), key
+
+
+# --- systemd-analyze on the module's units ---------------------------------------------------
+
+
+def unit_text(sections: Sections) -> str:
+    lines = []
+    for name, body in sections.items():
+        if name == "Install":
+            continue  # NixOS links the unit into its targets instead
+        lines.append(f"[{name}]")
+        for key in sorted(body):
+            for value in body[key]:
+                quoted = f'"{value}"' if key == "Environment" else value
+                lines.append(f"{key}={quoted}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def materialise(text: str, root: Path) -> str:
+    """Point store paths at stand-in executables under ``root`` (verify needs them to exist)."""
+    def replace(match: re.Match[str]) -> str:
+        target = root / match.group(1)
+        if "/bin/" in match.group(1):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("#!/bin/sh\nexit 0\n")
+            target.chmod(0o755)
+        return str(target)
+    return re.sub(r"/nix/store/([0-9a-z]{32}-[^\s\"]+)", replace, text)
+
+
+def render_module_units(tmp_path: Path, body: str = "") -> tuple[Path, Path]:
+    units = module_units(body)
+    paths = []
+    for kind in ("socket", "service"):
+        text = materialise(unit_text(nixos_sections(units[kind], kind)), tmp_path / "store")
+        path = tmp_path / f"hermesd.{kind}"
+        path.write_text(text)
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+def analyze(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["systemd-analyze", *args], capture_output=True, text=True,
+                          env={**os.environ, "SYSTEMD_LOG_LEVEL": "warning"}, timeout=60)
+
+
+@needs_analyze
+@pytest.mark.parametrize("body", ["", ('stateDir = "/srv/hermes"; '
+                                       'environmentFiles = [ "/run/secrets/hermes.env" ]; '
+                                       'extraArgs = [ "--log-level" "two words" ];')],
+                         ids=["defaults", "custom"])
+def test_module_units_pass_systemd_analyze_verify(tmp_path: Path, body: str) -> None:
+    socket, service = render_module_units(tmp_path, body)
+    proc = analyze("verify", "--man=no", str(socket), str(service))
+    problems = [line for line in (proc.stdout + proc.stderr).splitlines() if "hermesd" in line]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert problems == [], problems
+
+
+def exposure(path: Path) -> float:
+    proc = analyze("security", "--offline=true", "--no-pager", str(path))
+    line = [x for x in proc.stdout.splitlines() if "Overall exposure level" in x]
+    assert line, proc.stdout + proc.stderr
+    return float(line[0].split(":")[1].split()[0])
+
+
+@needs_analyze
+def test_module_service_exposure_matches_contrib_and_is_at_most_2(tmp_path: Path) -> None:
+    _, service = render_module_units(tmp_path)
+    score = exposure(service)
+    contrib = exposure(CONTRIB / "hermesd.service")
+    print(f"systemd-analyze security: module {score}, contrib {contrib}")
+    assert score <= 2.0
+    assert score == contrib
