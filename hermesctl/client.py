@@ -15,19 +15,21 @@ import collections
 import os
 import socket
 import time
-from pathlib import Path
-from typing import Any, Callable, Iterator
 
 from hermesd import paths, wire
 from hermesd.protocol import PROTOCOL_VERSION, Codes, RpcError
 
-RequestHandler = Callable[[str, list[Any]], Any]
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing and pathlib cost milliseconds at start-up
+    from typing import Any, Callable, Iterator
+
+    RequestHandler = Callable[[str, list[Any]], Any]
 
 
 class DaemonNotRunning(Exception):
     """Nothing listens on the socket."""
 
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(self, path: str, reason: str) -> None:
         super().__init__(
             f"hermesd is not running on {path} ({reason}). Start it with `hermesd` "
             "(or `systemctl start hermesd` / `systemctl --user start hermesd`), "
@@ -43,7 +45,8 @@ class ConnectionClosed(Exception):
 class Client:
     """One connection to hermesd."""
 
-    def __init__(self, sock: socket.socket, path: Path, max_message: int = wire.DEFAULT_MAX_MESSAGE):
+    def __init__(self, sock: socket.socket, path: str,
+                 max_message: int = wire.DEFAULT_MAX_MESSAGE) -> None:
         self.sock = sock
         self.path = path
         self._decoder = wire.Decoder(max_message)
@@ -58,7 +61,7 @@ class Client:
     def connect(cls, path: str | os.PathLike[str] | None = None,
                 timeout: float | None = 10.0, hello: bool = False) -> "Client":
         """Connect to the daemon's socket (found as the daemon finds it)."""
-        sock_path = Path(path) if path else paths.client_socket(paths.hermes_home())
+        sock_path = paths.client_socket_path(os.fspath(path) if path else None)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout)
         try:

@@ -1,37 +1,35 @@
 """Where hermesd keeps its files and listens, resolved the same way by daemon and client.
 
-Standard library only (``hermesctl`` imports it on its hot path). Reading ``config.yaml`` is
-only done when the file mentions a socket, so the common case never imports yaml.
+The lookups work on strings with ``os.path`` only: ``hermesctl`` runs them on its start-up
+path, where importing pathlib (or yaml) costs milliseconds. ``config.yaml`` is only parsed when
+it mentions a socket. The daemon-side helpers wrap the results in ``pathlib.Path``.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from pathlib import Path
 
-SYSTEM_SOCKET = Path("/run/hermes/hermesd.sock")
-_SOCKET_KEY = re.compile(r"^socket\s*:", re.MULTILINE)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
+SYSTEM_SOCKET = "/run/hermes/hermesd.sock"
 
 
-def hermes_home(override: str | os.PathLike[str] | None = None) -> Path:
+def home_dir(override: str | None = None) -> str:
     """``--home``, else ``$HERMES_HOME``, else ``~/.hermes``."""
-    if override:
-        return Path(override).expanduser()
-    env = os.environ.get("HERMES_HOME")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".hermes"
+    return os.path.expanduser(override or os.environ.get("HERMES_HOME") or "~/.hermes")
 
 
-def configured_socket(home: Path) -> Path | None:
+def configured_socket_path(home: str) -> str | None:
     """``socket.path`` from config.yaml, read only when the file mentions a socket."""
-    cfg = home / "config.yaml"
     try:
-        text = cfg.read_text(encoding="utf-8")
-    except OSError:
+        with open(os.path.join(home, "config.yaml"), encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError):
         return None
-    if not _SOCKET_KEY.search(text):
+    if not any(line.startswith("socket") and line[6:].lstrip().startswith(":")
+               for line in text.splitlines()):
         return None
     import yaml  # deferred: only configs that set a socket pay for it
 
@@ -41,37 +39,45 @@ def configured_socket(home: Path) -> Path | None:
         return None
     sock = data.get("socket") if isinstance(data, dict) else None
     path = sock.get("path") if isinstance(sock, dict) else None
-    return Path(path).expanduser() if isinstance(path, str) and path else None
+    return os.path.expanduser(path) if isinstance(path, str) and path else None
 
 
-def default_socket(home: Path) -> Path:
+def default_socket_path(home: str) -> str:
     """``$XDG_RUNTIME_DIR/hermes/hermesd.sock``, else ``$HERMES_HOME/hermesd.sock``."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isdir(runtime):
-        return Path(runtime) / "hermes" / "hermesd.sock"
-    return home / "hermesd.sock"
+        return os.path.join(runtime, "hermes", "hermesd.sock")
+    return os.path.join(home, "hermesd.sock")
+
+
+def client_socket_path(cli: str | None = None) -> str:
+    """The path a client connects to; falls back to the system socket when it exists."""
+    if cli:
+        return os.path.expanduser(cli)
+    env = os.environ.get("HERMES_SOCKET")
+    if env:
+        return os.path.expanduser(env)
+    home = home_dir()
+    path = configured_socket_path(home) or default_socket_path(home)
+    if not os.path.exists(path) and os.path.exists(SYSTEM_SOCKET):
+        return SYSTEM_SOCKET
+    return path
+
+
+# --- daemon side (Path objects) -------------------------------------------------------------
+
+def hermes_home(override: str | os.PathLike[str] | None = None) -> Path:
+    """``home_dir`` as a Path."""
+    from pathlib import Path
+
+    return Path(home_dir(os.fspath(override) if override else None))
 
 
 def daemon_socket(home: Path, cli: str | None, config_path: str | None) -> Path:
     """The path the daemon listens on: ``--socket``, ``HERMES_SOCKET``, config, default."""
-    if cli:
-        return Path(cli).expanduser()
-    env = os.environ.get("HERMES_SOCKET")
-    if env:
-        return Path(env).expanduser()
-    if config_path:
-        return Path(config_path).expanduser()
-    return default_socket(home)
+    from pathlib import Path
 
-
-def client_socket(home: Path, cli: str | None = None) -> Path:
-    """The path a client connects to; falls back to the system socket when it exists."""
-    if cli:
-        return Path(cli).expanduser()
-    env = os.environ.get("HERMES_SOCKET")
-    if env:
-        return Path(env).expanduser()
-    path = configured_socket(home) or default_socket(home)
-    if not path.exists() and SYSTEM_SOCKET.exists():
-        return SYSTEM_SOCKET
-    return path
+    chosen = cli or os.environ.get("HERMES_SOCKET") or config_path
+    if chosen:
+        return Path(chosen).expanduser()
+    return Path(default_socket_path(str(home)))

@@ -114,12 +114,14 @@ def _wire_type(value: Any) -> str:
 class MethodSpec:
     """The declaration of one method: its name, parameters, result and who may call it."""
 
-    __slots__ = ("name", "summary", "params", "result", "owner_only")
+    __slots__ = ("name", "summary", "params", "result", "owner_only", "_known", "_required")
 
     def __init__(self, name: str, summary: str, params: tuple[Param, ...] = (),
                  result: str = "", owner_only: bool = False) -> None:
         self.name, self.summary, self.params, self.result, self.owner_only = (
             name, summary, params, result, owner_only)
+        self._known = {p.name: p for p in params}
+        self._required = any(p.required for p in params)
 
     def validate(self, params: list[Any]) -> dict[str, Any]:
         """Check the params array against the declaration; return the params map."""
@@ -128,14 +130,17 @@ class MethodSpec:
                 Codes.INVALID_PARAMS,
                 f"{self.name}: params must be an empty array or an array holding one map",
             )
-        given = params[0] if params else {}
-        if given is None:
-            given = {}
+        given = params[0] if params else None
+        if not given:  # [], [None], [{}]: the common no-argument call
+            if given is None or given == {}:
+                if not self._required:
+                    return {}
+                given = {}
         if not isinstance(given, dict):
             raise RpcError(
                 Codes.INVALID_PARAMS, f"{self.name}: params[0] must be a map of named parameters"
             )
-        known = {p.name: p for p in self.params}
+        known = self._known
         unknown = sorted(str(k) for k in given if k not in known)
         if unknown:
             raise RpcError(

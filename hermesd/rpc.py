@@ -102,6 +102,7 @@ class Connection(asyncio.Protocol):
         self._on_close = on_close
         self._on_notification = on_notification
         self._decoder = wire.Decoder(limits.max_message)
+        self._encoder = wire.Encoder()
         self._transport: asyncio.Transport | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._pending: dict[int, asyncio.Future[Any]] = {}
@@ -235,7 +236,7 @@ class Connection(asyncio.Protocol):
 
     def _reply(self, msgid: int, error: Any, result: Any) -> None:
         try:
-            data = wire.pack_response(msgid, error, result)
+            data = self._encoder.response(msgid, error, result)
         except Exception:
             log.exception("result of request %d could not be encoded", msgid)
             data = wire.pack_response(msgid, _internal("encoding the result"), None)
@@ -265,7 +266,7 @@ class Connection(asyncio.Protocol):
 
     def notify(self, method: str, params: list[Any]) -> None:
         """Send a notification; silently dropped when the connection is gone."""
-        self._send(wire.pack_notification(method, params))
+        self._send(self._encoder.notification(method, params))
 
     async def request(self, method: str, params: list[Any], timeout: float | None = None) -> Any:
         """Send a request to the client and wait for its response."""
@@ -275,7 +276,7 @@ class Connection(asyncio.Protocol):
         msgid = self._next_id
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[msgid] = fut
-        self._send(wire.pack_request(msgid, method, params))
+        self._send(self._encoder.request(msgid, method, params))
         try:
             return await asyncio.wait_for(fut, timeout)
         finally:

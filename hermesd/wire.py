@@ -163,6 +163,27 @@ def _default(obj: Any) -> Any:
 _packer_opts = {"use_bin_type": True, "default": _default, "datetime": False}
 
 
+class Encoder:
+    """A reusable encoder (``packb`` builds and discards a Packer per call); not thread-safe."""
+
+    __slots__ = ("_pack",)
+
+    def __init__(self) -> None:
+        self._pack = msgpack.Packer(**_packer_opts).pack
+
+    def response(self, msgid: int, error: Any, result: Any) -> bytes:
+        """Encode ``[1, msgid, error, result]``."""
+        return self._pack([RESPONSE, msgid, error, result])
+
+    def notification(self, method: str, params: list[Any]) -> bytes:
+        """Encode ``[2, method, params]``."""
+        return self._pack([NOTIFICATION, method, params])
+
+    def request(self, msgid: int, method: str, params: list[Any]) -> bytes:
+        """Encode ``[0, msgid, method, params]``."""
+        return self._pack([REQUEST, msgid, method, params])
+
+
 def pack(obj: Any) -> bytes:
     """Encode one object."""
     return msgpack.packb(obj, **_packer_opts)
