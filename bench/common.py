@@ -23,8 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
@@ -35,7 +36,11 @@ DOC = REPO / "docs" / "benchmarks.md"
 SOURCE = Path(os.environ.get("BENCH_SOURCE") or REPO).resolve()
 sys.path.insert(0, str(SOURCE))
 
-from hermesctl.client import Client  # noqa: E402
+from hermesctl.client import Client
+
+# run_all bounds each script with timeout(1), which sends SIGTERM: unwind through the finally
+# blocks and context managers that stop the daemons and baselines, instead of orphaning them.
+signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -108,7 +113,7 @@ class Daemon:
         stop_process(self.proc)
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def __enter__(self) -> "Daemon":
+    def __enter__(self) -> Daemon:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -131,7 +136,7 @@ def wait_for_ping(path: Path, proc: subprocess.Popen[Any], timeout: float = 30.0
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args} exited with {proc.returncode}")
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
         try:
             with Client.connect(path, timeout=2.0) as client:
                 client.call("ping", timeout=2.0)
@@ -152,9 +157,24 @@ def pin(pid: int, cpus: set[int]) -> None:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used so far (from /proc, 10 ms resolution)."""
+    """User + system CPU time a process has used so far, ended threads included (10 ms ticks)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def live_threads_cpu_seconds(pid: int) -> float:
+    """CPU time of the threads a process has now, to the nanosecond (from schedstat).
+
+    Finer than ``cpu_seconds`` but blind to threads that have ended: for short measurements of
+    a process whose work stays on long-lived threads (an event loop).
+    """
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):  # a thread that just ended
+            pass
+    return total / 1e9
 
 
 # --- statistics --------------------------------------------------------------------------------
@@ -187,7 +207,7 @@ def fmt_ratio(value: float, target: float | None = None) -> str:
     """``1.23×``, with the verdict when there is a target."""
     text = f"{value:.2f}×"
     if target is not None:
-        text += f" (target ≤ {target:g}×: {'met' if value <= target else 'MISSED'})"
+        text += f" (target ≤ {target:g}×: {'met' if value <= target else 'missed'})"
     return text
 
 
@@ -214,7 +234,7 @@ def git_commit() -> str:
     """Short commit of the code under test, flagged when the working tree has changes."""
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(SOURCE), *args], capture_output=True,
-                              text=True, timeout=10).stdout.strip()
+                              text=True, timeout=10, check=False).stdout.strip()
     try:
         commit = git("rev-parse", "--short", "HEAD") or "unknown"
         dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
@@ -265,4 +285,4 @@ def write_section(name: str, title: str, body: str, started: str, machine_line: 
 
 
 def now_utc() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M")

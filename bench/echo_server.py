@@ -32,8 +32,13 @@ class Echo(asyncio.Protocol):
 async def serve(path: str) -> None:
     loop = asyncio.get_running_loop()
     stop = loop.create_future()
+
+    def request_stop() -> None:
+        if not stop.done():
+            stop.set_result(None)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+        loop.add_signal_handler(sig, request_stop)
     server = await loop.create_unix_server(Echo, path)
     try:
         await stop

@@ -5,9 +5,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs milliseconds at start-up
+    from typing import Any
 
-__all__ = ["Client", "DaemonNotRunning", "ConnectionClosed", "RpcError"]
+
+__all__ = ["Client", "ConnectionClosed", "DaemonNotRunning", "RpcError"]
 
 
 def __getattr__(name: str) -> Any:

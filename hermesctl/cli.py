@@ -9,20 +9,61 @@ per command name in ``COMMANDS`` (see ``hermesctl.commands.base``).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from hermesd.protocol import RpcError
+from hermesd.protocol import Codes, RpcError
 
 from .client import Client, ConnectionClosed, DaemonNotRunning
-from .commands import AREAS
-from .commands.base import (COMMANDS, EXIT_ERROR, EXIT_NOT_RUNNING, EXIT_USAGE, UsageError,
-                            command, emit_json)
+from .commands import INDEX, areas
+from .commands.base import (
+    COMMANDS,
+    EXIT_ERROR,
+    EXIT_NOT_RUNNING,
+    EXIT_USAGE,
+    UsageError,
+    command,
+    emit_json,
+)
 
-__all__ = ["main", "build_parser", "COMMANDS", "command", "emit_json"]
+__all__ = ["COMMANDS", "build_parser", "command", "emit_json", "main"]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _terminal_width() -> int:
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        return 80
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Sized once per process: the stock formatter imports shutil and asks the terminal for
+    its size for every argument declared."""
+
+    width = 0
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        if not _Formatter.width:
+            _Formatter.width = max(_terminal_width() - 2, 40)
+        super().__init__(prog, indent_increment, max_help_position, width or _Formatter.width)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose sub-parsers share the sized formatter."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def build_parser(word: str | None = None) -> argparse.ArgumentParser:
+    """The parser for one command word (only its areas are imported), or for all of them."""
+    parser = _Parser(
         prog="hermesctl",
         description="Talk to the hermesd agent daemon.",
         epilog="Exit status: 0 ok, 1 error, 2 usage, 3 daemon not running.",
@@ -31,15 +72,89 @@ def build_parser() -> argparse.ArgumentParser:
                         "HERMES_SOCKET overrides)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for area in AREAS:
+    for area in areas(word):
         area.add_parsers(sub)
     return parser
 
 
+def _split_globals(argv: list[str]) -> tuple[str | None, int]:
+    """The --socket value and the index of the first word that is not a global option."""
+    socket_path, i = None, 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--socket" and i + 1 < len(argv):
+            socket_path, i = argv[i + 1], i + 2
+        elif word.startswith("--socket="):
+            socket_path, i = word.split("=", 1)[1], i + 1
+        elif word == "--json":
+            i += 1
+        else:
+            break
+    return socket_path, i
+
+
+def plugin_cli_commands(socket_path: str | None, timeout: float = 2.0) -> list[dict[str, str]]:
+    """The daemon's plugin CLI commands; empty when it is not reachable."""
+    try:
+        with Client.connect(socket_path, timeout=timeout) as client:
+            commands: list[dict[str, str]] = client.call("cli.list", timeout=timeout)["commands"]
+            return commands
+    except (DaemonNotRunning, RpcError, ConnectionClosed, TimeoutError, OSError):
+        return []
+
+
+def _forward(socket_path: str | None, argv: list[str], known: list[str]) -> int:
+    """``hermesctl NAME args…`` for a plugin CLI command: run it in the daemon, print, exit."""
+    try:
+        with Client.connect(socket_path) as client:
+            result = client.call("cli.run", {"argv": argv})
+    except DaemonNotRunning as exc:
+        print(f"hermesctl: unknown command '{argv[0]}' (plugin commands need the daemon: {exc})",
+              file=sys.stderr)
+        return EXIT_NOT_RUNNING
+    except RpcError as exc:
+        if exc.code == Codes.NOT_FOUND:
+            choices = ", ".join(known + list((exc.data or {}).get("available") or []))
+            print(f"usage: hermesctl [-h] [--socket SOCKET] [--json] COMMAND ...\n"
+                  f"hermesctl: error: unknown command '{argv[0]}' (choose from {choices})",
+                  file=sys.stderr)
+            return EXIT_USAGE
+        print(f"hermesctl: {exc.message}", file=sys.stderr)
+        return EXIT_ERROR
+    except (ConnectionClosed, TimeoutError) as exc:
+        print(f"hermesctl: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    sys.stdout.write(result["stdout"])
+    sys.stdout.flush()
+    sys.stderr.write(result["stderr"])
+    return int(result["exit_status"])
+
+
+def _plugin_epilog(commands: list[dict[str, str]]) -> str:
+    width = max(len(c["name"]) for c in commands)
+    lines = [f"  {c['name']:<{width}}  {c.get('help') or c.get('description') or ''}".rstrip()
+             for c in commands]
+    return "plugin commands (from the daemon):\n" + "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``hermesctl`` command."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    known = list(INDEX)
+    socket_path, first = _split_globals(argv)
+    word = argv[first] if first < len(argv) else None
+    if word is not None and not word.startswith("-") and word not in known:
+        return _forward(socket_path, argv[first:], known)
+    parser = build_parser(word if word in INDEX else None)
+    if word in ("-h", "--help"):
+        extra = plugin_cli_commands(socket_path)
+        if extra:
+            parser.epilog = f"{_plugin_epilog(extra)}\n\n{parser.epilog}"
     args = parser.parse_args(argv)
+    if args.command == "completion":
+        from .commands.cmd import completion
+
+        return completion(args.shell, args.socket)
     if not args.command:
         parser.print_help()
         return EXIT_USAGE

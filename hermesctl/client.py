@@ -11,9 +11,9 @@ sends to us (approvals) are answered by ``on_request``. Reuses ``hermesd.wire`` 
 
 from __future__ import annotations
 
+import _socket  # the C module: socket.py adds enum and selectors, milliseconds at start-up
 import collections
 import os
-import socket
 import time
 
 from hermesd import paths, wire
@@ -21,7 +21,9 @@ from hermesd.protocol import PROTOCOL_VERSION, Codes, RpcError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing and pathlib cost milliseconds at start-up
-    from typing import Any, Callable, Iterator
+    import socket
+    from collections.abc import Callable, Iterator
+    from typing import Any
 
     RequestHandler = Callable[[str, list[Any]], Any]
 
@@ -45,7 +47,7 @@ class ConnectionClosed(Exception):
 class Client:
     """One connection to hermesd."""
 
-    def __init__(self, sock: socket.socket, path: str,
+    def __init__(self, sock: socket.socket | _socket.socket, path: str,
                  max_message: int = wire.DEFAULT_MAX_MESSAGE) -> None:
         self.sock = sock
         self.path = path
@@ -59,10 +61,10 @@ class Client:
 
     @classmethod
     def connect(cls, path: str | os.PathLike[str] | None = None,
-                timeout: float | None = 10.0, hello: bool = False) -> "Client":
+                timeout: float | None = 10.0, hello: bool = False) -> Client:
         """Connect to the daemon's socket (found as the daemon finds it)."""
         sock_path = paths.client_socket_path(os.fspath(path) if path else None)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         sock.settimeout(timeout)
         try:
             sock.connect(str(sock_path))
@@ -84,7 +86,7 @@ class Client:
             client.hello()
         return client
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -171,7 +173,7 @@ class Client:
             self.sock.settimeout(None)
         try:
             data = self.sock.recv(262144)
-        except socket.timeout:
+        except TimeoutError:
             raise TimeoutError("timed out waiting for hermesd") from None
         except ConnectionResetError:
             data = b""

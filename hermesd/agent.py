@@ -160,6 +160,7 @@ class _Turn:
         self._emit_fn, self.sender_id, self.platform = emit, sender_id, platform
         self.result = TurnResult(turn_id=turn_id, status="completed")
         self.model = ""
+        self._usage_due: tuple[int, int, Any] | None = None  # token counts not yet stored
         self.messages: list[dict[str, Any]] = []        # what the model is sent
         self.stored_history: list[dict[str, Any]] = []  # the same, minus system and context
 
@@ -181,15 +182,22 @@ class _Turn:
                                        model=self.model, platform=self.platform, **kwargs)
 
     async def db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return await self.store.call(fn, *args, **kwargs)
+        usage, self._usage_due = self._usage_due, None
+        if usage is None:
+            return await self.store.call(fn, *args, **kwargs)
+
+        def with_usage() -> Any:  # the counters ride along with the round's next write
+            self.store.add_usage(self.session_id, *usage)
+            return fn(*args, **kwargs)
+
+        return await self.store.call(with_usage)
 
     async def run(self) -> TurnResult:
         self.emit("turn.started", user_message=self.user_message)
         try:
-            session = await self.db(self.store.get_session, self.session_id)
-            self.model = session["model"] or self.loop.client.settings.model or ""
+            self.model = self.loop.client.settings.model or ""
             self.loop.check_ready()
-            await self._turn(first=session["message_count"] == 0)
+            await self._turn()
         except asyncio.CancelledError:
             await self._finish("cancelled", CANCELLED_RESULT)
             raise
@@ -228,12 +236,20 @@ class _Turn:
                   iterations=self.result.iterations,
                   usage=self.result.usage, final_text=self.result.final_text)
 
-    async def _turn(self, first: bool) -> None:
+    async def _turn(self) -> None:
         store = self.store
-        await self.db(store.close_dangling_tool_calls, self.session_id)
-        prior = await self.db(store.history, self.session_id)
-        await self.db(store.append_message, self.session_id, "user", self.user_message,
-                      turn_id=self.turn_id)
+
+        def begin() -> tuple[Any, list[dict[str, Any]]]:  # one trip to the DB thread
+            session = store.get_session(self.session_id)  # SessionNotFound: nothing stored
+            store.close_dangling_tool_calls(self.session_id)
+            history = store.history(self.session_id)
+            store.append_message(self.session_id, "user", self.user_message,
+                                 turn_id=self.turn_id)
+            return session, history
+
+        session, prior = await self.db(begin)
+        self.model = session["model"] or self.model
+        first = session["message_count"] == 0
         if first:
             await self.hook("on_session_start")
         context = pre_llm_context(await self.hook(
@@ -243,6 +259,9 @@ class _Turn:
             "\n\n" + context if context else "")}
         self.messages = [self.loop.settings.system_message(), *prior, api_user]
         self.stored_history = [*prior, {"role": "user", "content": self.user_message}]
+        pin = getattr(self.loop.registry, "pin", None)
+        if pin is not None:  # a plugin reload during this turn must not change its tools
+            pin()
         refresh = getattr(self.loop.registry, "refresh_checks", None)
         if refresh is not None:  # re-run check_fns off the loop before building the list
             await refresh()
@@ -307,9 +326,10 @@ class _Turn:
         if usage:
             for key in self.result.usage:
                 self.result.usage[key] += int(usage.get(key) or 0)
-            await self.db(self.store.add_usage, self.session_id,
-                          int(usage.get("prompt_tokens") or 0),
-                          int(usage.get("completion_tokens") or 0), usage.get("total_tokens"))
+            # Written with the next message of this round (``db``): one trip, not two.
+            self._usage_due = (int(usage.get("prompt_tokens") or 0),
+                               int(usage.get("completion_tokens") or 0),
+                               usage.get("total_tokens"))
             self.emit("usage", **{k: int(usage.get(k) or 0) for k in self.result.usage})
         return completion
 

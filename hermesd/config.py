@@ -78,6 +78,10 @@ SCHEMA: dict[str, Any] = {
         "result_budget": _S((int,), 100_000, "characters of a tool result sent to the model"),
         "hook_timeout": _S(_num, 10.0, "seconds one hook callback may take"),
     },
+    "commands": {
+        "timeout": _S(_num, 30.0, "seconds one slash command handler may take"),
+        "cli_timeout": _S(_num, 120.0, "seconds one plugin CLI command (hermesctl NAME) may take"),
+    },
     "terminal": {
         "cwd": _S((str,), None, "working directory of the terminal tool"),
         "timeout": _S(_num, 60.0, "seconds one terminal command may take"),

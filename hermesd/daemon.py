@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import __version__, config, logs, paths, sdnotify
-from .protocol import METHODS, PROTOCOL_MAJOR, PROTOCOL_VERSION, Codes, RpcError
+from .protocol import PROTOCOL_MAJOR, PROTOCOL_VERSION, Codes, RpcError
 from .rpc import Call, Limits, Router
 from .server import EX_UNAVAILABLE, Gatekeeper, SocketInUse, SocketServer, resolve_group
 

@@ -151,6 +151,15 @@ class _Callback:
 
 
 @dataclass(frozen=True)
+class ToolVerdict:
+    """What ``pre_tool_call`` callbacks decided: block, ask a person, or nothing."""
+
+    block: str | None = None
+    approve: str | None = None
+    rule_key: str | None = None
+
+
+@dataclass(frozen=True)
 class HookOutcome:
     """What one callback did: its return value, or that it raised or timed out."""
 
@@ -242,18 +251,32 @@ class HookBus:
 
         A callback that times out blocks (fail closed); one that raises does not.
         """
+        return (await self.pre_tool_verdict(**kwargs)).block
+
+    async def pre_tool_verdict(self, **kwargs: Any) -> ToolVerdict:
+        """Run ``pre_tool_call``: the first block wins; else the first ``approve`` request.
+
+        ``{"action": "approve", "message": m, "rule_key": k}`` sends the call to a person
+        (``rule_key``, default the tool name, is what session/always answers remember).
+        """
+        asked: ToolVerdict | None = None
         for outcome in await self.outcomes("pre_tool_call", kwargs):
             if outcome.timed_out:
-                return (
+                return ToolVerdict(block=(
                     f"Blocked: pre_tool_call hook {outcome.name} of plugin "
-                    f"'{outcome.plugin_key}' did not answer within {self.timeout:g}s"
-                )
+                    f"'{outcome.plugin_key}' did not answer within {self.timeout:g}s"))
             value = outcome.value
-            if isinstance(value, dict) and value.get("action") == "block":
-                message = value.get("message")
-                if isinstance(message, str) and message:
-                    return message
-        return None
+            if not isinstance(value, dict):
+                continue
+            message = value.get("message")
+            if value.get("action") == "block" and isinstance(message, str) and message:
+                return ToolVerdict(block=message)
+            if value.get("action") == "approve" and asked is None:
+                rule = value.get("rule_key")
+                asked = ToolVerdict(
+                    approve=str(message) if message else f"plugin {outcome.plugin_key} asks",
+                    rule_key=rule.strip() if isinstance(rule, str) and rule.strip() else None)
+        return asked or ToolVerdict()
 
     async def pre_llm_context(self, **kwargs: Any) -> str:
         """Run ``pre_llm_call``; the contexts returned, joined by a blank line ("" if none)."""

@@ -15,6 +15,7 @@ import logging
 import os
 import random
 import secrets
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ OnEvent = Callable[[StreamEvent], None]
 OnRetry = Callable[["RetryInfo"], Awaitable[None]]
 
 _RETRY_STATUSES = frozenset({408, 409, 425, 429})
+POOL_SHARDS = 8  # SDK clients (connection pools) requests are spread over
 _CONFIG_HINT = ("set model.base_url and model.default in $HERMES_HOME/config.yaml "
                 "(or OPENAI_BASE_URL in the environment or .env)")
 
@@ -289,20 +291,49 @@ class ModelClient:
 
     def __init__(self, settings: ModelSettings, *,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        self.settings = settings
+        self._settings = settings
         self._sleep = sleep
-        self._client: Any = None
+        self._clients: list[Any] = []
+        self._retired: list[Any] = []  # clients of an older endpoint, closed by aclose()
+        self._build_lock = threading.Lock()
+        self._next = 0
+        self._stream_cls: Any = None
         self._usage_option = True
 
+    @property
+    def settings(self) -> ModelSettings:
+        return self._settings
+
+    @settings.setter
+    def settings(self, new: ModelSettings) -> None:
+        """New settings (config reload); a changed endpoint, key or timeout gets new clients."""
+        old, self._settings = self._settings, new
+        if (old.base_url, old.api_key, old.timeout) != (new.base_url, new.api_key, new.timeout):
+            with self._build_lock:  # requests in flight finish on the old clients
+                self._retired.extend(self._clients)
+                self._clients = []
+            self._usage_option = True
+
     def _sdk(self) -> Any:
-        if self._client is None:
+        """The SDK client for the next request (round-robin over ``POOL_SHARDS`` clients)."""
+        if not self._clients:
+            with self._build_lock:  # warm_up may be building them on another thread
+                self._build_clients()
+        self._next = (self._next + 1) % len(self._clients)
+        return self._clients[self._next]
+
+    def _build_clients(self) -> None:
+        if not self._clients:
             self.settings.check()
             import openai  # deferred: ~0.5 s of imports the daemon only pays when chatting
 
-            self._client = openai.AsyncOpenAI(
+            # Several clients, each with its own connection pool: httpcore walks its whole
+            # pool on every request and response; with 100 turns at once in one pool, 100
+            # sessions x 5 turns took ~30 % longer (bench/turn.py, docs/benchmarks.md).
+            self._clients = [openai.AsyncOpenAI(
                 base_url=self.settings.base_url, api_key=self.settings.api_key or "not-needed",
-                timeout=self.settings.timeout, max_retries=0)
-        return self._client
+                timeout=self.settings.timeout, max_retries=0) for _ in range(POOL_SHARDS)]
+            self._stream_cls = openai.AsyncStream[object]
 
     async def warm_up(self) -> None:
         """Import the SDK and build the client off the event loop (call after start-up)."""
@@ -314,9 +345,9 @@ class ModelClient:
 
     async def aclose(self) -> None:
         """Close pooled connections."""
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        clients, self._clients, self._retired = self._clients + self._retired, [], []
+        for client in clients:
+            await client.close()
 
     def _delay(self, attempt: int, error: ModelError) -> float:
         cap = self.settings.retry_max_wait
@@ -383,11 +414,11 @@ class ModelClient:
             payload["stream_options"] = {"include_usage": True}
         else:
             payload.pop("stream_options", None)
-        # Messages and tools travel in extra_body: they are already in wire form, and the
-        # SDK's per-field transform of ``messages`` costs ~50 µs a message (20 ms at 400).
-        body = {k: v for k, v in payload.items() if k not in ("model", "stream")}
-        stream = await client.chat.completions.create(
-            model=payload["model"], messages=[], stream=True, extra_body=body)
+        # The SDK's generic ``post`` with ``cast_to=object``: the body is already in wire form
+        # (its per-field transform of ``messages`` costs ~50 µs a message), and chunks arrive
+        # as plain dicts instead of pydantic models (~0.3 ms of CPU a chunk).
+        stream = await client.post("/chat/completions", cast_to=object, body=payload,
+                                   stream=True, stream_cls=self._stream_cls)
         try:
             async for chunk in stream:
                 acc.add(chunk)

@@ -11,6 +11,8 @@ import logging
 import os
 import sys
 
+from .redact import RedactingFilter
+
 
 def stderr_is_journal() -> bool:
     """True when stderr is connected to the journal (per ``JOURNAL_STREAM``)."""
@@ -40,6 +42,7 @@ def setup(level: str = "INFO") -> str:
             handler = _stderr_handler()
     else:
         handler = _stderr_handler()
+    handler.addFilter(RedactingFilter())  # secrets never reach the log
     root.addHandler(handler)
     set_level(level)
     return target

@@ -53,7 +53,7 @@ class RpcError(Exception):
         return {"code": self.code, "message": self.message, "data": self.data}
 
     @classmethod
-    def from_wire(cls, err: Any) -> "RpcError":
+    def from_wire(cls, err: Any) -> RpcError:
         """Rebuild an error from whatever a peer sent (tolerates non-map errors)."""
         if isinstance(err, dict):
             return cls(
@@ -81,7 +81,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
 class Param:
     """One named parameter of a method."""
 
-    __slots__ = ("name", "type", "required", "doc", "nullable")
+    __slots__ = ("doc", "name", "nullable", "required", "type")
 
     def __init__(self, name: str, type: str, required: bool = False, doc: str = "",
                  nullable: bool = False) -> None:
@@ -114,7 +114,7 @@ def _wire_type(value: Any) -> str:
 class MethodSpec:
     """The declaration of one method: its name, parameters, result and who may call it."""
 
-    __slots__ = ("name", "summary", "params", "result", "owner_only", "_known", "_required")
+    __slots__ = ("_known", "_required", "name", "owner_only", "params", "result", "summary")
 
     def __init__(self, name: str, summary: str, params: tuple[Param, ...] = (),
                  result: str = "", owner_only: bool = False) -> None:
@@ -214,4 +214,4 @@ declare(MethodSpec(
 
 # Each service area declares its methods in its own module (one file per area, so the table
 # reads by topic); importing them here completes METHODS for everyone who imports protocol.
-from .declarations import approvals, commands, plugins, sessions  # noqa: E402,F401
+from .declarations import approvals, commands, plugins, sessions  # noqa: F401

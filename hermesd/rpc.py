@@ -13,8 +13,9 @@ import asyncio
 import inspect
 import itertools
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from . import wire
 from .protocol import METHODS, Codes, MethodSpec, RpcError
@@ -41,7 +42,7 @@ class Limits:
 class Call:
     """What a handler knows about the request it serves."""
 
-    conn: "Connection"
+    conn: Connection
     msgid: int
     method: str
 
@@ -86,9 +87,9 @@ class Connection(asyncio.Protocol):
         self,
         router: Router,
         limits: Limits,
-        admit: Callable[["Connection", asyncio.Transport], RpcError | None],
-        on_close: Callable[["Connection"], None] | None = None,
-        on_notification: Callable[["Connection", str, list[Any]], None] | None = None,
+        admit: Callable[[Connection, asyncio.Transport], RpcError | None],
+        on_close: Callable[[Connection], None] | None = None,
+        on_notification: Callable[[Connection, str, list[Any]], None] | None = None,
     ) -> None:
         self.id = next(self._ids)
         self.router = router

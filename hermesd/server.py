@@ -15,8 +15,9 @@ import os
 import socket
 import stat
 import struct
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .protocol import Codes, RpcError
 from .rpc import Connection, Limits, Peer, Router

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
-from . import config
+from . import config, redact
 from .agent import AgentLoop, AgentSettings
+from .approvals.broker import ApprovalBroker
+from .approvals.service import ApprovalService
+from .command_service import CommandService, hermesctl_subcommands
 from .llm import ModelClient, ModelSettings
+from .plugin_admin import PluginAdminService
 from .plugin_service import PluginService
 from .plugins import build_plugin_host
 from .sessions import SessionService
@@ -24,7 +28,7 @@ if TYPE_CHECKING:
     from .daemon import Daemon
 
 
-def wire_services(daemon: "Daemon") -> None:
+def wire_services(daemon: Daemon) -> None:
     """Create the services and attach them to ``daemon``."""
     cfg = daemon.config
     home = daemon.home
@@ -44,5 +48,25 @@ def wire_services(daemon: "Daemon") -> None:
                       AgentSettings.from_config(cfg, skills_index=host.skills.index_text()))
     sessions = SessionService(store, agent, host.hooks)
     sessions_ref.append(sessions)
+    secrets = redact.configure(os.environ, config.load_dotenv_file(home))
+    host.tools.redactor = redact.redact
+    sessions.redact_event = redact.redact_obj
+    broker = ApprovalBroker(store, host.hooks, cfg,
+                            attached=lambda sid: list(sessions.attached.get(sid, ())))
+    host.tools.approver = broker.approve
+    sessions.on_attach = broker.on_attach
     daemon.services.append(PluginService(host, cfg.get("tools.enabled_toolsets")))
     daemon.services.append(sessions)
+    admin = PluginAdminService(host, home, config.load_dotenv_file(home))
+    daemon.services.append(admin)
+    daemon.services.append(CommandService(
+        host, sessions, status=lambda: daemon.status(cast(Any, None), {}),
+        reload_plugins=admin.reload_plugins, timeout=cfg.get("commands.timeout"),
+        cli_timeout=cfg.get("commands.cli_timeout")))
+    host.commands.reserve_cli_names(hermesctl_subcommands())
+    # Last, so its bind() can wrap tools.call and command.run, and it stops first.
+    approvals = ApprovalService(broker, home, secrets_count=secrets.count)
+    daemon.services.append(approvals)
+    for service in daemon.services:
+        if isinstance(service, CommandService):
+            service.set_approval_handler(approvals.slash_command)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from . import wire
@@ -48,6 +49,11 @@ class SessionService:
         self._count = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._injections: dict[str, list[tuple[str, str]]] = {}
+        self._warm_up: asyncio.Task[None] | None = None
+        #: Called with (session_id, connection) whenever a connection attaches (approvals).
+        self.on_attach: Callable[[str, Connection], None] | None = None
+        #: Applied to every session.event before it is sent (secret redaction).
+        self.redact_event: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     # --- wiring ------------------------------------------------------------------------------
 
@@ -59,6 +65,17 @@ class SessionService:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._count = await self.store.call(self.store.count_sessions)
+        # Import the model SDK in the background now, not during the first turn (~0.5 s).
+        self._warm_up = self._loop.create_task(self._warm_model_client())
+
+    async def _warm_model_client(self) -> None:
+        warm_up = getattr(self.agent.client, "warm_up", None)
+        if warm_up is None:
+            return
+        try:
+            await warm_up()
+        except Exception:  # the first turn will report the problem properly
+            log.warning("could not prepare the model client", exc_info=True)
 
     async def stop(self) -> None:
         running = [task for _, task in self.turns.values()]
@@ -114,7 +131,13 @@ class SessionService:
                 "model": self.agent.client.settings.model}
 
     def reload(self, cfg: Any) -> None:
-        """Nothing to do: the daemon rebuilds model settings through the agent."""
+        """Config reload: ``model.*`` and ``agent.*`` apply to the turns that start from now on."""
+        from .agent import AgentSettings
+        from .llm import ModelSettings
+
+        self.reload_settings(
+            AgentSettings.from_config(cfg, skills_index=self.agent.settings.skills_index),
+            ModelSettings.from_config(cfg))
 
     def connection_closed(self, conn: Connection) -> None:
         """Forget a closed connection; its sessions' turns keep running."""
@@ -131,12 +154,16 @@ class SessionService:
         conns = self.attached.get(event["session_id"])
         if not conns:
             return
+        if self.redact_event is not None:
+            event = self.redact_event(event)
         data = wire.pack_notification(EVENT, [event])
         for conn in list(conns):
             conn.send_packed(data)
 
     def _attach(self, sid: str, conn: Connection) -> None:
         self.attached.setdefault(sid, set()).add(conn)
+        if self.on_attach is not None:
+            self.on_attach(sid, conn)
 
     async def _db(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:

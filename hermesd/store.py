@@ -378,6 +378,14 @@ class SessionStore:
                 raise SessionNotFound(session_id)
         return self.get_session(session_id)
 
+    def set_model(self, session_id: str, model: str | None) -> SessionInfo:
+        """Set the model of later turns (None: the configured default)."""
+        with self._tx() as db:
+            if db.execute("UPDATE sessions SET model = ?, updated_at = ? WHERE id = ?",
+                          (model or None, time.time(), session_id)).rowcount == 0:
+                raise SessionNotFound(session_id)
+        return self.get_session(session_id)
+
     def delete(self, session_id: str) -> None:
         """Delete the session and its messages (forks keep their copies)."""
         with self._tx() as db:
@@ -521,3 +529,31 @@ class SessionStore:
         return [SearchHit(message_id=r["id"], session_id=r["session_id"],
                           session_title=r["title"], role=r["role"], snippet=r["snip"],
                           created_at=r["created_at"]) for r in rows]
+
+    # -- approval rules ("always" answers; hermesd.approvals) -------------------------------
+
+    def approval_rules(self) -> list[dict[str, Any]]:
+        """Remembered "always" approvals, oldest first."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT pattern_key, decision, decided_by, description, created_at"
+                " FROM approvals ORDER BY created_at, pattern_key").fetchall()
+        return [dict(r) for r in rows]
+
+    def add_approval_rule(self, pattern_key: str, decided_by: str,
+                          description: str = "") -> dict[str, Any]:
+        """Remember ``pattern_key`` as always approved (replacing an older rule for it)."""
+        now = time.time()
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO approvals"
+                " (pattern_key, decision, decided_by, description, created_at)"
+                " VALUES (?, 'always', ?, ?, ?)", (pattern_key, decided_by, description, now))
+        return {"pattern_key": pattern_key, "decision": "always", "decided_by": decided_by,
+                "description": description, "created_at": now}
+
+    def revoke_approval_rule(self, pattern_key: str) -> bool:
+        """Forget the rule for ``pattern_key``; False when there was none."""
+        with self._tx() as conn:
+            return conn.execute("DELETE FROM approvals WHERE pattern_key = ?",
+                                (pattern_key,)).rowcount > 0

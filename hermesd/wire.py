@@ -12,7 +12,8 @@ import msgpack
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs milliseconds at start-up; the client cannot afford it
-    from typing import Any, Iterator
+    from collections.abc import Iterator
+    from typing import Any
 
 REQUEST = 0
 RESPONSE = 1
@@ -35,14 +36,14 @@ class _Message:
 
 
 class Request(_Message):
-    __slots__ = ("msgid", "method", "params")
+    __slots__ = ("method", "msgid", "params")
 
     def __init__(self, msgid: int, method: str, params: list[Any]) -> None:
         self.msgid, self.method, self.params = msgid, method, params
 
 
 class Response(_Message):
-    __slots__ = ("msgid", "error", "result")
+    __slots__ = ("error", "msgid", "result")
 
     def __init__(self, msgid: int, error: Any, result: Any) -> None:
         self.msgid, self.error, self.result = msgid, error, result

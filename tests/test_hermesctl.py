@@ -69,7 +69,8 @@ def test_daemon_not_running_is_one_sentence_and_exit_3() -> None:
 
 
 def test_daemon_error_prints_its_message_and_exits_1(daemon: DaemonProcess) -> None:
-    code = ("import sys; from hermesctl.cli import main, COMMANDS, command\n"
+    code = ("import sys; import hermesctl.commands.core\n"
+            "from hermesctl.cli import main, COMMANDS, command\n"
             "@command('status')\n"
             "def bad(args, client):\n"
             "    client.call('no.such.method'); return 0\n"
@@ -99,3 +100,26 @@ def test_hot_path_does_not_import_asyncio_openai_or_daemon_services(daemon: Daem
             "print(rc, heavy)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert out.stdout.strip().endswith("0 []"), out.stdout + out.stderr
+
+
+def test_command_index_matches_what_the_area_modules_register() -> None:
+    import argparse
+
+    from hermesctl.cli import build_parser
+    from hermesctl.commands import INDEX
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert sorted(sub.choices) == sorted(INDEX)
+    for word in INDEX:  # each word's own areas are enough to parse it
+        partial = build_parser(word)
+        sub = next(a for a in partial._actions if isinstance(a, argparse._SubParsersAction))
+        assert word in sub.choices
+
+
+def test_help_lists_every_command() -> None:
+    out = run_hermesctl(["--help"], env={"HERMES_SOCKET": "/nonexistent/hermesd.sock"})
+    assert out.returncode == 0
+    for word in ("status", "ping", "chat", "sessions", "plugins", "tools", "skills", "cmd",
+                 "completion", "approvals"):
+        assert word in out.stdout

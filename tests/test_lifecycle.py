@@ -154,9 +154,8 @@ def test_sighup_with_a_broken_config_keeps_the_running_one(start) -> None:
 
 def test_config_reload_method_reports_errors_to_the_caller(daemon: DaemonProcess) -> None:
     (daemon.home / "config.yaml").write_text("limits:\n  max_inflight: many\n")
-    with daemon.client() as c:
-        with pytest.raises(RpcError) as err:
-            c.call("config.reload")
+    with daemon.client() as c, pytest.raises(RpcError) as err:
+        c.call("config.reload")
     assert "limits.max_inflight" in err.value.message
     (daemon.home / "config.yaml").write_text("log_level: DEBUG\n")
     assert daemon.call("config.reload") == {"reloaded": True, "warnings": []}

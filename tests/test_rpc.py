@@ -55,9 +55,8 @@ def test_status_reports_uptime_home_socket_and_counts(daemon: DaemonProcess) -> 
 
 
 def test_unknown_method_is_method_not_found(daemon: DaemonProcess) -> None:
-    with daemon.client() as c:
-        with pytest.raises(RpcError) as err:
-            c.call("no.such.method")
+    with daemon.client() as c, pytest.raises(RpcError) as err:
+        c.call("no.such.method")
     assert err.value.code == Codes.METHOD_NOT_FOUND
     assert "no.such.method" in err.value.message
 

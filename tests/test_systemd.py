@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hermesd import logs
-from tests.support.daemon import REPO, NotifyListener, daemon_env, short_tmpdir, start_daemon
+from tests.support.daemon import REPO, NotifyListener, daemon_env, short_tmpdir
 
 UNITS = REPO / "contrib" / "systemd"
 

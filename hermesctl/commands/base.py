@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from collections.abc import Callable
+    from typing import Any
 
     from hermesctl.client import Client
 
@@ -44,5 +44,7 @@ def command(name: str) -> Callable[[Command], Command]:
 
 def emit_json(obj: Any) -> None:
     """Print one JSON document."""
+    import json
+
     json.dump(obj, sys.stdout, indent=2, ensure_ascii=False, default=str)
     sys.stdout.write("\n")

@@ -29,3 +29,49 @@ declare(MethodSpec(
      Param("file_path", "str", doc="a file inside the skill's folder")),
     "{success, name, content, description, linked_files, ...} or {success: false, error}",
 ))
+
+# --- plugin management (hermesd.plugin_admin) ---------------------------------------------------
+
+_NAME = Param("name", "str", required=True, doc="plugin key or name")
+
+declare(MethodSpec(
+    "plugins.info", "One plugin in detail, with its requires_env and whether each is set.",
+    (_NAME,), "plugins.list entry + {requires_env: [{name, description, url, secret, present}], git}",
+))
+declare(MethodSpec(
+    "plugins.enable", "Enable a plugin in config.yaml and reload (owner only).", (_NAME,),
+    "{message, comments_kept, state, reason, missing_env}", owner_only=True,
+))
+declare(MethodSpec(
+    "plugins.disable", "Disable a plugin in config.yaml and reload (owner only).", (_NAME,),
+    "{message, comments_kept, state, reason, missing_env}", owner_only=True,
+))
+declare(MethodSpec(
+    "plugins.install", "Install a plugin into $HERMES_HOME/plugins and load it (owner only).",
+    (Param("source", "str", required=True, doc="folder, git URL (file:// too) or owner/repo"),
+     Param("force", "bool", doc="replace an installed plugin of the same name")),
+    "{name, path, replaced, missing_env: [{name, description, url, secret}], plugin}",
+    owner_only=True,
+))
+declare(MethodSpec(
+    "plugins.set_env", "Set variables in $HERMES_HOME/.env (owner only).",
+    (Param("values", "map", required=True, doc="variable name -> value"),),
+    "{written: [name], path}", owner_only=True,
+))
+declare(MethodSpec(
+    "plugins.update", "git pull --ff-only an installed plugin and reload (owner only).",
+    (_NAME,), "{output, plugin}", owner_only=True,
+))
+declare(MethodSpec(
+    "plugins.remove", "Unload and delete an installed plugin (owner only).", (_NAME,),
+    "{removed, path}", owner_only=True,
+))
+declare(MethodSpec(
+    "plugins.reload", "Hot reload: unload every plugin and load again (owner only).", (),
+    "{summary, loaded, failed, plugins, text}", owner_only=True,
+))
+declare(MethodSpec(
+    "plugins.lint", "Check a plugin folder without loading it into the daemon (owner only).",
+    (Param("path", "str", required=True, doc="the plugin folder"),),
+    "{findings: [{severity, tool, parameter, message}], text, errors}", owner_only=True,
+))

@@ -215,6 +215,16 @@ class PluginManager:
                      f"{where}: " if where else "", finding.message)
         return findings + drift
 
+    def unload(self, key: str) -> None:
+        """Remove one plugin's registrations and forget its modules (before deleting it)."""
+        record = self._records.get(key)
+        if record is None:
+            return
+        self._rollback(record)
+        if record.source != "entrypoint":
+            drop_modules(module_name(key))
+        record.state, record.reason = "not-enabled", "unloaded"
+
     def unload_all(self) -> None:
         """Remove every plugin's registrations and forget its modules (for reload)."""
         for record in self._records.values():

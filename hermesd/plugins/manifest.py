@@ -106,7 +106,7 @@ def parse_manifest(path: Path, default_name: str) -> Manifest:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise ManifestError(str(exc).replace("\n", " ")) from exc
+        raise ManifestError(" ".join(str(exc).split())) from exc  # one listing line
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -297,7 +297,8 @@ class BuiltinFileTools:
                 return _error(f"{path} is a directory; use search_files to list it")
             if path.stat().st_size > READ_MAX_BYTES:
                 return _error(f"{path} is larger than {READ_MAX_BYTES // 2**20} MiB")
-            data = path.read_bytes()
+            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as fh:
+                data = fh.read()  # O_NOFOLLOW: no symlink swapped in after the check
         except OSError as exc:
             return _error(f"cannot read {path}: {exc.strerror or exc}")
         if b"\x00" in data[:8192]:
@@ -330,7 +331,10 @@ class BuiltinFileTools:
             if path.is_dir():
                 return _error(f"{path} is a directory")
             path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "ab" if mode == "append" else "wb") as fh:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (
+                os.O_APPEND if mode == "append" else os.O_TRUNC)
+            with os.fdopen(os.open(path, flags, 0o666), "ab" if mode == "append" else "wb") \
+                    as fh:  # O_NOFOLLOW: no symlink swapped in after the check
                 fh.write(data)
         except OSError as exc:
             return _error(f"cannot write {path}: {exc.strerror or exc}")

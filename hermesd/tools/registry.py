@@ -41,13 +41,20 @@ DEFAULT_CHECK_TTL = 30.0
 DEFAULT_CHECK_TIMEOUT = 5.0
 
 ToolSource = Literal["model", "client", "plugin"]
-Approver = Callable[[str, dict[str, Any], str], Awaitable[str | None]]
+#: ``(tool_name, args, session_id[, asked=message, rule_key=key]) -> block message or None``;
+#: the keywords are passed only when a ``pre_tool_call`` hook returned ``action: approve``.
+Approver = Callable[..., Awaitable[str | None]]
 Redactor = Callable[[str], str]
 
 #: The session a tool call or plugin command runs for; plugin threads inherit it, so
 #: ``ctx.dispatch_tool`` from a handler runs its nested call for the same session.
 current_session: contextvars.ContextVar[str] = contextvars.ContextVar(
     "hermesd_current_session", default=""
+)
+#: Tool entries pinned by a running turn (`ToolRegistry.pin`): its calls use these, so a turn
+#: keeps the tools it started with across a plugin hot reload.
+pinned_tools: contextvars.ContextVar[Mapping[str, ToolEntry] | None] = contextvars.ContextVar(
+    "hermesd_pinned_tools", default=None
 )
 # The loop running the pipeline this thread works for, so a nested call_sync from a handler
 # thread goes back to that loop (which is free, awaiting the handler) and never deadlocks.
@@ -104,9 +111,9 @@ class ToolRegistry:
         self.check_ttl = check_ttl
         self.check_timeout = check_timeout
         self.env: Mapping[str, str] = os.environ if env is None else env
-        #: Approval step (a later issue): returns a block message, or None to let the call run.
+        #: Approval step (hermesd.approvals): a block message, or None to let the call run.
         self.approver = approver
-        #: Redaction point (a later issue): applied to every result before hooks and the model.
+        #: Redaction (hermesd.redact): applied to every result before hooks and the model.
         self.redactor = redactor
         self._pool = pool or shared_pool()
         self._lock = threading.Lock()
@@ -188,6 +195,10 @@ class ToolRegistry:
         """Active entries in registration order."""
         with self._lock:
             return [stack[-1] for stack in self._stacks.values()]
+
+    def pin(self) -> None:
+        """Pin the active entries for the rest of the current task (a turn), see `pinned_tools`."""
+        pinned_tools.set({e.name: e for e in self.entries()})
 
     def tools_of(self, owner: str) -> list[str]:
         """Names of the active tools ``owner`` provides."""
@@ -301,7 +312,8 @@ class ToolRegistry:
 
     async def _call(self, name: str, raw_args: Mapping[str, Any] | str | None,
                     session_id: str, tool_call_id: str, source: str, turn_id: str) -> str:
-        entry = self.get(name)
+        pinned = pinned_tools.get()
+        entry = (pinned.get(name) if pinned is not None else None) or self.get(name)
         if entry is None:
             return error_result(f"Unknown tool: {name}")
         started = time.monotonic()
@@ -316,9 +328,13 @@ class ToolRegistry:
             result, status = error_result(f"Invalid arguments for tool '{name}': {problem}"), "error"
             error_type, error_message = "invalid_arguments", problem
         else:
-            block = await self.hooks.pre_tool_call(tool_name=name, args=args, **ids)
+            verdict = await self.hooks.pre_tool_verdict(tool_name=name, args=args, **ids)
+            block = verdict.block
             if block is None and self.approver is not None:
-                block = await self._approve(name, args, session_id)
+                block = await self._approve(name, args, session_id, verdict.approve,
+                                            verdict.rule_key)
+            elif block is None and verdict.approve is not None:  # nobody to ask: fail closed
+                block = f"BLOCKED: plugin approval required for {name}"
             if block is not None:
                 result, status = error_result(block), "blocked"
                 error_type, error_message = "blocked", block
@@ -339,10 +355,14 @@ class ToolRegistry:
         )
         return result if replaced is None else self._clip(replaced)
 
-    async def _approve(self, name: str, args: dict[str, Any], session_id: str) -> str | None:
+    async def _approve(self, name: str, args: dict[str, Any], session_id: str,
+                       asked: str | None, rule_key: str | None) -> str | None:
         assert self.approver is not None
         try:
-            return await self.approver(name, args, session_id)
+            if asked is None:
+                return await self.approver(name, args, session_id)
+            # A pre_tool_call hook asked for a person: the approver learns why and the key.
+            return await self.approver(name, args, session_id, asked=asked, rule_key=rule_key)
         except Exception:
             log.exception("Approval check for tool '%s' failed; blocking the call", name)
             return f"BLOCKED: approval check failed for {name}"

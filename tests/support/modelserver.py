@@ -121,7 +121,8 @@ class ScriptedModelServer:
         self.model = model
         self.reject_stream_options = reject_stream_options
         self.requests: list[dict[str, Any]] = []
-        self.request_times: list[float] = []
+        self.request_times: list[float] = []    # time.monotonic() when each request arrived
+        self.response_end_times: list[float] = []  # ... and when its answer was fully sent
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._httpd = _Server(("127.0.0.1", port), _Handler)
@@ -175,6 +176,8 @@ class ScriptedModelServer:
 
 
 class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # the default 5 drops SYNs when many sessions connect at once
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):  # a client hanging up is fine
             super().handle_error(request, client_address)
@@ -230,6 +233,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._stream(request, step)
         else:
             self._json(200, _completion(request, step, next(owner._ids)), step.headers)
+        with owner._lock:
+            owner.response_end_times.append(time.monotonic())
 
     def _send(self, status: int, body: bytes, content_type: str,
               headers: dict[str, str] | None = None) -> None:

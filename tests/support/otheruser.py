@@ -48,7 +48,7 @@ def talk_as(uid: int, gid: int, path: Path, frames: list[list[Any]], timeout: fl
                 while True:
                     try:
                         data = sock.recv(65536)
-                    except (TimeoutError, socket.timeout):
+                    except TimeoutError:
                         break
                     except ConnectionResetError:
                         closed = True

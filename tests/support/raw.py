@@ -54,7 +54,7 @@ class RawPeer:
                 self.recv(timeout)
         except EOFError:
             return True
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             return False
         except ConnectionResetError:
             return True

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Cost of approvals and redaction on the tool pipeline, measured in-process side by side.
+
+**Pipeline**: the real ``ToolRegistry.call`` pipeline (argument checks, hooks, a worker
+thread) for a ``terminal``-shaped tool whose handler echoes the command (no shell, so only the
+pipeline is measured), once bare and once with the daemon's approver (``ApprovalBroker``:
+floor, deny globs, the dangerous-command table, rules) and redactor (20 planted secret values
+plus the key formats), over the harmless commands of the test corpus; interleaved rounds.
+
+**Parts**: the pattern table alone per command (``dangerous`` + ``floor``), and redaction of a
+50 KB ``env``-like output.
+
+    python bench/approvals.py            # the full run (about 20 seconds)
+    python bench/approvals.py --quick    # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import common
+from common import median, percentile
+
+from hermesd.approvals import patterns
+from hermesd.approvals.broker import ApprovalBroker
+from hermesd.config import Config
+from hermesd.hooks import HookBus
+from hermesd.redact import Redactor
+from hermesd.store import SessionStore
+from hermesd.tools.builtin_files import TERMINAL_SCHEMA
+from hermesd.tools.registry import ToolRegistry
+
+CORPUS = json.loads((common.REPO / "tests" / "data" / "approval_corpus.json").read_text())
+SECRETS = {f"SERVICE_{n}_TOKEN": f"tok-{n:02d}-{'x' * 20}" for n in range(20)}
+
+
+def echo(args: dict[str, Any], **_: Any) -> str:
+    return json.dumps({"output": args["command"] + "\n", "exit_code": 0})
+
+
+def registry(approver: Any = None, redactor: Any = None) -> ToolRegistry:
+    reg = ToolRegistry(HookBus(), approver=approver, redactor=redactor)
+    reg.register("terminal", "terminal", TERMINAL_SCHEMA, echo)
+    return reg
+
+
+async def pipeline(rounds: int, calls: int, home: Path) -> dict[str, list[float]]:
+    store = SessionStore.in_home(home)
+    broker = ApprovalBroker(store, HookBus(), Config({}), attached=lambda sid: [])
+    await broker.load()
+    both = {"bare": registry(),
+            "approvals": registry(broker.approve, Redactor.from_env(SECRETS, {}))}
+    commands = CORPUS["harmless"]
+    samples: dict[str, list[float]] = {"bare": [], "approvals": []}
+    for name in common.interleaved(rounds, list(both)):
+        reg = both[name]
+        for i in range(calls):
+            args = {"command": commands[i % len(commands)]}
+            t0 = time.perf_counter()
+            await reg.call("terminal", args, session_id="s")
+            samples[name].append(time.perf_counter() - t0)
+    store.close()
+    return samples
+
+
+def parts(repeat: int) -> dict[str, float]:
+    commands = [*CORPUS["harmless"], *(d["command"] for d in CORPUS["dangerous"])]
+    t0 = time.perf_counter()
+    for _ in range(repeat):
+        for command in commands:
+            patterns.dangerous(command)
+            patterns.floor(command)
+    per_command = (time.perf_counter() - t0) / (repeat * len(commands))
+    redactor = Redactor.from_env(SECRETS, {})
+    lines = [f"VAR_{n}=value-{n}-{'y' * 30}" for n in range(1200)]
+    lines[600] = f"SERVICE_3_TOKEN={SECRETS['SERVICE_3_TOKEN']}"
+    output = json.dumps({"output": "\n".join(lines)})
+    t0 = time.perf_counter()
+    for _ in range(repeat):
+        redactor(output)
+    return {"per_command": per_command, "redact": (time.perf_counter() - t0) / repeat,
+            "size": float(len(output))}
+
+
+def report(samples: dict[str, list[float]], part: dict[str, float], args: Any) -> str:
+    us = 1e6
+    bare, full = samples["bare"], samples["approvals"]
+    lines = [
+        (f"**Pipeline**, {args.rounds} interleaved rounds of {args.calls} sequential "
+        f"`ToolRegistry.call`s each ({len(bare)} samples per case), harmless corpus commands:"),
+        "",
+        "| pipeline | p50 | p99 |",
+        "|---|---|---|",
+        f"| bare | {median(bare) * us:.0f} µs | {percentile(bare, 99) * us:.0f} µs |",
+        (f"| with approvals + redaction | {median(full) * us:.0f} µs | "
+        f"{percentile(full, 99) * us:.0f} µs |"),
+        "",
+        (f"Ratio with / without (p50): **{median(full) / median(bare):.2f}×** "
+        f"(+{(median(full) - median(bare)) * us:.0f} µs per call)."),
+        "",
+        (f"**Parts**: the pattern table takes {part['per_command'] * us:.1f} µs per command "
+        f"({len(patterns.DANGEROUS)} dangerous + {len(patterns.FLOOR)} floor patterns); "
+        f"redacting a {part['size'] / 1024:.0f} KB `env`-like result takes "
+        f"{part['redact'] * 1000:.2f} ms ({part['redact'] * us / (part['size'] / 1024):.1f} µs "
+        "per KB)."),
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=textwrap.dedent(__doc__ or "").split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
+    args = parser.parse_args()
+    args.rounds, args.calls, repeat = (2, 100, 5) if args.quick else (10, 500, 50)
+    started, machine_line = common.now_utc(), common.machine()
+    home = common.scratch_dir("hb-ap-")
+    samples = asyncio.run(pipeline(args.rounds, args.calls, home))
+    body = report(samples, parts(repeat), args)
+    print(body)
+    if not args.no_write:
+        common.write_section("approvals", "Approvals and redaction: cost per tool call", body,
+                             started, machine_line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,270 @@
+"""How ``hermesctl chat`` shows a turn: streamed text, one line per tool call, retries, errors.
+
+Owns presentation only: ``TurnPrinter`` turns ``session.event`` maps (docs/sessions.md,
+"Events") into terminal output, and the banner and history renderers format daemon answers.
+Colour and the spinner appear only when the output is a terminal. It never talks to the daemon
+and imports nothing heavy (hermesctl's start-up stays light).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+ARGS_CHARS = 60
+
+
+class Style:
+    """ANSI styles, or nothing when colour is off."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def _wrap(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.enabled else text
+
+    def dim(self, text: str) -> str:
+        return self._wrap("2", text)
+
+    def bold(self, text: str) -> str:
+        return self._wrap("1", text)
+
+    def green(self, text: str) -> str:
+        return self._wrap("32", text)
+
+    def red(self, text: str) -> str:
+        return self._wrap("31", text)
+
+    def yellow(self, text: str) -> str:
+        return self._wrap("33", text)
+
+    def cyan(self, text: str) -> str:
+        return self._wrap("36", text)
+
+
+def format_duration(ms: float) -> str:
+    """``0.7 ms``, ``3 ms``, ``1.2 s``."""
+    if ms >= 1000:
+        return f"{ms / 1000:.1f} s"
+    if ms < 1:
+        return f"{ms:.1f} ms"
+    return f"{ms:.0f} ms"
+
+
+def format_call(name: str, arguments: str) -> str:
+    """``calculate(expression='2**16')``: the model's JSON arguments, shortened."""
+    try:
+        parsed = json.loads(arguments) if arguments else {}
+    except ValueError:
+        inner = arguments
+    else:
+        if isinstance(parsed, dict):
+            inner = ", ".join(f"{k}={v!r}" for k, v in parsed.items())
+        else:
+            inner = json.dumps(parsed, ensure_ascii=False)
+    if len(inner) > ARGS_CHARS:
+        inner = inner[:ARGS_CHARS - 1] + "…"
+    return f"{name}({inner})"
+
+
+class TurnPrinter:
+    """Prints the events of turns as they arrive.
+
+    ``out`` receives the answer; ``info`` receives tool lines, retries and notices (the same
+    stream in the REPL; stderr in one-shot mode, so ``chat -m … > file`` keeps only the answer).
+    """
+
+    def __init__(self, out: TextIO, info: TextIO, err: TextIO, *, tty: bool) -> None:
+        self.out, self.info, self.err = out, info, err
+        self.tty = tty
+        self.style = Style(tty)
+        self._at_line_start = True
+        self._round_text = ""          # text streamed since the last tool call
+        self._tools: dict[str, tuple[str, str]] = {}
+        self._spin = 0
+        self._spinning = False
+        self._pending_tool: str | None = None  # a tool line written without its end (TTY)
+
+    # --- low level ---------------------------------------------------------------------------
+
+    def _clear_status(self) -> None:
+        if self._spinning:
+            self.info.write("\r\x1b[K")
+            self.info.flush()
+            self._spinning = False
+
+    def _newline_if_needed(self) -> None:
+        if not self._at_line_start:
+            self.out.write("\n")
+            self.out.flush()
+            self._at_line_start = True
+
+    def line(self, text: str, stream: TextIO | None = None) -> None:
+        """A whole line of information, after any partial output."""
+        self._clear_status()
+        self._end_pending_tool()
+        self._newline_if_needed()
+        target = stream or self.info
+        target.write(text + "\n")
+        target.flush()
+
+    def _end_pending_tool(self) -> None:
+        if self._pending_tool is not None:
+            self.info.write("\n")
+            self._pending_tool = None
+
+    def tick(self) -> None:
+        """Advance the spinner (TTY only, and only while nothing else is on the line)."""
+        if not self.tty or not self._at_line_start or self._pending_tool is not None:
+            return
+        self._spin = (self._spin + 1) % len(SPINNER)
+        self.info.write(f"\r{self.style.dim(SPINNER[self._spin] + ' thinking…')}")
+        self.info.flush()
+        self._spinning = True
+
+    def finish(self) -> None:
+        """Leave the cursor at the start of a clean line."""
+        self._clear_status()
+        self._end_pending_tool()
+        self._newline_if_needed()
+
+    # --- events ------------------------------------------------------------------------------
+
+    def event(self, ev: dict[str, Any]) -> None:
+        """Show one ``session.event``."""
+        kind = ev.get("type")
+        handler = getattr(self, "_on_" + str(kind).replace(".", "_"), None)
+        if handler is not None:
+            handler(ev)
+
+    def _on_turn_started(self, ev: dict[str, Any]) -> None:
+        self._round_text = ""
+        self._at_line_start = True
+
+    def _on_text_delta(self, ev: dict[str, Any]) -> None:
+        text = str(ev.get("text") or "")
+        if not text:
+            return
+        self._clear_status()
+        self._end_pending_tool()
+        self.out.write(text)
+        self.out.flush()
+        self._round_text += text
+        self._at_line_start = text.endswith("\n")
+
+    def _on_model_retry(self, ev: dict[str, Any]) -> None:
+        note = (f"↻ model request failed ({ev.get('error')}); retrying in "
+                f"{float(ev.get('delay') or 0):.1f} s (attempt {ev.get('attempt')}/"
+                f"{ev.get('max_attempts')})")
+        if ev.get("discard_partial") and self._round_text:
+            note += "; the partial answer above is discarded"
+            self._round_text = ""
+        self.line(self.style.yellow(note))
+
+    def _on_tool_started(self, ev: dict[str, Any]) -> None:
+        label = format_call(str(ev.get("name")), str(ev.get("arguments") or ""))
+        self._tools[str(ev.get("tool_call_id"))] = (label, str(ev.get("name")))
+        self._round_text = ""
+        if self.tty:
+            self._clear_status()
+            self._end_pending_tool()
+            self._newline_if_needed()
+            self.info.write(self.style.cyan("⚙ ") + label + self.style.dim(" …"))
+            self.info.flush()
+            self._pending_tool = str(ev.get("tool_call_id"))
+
+    def _on_tool_finished(self, ev: dict[str, Any]) -> None:
+        call_id = str(ev.get("tool_call_id"))
+        label, _ = self._tools.pop(call_id, (str(ev.get("name")), ""))
+        ok = ev.get("status") == "ok"
+        mark = self.style.green("✓") if ok else self.style.red("✗")
+        text = f"{self.style.cyan('⚙')} {label} {mark} {format_duration(float(ev.get('duration_ms') or 0))}"
+        if not ok:
+            text += self.style.dim("  " + _error_of(str(ev.get("preview") or "")))
+        if self.tty and self._pending_tool == call_id:
+            self.info.write("\r\x1b[K" + text + "\n")
+            self.info.flush()
+            self._pending_tool = None
+        else:
+            self.line(text)
+
+    def _on_message(self, ev: dict[str, Any]) -> None:
+        content = str(ev.get("content") or "")
+        if ev.get("injected"):
+            self.line(self.style.dim(f"[{ev.get('role')} message injected by a plugin] {content}"))
+            return
+        if content and content.strip() != self._round_text.strip():
+            # Not streamed as is (a transform_llm_output hook changed it): show the final text.
+            self._clear_status()
+            self._newline_if_needed()
+            self.out.write(content)
+            self._at_line_start = content.endswith("\n")
+        self.finish()
+
+    def _on_turn_finished(self, ev: dict[str, Any]) -> None:
+        self.finish()
+        if ev.get("status") == "failed":
+            self.line(self.style.red(f"✗ turn failed: {ev.get('error')}"), self.err)
+        elif ev.get("status") == "cancelled":
+            self.line(self.style.yellow("⊘ turn cancelled"), self.err)
+
+    def _on_session_deleted(self, ev: dict[str, Any]) -> None:
+        self.line(self.style.yellow(f"session {ev.get('session_id')} was deleted"), self.err)
+
+    def approval_resolved(self, params: dict[str, Any]) -> None:
+        """Show an ``approval.resolved`` notification."""
+        who = f" by uid {params['by_uid']}" if params.get("by_uid") is not None else ""
+        self.line(self.style.dim(f"approval {params.get('id', '')} answered elsewhere: "
+                                 f"{params.get('choice', '?')}{who}"))
+
+
+def _error_of(preview: str) -> str:
+    try:
+        parsed = json.loads(preview)
+    except ValueError:
+        return preview[:120]
+    if isinstance(parsed, dict) and "error" in parsed:
+        return str(parsed["error"])[:120]
+    return preview[:120]
+
+
+def banner(info: dict[str, Any], model: str | None, session: dict[str, Any],
+           tools: list[dict[str, Any]], style: Style, resumed: bool) -> str:
+    """The chat banner: daemon version, model, session and the tools grouped by toolset."""
+    lines = [style.bold(f"hermesd {info.get('daemon_version', '?')}")
+             + f" · model {model or '(not configured: set model.base_url and model.default)'}"]
+    where = f"session {session['id']}"
+    if session.get("title"):
+        where += f" “{session['title']}”"
+    if resumed:
+        where += f" (resumed, {session.get('message_count', 0)} messages)"
+    lines.append(where)
+    groups: dict[str, list[str]] = {}
+    for tool in tools:
+        if tool.get("available", True) and tool.get("enabled", True):
+            groups.setdefault(str(tool.get("toolset") or "other"), []).append(str(tool["name"]))
+    if groups:
+        lines.append("Tools:")
+        lines.extend(f"  {toolset}: {', '.join(names)}" for toolset, names in groups.items())
+    else:
+        lines.append("Tools: none")
+    lines.append(style.dim("/help lists commands · Ctrl-C cancels a turn · Ctrl-D or /quit leaves"))
+    return "\n".join(lines)
+
+
+def render_history(messages: list[dict[str, Any]]) -> list[str]:
+    """A session's stored messages, readably: one block per message."""
+    out: list[str] = []
+    for m in messages:
+        role = m.get("role")
+        content = m.get("content") or ""
+        if role == "tool":
+            out.append(f"[tool {m.get('tool_name') or ''}] {content}")
+            continue
+        if content:
+            out.append(f"[{role}] {content}")
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            out.append(f"[{role}] ⚙ {format_call(str(fn.get('name')), str(fn.get('arguments') or ''))}")
+    return out

@@ -1,0 +1,376 @@
+"""`ApprovalBroker`: whether a tool call may run, and asking people when it needs consent.
+
+The decision for one call, in order: the hard floor (refused, always) → ``approvals.deny``
+globs (refused) → "always" rules kept in state.db and ``command_allowlist`` → answers given
+"for this session" → ``approvals.require`` tool names and ``pre_tool_call`` approve requests
+(these always ask) → ``approvals.mode: off`` (dangerous patterns allowed) → ask.
+
+Asking: the pending approval is sent as a server→client ``approval.request`` to every
+connection attached to the session that may answer (the owner, root, ``approvals.approvers``),
+and to the connection whose ``tools.call`` triggered it; a connection attaching later is asked
+then. The first valid answer (or ``approvals.respond``) wins; the other asked connections get
+``approval.resolved``. A connection that disconnects answers nothing. With nobody answering
+the call waits up to ``approvals.timeout`` and is then denied. RPC translation lives in
+``hermesd.approvals.service``; the pattern table in ``hermesd.approvals.patterns``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import fnmatch
+import json
+import logging
+import os
+import pwd
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hermesd import redact, wire
+from hermesd.approvals import patterns
+from hermesd.hooks import HookBus
+from hermesd.rpc import Connection
+from hermesd.store import SessionStore
+
+log = logging.getLogger("hermesd.approvals")
+
+CHOICES = ("once", "session", "always", "deny")
+_SHORT = {"o": "once", "s": "session", "a": "always", "d": "deny"}
+REQUEST = "approval.request"
+RESOLVED = "approval.resolved"
+
+_NOT_CONSENTED = " The user has NOT consented to this action."
+_DO_NOT_RETRY = " Do not retry it or reach the same outcome another way; wait for the user."
+TIMEOUT_TEXT = "BLOCKED: Command timed out without user response." + _NOT_CONSENTED
+STOPPED_TEXT = ("BLOCKED: hermesd stopped before the user answered; the approval was "
+                "recorded as denied." + _NOT_CONSENTED)
+
+#: The connection whose ``tools.call`` is running (set by the service), asked as well.
+asking_connection: contextvars.ContextVar[Connection | None] = contextvars.ContextVar(
+    "hermesd_asking_connection", default=None)
+
+
+def denied_text(reason: str | None = None) -> str:
+    """The result the model gets when a person says no."""
+    extra = f" Reason: {reason}." if reason else ""
+    return "BLOCKED: Command denied by user." + extra + _NOT_CONSENTED + _DO_NOT_RETRY
+
+
+def parse_choice(value: Any) -> str | None:
+    """``once|session|always|deny`` (or o/s/a/d); None for anything else."""
+    if not isinstance(value, str):
+        return None
+    value = value.strip().lower()
+    return _SHORT.get(value, value if value in CHOICES else None)
+
+
+@dataclass
+class Subject:
+    """What a person is asked to approve."""
+
+    tool: str
+    command: str
+    keys: list[str]
+    descriptions: list[str]
+    always_asks: bool  # approvals.require or a pre_tool_call approve: mode off does not skip
+
+    @property
+    def description(self) -> str:
+        return "; ".join(self.descriptions)
+
+
+@dataclass(eq=False)
+class Pending:
+    """One approval waiting for an answer."""
+
+    id: str
+    session_id: str
+    subject: Subject
+    deadline: float  # Unix time
+    future: asyncio.Future[tuple[str, str | None, int | None]]
+    asked: dict[Connection, asyncio.Task[None]] = field(default_factory=dict)
+    winner: Connection | None = None
+
+    def public(self) -> dict[str, Any]:
+        """The ``approval.request`` params / ``approvals.pending`` entry."""
+        return {"id": self.id, "session_id": self.session_id, "tool": self.subject.tool,
+                "command": redact.redact(self.subject.command),
+                "pattern_key": self.subject.keys[0], "pattern_keys": list(self.subject.keys),
+                "description": redact.redact(self.subject.description),
+                "choices": list(CHOICES), "deadline": self.deadline}
+
+
+class ApprovalBroker:
+    """Approval decisions and pending approvals of one daemon."""
+
+    def __init__(self, store: SessionStore, hooks: HookBus, config: Any,
+                 attached: Callable[[str], Iterable[Connection]]) -> None:
+        self.store = store
+        self.hooks = hooks
+        self.attached = attached
+        self.owner_uid = os.geteuid()
+        self.pending: dict[str, Pending] = {}
+        self.rules: dict[str, dict[str, Any]] = {}
+        self._session_keys: dict[str, set[str]] = {}
+        self._waiting = 0  # approve() calls not yet returned
+        self._loop: asyncio.AbstractEventLoop | None = None  # the daemon's, set by load()
+        self.closed = False
+        self.reload(config)
+
+    def reload(self, config: Any) -> None:
+        """Take ``approvals.*`` and ``command_allowlist`` from the configuration."""
+        self.mode = str(config.get("approvals.mode"))
+        self.timeout = float(config.get("approvals.timeout"))
+        self.deny_globs = [str(g) for g in config.get("approvals.deny") or []]
+        self.require = {str(t) for t in config.get("approvals.require") or []}
+        self.approvers = {str(a) for a in config.get("approvals.approvers") or []}
+        self.allowlist = {str(k) for k in config.get("command_allowlist") or []}
+
+    async def load(self) -> None:
+        """Read the "always" rules from state.db."""
+        self._loop = asyncio.get_running_loop()
+        rows = await self.store.call(self.store.approval_rules)
+        self.rules = {r["pattern_key"]: r for r in rows}
+
+    # --- who may answer --------------------------------------------------------------------
+
+    def may_answer_uid(self, uid: int | None) -> bool:
+        """The daemon's owner, root, or a uid/user name listed in ``approvals.approvers``."""
+        if uid is None or uid < 0:
+            return False
+        if uid in (self.owner_uid, 0) or str(uid) in self.approvers:
+            return True
+        return _user_name(uid) in self.approvers
+
+    # --- the decision ----------------------------------------------------------------------
+
+    def subject(self, tool: str, args: dict[str, Any], asked: str | None = None,
+                rule_key: str | None = None) -> Subject | None:
+        """What needs consent in this call, or None when nothing does."""
+        command = str(args.get("command") or "") if tool == "terminal" else \
+            f"{tool} {json.dumps(args, ensure_ascii=False, default=str)[:4000]}"
+        keys: list[str] = []
+        descriptions: list[str] = []
+        if tool == "terminal":
+            for pattern in patterns.dangerous(command):
+                keys.append(pattern.key)
+                descriptions.append(pattern.description)
+        always = False
+        if tool in self.require:
+            keys.append(f"tool:{tool}")
+            descriptions.append(f"{tool} needs approval (approvals.require)")
+            always = True
+        if asked is not None:
+            keys.append(rule_key or f"tool:{tool}")
+            descriptions.append(asked)
+            always = True
+        if not keys:
+            return None
+        return Subject(tool, command, list(dict.fromkeys(keys)), descriptions, always)
+
+    def verdict(self, tool: str, args: dict[str, Any], session_id: str,
+                asked: str | None = None, rule_key: str | None = None
+                ) -> tuple[str, str | None, Subject | None]:
+        """``("allow"|"block"|"ask", block message, subject)`` without asking anyone."""
+        command = str(args.get("command") or "") if tool == "terminal" else ""
+        if command:
+            hard = patterns.floor(command)
+            if hard is not None:
+                return "block", (f"BLOCKED: {hard.description} is never allowed (hermesd's hard "
+                                 "floor: no approval or setting unlocks it)."), None
+        target = command if tool == "terminal" else tool
+        for glob in self.deny_globs:
+            if fnmatch.fnmatchcase(target, glob):
+                return "block", (f"BLOCKED: denied by the approvals.deny rule '{glob}'."
+                                 + _NOT_CONSENTED), None
+        subject = self.subject(tool, args, asked, rule_key)
+        if subject is None:
+            return "allow", None, None
+        granted = set(self.rules) | self.allowlist | self._session_keys.get(session_id, set())
+        if all(key in granted for key in subject.keys):
+            return "allow", None, subject
+        if self.mode == "off" and not subject.always_asks:
+            return "allow", None, subject
+        return "ask", None, subject
+
+    async def approve(self, tool: str, args: dict[str, Any], session_id: str,
+                      asked: str | None = None, rule_key: str | None = None) -> str | None:
+        """The registry's approver: None lets the call run, a str blocks it."""
+        decision, message, subject = self.verdict(tool, args, session_id, asked, rule_key)
+        if decision != "ask":
+            if decision == "block":
+                log.info("tool %s for session %s refused: %s", tool, session_id or "-", message)
+            return message
+        assert subject is not None
+        if self.closed:
+            return STOPPED_TEXT
+        if self._loop is not None and asyncio.get_running_loop() is not self._loop:
+            # A plugin called dispatch_tool from the event loop thread, so this pipeline runs
+            # on a private loop; connections belong to the daemon's loop: fail closed.
+            return (f"BLOCKED: {subject.description} needs approval, which cannot be asked "
+                    "from a private event loop." + _NOT_CONSENTED)
+        self._waiting += 1
+        try:
+            return await self._ask(subject, session_id)
+        finally:
+            self._waiting -= 1
+
+    # --- asking ----------------------------------------------------------------------------
+
+    async def _ask(self, subject: Subject, session_id: str) -> str | None:
+        loop = asyncio.get_running_loop()
+        pending = Pending(f"apr_{secrets.token_hex(6)}", session_id, subject,
+                          time.time() + self.timeout, loop.create_future())
+        self.pending[pending.id] = pending
+        hook_kwargs = {"command": redact.redact(subject.command),
+                       "description": subject.description, "pattern_key": subject.keys[0],
+                       "pattern_keys": list(subject.keys), "session_key": session_id,
+                       "surface": "cli"}
+        choice, reason, uid = "timeout", None, None
+        try:
+            await self.hooks.invoke("pre_approval_request", **hook_kwargs)
+            log.info("approval %s: %s for session %s waits for an answer (%s)", pending.id,
+                     subject.tool, session_id or "-", ", ".join(subject.keys))
+            caller = asking_connection.get()
+            for conn in [*self.attached(session_id), *([caller] if caller else [])]:
+                self._send_request(pending, conn)
+            try:
+                choice, reason, uid = await asyncio.wait_for(
+                    asyncio.shield(pending.future), max(0.0, pending.deadline - time.time()))
+            except TimeoutError:
+                log.info("approval %s timed out after %gs", pending.id, self.timeout)
+        except asyncio.CancelledError:
+            choice = "cancelled"
+            raise
+        finally:
+            self._finish(pending, choice, uid)
+            if choice != "cancelled":
+                await self.hooks.invoke("post_approval_response", **hook_kwargs, choice=choice)
+        return await self._apply(pending, choice, reason, uid)
+
+    def _send_request(self, pending: Pending, conn: Connection) -> None:
+        if conn in pending.asked or not conn.is_open or not self.may_answer_uid(conn.peer.uid):
+            return
+        pending.asked[conn] = asyncio.get_running_loop().create_task(
+            self._request_one(pending, conn))
+
+    async def _request_one(self, pending: Pending, conn: Connection) -> None:
+        try:
+            answer = await conn.request(REQUEST, [pending.public()],
+                                        timeout=max(0.1, pending.deadline - time.time()))
+        except (ConnectionError, TimeoutError) as exc:
+            log.debug("approval %s: connection %d gave no answer (%s)", pending.id, conn.id, exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - an error response: not an answer
+            log.debug("approval %s: connection %d answered an error: %s", pending.id, conn.id,
+                      exc)
+            return
+        choice = parse_choice(answer.get("choice")) if isinstance(answer, dict) else None
+        if choice is None:
+            log.warning("approval %s: connection %d sent an invalid answer %r", pending.id,
+                        conn.id, answer)
+            return
+        reason = answer.get("reason") if isinstance(answer.get("reason"), str) else None
+        self._resolve(pending, choice, reason, conn.peer.uid, conn)
+
+    def _resolve(self, pending: Pending, choice: str, reason: str | None, uid: int | None,
+                 conn: Connection | None) -> bool:
+        if pending.future.done():
+            return False
+        pending.winner = conn
+        pending.future.set_result((choice, reason, uid))
+        return True
+
+    def _finish(self, pending: Pending, choice: str, uid: int | None) -> None:
+        self.pending.pop(pending.id, None)
+        data = wire.pack_notification(RESOLVED, [{"id": pending.id, "choice": choice,
+                                                  "by_uid": uid}])
+        for conn, task in pending.asked.items():
+            task.cancel()
+            if conn is not pending.winner:
+                conn.send_packed(data)
+
+    async def _apply(self, pending: Pending, choice: str, reason: str | None,
+                     uid: int | None) -> str | None:
+        keys = pending.subject.keys
+        log.info("approval %s answered %s by uid %s", pending.id, choice, uid)
+        if choice == "once":
+            return None
+        if choice == "session":
+            if pending.session_id:  # with no session, "session" means just this once
+                self._session_keys.setdefault(pending.session_id, set()).update(keys)
+            return None
+        if choice == "always":
+            who = _user_name(uid) if uid is not None else "unknown"
+            for key in keys:
+                self.rules[key] = await self.store.call(
+                    self.store.add_approval_rule, key, f"{who} (uid {uid})",
+                    pending.subject.description)
+            return None
+        if choice == "stopped":
+            return STOPPED_TEXT
+        if choice == "timeout":
+            return TIMEOUT_TEXT
+        return denied_text(reason)
+
+    # --- entry points for the service and for /approve, /deny -----------------------------
+
+    def on_attach(self, session_id: str, conn: Connection) -> None:
+        """A connection attached to ``session_id``: ask it about that session's approvals."""
+        for pending in list(self.pending.values()):
+            if pending.session_id == session_id:
+                self._send_request(pending, conn)
+
+    def pending_for(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        """Pending approvals (of one session, or all), oldest first."""
+        return [p.public() for p in self.pending.values()
+                if session_id is None or p.session_id == session_id]
+
+    def respond(self, approval_id: str, choice: str, reason: str | None, uid: int) -> dict[str, Any]:
+        """Answer a pending approval as ``uid``.
+
+        Raises KeyError (no such pending approval), ValueError (not a choice) or
+        PermissionError (``uid`` may not answer approvals).
+        """
+        pending = self.pending.get(approval_id)
+        if pending is None:
+            raise KeyError(approval_id)
+        parsed = parse_choice(choice)
+        if parsed is None:
+            raise ValueError(f"choice must be one of {', '.join(CHOICES)}, not {choice!r}")
+        if not self.may_answer_uid(uid):
+            raise PermissionError(uid)
+        self._resolve(pending, parsed, reason, uid, None)
+        return {"id": approval_id, "choice": parsed}
+
+    async def revoke(self, pattern_key: str) -> bool:
+        """Forget an "always" rule; False when there was none."""
+        removed = await self.store.call(self.store.revoke_approval_rule, pattern_key)
+        self.rules.pop(pattern_key, None)
+        return bool(removed)
+
+    def forget_session(self, session_id: str) -> None:
+        """Drop the "session" answers of a session (deleted or reset)."""
+        self._session_keys.pop(session_id, None)
+
+    async def close(self, timeout: float = 2.0) -> None:
+        """Daemon stopping: every pending approval is answered "stopped" (a denial), and the
+        waiting calls get up to ``timeout`` seconds to hand that result back."""
+        self.closed = True
+        for pending in list(self.pending.values()):
+            log.warning("approval %s (%s, session %s) still pending at shutdown: denied",
+                        pending.id, pending.subject.tool, pending.session_id or "-")
+            self._resolve(pending, "stopped", None, None, None)
+        deadline = time.monotonic() + timeout
+        while self._waiting and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+
+def _user_name(uid: int | None) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name if uid is not None else ""
+    except KeyError:
+        return str(uid)

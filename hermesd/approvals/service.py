@@ -1,0 +1,135 @@
+"""The ``approvals.*`` methods over an `ApprovalBroker`, and its place in the daemon's life.
+
+Translates RPC to broker calls and back (permission checks included: only the owner, root and
+``approvals.approvers`` may answer or revoke). It also wraps the ``tools.call`` handler so the
+calling connection is asked about approvals its own call needs, and ``command.run`` so
+``/approve`` and ``/deny`` (`slash_command`) know who answers. Decisions live in
+``hermesd.approvals.broker``. On config reload it also rebuilds the secret redactor
+(``hermesd.redact``) from the new ``.env``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from hermesd import redact
+from hermesd.approvals.broker import ApprovalBroker, asking_connection
+from hermesd.config import load_dotenv_file
+from hermesd.protocol import Codes, RpcError
+from hermesd.rpc import Call, Handler, Router
+
+log = logging.getLogger("hermesd.approvals.service")
+
+
+def _as_caller(handler: Handler) -> Handler:
+    """``handler`` run with `asking_connection` set to the calling connection."""
+    async def wrapped(call: Call, params: dict[str, Any]) -> Any:
+        token = asking_connection.set(call.conn)
+        try:
+            result = handler(call, params)
+            return await result if inspect.isawaitable(result) else result
+        finally:
+            asking_connection.reset(token)
+
+    return wrapped
+
+
+class ApprovalService:
+    """approvals.pending|respond|list|revoke."""
+
+    def __init__(self, broker: ApprovalBroker, home: Path, secrets_count: int = 0) -> None:
+        self.broker = broker
+        self.home = home
+        self.secrets_count = secrets_count
+
+    def bind(self, router: Router) -> None:
+        router.bind("approvals.pending", self.rpc_pending)
+        router.bind("approvals.respond", self.rpc_respond)
+        router.bind("approvals.list", self.rpc_list)
+        router.bind("approvals.revoke", self.rpc_revoke)
+        # tools.call is served by the plugin service; the caller waits on the reply, so it is
+        # the one to ask about approvals of that call (even when no session is attached).
+        # command.run likewise, so /approve and /deny know who is answering.
+        for name in ("tools.call", "command.run"):
+            router.bind(name, _as_caller(router.lookup(name)[1]))
+
+    async def start(self) -> None:
+        await self.broker.load()
+
+    async def stop(self) -> None:
+        await self.broker.close()
+        await asyncio.sleep(0.1)  # let a turn store the denial before sessions cancel turns
+
+    def status(self) -> dict[str, Any]:
+        return {"approvals_pending": len(self.broker.pending),
+                "approval_rules": len(self.broker.rules), "redacted_secrets": self.secrets_count}
+
+    def reload(self, cfg: Any) -> None:
+        """New approval settings; the redactor also re-reads .env (its values may change)."""
+        self.broker.reload(cfg)
+        self.secrets_count = redact.configure(os.environ, load_dotenv_file(self.home)).count
+
+    def _check(self, call: Call, what: str) -> None:
+        if not self.broker.may_answer_uid(call.conn.peer.uid):
+            raise RpcError(Codes.PERMISSION_DENIED,
+                           f"{what}: only the daemon's owner or a user listed in "
+                           "approvals.approvers may do this", {"peer_uid": call.conn.peer.uid})
+
+    # --- methods -----------------------------------------------------------------------------
+
+    def rpc_pending(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        return {"pending": self.broker.pending_for(p.get("session_id") or None)}
+
+    def rpc_respond(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        self._check(call, "approvals.respond")
+        try:
+            return self.broker.respond(p["id"], p["choice"], p.get("reason"),
+                                       call.conn.peer.uid)
+        except KeyError:
+            raise RpcError(Codes.NOT_FOUND, f"no pending approval '{p['id']}' (answered, timed "
+                           "out, or never asked)", {"id": p["id"]}) from None
+        except ValueError as exc:
+            raise RpcError(Codes.INVALID_PARAMS, f"approvals.respond: {exc}") from None
+        except PermissionError:
+            raise RpcError(Codes.PERMISSION_DENIED, "approvals.respond: not an approver",
+                           {"peer_uid": call.conn.peer.uid}) from None
+
+    def rpc_list(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        return {"rules": sorted(self.broker.rules.values(), key=lambda r: r["created_at"])}
+
+    async def rpc_revoke(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        self._check(call, "approvals.revoke")
+        if not await self.broker.revoke(p["pattern_key"]):
+            raise RpcError(Codes.NOT_FOUND, f"no always-rule for '{p['pattern_key']}'",
+                           {"pattern_key": p["pattern_key"]})
+        return {"revoked": True, "pattern_key": p["pattern_key"]}
+
+    # --- /approve and /deny (CommandService.set_approval_handler) --------------------------
+
+    async def slash_command(self, verb: str, session_id: str, raw_args: str) -> str:
+        """``/approve [session|always]`` or ``/deny [reason]`` for the session's oldest
+        pending approval, answered as the connection running the command."""
+        pending = self.broker.pending_for(session_id or None)
+        if not pending:
+            return "No pending approvals."
+        conn = asking_connection.get()
+        uid = conn.peer.uid if conn is not None else None
+        if not self.broker.may_answer_uid(uid):
+            return "Only the daemon's owner (or a user in approvals.approvers) can answer approvals."
+        first = pending[0]
+        words = raw_args.strip()
+        if verb == "approve":
+            choice = words.lower() if words.lower() in ("session", "always") else "once"
+            reason = None
+        else:
+            choice, reason = "deny", words or None
+        self.broker.respond(first["id"], choice, reason, uid if uid is not None else -1)
+        scope = {"once": "once", "session": "for this session", "always": "permanently"}
+        if choice == "deny":
+            return f"✗ Denied: {first['command']}"
+        return f"✓ Approved {scope[choice]}: {first['command']}"

@@ -1,0 +1,154 @@
+"""Installing, updating and removing user plugins in ``$HERMES_HOME/plugins``.
+
+`resolve_source` tells a local folder, a git URL (``https://``, ``ssh://``, ``git@…``,
+``file://``, ``git://``, anything ending in ``.git``) and the ``owner/repo`` shorthand
+(→ ``https://github.com/owner/repo.git``) apart. `install` copies or clones (real ``git``, no
+prompts, bounded in time) into a staging folder next to the target, validates the manifest,
+and only then moves it to ``plugins/<name>``, so a failed install leaves nothing behind and an
+existing plugin is replaced only with ``force``. `update` is ``git pull --ff-only``. Nothing here
+loads plugin code; the caller reloads the plugin host afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from hermesd.plugins.manifest import (
+    EnvRequirement,
+    Manifest,
+    ManifestError,
+    find_manifest,
+    parse_manifest,
+)
+
+GIT_TIMEOUT = 120.0
+_URL = re.compile(r"^(https?|ssh|git|file)://|^[\w.-]+@[\w.-]+:")
+_SHORTHAND = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class InstallError(Exception):
+    """The plugin cannot be installed/updated/removed; ``kind`` is "source", "conflict" or
+    "invalid"."""
+
+    def __init__(self, message: str, kind: str = "invalid") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class Installed:
+    """The result of an install."""
+
+    name: str
+    path: Path
+    manifest: Manifest
+    replaced: bool
+
+
+def resolve_source(source: str) -> tuple[str, str]:
+    """``("folder", path)`` or ``("git", url)``."""
+    text = source.strip()
+    if not text:
+        raise InstallError("the source is empty", "source")
+    folder = Path(text).expanduser()
+    if folder.is_dir():
+        return "folder", str(folder.resolve())
+    if _URL.match(text) or text.endswith(".git"):
+        return "git", text
+    if _SHORTHAND.match(text):
+        return "git", f"https://github.com/{text}.git"
+    raise InstallError(f"'{source}' is neither a folder, a git URL nor owner/repo", "source")
+
+
+def git(args: list[str], cwd: Path | None = None) -> str:
+    """Run git without prompts; its output, or InstallError with git's message."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/false",
+           "LC_ALL": "C"}
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise InstallError("git is not installed", "source") from None
+    except subprocess.TimeoutExpired:
+        raise InstallError(f"git {args[0]} did not finish within {GIT_TIMEOUT:g}s",
+                           "source") from None
+    if proc.returncode != 0:
+        message = " ".join((proc.stderr or proc.stdout).split())[-400:]
+        raise InstallError(f"git {args[0]} failed: {message}", "source")
+    return proc.stdout + proc.stderr
+
+
+def _validate(folder: Path, fallback_name: str) -> Manifest:
+    manifest_file = find_manifest(folder)
+    if manifest_file is None:
+        raise InstallError("not a plugin: no plugin.yaml in the source")
+    try:
+        manifest = parse_manifest(manifest_file, default_name=fallback_name)
+    except (ManifestError, OSError, UnicodeDecodeError) as exc:
+        raise InstallError(f"{manifest_file.name} does not parse: {exc}") from None
+    if not _NAME.match(manifest.name):
+        raise InstallError(f"plugin name '{manifest.name}' must be letters, digits, '.', '_' "
+                           "or '-'")
+    if not (folder / "__init__.py").is_file():
+        raise InstallError("not a plugin: no __init__.py in the source")
+    return manifest
+
+
+def install(plugins_dir: Path, source: str, *, force: bool = False) -> Installed:
+    """Copy or clone ``source`` into ``plugins_dir/<name>``."""
+    kind, where = resolve_source(source)
+    plugins_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".install-", dir=plugins_dir))
+    try:
+        tree = staging / "tree"
+        if kind == "folder":
+            shutil.copytree(where, tree, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            git(["clone", "--quiet", "--", where, str(tree)])
+        fallback = re.sub(r"\.git$", "", where.rstrip("/").rsplit("/", 1)[-1]) or "plugin"
+        manifest = _validate(tree, fallback)
+        target = plugins_dir / manifest.name
+        replaced = target.exists() or target.is_symlink()
+        if replaced and not force:
+            raise InstallError(f"plugin '{manifest.name}' is already installed at {target}; "
+                               "use force to replace it", "conflict")
+        if replaced:
+            _remove_tree(target)
+        tree.rename(target)
+        return Installed(manifest.name, target, manifest, replaced)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def update(folder: Path) -> str:
+    """``git pull --ff-only`` in an installed plugin; git's output."""
+    if not (folder / ".git").exists():
+        raise InstallError(f"{folder} is not a git checkout (installed from a folder?); "
+                           "reinstall it with force instead", "conflict")
+    return git(["pull", "--ff-only", "--quiet"], cwd=folder).strip()
+
+
+def _remove_tree(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    else:
+        shutil.rmtree(path)
+
+
+def remove(folder: Path) -> None:
+    """Delete an installed plugin's folder."""
+    _remove_tree(folder)
+
+
+def env_rows(requirements: list[EnvRequirement], present: set[str]) -> list[dict[str, object]]:
+    """The ``requires_env`` entries not in ``present``, as the client prompts for them."""
+    return [{"name": r.name, "description": r.description, "url": r.url, "secret": r.secret}
+            for r in requirements if r.name not in present]

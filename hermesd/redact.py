@@ -1,0 +1,130 @@
+"""Secret redaction: values of secrets become ``[REDACTED]`` before text leaves the daemon.
+
+A `Redactor` knows the secret *values* (every ``$HERMES_HOME/.env`` value, and the value of any
+environment variable named ``*_KEY``, ``*_TOKEN``, ``*_SECRET`` or ``*PASSWORD*``) and the
+common key *formats* (``sk-…``, ``ghp_…``, ``xoxb-…``, ``AKIA…``, private-key blocks,
+``NAME_TOKEN=value`` assignments). The daemon applies the current one to tool results (the
+registry's redactor), to ``session.event`` notifications and approval requests, and to log
+records (`RedactingFilter`, installed by ``hermesd.logs``). Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+REDACTED = "[REDACTED]"
+
+_SECRET_NAME = re.compile(r"(?:_KEY|_TOKEN|_SECRET)$|PASSWORD|PASSWD|^(?:API_KEY|TOKEN|SECRET)$",
+                          re.IGNORECASE)
+_MIN_NAMED = 4   # a secret-named variable's value shorter than this is not worth hiding
+_MIN_DOTENV = 6  # .env holds settings too (DEBUG=1); short values would redact everything
+
+# One alternation, so a result is scanned once (each extra pattern is another full pass); the
+# lookbehind is a word boundary that does not defeat the engine's fast scanning like \b does.
+_KEY_FORMATS = (
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----",
+    r"sk-[A-Za-z0-9_-]{16,}",
+    r"gh[pousr]_[A-Za-z0-9]{20,}", r"github_pat_[A-Za-z0-9_]{20,}",
+    r"xox[abposr]-[A-Za-z0-9-]{10,}",
+    r"(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+    r"AIza[0-9A-Za-z_-]{35}\b",
+    r"glpat-[A-Za-z0-9_-]{20,}",
+    r"hf_[A-Za-z0-9]{30,}",
+)
+_FORMATS = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(_KEY_FORMATS) + ")", re.DOTALL)
+# NAME=value / NAME: value where NAME looks like a secret; the name stays readable. Matching
+# starts at the tell-tale suffix, not at every word character (much faster on long output).
+_ASSIGNMENT = re.compile(
+    r"((?:_KEY|_TOKEN|_SECRET|PASSWORD|PASSWD)[A-Za-z0-9_]*\s*[=:]\s*[\"']?)"
+    r"([^\s\"'\\,;]{4,})", re.IGNORECASE)
+_BEARER = re.compile(r"(\bBearer\s+)([A-Za-z0-9._~+/-]{16,}=*)")
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable's name says its value is a secret."""
+    return bool(_SECRET_NAME.search(name))
+
+
+class Redactor:
+    """Replaces known secret values and key-shaped strings by ``[REDACTED]``."""
+
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        spellings: set[str] = set()
+        for value in values:
+            spellings.add(value)
+            spellings.add(json.dumps(value)[1:-1])  # as it appears inside a JSON result
+        ordered = sorted((s for s in spellings if s), key=len, reverse=True)
+        self.count = len({v for v in values if v})
+        self._values = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], dotenv: Mapping[str, str]) -> Redactor:
+        """Secrets of ``.env`` (all values) and of secret-named environment variables."""
+        values = [v for v in dotenv.values() if v and len(v) >= _MIN_DOTENV]
+        values += [v for k, v in environ.items() if is_secret_name(k) and len(v) >= _MIN_NAMED]
+        return cls(values)
+
+    def __call__(self, text: str) -> str:
+        """``text`` with every secret replaced."""
+        if not text:
+            return text
+        if self._values is not None:
+            text = self._values.sub(REDACTED, text)
+        text = _FORMATS.sub(REDACTED, text)
+        text = _ASSIGNMENT.sub(_keep_name, text)
+        return _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+
+    def redact_obj(self, obj: Any) -> Any:
+        """Strings inside maps and lists redacted (a copy; other values unchanged)."""
+        if isinstance(obj, str):
+            return self(obj)
+        if isinstance(obj, dict):
+            return {k: self.redact_obj(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [self.redact_obj(v) for v in obj]
+        return obj
+
+
+def _keep_name(match: re.Match[str]) -> str:
+    return match.group(1) + (match.group(2) if match.group(2) == REDACTED else REDACTED)
+
+
+_current: list[Redactor] = [Redactor()]
+
+
+def configure(environ: Mapping[str, str], dotenv: Mapping[str, str]) -> Redactor:
+    """Build the daemon-wide redactor (at start and on config reload) and return it."""
+    _current[0] = Redactor.from_env(environ, dotenv)
+    return _current[0]
+
+
+def redact(text: str) -> str:
+    """``text`` through the daemon-wide redactor."""
+    return _current[0](text)
+
+
+def redact_obj(obj: Any) -> Any:
+    """``obj`` through the daemon-wide redactor."""
+    return _current[0].redact_obj(obj)
+
+
+class RedactingFilter(logging.Filter):
+    """Redacts log records (message and traceback) before any handler writes them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a broken format string: the handler reports it
+            return True
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True

@@ -1,0 +1,99 @@
+"""Run a command on a real pseudo-terminal and read what it shows, like a person would.
+
+The child gets the pty as stdin, stdout, stderr and controlling terminal (its own session), so
+``isatty()`` is true, readline is active and writing ``\\x03`` delivers SIGINT as Ctrl-C does.
+``expect`` waits for a regular expression in the output with ANSI escapes removed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import subprocess
+import termios
+import threading
+import time
+from collections.abc import Sequence
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|[\x01\x02]")
+
+
+class Terminal:
+    """A child process on a pseudo-terminal."""
+
+    def __init__(self, argv: Sequence[str], env: dict[str, str], cols: int = 160) -> None:
+        master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, bytes([40, 0, cols & 0xFF, cols >> 8, 0, 0, 0, 0]))
+
+        def controlling_tty() -> None:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        self.proc = subprocess.Popen(list(argv), stdin=slave, stdout=slave, stderr=slave,
+                                     env=env, start_new_session=True,
+                                     preexec_fn=controlling_tty, close_fds=True)
+        os.close(slave)
+        self.master = master
+        self._raw = bytearray()
+        self._lock = threading.Condition()
+        self._pos = 0
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(self.master, 65536)
+            except OSError:
+                data = b""
+            with self._lock:
+                if not data:
+                    self._lock.notify_all()
+                    return
+                self._raw += data
+                self._lock.notify_all()
+
+    @property
+    def text(self) -> str:
+        """Everything shown so far, escapes removed, CR-LF as LF."""
+        with self._lock:
+            raw = bytes(self._raw)
+        return ANSI.sub("", raw.decode("utf-8", "replace")).replace("\r\n", "\n")
+
+    def expect(self, pattern: str, timeout: float = 15.0) -> re.Match[str]:
+        """Wait until ``pattern`` appears after the previous match; return the match."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                text = ANSI.sub("", bytes(self._raw).decode("utf-8", "replace")).replace(
+                    "\r\n", "\n")
+                match = regex.search(text, self._pos)
+                if match:
+                    self._pos = match.end()
+                    return match
+                left = deadline - time.monotonic()
+                if left <= 0 or (not self._reader.is_alive() and self.proc.poll() is not None):
+                    raise AssertionError(f"{pattern!r} not shown within {timeout}s; screen:\n"
+                                         f"{text}")
+                self._lock.wait(min(left, 0.2))
+
+    def send(self, data: str) -> None:
+        """Type ``data`` (use ``\\r`` for Enter, ``\\x03`` for Ctrl-C, ``\\x04`` for Ctrl-D)."""
+        os.write(self.master, data.encode())
+
+    def sendline(self, line: str) -> None:
+        self.send(line + "\r")
+
+    def wait(self, timeout: float = 15.0) -> int:
+        """Wait for the child to exit; return its status."""
+        return self.proc.wait(timeout)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        try:
+            os.close(self.master)
+        except OSError:
+            pass
