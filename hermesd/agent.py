@@ -19,10 +19,11 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from hermesd import redact
 from hermesd.llm import Completion, ConfigLike, ModelError, OnEvent, OnRetry, RetryInfo
 from hermesd.store import SessionNotFound, SessionStore
 
@@ -161,6 +162,7 @@ class _Turn:
         self.result = TurnResult(turn_id=turn_id, status="completed")
         self.model = ""
         self._usage_due: tuple[int, int, Any] | None = None  # token counts not yet stored
+        self._pending_write: asyncio.Future[Any] | None = None  # submitted, not yet awaited
         self.messages: list[dict[str, Any]] = []        # what the model is sent
         self.stored_history: list[dict[str, Any]] = []  # the same, minus system and context
 
@@ -177,20 +179,33 @@ class _Turn:
         except Exception:  # a broken listener must not break the turn
             log.exception("turn event listener failed")
 
+    def hooked(self, name: str) -> bool:
+        """Whether a callback is registered for ``name`` (else skip building its arguments)."""
+        has = getattr(self.hooks, "has", None)
+        return True if has is None else bool(has(name))
+
     async def hook(self, name: str, **kwargs: Any) -> list[Any]:
+        if not self.hooked(name):
+            return []
         return await self.hooks.invoke(name, session_id=self.session_id, turn_id=self.turn_id,
                                        model=self.model, platform=self.platform, **kwargs)
 
     async def db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        pending, self._pending_write = self._pending_write, None
+        if pending is not None:  # writes land in order; a failed one fails the turn here
+            await pending
+        return await self._write(fn, *args, **kwargs)
+
+    def _write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
         usage, self._usage_due = self._usage_due, None
         if usage is None:
-            return await self.store.call(fn, *args, **kwargs)
+            return self.store.call(fn, *args, **kwargs)
 
         def with_usage() -> Any:  # the counters ride along with the round's next write
             self.store.add_usage(self.session_id, *usage)
             return fn(*args, **kwargs)
 
-        return await self.store.call(with_usage)
+        return self.store.call(with_usage)
 
     async def run(self) -> TurnResult:
         self.emit("turn.started", user_message=self.user_message)
@@ -254,7 +269,8 @@ class _Turn:
             await self.hook("on_session_start")
         context = pre_llm_context(await self.hook(
             "pre_llm_call", user_message=self.user_message, conversation_history=list(prior),
-            is_first_turn=first, sender_id=self.sender_id))
+            is_first_turn=first, sender_id=self.sender_id)) if self.hooked("pre_llm_call") else ""
+        context = redact.redact(context) if context else ""  # plugin text bound for the model
         api_user = {"role": "user", "content": self.user_message + (
             "\n\n" + context if context else "")}
         self.messages = [self.loop.settings.system_message(), *prior, api_user]
@@ -274,8 +290,11 @@ class _Turn:
             if not calls:
                 await self._answer(completion.content)
                 return
-            await self.db(store.append_message, self.session_id, "assistant",
-                          completion.content or None, tool_calls=calls, turn_id=self.turn_id)
+            # Committed while the first tool runs (the DB thread keeps the order; the next
+            # write waits for it): one trip to the DB thread off the round's critical path.
+            self._pending_write = asyncio.ensure_future(self._write(
+                store.append_message, self.session_id, "assistant", completion.content or None,
+                tool_calls=calls, turn_id=self.turn_id))
             self._remember(completion.message)
             for call in calls:
                 await self._run_tool(call)
@@ -288,13 +307,14 @@ class _Turn:
         request_id = new_id("req")
         base = {"api_request_id": request_id, "api_call_count": self.result.iterations,
                 "provider": getattr(self.loop.client.settings, "provider", "custom")}
-        chars = sum(len(str(m.get("content") or "")) for m in self.messages)
-        await self.hook("pre_api_request", **base,
-                        base_url=getattr(self.loop.client.settings, "base_url", None),
-                        message_count=len(self.messages), tool_count=len(tools),
-                        approx_input_tokens=chars // 4, retry_count=0,
-                        request={"model": self.model, "messages": list(self.messages),
-                                 "tools": tools})
+        if self.hooked("pre_api_request"):  # copying the request costs; skip it unhooked
+            chars = sum(len(str(m.get("content") or "")) for m in self.messages)
+            await self.hook("pre_api_request", **base,
+                            base_url=getattr(self.loop.client.settings, "base_url", None),
+                            message_count=len(self.messages), tool_count=len(tools),
+                            approx_input_tokens=chars // 4, retry_count=0,
+                            request={"model": self.model, "messages": list(self.messages),
+                                     "tools": tools})
         started = time.monotonic()
         retries = 0
 

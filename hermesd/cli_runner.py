@@ -12,7 +12,7 @@ start-up, with `RoutingStream`s that write to the buffers of the call running in
 context (a `ContextVar`; worker threads run each job in its own context copy) and to the real
 stream otherwise. ``contextlib.redirect_stdout`` would swap the process-wide ``sys.stdout`` and
 mix concurrent calls. Threads a handler starts itself do not inherit the context: their output
-goes to the daemon's stderr/stdout (documented in docs/commands.md).
+goes to the daemon's stderr/stdout (documented in docs/commands.md), redacted like log lines.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from hermesd import redact
 from hermesd.commands import CliCommand
 from hermesd.workers import WorkerPool, WorkTimeout
 
@@ -51,7 +52,13 @@ class RoutingStream(io.TextIOBase):
         return buffers[self._which] if buffers is not None else self.real
 
     def write(self, text: str) -> int:
-        return self._target().write(text)
+        buffers = _capture.get()
+        if buffers is not None:
+            return buffers[self._which].write(text)
+        # Plugin code printing outside a CLI call lands in the daemon's log stream: redacted
+        # like log records (a secret split across two writes is not caught).
+        self.real.write(redact.redact(text) if text.strip() else text)
+        return len(text)
 
     def flush(self) -> None:
         self._target().flush()
@@ -146,7 +153,7 @@ async def run_cli_command(pool: WorkerPool, command: CliCommand, argv: list[str]
         return _run(command, argv)
 
     try:
-        status = await pool.run(job, timeout)
+        status = await pool.run(job, timeout, f"cli:{command.owner}")
     except WorkTimeout:
         log.warning("CLI command '%s' did not finish within %gs (its thread keeps running)",
                     command.name, timeout)

@@ -137,7 +137,8 @@ class CommandService:
     async def _invoke(self, command: SlashCommand, raw_args: str, outcome: _Outcome) -> str:
         timeout = self.registry.timeout
         try:
-            value = await call_bounded(self.host.pool, command.handler, (raw_args,), {}, timeout)
+            value = await call_bounded(self.host.pool, command.handler, (raw_args,), {}, timeout,
+                                       f"command:{command.owner}")
         except WorkTimeout:
             log.warning("Command '/%s' (owner %s) did not finish within %gs", command.name,
                         command.owner, timeout)

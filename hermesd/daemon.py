@@ -21,10 +21,12 @@ from . import __version__, config, logs, paths, sdnotify
 from .protocol import PROTOCOL_MAJOR, PROTOCOL_VERSION, Codes, RpcError
 from .rpc import Call, Limits, Router
 from .server import EX_UNAVAILABLE, Gatekeeper, SocketInUse, SocketServer, resolve_group
+from .store import StorageUnavailable
 
 log = logging.getLogger("hermesd.daemon")
 
 EX_NOPERM = 77
+EX_CANTCREAT = 73  # the state directory cannot be written (full, read-only, failing)
 CAPABILITIES = ["notifications", "server-requests", "out-of-order-responses"]
 
 
@@ -245,7 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="hermesd",
         description="Hermes-compatible agent daemon (msgpack-RPC over a Unix socket).",
         epilog="Exit status: 0 stopped cleanly, 1 unexpected error, 2 usage, 69 socket in use "
-        "by another daemon, 77 refused to run as root, 78 configuration error.",
+        "by another daemon, 73 state directory not writable (read-only or full), 77 refused to "
+        "run as root, 78 configuration error.",
     )
     parser.add_argument("--home", help="state directory (default $HERMES_HOME or ~/.hermes)")
     parser.add_argument("--socket", help="socket path (default: config, then "
@@ -289,10 +292,30 @@ def main(argv: list[str] | None = None) -> int:
     for warning in cfg.warnings:
         log.warning("config: %s", warning)
     socket_path = paths.daemon_socket(home, args.socket, cfg.get("socket.path"))
+    raise_fd_limit()
     try:
         return asyncio.run(_run(home, cfg, socket_path, args.log_level))
     except KeyboardInterrupt:
         return 0
+    except StorageUnavailable as exc:
+        log.error("cannot use the state directory %s: %s", home, exc)
+        print(f"hermesd: cannot use the state directory {home}: {exc}", file=sys.stderr)
+        return EX_CANTCREAT
+
+
+def raise_fd_limit() -> None:
+    """Raise the soft open-files limit to the hard one: each client is a descriptor."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard or soft == resource.RLIM_INFINITY:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as exc:
+        log.warning("open-files limit stays at %d (raising it to %d failed: %s)", soft, hard, exc)
+        return
+    log.info("open-files limit raised from %d to %d", soft, hard)
 
 
 async def _run(home: Path, cfg: config.Config, socket_path: Path,

@@ -14,8 +14,11 @@ plugins beyond their key, and nothing about tools or sessions.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,8 +27,10 @@ from hermesd.workers import (
     CallShape,
     WorkerPool,
     WorkTimeout,
+    bounded,
     call_bounded,
     callable_name,
+    is_async_callable,
     shared_pool,
 )
 
@@ -148,6 +153,41 @@ class _Callback:
     fn: Callable[..., Any]
     shape: CallShape
     name: str
+    sync: bool = False  # runs on a worker thread (batched with its sync neighbours)
+
+
+class _SyncBatch:
+    """Consecutive sync callbacks of one invocation, run one after another on ONE worker thread.
+
+    One thread hop per invocation instead of one per callback (20 plugins hooking
+    ``pre_llm_call`` cost ~1.8 ms a turn in hops alone). Each callback keeps its own deadline:
+    the loop watches which one is running and since when (`HookBus._run_batch`).
+    """
+
+    def __init__(self, calls: list[tuple[_Callback, dict[str, Any]]], started: float) -> None:
+        self.calls = calls
+        self.results: list[tuple[bool, Any]] = []  # (returned, value or exception), in order
+        self.lock = threading.Lock()
+        self.current = 0
+        self.started = started  # when the running callback started (queued: when submitted)
+        self.stopped = False
+
+    def __call__(self) -> None:
+        for index, (entry, chosen) in enumerate(self.calls):
+            with self.lock:
+                if self.stopped:
+                    return
+                self.current, self.started = index, time.monotonic()
+            try:
+                self.results.append((True, entry.fn(**chosen)))
+            except Exception as exc:
+                self.results.append((False, exc))
+
+    def stop(self) -> int:
+        """Run nothing more; the index of the callback running now (the timed-out one)."""
+        with self.lock:
+            self.stopped = True
+            return self.current
 
 
 @dataclass(frozen=True)
@@ -178,6 +218,9 @@ class HookBus:
         self.timeout = timeout
         self._lock = threading.Lock()
         self._callbacks: dict[str, list[_Callback]] = {}
+        #: Plugins whose callback timed out inside a batch: theirs run one by one from now on,
+        #: under the pool's per-plugin limits, so a hung plugin cannot hold batches hostage.
+        self._unbatched: set[str] = set()
 
     def register(self, plugin_key: str, hook_name: str, callback: Callable[..., Any]) -> None:
         """Add ``callback`` for ``hook_name``; unknown names are warned about and kept."""
@@ -188,7 +231,8 @@ class HookBus:
                 "Plugin '%s' registered unknown hook '%s' (valid: %s)",
                 plugin_key, hook_name, ", ".join(sorted(HOOKS)),
             )
-        entry = _Callback(plugin_key, callback, CallShape.of(callback), callable_name(callback))
+        entry = _Callback(plugin_key, callback, CallShape.of(callback), callable_name(callback),
+                          not is_async_callable(callback))
         with self._lock:
             # Copy-on-write so invoke() iterates a stable list without holding the lock.
             self._callbacks[hook_name] = [*self._callbacks.get(hook_name, []), entry]
@@ -196,6 +240,7 @@ class HookBus:
     def unregister_plugin(self, plugin_key: str) -> int:
         """Remove every callback ``plugin_key`` registered; returns how many."""
         removed = 0
+        self._unbatched.discard(plugin_key)  # a reloaded plugin starts with a clean slate
         with self._lock:
             for hook_name, entries in list(self._callbacks.items()):
                 kept = [e for e in entries if e.plugin_key != plugin_key]
@@ -218,14 +263,24 @@ class HookBus:
 
     async def outcomes(self, hook_name: str, kwargs: dict[str, Any]) -> list[HookOutcome]:
         """Call every callback for ``hook_name`` in order; report what each one did."""
-        entries = self._callbacks.get(hook_name, [])
+        entries = self._callbacks.get(hook_name)
+        if not entries:
+            return []
         spec = HOOKS.get(hook_name)
         fill = spec.kwargs if spec else ()
         results: list[HookOutcome] = []
+        batch: list[tuple[_Callback, dict[str, Any]]] = []
         for entry in entries:
             chosen = entry.shape.select(kwargs, fill)
+            if entry.sync and entry.plugin_key not in self._unbatched:
+                batch.append((entry, chosen))
+                continue
+            if batch:
+                results += await self._run_batch(hook_name, batch)
+                batch = []
             try:
-                value = await call_bounded(self._pool, entry.fn, (), chosen, self.timeout)
+                value = await call_bounded(self._pool, entry.fn, (), chosen, self.timeout,
+                                           f"hook:{entry.plugin_key}")
             except WorkTimeout:
                 log.warning(
                     "Hook '%s' callback %s timed out after %gs", hook_name, entry.name,
@@ -236,6 +291,75 @@ class HookBus:
                 log.warning("Hook '%s' callback %s raised: %s", hook_name, entry.name, exc)
                 log.debug("Traceback of hook '%s' callback %s", hook_name, entry.name,
                           exc_info=True)
+                results.append(HookOutcome(entry.plugin_key, entry.name, failed=True))
+            else:
+                results.append(HookOutcome(entry.plugin_key, entry.name, value))
+        if batch:
+            results += await self._run_batch(hook_name, batch)
+        return results
+
+    async def _run_batch(self, hook_name: str, calls: list[tuple[_Callback, dict[str, Any]]]
+                         ) -> list[HookOutcome]:
+        """Run sync callbacks on one worker; a callback past its deadline is abandoned and
+        the ones after it run one by one, as if unbatched."""
+        if len(calls) == 1:  # nothing to share: the plain path (per-plugin pool limits)
+            return await self._one_by_one(hook_name, calls)
+        batch = _SyncBatch(calls, time.monotonic())
+        future = self._pool.submit(batch)
+        waiter = asyncio.wrap_future(future)
+        timed_out = -1
+        try:
+            while not waiter.done():
+                left = batch.started + self.timeout - time.monotonic()
+                if left <= 0:
+                    timed_out = batch.stop()
+                    if not waiter.done():
+                        self._pool.abandon(future)
+                        break
+                    timed_out = -1  # it finished as we gave up: keep everything it did
+                await asyncio.wait({waiter}, timeout=max(left, 0.0))
+        except asyncio.CancelledError:
+            batch.stop()
+            self._pool.abandon(future)
+            raise
+        outcomes: list[HookOutcome] = []
+        done = batch.results if timed_out < 0 else batch.results[:timed_out]
+        for (entry, _), (returned, value) in zip(calls, list(done)):
+            if returned and inspect.isawaitable(value):
+                outcomes += await self._one_by_one(hook_name, [(entry, {})], value)
+            elif returned:
+                outcomes.append(HookOutcome(entry.plugin_key, entry.name, value))
+            else:
+                log.warning("Hook '%s' callback %s raised: %s", hook_name, entry.name, value)
+                outcomes.append(HookOutcome(entry.plugin_key, entry.name, failed=True))
+        if timed_out >= 0:
+            entry = calls[timed_out][0]
+            self._unbatched.add(entry.plugin_key)
+            log.warning("Hook '%s' callback %s timed out after %gs", hook_name, entry.name,
+                        self.timeout)
+            outcomes.append(HookOutcome(entry.plugin_key, entry.name, timed_out=True))
+            outcomes += await self._one_by_one(hook_name, calls[timed_out + 1:])
+        return outcomes
+
+    async def _one_by_one(self, hook_name: str, calls: list[tuple[_Callback, dict[str, Any]]],
+                          awaitable: Any = None) -> list[HookOutcome]:
+        """Each callback on its own (or, with ``awaitable``, await what a sync one returned)."""
+        results: list[HookOutcome] = []
+        for entry, chosen in calls:
+            try:
+                if awaitable is not None:
+                    value = await bounded(awaitable, self.timeout)
+                else:
+                    value = await call_bounded(self._pool, entry.fn, (), chosen, self.timeout,
+                                               f"hook:{entry.plugin_key}")
+            except WorkTimeout:
+                log.warning(
+                    "Hook '%s' callback %s timed out after %gs", hook_name, entry.name,
+                    self.timeout,
+                )
+                results.append(HookOutcome(entry.plugin_key, entry.name, timed_out=True))
+            except Exception as exc:
+                log.warning("Hook '%s' callback %s raised: %s", hook_name, entry.name, exc)
                 results.append(HookOutcome(entry.plugin_key, entry.name, failed=True))
             else:
                 results.append(HookOutcome(entry.plugin_key, entry.name, value))

@@ -1,6 +1,7 @@
 """The model client: one streamed chat completion against an OpenAI-compatible endpoint.
 
-Owns the ``openai.AsyncOpenAI`` client (imported lazily: daemon start-up does not pay for it),
+Owns the ``openai.AsyncOpenAI`` clients (imported lazily: daemon start-up does not pay for them;
+checked out one per completion; the event stream itself is read by ``hermesd.sse``),
 our own retry policy (429, 5xx, timeouts, dropped connections; exponential backoff with
 jitter, ``retry-after`` honoured up to a cap; the SDK's retries are off), the accumulation of
 streamed deltas into one assistant message, and the translation of SDK errors into
@@ -15,11 +16,14 @@ import logging
 import os
 import random
 import secrets
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from hermesd.sse import read_chunks
 
 log = logging.getLogger("hermesd.llm")
 
@@ -28,7 +32,7 @@ OnEvent = Callable[[StreamEvent], None]
 OnRetry = Callable[["RetryInfo"], Awaitable[None]]
 
 _RETRY_STATUSES = frozenset({408, 409, 425, 429})
-POOL_SHARDS = 8  # SDK clients (connection pools) requests are spread over
+MAX_IDLE_CLIENTS = 256  # idle SDK clients kept (each with its one kept-alive connection)
 _CONFIG_HINT = ("set model.base_url and model.default in $HERMES_HOME/config.yaml "
                 "(or OPENAI_BASE_URL in the environment or .env)")
 
@@ -293,11 +297,17 @@ class ModelClient:
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self._settings = settings
         self._sleep = sleep
-        self._clients: list[Any] = []
+        # SDK clients are checked out for one completion and back in after it, so each holds
+        # at most one connection: httpcore walks its whole pool (a getpeername and a poll
+        # syscall per connection) on every request and response, which with one shared pool
+        # and 100 turns at once cost more than the request itself.
+        self._idle: list[Any] = []
         self._retired: list[Any] = []  # clients of an older endpoint, closed by aclose()
-        self._build_lock = threading.Lock()
-        self._next = 0
-        self._stream_cls: Any = None
+        self._closing: set[asyncio.Task[None]] = set()
+        self._generation = 0
+        self._prepare_lock = threading.Lock()
+        self._make: Callable[[], Any] | None = None
+        self._raw_response: Any = None
         self._usage_option = True
 
     @property
@@ -309,43 +319,72 @@ class ModelClient:
         """New settings (config reload); a changed endpoint, key or timeout gets new clients."""
         old, self._settings = self._settings, new
         if (old.base_url, old.api_key, old.timeout) != (new.base_url, new.api_key, new.timeout):
-            with self._build_lock:  # requests in flight finish on the old clients
-                self._retired.extend(self._clients)
-                self._clients = []
+            # requests in flight finish on their clients, which are retired when returned
+            self._generation += 1
+            self._retired.extend(self._idle)
+            self._idle = []
+            self._make = None
             self._usage_option = True
 
-    def _sdk(self) -> Any:
-        """The SDK client for the next request (round-robin over ``POOL_SHARDS`` clients)."""
-        if not self._clients:
-            with self._build_lock:  # warm_up may be building them on another thread
-                self._build_clients()
-        self._next = (self._next + 1) % len(self._clients)
-        return self._clients[self._next]
+    def _prepare(self) -> Callable[[], Any]:
+        """Import the SDK and build the client factory (blocking: ~0.5 s the first time)."""
+        with self._prepare_lock:
+            make = self._make
+            if make is None:
+                settings = self.settings
+                settings.check()
+                import openai  # deferred: ~0.5 s of imports the daemon only pays when chatting
 
-    def _build_clients(self) -> None:
-        if not self._clients:
-            self.settings.check()
-            import openai  # deferred: ~0.5 s of imports the daemon only pays when chatting
+                http = sys.modules[openai.DefaultAsyncHttpxClient.__mro__[1].__module__
+                                   .split(".")[0]]
+                create_ssl = getattr(http, "create_ssl_context", None)  # http: httpx (a fork)
+                http_log = logging.getLogger(http.__name__)
+                if http_log.level == logging.NOTSET and not log.isEnabledFor(logging.DEBUG):
+                    # its INFO line for every request is journal noise (and ~50 µs a request)
+                    http_log.setLevel(logging.WARNING)
+                # One TLS context for all clients: building one reads the CA bundle (~20 ms).
+                verify: Any = create_ssl() if create_ssl is not None else True
 
-            # Several clients, each with its own connection pool: httpcore walks its whole
-            # pool on every request and response; with 100 turns at once in one pool, 100
-            # sessions x 5 turns took ~30 % longer (bench/turn.py, docs/benchmarks.md).
-            self._clients = [openai.AsyncOpenAI(
-                base_url=self.settings.base_url, api_key=self.settings.api_key or "not-needed",
-                timeout=self.settings.timeout, max_retries=0) for _ in range(POOL_SHARDS)]
-            self._stream_cls = openai.AsyncStream[object]
+                def make() -> Any:
+                    return openai.AsyncOpenAI(
+                        base_url=settings.base_url, api_key=settings.api_key or "not-needed",
+                        timeout=settings.timeout, max_retries=0,
+                        http_client=openai.DefaultAsyncHttpxClient(verify=verify))
+
+                self._raw_response = http.Response
+                self._make = make
+            return make
+
+    async def _checkout(self) -> tuple[Any, int]:
+        """An idle SDK client (or a new one) and the endpoint generation it belongs to."""
+        if self._idle:
+            return self._idle.pop(), self._generation
+        make = self._make
+        if make is None:  # never block the loop on the SDK import or on warm_up's lock
+            make = await asyncio.to_thread(self._prepare)
+        return make(), self._generation
+
+    def _checkin(self, client: Any, generation: int) -> None:
+        if generation == self._generation and len(self._idle) < MAX_IDLE_CLIENTS:
+            self._idle.append(client)
+        elif generation == self._generation:  # a burst above the cap: close the spare
+            task = asyncio.get_running_loop().create_task(client.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+        else:
+            self._retired.append(client)
 
     async def warm_up(self) -> None:
-        """Import the SDK and build the client off the event loop (call after start-up)."""
+        """Import the SDK and build the client factory off the event loop (after start-up)."""
         try:
             self.settings.check()
         except ModelNotConfigured:
             return
-        await asyncio.to_thread(self._sdk)
+        await asyncio.to_thread(self._prepare)
 
     async def aclose(self) -> None:
         """Close pooled connections."""
-        clients, self._clients, self._retired = self._clients + self._retired, [], []
+        clients, self._idle, self._retired = self._idle + self._retired, [], []
         for client in clients:
             await client.close()
 
@@ -366,7 +405,15 @@ class ModelClient:
         ``on_event`` gets ``text.delta`` and ``tool_call.started`` events as they arrive;
         ``on_retry`` is awaited before each retry (output already emitted is then stale).
         """
-        client = self._sdk()
+        client, generation = await self._checkout()
+        try:
+            return await self._complete(client, messages, tools, model, on_event, on_retry)
+        finally:
+            self._checkin(client, generation)
+
+    async def _complete(self, client: Any, messages: list[dict[str, Any]],
+                        tools: list[dict[str, Any]] | None, model: str | None,
+                        on_event: OnEvent | None, on_retry: OnRetry | None) -> Completion:
         payload: dict[str, Any] = {"model": model or self.settings.model,
                                    "messages": messages, "stream": True}
         if tools:
@@ -414,18 +461,18 @@ class ModelClient:
             payload["stream_options"] = {"include_usage": True}
         else:
             payload.pop("stream_options", None)
-        # The SDK's generic ``post`` with ``cast_to=object``: the body is already in wire form
-        # (its per-field transform of ``messages`` costs ~50 µs a message), and chunks arrive
-        # as plain dicts instead of pydantic models (~0.3 ms of CPU a chunk).
-        stream = await client.post("/chat/completions", cast_to=object, body=payload,
-                                   stream=True, stream_cls=self._stream_cls)
+        # The SDK's generic ``post``: the body is already in wire form (its per-field transform
+        # of ``messages`` costs ~50 µs a message), and with the HTTP library's response class
+        # as ``cast_to`` it hands back the raw streamed response, whose events ``sse`` reads
+        # as plain dicts (the SDK's own stream costs more CPU than the rest of a round).
+        response = await client.post("/chat/completions", cast_to=self._raw_response,
+                                     body=payload, stream=True)
         try:
-            async for chunk in stream:
-                acc.add(chunk)
+            await read_chunks(response, acc.add)
         finally:
-            await stream.close()
+            await response.aclose()
         if not acc.choices_seen:
-            kind = stream.response.headers.get("content-type", "?")
+            kind = response.headers.get("content-type", "?")
             raise ModelResponseInvalid(
                 "the model endpoint returned no completion"
                 + (" (empty choices)" if acc.chunks else f" stream (content-type: {kind}); "

@@ -36,6 +36,7 @@ class Codes:
     SESSION_BUSY = _E + "SessionBusy"
     MODEL = _E + "ModelError"
     TIMEOUT = _E + "Timeout"
+    STORAGE_UNAVAILABLE = _E + "StorageUnavailable"
     INTERNAL = _E + "Internal"
 
 

@@ -41,6 +41,7 @@ _FORMATS = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(_KEY_FORMATS) + ")", re
 _ASSIGNMENT = re.compile(
     r"((?:_KEY|_TOKEN|_SECRET|PASSWORD|PASSWD)[A-Za-z0-9_]*\s*[=:]\s*[\"']?)"
     r"([^\s\"'\\,;]{4,})", re.IGNORECASE)
+_SHORTEST_PATTERN = 9  # the shortest text a pattern matches: "_KEY=abcd"
 _BEARER = re.compile(r"(\bBearer\s+)([A-Za-z0-9._~+/-]{16,}=*)")
 
 
@@ -60,6 +61,9 @@ class Redactor:
         ordered = sorted((s for s in spellings if s), key=len, reverse=True)
         self.count = len({v for v in values if v})
         self._values = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        # Shorter text cannot hold a secret: most event fields (ids, types, short deltas) skip
+        # the four regex passes.
+        self._shortest = min([_SHORTEST_PATTERN, *map(len, ordered)])
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], dotenv: Mapping[str, str]) -> Redactor:
@@ -70,7 +74,7 @@ class Redactor:
 
     def __call__(self, text: str) -> str:
         """``text`` with every secret replaced."""
-        if not text:
+        if len(text) < self._shortest:
             return text
         if self._values is not None:
             text = self._values.sub(REDACTED, text)

@@ -25,6 +25,7 @@ from .rpc import Connection, Limits, Peer, Router
 log = logging.getLogger("hermesd.server")
 
 EX_UNAVAILABLE = 69
+BACKLOG = 1024  # pending connections the kernel queues before accept (capped by somaxconn)
 
 
 class SocketInUse(Exception):
@@ -131,7 +132,7 @@ def bind_socket(path: Path, mode: int, gid: int | None) -> socket.socket:
     if gid is not None:
         os.chown(path, -1, gid)
     os.chmod(path, mode)
-    sock.listen(512)
+    sock.listen(BACKLOG)
     sock.setblocking(False)
     return sock
 
@@ -183,7 +184,10 @@ class SocketServer:
             self.path = path
             self._owns_file = True
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_unix_server(self._new_connection, sock=sock)
+        # asyncio re-listens with its own backlog (default 100): keep ours, or a burst of
+        # connecting clients gets EAGAIN.
+        self._server = await loop.create_unix_server(self._new_connection, sock=sock,
+                                                     backlog=BACKLOG)
 
     def _adopt_socket_group(self) -> None:
         """Admit the group systemd gave an activated socket (``SocketGroup=``, mode 0660).

@@ -55,6 +55,7 @@ def wire_services(daemon: Daemon) -> None:
                             attached=lambda sid: list(sessions.attached.get(sid, ())))
     host.tools.approver = broker.approve
     sessions.on_attach = broker.on_attach
+    sessions.on_forget = broker.forget_session
     daemon.services.append(PluginService(host, cfg.get("tools.enabled_toolsets")))
     daemon.services.append(sessions)
     admin = PluginAdminService(host, home, config.load_dotenv_file(home))

@@ -9,6 +9,7 @@ is ``store.SessionStore``'s job and the turn itself is ``agent.AgentLoop``'s.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -19,12 +20,20 @@ from .hooks import HookBus
 from .llm import ModelError
 from .protocol import Codes, RpcError
 from .rpc import Call, Connection, Router
-from .store import MessageNotFound, SessionNotFound, SessionStore, StoreError
+from .store import (
+    MessageNotFound,
+    SessionNotFound,
+    SessionStore,
+    StorageUnavailable,
+    StoreError,
+)
 from .tools.registry import current_session
 
 log = logging.getLogger("hermesd.sessions")
 
 EVENT = "session.event"
+#: Event types whose sending may wait for the end of the loop iteration (`SessionService.emit`).
+BATCHED = frozenset({"text.delta", "usage", "turn.started", "tool.finished", "message"})
 
 
 def _not_found(exc: Exception) -> RpcError:
@@ -49,11 +58,15 @@ class SessionService:
         self._count = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._injections: dict[str, list[tuple[str, str]]] = {}
+        self._pending: dict[Connection, list[bytes]] = {}  # batched events, per connection
+        self._flush_due = False
         self._warm_up: asyncio.Task[None] | None = None
         #: Called with (session_id, connection) whenever a connection attaches (approvals).
         self.on_attach: Callable[[str, Connection], None] | None = None
         #: Applied to every session.event before it is sent (secret redaction).
         self.redact_event: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+        #: Called with the id of a deleted session, to drop per-session state kept elsewhere.
+        self.on_forget: Callable[[str], None] | None = None
 
     # --- wiring ------------------------------------------------------------------------------
 
@@ -76,6 +89,11 @@ class SessionService:
             await warm_up()
         except Exception:  # the first turn will report the problem properly
             log.warning("could not prepare the model client", exc_info=True)
+            return
+        # What start-up and the SDK import built lives as long as the daemon: out of the
+        # collector's sight, a full collection no longer walks it (~40 ms on the event loop
+        # with the SDK loaded, more on a busy machine; turns make full collections happen).
+        gc.freeze()
 
     async def stop(self) -> None:
         running = [task for _, task in self.turns.values()]
@@ -150,15 +168,46 @@ class SessionService:
     # --- events ------------------------------------------------------------------------------
 
     def emit(self, event: dict[str, Any]) -> None:
-        """Send one turn event to every connection attached to its session."""
+        """Send one turn event to every connection attached to its session.
+
+        Events of `BATCHED` types wait for the end of the loop's current round of callbacks,
+        so the events many turns emit meanwhile reach a connection in one write (a socket
+        write costs ~50 µs; 100 turns at once emit thousands). Any other event flushes what
+        its connections have waiting, then goes out at once: what a turn writes to a
+        connection right after it (an approval request after ``tool.started``, the
+        ``session.send`` answer after ``turn.finished``) never overtakes an event.
+        """
         conns = self.attached.get(event["session_id"])
         if not conns:
             return
         if self.redact_event is not None:
             event = self.redact_event(event)
         data = wire.pack_notification(EVENT, [event])
+        pending = self._pending
+        if event["type"] in BATCHED:
+            for conn in conns:
+                parts = pending.get(conn)
+                if parts is None:
+                    pending[conn] = [data]
+                else:
+                    parts.append(data)
+            if not self._flush_due:
+                self._flush_due = True
+                asyncio.get_running_loop().call_soon(self._flush)
+            return
         for conn in list(conns):
-            conn.send_packed(data)
+            parts = pending.pop(conn, None)
+            if parts is not None:
+                parts.append(data)
+                conn.send_packed(b"".join(parts))
+            else:
+                conn.send_packed(data)
+
+    def _flush(self) -> None:
+        self._flush_due = False
+        pending, self._pending = self._pending, {}
+        for conn, parts in pending.items():
+            conn.send_packed(parts[0] if len(parts) == 1 else b"".join(parts))
 
     def _attach(self, sid: str, conn: Connection) -> None:
         self.attached.setdefault(sid, set()).add(conn)
@@ -172,6 +221,8 @@ class SessionService:
             raise _not_found(exc) from None
         except ValueError as exc:
             raise RpcError(Codes.INVALID_PARAMS, str(exc)) from None
+        except StorageUnavailable as exc:
+            raise RpcError(Codes.STORAGE_UNAVAILABLE, str(exc), {"reason": exc.reason}) from None
         except StoreError as exc:
             raise RpcError(Codes.INTERNAL, f"session store: {exc}") from None
 
@@ -215,6 +266,8 @@ class SessionService:
         await self._db(self.store.delete, sid)
         self._count -= 1
         self.touched.discard(sid)
+        if self.on_forget is not None:
+            self.on_forget(sid)
         for conn in self.attached.pop(sid, set()):
             conn.notify(EVENT, [{"type": "session.deleted", "session_id": sid}])
         return {"deleted": True}
@@ -240,6 +293,8 @@ class SessionService:
             conns = self.attached.get(old)
             if conns:
                 conns.discard(call.conn)
+                if not conns:
+                    del self.attached[old]
         session = await self._db(self.store.create_session, model=model,
                                  platform=self.platform)
         self._count += 1

@@ -237,10 +237,18 @@ class SkillCatalog:
         if Path(file_path).is_absolute():
             return _error(f"File path '{file_path}' must be relative to the skill folder.",
                           hint=hint)
-        target = (skill.folder / file_path).resolve()
-        if not target.is_relative_to(folder):
+        if "\0" in file_path:
+            return _error("File path contains a NUL character.", hint=hint)
+        try:
+            target = (skill.folder / file_path).resolve()
+            inside = target.is_relative_to(folder)
+            found = inside and target.is_file()
+        except (OSError, ValueError) as exc:  # e.g. a name too long for the file system
+            return _error(f"File path '{file_path[:200]}' cannot be read: "
+                          f"{type(exc).__name__}", hint=hint)
+        if not inside:
             return _error(f"File path '{file_path}' is outside the skill folder.", hint=hint)
-        if not target.is_file():
+        if not found:
             return _error(f"File '{file_path}' not found in skill '{skill.name}'.",
                           available_files=_linked_files(skill.folder) or {}, hint=hint)
         try:

@@ -43,6 +43,8 @@ ROLES = ("system", "user", "assistant", "tool")
 INTERRUPTED_RESULT = "Tool call interrupted (daemon restarted before it finished)"
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _TITLE_CHARS = 60
+#: Searches matching more messages than this list the newest matches instead of ranking them all.
+RANKED_MATCHES = 2000
 
 
 class StoreError(Exception):
@@ -63,6 +65,52 @@ class MessageNotFound(StoreError):
 
 class SchemaTooNew(StoreError):
     """state.db was written by a newer hermesd."""
+
+
+class StorageUnavailable(StoreError):
+    """The disk refused a write: full (``reason="full"``), read-only or failing (``"io"``).
+
+    Nothing of the refused write is stored; the database stays consistent and the store keeps
+    working once the cause is gone.
+    """
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+_FULL, _READONLY, _CANTOPEN = 13, 8, 14  # SQLITE_FULL, SQLITE_READONLY, SQLITE_CANTOPEN
+
+
+def storage_error(exc: BaseException, path: Path, *, request: bool = True
+                  ) -> StorageUnavailable | None:
+    """The ``StorageUnavailable`` a sqlite3/OS error stands for, or None if it is not one."""
+    import errno
+
+    if isinstance(exc, OSError):
+        reason = {errno.ENOSPC: "full", errno.EDQUOT: "full", errno.EROFS: "readonly",
+                  errno.EACCES: "readonly", errno.EPERM: "readonly"}.get(exc.errno or 0, "io")
+        detail = exc.strerror or str(exc)
+    elif isinstance(exc, sqlite3.OperationalError):
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        text = str(exc).lower()
+        if code == _FULL or "disk is full" in text:
+            reason = "full"
+        elif code == _READONLY or "readonly" in text or "read-only" in text:
+            reason = "readonly"
+        elif code == _CANTOPEN or "disk i/o" in text or "unable to open" in text:
+            reason = "io"
+        else:
+            return None
+        detail = str(exc)
+    else:
+        return None
+    what = {"full": "the disk holding it is full; free some space",
+            "readonly": "it is read-only; make it writable",
+            "io": "the disk reported an error; check it"}[reason]
+    tail = " Nothing of this request was stored." if request else ""
+    return StorageUnavailable(f"cannot write {path} ({detail}): {what}, then retry.{tail}",
+                              reason)
 
 
 class SessionInfo(TypedDict):
@@ -229,7 +277,20 @@ def to_openai(record: MessageRecord) -> dict[str, Any]:
 
 
 def open_db_file(path: Path) -> sqlite3.Connection:
-    """Create ``path`` private (0600) if needed, connect, set pragmas, migrate the schema."""
+    """Create ``path`` private (0600) if needed, connect, set pragmas, migrate the schema.
+
+    A disk that is full, read-only or failing raises ``StorageUnavailable``.
+    """
+    try:
+        return _open_db_file(path)
+    except (OSError, sqlite3.OperationalError) as exc:
+        mapped = storage_error(exc, path, request=False)
+        if mapped is None:
+            raise
+        raise mapped from exc
+
+
+def _open_db_file(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.close(os.open(path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600))
     os.chmod(path, 0o600)
@@ -285,7 +346,15 @@ class SessionStore:
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn(*args, **kwargs)`` (a method of this store) on the DB thread."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+        try:
+            return await loop.run_in_executor(self._executor,
+                                              functools.partial(fn, *args, **kwargs))
+        except (OSError, sqlite3.OperationalError) as exc:
+            mapped = storage_error(exc, self.path)
+            if mapped is None:
+                raise
+            log.error("%s", mapped)
+            raise mapped from exc
 
     def close(self) -> None:
         """Finish pending DB-thread work and close the connection."""
@@ -299,10 +368,12 @@ class SessionStore:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
+                self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                # SQLite may already have rolled back (e.g. SQLITE_FULL at COMMIT).
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
                 raise
-            self._conn.execute("COMMIT")
 
     def _row(self, sql: str, args: tuple[Any, ...]) -> sqlite3.Row | None:
         with self._lock:
@@ -513,19 +584,43 @@ class SessionStore:
 
     def search(self, query: str, limit: int = 20, *,
                session_id: str | None = None) -> list[SearchHit]:
-        """Messages matching every word of ``query``, best first, with highlighted snippets."""
+        """Messages matching every word of ``query`` with highlighted snippets.
+
+        Best first (BM25) when at most ``RANKED_MATCHES`` messages match; newest first when
+        more do. Ranking needs every match scored (BM25 also counts the whole match list once
+        per query), which for a word in most messages costs a scan of most of the index; a word
+        that common says little, and the newest matches are the useful ones. Both orders read
+        a bounded number of index entries.
+        """
         match = fts_query(query)
         if match is None:
             return []
+        limit = max(1, min(int(limit), 200))
+        args: list[Any] = [match]
+        scope = ""
         with self._lock:
+            if session_id is not None:
+                lo, hi = self._conn.execute(
+                    "SELECT min(id), max(id) FROM messages WHERE session_id = ?",
+                    (session_id,)).fetchone()
+                if lo is None:
+                    return []
+                scope = (" AND messages_fts.rowid BETWEEN ? AND ?"
+                         " AND m.session_id = ?")
+                args += [lo, hi, session_id]
+            many = self._conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM messages_fts"
+                " JOIN messages m ON m.id = messages_fts.rowid"
+                f" WHERE messages_fts MATCH ?{scope} LIMIT ?)",
+                (*args, RANKED_MATCHES + 1)).fetchone()[0] > RANKED_MATCHES
+            order = "messages_fts.rowid DESC" if many else "rank"
             rows = self._conn.execute(
                 "SELECT m.id, m.session_id, m.role, m.created_at, s.title,"
                 " snippet(messages_fts, 0, '«', '»', '…', 12) AS snip"
                 " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
                 " JOIN sessions s ON s.id = m.session_id"
-                " WHERE messages_fts MATCH ? AND (? IS NULL OR m.session_id = ?)"
-                " ORDER BY rank LIMIT ?",
-                (match, session_id, session_id, max(1, min(int(limit), 200)))).fetchall()
+                f" WHERE messages_fts MATCH ?{scope} ORDER BY {order} LIMIT ?",
+                (*args, limit)).fetchall()
         return [SearchHit(message_id=r["id"], session_id=r["session_id"],
                           session_title=r["title"], role=r["role"], snippet=r["snip"],
                           created_at=r["created_at"]) for r in rows]

@@ -121,6 +121,7 @@ class Decoder:
         self.max_message = max_message
         self._unpacker = msgpack.Unpacker(
             raw=False,
+            read_size=min(4096, max_message),  # initial buffer: 1 MiB default x 1,000 clients adds up
             max_buffer_size=max_message,
             max_str_len=max_message,
             max_bin_len=max_message,

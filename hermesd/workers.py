@@ -4,10 +4,11 @@ The event loop never runs plugin code: sync plugin callables (``register()``, to
 callbacks, command handlers) run on a `WorkerPool` thread, async ones are awaited with a timeout.
 A sync call that times out is reported as `WorkTimeout` but its thread keeps running until the
 callable returns: Python cannot kill a thread. The pool's threads are daemon threads, so a stuck
-plugin never holds up process exit, and the pool grows up to ``max_workers`` so a few stuck
-calls do not starve the others; once every thread is stuck, new calls wait in the queue and time
-out there. This module also owns `CallShape`, the cached analysis of which keyword arguments a
-plugin callable accepts. It knows nothing about tools, hooks or plugins.
+plugin never holds up process exit. A thread whose caller gave up is abandoned and replaced (up
+to ``max_abandoned`` of them), and jobs carrying a key (the plugin owning the code) hold at most
+``per_key`` threads at once, so hanging calls of one plugin cannot starve the others. This
+module also owns `CallShape`, the cached analysis of which keyword arguments a plugin callable
+accepts. It knows nothing about tools, hooks or plugins.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import wait as futures_wait
@@ -63,45 +65,115 @@ async def bounded(awaitable: Awaitable[T], timeout: float | None) -> T:
     return task.result()
 
 
-class WorkerPool:
-    """A bounded pool of daemon threads that run plugin callables."""
+class _Job:
+    """One queued callable with its future and fairness key."""
 
-    def __init__(self, max_workers: int = 32, name: str = "hermesd-plugin") -> None:
+    __slots__ = ("future", "fn", "key", "released")
+
+    def __init__(self, future: Future[Any], fn: Callable[[], Any], key: str | None) -> None:
+        self.future = future
+        self.fn = fn
+        self.key = key
+        self.released = False
+
+
+class WorkerPool:
+    """A bounded pool of daemon threads that run plugin callables.
+
+    Two rules keep one stuck plugin from starving everyone else:
+
+    * **Abandonment.** When a caller gives up on a call (timeout or cancellation) whose callable
+      is still running, its thread is *abandoned*: it stops counting against ``max_workers`` and
+      exits once the callable returns, and a replacement thread can start at once. At most
+      ``max_abandoned`` threads are abandoned at a time; past that, stuck threads keep their
+      slots (memory stays bounded, the pool degrades to queueing).
+    * **Per-key fairness.** Jobs submitted with a ``key`` (a plugin key, ``builtin``) hold at most
+      ``per_key`` threads at once; further jobs of that key wait in their own line, so one key
+      can never take every thread.
+    """
+
+    def __init__(self, max_workers: int = 32, name: str = "hermesd-plugin", *,
+                 per_key: int | None = None, max_abandoned: int = 256) -> None:
         if max_workers < 1:
             raise ValueError("max_workers must be at least 1")
         self.max_workers = max_workers
+        self.per_key = max(1, per_key if per_key is not None else max_workers // 2)
+        self.max_abandoned = max_abandoned
         self._name = name
-        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
-            queue.SimpleQueue()
-        )
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads: set[threading.Thread] = set()
+        self._abandoned: set[threading.Thread] = set()
+        self._running: dict[Future[Any], tuple[threading.Thread, _Job]] = {}
+        self._key_active: dict[str, int] = {}
+        self._key_waiting: dict[str, deque[_Job]] = {}
+        self._queued = 0
         self._idle = 0
         self._counter = 0
         self._closed = False
 
-    def submit(self, fn: Callable[[], T]) -> Future[T]:
-        """Queue a zero-argument callable; it runs in the caller's contextvars context."""
+    def submit(self, fn: Callable[[], T], key: str | None = None) -> Future[T]:
+        """Queue a zero-argument callable; it runs in the caller's contextvars context.
+
+        With a ``key``, at most `per_key` jobs of that key run (or wait for a thread) at once.
+        """
         if self._closed:
             raise RuntimeError("worker pool is shut down")
         future: Future[T] = Future()
         context = contextvars.copy_context()
-        self._jobs.put((future, functools.partial(context.run, fn)))
+        job = _Job(future, functools.partial(context.run, fn), key)
         with self._lock:
-            if self._idle == 0 and len(self._threads) < self.max_workers:
-                self._counter += 1
-                thread = threading.Thread(
-                    target=self._work, name=f"{self._name}-{self._counter}", daemon=True
-                )
-                self._threads.add(thread)
-                thread.start()
+            if key is not None and self._key_active.get(key, 0) >= self.per_key:
+                waiting = self._key_waiting.setdefault(key, deque())
+                if len(waiting) >= 64:  # a key stuck for good: drop callers that gave up
+                    kept = [j for j in waiting if not j.future.cancelled()]
+                    waiting.clear()
+                    waiting.extend(kept)
+                waiting.append(job)
+                return future
+            if key is not None:
+                self._key_active[key] = self._key_active.get(key, 0) + 1
+            self._enqueue_locked(job)
         return future
+
+    def _enqueue_locked(self, job: _Job) -> None:
+        self._queued += 1
+        self._jobs.put(job)
+        if self._idle < self._queued and len(self._threads) < self.max_workers:
+            self._counter += 1
+            thread = threading.Thread(
+                target=self._work, name=f"{self._name}-{self._counter}", daemon=True
+            )
+            self._threads.add(thread)
+            self._idle += 1  # counted idle until it takes its first job
+            thread.start()
+
+    def _release_locked(self, job: _Job) -> None:
+        """``job`` no longer holds a slot of its key: let the next waiting job of that key in."""
+        if job.released or job.key is None:
+            return
+        job.released = True
+        left = self._key_active.get(job.key, 1) - 1
+        waiting = self._key_waiting.get(job.key)
+        if waiting:
+            nxt = waiting.popleft()
+            if not waiting:
+                del self._key_waiting[job.key]
+            left += 1
+            self._enqueue_locked(nxt)
+        if left > 0:
+            self._key_active[job.key] = left
+        else:
+            self._key_active.pop(job.key, None)
 
     def _work(self) -> None:
         me = threading.current_thread()
+        first = True
         while True:
-            with self._lock:
-                self._idle += 1
+            if not first:
+                with self._lock:
+                    self._idle += 1
+            first = False
             try:
                 job = self._jobs.get(timeout=_IDLE_EXIT_SECONDS)
                 timed_out = False
@@ -114,32 +186,75 @@ class WorkerPool:
                 if job is None:
                     self._threads.discard(me)
                     return
-            future, fn = job
-            if not future.set_running_or_notify_cancel():
+                self._queued -= 1
+                runs = job.future.set_running_or_notify_cancel()
+                if runs:
+                    self._running[job.future] = (me, job)
+                else:
+                    self._release_locked(job)
+            if not runs:
                 continue
             try:
-                result = fn()
+                result = job.fn()
             except Exception as exc:  # noqa: BLE001 - handed to the waiter
-                future.set_exception(exc)
+                job.future.set_exception(exc)
             except BaseException as exc:  # noqa: BLE001
                 # SystemExit & co. from plugin code mean nothing in a worker thread; re-raised
                 # in the waiter they would stop the daemon. Report them as ordinary failures.
-                future.set_exception(PluginAbort(f"{type(exc).__name__}: {exc}"))
+                job.future.set_exception(PluginAbort(f"{type(exc).__name__}: {exc}"))
             else:
-                future.set_result(result)
+                job.future.set_result(result)
+            with self._lock:
+                self._running.pop(job.future, None)
+                self._release_locked(job)
+                if me in self._abandoned:  # replaced while stuck: leave quietly
+                    self._abandoned.discard(me)
+                    return
 
-    def call(self, fn: Callable[[], T], timeout: float | None) -> T:
+    def abandon(self, future: Future[Any]) -> None:
+        """The caller gave up on ``future``: cancel it if queued, else free its thread's slot."""
+        if future.cancel():
+            return
+        with self._lock:
+            running = self._running.get(future)
+            if running is None or len(self._abandoned) >= self.max_abandoned:
+                if running is not None:
+                    log.error("%d worker threads are stuck in plugin code; not replacing more",
+                              len(self._abandoned))
+                return
+            thread, job = running
+            if thread in self._abandoned:
+                return
+            self._threads.discard(thread)
+            self._abandoned.add(thread)
+            self._release_locked(job)
+            if self._idle < self._queued and len(self._threads) < self.max_workers:
+                self._counter += 1
+                spare = threading.Thread(
+                    target=self._work, name=f"{self._name}-{self._counter}", daemon=True
+                )
+                self._threads.add(spare)
+                self._idle += 1
+                spare.start()
+
+    def call(self, fn: Callable[[], T], timeout: float | None, key: str | None = None) -> T:
         """Run ``fn`` on a worker and wait for it from a thread; `WorkTimeout` past ``timeout``."""
-        future = self.submit(fn)
+        future = self.submit(fn, key)
         done, _ = futures_wait([future], timeout)
         if not done:
-            future.cancel()
+            self.abandon(future)
             raise WorkTimeout(timeout)
         return future.result()
 
-    async def run(self, fn: Callable[[], T], timeout: float | None) -> T:
+    async def run(self, fn: Callable[[], T], timeout: float | None,
+                  key: str | None = None) -> T:
         """Run ``fn`` on a worker and await it; `WorkTimeout` past ``timeout``."""
-        result: T = await bounded(asyncio.wrap_future(self.submit(fn)), timeout)
+        future = self.submit(fn, key)
+        try:
+            result: T = await bounded(asyncio.wrap_future(future), timeout)
+        except (WorkTimeout, asyncio.CancelledError):
+            self.abandon(future)
+            raise
         return result
 
     def shutdown(self) -> None:
@@ -152,9 +267,15 @@ class WorkerPool:
 
     @property
     def thread_count(self) -> int:
-        """Number of live worker threads (idle or busy)."""
+        """Number of live worker threads counted against ``max_workers`` (idle or busy)."""
         with self._lock:
             return len(self._threads)
+
+    @property
+    def abandoned_count(self) -> int:
+        """Threads given up on that are still running plugin code."""
+        with self._lock:
+            return len(self._abandoned)
 
 
 _shared: WorkerPool | None = None
@@ -185,6 +306,7 @@ async def call_bounded(
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
     timeout: float | None,
+    key: str | None = None,
 ) -> Any:
     """Call plugin code with a deadline: async awaited, sync on a worker thread.
 
@@ -195,7 +317,7 @@ async def call_bounded(
     started = time.monotonic()
     if is_async_callable(fn):
         return await bounded(fn(*args, **kwargs), timeout)
-    result = await pool.run(functools.partial(fn, *args, **kwargs), timeout)
+    result = await pool.run(functools.partial(fn, *args, **kwargs), timeout, key)
     if inspect.isawaitable(result):
         left = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
         return await bounded(result, left)

@@ -731,3 +731,19 @@ def test_config_reload_sends_later_turns_to_the_new_endpoint(
             (d.home / "config.yaml").write_text(model_config(b.url))
             c.call("config.reload")
             assert turn(c, sid, "hi again")[-1]["final_text"] == "from B"
+
+
+def test_every_event_of_a_turn_arrives_in_order_before_the_wait_answer(
+        chatd: DaemonProcess) -> None:
+    with Client.connect(chatd.socket, hello=True) as c:
+        sid = c.call("session.create")["id"]
+        result = c.call("session.send", {"session_id": sid, "message": "What is 15 * 23?",
+                                         "wait": True})
+        # the answer came last: every event is already here, without reading further
+        events = [n.params[0] for n in c.notifications(timeout=0)]
+    assert result["status"] == "completed"
+    types = [e["type"] for e in events if e["session_id"] == sid]
+    assert types[0] == "turn.started" and types[-1] == "turn.finished"
+    order = [types.index(t) for t in ("tool.started", "tool.finished", "message")]
+    assert order == sorted(order)
+    assert types.count("turn.finished") == 1

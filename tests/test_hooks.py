@@ -210,3 +210,50 @@ def test_unregister_plugin_removes_all_its_callbacks(bus: HookBus) -> None:
     assert run(bus.invoke("post_llm_call")) == ["kept"]
     assert not bus.has("pre_llm_call")
     assert bus.hooks_of("kept") == ["post_llm_call"]
+
+
+def test_sync_callbacks_of_one_invocation_share_one_worker_thread(bus: HookBus) -> None:
+    seen: list[int] = []
+    for key in "abcd":
+        bus.register(key, "pre_llm_call", lambda **kw: seen.append(threading.get_ident()))
+    run(bus.invoke("pre_llm_call"))
+    assert len(seen) == 4 and len(set(seen)) == 1
+    assert seen[0] != threading.get_ident()
+
+
+def test_each_batched_callback_gets_its_own_deadline(bus: HookBus) -> None:
+    import time
+
+    def slowish(**kw: Any) -> str:
+        time.sleep(0.2)  # three of them take 0.6 s, twice the 0.3 s timeout
+        return "done"
+
+    for key in "abc":
+        bus.register(key, "post_tool_call", slowish)
+    assert run(bus.invoke("post_tool_call")) == ["done", "done", "done"]
+
+
+def test_callback_timing_out_mid_batch_is_skipped_and_its_plugin_runs_alone_afterwards(
+        bus: HookBus, release: threading.Event, caplog: pytest.LogCaptureFixture) -> None:
+    threads: dict[str, int] = {}
+
+    def record(name: str) -> Any:
+        def callback(**kw: Any) -> str:
+            threads[name] = threading.get_ident()
+            return name
+        return callback
+
+    def hangs_once(**kw: Any) -> str:
+        threads["b"] = threading.get_ident()
+        if "hung" not in threads:
+            threads["hung"] = 1
+            release.wait(10)
+        return "b"
+
+    bus.register("a", "post_tool_call", record("a"))
+    bus.register("b", "post_tool_call", hangs_once)
+    bus.register("c", "post_tool_call", record("c"))
+    with caplog.at_level(logging.WARNING, "hermesd.hooks"):
+        assert run(bus.invoke("post_tool_call")) == ["a", "c"]
+    assert "Hook 'post_tool_call' callback hangs_once timed out after 0.3s" in caplog.messages
+    assert run(bus.invoke("post_tool_call")) == ["a", "b", "c"]  # its first call still hangs

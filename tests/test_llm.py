@@ -307,3 +307,47 @@ def test_importing_the_client_module_does_not_import_openai() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "False"
+
+
+# -- the event stream (hermesd.sse) -----------------------------------------------------------
+
+def sse(*events: str, end: str = "\n") -> str:
+    return "".join(f"data: {e}{end}{end}" for e in events)
+
+
+TEXT_CHUNK = json.dumps(chunk(content="hello"))
+STOP_CHUNK = json.dumps(chunk(finish="stop"))
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"])
+def test_event_stream_line_ends_lf_crlf_and_cr_all_work(server: ScriptedModelServer,
+                                                        end: str) -> None:
+    server.push(raw(sse(TEXT_CHUNK, STOP_CHUNK, "[DONE]", end=end),
+                    content_type="text/event-stream"))
+    done = Run(server.url)()
+    assert done.content == "hello" and done.finish_reason == "stop"
+
+
+def test_event_stream_comments_other_fields_and_split_data_lines_are_understood(
+        server: ScriptedModelServer) -> None:
+    half = 1  # after the opening brace: the joining newline is JSON whitespace
+    body = (": keep-alive comment\n\nevent: message\nid: 7\n"
+            f"data: {TEXT_CHUNK[:half]}\ndata:{TEXT_CHUNK[half:]}\n\n"
+            f"data: {STOP_CHUNK}\n\ndata: [DONE]\n\n")
+    server.push(raw(body, content_type="text/event-stream"))
+    assert Run(server.url)().content == "hello"
+
+
+def test_events_after_done_are_ignored(server: ScriptedModelServer) -> None:
+    body = sse(TEXT_CHUNK, STOP_CHUNK, "[DONE]", json.dumps(chunk(content=" more")))
+    server.push(raw(body, content_type="text/event-stream"))
+    assert Run(server.url)().content == "hello"
+
+
+def test_an_error_event_in_the_stream_is_reported_with_its_message(
+        server: ScriptedModelServer) -> None:
+    error = json.dumps({"error": {"message": "context length exceeded", "type": "invalid"}})
+    server.push(raw(sse(TEXT_CHUNK, error), content_type="text/event-stream"))
+    with pytest.raises(ModelRequestFailed, match="context length exceeded"):
+        Run(server.url, max_retries=0)()
+

@@ -71,4 +71,10 @@ CREATE TABLE approvals (
 );
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3]
+# v4: deleting a session sets its forks' parent_id to NULL; without an index on parent_id that
+# foreign-key action scans every session on each delete. Partial: most sessions have no parent.
+_V4 = """
+CREATE INDEX sessions_by_parent ON sessions(parent_id) WHERE parent_id IS NOT NULL;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]

@@ -155,10 +155,10 @@ class PluginManager:
             if asyncio.iscoroutine(result):
                 asyncio.run(result)
 
-        future = self._pool.submit(work)
+        future = self._pool.submit(work, f"load:{record.key}")
         done, _ = futures_wait([future], self.load_timeout)
         if not done:
-            future.cancel()
+            self._pool.abandon(future)
             self._fail(candidate, record, ctx, TimeoutError(
                 f"register() did not finish within {self.load_timeout:g}s"))
             return

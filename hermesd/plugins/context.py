@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hermesd import redact
 from hermesd.commands import CommandRegistry
 from hermesd.hooks import HookBus
 from hermesd.plugins.manifest import Manifest, PluginRecord, RejectedTool
@@ -204,7 +205,8 @@ class PluginContext:
             log.warning("inject_message from plugin '%s': no active session", self.plugin_name)
             return False
         try:
-            return bool(injector(content, role))
+            # plugin text bound for the model and the history: secrets never go along
+            return bool(injector(redact.redact(str(content)), role))
         except Exception:
             log.exception("inject_message from plugin '%s' failed", self.plugin_name)
             return False

@@ -93,12 +93,33 @@ def _validate(folder: Path, fallback_name: str) -> Manifest:
         manifest = parse_manifest(manifest_file, default_name=fallback_name)
     except (ManifestError, OSError, UnicodeDecodeError) as exc:
         raise InstallError(f"{manifest_file.name} does not parse: {exc}") from None
-    if not _NAME.match(manifest.name):
+    if not _NAME.fullmatch(manifest.name):
         raise InstallError(f"plugin name '{manifest.name}' must be letters, digits, '.', '_' "
                            "or '-'")
     if not (folder / "__init__.py").is_file():
         raise InstallError("not a plugin: no __init__.py in the source")
     return manifest
+
+
+def _refuse_escaping_links(tree: Path) -> None:
+    """Refuse a source holding a symlink that leads out of it (e.g. ``data -> /etc``).
+
+    Links inside the tree are kept. Checked on the staged copy, so relative links are judged
+    where they will live.
+    """
+    root = tree.resolve()
+    for folder, dirs, files in os.walk(tree):
+        for name in (*dirs, *files):
+            path = Path(folder, name)
+            if not path.is_symlink():
+                continue
+            try:
+                inside = path.resolve().is_relative_to(root)
+            except (OSError, RuntimeError):  # a symlink loop
+                inside = False
+            if not inside:
+                raise InstallError(f"the source has a symlink that points outside it: "
+                                   f"{path.relative_to(tree)} -> {os.readlink(path)}")
 
 
 def install(plugins_dir: Path, source: str, *, force: bool = False) -> Installed:
@@ -114,6 +135,7 @@ def install(plugins_dir: Path, source: str, *, force: bool = False) -> Installed
         else:
             git(["clone", "--quiet", "--", where, str(tree)])
         fallback = re.sub(r"\.git$", "", where.rstrip("/").rsplit("/", 1)[-1]) or "plugin"
+        _refuse_escaping_links(tree)
         manifest = _validate(tree, fallback)
         target = plugins_dir / manifest.name
         replaced = target.exists() or target.is_symlink()

@@ -39,6 +39,7 @@ DEFAULT_TOOL_TIMEOUT = 120.0
 DEFAULT_RESULT_BUDGET = 100_000
 DEFAULT_CHECK_TTL = 30.0
 DEFAULT_CHECK_TIMEOUT = 5.0
+_PRECLIP_MARGIN = 65_536  # characters kept past the budget before redacting a huge result
 
 ToolSource = Literal["model", "client", "plugin"]
 #: ``(tool_name, args, session_id[, asked=message, rule_key=key]) -> block message or None``;
@@ -340,7 +341,7 @@ class ToolRegistry:
                 error_type, error_message = "blocked", block
             else:
                 result, status, error_type, error_message = await self._run(entry, args, ids)
-        result = self._clip(self._redact(result))
+        result = self._redact_and_clip(result)
         duration_ms = int((time.monotonic() - started) * 1000)
         log.debug("tool %s (%s) for session %s: %s in %d ms", name, source, session_id or "-",
                   status, duration_ms)
@@ -353,7 +354,7 @@ class ToolRegistry:
             "transform_tool_result", tool_name=name, args=args, result=result, **ids,
             duration_ms=duration_ms, status=status,
         )
-        return result if replaced is None else self._clip(replaced)
+        return result if replaced is None else self._redact_and_clip(replaced)
 
     async def _approve(self, name: str, args: dict[str, Any], session_id: str,
                        asked: str | None, rule_key: str | None) -> str | None:
@@ -372,7 +373,8 @@ class ToolRegistry:
         offered = {k: ids[k] for k in ("task_id", "session_id", "tool_call_id")}
         try:
             value = await call_bounded(self._pool, entry.handler, (dict(args),),
-                                       entry.shape.select(offered), self.timeout)
+                                       entry.shape.select(offered), self.timeout,
+                                       f"tool:{entry.owner}")
         except WorkTimeout:
             message = f"Tool '{entry.name}' timed out after {self.timeout:g}s"
             log.warning("%s (its thread, if any, keeps running)", message)
@@ -407,11 +409,27 @@ class ToolRegistry:
             log.exception("Redactor failed; withholding the tool result")
             return error_result("Tool result withheld: redaction failed")
 
-    def _clip(self, result: str) -> str:
+    def _redact_and_clip(self, result: str) -> str:
+        """Redact, then cut to the budget; a huge result is cut *before* redaction too.
+
+        Redacting 50 MB on the loop would stall the daemon for seconds, so only a head of
+        ``2 × budget + margin`` characters is redacted; a secret cut in half at the end of that
+        head is at least ``margin`` characters past the budget, so it never reaches the model.
+        If redaction shrank the head too much for that to hold, the whole text is redacted.
+        """
+        limit = 2 * self.result_budget + _PRECLIP_MARGIN
+        if len(result) <= limit:
+            return self._clip(self._redact(result))
+        head = self._redact(result[:limit])
+        if len(head) >= self.result_budget + _PRECLIP_MARGIN:
+            return self._clip(head, dropped=len(result) - limit)
+        return self._clip(self._redact(result))
+
+    def _clip(self, result: str, dropped: int = 0) -> str:
         budget = self.result_budget
         if len(result) <= budget:
             return result
-        cut = len(result) - budget
+        cut = len(result) - budget + dropped
         return (f"{result[:budget]}\n\n[truncated: {cut} more characters; tool results are "
                 f"limited to {budget} characters]")
 

@@ -1,0 +1,124 @@
+"""A full disk and a read-only state directory: clear errors, the daemon keeps serving, no
+corruption.
+
+HERMES_HOME is a small tmpfs mounted for the test (the suite runs as root in CI and in the dev
+container); where mounting is not permitted the tests are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from hermesd.protocol import Codes, RpcError
+from tests.support.daemon import DaemonProcess, daemon_env, short_tmpdir, start_daemon
+from tests.support.modelserver import ScriptedModelServer
+from tests.support.reliability import (
+    db_report,
+    fill_disk,
+    model_config,
+    mount_tmpfs,
+    remount,
+    turn_rules,
+    unmount,
+)
+
+
+@pytest.fixture
+def small_home() -> Iterator[Path]:
+    """An empty 8 MiB tmpfs to use as HERMES_HOME."""
+    home = short_tmpdir("rs-") / "home"
+    why = mount_tmpfs(home, "8m") if os.geteuid() == 0 else "not root"
+    if why is not None:
+        pytest.skip(f"cannot mount a tmpfs here ({why}); see docs/reliability.md")
+    yield home
+    unmount(home)
+
+
+@pytest.fixture
+def model() -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer(rules=turn_rules()) as server:
+        yield server
+
+
+def _fill_until_refused(daemon: DaemonProcess, sid: str) -> RpcError:
+    """Store ever larger messages until the store refuses one; return that error."""
+    big = "x" * 200_000
+    with daemon.client() as c:
+        for _ in range(60):
+            try:
+                c.call("session.create", {"title": big[:200]})
+                result = c.call("session.send", {"session_id": sid, "wait": True,
+                                                 "message": f"echo full {big}"}, timeout=30)
+            except RpcError as exc:
+                return exc
+            assert result["status"] == "completed" or "full" in (result["error"] or ""), result
+    raise AssertionError("the store never reported the full disk")
+
+
+def test_full_disk_gives_a_clear_error_and_works_again_once_space_is_freed(
+        start: Callable[..., DaemonProcess], small_home: Path, model: ScriptedModelServer) -> None:
+    daemon = start(small_home, config=model_config(model.url))
+    with daemon.client() as c:
+        sid = c.call("session.create", {"title": "before"})["id"]
+        assert c.call("session.send", {"session_id": sid, "message": "echo before",
+                                       "wait": True})["status"] == "completed"
+    filler = small_home / "filler"
+    fill_disk(filler)
+    error = _fill_until_refused(daemon, sid)
+    assert error.code == Codes.STORAGE_UNAVAILABLE, error.to_wire()
+    assert "full" in error.message and error.data == {"reason": "full"}
+    print(f"\nfull disk: {error.code}: {error.message}")
+    with daemon.client() as c:
+        result = c.call("session.send", {"session_id": sid, "message": "echo refused",
+                                         "wait": True}, timeout=30)
+        assert result["status"] == "failed" and "disk" in result["error"], result
+        print(f"turn on a full disk: {result['error']}")
+        assert c.call("ping")["pong"] is True
+        assert c.call("session.get", {"session_id": sid})["title"] == "before"
+    filler.unlink()
+    with daemon.client() as c:
+        new = c.call("session.create", {"title": "after"})["id"]
+        result = c.call("session.send", {"session_id": new, "message": "echo after",
+                                         "wait": True}, timeout=30)
+        assert result["status"] == "completed", result
+    assert daemon.stop() == 0
+    report = db_report(small_home / "state.db")
+    assert report["integrity"] == "ok" and report["fts"] == "ok", report
+    assert report["bad_counters"] == 0 and report["messages"] == report["fts_rows"], report
+
+
+def _start_failing(home: Path) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "hermesd", "--socket", str(short_tmpdir("hr-") / "s.sock")]
+    if os.geteuid() == 0:
+        argv.append("--allow-root")
+    return subprocess.run(argv, env=daemon_env(home), capture_output=True, text=True,
+                          timeout=30, check=False)
+
+
+def test_read_only_state_dir_at_start_is_a_clear_error_and_exit_status_73(
+        small_home: Path) -> None:
+    daemon = start_daemon(small_home)
+    with daemon.client() as c:
+        sid = c.call("session.create", {"title": "kept"})["id"]
+    assert daemon.stop() == 0
+    remount(small_home, "ro")
+    try:
+        done = _start_failing(small_home)
+    finally:
+        remount(small_home, "rw")
+    assert done.returncode == 73, done.stderr
+    assert "state.db" in done.stderr and "read-only" in done.stderr.lower(), done.stderr
+    assert "Traceback" not in done.stderr
+    print(f"\nread-only: exit {done.returncode}: {done.stderr.strip()}")
+    daemon = start_daemon(small_home)
+    try:
+        assert daemon.call("session.get", {"session_id": sid})["title"] == "kept"
+    finally:
+        daemon.stop()
+

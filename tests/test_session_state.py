@@ -1,0 +1,71 @@
+"""Per-session state in SessionService is dropped when it no longer applies (no slow leaks).
+
+These check the service's own tables, which no RPC exposes; the daemon-level figure (RSS over
+10,000 turns with sessions created and deleted) is bench/memory.py's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from hermesd.hooks import HookBus
+from hermesd.rpc import Call
+from hermesd.sessions import SessionService
+from hermesd.store import SessionStore
+
+
+class Conn:
+    """The part of a connection the session service touches."""
+
+    def __init__(self) -> None:
+        self.notes: list[tuple[str, Any]] = []
+
+    def notify(self, method: str, params: Any) -> None:
+        self.notes.append((method, params))
+
+
+def service(tmp_path: Path) -> SessionService:
+    return SessionService(SessionStore(tmp_path / "state.db"), agent=None,  # type: ignore[arg-type]
+                          hooks=HookBus())
+
+
+def test_reset_drops_the_old_session_from_the_attachment_table(tmp_path: Path) -> None:
+    svc = service(tmp_path)
+    conn = Conn()
+    call = Call(conn=conn, msgid=1, method="session.create")  # type: ignore[arg-type]
+
+    async def run() -> tuple[str, str]:
+        old = (await svc.rpc_create(call, {}))["id"]
+        new = (await svc.rpc_reset(call, {"session_id": old}))["id"]
+        return old, new
+
+    try:
+        old, new = asyncio.run(run())
+        assert old not in svc.attached
+        assert svc.attached[new] == {conn}
+    finally:
+        svc.store.close()
+
+
+def test_deleting_a_session_forgets_its_state_elsewhere(tmp_path: Path) -> None:
+    svc = service(tmp_path)
+    forgotten: list[str] = []
+    svc.on_forget = forgotten.append
+    conn = Conn()
+    call = Call(conn=conn, msgid=1, method="session.create")  # type: ignore[arg-type]
+
+    async def run() -> str:
+        sid = (await svc.rpc_create(call, {}))["id"]
+        await svc.rpc_delete(call, {"session_id": sid})
+        return sid
+
+    try:
+        sid = asyncio.run(run())
+        assert forgotten == [sid]
+        assert sid not in svc.attached
+        assert conn.notes[-1][1][0] == {"type": "session.deleted", "session_id": sid}
+    finally:
+        svc.store.close()
+
