@@ -166,6 +166,8 @@ class SocketServer:
         self.activated = False
         self._owns_file = False
         self._server: asyncio.AbstractServer | None = None
+        # One read buffer for every connection of this (single-loop) server; see rpc.Connection.
+        self._read_buffer = memoryview(bytearray(256 * 1024))
         self._on_close = on_close
 
     async def start(self, path: Path, mode: int, activated_fds: list[int]) -> None:
@@ -207,7 +209,8 @@ class SocketServer:
                      st.st_gid)
 
     def _new_connection(self) -> Connection:
-        return Connection(self.router, self.limits, self._admit, self._closed)
+        return Connection(self.router, self.limits, self._admit, self._closed,
+                          read_buffer=self._read_buffer)
 
     def _admit(self, conn: Connection, transport: asyncio.Transport) -> RpcError | None:
         sock: Any = transport.get_extra_info("socket")
