@@ -21,13 +21,13 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common
 from common import interleaved, machine, median, now_utc, write_section
+
 from plugins import PLUGINS, Start, write_plugins
 
 MODEL = "model:\n  provider: custom\n  base_url: http://127.0.0.1:9/v1\n  default: bench-model\n"

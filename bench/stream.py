@@ -18,7 +18,6 @@ import datetime
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 

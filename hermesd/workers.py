@@ -68,7 +68,7 @@ async def bounded(awaitable: Awaitable[T], timeout: float | None) -> T:
 class _Job:
     """One queued callable with its future and fairness key."""
 
-    __slots__ = ("future", "fn", "key", "released")
+    __slots__ = ("fn", "future", "key", "released")
 
     def __init__(self, future: Future[Any], fn: Callable[[], Any], key: str | None) -> None:
         self.future = future

@@ -275,9 +275,8 @@ def test_tool_returning_a_non_string_gets_a_contract_error(hostile: DaemonProces
 
 
 def test_tool_returning_50_mb_is_cut_to_the_budget(hostile: DaemonProcess) -> None:
-    with PingProbe(hostile, "tool returns 50 MB"):
-        with hostile.client(timeout=30) as c:
-            result = c.call("tools.call", {"name": "fifty_mb"})["result"]
+    with PingProbe(hostile, "tool returns 50 MB"), hostile.client(timeout=30) as c:
+        result = c.call("tools.call", {"name": "fifty_mb"})["result"]
     assert result.startswith("x" * 5000 + "\n\n[truncated: ")
     assert len(result) < 6000
     others_unaffected(hostile)
