@@ -278,22 +278,7 @@ class HookBus:
             if batch:
                 results += await self._run_batch(hook_name, batch)
                 batch = []
-            try:
-                value = await call_bounded(self._pool, entry.fn, (), chosen, self.timeout,
-                                           f"hook:{entry.plugin_key}")
-            except WorkTimeout:
-                log.warning(
-                    "Hook '%s' callback %s timed out after %gs", hook_name, entry.name,
-                    self.timeout,
-                )
-                results.append(HookOutcome(entry.plugin_key, entry.name, timed_out=True))
-            except Exception as exc:
-                log.warning("Hook '%s' callback %s raised: %s", hook_name, entry.name, exc)
-                log.debug("Traceback of hook '%s' callback %s", hook_name, entry.name,
-                          exc_info=True)
-                results.append(HookOutcome(entry.plugin_key, entry.name, failed=True))
-            else:
-                results.append(HookOutcome(entry.plugin_key, entry.name, value))
+            results += await self._one_by_one(hook_name, [(entry, chosen)])
         if batch:
             results += await self._run_batch(hook_name, batch)
         return results
@@ -360,6 +345,8 @@ class HookBus:
                 results.append(HookOutcome(entry.plugin_key, entry.name, timed_out=True))
             except Exception as exc:
                 log.warning("Hook '%s' callback %s raised: %s", hook_name, entry.name, exc)
+                log.debug("Traceback of hook '%s' callback %s", hook_name, entry.name,
+                          exc_info=True)
                 results.append(HookOutcome(entry.plugin_key, entry.name, failed=True))
             else:
                 results.append(HookOutcome(entry.plugin_key, entry.name, value))
