@@ -32,6 +32,17 @@ def daemon(start: Callable[..., DaemonProcess]) -> DaemonProcess:
     return start()
 
 
+@pytest.fixture(autouse=True)
+def _clean_model_script(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that fails midway must not leave scripted model steps for the next one."""
+    # Taken before the test runs, so the model server is torn down after this fixture.
+    model = request.getfixturevalue("model") if "model" in request.fixturenames else None
+    yield
+    clear = getattr(model, "clear_script", None)
+    if clear is not None:
+        clear()
+
+
 @pytest.fixture(scope="module")
 def shared_daemon() -> Iterator[DaemonProcess]:
     """One hermesd for every test of a module (for property tests with many examples)."""

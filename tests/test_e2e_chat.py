@@ -26,6 +26,7 @@ from tests.support.modelserver import (
     call_tools,
     cut_stream,
     http_error,
+    model_config,
     reply,
     tool_call,
 )
@@ -83,12 +84,6 @@ GUIDE_PROMPTS = [
 ]
 
 
-def model_config(url: str, **model: Any) -> str:
-    lines = ["model:", f"  base_url: {url}", "  default: scripted-model"]
-    lines += [f"  {k}: {v}" for k, v in model.items()]
-    return "\n".join(lines) + "\n"
-
-
 @pytest.fixture(scope="module")
 def model() -> Iterator[ScriptedModelServer]:
     with ScriptedModelServer(rules=calculator_rules) as server:
@@ -104,15 +99,6 @@ def chatd(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     yield daemon
     daemon.stop()
 
-
-@pytest.fixture(autouse=True)
-def _clean_script(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A test that fails midway must not leave scripted steps for the next one."""
-    yield
-    if "model" in request.fixturenames:
-        model = request.getfixturevalue("model")
-        with model._lock:
-            model.steps.clear()
 
 
 def hermesctl(d: DaemonProcess, *args: str, input: str | None = "",

@@ -14,7 +14,7 @@ import pytest
 
 from hermesd.protocol import Codes, RpcError
 from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir, start_daemon
-from tests.support.modelserver import ScriptedModelServer, calculator_rules
+from tests.support.modelserver import ScriptedModelServer, calculator_rules, model_config
 
 
 @pytest.fixture(scope="module")
@@ -23,13 +23,9 @@ def model() -> Iterator[ScriptedModelServer]:
         yield server
 
 
-def config(url: str) -> str:
-    return f"model:\n  base_url: {url}\n  default: scripted-model\n"
-
-
 @pytest.fixture(scope="module")
 def d(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
-    daemon = start_daemon(short_tmpdir(), config=config(model.url))
+    daemon = start_daemon(short_tmpdir(), config=model_config(model.url))
     yield daemon
     daemon.stop()
 
@@ -69,7 +65,7 @@ def test_list_for_people_shows_id_count_and_title(d: DaemonProcess, calc_session
 
 def test_list_pages_newest_first_with_a_cursor(start: Callable[..., DaemonProcess],
                                                model: ScriptedModelServer) -> None:
-    fresh = start(config=config(model.url))
+    fresh = start(config=model_config(model.url))
     ids = [fresh.call("session.create", {"title": f"s{i}"})["id"] for i in range(5)]
     first = fresh.call("session.list", {"limit": 2})
     assert [s["id"] for s in first["sessions"]] == ids[::-1][:2]

@@ -29,6 +29,7 @@ from tests.support.modelserver import (
     cut_stream,
     empty_choices,
     http_error,
+    model_config,
     raw,
     reply,
     tool_call,
@@ -39,9 +40,7 @@ MAX_ITERATIONS = 4
 
 def config(url: str, **model: Any) -> str:
     settings = {"timeout": 3, "max_retries": 2, "retry_max_wait": 0.05, **model}
-    lines = ["model:", f"  base_url: {url}", "  default: scripted-model"]
-    lines += [f"  {k}: {v}" for k, v in settings.items()]
-    return "\n".join(lines) + f"\nagent:\n  max_iterations: {MAX_ITERATIONS}\n"
+    return model_config(url, **settings) + f"agent:\n  max_iterations: {MAX_ITERATIONS}\n"
 
 
 @pytest.fixture(scope="module")
@@ -56,14 +55,6 @@ def modeld(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     yield daemon
     daemon.stop()
 
-
-@pytest.fixture(autouse=True)
-def _clean_script(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    if "model" in request.fixturenames:
-        server = request.getfixturevalue("model")
-        with server._lock:
-            server.steps.clear()
 
 
 def turn(c: Client, sid: str, message: str, timeout: float = 30) -> list[dict[str, Any]]:

@@ -109,6 +109,14 @@ def empty_choices(**kw: Any) -> Step:
     return Step(empty_choices=True, **kw)
 
 
+def model_config(url: str, **model: Any) -> str:
+    """config.yaml text pointing hermesd at the model server at ``url``; ``model`` adds
+    ``model.*`` settings (timeout, max_retries, ...)."""
+    lines = ["model:", f"  base_url: {url}", "  default: scripted-model"]
+    lines += [f"  {k}: {v}" for k, v in model.items()]
+    return "\n".join(lines) + "\n"
+
+
 class ScriptedModelServer:
     """OpenAI-compatible ``/v1/chat/completions`` answering from a script or a rule."""
 
@@ -144,6 +152,11 @@ class ScriptedModelServer:
         """Append steps to the script."""
         with self._lock:
             self.steps.extend(steps)
+
+    def clear_script(self) -> None:
+        """Drop scripted steps that were not used (a test that failed midway left them)."""
+        with self._lock:
+            self.steps.clear()
 
     @property
     def last_request(self) -> dict[str, Any]:

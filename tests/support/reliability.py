@@ -21,6 +21,7 @@ from hermesctl.client import Client
 from hermesd.protocol import RpcError
 from hermesd.store import SessionStore
 from tests.support.modelserver import Step, call_tools, reply, tool_call
+from tests.support.modelserver import model_config as _server_config
 
 # A plugin with one tool that sleeps in its worker thread: tool calls stay in flight.
 SLOW_PLUGIN = '''
@@ -41,8 +42,8 @@ _WORD = re.compile(r"^(\w+)\s+(\S+)\s*(.*)$", re.DOTALL)
 
 def model_config(url: str, extra: str = "") -> str:
     """config.yaml pointing at a scripted model server, plus ``extra`` YAML lines."""
-    return (f"model:\n  base_url: {url}\n  default: scripted-model\n  timeout: 30\n"
-            f"  max_retries: 0\nterminal:\n  cwd: /tmp\n{extra}")
+    return (_server_config(url, timeout=30, max_retries=0)
+            + f"terminal:\n  cwd: /tmp\n{extra}")
 
 
 def turn_rules(*, delay: float = 0.0, slow_seconds: float = 30.0,
