@@ -202,3 +202,28 @@ def test_any_msgpack_object_gets_an_answer_or_is_ignored(shared_daemon, obj: Any
         assert reply[2] is None
     finally:
         peer.close()
+
+
+def test_every_wrong_typed_parameter_of_every_method_gets_invalid_params(daemon) -> None:
+    """Unsafe methods included: validation rejects a wrong type before any handler runs."""
+    from hermesd.protocol import Codes, Param
+
+    peer = RawPeer(daemon.socket, timeout=10)
+    sent: dict[int, str] = {}
+    msgid = 1
+    for name, spec in sorted(METHODS.items()):
+        for p in spec.params:
+            for value in WRONG_VALUES:
+                if Param(p.name, p.type, nullable=True).check(value) is None:
+                    continue  # a value of the right type: not what this test is about
+                peer.send([0, msgid, name, [{p.name: value}]])
+                sent[msgid] = f"{name}.{p.name}={value!r:.30}"
+                msgid += 1
+    wrong: list[str] = []
+    while sent:
+        kind, rid, err, _ = peer.recv()
+        label = sent.pop(rid)
+        if kind != 1 or err is None or err["code"] != Codes.INVALID_PARAMS:
+            wrong.append(f"{label} -> {err}")
+    assert wrong == []
+    assert daemon.alive() and daemon.call("ping")["pong"]
