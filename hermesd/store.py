@@ -326,6 +326,9 @@ def migrate(conn: sqlite3.Connection) -> int:
     return len(MIGRATIONS)
 
 
+MAX_TITLE = 200
+
+
 class SessionStore:
     """Sessions, messages, search and usage counters in one SQLite file."""
 
@@ -441,8 +444,10 @@ class SessionStore:
         return int(row[0]) if row else 0
 
     def rename(self, session_id: str, title: str) -> SessionInfo:
-        """Set the title (whitespace collapsed; empty clears it)."""
+        """Set the title (whitespace collapsed; empty clears it; at most MAX_TITLE characters)."""
         clean = " ".join(title.split()) or None
+        if clean is not None and len(clean) > MAX_TITLE:
+            raise ValueError(f"a title may have at most {MAX_TITLE} characters, not {len(clean)}")
         with self._tx() as db:
             if db.execute("UPDATE sessions SET title = ?, updated_at = ? WHERE id = ?",
                           (clean, time.time(), session_id)).rowcount == 0:

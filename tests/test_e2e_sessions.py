@@ -113,6 +113,18 @@ def test_rename_sets_the_title(d: DaemonProcess) -> None:
     assert d.call("session.get", {"session_id": sid})["title"] == "Renamed chat"
 
 
+def test_overlong_title_is_refused_and_the_old_one_kept(d: DaemonProcess) -> None:
+    sid = chat(d, "keep my title")
+    d.call("session.rename", {"session_id": sid, "title": "Short"})
+    with pytest.raises(RpcError) as err:
+        d.call("session.rename", {"session_id": sid, "title": "x" * 100_000})
+    assert err.value.code == Codes.INVALID_PARAMS and "at most 200" in err.value.message
+    with pytest.raises(RpcError) as err:
+        d.call("command.run", {"line": "/title " + "y" * 500, "session_id": sid})
+    assert "at most 200" in err.value.message
+    assert d.call("session.get", {"session_id": sid})["title"] == "Short"
+
+
 def test_delete_removes_the_session_and_its_messages(d: DaemonProcess) -> None:
     sid = chat(d, "delete me soon, platypus")
     result = hermesctl(d, "sessions", "delete", sid)
