@@ -10,6 +10,7 @@ transport and knows nothing about sessions, plugins or systemd.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import itertools
 import logging
@@ -21,6 +22,11 @@ from . import wire
 from .protocol import METHODS, Codes, MethodSpec, RpcError
 
 log = logging.getLogger("hermesd.rpc")
+
+#: The connection whose request is being handled; tasks a handler starts inherit it (a turn
+#: started by session.send, a tool call from tools.call), so a service can ask that client.
+current_connection: contextvars.ContextVar[Connection | None] = contextvars.ContextVar(
+    "hermesd_current_connection", default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +218,11 @@ class Connection(asyncio.BufferedProtocol):
             if is_async and len(self._tasks) >= self.limits.max_inflight:
                 raise self._too_many()
             call = Call(self, req.msgid, req.method)
-            pending = handler(call, params)
+            token = current_connection.set(self)
+            try:
+                pending = handler(call, params)
+            finally:
+                current_connection.reset(token)
             if not is_async:
                 if not inspect.isawaitable(pending):
                     self._reply(req.msgid, None, pending)
@@ -228,7 +238,9 @@ class Connection(asyncio.BufferedProtocol):
             log.exception("method %s failed", req.method)
             self._send(wire.pack_response(req.msgid, _internal(req.method), None))
             return
+        token = current_connection.set(self)  # the task copies the context it is created in
         task = asyncio.get_running_loop().create_task(self._run(req, pending))
+        current_connection.reset(token)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -65,7 +65,7 @@ def wire_services(daemon: Daemon) -> None:
         reload_plugins=admin.reload_plugins, timeout=cfg.get("commands.timeout"),
         cli_timeout=cfg.get("commands.cli_timeout")))
     host.commands.reserve_cli_names(hermesctl_subcommands())
-    # Last, so its bind() can wrap tools.call and command.run, and it stops first.
+    # Last, so it stops first (pending approvals are answered before the others stop).
     approvals = ApprovalService(broker, home, secrets_count=secrets.count)
     daemon.services.append(approvals)
     for service in daemon.services:

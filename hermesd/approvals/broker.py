@@ -17,7 +17,6 @@ the call waits up to ``approvals.timeout`` and is then denied. RPC translation l
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import fnmatch
 import json
 import logging
@@ -32,7 +31,7 @@ from typing import Any
 from hermesd import redact, wire
 from hermesd.approvals import patterns
 from hermesd.hooks import HookBus
-from hermesd.rpc import Connection
+from hermesd.rpc import Connection, current_connection
 from hermesd.store import SessionStore
 
 log = logging.getLogger("hermesd.approvals")
@@ -48,9 +47,6 @@ TIMEOUT_TEXT = "BLOCKED: Command timed out without user response." + _NOT_CONSEN
 STOPPED_TEXT = ("BLOCKED: hermesd stopped before the user answered; the approval was "
                 "recorded as denied." + _NOT_CONSENTED)
 
-#: The connection whose ``tools.call`` is running (set by the service), asked as well.
-asking_connection: contextvars.ContextVar[Connection | None] = contextvars.ContextVar(
-    "hermesd_asking_connection", default=None)
 
 
 def denied_text(reason: str | None = None) -> str:
@@ -234,8 +230,11 @@ class ApprovalBroker:
             await self.hooks.invoke("pre_approval_request", **hook_kwargs)
             log.info("approval %s: %s for session %s waits for an answer (%s)", pending.id,
                      subject.tool, session_id or "-", ", ".join(subject.keys))
-            caller = asking_connection.get()
-            for conn in [*self.attached(session_id), *([caller] if caller else [])]:
+            # The client whose request led here (tools.call, a command, session.send) is asked
+            # too, even when it is not attached: it is the one waiting.
+            caller = current_connection.get()
+            asked = [*self.attached(session_id), *([caller] if caller else [])]
+            for conn in dict.fromkeys(asked):
                 self._send_request(pending, conn)
             try:
                 choice, reason, uid = await asyncio.wait_for(

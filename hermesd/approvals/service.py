@@ -1,9 +1,8 @@
 """The ``approvals.*`` methods over an `ApprovalBroker`, and its place in the daemon's life.
 
 Translates RPC to broker calls and back (permission checks included: only the owner, root and
-``approvals.approvers`` may answer or revoke). It also wraps the ``tools.call`` handler so the
-calling connection is asked about approvals its own call needs, and ``command.run`` so
-``/approve`` and ``/deny`` (`slash_command`) know who answers. Decisions live in
+``approvals.approvers`` may answer or revoke), and ``/approve``/``/deny`` (`slash_command`),
+answered as the connection running the command (``rpc.current_connection``). Decisions live in
 ``hermesd.approvals.broker``. On config reload it also rebuilds the secret redactor
 (``hermesd.redact``) from the new ``.env``.
 """
@@ -11,32 +10,18 @@ calling connection is asked about approvals its own call needs, and ``command.ru
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
 from hermesd import redact
-from hermesd.approvals.broker import ApprovalBroker, asking_connection
+from hermesd.approvals.broker import ApprovalBroker
 from hermesd.config import load_dotenv_file
 from hermesd.protocol import Codes, RpcError
-from hermesd.rpc import Call, Handler, Router
+from hermesd.rpc import Call, Router, current_connection
 
 log = logging.getLogger("hermesd.approvals.service")
-
-
-def _as_caller(handler: Handler) -> Handler:
-    """``handler`` run with `asking_connection` set to the calling connection."""
-    async def wrapped(call: Call, params: dict[str, Any]) -> Any:
-        token = asking_connection.set(call.conn)
-        try:
-            result = handler(call, params)
-            return await result if inspect.isawaitable(result) else result
-        finally:
-            asking_connection.reset(token)
-
-    return wrapped
 
 
 class ApprovalService:
@@ -52,11 +37,6 @@ class ApprovalService:
         router.bind("approvals.respond", self.rpc_respond)
         router.bind("approvals.list", self.rpc_list)
         router.bind("approvals.revoke", self.rpc_revoke)
-        # tools.call is served by the plugin service; the caller waits on the reply, so it is
-        # the one to ask about approvals of that call (even when no session is attached).
-        # command.run likewise, so /approve and /deny know who is answering.
-        for name in ("tools.call", "command.run"):
-            router.bind(name, _as_caller(router.lookup(name)[1]))
 
     async def start(self) -> None:
         await self.broker.load()
@@ -117,7 +97,7 @@ class ApprovalService:
         pending = self.broker.pending_for(session_id or None)
         if not pending:
             return "No pending approvals."
-        conn = asking_connection.get()
+        conn = current_connection.get()
         uid = conn.peer.uid if conn is not None else None
         if not self.broker.may_answer_uid(uid):
             return "Only the daemon's owner (or a user in approvals.approvers) can answer approvals."
