@@ -11,6 +11,7 @@ Nothing here touches the network: hermesd and the baselines listen on Unix socke
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import fcntl
 import os
@@ -53,8 +54,13 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def scratch_dir(prefix: str) -> Path:
-    """A short private directory in /tmp (Unix socket paths are limited to 107 bytes)."""
-    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    """A short private directory in /tmp (Unix socket paths are limited to 107 bytes).
+
+    Removed when the script exits (SIGTERM included, see above).
+    """
+    path = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return Path(path)
 
 
 # --- processes under test ----------------------------------------------------------------------

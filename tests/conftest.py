@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
+from tests.support.daemon import DaemonProcess, remove_scratch_dirs, short_tmpdir, start_daemon
 
 
 @pytest.fixture
@@ -56,3 +56,8 @@ def shared_daemon() -> Iterator[DaemonProcess]:
 def home():
     """A short, empty HERMES_HOME."""
     return short_tmpdir()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Scratch directories (homes, sockets, repos) go with the session; HERMES_KEEP_TMP=1 keeps them."""
+    remove_scratch_dirs()

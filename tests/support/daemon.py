@@ -7,6 +7,7 @@ and waits for ``READY=1``. Every message the daemon sends there is kept for asse
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -70,9 +71,25 @@ class NotifyListener:
         self.sock.close()
 
 
+_SCRATCH: list[str] = []
+
+
 def short_tmpdir(prefix: str = "hd-") -> Path:
-    """A short private temp dir (Unix socket paths are limited to 107 bytes)."""
-    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    """A short private temp dir (Unix socket paths are limited to 107 bytes).
+
+    Removed when the test session ends (see ``remove_scratch_dirs``).
+    """
+    path = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+    _SCRATCH.append(path)
+    return Path(path)
+
+
+def remove_scratch_dirs() -> None:
+    """Remove every directory ``short_tmpdir`` made, unless HERMES_KEEP_TMP=1 asks to keep them."""
+    if os.environ.get("HERMES_KEEP_TMP") == "1":
+        return
+    while _SCRATCH:
+        shutil.rmtree(_SCRATCH.pop(), ignore_errors=True)
 
 
 def daemon_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
