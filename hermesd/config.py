@@ -61,6 +61,8 @@ SCHEMA: dict[str, Any] = {
         "timeout": _S(_num, 120.0, "seconds per model request"),
         "max_retries": _S((int,), 3, "retries for 429/5xx/connection errors"),
         "retry_max_wait": _S(_num, 30.0, "cap on one retry wait, seconds"),
+        "transport": _S((str,), "hermesd", "HTTP under the openai SDK: hermesd's lean HTTP/1.1 "
+                        "transport, or the SDK's default httpx one", ("hermesd", "httpx")),
     },
     "agent": {
         "max_iterations": _S((int,), 25, "model rounds per turn"),

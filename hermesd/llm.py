@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import inspect
+import json
 import logging
 import os
 import random
@@ -79,6 +81,7 @@ class ModelSettings:
     max_retries: int = 3
     retry_max_wait: float = 30.0
     backoff_base: float = 0.5
+    transport: str = "hermesd"
 
     @classmethod
     def from_config(cls, config: ConfigLike, env: Mapping[str, str] | None = None
@@ -93,6 +96,7 @@ class ModelSettings:
             timeout=float(config.get("model.timeout", 120.0)),
             max_retries=int(config.get("model.max_retries", 3)),
             retry_max_wait=float(config.get("model.retry_max_wait", 30.0)),
+            transport=str(config.get("model.transport") or "hermesd"),
         )
 
     def check(self) -> None:
@@ -290,6 +294,27 @@ def classify(exc: BaseException, base_url: str | None, timeout: float) -> ModelE
     return None
 
 
+def _proxied(base_url: str | None) -> bool:
+    """Whether the environment routes ``base_url`` through a proxy (hermesd's transport does
+    not speak to proxies; the SDK's default one does)."""
+    import urllib.parse
+    import urllib.request
+
+    proxies = urllib.request.getproxies_environment()
+    if not proxies or not base_url:
+        return False
+    parts = urllib.parse.urlsplit(base_url)
+    if not (proxies.get(parts.scheme) or proxies.get("all")):
+        return False
+    return not urllib.request.proxy_bypass_environment(parts.hostname or "")
+
+
+def _dumps(value: Any) -> bytes:
+    """Compact JSON as the SDK would send it (NaN refused); non-ASCII escaped, so text with
+    lone surrogates (which a model can send in JSON escapes) still encodes."""
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode("ascii")
+
+
 class ModelClient:
     """Streams chat completions with retries; one per daemon (it pools connections)."""
 
@@ -297,11 +322,14 @@ class ModelClient:
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self._settings = settings
         self._sleep = sleep
-        # SDK clients are checked out for one completion and back in after it, so each holds
-        # at most one connection: httpcore walks its whole pool (a getpeername and a poll
-        # syscall per connection) on every request and response, which with one shared pool
-        # and 100 turns at once cost more than the request itself.
+        # With hermesd's transport (hermesd.http11) one SDK client serves every completion.
+        # With the SDK's httpx transport (model.transport: httpx, or a proxy in the
+        # environment) clients are checked out for one completion and back in after it, so
+        # each holds at most one connection: httpcore walks its whole pool (a getpeername and
+        # a poll syscall per connection) on every request and response, which with one shared
+        # pool and 100 turns at once cost more than the request itself.
         self._idle: list[Any] = []
+        self._shared: Any = None  # the one client when hermesd's transport pools connections
         self._retired: list[Any] = []  # clients of an older endpoint, closed by aclose()
         self._closing: set[asyncio.Task[None]] = set()
         self._generation = 0
@@ -309,6 +337,8 @@ class ModelClient:
         self._make: Callable[[], Any] | None = None
         self._raw_response: Any = None
         self._usage_option = True
+        self._body_param = "content"
+        self._tools: tuple[Any, bytes] = (None, b"")  # the last tools list and its JSON
 
     @property
     def settings(self) -> ModelSettings:
@@ -322,7 +352,9 @@ class ModelClient:
             # requests in flight finish on their clients, which are retired when returned
             self._generation += 1
             self._retired.extend(self._idle)
-            self._idle = []
+            if self._shared is not None:
+                self._retired.append(self._shared)
+            self._idle, self._shared = [], None
             self._make = None
             self._usage_option = True
 
@@ -335,8 +367,8 @@ class ModelClient:
                 settings.check()
                 import openai  # deferred: ~0.5 s of imports the daemon only pays when chatting
 
-                http = sys.modules[openai.DefaultAsyncHttpxClient.__mro__[1].__module__
-                                   .split(".")[0]]
+                http = sys.modules[next(c for c in openai.DefaultAsyncHttpxClient.__mro__
+                                        if c.__name__ == "AsyncClient").__module__.split(".")[0]]
                 create_ssl = getattr(http, "create_ssl_context", None)  # http: httpx (a fork)
                 http_log = logging.getLogger(http.__name__)
                 if http_log.level == logging.NOTSET and not log.isEnabledFor(logging.DEBUG):
@@ -344,27 +376,46 @@ class ModelClient:
                     http_log.setLevel(logging.WARNING)
                 # One TLS context for all clients: building one reads the CA bundle (~20 ms).
                 verify: Any = create_ssl() if create_ssl is not None else True
+                lean = settings.transport == "hermesd" and not _proxied(settings.base_url)
 
                 def make() -> Any:
+                    if lean:
+                        from hermesd.http11 import Http11Transport
+
+                        http_client = openai.DefaultAsyncHttpxClient(
+                            transport=Http11Transport(verify if verify is not True else None))
+                    else:
+                        http_client = openai.DefaultAsyncHttpxClient(verify=verify)
                     return openai.AsyncOpenAI(
                         base_url=settings.base_url, api_key=settings.api_key or "not-needed",
-                        timeout=settings.timeout, max_retries=0,
-                        http_client=openai.DefaultAsyncHttpxClient(verify=verify))
+                        timeout=settings.timeout, max_retries=0, http_client=http_client)
 
+                if lean:  # one client: the transport's pool costs nothing per connection
+                    self._shared = make()
                 self._raw_response = http.Response
+                # JSON bytes go as ``content`` (openai ≥ 3) or as ``body`` (1.99 to 2.x)
+                self._body_param = ("content" if "content" in inspect.signature(
+                    openai.AsyncOpenAI.post).parameters else "body")
                 self._make = make
             return make
 
     async def _checkout(self) -> tuple[Any, int]:
-        """An idle SDK client (or a new one) and the endpoint generation it belongs to."""
+        """An SDK client for one completion and the endpoint generation it belongs to: the
+        shared one (hermesd's transport), else an idle one (or a new one)."""
+        if self._shared is not None:
+            return self._shared, self._generation
         if self._idle:
             return self._idle.pop(), self._generation
         make = self._make
         if make is None:  # never block the loop on the SDK import or on warm_up's lock
             make = await asyncio.to_thread(self._prepare)
+            if self._shared is not None:
+                return self._shared, self._generation
         return make(), self._generation
 
     def _checkin(self, client: Any, generation: int) -> None:
+        if client is self._shared:
+            return
         if generation == self._generation and len(self._idle) < MAX_IDLE_CLIENTS:
             self._idle.append(client)
         elif generation == self._generation:  # a burst above the cap: close the spare
@@ -384,9 +435,25 @@ class ModelClient:
 
     async def aclose(self) -> None:
         """Close pooled connections."""
-        clients, self._idle, self._retired = self._idle + self._retired, [], []
+        clients = self._idle + self._retired + ([self._shared] if self._shared else [])
+        self._idle, self._retired, self._shared, self._make = [], [], None, None
         for client in clients:
             await client.close()
+
+    def _encode(self, payload: dict[str, Any]) -> bytes:
+        """The request body; the tools list (the same, or an equal one, every round of every
+        turn until plugins change) is encoded once."""
+        parts = []
+        for key, value in payload.items():
+            if key == "tools":
+                last, encoded = self._tools
+                if value is not last and value != last:
+                    encoded = _dumps(value)
+                self._tools = (value, encoded)
+                parts.append(b'"tools":' + encoded)
+            else:
+                parts.append(_dumps(key) + b":" + _dumps(value))
+        return b"{" + b",".join(parts) + b"}"
 
     def _delay(self, attempt: int, error: ModelError) -> float:
         cap = self.settings.retry_max_wait
@@ -461,12 +528,14 @@ class ModelClient:
             payload["stream_options"] = {"include_usage": True}
         else:
             payload.pop("stream_options", None)
-        # The SDK's generic ``post``: the body is already in wire form (its per-field transform
-        # of ``messages`` costs ~50 µs a message), and with the HTTP library's response class
-        # as ``cast_to`` it hands back the raw streamed response, whose events ``sse`` reads
-        # as plain dicts (the SDK's own stream costs more CPU than the rest of a round).
+        # The SDK's generic ``post``: the body goes as JSON bytes (sent as they are; the SDK's
+        # own encoding deep-copies and re-encodes the whole request every round),
+        # and with the HTTP library's response class as ``cast_to`` it hands back the raw
+        # streamed response, whose events ``sse`` reads as plain dicts (the SDK's own stream
+        # costs more CPU than the rest of a round).
+        body = {self._body_param: self._encode(payload)}
         response = await client.post("/chat/completions", cast_to=self._raw_response,
-                                     body=payload, stream=True)
+                                     stream=True, **body)
         try:
             await read_chunks(response, acc.add)
         finally:

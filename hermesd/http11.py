@@ -1,0 +1,472 @@
+"""A lean HTTP/1.1 transport for the ``openai`` SDK's HTTP client.
+
+The SDK talks HTTP through ``httpx`` (or its fork ``httpx2``), whose default transport stacks
+httpcore, anyio and h11: about half the daemon's CPU in a model round went there. This module
+is an ``AsyncBaseTransport`` of that library, passed to the SDK as
+``http_client=DefaultAsyncHttpxClient(transport=Http11Transport(...))``: the SDK still builds,
+authenticates and sends every request and reads every error status; only the bytes on the wire
+are ours. A request is one write (head and body together); a response is parsed from one
+buffer fed by an ``asyncio.Protocol``; connections are kept alive in a pool per origin.
+
+What it speaks: HTTP/1.1 over TCP or TLS, ``Content-Length``, chunked and close-delimited
+bodies, interim ``1xx`` responses, ``Connection: close``; no HTTP/2, no proxies (the model
+client keeps the library's own transport when a proxy is configured, see ``hermesd.llm``).
+Errors are the library's exception types, so the SDK maps them as it maps its own
+(``ConnectTimeout``/``ReadTimeout``/``WriteTimeout``/``PoolTimeout`` become
+``APITimeoutError``; ``ConnectError``/``ReadError``/``WriteError``/``RemoteProtocolError``
+become ``APIConnectionError``). A request sent on a kept-alive connection that the server had
+already closed (no byte of a response came back) is sent once more on a new connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import openai
+
+# The HTTP library the SDK was built on (``httpx`` or ``httpx2``): its base classes and errors.
+http: Any = sys.modules[next(c for c in openai.DefaultAsyncHttpxClient.__mro__
+                             if c.__name__ == "AsyncClient").__module__.split(".")[0]]
+
+MAX_HEAD = 64 * 1024  # status line + headers
+MAX_CHUNK_LINE = 4096  # a chunk-size line with its extensions
+READ_HIGH_WATER = 1024 * 1024  # stop reading from the socket above this much unread body
+MAX_IDLE_PER_ORIGIN = 256
+
+
+class _Closed(Exception):
+    """The connection ended before the bytes a reader waited for."""
+
+
+def _cause(exc: _Closed) -> BaseException | None:
+    """The socket error behind a ``_Closed`` (None for a clean end of stream)."""
+    return exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else None
+
+
+class _Conn(asyncio.Protocol):
+    """One TCP (or TLS) connection: an unread-bytes buffer and at most one waiting reader."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.closed = False
+        self.error: BaseException | None = None
+        self.received_any = False  # a byte of the current response arrived
+        self._waiter: asyncio.Future[bool] | None = None
+        self._drain: asyncio.Future[None] | None = None
+        self._paused = False
+
+    # -- asyncio.Protocol ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        self.received_any = True
+        if len(self.buffer) > READ_HIGH_WATER and self.transport is not None and not self._paused:
+            self._paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.closed = True
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.error = exc
+        self._wake()
+        if self._drain is not None and not self._drain.done():
+            self._drain.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._drain = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._drain is not None and not self._drain.done():
+            self._drain.set_result(None)
+        self._drain = None
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(False)  # False: data or end of stream; True: timed out
+
+    # -- used by the transport ----------------------------------------------------------------
+
+    @property
+    def usable(self) -> bool:
+        return not self.closed and self.transport is not None and not self.transport.is_closing()
+
+    async def wait_data(self, timeout: float | None) -> None:
+        """Wait until more bytes arrive or the connection ends (``_Closed``)."""
+        if self.closed:
+            raise _Closed(self.error)
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        # a plain timer, not asyncio.timeout(): this runs for every read of every response
+        timer = None if timeout is None else loop.call_later(timeout, self._expire, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+        if waiter.result():
+            raise http.ReadTimeout("timed out waiting for the model endpoint")
+        if self.closed and not self.buffer:
+            raise _Closed(self.error)
+
+    @staticmethod
+    def _expire(waiter: asyncio.Future[bool]) -> None:
+        if not waiter.done():
+            waiter.set_result(True)
+
+    def take(self, n: int) -> bytes:
+        data = bytes(self.buffer[:n])
+        del self.buffer[:n]
+        if self._paused and len(self.buffer) < READ_HIGH_WATER // 2 and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        return data
+
+    async def write(self, data: bytes, timeout: float | None) -> None:
+        assert self.transport is not None
+        self.transport.write(data)
+        drain = self._drain
+        if drain is not None and not drain.done():
+            try:
+                async with asyncio.timeout(timeout):
+                    await drain
+            except TimeoutError:
+                raise http.WriteTimeout("timed out sending to the model endpoint") from None
+        if self.closed:
+            raise http.WriteError(f"connection closed while sending: {self.error or 'EOF'}")
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+def _timeouts(request: Any) -> tuple[float | None, float | None, float | None, float | None]:
+    t = request.extensions.get("timeout") or {}
+    return t.get("connect"), t.get("read"), t.get("write"), t.get("pool")
+
+
+def _encode(request: Any, body: bytes) -> bytes:
+    """The request as one byte string: request line, headers as httpx built them (Host,
+    Content-Length, authorization), body (as one chunk if httpx announced a chunked one)."""
+    target = request.url.raw_path or b"/"
+    lines = [request.method.encode("ascii") + b" " + target + b" HTTP/1.1"]
+    framed = False
+    chunked = False
+    for name, value in request.headers.raw:
+        if b"\r" in name or b"\n" in name or b"\r" in value or b"\n" in value:
+            raise http.LocalProtocolError(f"illegal header {name!r}")
+        lower = name.lower()
+        if lower == b"transfer-encoding":
+            framed = chunked = True
+        elif lower == b"content-length":
+            framed = True
+        lines.append(name + b": " + value)
+    if body and not framed:
+        lines.append(b"Content-Length: " + str(len(body)).encode())
+    if chunked:
+        body = (b"%x\r\n%s\r\n" % (len(body), body) if body else b"") + b"0\r\n\r\n"
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+class _Body(http.AsyncByteStream):
+    """The body of one response, read from its connection; the connection goes back to the
+    pool when the body was read to its end and the server keeps it alive."""
+
+    def __init__(self, transport: Http11Transport, origin: tuple[str, str, int], conn: _Conn,
+                 framing: str, length: int, keep: bool, read_timeout: float | None) -> None:
+        self._transport = transport
+        self._origin = origin
+        self._conn = conn
+        self._framing = framing  # "length", "chunked", "close" or "none"
+        self._left = length  # bytes left of the body (length) or of the current chunk
+        self._keep = keep
+        self._timeout = read_timeout
+        self._done = framing == "none" or (framing == "length" and length == 0)
+        self._in_chunk = False
+        self._trailers = False
+        self._released = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            while not self._done:
+                data = self._parse()
+                if data:
+                    yield data
+                elif not self._done:
+                    await self._more()
+        except _Closed as exc:
+            self._conn.close()
+            raise http.RemoteProtocolError(
+                "the model endpoint closed the connection in the middle of a response"
+            ) from _cause(exc)
+        except BaseException:
+            self._conn.close()  # a timeout or a malformed body: the connection is unusable
+            raise
+        self._release()
+
+    async def _more(self) -> None:
+        conn = self._conn
+        if conn.closed and self._framing == "close":
+            self._done = True
+            return
+        try:
+            await conn.wait_data(self._timeout)
+        except _Closed:
+            if self._framing == "close":
+                self._done = True
+                return
+            raise
+
+    def _parse(self) -> bytes:
+        """As much body as the buffer holds now (b"" when it needs more bytes)."""
+        buf = self._conn.buffer
+        if self._framing == "close":
+            return self._conn.take(len(buf))
+        if self._framing == "length":
+            data = self._conn.take(min(self._left, len(buf)))
+            self._left -= len(data)
+            self._done = self._left == 0
+            return data
+        parts: list[bytes] = []
+        while True:
+            if self._trailers:  # after the last chunk: trailer lines until an empty one
+                end = buf.find(b"\r\n")
+                if end < 0:
+                    self._check_line(len(buf))
+                    break
+                line = self._conn.take(end + 2)
+                if line == b"\r\n":
+                    self._done = True
+                    break
+                continue
+            if self._in_chunk:
+                if self._left:
+                    piece = self._conn.take(min(self._left, len(buf)))
+                    self._left -= len(piece)
+                    if piece:
+                        parts.append(piece)
+                    if self._left:
+                        break
+                if len(buf) < 2:
+                    break
+                if buf[:2] != b"\r\n":
+                    raise http.RemoteProtocolError("malformed chunked body (no CRLF after a chunk)")
+                del buf[:2]
+                self._in_chunk = False
+            end = buf.find(b"\r\n")
+            if end < 0:
+                self._check_line(len(buf))
+                break
+            line = self._conn.take(end + 2)
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise http.RemoteProtocolError(
+                    f"malformed chunk size {line[:40]!r}") from None
+            if size < 0:
+                raise http.RemoteProtocolError(f"malformed chunk size {line[:40]!r}")
+            if size == 0:
+                self._trailers = True
+                continue
+            self._left, self._in_chunk = size, True
+        return b"".join(parts)
+
+    @staticmethod
+    def _check_line(pending: int) -> None:
+        if pending > MAX_CHUNK_LINE:
+            raise http.RemoteProtocolError("chunk-size line too long")
+
+    def _release(self) -> None:
+        """Hand the connection back to the pool (body read to its end) or close it."""
+        if self._released:
+            return
+        self._released = True
+        conn = self._conn
+        if self._done and self._keep and not conn.buffer and conn.usable:
+            self._transport._checkin(self._origin, conn)
+        else:
+            conn.close()
+
+    async def aclose(self) -> None:
+        self._release()  # read in part: the rest of the body would be in the way, so close
+
+
+class Http11Transport(http.AsyncBaseTransport):
+    """HTTP/1.1 with a keep-alive pool per origin; one instance serves any number of clients."""
+
+    def __init__(self, ssl_context: ssl.SSLContext | None = None,
+                 max_idle_per_origin: int = MAX_IDLE_PER_ORIGIN) -> None:
+        self._ssl = ssl_context
+        self._max_idle = max_idle_per_origin
+        self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
+        self._closed = False
+
+    def _checkin(self, origin: tuple[str, str, int], conn: _Conn) -> None:
+        idle = self._idle.setdefault(origin, [])
+        if self._closed or len(idle) >= self._max_idle:
+            conn.close()
+        else:
+            idle.append(conn)
+
+    def _checkout(self, origin: tuple[str, str, int]) -> _Conn | None:
+        idle = self._idle.get(origin)
+        while idle:
+            conn = idle.pop()
+            if conn.usable and not conn.buffer:
+                return conn
+            conn.close()
+        return None
+
+    async def _connect(self, origin: tuple[str, str, int], timeout: float | None) -> _Conn:
+        scheme, host, port = origin
+        loop = asyncio.get_running_loop()
+        context: ssl.SSLContext | None = None
+        if scheme == "https":
+            context = self._ssl or ssl.create_default_context()
+        try:
+            async with asyncio.timeout(timeout):
+                _, conn = await loop.create_connection(
+                    _Conn, host, port, ssl=context,
+                    server_hostname=host if context is not None else None)
+        except TimeoutError:
+            raise http.ConnectTimeout(f"timed out connecting to {host}:{port}") from None
+        except (OSError, ssl.SSLError) as exc:
+            raise http.ConnectError(f"cannot connect to {host}:{port}: {exc}") from exc
+        return conn
+
+    async def handle_async_request(self, request: Any) -> Any:
+        if self._closed:
+            raise http.ConnectError("the HTTP transport is closed")
+        url = request.url
+        scheme = url.scheme
+        if scheme not in ("http", "https"):
+            raise http.UnsupportedProtocol(f"unsupported URL scheme {scheme!r}")
+        origin = (scheme, url.host, url.port or (443 if scheme == "https" else 80))
+        connect_t, read_t, write_t, _ = _timeouts(request)
+        data = _encode(request, await request.aread())
+        conn = self._checkout(origin)
+        if conn is not None:
+            try:
+                return await self._exchange(request, origin, conn, data, read_t, write_t)
+            except (_Closed, http.WriteError) as exc:
+                conn.close()
+                if conn.received_any:
+                    raise http.RemoteProtocolError(
+                        "the model endpoint closed the connection in the middle of a "
+                        "response") from _cause(exc) if isinstance(exc, _Closed) else exc
+                # a kept-alive connection the server had closed: once more on a new one
+            except BaseException:
+                conn.close()
+                raise
+        conn = await self._connect(origin, connect_t)
+        try:
+            return await self._exchange(request, origin, conn, data, read_t, write_t)
+        except _Closed as exc:
+            conn.close()
+            raise http.RemoteProtocolError(
+                "the model endpoint closed the connection without a complete response"
+            ) from _cause(exc)
+        except BaseException:
+            conn.close()
+            raise
+
+    async def _exchange(self, request: Any, origin: tuple[str, str, int], conn: _Conn,
+                        data: bytes, read_t: float | None, write_t: float | None) -> Any:
+        conn.received_any = False
+        await conn.write(data, write_t)
+        while True:
+            status, reason, version, headers = await self._read_head(conn, read_t)
+            if 100 <= status < 200 and status != 101:
+                continue  # interim (100 Continue, 103 Early Hints): the real one follows
+            break
+        framing, length, keep = _framing(request.method, status, version, headers)
+        stream = _Body(self, origin, conn, framing, length, keep, read_t)
+        return http.Response(status, headers=headers, stream=stream,
+                             extensions={"http_version": version, "reason_phrase": reason})
+
+    @staticmethod
+    async def _read_head(conn: _Conn, read_t: float | None
+                         ) -> tuple[int, bytes, bytes, list[tuple[bytes, bytes]]]:
+        buf = conn.buffer
+        start = 0
+        while True:
+            end = buf.find(b"\r\n\r\n", max(0, start - 3))
+            if end >= 0:
+                break
+            if len(buf) > MAX_HEAD:
+                raise http.RemoteProtocolError("response headers too long")
+            start = len(buf)
+            await conn.wait_data(read_t)
+        lines = conn.take(end + 4)[:-4].split(b"\r\n")
+        version, _, rest = lines[0].partition(b" ")
+        code, _, reason = rest.partition(b" ")
+        if version not in (b"HTTP/1.1", b"HTTP/1.0") or len(code) != 3 or not code.isdigit():
+            raise http.RemoteProtocolError(f"malformed status line {lines[0][:80]!r}")
+        headers = []
+        for line in lines[1:]:
+            name, sep, value = line.partition(b":")
+            if not sep or not name or name != name.strip():
+                raise http.RemoteProtocolError(f"malformed header line {line[:80]!r}")
+            headers.append((name, value.strip()))
+        return int(code), reason, version, headers
+
+    async def aclose(self) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, {}
+        for conns in idle.values():
+            for conn in conns:
+                conn.close()
+
+
+def _framing(method: str, status: int, version: bytes, headers: list[tuple[bytes, bytes]]
+             ) -> tuple[str, int, bool]:
+    """How the body is delimited, its length, and whether the connection stays open after it."""
+    encodings = b""
+    length: bytes | None = None
+    connection = b""
+    for name, value in headers:
+        lower = name.lower()
+        if lower == b"transfer-encoding":
+            encodings += b"," + value.lower()
+        elif lower == b"content-length":
+            if length is not None and length != value:
+                raise http.RemoteProtocolError("conflicting Content-Length headers")
+            length = value
+        elif lower == b"connection":
+            connection += b"," + value.lower()
+    tokens = {t.strip() for t in connection.split(b",")}
+    keep = b"close" not in tokens if version == b"HTTP/1.1" else b"keep-alive" in tokens
+    if method == "HEAD" or status in (204, 304):
+        return "none", 0, keep
+    if encodings:
+        if encodings.rsplit(b",", 1)[-1].strip() != b"chunked":
+            return "close", 0, False  # the body runs to the end of the connection
+        return "chunked", 0, keep
+    if length is not None:
+        try:
+            n = int(length)
+        except ValueError:
+            raise http.RemoteProtocolError(f"malformed Content-Length {length[:40]!r}") from None
+        if n < 0:
+            raise http.RemoteProtocolError(f"malformed Content-Length {length[:40]!r}")
+        return "length", n, keep
+    return "close", 0, False
