@@ -162,7 +162,7 @@ class _Turn:
         self.result = TurnResult(turn_id=turn_id, status="completed")
         self.model = ""
         self._usage_due: tuple[int, int, Any] | None = None  # token counts not yet stored
-        self._pending_write: asyncio.Future[Any] | None = None  # submitted, not yet awaited
+        self._pending_writes: list[asyncio.Future[Any]] = []  # submitted, not yet awaited
         self.messages: list[dict[str, Any]] = []        # what the model is sent
         self.stored_history: list[dict[str, Any]] = []  # the same, minus system and context
 
@@ -191,10 +191,16 @@ class _Turn:
                                        model=self.model, platform=self.platform, **kwargs)
 
     async def db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        pending, self._pending_write = self._pending_write, None
-        if pending is not None:  # writes land in order; a failed one fails the turn here
-            await pending
+        """Run ``fn`` on the store after the writes submitted before it, and wait for it."""
+        pending, self._pending_writes = self._pending_writes, []
+        if pending:  # writes land in order; a failed one fails the turn here
+            await asyncio.gather(*pending)
         return await self._write(fn, *args, **kwargs)
+
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Queue a write without waiting for it: the DB thread keeps the order, and the next
+        ``db()`` of this turn (at the latest the one storing the tool result) waits for it."""
+        self._pending_writes.append(asyncio.ensure_future(self._write(fn, *args, **kwargs)))
 
     def _write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
         usage, self._usage_due = self._usage_due, None
@@ -290,11 +296,9 @@ class _Turn:
             if not calls:
                 await self._answer(completion.content)
                 return
-            # Committed while the first tool runs (the DB thread keeps the order; the next
-            # write waits for it): one trip to the DB thread off the round's critical path.
-            self._pending_write = asyncio.ensure_future(self._write(
-                store.append_message, self.session_id, "assistant", completion.content or None,
-                tool_calls=calls, turn_id=self.turn_id))
+            # Committed while the first tool runs: off the round's critical path.
+            self.submit(store.append_message, self.session_id, "assistant",
+                        completion.content or None, tool_calls=calls, turn_id=self.turn_id)
             self._remember(completion.message)
             for call in calls:
                 await self._run_tool(call)

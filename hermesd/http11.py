@@ -6,7 +6,8 @@ is an ``AsyncBaseTransport`` of that library, passed to the SDK as
 ``http_client=DefaultAsyncHttpxClient(transport=Http11Transport(...))``: the SDK still builds,
 authenticates and sends every request and reads every error status; only the bytes on the wire
 are ours. A request is one write (head and body together); a response is parsed from one
-buffer fed by an ``asyncio.Protocol``; connections are kept alive in a pool per origin.
+buffer fed by an ``asyncio.Protocol``; connections are kept alive in a pool per origin, and
+one idle for more than ``KEEPALIVE_EXPIRY`` seconds is not reused (as in httpx).
 
 What it speaks: HTTP/1.1 over TCP or TLS, ``Content-Length``, chunked and close-delimited
 bodies, interim ``1xx`` responses, ``Connection: close``; no HTTP/2, no proxies (the model
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import sys
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -33,9 +35,15 @@ http: Any = sys.modules[next(c for c in openai.DefaultAsyncHttpxClient.__mro__
                              if c.__name__ == "AsyncClient").__module__.split(".")[0]]
 
 MAX_HEAD = 64 * 1024  # status line + headers
-MAX_CHUNK_LINE = 4096  # a chunk-size line with its extensions
+MAX_CHUNK_LINE = 4096
+MAX_INTERIM = 10  # 1xx responses before the real one  # a chunk-size line with its extensions
 READ_HIGH_WATER = 1024 * 1024  # stop reading from the socket above this much unread body
 MAX_IDLE_PER_ORIGIN = 256
+# Seconds an idle connection may still be reused (httpx's default): a connection idle for
+# longer may have been dropped by a NAT or firewall without a FIN, and a request sent on it
+# would wait for the whole read timeout instead of failing at once.
+KEEPALIVE_EXPIRY = 5.0
+HEX_DIGITS = b"0123456789abcdefABCDEF"
 
 
 class _Closed(Exception):
@@ -56,6 +64,7 @@ class _Conn(asyncio.Protocol):
         self.closed = False
         self.error: BaseException | None = None
         self.received_any = False  # a byte of the current response arrived
+        self.idle_since = 0.0  # time.monotonic() when it went back to the pool
         self._waiter: asyncio.Future[bool] | None = None
         self._drain: asyncio.Future[None] | None = None
         self._paused = False
@@ -277,13 +286,10 @@ class _Body(http.AsyncByteStream):
                 self._check_line(len(buf))
                 break
             line = self._conn.take(end + 2)
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise http.RemoteProtocolError(
-                    f"malformed chunk size {line[:40]!r}") from None
-            if size < 0:
+            digits = line.split(b";", 1)[0].strip()
+            if not digits or digits.strip(HEX_DIGITS):  # int() would take "0x1a", "+1", "1_0"
                 raise http.RemoteProtocolError(f"malformed chunk size {line[:40]!r}")
+            size = int(digits, 16)
             if size == 0:
                 self._trailers = True
                 continue
@@ -314,9 +320,11 @@ class Http11Transport(http.AsyncBaseTransport):
     """HTTP/1.1 with a keep-alive pool per origin; one instance serves any number of clients."""
 
     def __init__(self, ssl_context: ssl.SSLContext | None = None,
-                 max_idle_per_origin: int = MAX_IDLE_PER_ORIGIN) -> None:
+                 max_idle_per_origin: int = MAX_IDLE_PER_ORIGIN,
+                 keepalive_expiry: float = KEEPALIVE_EXPIRY) -> None:
         self._ssl = ssl_context
         self._max_idle = max_idle_per_origin
+        self._expiry = keepalive_expiry
         self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
         self._closed = False
 
@@ -325,12 +333,18 @@ class Http11Transport(http.AsyncBaseTransport):
         if self._closed or len(idle) >= self._max_idle:
             conn.close()
         else:
+            conn.idle_since = time.monotonic()
             idle.append(conn)
 
     def _checkout(self, origin: tuple[str, str, int]) -> _Conn | None:
         idle = self._idle.get(origin)
         while idle:
-            conn = idle.pop()
+            conn = idle.pop()  # the most recently used first
+            if conn.idle_since < time.monotonic() - self._expiry:
+                for stale in (conn, *idle):  # the rest went idle earlier still
+                    stale.close()
+                idle.clear()
+                return None
             if conn.usable and not conn.buffer:
                 return conn
             conn.close()
@@ -341,7 +355,9 @@ class Http11Transport(http.AsyncBaseTransport):
         loop = asyncio.get_running_loop()
         context: ssl.SSLContext | None = None
         if scheme == "https":
-            context = self._ssl or ssl.create_default_context()
+            if self._ssl is None:  # building one reads the CA bundle (~20 ms): build it once
+                self._ssl = ssl.create_default_context()
+            context = self._ssl
         try:
             async with asyncio.timeout(timeout):
                 _, conn = await loop.create_connection(
@@ -393,11 +409,13 @@ class Http11Transport(http.AsyncBaseTransport):
                         data: bytes, read_t: float | None, write_t: float | None) -> Any:
         conn.received_any = False
         await conn.write(data, write_t)
-        while True:
+        for _ in range(MAX_INTERIM + 1):
             status, reason, version, headers = await self._read_head(conn, read_t)
-            if 100 <= status < 200 and status != 101:
-                continue  # interim (100 Continue, 103 Early Hints): the real one follows
-            break
+            if not 100 <= status < 200 or status == 101:
+                break
+            # interim (100 Continue, 103 Early Hints): the real one follows
+        else:
+            raise http.RemoteProtocolError(f"more than {MAX_INTERIM} interim responses")
         framing, length, keep = _framing(request.method, status, version, headers)
         stream = _Body(self, origin, conn, framing, length, keep, read_t)
         return http.Response(status, headers=headers, stream=stream,
@@ -410,12 +428,12 @@ class Http11Transport(http.AsyncBaseTransport):
         start = 0
         while True:
             end = buf.find(b"\r\n\r\n", max(0, start - 3))
-            if end >= 0:
+            if end >= 0 or len(buf) > MAX_HEAD:
                 break
-            if len(buf) > MAX_HEAD:
-                raise http.RemoteProtocolError("response headers too long")
             start = len(buf)
             await conn.wait_data(read_t)
+        if not 0 <= end <= MAX_HEAD:  # also when a head that is too long came in one read
+            raise http.RemoteProtocolError("response headers too long")
         lines = conn.take(end + 4)[:-4].split(b"\r\n")
         version, _, rest = lines[0].partition(b" ")
         code, _, reason = rest.partition(b" ")
@@ -460,13 +478,11 @@ def _framing(method: str, status: int, version: bytes, headers: list[tuple[bytes
     if encodings:
         if encodings.rsplit(b",", 1)[-1].strip() != b"chunked":
             return "close", 0, False  # the body runs to the end of the connection
-        return "chunked", 0, keep
+        # chunked wins over a Content-Length sent with it, but such a connection is not
+        # trusted with another request (RFC 9112 §6.3)
+        return "chunked", 0, keep and length is None
     if length is not None:
-        try:
-            n = int(length)
-        except ValueError:
-            raise http.RemoteProtocolError(f"malformed Content-Length {length[:40]!r}") from None
-        if n < 0:
+        if not length.isdigit():  # int() would take "+5" or "5_0"
             raise http.RemoteProtocolError(f"malformed Content-Length {length[:40]!r}")
-        return "length", n, keep
+        return "length", int(length), keep
     return "close", 0, False

@@ -11,6 +11,7 @@ streamed deltas into one assistant message, and the translation of SDK errors in
 from __future__ import annotations
 
 import asyncio
+import copy
 import email.utils
 import inspect
 import json
@@ -139,10 +140,9 @@ class RetryInfo:
     duration: float
 
 
-def _get(obj: Any, key: str) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(key)
-    return getattr(obj, key, None)
+def _int(value: Any) -> int:
+    """A token count as an int (0 for anything else)."""
+    return value if type(value) is int else int(value) if type(value) is float else 0
 
 
 @dataclass
@@ -178,43 +178,58 @@ class StreamAccumulator:
             self.on_event(event)
 
     def add(self, chunk: Any) -> None:
-        """Fold one chunk in, emitting text deltas and tool-call starts."""
+        """Fold one chunk in, emitting text deltas and tool-call starts. Fields of the wrong
+        type are ignored (the stream then ends without an answer, reported by the caller)."""
         self.chunks += 1
-        self.model = self.model or _get(chunk, "model")
-        usage = _get(chunk, "usage")
-        if usage:
-            self.usage = {k: int(_get(usage, k) or 0)
+        if type(chunk) is not dict:
+            dump = getattr(chunk, "model_dump", None)  # an SDK object
+            chunk = dump() if callable(dump) else {}
+        if not self.model and type(chunk.get("model")) is str:
+            self.model = chunk["model"]
+        usage = chunk.get("usage")
+        if usage and type(usage) is dict:
+            self.usage = {k: _int(usage.get(k))
                           for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
-        for choice in _get(chunk, "choices") or ():
-            if (_get(choice, "index") or 0) != 0:
+        choices = chunk.get("choices")
+        if type(choices) is not list:
+            return
+        for choice in choices:
+            if type(choice) is not dict or (choice.get("index") or 0) != 0:
                 continue
             self.choices_seen = True
-            delta = _get(choice, "delta") or {}
-            text = _get(delta, "content")
-            if text:
-                self.text.append(text)
-                self._emit({"type": "text.delta", "text": text})
-            for part in _get(delta, "tool_calls") or ():
-                self._add_call(part)
-            if _get(choice, "finish_reason"):
-                self.finish_reason = _get(choice, "finish_reason")
+            delta = choice.get("delta")
+            if type(delta) is dict:
+                text = delta.get("content")
+                if text and type(text) is str:
+                    self.text.append(text)
+                    self._emit({"type": "text.delta", "text": text})
+                parts = delta.get("tool_calls")
+                if type(parts) is list:
+                    for part in parts:
+                        if type(part) is dict:
+                            self._add_call(part)
+            finish = choice.get("finish_reason")
+            if finish and type(finish) is str:
+                self.finish_reason = finish
 
-    def _add_call(self, part: Any) -> None:
-        index, call_id = _get(part, "index"), _get(part, "id")
-        if not isinstance(index, int):
+    def _add_call(self, part: dict[str, Any]) -> None:
+        index, call_id = part.get("index"), part.get("id")
+        call_id = call_id if type(call_id) is str else None
+        if type(index) is not int:
             last = max(self.calls, default=-1)
             new = last < 0 or bool(call_id and call_id != self.calls[last].id)
             index = last + 1 if new else last
         call = self.calls.setdefault(index, _Call())
         if call_id and not call.id:
             call.id = call_id
-        function = _get(part, "function")
-        name = _get(function, "name") if function is not None else None
-        if name and name != call.name:
-            call.name = name if not call.name else call.name + name
-        args = _get(function, "arguments") if function is not None else None
-        if args:
-            call.arguments.append(args)
+        function = part.get("function")
+        if type(function) is dict:
+            name = function.get("name")
+            if name and type(name) is str and name != call.name:
+                call.name = name if not call.name else call.name + name
+            args = function.get("arguments")
+            if args and type(args) is str:
+                call.arguments.append(args)
         if call.name and not call.announced:
             call.announced = True
             self._emit({"type": "tool_call.started", "index": index, "id": call.id,
@@ -338,7 +353,9 @@ class ModelClient:
         self._raw_response: Any = None
         self._usage_option = True
         self._body_param = "content"
-        self._tools: tuple[Any, bytes] = (None, b"")  # the last tools list and its JSON
+        self._request_options: dict[str, Any] = {}
+        self._completions_url = ""
+        self._tools: tuple[Any, bytes] = (None, b"")  # a copy of the last tools and their JSON
 
     @property
     def settings(self) -> ModelSettings:
@@ -377,6 +394,9 @@ class ModelClient:
                 # One TLS context for all clients: building one reads the CA bundle (~20 ms).
                 verify: Any = create_ssl() if create_ssl is not None else True
                 lean = settings.transport == "hermesd" and not _proxied(settings.base_url)
+                omit = openai.Omit()
+                self._request_options = {"headers": {"x-stainless-retry-count": omit,
+                                                     "x-stainless-read-timeout": omit}}
 
                 def make() -> Any:
                     if lean:
@@ -386,9 +406,18 @@ class ModelClient:
                             transport=Http11Transport(verify if verify is not True else None))
                     else:
                         http_client = openai.DefaultAsyncHttpxClient(verify=verify)
-                    return openai.AsyncOpenAI(
+                    client = openai.AsyncOpenAI(
                         base_url=settings.base_url, api_key=settings.api_key or "not-needed",
                         timeout=settings.timeout, max_retries=0, http_client=http_client)
+                    # Without the SDK's X-Stainless-* headers (OS, architecture, runtime and
+                    # package versions, retry count, read timeout): the endpoint does not need
+                    # to know the host, and merging them cost ~50 µs a request.
+                    client = client.with_options(default_headers={
+                        name: omit for name in client.default_headers
+                        if name.lower().startswith("x-stainless")})
+                    # absolute: the SDK then does not merge it with its base URL (a parse less)
+                    self._completions_url = str(client.base_url) + "chat/completions"
+                    return client
 
                 if lean:  # one client: the transport's pool costs nothing per connection
                     self._shared = make()
@@ -441,15 +470,16 @@ class ModelClient:
             await client.close()
 
     def _encode(self, payload: dict[str, Any]) -> bytes:
-        """The request body; the tools list (the same, or an equal one, every round of every
-        turn until plugins change) is encoded once."""
+        """The request body. The tools list (equal every round of every turn until plugins
+        change) is encoded once: it is compared with a copy of the list last encoded, so a
+        list changed in place (a hook may edit the request it is shown) is encoded again."""
         parts = []
         for key, value in payload.items():
             if key == "tools":
-                last, encoded = self._tools
-                if value is not last and value != last:
+                snapshot, encoded = self._tools
+                if value != snapshot:
                     encoded = _dumps(value)
-                self._tools = (value, encoded)
+                    self._tools = (copy.deepcopy(value), encoded)
                 parts.append(b'"tools":' + encoded)
             else:
                 parts.append(_dumps(key) + b":" + _dumps(value))
@@ -534,8 +564,9 @@ class ModelClient:
         # streamed response, whose events ``sse`` reads as plain dicts (the SDK's own stream
         # costs more CPU than the rest of a round).
         body = {self._body_param: self._encode(payload)}
-        response = await client.post("/chat/completions", cast_to=self._raw_response,
-                                     stream=True, **body)
+        response = await client.post(self._completions_url,
+                                     cast_to=self._raw_response, stream=True,
+                                     options=self._request_options, **body)
         try:
             await read_chunks(response, acc.add)
         finally:

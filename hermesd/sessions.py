@@ -325,7 +325,8 @@ class SessionService:
             raise RpcError(Codes.SESSION_BUSY,
                            f"session {sid} is already running turn {running[0]}; wait for it "
                            "to finish or cancel it", {"turn_id": running[0]})
-        await self._db(self.store.get_session, sid)
+        if sid not in self.touched:  # a session that ran a turn exists until it is deleted
+            await self._db(self.store.get_session, sid)
         try:
             self.agent.check_ready()
         except ModelError as exc:

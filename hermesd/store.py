@@ -7,17 +7,18 @@ messages and repairs tool calls left without results. It knows nothing of RPC, c
 models.
 
 Threads: the API is synchronous. The daemon owns one dedicated DB thread (``call()`` runs a
-method there, so the event loop never waits on disk); a lock also makes direct calls from other
-threads safe, e.g. a tool handler running in a worker thread.
+method there, so the event loop never waits on disk; calls waiting together run as one batch in
+one transaction, see ``hermesd.dbthread``); a lock also makes direct calls from other threads
+safe, e.g. a tool handler running in a worker thread.
 
-Durability: WAL with ``synchronous=NORMAL``. Every write commits immediately; a committed write
+Durability: WAL with ``synchronous=NORMAL``. Every write is committed before ``call()``
+returns (a batch commits before any of its results is handed back); a committed write
 survives the process being killed. An OS crash or power loss may lose the last few commits
 (never corrupt the file); that is the price of not calling fsync on every message.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
@@ -28,11 +29,11 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypedDict, TypeVar
 
+from hermesd.dbthread import BatchThread
 from hermesd.migrations import MIGRATIONS
 
 log = logging.getLogger("hermesd.store")
@@ -339,7 +340,7 @@ class SessionStore:
         self.history_chars = history_chars
         self._conn = open_db_file(path)
         self._lock = threading.RLock()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hermesd-db")
+        self._thread: BatchThread | None = None  # started by the first ``call()``
 
     @classmethod
     def in_home(cls, home: Path, **kwargs: Any) -> SessionStore:
@@ -347,11 +348,17 @@ class SessionStore:
         return cls(home / "state.db", **kwargs)
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run ``fn(*args, **kwargs)`` (a method of this store) on the DB thread."""
-        loop = asyncio.get_running_loop()
+        """Run ``fn(*args, **kwargs)`` (a method of this store) on the DB thread, batched with
+        the other calls waiting there (see ``hermesd.dbthread``)."""
+        thread = self._thread
+        if thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = BatchThread(self._conn, self._lock)
+                thread = self._thread
         try:
-            return await loop.run_in_executor(self._executor,
-                                              functools.partial(fn, *args, **kwargs))
+            result: T = await thread.submit(functools.partial(fn, *args, **kwargs))
+            return result
         except (OSError, sqlite3.OperationalError) as exc:
             mapped = storage_error(exc, self.path)
             if mapped is None:
@@ -361,13 +368,18 @@ class SessionStore:
 
     def close(self) -> None:
         """Finish pending DB-thread work and close the connection."""
-        self._executor.shutdown(wait=True)
+        if self._thread is not None:
+            self._thread.close()
         with self._lock:
             self._conn.close()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            thread = self._thread
+            if thread is not None and thread.in_batch:  # the batch's transaction is ours
+                yield self._conn
+                return
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
