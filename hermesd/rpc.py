@@ -127,6 +127,7 @@ class Connection(asyncio.BufferedProtocol):
         self._tasks: set[asyncio.Task[None]] = set()
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._next_id = 0
+        self._corked: list[bytes] | None = None  # output waiting for the end of a loop round
         self.refusing = False  # set while the daemon drains: new requests get ShuttingDown
 
     # --- transport callbacks ---------------------------------------------------------------
@@ -164,6 +165,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
+        self._corked = None
         for fut in self._pending.values():
             if not fut.done():
                 fut.set_exception(ConnectionError("client disconnected"))
@@ -282,6 +284,31 @@ class Connection(asyncio.BufferedProtocol):
     # --- outgoing ----------------------------------------------------------------------------
 
     def _send(self, data: bytes) -> None:
+        if self._corked is not None:  # behind what waits for the end of this loop round
+            self._corked.append(data)
+            return
+        self._write(data)
+
+    def send_soon(self, data: bytes) -> None:
+        """Send ``data`` (an encoded message) at the end of the loop's current round.
+
+        Everything queued on this connection meanwhile goes out in one write: a socket write
+        costs ~50 µs here, and 100 turns at once emit thousands of events. Whatever is sent on
+        the connection after it (a response, a request) waits behind it, so order is kept; a
+        connection with nothing queued writes at once as before.
+        """
+        if self._corked is None:
+            self._corked = [data]
+            asyncio.get_running_loop().call_soon(self._uncork)
+        else:
+            self._corked.append(data)
+
+    def _uncork(self) -> None:
+        parts, self._corked = self._corked, None
+        if parts:
+            self._write(parts[0] if len(parts) == 1 else b"".join(parts))
+
+    def _write(self, data: bytes) -> None:
         transport = self._transport
         if transport is None or transport.is_closing():
             return
@@ -333,6 +360,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def close(self) -> None:
         """Close after flushing what is queued."""
+        self._uncork()
         if self._transport is not None:
             self._transport.close()
 

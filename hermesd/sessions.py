@@ -32,8 +32,6 @@ from .tools.registry import current_session
 log = logging.getLogger("hermesd.sessions")
 
 EVENT = "session.event"
-#: Event types whose sending may wait for the end of the loop iteration (`SessionService.emit`).
-BATCHED = frozenset({"text.delta", "usage", "turn.started", "tool.finished", "message"})
 
 
 def _not_found(exc: Exception) -> RpcError:
@@ -58,8 +56,6 @@ class SessionService:
         self._count = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._injections: dict[str, list[tuple[str, str]]] = {}
-        self._pending: dict[Connection, list[bytes]] = {}  # batched events, per connection
-        self._flush_due = False
         self._warm_up: asyncio.Task[None] | None = None
         #: Called with (session_id, connection) whenever a connection attaches (approvals).
         self.on_attach: Callable[[str, Connection], None] | None = None
@@ -170,12 +166,8 @@ class SessionService:
     def emit(self, event: dict[str, Any]) -> None:
         """Send one turn event to every connection attached to its session.
 
-        Events of `BATCHED` types wait for the end of the loop's current round of callbacks,
-        so the events many turns emit meanwhile reach a connection in one write (a socket
-        write costs ~50 µs; 100 turns at once emit thousands). Any other event flushes what
-        its connections have waiting, then goes out at once: what a turn writes to a
-        connection right after it (an approval request after ``tool.started``, the
-        ``session.send`` answer after ``turn.finished``) never overtakes an event.
+        Encoded once for all of them; each connection sends it with whatever else it has to
+        send in this round of the loop (``Connection.send_soon``: one write, order kept).
         """
         conns = self.attached.get(event["session_id"])
         if not conns:
@@ -183,31 +175,8 @@ class SessionService:
         if self.redact_event is not None:
             event = self.redact_event(event)
         data = wire.pack_notification(EVENT, [event])
-        pending = self._pending
-        if event["type"] in BATCHED:
-            for conn in conns:
-                parts = pending.get(conn)
-                if parts is None:
-                    pending[conn] = [data]
-                else:
-                    parts.append(data)
-            if not self._flush_due:
-                self._flush_due = True
-                asyncio.get_running_loop().call_soon(self._flush)
-            return
-        for conn in list(conns):
-            parts = pending.pop(conn, None)
-            if parts is not None:
-                parts.append(data)
-                conn.send_packed(b"".join(parts))
-            else:
-                conn.send_packed(data)
-
-    def _flush(self) -> None:
-        self._flush_due = False
-        pending, self._pending = self._pending, {}
-        for conn, parts in pending.items():
-            conn.send_packed(parts[0] if len(parts) == 1 else b"".join(parts))
+        for conn in conns:
+            conn.send_soon(data)
 
     def _attach(self, sid: str, conn: Connection) -> None:
         self.attached.setdefault(sid, set()).add(conn)
