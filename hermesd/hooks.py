@@ -290,8 +290,8 @@ class HookBus:
         if len(calls) == 1:  # nothing to share: the plain path (per-plugin pool limits)
             return await self._one_by_one(hook_name, calls)
         batch = _SyncBatch(calls, time.monotonic())
-        future = self._pool.submit(batch)
-        waiter = asyncio.wrap_future(future)
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future = self._pool.submit(batch, waiter=waiter)
         timed_out = -1
         try:
             while not waiter.done():

@@ -84,13 +84,19 @@ class Redactor:
 
     def redact_obj(self, obj: Any) -> Any:
         """Strings inside maps and lists redacted (a copy; other values unchanged)."""
-        if isinstance(obj, str):
+        kind = type(obj)
+        if kind is str or isinstance(obj, str):
             return self(obj)
-        if isinstance(obj, dict):
-            return {k: self.redact_obj(v) for k, v in obj.items()}
+        if kind is dict or isinstance(obj, dict):
+            # most values of an event are short strings, numbers or None: no recursion for them
+            return {k: (self(v) if type(v) is str else v if type(v) in _SCALARS
+                        else self.redact_obj(v)) for k, v in obj.items()}
         if isinstance(obj, list):
             return [self.redact_obj(v) for v in obj]
         return obj
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 def _keep_name(match: re.Match[str]) -> str:

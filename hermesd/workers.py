@@ -66,15 +66,17 @@ async def bounded(awaitable: Awaitable[T], timeout: float | None) -> T:
 
 
 class _Job:
-    """One queued callable with its future and fairness key."""
+    """One queued callable with its future, fairness key and (``run``) the awaiting loop."""
 
-    __slots__ = ("fn", "future", "key", "released")
+    __slots__ = ("fn", "future", "key", "released", "waiter")
 
-    def __init__(self, future: Future[Any], fn: Callable[[], Any], key: str | None) -> None:
+    def __init__(self, future: Future[Any], fn: Callable[[], Any], key: str | None,
+                 waiter: asyncio.Future[Any] | None = None) -> None:
         self.future = future
         self.fn = fn
         self.key = key
         self.released = False
+        self.waiter = waiter
 
 
 class WorkerPool:
@@ -111,17 +113,21 @@ class WorkerPool:
         self._idle = 0
         self._counter = 0
         self._closed = False
+        self._done_lock = threading.Lock()
+        self._done: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
 
-    def submit(self, fn: Callable[[], T], key: str | None = None) -> Future[T]:
+    def submit(self, fn: Callable[[], T], key: str | None = None, *,
+               waiter: asyncio.Future[Any] | None = None) -> Future[T]:
         """Queue a zero-argument callable; it runs in the caller's contextvars context.
 
         With a ``key``, at most `per_key` jobs of that key run (or wait for a thread) at once.
+        With a ``waiter`` (an asyncio future), the outcome is also set on it, on its loop.
         """
         if self._closed:
             raise RuntimeError("worker pool is shut down")
         future: Future[T] = Future()
         context = contextvars.copy_context()
-        job = _Job(future, functools.partial(context.run, fn), key)
+        job = _Job(future, functools.partial(context.run, fn), key, waiter)
         with self._lock:
             if key is not None and self._key_active.get(key, 0) >= self.per_key:
                 waiting = self._key_waiting.setdefault(key, deque())
@@ -198,18 +204,53 @@ class WorkerPool:
                 result = job.fn()
             except Exception as exc:  # noqa: BLE001 - handed to the waiter
                 job.future.set_exception(exc)
+                self._hand_back(job, False, exc)
             except BaseException as exc:  # noqa: BLE001
                 # SystemExit & co. from plugin code mean nothing in a worker thread; re-raised
                 # in the waiter they would stop the daemon. Report them as ordinary failures.
-                job.future.set_exception(PluginAbort(f"{type(exc).__name__}: {exc}"))
+                abort = PluginAbort(f"{type(exc).__name__}: {exc}")
+                job.future.set_exception(abort)
+                self._hand_back(job, False, abort)
             else:
                 job.future.set_result(result)
+                self._hand_back(job, True, result)
             with self._lock:
                 self._running.pop(job.future, None)
                 self._release_locked(job)
                 if me in self._abandoned:  # replaced while stuck: leave quietly
                     self._abandoned.discard(me)
                     return
+
+    def _hand_back(self, job: _Job, ok: bool, value: Any) -> None:
+        """Set ``job``'s outcome on its asyncio waiter. Outcomes finished while the loop is
+        busy wait in one list and are set by one callback: one wake-up of the loop (a write to
+        its self-pipe) for all of them, not one per job."""
+        waiter = job.waiter
+        if waiter is None:
+            return
+        loop = waiter.get_loop()
+        with self._done_lock:
+            pending = self._done.get(loop)
+            if pending is not None:
+                pending.append((waiter, ok, value))
+                return
+            self._done[loop] = [(waiter, ok, value)]
+        try:
+            loop.call_soon_threadsafe(self._settle, loop)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            with self._done_lock:
+                self._done.pop(loop, None)
+
+    def _settle(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._done_lock:
+            pending = self._done.pop(loop, ())
+        for waiter, ok, value in pending:
+            if waiter.done():  # the caller gave up (timeout, cancellation)
+                continue
+            if ok:
+                waiter.set_result(value)
+            else:
+                waiter.set_exception(value)
 
     def abandon(self, future: Future[Any]) -> None:
         """The caller gave up on ``future``: cancel it if queued, else free its thread's slot."""
@@ -249,13 +290,19 @@ class WorkerPool:
     async def run(self, fn: Callable[[], T], timeout: float | None,
                   key: str | None = None) -> T:
         """Run ``fn`` on a worker and await it; `WorkTimeout` past ``timeout``."""
-        future = self.submit(fn, key)
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[T] = loop.create_future()
+        future = self.submit(fn, key, waiter=waiter)
+        # a plain timer, not asyncio.wait(): every tool call and hook batch comes through here
+        timer = None if timeout is None else loop.call_later(timeout, _expire, waiter, timeout)
         try:
-            result: T = await bounded(asyncio.wrap_future(future), timeout)
+            return await waiter
         except (WorkTimeout, asyncio.CancelledError):
             self.abandon(future)
             raise
-        return result
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     def shutdown(self) -> None:
         """Stop idle threads; threads stuck in plugin code are left to die with the process."""
@@ -276,6 +323,11 @@ class WorkerPool:
         """Threads given up on that are still running plugin code."""
         with self._lock:
             return len(self._abandoned)
+
+
+def _expire(waiter: asyncio.Future[Any], timeout: float) -> None:
+    if not waiter.done():
+        waiter.set_exception(WorkTimeout(timeout))
 
 
 _shared: WorkerPool | None = None
