@@ -297,6 +297,7 @@ def main() -> int:
     overhead = {n: bench_overhead(20 if quick else 200, n) for n in (HOOK_PLUGINS, 0)}
     conc = bench_concurrent(20 if quick else 100, 5, 0.1)
     light = bench_concurrent(20, 5, 0.1)  # the loop has time to spare: lag = blocking
+    middle = bench_concurrent(50, 5, 0.1)
 
     ours_ms = median(whole["ours"]) * 1000
     lines = ["**(a) One turn with one tool call, whole process** (`hermesctl chat -m "
@@ -355,12 +356,19 @@ def main() -> int:
               f"| {conc['wall'] * 1000:.0f} ms | {conc['ideal'] * 1000:.0f} ms | "
               f"{fmt_ratio(ratio, 1.3)} | {median(lat):.0f} ms | {percentile(lat, 99):.0f} ms |",
               "", f"CPU used during the measured window: hermesd {cpu['daemon']:.2f} s "
-              f"({cpu['daemon'] * 1000 / (conc['turns'] * 2):.1f} ms per model round), model "
+              f"({cpu['daemon'] * 1000 / (conc['turns'] * 2):.2f} ms per model round), model "
               f"server {cpu['model server']:.2f} s, for {conc['turns'] * 2} model rounds. "
-              "hermesd runs turns on one event loop: when its CPU time approaches the wall "
-              "time, its CPU per round (mostly the `openai` SDK and httpx building requests "
-              "and reading streams), not waiting on the model, sets the pace on this 2-core "
-              "machine.", "",
+              "hermesd runs turns on one event loop (plus its DB and plugin threads, which "
+              "share the interpreter lock with it): the turns move in waves (every session "
+              "waits 100 ms on the model at about the same time, then all need the loop at "
+              "once), so a round waits behind the rest of its wave, and the wait grows with "
+              "the number of sessions times the CPU per round (about half of which is the "
+              "`openai` SDK building and sending the request and hermesd reading the "
+              "stream).", "",
+              "Ratio by number of sessions (5 turns each, same 100 ms latency): "
+              f"20 sessions {fmt_ratio(light['wall'] / light['ideal'])}, "
+              f"50 sessions {fmt_ratio(middle['wall'] / middle['ideal'])}, "
+              f"{conc['turns'] // 5} sessions {fmt_ratio(ratio, 1.3)}.", "",
               f"Event-loop lag while these turns run (tools on worker threads, SQLite on the DB "
               f"thread): a `ping` every 10 ms on its own connection answered in "
               f"{median(pings):.1f} ms p50, {percentile(pings, 99):.1f} ms p99, "
