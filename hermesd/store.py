@@ -2,9 +2,9 @@
 
 Owns the database file: its creation (mode 0600), pragmas, schema migrations
 (``hermesd.migrations``), and every read and write of sessions, messages, full-text search and
-token counters. It also shapes what the model sees of a session: ``history()`` trims old
-messages and repairs tool calls left without results. It knows nothing of RPC, clients or
-models.
+token counters. ``history()`` hands what the model sees of a session to ``hermesd.history``,
+which trims old messages and repairs tool calls left without results. It knows nothing of RPC,
+clients or models.
 
 Threads: the API is synchronous. The daemon owns one dedicated DB thread (``call()`` runs a
 method there, so the event loop never waits on disk; calls waiting together run as one batch in
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TypedDict, TypeVar
 
 from hermesd.dbthread import BatchThread
+from hermesd.history import INTERRUPTED_RESULT, repair_history, to_openai, trim_history
 from hermesd.migrations import MIGRATIONS
 
 log = logging.getLogger("hermesd.store")
@@ -41,7 +42,6 @@ log = logging.getLogger("hermesd.store")
 T = TypeVar("T")
 
 ROLES = ("system", "user", "assistant", "tool")
-INTERRUPTED_RESULT = "Tool call interrupted (daemon restarted before it finished)"
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _TITLE_CHARS = 60
 #: Searches matching more messages than this list the newest matches instead of ranking them all.
@@ -183,68 +183,6 @@ def _derive_title(content: str) -> str | None:
     return line if len(line) <= _TITLE_CHARS else line[: _TITLE_CHARS - 1].rstrip() + "…"
 
 
-def _tool_result(tool_call_id: str, reason: str) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": tool_call_id, "content": json.dumps({"error": reason})}
-
-
-def repair_history(messages: list[dict[str, Any]], reason: str = INTERRUPTED_RESULT
-                   ) -> list[dict[str, Any]]:
-    """Make an OpenAI message list valid: every tool call answered, no stray tool results.
-
-    A tool call without a result (crash or cancel mid-tool) gets a synthetic error result right
-    after the results it does have; a tool result that answers no pending call is dropped.
-    """
-    out: list[dict[str, Any]] = []
-    pending: dict[str, None] = {}
-
-    def close_pending() -> None:
-        out.extend(_tool_result(call_id, reason) for call_id in pending)
-        pending.clear()
-
-    for msg in messages:
-        if msg.get("role") == "tool":
-            call_id = msg.get("tool_call_id")
-            if call_id in pending:
-                del pending[call_id]
-                out.append(msg)
-            continue
-        close_pending()
-        out.append(msg)
-        if msg.get("role") == "assistant":
-            for call in msg.get("tool_calls") or ():
-                pending[str(call.get("id"))] = None
-    close_pending()
-    return out
-
-
-def _size(msg: dict[str, Any]) -> int:
-    calls = msg.get("tool_calls")
-    return len(msg.get("content") or "") + (len(json.dumps(calls)) if calls else 0)
-
-
-def trim_history(messages: list[dict[str, Any]], max_messages: int, max_chars: int
-                 ) -> list[dict[str, Any]]:
-    """Keep the newest messages within both budgets, starting at a user message.
-
-    Starting at a user message means a tool call is never separated from its results. When
-    the budget ends inside the current turn, the whole turn is kept anyway.
-    """
-    start = max(0, len(messages) - max_messages)
-    used = 0
-    for i in range(len(messages) - 1, start - 1, -1):
-        used += _size(messages[i])
-        if used > max_chars:
-            start = i + 1
-            break
-    for i in range(start, len(messages)):
-        if messages[i].get("role") == "user":
-            return messages[i:]
-    for i in range(min(start, len(messages)) - 1, -1, -1):
-        if messages[i].get("role") == "user":
-            return messages[i:]
-    return messages[start:]
-
-
 def _session(row: sqlite3.Row) -> SessionInfo:
     return SessionInfo(
         id=row["id"], title=row["title"], created_at=row["created_at"],
@@ -263,18 +201,6 @@ def _message(row: sqlite3.Row) -> MessageRecord:
         tool_calls=json.loads(calls) if calls else None, tool_call_id=row["tool_call_id"],
         tool_name=row["tool_name"], created_at=row["created_at"],
     )
-
-
-def to_openai(record: MessageRecord) -> dict[str, Any]:
-    """Only the fields a chat-completions request accepts."""
-    role = record["role"]
-    if role == "tool":
-        return {"role": "tool", "tool_call_id": record["tool_call_id"],
-                "content": record["content"] or ""}
-    if role == "assistant" and record["tool_calls"]:
-        return {"role": "assistant", "content": record["content"] or None,
-                "tool_calls": record["tool_calls"]}
-    return {"role": role, "content": record["content"] or ""}
 
 
 def open_db_file(path: Path) -> sqlite3.Connection:

@@ -14,7 +14,8 @@ import pytest
 
 from hermesd.agent import AgentLoop, AgentSettings, TurnResult, pre_llm_context
 from hermesd.llm import ModelClient, ModelSettings
-from hermesd.store import SessionStore, repair_history
+from hermesd.history import repair_history
+from hermesd.store import SessionStore
 from tests.support.modelserver import (
     ScriptedModelServer,
     call_tools,

@@ -13,15 +13,13 @@ from pathlib import Path
 import pytest
 
 from hermesd.migrations import MIGRATIONS
+from hermesd.history import INTERRUPTED_RESULT, repair_history, trim_history
 from hermesd.store import (
-    INTERRUPTED_RESULT,
     MessageNotFound,
     SchemaTooNew,
     SessionNotFound,
     SessionStore,
     fts_query,
-    repair_history,
-    trim_history,
 )
 
 
