@@ -223,14 +223,23 @@ class _Body(http.AsyncByteStream):
                 elif not self._done:
                     await self._more()
         except _Closed as exc:
-            self._conn.close()
+            self._drop()
             raise http.RemoteProtocolError(
                 "the model endpoint closed the connection in the middle of a response"
             ) from _cause(exc)
         except BaseException:
-            self._conn.close()  # a timeout or a malformed body: the connection is unusable
+            # a timeout or a malformed body: the connection is unusable. Also the end of an
+            # iteration its reader abandoned (GeneratorExit when the generator is collected,
+            # maybe long after aclose() handed a fully read connection back to the pool):
+            # then the connection is no longer this body's to close.
+            self._drop()
             raise
         self._release()
+
+    def _drop(self) -> None:
+        if not self._released:
+            self._released = True
+            self._conn.close()
 
     async def _more(self) -> None:
         conn = self._conn

@@ -9,6 +9,7 @@ with exact bytes and counts the connections it accepted and those the client clo
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -557,3 +558,26 @@ def test_a_response_abandoned_midway_is_not_pooled(server: RawHTTPServer) -> Non
         return (await client.get(server.url)).content
     assert run_http(main) == b"y"
     assert server.accepted == 2
+
+
+def test_a_fully_read_body_whose_reader_stopped_early_leaves_its_pooled_connection_alone(
+        server: RawHTTPServer) -> None:
+    # The SSE reader stops at a malformed event after the whole (small) body arrived: the
+    # connection is clean and goes back to the pool. The abandoned iteration is finalized later,
+    # when it is collected; that must not close the connection, which by then is pooled or
+    # carrying the next request (it did, and that request was then sent a second time).
+    server.push(Answer(response("200 OK", b"data: {not json}\n\n", SSE)),
+                Answer(response("200 OK", b"second")))
+
+    async def main(client: Any) -> bytes:
+        r = await client.send(client.build_request("GET", server.url), stream=True)
+        chunks = r.aiter_raw()
+        assert await chunks.__anext__() == b"data: {not json}\n\n"
+        await r.aclose()  # the reader gave up; the body was complete: pooled
+        del r, chunks  # the abandoned generators are finalized by the loop once collected
+        gc.collect()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return bytes((await client.get(server.url)).content)
+    assert run_http(main) == b"second"
+    assert server.accepted == 1  # the pooled connection was still there to be reused
