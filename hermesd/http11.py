@@ -35,8 +35,8 @@ http: Any = sys.modules[next(c for c in openai.DefaultAsyncHttpxClient.__mro__
                              if c.__name__ == "AsyncClient").__module__.split(".")[0]]
 
 MAX_HEAD = 64 * 1024  # status line + headers
-MAX_CHUNK_LINE = 4096
-MAX_INTERIM = 10  # 1xx responses before the real one  # a chunk-size line with its extensions
+MAX_CHUNK_LINE = 4096  # a chunk-size line with its extensions
+MAX_INTERIM = 10  # 1xx responses before the real one
 READ_HIGH_WATER = 1024 * 1024  # stop reading from the socket above this much unread body
 MAX_IDLE_PER_ORIGIN = 256
 # Seconds an idle connection may still be reused (httpx's default): a connection idle for
