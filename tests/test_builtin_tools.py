@@ -188,6 +188,26 @@ def test_hermesd_files_are_refused(reg: Registrations, home: Path, work: Path,
     assert (home / ".env").read_text() == "OPENAI_API_KEY=sk-secret\n"
 
 
+def test_the_plugin_directory_can_be_read_but_not_written(reg: Registrations, home: Path,
+                                                          work: Path) -> None:
+    plugin = home / "plugins" / "notes"
+    plugin.mkdir(parents=True)
+    (plugin / "__init__.py").write_text("def register(ctx):\n    pass\n")
+    (work / "elsewhere").symlink_to(home / "plugins")
+    for path in (str(plugin / "__init__.py"), str(home / "plugins" / "new" / "__init__.py"),
+                 "elsewhere/notes/__init__.py", str(home / "plugins"),
+                 f"{home}/x/../plugins/planted.py"):
+        out = reg.run("write_file", path=path, content="import os  # planted\n")
+        assert out["error"].startswith("Access denied"), path
+        assert "plugin directory" in out["error"]
+    assert (plugin / "__init__.py").read_text() == "def register(ctx):\n    pass\n"
+    assert not (home / "plugins" / "new").exists()
+    assert not (home / "plugins" / "planted.py").exists()
+    assert "register" in reg.run("read_file", path=str(plugin / "__init__.py"))["content"]
+    written = reg.run("write_file", path=str(home / "notes.txt"), content="fine\n")
+    assert written["bytes_written"] == 5  # the rest of HERMES_HOME is not the plugin directory
+
+
 def test_a_hard_link_to_a_protected_file_is_refused(reg: Registrations, home: Path,
                                                     work: Path) -> None:
     os.link(home / ".env", work / "innocent.txt")

@@ -83,6 +83,11 @@ DANGEROUS: tuple[Pattern, ...] = _table([
      r"|\bssh-keygen\b|\bssh-copy-id\b"),
     ("hermes_state", "hermesd's own config, .env or state",
      r"(?:\.hermes/|\$\{?HERMES_HOME\}?/?)(?:config\.ya?ml|\.env|state\.db)"),
+    ("hermes_plugins", "changing hermesd's plugins (code the daemon runs)",
+     r"\bhermesctl\s+plugins\s+(?:install|update|enable)\b"
+     r"|^(?=.*(?:>|\b(?:tee|cp|mv|install|ln|rsync|touch|truncate|mkdir|unzip|tar|git|curl"
+     r"|wget|pip\d*|sed|patch|python\d*(?:\.\d+)?)\b)).*"
+     r"(?:\.hermes/|\$\{?HERMES_HOME\}?/?)plugins\b"),
     ("sudo", "running as another user (sudo, su, doas, pkexec)",
      _CMD + r"(?:sudo|doas|pkexec)\b|" + _CMD + r"su(?:\s+-\S*)*(?:\s+\w+)?\s*$|" + _CMD + r"su\s+-"),
     ("user_admin", "changing users, groups or passwords",

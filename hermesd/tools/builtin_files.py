@@ -4,7 +4,8 @@ They register through the same ``registry.register(...)`` call plugins use (owne
 ``"builtin"``). Each validates its arguments and returns a JSON string; a bad argument is an
 ``{"error": ...}`` result the model can read, never an exception. hermesd's own files under
 ``$HERMES_HOME`` (``config.yaml``, ``.env``, ``state.db*``) are refused outright, after
-resolving symlinks and also when reached through a hard link. The terminal's check is only
+resolving symlinks and also when reached through a hard link; ``write_file`` also refuses the
+plugin directory ``$HERMES_HOME/plugins`` (code the daemon would run). The terminal's check is only
 best effort (a shell can name a file in many ways); dangerous-command approval is a separate
 layer.
 """
@@ -103,6 +104,18 @@ class PathGuard:
             raise _BadArgs(f"Access denied: {raw} is hermesd's own "
                            f"{resolved.name} (config, secrets and session database are "
                            "off limits to tools)")
+        return resolved
+
+    def resolve_for_write(self, raw: str) -> Path:
+        """Like ``resolve``, and also refuses the plugin directory: a file written there is
+        code the daemon runs at its next start or reload, with the daemon's secrets."""
+        resolved = self.resolve(raw)
+        plugins = self.home / "plugins"
+        if resolved == plugins or resolved.is_relative_to(plugins):
+            raise _BadArgs(f"Access denied: {raw} is in hermesd's plugin directory "
+                           f"({plugins}); plugins are code the daemon runs, so tools may read "
+                           "them but not write them (install plugins with `hermesctl plugins "
+                           "install`)")
         return resolved
 
     def is_protected(self, resolved: Path) -> bool:
@@ -314,7 +327,7 @@ class BuiltinFileTools:
     def write_file(self, args: dict[str, Any], **_: Any) -> str:
         """Write (or append) text, creating parents."""
         try:
-            path = self.guard.resolve(_str_arg(args, "path", required=True) or "")
+            path = self.guard.resolve_for_write(_str_arg(args, "path", required=True) or "")
             content = args.get("content")
             if not isinstance(content, str):
                 raise _BadArgs("'content' is required and must be a string")
