@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol
 
 from hermesd import redact
 from hermesd.llm import Completion, ConfigLike, ModelError, OnEvent, OnRetry, RetryInfo
-from hermesd.store import SessionNotFound, SessionStore
+from hermesd.store import SessionNotFound, SessionStore, StorageUnavailable
 
 log = logging.getLogger("hermesd.agent")
 
@@ -222,7 +222,7 @@ class _Turn:
         except asyncio.CancelledError:
             await self._finish("cancelled", CANCELLED_RESULT)
             raise
-        except (ModelError, SessionNotFound) as exc:
+        except (ModelError, SessionNotFound, StorageUnavailable) as exc:
             self._fail(exc)
             await self._finish("failed", FAILED_RESULT)
         except Exception as exc:
@@ -235,7 +235,7 @@ class _Turn:
 
     def _fail(self, exc: Exception) -> None:
         self.result.status = "failed"
-        known = isinstance(exc, ModelError | SessionNotFound)
+        known = isinstance(exc, ModelError | SessionNotFound | StorageUnavailable)
         self.result.error = str(exc) if known else (
             f"internal error: {type(exc).__name__}: {exc}")
         self.result.error_type = type(exc).__name__

@@ -262,7 +262,14 @@ class Connection(asyncio.BufferedProtocol):
                 req.msgid, {"code": Codes.SHUTTING_DOWN, "message": "request cancelled",
                             "data": None}, None))
             raise
-        except Exception:
+        except Exception as exc:
+            code = getattr(exc, "rpc_code", None)
+            if isinstance(code, str):  # an error that names its wire code (a full disk)
+                log.error("method %s failed: %s", req.method, exc)
+                self._send(wire.pack_response(req.msgid, {
+                    "code": code, "message": str(exc),
+                    "data": getattr(exc, "rpc_data", None)}, None))
+                return
             log.exception("method %s failed", req.method)
             self._send(wire.pack_response(req.msgid, _internal(req.method), None))
         else:

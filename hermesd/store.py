@@ -75,9 +75,16 @@ class StorageUnavailable(StoreError):
     working once the cause is gone.
     """
 
+    #: The error any RPC method hitting this reports (``hermesd.rpc`` reads ``rpc_code``).
+    rpc_code = "hermes.error.StorageUnavailable"
+
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+    @property
+    def rpc_data(self) -> dict[str, str]:
+        return {"reason": self.reason}
 
 
 _FULL, _READONLY, _CANTOPEN = 13, 8, 14  # SQLITE_FULL, SQLITE_READONLY, SQLITE_CANTOPEN

@@ -78,6 +78,7 @@ def test_full_disk_gives_a_clear_error_and_works_again_once_space_is_freed(
         result = c.call("session.send", {"session_id": sid, "message": "echo refused",
                                          "wait": True}, timeout=30)
         assert result["status"] == "failed" and "disk" in result["error"], result
+        assert not result["error"].startswith("internal error"), result  # a plain sentence
         print(f"turn on a full disk: {result['error']}")
         assert c.call("ping")["pong"] is True
         assert c.call("session.get", {"session_id": sid})["title"] == "before"

@@ -32,7 +32,7 @@ from hermesd import redact, wire
 from hermesd.approvals import patterns
 from hermesd.hooks import HookBus
 from hermesd.rpc import Connection, current_connection
-from hermesd.store import SessionStore
+from hermesd.store import SessionStore, StoreError
 
 log = logging.getLogger("hermesd.approvals")
 
@@ -305,9 +305,15 @@ class ApprovalBroker:
         if choice == "always":
             who = _user_name(uid) if uid is not None else "unknown"
             for key in keys:
-                self.rules[key] = await self.store.call(
-                    self.store.add_approval_rule, key, f"{who} (uid {uid})",
-                    pending.subject.description)
+                try:
+                    self.rules[key] = await self.store.call(
+                        self.store.add_approval_rule, key, f"{who} (uid {uid})",
+                        pending.subject.description)
+                except StoreError as exc:  # approved all the same; remembered for the session
+                    log.error("could not remember 'always' for %s: %s; approved for this "
+                              "session only", key, exc)
+                    if pending.session_id:
+                        self._session_keys.setdefault(pending.session_id, set()).add(key)
             return None
         if choice == "stopped":
             return STOPPED_TEXT
