@@ -177,3 +177,30 @@ def test_a_call_raising_a_non_sqlite_error_is_delivered(tmp_path: Path, size: in
         thread.close()
     assert isinstance(results[0], KeyError)
     assert results[1:] == ["z"] * (size - 1)
+
+
+def test_a_call_whose_failure_ends_the_transaction_fails_the_earlier_writers_only(
+        tmp_path: Path) -> None:
+    # SQLite rolls the whole transaction back on some errors (a full disk, I/O): the writes
+    # of the calls before it in the batch are gone too, and those callers must hear so.
+    path = tmp_path / "t.db"
+    conn = _db(path)
+    thread = BatchThread(conn, threading.RLock())
+
+    def rolled_back() -> None:
+        conn.execute("ROLLBACK")  # what SQLite does by itself on SQLITE_FULL
+        raise sqlite3.OperationalError("database or disk is full")
+
+    def read() -> int:
+        return int(conn.execute("SELECT count(*) FROM t").fetchone()[0])
+
+    try:
+        results = asyncio.run(_queue_behind_gate(
+            thread, [_insert(conn, "lost"), read, rolled_back, _insert(conn, "kept")]))
+    finally:
+        thread.close()
+    assert isinstance(results[0], sqlite3.OperationalError)  # its row went with the rollback
+    assert results[1] == 1  # a read: its answer stands
+    assert isinstance(results[2], sqlite3.OperationalError)
+    assert results[3] == "kept"  # after it, a new transaction
+    assert _committed(path) == ["kept"]
