@@ -307,6 +307,8 @@ class HookBus:
             batch.stop()
             self._pool.abandon(future)
             raise
+        if waiter.done() and not waiter.cancelled() and waiter.exception() is not None:
+            log.warning("Hook '%s' batch stopped: %s", hook_name, waiter.exception())
         outcomes: list[HookOutcome] = []
         done = batch.results if timed_out < 0 else batch.results[:timed_out]
         for (entry, _), (returned, value) in zip(calls, list(done)):
