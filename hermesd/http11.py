@@ -331,6 +331,8 @@ class Http11Transport(http.AsyncBaseTransport):
     def __init__(self, ssl_context: ssl.SSLContext | None = None,
                  max_idle_per_origin: int = MAX_IDLE_PER_ORIGIN,
                  keepalive_expiry: float = KEEPALIVE_EXPIRY) -> None:
+        if ssl_context is not None:  # this transport speaks HTTP/1.1 only: never offer h2
+            ssl_context.set_alpn_protocols(["http/1.1"])
         self._ssl = ssl_context
         self._max_idle = max_idle_per_origin
         self._expiry = keepalive_expiry

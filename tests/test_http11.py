@@ -581,3 +581,83 @@ def test_a_fully_read_body_whose_reader_stopped_early_leaves_its_pooled_connecti
         return bytes((await client.get(server.url)).content)
     assert run_http(main) == b"second"
     assert server.accepted == 1  # the pooled connection was still there to be reused
+
+
+# --- TLS ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A self-signed certificate for ``localhost`` (not for 127.0.0.1), made by openssl."""
+    import subprocess
+
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = str(folder / "cert.pem"), str(folder / "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", cert, "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+@pytest.fixture
+def tls_server(certificate: tuple[str, str]) -> Iterator[RawHTTPServer]:
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*certificate)
+    with RawHTTPServer(tls=context) as srv:
+        yield srv
+
+
+def test_https_with_a_trusted_certificate_works_and_keeps_the_connection(
+        tls_server: RawHTTPServer, certificate: tuple[str, str]) -> None:
+    import ssl
+
+    tls_server.push(Answer(response("200 OK", b"secret one")),
+                    Answer(response("200 OK", b"secret two")))
+    url = f"https://localhost:{tls_server.port}"
+
+    async def main() -> list[bytes]:
+        trusted = ssl.create_default_context(cafile=certificate[0])
+        client = openai.DefaultAsyncHttpxClient(transport=Http11Transport(trusted), timeout=5.0)
+        async with client:
+            return [(await client.get(url + "/a")).content, (await client.get(url + "/b")).content]
+    assert asyncio.run(main()) == [b"secret one", b"secret two"]
+    assert tls_server.accepted == 1
+    assert tls_server.requests[0].head.startswith(b"GET /a HTTP/1.1\r\n")  # decrypted on our side
+
+
+def test_https_refuses_an_untrusted_certificate_and_a_wrong_host_name(
+        tls_server: RawHTTPServer, certificate: tuple[str, str]) -> None:
+    import ssl
+
+    async def attempt(url: str, context: ssl.SSLContext) -> BaseException | None:
+        client = openai.DefaultAsyncHttpxClient(transport=Http11Transport(context), timeout=5.0)
+        async with client:
+            try:
+                await client.get(url)
+            except http.ConnectError as exc:
+                return exc
+        return None
+
+    untrusted = asyncio.run(attempt(f"https://localhost:{tls_server.port}",
+                                    ssl.create_default_context()))
+    assert untrusted is not None and "certificate" in str(untrusted).lower()
+    wrong_name = asyncio.run(attempt(f"https://127.0.0.1:{tls_server.port}",
+                                     ssl.create_default_context(cafile=certificate[0])))
+    assert wrong_name is not None and "127.0.0.1" in str(wrong_name)
+    assert tls_server.requests == []  # nothing was sent over an unverified connection
+
+
+def test_the_model_client_speaks_https_with_the_ca_it_is_told_to_trust(
+        tls_server: RawHTTPServer, certificate: tuple[str, str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the daemon's own path: ModelClient builds the SDK's TLS context (SSL_CERT_FILE honoured)
+    # and hands it to hermesd's transport
+    monkeypatch.setenv("SSL_CERT_FILE", certificate[0])
+    tls_server.push(Answer(streamed("over tls")))
+    result = run_model(f"https://localhost:{tls_server.port}",
+                       lambda client: outcome(client))
+    assert isinstance(result, Completion), result
+    assert result.content == "over tls"

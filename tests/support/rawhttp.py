@@ -10,6 +10,7 @@ reconnects and pool clean-up from the outside.
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
 from collections import deque
@@ -66,8 +67,9 @@ def chunked(*chunks: bytes, trailer: bytes = b"") -> bytes:
 class RawHTTPServer:
     """Answers requests with scripted bytes; records requests, accepts and client hang-ups."""
 
-    def __init__(self, *answers: Answer) -> None:
+    def __init__(self, *answers: Answer, tls: ssl.SSLContext | None = None) -> None:
         self.answers: deque[Answer] = deque(answers)
+        self.tls = tls  # a server context: connections are TLS (handshake in their thread)
         self.requests: list[Received] = []
         self.accepted = 0
         self.client_closed = 0  # connections the client ended (EOF while we waited)
@@ -85,7 +87,7 @@ class RawHTTPServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def push(self, *answers: Answer) -> None:
         with self._lock:
@@ -144,6 +146,14 @@ class RawHTTPServer:
 
     def _serve(self, conn: socket.socket, index: int) -> None:
         pending = b""
+        if self.tls is not None:
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except (OSError, ssl.SSLError):  # the client refused our certificate
+                conn.close()
+                with self._lock:
+                    self.client_closed += 1
+                return
         with conn:
             while not self._stop.is_set():
                 request, pending = self._read_request(conn, index, pending)
