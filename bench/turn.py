@@ -224,7 +224,15 @@ class LagProbe:
         self._thread.join(30)
 
 
-def bench_concurrent(sessions: int, turns: int, latency: float) -> dict[str, Any]:
+def confine(pid: int, cpu: int) -> None:
+    """Put every thread of ``pid`` (and so the threads they start) on one CPU, as
+    ``taskset -a -c CPU -p PID`` would."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(tid), {cpu})
+
+
+def bench_concurrent(sessions: int, turns: int, latency: float,
+                     cpu: int | None = None) -> dict[str, Any]:
     proc = subprocess.Popen([sys.executable, "-m", "tests.support.modelserver", "--port", "0",
                              "--script", "rules", "--latency", str(latency)],
                             stdout=subprocess.PIPE, text=True, cwd=str(REPO),
@@ -233,6 +241,8 @@ def bench_concurrent(sessions: int, turns: int, latency: float) -> dict[str, Any
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
         d = start(url)
+        if cpu is not None:
+            confine(d.proc.pid, cpu)
         try:
             with Client.connect(d.socket, hello=True, timeout=60) as c:
                 # warm the daemon (lazy imports, first connection) outside the measurement
@@ -298,6 +308,7 @@ def main() -> int:
     conc = bench_concurrent(20 if quick else 100, 5, 0.1)
     light = bench_concurrent(20, 5, 0.1)  # the loop has time to spare: lag = blocking
     middle = bench_concurrent(50, 5, 0.1)
+    confined = bench_concurrent(20 if quick else 100, 5, 0.1, cpu=0)
 
     ours_ms = median(whole["ours"]) * 1000
     lines = ["**(a) One turn with one tool call, whole process** (`hermesctl chat -m "
@@ -369,6 +380,15 @@ def main() -> int:
               f"20 sessions {fmt_ratio(light['wall'] / light['ideal'])}, "
               f"50 sessions {fmt_ratio(middle['wall'] / middle['ideal'])}, "
               f"{conc['turns'] // 5} sessions {fmt_ratio(ratio, 1.3)}.", "",
+              f"The same {conc['turns'] // 5} sessions with hermesd confined to one CPU "
+              "(every thread, as `taskset -a -c 0` or systemd's `CPUAffinity=0` would; the "
+              "model stand-in and the client keep both): wall "
+              f"{confined['wall'] * 1000:.0f} ms, "
+              f"{fmt_ratio(confined['wall'] / confined['ideal'], 1.3)}, daemon "
+              f"{confined['cpu']['daemon'] * 1000 / (confined['turns'] * 2):.2f} ms CPU per "
+              "round. All of hermesd's work holds one interpreter lock; on one CPU, handing it "
+              "between the loop, the DB thread and the plugin threads is a switch on that "
+              "CPU instead of a wake-up of another one.", "",
               f"Event-loop lag while these turns run (tools on worker threads, SQLite on the DB "
               f"thread): a `ping` every 10 ms on its own connection answered in "
               f"{median(pings):.1f} ms p50, {percentile(pings, 99):.1f} ms p99, "
