@@ -13,6 +13,7 @@ the checks `hermesd.plugins.lint`'s. State-changing methods are owner only (decl
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 from pathlib import Path
@@ -26,6 +27,7 @@ from .plugins.lint import format_findings, lint_folder
 from .plugins.listing import plugin_dict
 from .protocol import Codes, RpcError
 from .rpc import Call, Router
+from .store import storage_error
 
 log = logging.getLogger("hermesd.plugin_admin")
 
@@ -207,7 +209,11 @@ class PluginAdminService:
                                {"param": "values", "name": name if isinstance(name, str) else None})
         try:
             await asyncio.to_thread(set_env_values, self.home / ".env", values)
-        except (EditError, OSError) as exc:
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):  # as the store says it
+                raise storage_error(exc, self.home / ".env") or exc from None
+            raise RpcError(Codes.CONFLICT, f".env not changed: {exc}") from None
+        except EditError as exc:
             raise RpcError(Codes.CONFLICT, f".env not changed: {exc}") from None
         for name, value in values.items():
             if name not in self._protected:

@@ -80,6 +80,10 @@ def test_full_disk_gives_a_clear_error_and_works_again_once_space_is_freed(
         assert result["status"] == "failed" and "disk" in result["error"], result
         assert not result["error"].startswith("internal error"), result  # a plain sentence
         print(f"turn on a full disk: {result['error']}")
+        with pytest.raises(RpcError) as refused:  # .env is on the same full disk
+            c.call("plugins.set_env", {"values": {"SOME_TOKEN": "x" * 5000}})
+        assert refused.value.code == Codes.STORAGE_UNAVAILABLE, refused.value.to_wire()
+        assert refused.value.data == {"reason": "full"} and ".env" in refused.value.message
         assert c.call("ping")["pong"] is True
         assert c.call("session.get", {"session_id": sid})["title"] == "before"
     filler.unlink()
