@@ -1,7 +1,8 @@
 """The model client: one streamed chat completion against an OpenAI-compatible endpoint.
 
 Owns the ``openai.AsyncOpenAI`` clients (imported lazily: daemon start-up does not pay for them;
-checked out one per completion; the event stream itself is read by ``hermesd.sse``),
+one shared client on ``hermesd.http11``'s transport, or one per completion on the SDK's own;
+the request body is encoded here, the event stream is read by ``hermesd.sse``),
 our own retry policy (429, 5xx, timeouts, dropped connections; exponential backoff with
 jitter, ``retry-after`` honoured up to a cap; the SDK's retries are off), the accumulation of
 streamed deltas into one assistant message, and the translation of SDK errors into
