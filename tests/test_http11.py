@@ -213,6 +213,21 @@ def test_a_large_streamed_completion_arrives_intact_through_the_model_client(
     assert isinstance(result, Completion) and result.content == text
 
 
+def test_a_gzip_compressed_stream_is_decoded_for_the_model_client(server: RawHTTPServer) -> None:
+    # the HTTP library asks for gzip (Accept-Encoding) and decodes it; the transport hands it
+    # the raw bytes, as proxies in front of model servers sometimes compress event streams
+    import zlib
+
+    compressor = zlib.compressobj(wbits=31)  # gzip framing
+    body = compressor.compress(b"".join(events("squeezed"))) + compressor.flush()
+    half = len(body) // 2
+    server.push(Answer(response("200 OK", chunked(body[:half], body[half:]), SSE, CHUNKED,
+                                "Content-Encoding: gzip", length=False)))
+    [result] = completions(server.url, 1)
+    assert isinstance(result, Completion) and result.content == "squeezed"
+    assert b"accept-encoding: gzip" in server.requests[0].head.lower()
+
+
 # -- keep-alive ------------------------------------------------------------------------------
 
 
