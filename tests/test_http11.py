@@ -228,6 +228,19 @@ def test_a_gzip_compressed_stream_is_decoded_for_the_model_client(server: RawHTT
     assert b"accept-encoding: gzip" in server.requests[0].head.lower()
 
 
+def test_a_request_far_larger_than_the_socket_buffer_is_sent_whole(server: RawHTTPServer) -> None:
+    # a long conversation: the write waits for the socket to drain (pause/resume writing)
+    history = [{"role": "user", "content": f"message {i} " + "x" * 4000} for i in range(1000)]
+    server.push(Answer(streamed("read it all")))
+
+    async def main(client: ModelClient) -> Completion:
+        return await client.stream_completion(history)
+    result = run_model(server.url, main)
+    assert result.content == "read it all"
+    body = server.requests[0].data.partition(b"\r\n\r\n")[2]
+    assert len(body) > 4_000_000 and json.loads(body)["messages"] == history
+
+
 # -- keep-alive ------------------------------------------------------------------------------
 
 
