@@ -391,30 +391,27 @@ class Http11Transport(http.AsyncBaseTransport):
         connect_t, read_t, write_t, _ = _timeouts(request)
         data = _encode(request, await request.aread())
         conn = self._checkout(origin)
-        if conn is not None:
+        reused = conn is not None
+        while True:
+            if conn is None:
+                conn = await self._connect(origin, connect_t)
             try:
                 return await self._exchange(request, origin, conn, data, read_t, write_t)
             except (_Closed, http.WriteError) as exc:
                 conn.close()
-                if conn.received_any:
-                    raise http.RemoteProtocolError(
-                        "the model endpoint closed the connection in the middle of a "
-                        "response") from _cause(exc) if isinstance(exc, _Closed) else exc
-                # a kept-alive connection the server had closed: once more on a new one
+                if reused and not conn.received_any:
+                    # a kept-alive connection the server had closed: once more on a new one
+                    conn, reused = None, False
+                    continue
+                if isinstance(exc, http.WriteError):
+                    raise
+                raise http.RemoteProtocolError(
+                    "the model endpoint closed the connection "
+                    + ("in the middle of a response" if conn.received_any
+                       else "without a complete response")) from _cause(exc)
             except BaseException:
                 conn.close()
                 raise
-        conn = await self._connect(origin, connect_t)
-        try:
-            return await self._exchange(request, origin, conn, data, read_t, write_t)
-        except _Closed as exc:
-            conn.close()
-            raise http.RemoteProtocolError(
-                "the model endpoint closed the connection without a complete response"
-            ) from _cause(exc)
-        except BaseException:
-            conn.close()
-            raise
 
     async def _exchange(self, request: Any, origin: tuple[str, str, int], conn: _Conn,
                         data: bytes, read_t: float | None, write_t: float | None) -> Any:
