@@ -85,6 +85,7 @@ class Router:
 
 
 READ_BUFFER = 65536
+_DECLARED_CODES = frozenset(v for k, v in vars(Codes).items() if k.isupper())
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -264,7 +265,7 @@ class Connection(asyncio.BufferedProtocol):
             raise
         except Exception as exc:
             code = getattr(exc, "rpc_code", None)
-            if isinstance(code, str):  # an error that names its wire code (a full disk)
+            if code in _DECLARED_CODES:  # an error that names its wire code (a full disk)
                 log.error("method %s failed: %s", req.method, exc)
                 self._send(wire.pack_response(req.msgid, {
                     "code": code, "message": str(exc),

@@ -76,3 +76,16 @@ def test_any_other_exception_is_internal_without_its_text(
 def test_the_store_names_the_wire_error_the_protocol_declares() -> None:
     assert StorageUnavailable.rpc_code == Codes.STORAGE_UNAVAILABLE
     assert StorageUnavailable("full", "full").rpc_data == {"reason": "full"}
+
+
+def test_a_code_the_protocol_does_not_declare_is_not_trusted(
+        served: tuple[Path, dict[str, Any]]) -> None:
+    path, behaviour = served
+
+    class Odd(Exception):
+        rpc_code = "made.up.Code"
+
+    behaviour["raise"] = Odd("whatever")
+    with Client.connect(path) as c, pytest.raises(RpcError) as err:
+        c.call("ping")
+    assert err.value.code == Codes.INTERNAL
