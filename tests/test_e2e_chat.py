@@ -719,6 +719,23 @@ def test_config_reload_sends_later_turns_to_the_new_endpoint(
             assert turn(c, sid, "hi again")[-1]["final_text"] == "from B"
 
 
+@pytest.mark.parametrize("transport", ["hermesd", "httpx"])
+def test_both_http_transports_complete_a_tool_turn_without_telling_the_host(
+        start: Callable[..., DaemonProcess], transport: str) -> None:
+    with ScriptedModelServer(rules=calculator_rules) as model:
+        d = start(config=model_config(model.url, transport=transport))
+        with d.client() as c:
+            for _ in range(2):  # the second turn reuses the kept-alive connection
+                sid = c.call("session.create")["id"]
+                assert turn(c, sid, "What is 15 * 23?")[-1]["final_text"] == \
+                    'The result is: {"expression": "15 * 23", "result": 345}'
+        headers = model.request_headers
+    assert len(headers) == 4
+    for sent in headers:
+        assert sent["content-type"] == "application/json"
+        assert not [name for name in sent if name.startswith("x-stainless")], sent
+
+
 def test_every_event_of_a_turn_arrives_in_order_before_the_wait_answer(
         chatd: DaemonProcess) -> None:
     with Client.connect(chatd.socket, hello=True) as c:

@@ -129,6 +129,7 @@ class ScriptedModelServer:
         self.model = model
         self.reject_stream_options = reject_stream_options
         self.requests: list[dict[str, Any]] = []
+        self.request_headers: list[dict[str, str]] = []  # lower-cased names, one per request
         self.request_times: list[float] = []    # time.monotonic() when each request arrived
         self.response_end_times: list[float] = []  # ... and when its answer was fully sent
         self._lock = threading.Lock()
@@ -227,6 +228,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, {"error": {"message": "body is not JSON", "type": "invalid_request"}})
             return
         owner = self.owner
+        with owner._lock:
+            owner.request_headers.append({k.lower(): v for k, v in self.headers.items()})
         if owner.reject_stream_options and "stream_options" in request:
             owner.requests.append(request)
             self._json(400, {"error": {"message": "Unrecognized request argument supplied: "
