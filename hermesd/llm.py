@@ -20,7 +20,6 @@ import logging
 import os
 import random
 import secrets
-import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -385,8 +384,8 @@ class ModelClient:
                 settings.check()
                 import openai  # deferred: ~0.5 s of imports the daemon only pays when chatting
 
-                http = sys.modules[next(c for c in openai.DefaultAsyncHttpxClient.__mro__
-                                        if c.__name__ == "AsyncClient").__module__.split(".")[0]]
+                from hermesd.http11 import Http11Transport, http  # the SDK's HTTP library
+
                 create_ssl = getattr(http, "create_ssl_context", None)  # http: httpx (a fork)
                 http_log = logging.getLogger(http.__name__)
                 if http_log.level == logging.NOTSET and not log.isEnabledFor(logging.DEBUG):
@@ -401,8 +400,6 @@ class ModelClient:
 
                 def make() -> Any:
                     if lean:
-                        from hermesd.http11 import Http11Transport
-
                         http_client = openai.DefaultAsyncHttpxClient(
                             transport=Http11Transport(verify if verify is not True else None))
                     else:
