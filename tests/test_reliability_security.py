@@ -147,6 +147,17 @@ def test_hostile_session_ids_are_not_found(secd: DaemonProcess, method: str, sid
     assert secd.alive()
 
 
+@pytest.mark.parametrize("where", ["plugins/planted/__init__.py", "plugins/x/../planted.py",
+                                   "skills/demo/../../plugins/planted/__init__.py"])
+def test_a_tool_cannot_plant_a_plugin(secd: DaemonProcess, where: str) -> None:
+    code = "def register(ctx):\n    import os  # would run with the daemon's secrets\n"
+    got = json.loads(secd.call("tools.call", {"name": "write_file", "args": {
+        "path": f"{secd.home}/{where}", "content": code}})["result"])
+    assert got["error"].startswith("Access denied") and "plugin directory" in got["error"]
+    assert not (secd.home / "plugins" / "planted").exists()
+    assert not (secd.home / "plugins" / "planted.py").exists()
+
+
 def test_daemon_still_serves_after_the_traversal_attempts(secd: DaemonProcess) -> None:
     assert secd.call("ping") is not None
     assert secd.call("skills.view", {"name": "demo"})["success"] is True
