@@ -133,6 +133,9 @@ def test_delete_removes_the_session_and_its_messages(d: DaemonProcess) -> None:
         d.call("session.get", {"session_id": sid})
     assert err.value.code == Codes.NOT_FOUND
     assert d.call("session.search", {"query": "platypus"})["hits"] == []
+    with pytest.raises(RpcError) as err:  # it had run a turn: send must still look it up
+        d.call("session.send", {"session_id": sid, "message": "are you gone?"})
+    assert err.value.code == Codes.NOT_FOUND
 
 
 def test_delete_of_an_unknown_session_exits_1(d: DaemonProcess) -> None:
