@@ -19,7 +19,13 @@ import pytest
 
 from hermesctl.client import Client
 from hermesd.protocol import Codes, RpcError
-from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir, start_daemon
+from tests.support.daemon import (
+    DaemonProcess,
+    follow_turn,
+    run_hermesctl,
+    short_tmpdir,
+    start_daemon,
+)
 from tests.support.modelserver import (
     ScriptedModelServer,
     calculator_rules,
@@ -107,24 +113,9 @@ def hermesctl(d: DaemonProcess, *args: str, input: str | None = "",
                          env={"HERMES_HOME": str(d.home)}, input=input, timeout=timeout)
 
 
-def follow(c: Client, turn_id: str, timeout: float = 20) -> list[dict[str, Any]]:
-    """Events of one turn, up to and including turn.finished."""
-    events: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        note = c.next_notification(timeout=deadline - time.monotonic())
-        if note is None:
-            break
-        if note.method == "session.event" and note.params[0].get("turn_id") == turn_id:
-            events.append(note.params[0])
-            if events[-1]["type"] == "turn.finished":
-                return events
-    raise AssertionError(f"turn {turn_id} did not finish; events: {events}")
-
-
 def turn(c: Client, sid: str, message: str) -> list[dict[str, Any]]:
     started = c.call("session.send", {"session_id": sid, "message": message})
-    return follow(c, started["turn_id"])
+    return follow_turn(c, started["turn_id"])
 
 
 def wait_for(event_type: str, c: Client, timeout: float = 10) -> dict[str, Any]:
@@ -429,7 +420,7 @@ def test_two_clients_attached_to_one_session_both_see_the_events(chatd: DaemonPr
         sid = a.call("session.create")["id"]
         b.call("session.attach", {"session_id": sid})
         events_a = turn(a, sid, "What is 5 * 5?")
-        events_b = follow(b, events_a[0]["turn_id"])
+        events_b = follow_turn(b, events_a[0]["turn_id"])
     assert [e["type"] for e in events_a] == [e["type"] for e in events_b]
     assert "25" in events_b[-1]["final_text"]
 
@@ -458,7 +449,7 @@ def test_a_second_send_while_a_turn_runs_is_session_busy(chatd: DaemonProcess,
             c.call("session.send", {"session_id": sid, "message": "two"})
         assert err.value.code == Codes.SESSION_BUSY
         assert first["turn_id"] in err.value.message
-        follow(c, first["turn_id"])
+        follow_turn(c, first["turn_id"])
         assert turn(c, sid, "three")[-1]["status"] == "completed"
 
 
@@ -470,7 +461,7 @@ def test_session_busy_in_chat_is_a_clear_error(chatd: DaemonProcess,
         started = c.call("session.send", {"session_id": sid, "message": "one"})
         result = hermesctl(chatd, "chat", "--session", sid, "-m", "two")
         assert result.returncode == 1 and "already running" in result.stderr
-        follow(c, started["turn_id"])
+        follow_turn(c, started["turn_id"])
 
 
 def test_cancel_mid_stream_keeps_a_valid_history(chatd: DaemonProcess,
@@ -482,7 +473,7 @@ def test_cancel_mid_stream_keeps_a_valid_history(chatd: DaemonProcess,
         wait_for("text.delta", c)
         assert c.call("session.cancel", {"session_id": sid}) == {
             "cancelled": True, "turn_id": started["turn_id"]}
-        assert follow(c, started["turn_id"])[-1]["status"] == "cancelled"
+        assert follow_turn(c, started["turn_id"])[-1]["status"] == "cancelled"
         assert turn(c, sid, "are you there?")[-1]["status"] == "completed"
     assert roles(chatd, sid) == ["user", "user", "assistant"]
 
@@ -495,7 +486,7 @@ def test_cancel_mid_tool_answers_the_call_and_the_next_turn_works(
         started = c.call("session.send", {"session_id": sid, "message": "nap please"})
         wait_for("tool.started", c)
         c.call("session.cancel", {"session_id": sid})
-        assert follow(c, started["turn_id"])[-1]["status"] == "cancelled"
+        assert follow_turn(c, started["turn_id"])[-1]["status"] == "cancelled"
         assert turn(c, sid, "What is 1 + 1?")[-1]["status"] == "completed"
     history = chatd.call("session.history", {"session_id": sid})["messages"]
     assert [m["role"] for m in history] == ["user", "assistant", "tool", "user", "assistant",

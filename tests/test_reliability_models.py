@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from hermesctl.client import Client
-from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
+from tests.support.daemon import DaemonProcess, send_and_follow, short_tmpdir, start_daemon
 from tests.support.modelserver import (
     ScriptedModelServer,
     Step,
@@ -58,18 +58,7 @@ def modeld(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
 
 
 def turn(c: Client, sid: str, message: str, timeout: float = 30) -> list[dict[str, Any]]:
-    turn_id = c.call("session.send", {"session_id": sid, "message": message})["turn_id"]
-    events: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        note = c.next_notification(timeout=deadline - time.monotonic())
-        if note is None:
-            break
-        if note.method == "session.event" and note.params[0].get("turn_id") == turn_id:
-            events.append(note.params[0])
-            if events[-1]["type"] == "turn.finished":
-                return events
-    raise AssertionError(f"turn {turn_id} did not finish: {events}")
+    return send_and_follow(c, sid, message, timeout)
 
 
 def history(d: DaemonProcess, sid: str) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
+from tests.support.daemon import DaemonProcess, send_and_follow, short_tmpdir, start_daemon
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 from tests.support.plugin_factory import schema, write_plugin
 
@@ -393,26 +393,12 @@ def test_turn_with_wrong_typed_and_hanging_llm_hooks_completes_and_session_stays
     with PingProbe(hostile, "turn with hostile hooks and a raising tool"), \
             hostile.client(timeout=30) as c:
         sid = c.call("session.create")["id"]
-        events = run_turn(c, sid, "hostile hooks please")
+        events = send_and_follow(c, sid, "hostile hooks please")
         assert events[-1]["status"] == "completed", events[-1]
         assert events[-1]["final_text"] == "done despite hooks"
-        assert run_turn(c, sid, "plain")[-1]["final_text"] == "second turn"
+        assert send_and_follow(c, sid, "plain")[-1]["final_text"] == "second turn"
     sent = model.requests[-2]["messages"]
     assert "3.14" not in json.dumps(sent)  # a float from pre_llm_call is not context
-
-
-def run_turn(c: Any, sid: str, message: str, timeout: float = 20) -> list[dict[str, Any]]:
-    turn_id = c.call("session.send", {"session_id": sid, "message": message})["turn_id"]
-    events: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        note = c.next_notification(timeout=deadline - time.monotonic())
-        if note is not None and note.method == "session.event" and \
-                note.params[0].get("turn_id") == turn_id:
-            events.append(note.params[0])
-            if events[-1]["type"] == "turn.finished":
-                return events
-    raise AssertionError(f"turn did not finish: {events}")
 
 
 # --- commands ---------------------------------------------------------------------------------

@@ -202,3 +202,25 @@ def run_hermesctl(args: list[str], env: dict[str, str] | None = None,
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "hermesctl", *args], env=full_env,
                           capture_output=True, text=True, input=input, timeout=timeout)
+
+
+def follow_turn(c: Client, turn_id: str, timeout: float = 20) -> list[dict[str, Any]]:
+    """The ``session.event`` notifications of one turn, up to and including turn.finished."""
+    events: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        note = c.next_notification(timeout=deadline - time.monotonic())
+        if note is None:
+            break
+        if note.method == "session.event" and note.params[0].get("turn_id") == turn_id:
+            events.append(note.params[0])
+            if events[-1]["type"] == "turn.finished":
+                return events
+    raise AssertionError(f"turn {turn_id} did not finish; events: {events}")
+
+
+def send_and_follow(c: Client, sid: str, message: str, timeout: float = 20
+                    ) -> list[dict[str, Any]]:
+    """Start a turn with ``session.send`` and return its events (see ``follow_turn``)."""
+    turn_id = c.call("session.send", {"session_id": sid, "message": message})["turn_id"]
+    return follow_turn(c, turn_id, timeout)
