@@ -19,7 +19,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -47,7 +47,8 @@ class ToolRegistryLike(Protocol):
 
     async def call(self, name: str, args: Any, *, session_id: str,
                    tool_call_id: str | None = None, source: str = "model",
-                   turn_id: str = "") -> str: ...
+                   turn_id: str = "", observers: list[asyncio.Task[Any]] | None = None
+                   ) -> str: ...
 
 
 class HookBusLike(Protocol):
@@ -163,6 +164,7 @@ class _Turn:
         self.model = ""
         self._usage_due: tuple[int, int, Any] | None = None  # token counts not yet stored
         self._pending_writes: list[asyncio.Future[Any]] = []  # submitted, not yet awaited
+        self._observers: list[asyncio.Task[Any]] = []  # post_tool_call hooks still running
         self.messages: list[dict[str, Any]] = []        # what the model is sent
         self.stored_history: list[dict[str, Any]] = []  # the same, minus system and context
 
@@ -187,31 +189,53 @@ class _Turn:
     async def hook(self, name: str, **kwargs: Any) -> list[Any]:
         if not self.hooked(name):
             return []
+        await self.settle_observers()
         return await self.hooks.invoke(name, session_id=self.session_id, turn_id=self.turn_id,
                                        model=self.model, platform=self.platform, **kwargs)
 
+    async def settle_observers(self) -> None:
+        """Wait for the ``post_tool_call`` callbacks still running: hooks of one turn run in
+        the order they were called, whatever ran in between."""
+        observers, self._observers = self._observers, []
+        for task in observers:
+            try:
+                await task
+            except Exception:  # the hook bus reports callback failures itself
+                log.exception("post_tool_call observers failed")
+
     async def db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn`` on the store after the writes submitted before it, and wait for it."""
-        pending, self._pending_writes = self._pending_writes, []
-        if pending:  # writes land in order; a failed one fails the turn here
-            await asyncio.gather(*pending)
+        await self.flush()
         return await self._write(fn, *args, **kwargs)
 
-    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        """Queue a write without waiting for it: the DB thread keeps the order, and the next
-        ``db()`` of this turn (at the latest the one storing the tool result) waits for it."""
-        self._pending_writes.append(asyncio.ensure_future(self._write(fn, *args, **kwargs)))
+    async def flush(self) -> None:
+        """Wait for the writes submitted so far; the first failure fails the turn here."""
+        pending, self._pending_writes = self._pending_writes, []
+        if not all(write.done() for write in pending):  # usually all long committed
+            await asyncio.wait(pending)
+        failure: BaseException | None = None
+        for write in pending:
+            if not write.cancelled():
+                exc = write.exception()  # read each one: none goes unreported
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
-    def _write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Queue a write without waiting for it: the store runs calls in the order they were
+        queued, and the next ``db()`` or ``flush()`` of this turn waits for it."""
+        self._pending_writes.append(self._write(fn, *args, **kwargs))
+
+    def _write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
         usage, self._usage_due = self._usage_due, None
         if usage is None:
-            return self.store.call(fn, *args, **kwargs)
+            return self.store.quick(fn, *args, **kwargs)
 
         def with_usage() -> Any:  # the counters ride along with the round's next write
             self.store.add_usage(self.session_id, *usage)
             return fn(*args, **kwargs)
 
-        return self.store.call(with_usage)
+        return self.store.quick(with_usage)
 
     async def run(self) -> TurnResult:
         self.emit("turn.started", user_message=self.user_message)
@@ -249,6 +273,7 @@ class _Turn:
                                              self.session_id, reason, self.turn_id))
             except Exception:
                 log.exception("could not close tool calls of session %s", self.session_id)
+        await self.settle_observers()
         await self.hook("on_session_end", completed=status == "completed",
                         interrupted=status == "cancelled", failed=status == "failed",
                         turn_exit_reason=self.result.exit_reason)
@@ -372,12 +397,15 @@ class _Turn:
         arguments = call["function"]["arguments"]
         self.emit("tool.started", name=name, arguments=arguments, tool_call_id=call["id"])
         started = time.monotonic()
+        await self.settle_observers()  # the previous call's, before this one's pre_tool_call
         result = await self.loop.registry.call(name, arguments, session_id=self.session_id,
                                                tool_call_id=call["id"], source="model",
-                                               turn_id=self.turn_id)
+                                               turn_id=self.turn_id, observers=self._observers)
         duration_ms = round((time.monotonic() - started) * 1000, 1)
-        await self.db(self.store.append_message, self.session_id, "tool", result,
-                      tool_call_id=call["id"], tool_name=name, turn_id=self.turn_id)
+        # Not waited for: the next round's request does not need it on disk; the answer's
+        # write (or the turn's end) waits for every write before it.
+        self.submit(self.store.append_message, self.session_id, "tool", result,
+                    tool_call_id=call["id"], tool_name=name, turn_id=self.turn_id)
         self._remember({"role": "tool", "tool_call_id": call["id"], "content": result})
         self.emit("tool.finished", name=name, tool_call_id=call["id"],
                   status=_status_of(result), duration_ms=duration_ms,

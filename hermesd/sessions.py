@@ -183,9 +183,10 @@ class SessionService:
         if self.on_attach is not None:
             self.on_attach(sid, conn)
 
-    async def _db(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def _db(self, fn: Any, *args: Any, quick: bool = False, **kwargs: Any) -> Any:
         try:
-            return await self.store.call(fn, *args, **kwargs)
+            run = self.store.quick if quick else self.store.call
+            return await run(fn, *args, **kwargs)
         except (SessionNotFound, MessageNotFound) as exc:
             raise _not_found(exc) from None
         except ValueError as exc:
@@ -295,7 +296,7 @@ class SessionService:
                            f"session {sid} is already running turn {running[0]}; wait for it "
                            "to finish or cancel it", {"turn_id": running[0]})
         if sid not in self.touched:  # a session that ran a turn exists until it is deleted
-            await self._db(self.store.get_session, sid)
+            await self._db(self.store.get_session, sid, quick=True)
         try:
             self.agent.check_ready()
         except ModelError as exc:

@@ -7,18 +7,21 @@ which trims old messages and repairs tool calls left without results. It knows n
 clients or models.
 
 Threads: the API is synchronous. The daemon owns one dedicated DB thread (``call()`` runs a
-method there, so the event loop never waits on disk; calls waiting together run as one batch in
-one transaction, see ``hermesd.dbthread``); a lock also makes direct calls from other threads
-safe, e.g. a tool handler running in a worker thread.
+method there, so the event loop never waits on a long query; calls waiting together run as one
+batch in one transaction, see ``hermesd.dbthread``). A turn's small reads and writes go through
+``quick()`` instead, batched on the loop's own thread, which costs less than the trip to the
+DB thread and back. A lock also makes direct calls from other threads safe, e.g. a tool
+handler running in a worker thread.
 
-Durability: WAL with ``synchronous=NORMAL``. Every write is committed before ``call()``
-returns (a batch commits before any of its results is handed back); a committed write
+Durability: WAL with ``synchronous=NORMAL``. Every write is committed before ``call()`` or
+``quick()`` returns (a batch commits before any of its results is handed back); a committed write
 survives the process being killed. An OS crash or power loss may lose the last few commits
 (never corrupt the file); that is the price of not calling fsync on every message.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -36,6 +39,8 @@ from typing import Any, TypedDict, TypeVar
 from hermesd.dbthread import BatchThread
 from hermesd.history import INTERRUPTED_RESULT, repair_history, to_openai, trim_history
 from hermesd.migrations import MIGRATIONS
+
+BUSY_TIMEOUT_MS = 5000  # how long a write waits for another process's lock (DB thread only)
 
 log = logging.getLogger("hermesd.store")
 
@@ -233,7 +238,7 @@ def _open_db_file(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA busy_timeout=5000")
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     migrate(conn)
     for suffix in ("-wal", "-shm"):
         side = path.with_name(path.name + suffix)
@@ -280,24 +285,38 @@ class SessionStore:
         """The store at ``home/state.db``."""
         return cls(home / "state.db", **kwargs)
 
-    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run ``fn(*args, **kwargs)`` (a method of this store) on the DB thread, batched with
-        the other calls waiting there (see ``hermesd.dbthread``)."""
+    def _batches(self) -> BatchThread:
         thread = self._thread
         if thread is None:
             with self._lock:
                 if self._thread is None:
-                    self._thread = BatchThread(self._conn, self._lock)
+                    self._thread = BatchThread(self._conn, self._lock,
+                                               busy_timeout_ms=BUSY_TIMEOUT_MS,
+                                               map_error=self._storage_error)
                 thread = self._thread
-        try:
-            result: T = await thread.submit(functools.partial(fn, *args, **kwargs))
-            return result
-        except (OSError, sqlite3.OperationalError) as exc:
-            mapped = storage_error(exc, self.path)
-            if mapped is None:
-                raise
-            log.error("%s", mapped)
-            raise mapped from exc
+        return thread
+
+    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
+        """Run ``fn(*args, **kwargs)`` (a method of this store) on the DB thread, batched with
+        the other calls waiting there (see ``hermesd.dbthread``); await the result."""
+        return self._batches().submit(functools.partial(fn, *args, **kwargs))
+
+    def quick(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
+        """Like `call`, for calls that touch a few rows of one session (a turn's reads and
+        writes): batched on the event loop's thread instead of the DB thread. Queued at once,
+        so calls run in the order they were made; committed before the future resolves."""
+        return self._batches().submit_here(functools.partial(fn, *args, **kwargs))
+
+    def _storage_error(self, exc: BaseException) -> BaseException:
+        """A full disk, a read-only or vanished file as `StorageUnavailable` (logged)."""
+        if not isinstance(exc, OSError | sqlite3.OperationalError):
+            return exc
+        mapped = storage_error(exc, self.path)
+        if mapped is None:
+            return exc
+        log.error("%s", mapped)
+        mapped.__cause__ = exc
+        return mapped
 
     def close(self) -> None:
         """Finish pending DB-thread work and close the connection."""

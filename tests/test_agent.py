@@ -40,7 +40,7 @@ class FakeRegistry:
 
     async def call(self, name: str, args: Any, *, session_id: str,
                    tool_call_id: str | None = None, source: str = "model",
-                   turn_id: str = "") -> str:
+                   turn_id: str = "", observers: list[Any] | None = None) -> str:
         self.calls.append((name, args, tool_call_id))
         self.turn_ids.append(turn_id)
         if name not in self.tools:
@@ -183,20 +183,43 @@ def test_system_prompt_skills_index_and_tools_are_sent(h: Harness) -> None:
     assert request["model"] == "test-model"
 
 
-def test_tool_results_are_committed_before_the_next_request(tmp_path: Path) -> None:
+def test_tool_results_are_committed_while_the_next_request_runs(tmp_path: Path) -> None:
+    # The tool result's write is queued before the next request and is not waited for; it
+    # commits in the loop's next round, while the request is on its way.
     seen: list[list[str]] = []
     harness: Harness
 
     def rules(request: dict[str, Any]) -> Any:
-        seen.append([m["role"] for m in harness.store.messages(harness.sid)])
+        roles = [m["role"] for m in harness.store.messages(harness.sid)]
+        deadline = time.monotonic() + 5
+        while request["messages"][-1]["role"] == "tool" and "tool" not in roles:
+            assert time.monotonic() < deadline, "the tool result was never committed"
+            time.sleep(0.005)
+            roles = [m["role"] for m in harness.store.messages(harness.sid)]
+        seen.append(roles)
         if request["messages"][-1]["role"] == "tool":
             return reply("done")
         return call_tools(tool_call("calculate", {"expression": "1"}))
 
     with ScriptedModelServer(rules=rules) as srv:
         harness = Harness(tmp_path, srv)
-        harness.turn("go")
+        assert harness.turn("go").status == "completed"
     assert seen == [["user"], ["user", "assistant", "tool"]]
+    assert [role for role, _ in harness.stored()] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_a_tool_result_that_cannot_be_stored_fails_the_turn(h: Harness) -> None:
+    # The write is not waited for, but its failure is not lost: the turn ends failed at the
+    # answer's write, which waits for every write queued before it.
+    def delete_session(args: dict[str, Any]) -> str:
+        h.store.delete(h.sid)
+        return "gone"
+
+    h.registry.tools["wipe"] = delete_session
+    h.server.push(call_tools(tool_call("wipe", {})), reply("never stored"))
+    result = h.turn("q")
+    assert result.status == "failed" and result.error_type == "SessionNotFound"
+    assert h.kinds()[-1] == "turn.finished"
 
 
 def test_pre_llm_call_context_reaches_the_request_but_not_the_database(h: Harness) -> None:
@@ -430,3 +453,57 @@ def test_runs_with_the_real_registry_and_hook_bus(tmp_path: Path,
         "output": "42\n", "exit_code": 0}
     assert ended == [True]
     store.close()
+
+
+def test_post_tool_call_runs_beside_the_next_request_but_in_hook_order(
+        tmp_path: Path, server: ScriptedModelServer) -> None:
+    # post_tool_call callbacks are observers: the turn does not wait for them before the next
+    # model request, but they finish before the turn's next hook (here the second call's
+    # pre_tool_call, and on_session_end) and before turn.finished.
+    from hermesd.hooks import HookBus
+    from hermesd.tools.registry import ToolRegistry
+
+    log: list[str] = []
+    bus = HookBus()
+
+    def observe(tool_call_id: str) -> None:
+        time.sleep(0.3)
+        log.append(f"post {tool_call_id}")
+
+    bus.register("audit", "post_tool_call", observe)
+    bus.register("audit", "pre_tool_call", lambda tool_call_id: log.append(f"pre {tool_call_id}"))
+    bus.register("audit", "on_session_end", lambda: log.append("end"))
+    registry = ToolRegistry(bus)
+    registry.register("echo", "test", {"name": "echo", "description": "echo",
+                                       "parameters": {"type": "object", "properties": {}}},
+                      lambda args: "echoed")
+    store = SessionStore(tmp_path / "state.db")
+    client = ModelClient(ModelSettings(base_url=server.url, model="m", timeout=5.0))
+    agent = AgentLoop(store, registry, bus, client)
+    sid = store.create_session()["id"]
+
+    server.push(call_tools(tool_call("echo", {}, "a"), tool_call("echo", {}, "b")))
+    server.push(reply("done"))
+    original = server._next_step
+
+    def next_step(request: dict[str, Any]) -> Any:
+        log.append("request")
+        return original(request)
+
+    server._next_step = next_step  # type: ignore[method-assign]
+    events: list[str] = []
+
+    def emit(event: dict[str, Any]) -> None:
+        if event["type"] == "turn.finished":
+            events.append(f"finished after {log[-1]}")
+
+    async def main() -> TurnResult:
+        try:
+            return await agent.run_turn(sid, "go", emit=emit)
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(main()).status == "completed"
+    store.close()
+    assert log == ["request", "pre a", "post a", "pre b", "request", "post b", "end"]
+    assert events == ["finished after end"]

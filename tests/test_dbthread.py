@@ -204,3 +204,161 @@ def test_a_call_whose_failure_ends_the_transaction_fails_the_earlier_writers_onl
     assert isinstance(results[2], sqlite3.OperationalError)
     assert results[3] == "kept"  # after it, a new transaction
     assert _committed(path) == ["kept"]
+
+
+# -- calls run on the loop's thread (submit_here / SessionStore.quick) --------------------------
+
+
+def test_calls_queued_here_run_on_the_loop_thread_in_one_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    conn = _db(path)
+    thread = BatchThread(conn, threading.RLock())
+    commits: list[str] = []
+    conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+    ran_on: list[threading.Thread] = []
+
+    def insert(value: str) -> Any:
+        def run() -> str:
+            ran_on.append(threading.current_thread())
+            conn.execute("INSERT INTO t VALUES (?)", (value,))
+            return value
+        return run
+
+    def half_then_fail() -> None:
+        conn.execute("INSERT INTO t VALUES ('half')")
+        conn.execute("INSERT INTO t VALUES ('a')")
+
+    async def main() -> list[Any]:
+        futures = [thread.submit_here(insert("a")), thread.submit_here(half_then_fail),
+                   thread.submit_here(insert("b"))]
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        results.append(_committed(path))  # committed before any result was handed back
+        return results
+
+    try:
+        a, failed, b, committed = asyncio.run(main())
+    finally:
+        thread.close()
+    assert (a, b) == ("a", "b") and isinstance(failed, sqlite3.IntegrityError)
+    assert committed == ["a", "b"]
+    assert ran_on == [threading.main_thread()] * 2
+    assert commits == ["COMMIT"]
+
+
+def test_calls_queued_here_go_to_the_thread_while_it_holds_the_connection(tmp_path: Path
+                                                                         ) -> None:
+    # The loop must never wait for the connection: a long call on the DB thread (a search)
+    # holds it, so calls queued here meanwhile run on the thread after it, and the loop
+    # keeps serving.
+    path = tmp_path / "t.db"
+    conn = _db(path)
+    thread = BatchThread(conn, threading.RLock())
+    gate = _Gate()
+    ran_on: list[str] = []
+
+    def insert() -> str:
+        ran_on.append(threading.current_thread().name)
+        conn.execute("INSERT INTO t VALUES ('late')")
+        return "late"
+
+    async def main() -> list[Any]:
+        held = thread.submit(gate)
+        await asyncio.to_thread(gate.entered.wait, 10)
+        here = thread.submit_here(insert)
+        ticks = 0
+        while not here.done() and ticks < 5:  # the loop keeps running meanwhile
+            await asyncio.sleep(0.01)
+            ticks += 1
+        assert not here.done()
+        gate.release.set()
+        return [await held, await here, ticks]
+
+    try:
+        held, value, ticks = asyncio.run(main())
+    finally:
+        thread.close()
+    assert (held, value, ticks) == ("gate", "late", 5)
+    assert ran_on == ["hermesd-db"]
+    assert _committed(path) == ["late"]
+
+
+def test_calls_queued_here_do_not_wait_for_another_process_lock(tmp_path: Path) -> None:
+    # Another connection (another process, say `sqlite3 state.db`) holds the write lock: the
+    # batch goes to the DB thread, which waits with its busy timeout; the loop does not.
+    path = tmp_path / "t.db"
+    conn = _db(path)
+    thread = BatchThread(conn, threading.RLock(), busy_timeout_ms=5000)
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+
+    async def main() -> tuple[Any, float]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        here = thread.submit_here(_insert(conn, "after"))
+        await asyncio.sleep(0)  # the batch is tried at the start of the next round
+        blocked_for = loop.time() - started
+        await asyncio.sleep(0.1)
+        assert not here.done()
+        other.execute("COMMIT")
+        return await here, blocked_for
+
+    try:
+        value, blocked_for = asyncio.run(main())
+    finally:
+        thread.close()
+        other.close()
+    assert value == "after"
+    assert blocked_for < 1.0  # far below the 5 s busy timeout the thread waits with
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000  # restored
+    assert _committed(path) == ["after"]
+
+
+def test_quick_store_calls_map_storage_errors(tmp_path: Path) -> None:
+    from hermesd.store import StorageUnavailable
+
+    store = SessionStore(tmp_path / "state.db")
+
+    def full() -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    async def main() -> list[Any]:
+        sid = (await store.quick(store.create_session))["id"]
+        results = await asyncio.gather(
+            store.quick(store.append_message, sid, "user", "kept"), store.quick(full),
+            store.quick(store.append_message, "nope", "user", "lost"), return_exceptions=True)
+        return [*results, [m["content"] for m in await store.call(store.messages, sid)]]
+
+    try:
+        kept, failed, missing, contents = asyncio.run(main())
+    finally:
+        store.close()
+    assert kept["content"] == "kept"
+    assert isinstance(failed, StorageUnavailable) and failed.reason == "full"
+    assert isinstance(missing, SessionNotFound)
+    assert contents == ["kept"]
+
+
+def test_checkpoints_run_on_the_thread_not_on_commit(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import hermesd.dbthread as dbthread
+
+    monkeypatch.setattr(dbthread, "CHECKPOINT_EVERY", 5)
+    path = tmp_path / "t.db"
+    conn = _db(path)
+    thread = BatchThread(conn, threading.RLock())
+    checkpoints: list[str] = []
+    conn.set_trace_callback(
+        lambda sql: checkpoints.append(threading.current_thread().name)
+        if "wal_checkpoint" in sql else None)
+
+    async def main() -> None:
+        for i in range(12):  # one commit each: each waits for the one before
+            await thread.submit_here(_insert(conn, f"v{i}"))
+
+    try:
+        assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        asyncio.run(main())
+    finally:
+        thread.close()
+    assert checkpoints == ["hermesd-db", "hermesd-db"]  # after commits 5 and 10
+    assert len(_committed(path)) == 12

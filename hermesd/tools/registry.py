@@ -301,18 +301,27 @@ class ToolRegistry:
         tool_call_id: str | None = None,
         source: ToolSource = "model",
         turn_id: str = "",
+        observers: list[asyncio.Task[Any]] | None = None,
     ) -> str:
-        """Run one tool call through the whole pipeline; always returns a result string."""
+        """Run one tool call through the whole pipeline; always returns a result string.
+
+        With an ``observers`` list, the ``post_tool_call`` callbacks (whose return values
+        nobody reads) are started as a task added to it instead of being waited for, unless a
+        ``transform_tool_result`` callback must run after them. The caller then waits for them
+        before its next hook and before it finishes (the agent does).
+        """
         loop_token = _pipeline_loop.set(asyncio.get_running_loop())
         session_token = current_session.set(session_id)
         try:
-            return await self._call(name, args, session_id, tool_call_id or "", source, turn_id)
+            return await self._call(name, args, session_id, tool_call_id or "", source, turn_id,
+                                    observers)
         finally:
             current_session.reset(session_token)
             _pipeline_loop.reset(loop_token)
 
     async def _call(self, name: str, raw_args: Mapping[str, Any] | str | None,
-                    session_id: str, tool_call_id: str, source: str, turn_id: str) -> str:
+                    session_id: str, tool_call_id: str, source: str, turn_id: str,
+                    observers: list[asyncio.Task[Any]] | None) -> str:
         pinned = pinned_tools.get()
         entry = (pinned.get(name) if pinned is not None else None) or self.get(name)
         if entry is None:
@@ -345,11 +354,16 @@ class ToolRegistry:
         duration_ms = int((time.monotonic() - started) * 1000)
         log.debug("tool %s (%s) for session %s: %s in %d ms", name, source, session_id or "-",
                   status, duration_ms)
-        await self.hooks.invoke(
-            "post_tool_call", tool_name=name, args=args, result=result, **ids,
-            duration_ms=duration_ms, status=status, error_type=error_type,
-            error_message=error_message,
-        )
+        if self.hooks.has("post_tool_call"):
+            observed = self.hooks.invoke(
+                "post_tool_call", tool_name=name, args=args, result=result, **ids,
+                duration_ms=duration_ms, status=status, error_type=error_type,
+                error_message=error_message,
+            )
+            if observers is not None and not self.hooks.has("transform_tool_result"):
+                observers.append(asyncio.ensure_future(observed))
+            else:
+                await observed
         replaced = await self.hooks.transform(
             "transform_tool_result", tool_name=name, args=args, result=result, **ids,
             duration_ms=duration_ms, status=status,
