@@ -26,7 +26,7 @@ import ssl
 import sys
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import openai
 
@@ -72,8 +72,8 @@ class _Conn(asyncio.Protocol):
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport (uvloop's are not asyncio.Transport subclasses)
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
