@@ -37,12 +37,18 @@ import logging
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("hermesd.store")
 
 MAX_BATCH = 64
+# A batch on the loop's thread holds up everything else the loop does: at most this many
+# calls, and no new call started past this much time (a turn's first read of a long session
+# takes ~2 ms).
+MAX_HERE = 32
+HERE_SECONDS = 0.008
 CHECKPOINT_EVERY = 200  # commits between passive WAL checkpoints (SQLite's default: 1000 pages)
 
 _STOP = object()
@@ -72,6 +78,7 @@ class BatchThread:
         self._lock = lock
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._here: list[_Job] = []  # calls for the loop's next round (``submit_here``)
+        self._here_due = False  # a run of them is scheduled
         self._commits = 0
         self.busy_timeout_ms = busy_timeout_ms
         self._map_error = map_error  # what a failed call raises in its caller
@@ -93,33 +100,44 @@ class BatchThread:
         loop's next round, or on the DB thread if the connection is busy then."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        if not self._here:
-            loop.call_soon(self._run_here)
         self._here.append(_Job(fn, future, loop))
+        self._schedule_here()
         return future
 
     def _run_here(self) -> None:
-        batch, self._here = self._here, []
+        self._here_due = False
+        batch, self._here = self._here[:MAX_HERE], self._here[MAX_HERE:]
+        ran = len(batch)
         if not self._lock.acquire(blocking=False):  # the thread is using the connection
             self._hand_over(batch)
-            return
-        try:
-            conn = self._conn
-            conn.execute("PRAGMA busy_timeout=0")  # never wait for another process here
+            batch = []
+        else:
             try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error:  # the database is locked (or broken): the thread's problem
-                self._hand_over(batch)
-                return
+                conn = self._conn
+                conn.execute("PRAGMA busy_timeout=0")  # never wait for another process here
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error:  # the database is locked (or broken): the thread's job
+                    self._hand_over(batch)
+                    batch = []
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout={self.busy_timeout_ms}")
+                if batch:
+                    ran = self._execute_open(batch, time.monotonic() + HERE_SECONDS)
+            except Exception as exc:  # the connection itself failed: nothing of it held
+                log.exception("store batch of %d calls failed", len(batch))
+                self._fail(batch, exc)
             finally:
-                conn.execute(f"PRAGMA busy_timeout={self.busy_timeout_ms}")
-            self._execute_open(batch)
-        except Exception as exc:  # the connection itself failed: nothing of it held
-            log.exception("store batch of %d calls failed", len(batch))
-            self._fail(batch, exc)
-        finally:
-            self._lock.release()
-        self._resolve(batch)
+                self._lock.release()
+        self._resolve(batch[:ran])
+        self._here[:0] = batch[ran:]  # past the time bound: first in the next round
+        if self._here:  # the loop serves everyone else in between
+            self._schedule_here()
+
+    def _schedule_here(self) -> None:
+        if not self._here_due:
+            self._here_due = True
+            asyncio.get_running_loop().call_soon(self._run_here)
 
     def _resolve(self, jobs: list[_Job]) -> None:
         for job in jobs:
@@ -189,13 +207,18 @@ class BatchThread:
                 return
             self._execute_open(batch)
 
-    def _execute_open(self, batch: list[_Job]) -> None:
-        """Run ``batch`` in the transaction just begun (lock held), one savepoint per call."""
+    def _execute_open(self, batch: list[_Job], deadline: float | None = None) -> int:
+        """Run ``batch`` in the transaction just begun (lock held), one savepoint per call,
+        and commit; return how many calls ran (they stop at ``deadline``, after the first)."""
         conn = self._conn
         self.in_batch = True
         changed: list[_Job] = []
+        ran = 0
         try:
             for job in batch:
+                if ran and deadline is not None and time.monotonic() > deadline:
+                    break
+                ran += 1
                 before = conn.total_changes
                 if not self._run_job(job, savepoint=True):
                     # SQLite rolled the whole transaction back (a full disk, an I/O
@@ -209,10 +232,11 @@ class BatchThread:
             self._fail(changed, exc)
             self._fail([j for j in batch if not j.ok and j.value is None], exc)  # not run
             changed = []
+            ran = len(batch)
         finally:
             self.in_batch = False
         if not conn.in_transaction:
-            return
+            return ran
         try:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -220,9 +244,10 @@ class BatchThread:
                 conn.execute("ROLLBACK")
             log.error("committing %d store calls failed: %s", len(changed), exc)
             self._fail(changed, exc)
-            return
+            return ran
         if changed:
             self._committed()
+        return ran
 
     def _committed(self) -> None:
         """Count a commit; every ``CHECKPOINT_EVERY`` of them, queue a checkpoint."""

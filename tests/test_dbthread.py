@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -362,3 +363,46 @@ def test_checkpoints_run_on_the_thread_not_on_commit(tmp_path: Path,
         thread.close()
     assert checkpoints == ["hermesd-db", "hermesd-db"]  # after commits 5 and 10
     assert len(_committed(path)) == 12
+
+
+def test_a_batch_on_the_loop_is_bounded_and_the_loop_runs_between_batches(
+        tmp_path: Path) -> None:
+    # The loop must keep serving others (the daemon's loop-lag target is 50 ms): a batch stops
+    # after MAX_HERE calls, or at the first call started past HERE_SECONDS; the rest run, in
+    # order, in the next round.
+    import hermesd.dbthread as dbthread
+
+    path = tmp_path / "t.db"
+    conn = _db(path)
+    thread = BatchThread(conn, threading.RLock())
+    commits: list[str] = []
+    conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+    order: list[str] = []
+
+    def slow(value: str) -> Any:
+        def run() -> str:
+            time.sleep(dbthread.HERE_SECONDS / 2)
+            order.append(value)
+            conn.execute("INSERT INTO t VALUES (?)", (value,))
+            return value
+        return run
+
+    async def main() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        slow_calls = [thread.submit_here(slow(f"s{i}")) for i in range(6)]
+        loop.call_soon(order.append, "other work")
+        results = await asyncio.gather(*slow_calls)
+        del commits[:]
+        many = [thread.submit_here(_insert(conn, f"m{i}")) for i in range(dbthread.MAX_HERE + 8)]
+        return results + await asyncio.gather(*many)
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        thread.close()
+    assert results[:6] == [f"s{i}" for i in range(6)]
+    assert len(results) == 6 + dbthread.MAX_HERE + 8
+    assert 0 < order.index("other work") < 6  # it ran between two batches of the slow calls
+    assert [v for v in order if v != "other work"] == [f"s{i}" for i in range(6)]
+    assert commits == ["COMMIT", "COMMIT"]  # 40 quick calls: a batch of 32, then 8
+    assert len(_committed(path)) == 6 + dbthread.MAX_HERE + 8

@@ -233,3 +233,70 @@ def test_runs_as_a_separate_process_and_prints_its_url() -> None:
     finally:
         proc.terminate()
         proc.wait(5)
+
+
+# -- the asyncio engine (tests.support.modelserver_async), used by bench/turn.py -----------------
+
+
+@pytest.fixture
+def async_url() -> Iterator[str]:
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.modelserver_async",
+                             "--port", "0", "--script", "rules", "--latency", "0.05"],
+                            cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+def test_the_asyncio_engine_answers_like_the_threaded_one(async_url: str) -> None:
+    # the same rules and the same event stream, streamed and not, on one kept-alive
+    # connection, each answer after the latency
+    question = [{"role": "user", "content": "What is 15 * 23?"}]
+
+    async def main() -> tuple[Any, list[Any], Any, float]:
+        async with openai.AsyncOpenAI(base_url=async_url, api_key="x", max_retries=0,
+                                      timeout=5) as c:
+            started = time.monotonic()
+            plain = await c.chat.completions.create(model="m", messages=question)
+            elapsed = time.monotonic() - started
+            s = await c.chat.completions.create(model="m", messages=question, stream=True,
+                                                stream_options={"include_usage": True})
+            chunks = [chunk async for chunk in s]
+            answer = await c.chat.completions.create(model="m", messages=[
+                *question, {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function",
+                     "function": {"name": "calculate", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "345"}], stream=True)
+            return plain, chunks, [chunk async for chunk in answer], elapsed
+
+    plain, chunks, answer, elapsed = asyncio.run(main())
+    call = plain.choices[0].message.tool_calls[0]
+    assert (call.function.name, json.loads(call.function.arguments)) == (
+        "calculate", {"expression": "15 * 23"})
+    assert elapsed >= 0.05
+    streamed = [c.choices[0].delta.tool_calls[0] for c in chunks
+                if c.choices and c.choices[0].delta.tool_calls]
+    assert streamed[0].function.name == "calculate"
+    assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
+    assert text_of(answer) == "The result is: 345"
+
+
+def test_the_asyncio_engine_refuses_what_is_not_a_chat_completion(async_url: str) -> None:
+    host, port = async_url.removeprefix("http://").removesuffix("/v1").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    try:
+        conn.request("POST", "/v1/chat/completions", body=b"{not json",
+                     headers={"content-type": "application/json"})
+        first = conn.getresponse()
+        assert (first.status, b"not a chat completion" in first.read()) == (400, True)
+        conn.request("POST", "/v1/embeddings", body=b"{}")  # same connection: still served
+        second = conn.getresponse()
+        assert second.status == 400
+        second.read()
+    finally:
+        conn.close()
