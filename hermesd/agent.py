@@ -346,14 +346,18 @@ class _Turn:
                                      "tools": tools})
         started = time.monotonic()
         retries = 0
+        shown = redact.StreamRedactor()  # a secret split across two deltas is still caught
 
         def on_event(event: dict[str, Any]) -> None:
             if event["type"] == "text.delta":
-                self.emit("text.delta", text=event["text"])
+                text = shown.feed(event["text"])
+                if text:
+                    self.emit("text.delta", text=text)
 
         async def on_retry(info: RetryInfo) -> None:
-            nonlocal retries
+            nonlocal retries, shown
             retries = info.attempt
+            shown = redact.StreamRedactor()  # what it held belonged to the failed attempt
             self.emit("model.retry", attempt=info.attempt, max_attempts=info.max_attempts,
                       delay=info.delay, error=str(info.error),
                       discard_partial=info.discarded_output)
@@ -368,6 +372,9 @@ class _Turn:
             await self._request_error(base, exc, time.monotonic() - started, retries,
                                       retryable=False)
             raise
+        rest = shown.flush()
+        if rest:
+            self.emit("text.delta", text=rest)
         usage = completion.usage or {}
         await self.hook("post_api_request", **base, api_duration=time.monotonic() - started,
                         finish_reason=completion.finish_reason, response=completion.message,

@@ -12,7 +12,8 @@ start-up, with `RoutingStream`s that write to the buffers of the call running in
 context (a `ContextVar`; worker threads run each job in its own context copy) and to the real
 stream otherwise. ``contextlib.redirect_stdout`` would swap the process-wide ``sys.stdout`` and
 mix concurrent calls. Threads a handler starts itself do not inherit the context: their output
-goes to the daemon's stderr/stdout (documented in docs/commands.md), redacted like log lines.
+goes to the daemon's stderr/stdout (documented in docs/commands.md), redacted like log lines,
+a whole line at a time.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import inspect
 import io
 import logging
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -39,6 +41,9 @@ _capture: contextvars.ContextVar[tuple[io.StringIO, io.StringIO] | None] = conte
     "hermesd_cli_capture", default=None)
 
 
+_MAX_LINE = 64 * 1024  # uncaptured output held back waiting for the end of its line
+
+
 class RoutingStream(io.TextIOBase):
     """A text stream that writes to the current call's buffer, else to the real stream."""
 
@@ -46,6 +51,8 @@ class RoutingStream(io.TextIOBase):
         super().__init__()
         self.real = real
         self._which = which
+        self._line = ""  # uncaptured output not yet written: the rest of a line
+        self._line_lock = threading.Lock()
 
     def _target(self) -> TextIO:
         buffers = _capture.get()
@@ -56,11 +63,23 @@ class RoutingStream(io.TextIOBase):
         if buffers is not None:
             return buffers[self._which].write(text)
         # Plugin code printing outside a CLI call lands in the daemon's log stream: redacted
-        # like log records (a secret split across two writes is not caught).
-        self.real.write(redact.redact(text) if text.strip() else text)
+        # like log records, a line at a time, so a secret split across writes is caught too.
+        with self._line_lock:
+            pending = self._line + text
+            end = pending.rfind("\n") + 1
+            if len(pending) > _MAX_LINE:
+                end = len(pending)
+            self._line = pending[end:]
+            if end:
+                self.real.write(redact.redact(pending[:end]))
         return len(text)
 
     def flush(self) -> None:
+        if _capture.get() is None:
+            with self._line_lock:
+                rest, self._line = self._line, ""
+                if rest:
+                    self.real.write(redact.redact(rest))
         self._target().flush()
 
     def writable(self) -> bool:

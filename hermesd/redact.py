@@ -5,7 +5,9 @@ environment variable named ``*_KEY``, ``*_TOKEN``, ``*_SECRET`` or ``*PASSWORD*`
 common key *formats* (``sk-…``, ``ghp_…``, ``xoxb-…``, ``AKIA…``, private-key blocks,
 ``NAME_TOKEN=value`` assignments). The daemon applies the current one to tool results (the
 registry's redactor), to ``session.event`` notifications and approval requests, and to log
-records (`RedactingFilter`, installed by ``hermesd.logs``). Standard library only.
+records (`RedactingFilter`, installed by ``hermesd.logs``). `StreamRedactor` does the same for
+text that arrives in pieces (a model's streamed deltas), catching a secret split between two
+pieces. Standard library only.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import string
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -45,6 +48,20 @@ _SHORTEST_PATTERN = 9  # the shortest text a pattern matches: "_KEY=abcd"
 _BEARER = re.compile(r"(\bBearer\s+)([A-Za-z0-9._~+/-]{16,}=*)")
 
 
+# Characters secrets of every known format are made of: text streamed in pieces is held back
+# from the start of its last run of them (see StreamRedactor).
+_TOKEN_CHARS = string.ascii_letters + string.digits + "_-+/=.~:"
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9_\-+/=.~:]+")
+# The start of a secret that continues past a space: NAME = value, Bearer token.
+_OPEN_ASSIGNMENT = re.compile(
+    r"[A-Za-z0-9_]*(?:_KEY|_TOKEN|_SECRET|PASSWORD|PASSWD)[A-Za-z0-9_]*\s*(?:[=:]\s*[\"']?)?"
+    r"[^\s\"'\\,;]*\Z", re.IGNORECASE)
+_PEM_END = re.compile(r"-----END [A-Z ]*PRIVATE KEY-----")
+_OPEN_BEARER = re.compile(r"\bBearer\s*[A-Za-z0-9._~+/-]*=*\Z")
+_TAIL_SCAN = 256  # how far back those two are looked for
+STREAM_HOLD_MAX = 64 * 1024  # text held back longer than this is let go (redacted as it is)
+
+
 def is_secret_name(name: str) -> bool:
     """Whether an environment variable's name says its value is a secret."""
     return bool(_SECRET_NAME.search(name))
@@ -60,6 +77,9 @@ class Redactor:
             spellings.add(json.dumps(value)[1:-1])  # as it appears inside a JSON result
         ordered = sorted((s for s in spellings if s), key=len, reverse=True)
         self.count = len({v for v in values if v})
+        # values a stream can split where no other rule holds text back (they hold spaces &c)
+        self.spaced = [v for v in ordered if _TOKEN_RUN.fullmatch(v) is None]
+        self.longest = len(ordered[0]) if ordered else 0
         self._values = re.compile("|".join(map(re.escape, ordered))) if ordered else None
         # Shorter text cannot hold a secret: most event fields (ids, types, short deltas) skip
         # the four regex passes.
@@ -82,6 +102,23 @@ class Redactor:
         text = _ASSIGNMENT.sub(_keep_name, text)
         return _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
 
+    def match_start_before(self, text: str, cut: int) -> int:
+        """``cut``, or the start of the earliest secret in ``text`` that ``cut`` would split."""
+        patterns = [p for p in (self._values, _FORMATS, _ASSIGNMENT, _BEARER) if p is not None]
+        while True:
+            moved = cut
+            scan_from = max(0, cut - max(_TAIL_SCAN, self.longest))
+            for pattern in patterns:
+                for match in pattern.finditer(text, scan_from):
+                    if match.start() >= moved:
+                        break
+                    if match.end() > moved:
+                        moved = match.start()
+                        break
+            if moved == cut:
+                return cut
+            cut = moved
+
     def redact_obj(self, obj: Any) -> Any:
         """Strings inside maps and lists redacted (a copy; other values unchanged)."""
         kind = type(obj)
@@ -97,6 +134,54 @@ class Redactor:
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})
+
+
+class StreamRedactor:
+    """Redacts text that arrives in pieces, such as a model's streamed deltas, so that a secret
+    split across two pieces is caught as well.
+
+    ``feed`` returns what can be shown now, redacted; text that may still turn out to be part
+    of a secret is held back until the next piece shows it is not: the piece's last word (the
+    run of characters keys are made of), an unfinished ``NAME = value`` or ``Bearer`` token, an
+    unfinished private-key block, the start of a known secret value that holds spaces. Prose
+    therefore lags by at most a word. ``flush`` returns the rest at the end of the stream.
+    """
+
+    def __init__(self, redactor: Redactor | None = None) -> None:
+        self._redactor = redactor if redactor is not None else _current[0]
+        self._held = ""
+
+    def feed(self, text: str) -> str:
+        raw = self._held + text
+        cut = self._safe_end(raw)
+        self._held = raw[cut:]
+        return self._redactor(raw[:cut]) if cut else ""
+
+    def flush(self) -> str:
+        raw, self._held = self._held, ""
+        return self._redactor(raw) if raw else ""
+
+    def _safe_end(self, raw: str) -> int:
+        """Where the text that cannot be the start of an unfinished secret ends."""
+        end = len(raw)
+        cut = max(len(raw.rstrip(_TOKEN_CHARS)), end - STREAM_HOLD_MAX)
+        if end - cut <= _TAIL_SCAN:  # a name and its value are short: look back that far
+            tail_from = max(0, cut - _TAIL_SCAN)
+            for pattern in (_OPEN_ASSIGNMENT, _OPEN_BEARER):
+                found = pattern.search(raw, tail_from)
+                if found is not None:
+                    cut = min(cut, found.start())
+        begin = raw.rfind("-----BEGIN", max(0, end - STREAM_HOLD_MAX))
+        if begin >= 0 and _PEM_END.search(raw, begin) is None:
+            cut = min(cut, begin)
+        for value in self._redactor.spaced:  # the longest start of the value at the end
+            pos = raw.find(value[0], max(0, end - len(value) + 1))
+            while pos >= 0:
+                if value.startswith(raw[pos:]):
+                    cut = min(cut, pos)
+                    break
+                pos = raw.find(value[0], pos + 1)
+        return self._redactor.match_start_before(raw, cut)  # never split a whole secret
 
 
 def _keep_name(match: re.Match[str]) -> str:

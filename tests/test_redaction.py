@@ -126,3 +126,113 @@ def test_redactor_keeps_the_name_of_secret_assignments() -> None:
         "export NEW_API_KEY=[REDACTED]; PASSWORD: [REDACTED]"
     assert r("Authorization: Bearer abcdefghijklmnopqrstuvwx") == \
         "Authorization: Bearer [REDACTED]"
+
+
+# --- text that arrives in pieces (a model's streamed deltas) -----------------------------------
+
+STREAM_SECRETS = ["sk-A1b2C3d4E5f6G7h8I9j0K", "ghp_abcdefghijklmnopqrstuvwx12",
+                  "AKIAIOSFODNN7EXAMPLE", "hunter2hunter2", "abcdefghijklmnopqrstuvwxyz0123",
+                  "correct horse battery staple", "MIIEowIBAAKCAQEA1234"]
+STREAM_TEXT = (
+    "Your key is sk-A1b2C3d4E5f6G7h8I9j0K; the token ghp_abcdefghijklmnopqrstuvwx12 and "
+    "AKIAIOSFODNN7EXAMPLE. Set API_KEY = hunter2hunter2, send Bearer "
+    "abcdefghijklmnopqrstuvwxyz0123 and say correct horse battery staple.\n"
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA1234\nabcd\n"
+    "-----END RSA PRIVATE KEY-----\nThat is all.")
+
+
+def _streamed(redactor: Redactor, pieces: list[str]) -> list[str]:
+    from hermesd.redact import StreamRedactor
+
+    stream = StreamRedactor(redactor)
+    return [stream.feed(p) for p in pieces] + [stream.flush()]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 13, 64, 1000])
+def test_a_secret_split_across_stream_pieces_is_redacted(size: int) -> None:
+    r = Redactor(["correct horse battery staple"])
+    pieces = [STREAM_TEXT[i:i + size] for i in range(0, len(STREAM_TEXT), size)]
+    shown = _streamed(r, pieces)
+    assert "".join(shown) == r(STREAM_TEXT)
+    for secret in STREAM_SECRETS:
+        assert secret not in "".join(shown)
+        assert not any(secret[:8] in piece for piece in shown)
+
+
+def test_streamed_prose_lags_by_at_most_its_last_word() -> None:
+    from hermesd.redact import StreamRedactor
+
+    stream = StreamRedactor(Redactor())
+    assert stream.feed("Hello wor") == "Hello "
+    assert stream.feed("ld, how are") == "world, how "
+    assert stream.feed(" you?\n") == "are you?\n"
+    assert stream.flush() == ""
+
+
+def test_a_stream_holding_an_endless_word_lets_it_go_past_the_limit() -> None:
+    from hermesd.redact import STREAM_HOLD_MAX, StreamRedactor
+
+    stream = StreamRedactor(Redactor())
+    blob = "A" * (STREAM_HOLD_MAX + 10)
+    shown = stream.feed(blob[:100]) + stream.feed(blob[100:])
+    assert 0 < len(shown) <= 10 and len(shown) + len(stream.flush()) == len(blob)
+
+
+def test_stream_redaction_never_leaks_whatever_the_split() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    r = Redactor(["correct horse battery staple"])
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.integers(min_value=0, max_value=len(STREAM_TEXT)), max_size=30))
+    def check(cuts: list[int]) -> None:
+        points = sorted({0, len(STREAM_TEXT), *cuts})
+        pieces = [STREAM_TEXT[a:b] for a, b in zip(points, points[1:])]
+        shown = "".join(_streamed(r, pieces))
+        assert shown == r(STREAM_TEXT)
+
+    check()
+
+
+def test_a_secret_the_model_streams_in_pieces_never_reaches_a_client(start, model) -> None:
+    # Deltas of 3 characters: no single delta holds a whole secret, so redacting each event
+    # alone would let every one of them through.
+    home = short_tmpdir()
+    (home / ".env").write_text(f"MY_PLANTED={DOTENV_SECRET}\n")
+    daemon = start(home, env=ENV_SECRETS, config=(
+        f"model:\n  base_url: {model.url}\n  default: scripted-model\n"))
+    answer = (f"Here: {DOTENV_SECRET}, then {ENV_SECRETS['SERVICE_TOKEN']} and "
+              "sk-A1b2C3d4E5f6G7h8I9j0K. Bye.")
+    model.push(reply(answer, chunk_chars=3))
+    with daemon.client() as client:
+        sid = client.call("session.create")["id"]
+        result = client.call("session.send", {"session_id": sid, "message": "tell me",
+                                              "wait": True}, timeout=30)
+        events = [e for batch in (n.params for n in client.notifications(timeout=0.3))
+                  for e in batch]
+    deltas = [e["text"] for e in events if e.get("type") == "text.delta"]
+    assert result["status"] == "completed" and len(deltas) > 5
+    streamed = "".join(deltas)
+    assert streamed == ("Here: [REDACTED], then [REDACTED] and [REDACTED]. Bye.")
+    for secret in (DOTENV_SECRET, ENV_SECRETS["SERVICE_TOKEN"], "sk-A1b2C3d4E5f6G7h8I9j0K"):
+        assert not any(secret[:6] in d for d in deltas)
+    assert result["final_text"] == answer  # the stored answer is the model's own text
+
+
+def test_plugin_output_outside_a_call_is_redacted_a_whole_line_at_a_time() -> None:
+    # print() from a plugin's own thread goes to the daemon's stdout (the journal); a secret
+    # written in two pieces is caught because the line is redacted once it is complete.
+    import io
+
+    from hermesd.cli_runner import RoutingStream
+
+    real = io.StringIO()
+    stream = RoutingStream(real, 0)
+    stream.write("token sk-A1b2C3")
+    assert real.getvalue() == ""
+    stream.write("d4E5f6G7h8I9j0K and more\nnext ")
+    assert real.getvalue() == "token [REDACTED] and more\n"
+    stream.write("ghp_abcdefghijklmnopqrstuvwx12")
+    stream.flush()
+    assert real.getvalue() == "token [REDACTED] and more\nnext [REDACTED]"
