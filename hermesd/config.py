@@ -53,8 +53,6 @@ SCHEMA: dict[str, Any] = {
     "log_level": _S((str,), "INFO", "DEBUG, INFO, WARNING or ERROR",
                     ("DEBUG", "INFO", "WARNING", "ERROR")),
     "shutdown_timeout": _S(_num, 10.0, "seconds in-flight requests get on SIGTERM"),
-    "event_loop": _S((str,), "uvloop", "uvloop (libuv, faster), or Python's own asyncio loop",
-                     ("uvloop", "asyncio")),
     "model": {
         "provider": _S((str,), "custom", "informational; any OpenAI-compatible endpoint works"),
         "base_url": _S((str,), None, "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1"),

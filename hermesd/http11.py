@@ -26,7 +26,7 @@ import ssl
 import sys
 import time
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 import openai
 
@@ -72,8 +72,8 @@ class _Conn(asyncio.Protocol):
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # a stream transport (uvloop's are not asyncio.Transport subclasses)
-        self.transport = cast(asyncio.Transport, transport)
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data

@@ -16,7 +16,7 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from . import wire
 from .protocol import METHODS, Codes, MethodSpec, RpcError
@@ -134,8 +134,8 @@ class Connection(asyncio.BufferedProtocol):
     # --- transport callbacks ---------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # a stream transport (uvloop's are not asyncio.Transport subclasses)
-        self._transport = cast(asyncio.Transport, transport)
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
         refusal = self._admit(self, transport)  # sets peer and is_owner
         if refusal is not None:
             self.notify("hermes.error", [refusal.to_wire()])

@@ -32,15 +32,9 @@ class SocketInUse(Exception):
     """Another live daemon answers on the socket path, or the path is not ours to replace."""
 
 
-def peer_credentials(sock: Any) -> Peer:
-    """pid, uid and gid of the process at the other end (``SO_PEERCRED``) of a connected Unix
-    socket: a ``socket.socket``, or anything with its descriptor (uvloop's pseudo-socket, which
-    has no ``getsockopt`` for this option)."""
-    if isinstance(sock, socket.socket):
-        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    else:
-        with socket.socket(fileno=os.dup(sock.fileno())) as real:
-            raw = real.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+def peer_credentials(sock: socket.socket) -> Peer:
+    """pid, uid and gid of the process at the other end (``SO_PEERCRED``)."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     pid, uid, gid = struct.unpack("3i", raw)
     return Peer(pid, uid, gid)
 

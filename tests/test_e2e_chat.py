@@ -727,42 +727,6 @@ def test_both_http_transports_complete_a_tool_turn_without_telling_the_host(
         assert not [name for name in sent if name.startswith("x-stainless")], sent
 
 
-@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
-def test_both_event_loops_serve_tool_turns_to_many_clients(
-        start: Callable[..., DaemonProcess], loop: str) -> None:
-    # uvloop (the default) and Python's own loop: peer credentials, streamed events to
-    # several clients at once, tool calls, the model's HTTP.
-    with ScriptedModelServer(rules=calculator_rules) as model:
-        d = start(config=model_config(model.url) + f"event_loop: {loop}\nlog_level: DEBUG\n")
-        clients = [d.client() for _ in range(3)]
-        try:
-            sids = [c.call("session.create")["id"] for c in clients]
-            turn_ids = [c.call("session.send", {"session_id": sid, "message": "What is 15 * 23?"}
-                               )["turn_id"] for c, sid in zip(clients, sids)]
-            for c, turn_id in zip(clients, turn_ids):
-                finished = follow_turn(c, turn_id)[-1]
-                assert finished["status"] == "completed"
-                assert finished["final_text"].endswith('"result": 345}')
-        finally:
-            for c in clients:
-                c.close()
-    log = d.log()
-    assert ("event loop: uvloop" in log) is (loop == "uvloop"), log[-2000:]
-
-
-def test_without_uvloop_the_daemon_says_so_and_runs_on_asyncio(
-        start: Callable[..., DaemonProcess], tmp_path: Any) -> None:
-    shadow = tmp_path / "no-uvloop"
-    shadow.mkdir()
-    (shadow / "uvloop.py").write_text("raise ImportError('uvloop is not installed here')\n")
-    with ScriptedModelServer(rules=calculator_rules) as model:
-        d = start(config=model_config(model.url), env={"PYTHONPATH": str(shadow)})
-        with d.client() as c:
-            sid = c.call("session.create")["id"]
-            assert turn(c, sid, "What is 15 * 23?")[-1]["status"] == "completed"
-    assert "event_loop: uvloop is not installed; using Python's asyncio loop" in d.log()
-
-
 def test_every_event_of_a_turn_arrives_in_order_before_the_wait_answer(
         chatd: DaemonProcess) -> None:
     with Client.connect(chatd.socket, hello=True) as c:

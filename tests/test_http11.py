@@ -42,15 +42,6 @@ def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-@pytest.fixture(autouse=True, params=["asyncio", "uvloop"])
-def _event_loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test on both loops the daemon can run (``event_loop`` in config.yaml): uvloop
-    has transports and TLS of its own."""
-    if request.param == "uvloop":
-        uvloop = pytest.importorskip("uvloop")
-        monkeypatch.setattr(asyncio, "run", uvloop.run)
-
-
 @pytest.fixture
 def server() -> Iterator[RawHTTPServer]:
     with RawHTTPServer() as srv:

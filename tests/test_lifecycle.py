@@ -28,7 +28,6 @@ def _run_hermesd(home, *args: str, env: dict[str, str] | None = None) -> subproc
     ("approvals:\n  mode: sometimes\n", "approvals.mode"),
     ("agent: 5\n", "agent"),
     ("shutdown_timeout: true\n", "shutdown_timeout"),
-    ("event_loop: trio\n", "event_loop"),
 ])
 def test_wrong_types_exit_78_naming_the_key(home, text: str, key: str) -> None:
     (home / "config.yaml").write_text(text)
