@@ -56,6 +56,7 @@ _TOKEN_RUN = re.compile(r"[A-Za-z0-9_\-+/=.~:]+")
 _OPEN_ASSIGNMENT = re.compile(
     r"[A-Za-z0-9_]*(?:_KEY|_TOKEN|_SECRET|PASSWORD|PASSWD)[A-Za-z0-9_]*\s*(?:[=:]\s*[\"']?)?"
     r"[^\s\"'\\,;]*\Z", re.IGNORECASE)
+_OPEN_HINT = re.compile(r"_KEY|_TOKEN|_SECRET|PASSWORD|PASSWD|Bearer", re.IGNORECASE)
 _PEM_END = re.compile(r"-----END [A-Z ]*PRIVATE KEY-----")
 _OPEN_BEARER = re.compile(r"\bBearer\s*[A-Za-z0-9._~+/-]*=*\Z")
 _TAIL_SCAN = 256  # how far back those two are looked for
@@ -165,8 +166,9 @@ class StreamRedactor:
         """Where the text that cannot be the start of an unfinished secret ends."""
         end = len(raw)
         cut = max(len(raw.rstrip(_TOKEN_CHARS)), end - STREAM_HOLD_MAX)
-        if end - cut <= _TAIL_SCAN:  # a name and its value are short: look back that far
-            tail_from = max(0, cut - _TAIL_SCAN)
+        tail_from = max(0, cut - _TAIL_SCAN)
+        # a name and its value are short: look back that far, if a name is there at all
+        if end - cut <= _TAIL_SCAN and _OPEN_HINT.search(raw, tail_from) is not None:
             for pattern in (_OPEN_ASSIGNMENT, _OPEN_BEARER):
                 found = pattern.search(raw, tail_from)
                 if found is not None:
@@ -181,6 +183,8 @@ class StreamRedactor:
                     cut = min(cut, pos)
                     break
                 pos = raw.find(value[0], pos + 1)
+        if cut == end:  # nothing held back: no secret can continue past the end
+            return cut
         return self._redactor.match_start_before(raw, cut)  # never split a whole secret
 
 
