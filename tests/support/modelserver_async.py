@@ -17,8 +17,6 @@ import asyncio
 import itertools
 import json
 import sys
-from typing import Any
-
 from tests.support.modelserver import SCRIPTS, Rule, _chunks, _completion
 
 _MAX_HEAD = 64 * 1024
@@ -120,14 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--script", choices=sorted(SCRIPTS), default="rules")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per response")
     args = parser.parse_args(argv)
-    run: Any = asyncio.run
     try:
-        import uvloop
-        run = uvloop.run
-    except ImportError:
-        pass
-    try:
-        run(AsyncModelServer(SCRIPTS[args.script], args.latency).serve(args.port))
+        asyncio.run(AsyncModelServer(SCRIPTS[args.script], args.latency).serve(args.port))
     except KeyboardInterrupt:
         pass
     return 0
