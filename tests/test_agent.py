@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from hermesd.agent import AgentLoop, AgentSettings, TurnResult, pre_llm_context
-from hermesd.llm import ModelClient, ModelSettings
 from hermesd.history import repair_history
+from hermesd.llm import ModelClient, ModelSettings
 from hermesd.store import SessionStore
 from tests.support.modelserver import (
     ScriptedModelServer,

@@ -341,7 +341,7 @@ def test_quick_store_calls_map_storage_errors(tmp_path: Path) -> None:
 
 def test_checkpoints_run_on_the_thread_not_on_commit(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    import hermesd.dbthread as dbthread
+    from hermesd import dbthread
 
     monkeypatch.setattr(dbthread, "CHECKPOINT_EVERY", 5)
     path = tmp_path / "t.db"
@@ -370,7 +370,7 @@ def test_a_batch_on_the_loop_is_bounded_and_the_loop_runs_between_batches(
     # The loop must keep serving others (the daemon's loop-lag target is 50 ms): a batch stops
     # after MAX_HERE calls, or at the first call started past HERE_SECONDS; the rest run, in
     # order, in the next round.
-    import hermesd.dbthread as dbthread
+    from hermesd import dbthread
 
     path = tmp_path / "t.db"
     conn = _db(path)

@@ -7,6 +7,7 @@ plugin that logs one), driven by the scripted model.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 
@@ -188,7 +189,7 @@ def test_stream_redaction_never_leaks_whatever_the_split() -> None:
     @given(st.lists(st.integers(min_value=0, max_value=len(STREAM_TEXT)), max_size=30))
     def check(cuts: list[int]) -> None:
         points = sorted({0, len(STREAM_TEXT), *cuts})
-        pieces = [STREAM_TEXT[a:b] for a, b in zip(points, points[1:])]
+        pieces = [STREAM_TEXT[a:b] for a, b in itertools.pairwise(points)]
         shown = "".join(_streamed(r, pieces))
         assert shown == r(STREAM_TEXT)
 

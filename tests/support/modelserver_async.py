@@ -17,6 +17,7 @@ import asyncio
 import itertools
 import json
 import sys
+
 from tests.support.modelserver import SCRIPTS, Rule, _chunks, _completion
 
 _MAX_HEAD = 64 * 1024
