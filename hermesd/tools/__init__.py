@@ -1,5 +1,6 @@
-"""Tools the model can call: the registry and call pipeline (registry.py), schema rules and
-lint (schema.py), and the built-in skill tools (builtin_skills.py)."""
+"""Tools the model can call: the registry and call pipeline (registry.py) with its results
+(results.py) and visibility checks (checks.py), schema rules and lint (schema.py), and the
+built-in tools (builtin_files.py, builtin_skills.py)."""
 
 from hermesd.tools.registry import (
     BUILTIN,
@@ -7,8 +8,8 @@ from hermesd.tools.registry import (
     ToolRegistry,
     ToolRejected,
     current_session,
-    error_result,
 )
+from hermesd.tools.results import error_result
 
 __all__ = ["BUILTIN", "ToolEntry", "ToolRegistry", "ToolRejected", "current_session",
            "error_result"]

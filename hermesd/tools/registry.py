@@ -10,25 +10,33 @@ plugin's ``ctx.dispatch_tool`` alike: parse and check arguments → ``pre_tool_c
 approval (injectable) → the handler, bounded in time, off the event loop → coercion to a string
 → redaction (injectable) → size budget → ``post_tool_call`` → ``transform_tool_result``. Every
 failure becomes a ``{"error": ...}`` JSON string; nothing raises to the caller. `call_sync` is
-the same pipeline for plugin threads. This module does not know about plugins, sessions or RPC.
+the same pipeline for plugin threads. The result's coercion, redaction and budget are
+`hermesd.tools.results`; which tools the model may see (``check_fn``) is
+`hermesd.tools.checks`. This module does not know about plugins, sessions or RPC.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import logging
 import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping
-from concurrent.futures import Future
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hermesd.hooks import HookBus
+from hermesd.tools.checks import CheckCache
+from hermesd.tools.results import (
+    Redactor,
+    as_result,
+    error_result,
+    parse_args,
+    redact_and_clip,
+)
 from hermesd.tools.schema import check_args, normalize_schema, openai_form, validate_tool
 from hermesd.workers import CallShape, WorkerPool, WorkTimeout, call_bounded, shared_pool
 
@@ -39,13 +47,11 @@ DEFAULT_TOOL_TIMEOUT = 120.0
 DEFAULT_RESULT_BUDGET = 100_000
 DEFAULT_CHECK_TTL = 30.0
 DEFAULT_CHECK_TIMEOUT = 5.0
-_PRECLIP_MARGIN = 65_536  # characters kept past the budget before redacting a huge result
 
 ToolSource = Literal["model", "client", "plugin"]
 #: ``(tool_name, args, session_id[, asked=message, rule_key=key]) -> block message or None``;
 #: the keywords are passed only when a ``pre_tool_call`` hook returned ``action: approve``.
 Approver = Callable[..., Awaitable[str | None]]
-Redactor = Callable[[str], str]
 
 #: The session a tool call or plugin command runs for; plugin threads inherit it, so
 #: ``ctx.dispatch_tool`` from a handler runs its nested call for the same session.
@@ -85,11 +91,6 @@ class ToolEntry:
     shape: CallShape = field(repr=False)
 
 
-def error_result(message: str) -> str:
-    """The JSON string every pipeline failure is reported as."""
-    return json.dumps({"error": message}, ensure_ascii=False)
-
-
 class ToolRegistry:
     """Registered tools, their visibility to the model, and the call pipeline."""
 
@@ -109,18 +110,15 @@ class ToolRegistry:
         self.hooks = hooks
         self.timeout = timeout
         self.result_budget = result_budget
-        self.check_ttl = check_ttl
-        self.check_timeout = check_timeout
         self.env: Mapping[str, str] = os.environ if env is None else env
         #: Approval step (hermesd.approvals): a block message, or None to let the call run.
         self.approver = approver
         #: Redaction (hermesd.redact): applied to every result before hooks and the model.
         self.redactor = redactor
         self._pool = pool or shared_pool()
+        self._checks = CheckCache(self._pool, check_ttl, check_timeout)
         self._lock = threading.Lock()
         self._stacks: dict[str, list[ToolEntry]] = {}
-        self._checks: dict[ToolEntry, tuple[float, bool]] = {}
-        self._inflight: dict[ToolEntry, Future[Any]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- registration -----------------------------------------------------------------------
@@ -183,8 +181,7 @@ class ToolRegistry:
                     self._stacks[name] = kept
                 else:
                     del self._stacks[name]
-            self._checks = {e: v for e, v in self._checks.items() if e.owner != owner}
-            self._inflight = {e: f for e, f in self._inflight.items() if e.owner != owner}
+            self._checks.forget(lambda entry: getattr(entry, "owner", None) == owner)
         return removed
 
     def get(self, name: str) -> ToolEntry | None:
@@ -207,51 +204,28 @@ class ToolRegistry:
 
     # -- visibility -------------------------------------------------------------------------
 
-    def _stale(self, entries: list[ToolEntry]) -> list[ToolEntry]:
-        now = time.monotonic()
-        return [e for e in entries if e.check_fn is not None
-                and (e not in self._checks or now - self._checks[e][0] >= self.check_ttl)]
+    @property
+    def check_ttl(self) -> float:
+        """Seconds a ``check_fn`` result is trusted."""
+        return self._checks.ttl
 
-    def _record_checks(self, pending: dict[ToolEntry, Future[Any]]) -> None:
-        now = time.monotonic()
-        for entry, future in pending.items():
-            if not future.done():
-                future.cancel()
-                log.warning("check_fn of tool '%s' did not answer within %gs; tool hidden",
-                            entry.name, self.check_timeout)
-                ok = False
-            elif future.cancelled() or future.exception() is not None:
-                log.warning("check_fn of tool '%s' raised: %s; tool hidden", entry.name,
-                            None if future.cancelled() else future.exception())
-                ok = False
-            else:
-                ok = bool(future.result())
-            self._checks[entry] = (now, ok)
+    @check_ttl.setter
+    def check_ttl(self, seconds: float) -> None:
+        self._checks.ttl = seconds
 
-    def _submit_checks(self, entries: list[ToolEntry]) -> dict[ToolEntry, Future[Any]]:
-        pending: dict[ToolEntry, Future[Any]] = {}
-        for entry in self._stale(entries):
-            future = self._inflight.get(entry)
-            if future is None or future.done():  # never stack probes behind a hung check_fn
-                assert entry.check_fn is not None
-                future = self._inflight[entry] = self._pool.submit(entry.check_fn)
-            pending[entry] = future
-        return pending
+    @property
+    def check_timeout(self) -> float:
+        """Seconds a ``check_fn`` may take before its tool is hidden."""
+        return self._checks.timeout
 
-    def _probe(self, entries: list[ToolEntry]) -> None:
-        pending = self._submit_checks(entries)
-        if pending:
-            futures_wait(list(pending.values()), timeout=self.check_timeout)
-            self._record_checks(pending)
+    @check_timeout.setter
+    def check_timeout(self, seconds: float) -> None:
+        self._checks.timeout = seconds
 
     async def refresh_checks(self) -> None:
         """Re-run stale ``check_fn``s on worker threads; await this before `openai_tools` on the
         loop so building the tool list never waits on plugin code."""
-        pending = self._submit_checks(self.entries())
-        if pending:
-            await asyncio.wait([asyncio.wrap_future(f) for f in pending.values()],
-                               timeout=self.check_timeout)
-            self._record_checks(pending)
+        await self._checks.refresh(self.entries())
 
     def available(self, entry: ToolEntry) -> bool:
         """Whether the model may see ``entry``: its ``requires_env`` set and ``check_fn`` truthy.
@@ -261,10 +235,7 @@ class ToolRegistry:
         """
         if any(not self.env.get(var) for var in entry.requires_env):
             return False
-        if entry.check_fn is None:
-            return True
-        self._probe([entry])
-        return self._checks.get(entry, (0.0, False))[1]
+        return self._checks.passed(entry)
 
     def openai_tools(
         self, enabled_toolsets: Collection[str] | None = None
@@ -272,12 +243,12 @@ class ToolRegistry:
         """The model's tool list in OpenAI form, filtered by toolset and availability."""
         wanted = None if enabled_toolsets is None else set(enabled_toolsets)
         entries = [e for e in self.entries() if wanted is None or e.toolset in wanted]
-        self._probe(entries)
+        self._checks.probe(entries)
         return [openai_form(e.schema) for e in entries if self.available(e)]
 
     def describe(self, enabled_toolsets: Collection[str] | None = None) -> list[dict[str, Any]]:
         """Every active tool as a plain dict (for ``tools.list``), including hidden ones."""
-        self._probe(self.entries())
+        self._checks.probe(self.entries())
         return [
             {"name": e.name, "toolset": e.toolset, "description": e.description,
              "emoji": e.emoji, "owner": e.owner, "available": self.available(e),
@@ -329,7 +300,7 @@ class ToolRegistry:
         started = time.monotonic()
         ids = {"task_id": session_id, "session_id": session_id, "tool_call_id": tool_call_id,
                "turn_id": turn_id, "api_request_id": ""}
-        args, problem = _parse_args(raw_args)
+        args, problem = parse_args(raw_args)
         if problem is None:
             problem = check_args(entry.schema["parameters"], args)
         error_type: str | None = None
@@ -398,54 +369,10 @@ class ToolRegistry:
             log.debug("Traceback of tool '%s'", entry.name, exc_info=True)
             message = f"Tool execution failed: {type(exc).__name__}: {exc}"
             return error_result(message), "error", type(exc).__name__, str(exc)
-        if isinstance(value, (dict, list)):
-            try:
-                value = json.dumps(value, ensure_ascii=False)
-            except (TypeError, ValueError) as exc:
-                message = f"Tool '{entry.name}' returned a {type(value).__name__} that is not " \
-                          f"JSON-serializable: {exc}"
-                return error_result(message), "error", "tool_result_contract", message
-        if not isinstance(value, str):
-            message = f"Tool '{entry.name}' returned {type(value).__name__}, not a JSON string"
-            log.warning(message)
-            return error_result(message), "error", "tool_result_contract", message
-        tool_error = _reported_error(value)
-        if tool_error is not None:
-            return value, "error", "tool_error", tool_error
-        return value, "ok", None, None
-
-    def _redact(self, result: str) -> str:
-        if self.redactor is None:
-            return result
-        try:
-            return self.redactor(result)
-        except Exception:
-            log.exception("Redactor failed; withholding the tool result")
-            return error_result("Tool result withheld: redaction failed")
+        return as_result(entry.name, value)
 
     def _redact_and_clip(self, result: str) -> str:
-        """Redact, then cut to the budget; a huge result is cut *before* redaction too.
-
-        Redacting 50 MB on the loop would stall the daemon for seconds, so only a head of
-        ``2 × budget + margin`` characters is redacted; a secret cut in half at the end of that
-        head is at least ``margin`` characters past the budget, so it never reaches the model.
-        If redaction shrank the head too much for that to hold, the whole text is redacted.
-        """
-        limit = 2 * self.result_budget + _PRECLIP_MARGIN
-        if len(result) <= limit:
-            return self._clip(self._redact(result))
-        head = self._redact(result[:limit])
-        if len(head) >= self.result_budget + _PRECLIP_MARGIN:
-            return self._clip(head, dropped=len(result) - limit)
-        return self._clip(self._redact(result))
-
-    def _clip(self, result: str, dropped: int = 0) -> str:
-        budget = self.result_budget
-        if len(result) <= budget:
-            return result
-        cut = len(result) - budget + dropped
-        return (f"{result[:budget]}\n\n[truncated: {cut} more characters; tool results are "
-                f"limited to {budget} characters]")
+        return redact_and_clip(result, self.redactor, self.result_budget)
 
     def call_sync(
         self,
@@ -513,30 +440,3 @@ def _env_names(requires_env: Any) -> tuple[str, ...]:
     items = [requires_env] if isinstance(requires_env, (str, dict)) else list(requires_env)
     names = [item.get("name") if isinstance(item, dict) else item for item in items]
     return tuple(str(n) for n in names if isinstance(n, str) and n)
-
-
-def _parse_args(raw: Mapping[str, Any] | str | None) -> tuple[dict[str, Any], str | None]:
-    if raw is None:
-        return {}, None
-    if isinstance(raw, str):
-        if not raw.strip():
-            return {}, None
-        try:
-            raw = json.loads(raw)
-        except ValueError as exc:
-            return {}, f"arguments are not valid JSON ({exc})"
-    if not isinstance(raw, Mapping):
-        return {}, f"arguments must be a JSON object, not {type(raw).__name__}"
-    return dict(raw), None
-
-
-def _reported_error(result: str) -> str | None:
-    """The ``error`` a tool reported in its own JSON result, if it did."""
-    if not result.startswith("{") or '"error"' not in result:
-        return None
-    try:
-        parsed = json.loads(result)
-    except ValueError:
-        return None
-    error = parsed.get("error") if isinstance(parsed, dict) else None
-    return str(error) if error else None
