@@ -16,7 +16,13 @@ from pathlib import Path
 import pytest
 
 from hermesd.protocol import Codes, RpcError
-from tests.support.daemon import DaemonProcess, daemon_env, short_tmpdir, start_daemon
+from tests.support.daemon import (
+    DaemonProcess,
+    daemon_env,
+    follow_turn,
+    short_tmpdir,
+    start_daemon,
+)
 from tests.support.modelserver import ScriptedModelServer
 from tests.support.reliability import (
     db_report,
@@ -127,3 +133,44 @@ def test_read_only_state_dir_at_start_is_a_clear_error_and_exit_status_73(
     finally:
         daemon.stop()
 
+
+
+def test_another_process_holding_the_database_lock_delays_turns_but_never_the_loop(
+        start: Callable[..., DaemonProcess], model: ScriptedModelServer) -> None:
+    # `sqlite3 state.db` in a shell, a backup tool: another process holds the write lock. A
+    # turn's store calls run on the event loop, which must not wait for that lock: they go
+    # to the DB thread (which waits up to its busy timeout) and everything else is served.
+    import sqlite3
+    import threading
+    import time
+
+    daemon = start(config=model_config(model.url))
+    with daemon.client() as c:
+        sid = c.call("session.create")["id"]
+        assert c.call("session.send", {"session_id": sid, "message": "echo warm",
+                                       "wait": True})["status"] == "completed"
+        other = sqlite3.connect(daemon.home / "state.db", isolation_level=None, timeout=5,
+                                check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")
+        released = threading.Timer(1.5, other.execute, ("COMMIT",))
+        started = time.monotonic()
+        released.start()
+        try:
+            turn_id = c.call("session.send", {"session_id": sid, "message": "echo held"},
+                             timeout=10)["turn_id"]
+            pings = []
+            while time.monotonic() - started < 1.2:
+                sent = time.monotonic()
+                assert c.call("ping", timeout=5)["pong"] is True
+                pings.append(time.monotonic() - sent)
+                time.sleep(0.05)
+            assert c.call("session.get", {"session_id": sid}, timeout=5)["running"] is True
+        finally:
+            released.join()
+            other.close()
+        events = follow_turn(c, turn_id, timeout=15)
+        waited = time.monotonic() - started
+        history = c.call("session.history", {"session_id": sid})["messages"]
+    assert max(pings) < 0.5, pings  # the loop never waited for the lock
+    assert events[-1]["status"] == "completed" and waited >= 1.4, (events[-1], waited)
+    assert [m["content"] for m in history if m["role"] == "user"] == ["echo warm", "echo held"]
