@@ -1,8 +1,8 @@
 """Sessions and their messages in SQLite (``$HERMES_HOME/state.db``).
 
-Owns the database file: its creation (mode 0600), pragmas, schema migrations
-(``hermesd.migrations``), and every read and write of sessions, messages, full-text search and
-token counters. ``history()`` hands what the model sees of a session to ``hermesd.history``,
+Every read and write of sessions, messages, full-text search and token counters. The file
+itself (creation with mode 0600, pragmas, schema migrations) and the store's errors are
+``hermesd.dbfile``, re-exported here. ``history()`` hands what the model sees of a session to ``hermesd.history``,
 which trims old messages and repairs tool calls left without results. It knows nothing of RPC,
 clients or models.
 
@@ -25,7 +25,6 @@ import asyncio
 import functools
 import json
 import logging
-import os
 import re
 import secrets
 import sqlite3
@@ -36,94 +35,52 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypedDict, TypeVar
 
+from hermesd.dbfile import (
+    BUSY_TIMEOUT_MS,
+    MessageNotFound,
+    SchemaTooNew,
+    SessionNotFound,
+    StorageUnavailable,
+    StoreError,
+    migrate,
+    open_db_file,
+    storage_error,
+)
 from hermesd.dbthread import BatchThread
 from hermesd.history import INTERRUPTED_RESULT, repair_history, to_openai, trim_history
-from hermesd.migrations import MIGRATIONS
-
-BUSY_TIMEOUT_MS = 5000  # how long a write waits for another process's lock (DB thread only)
 
 log = logging.getLogger("hermesd.store")
 
 T = TypeVar("T")
+
+# with the database file's names (hermesd.dbfile), which callers know from here
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "MAX_TITLE",
+    "RANKED_MATCHES",
+    "ROLES",
+    "MessageNotFound",
+    "MessageRecord",
+    "SchemaTooNew",
+    "SearchHit",
+    "SessionInfo",
+    "SessionNotFound",
+    "SessionPage",
+    "SessionStore",
+    "StorageUnavailable",
+    "StoreError",
+    "fts_query",
+    "migrate",
+    "new_session_id",
+    "open_db_file",
+    "storage_error",
+]
 
 ROLES = ("system", "user", "assistant", "tool")
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _TITLE_CHARS = 60
 #: Searches matching more messages than this list the newest matches instead of ranking them all.
 RANKED_MATCHES = 2000
-
-
-class StoreError(Exception):
-    """The session store cannot do what was asked."""
-
-
-class SessionNotFound(StoreError):
-    """No session has this id."""
-
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"Session not found: {session_id}")
-        self.session_id = session_id
-
-
-class MessageNotFound(StoreError):
-    """No message with this id belongs to the session."""
-
-
-class SchemaTooNew(StoreError):
-    """state.db was written by a newer hermesd."""
-
-
-class StorageUnavailable(StoreError):
-    """The disk refused a write: full (``reason="full"``), read-only or failing (``"io"``).
-
-    Nothing of the refused write is stored; the database stays consistent and the store keeps
-    working once the cause is gone.
-    """
-
-    #: The error any RPC method hitting this reports (``hermesd.rpc`` reads ``rpc_code``).
-    rpc_code = "hermes.error.StorageUnavailable"
-
-    def __init__(self, message: str, reason: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-    @property
-    def rpc_data(self) -> dict[str, str]:
-        return {"reason": self.reason}
-
-
-_FULL, _READONLY, _CANTOPEN = 13, 8, 14  # SQLITE_FULL, SQLITE_READONLY, SQLITE_CANTOPEN
-
-
-def storage_error(exc: BaseException, path: Path, *, request: bool = True
-                  ) -> StorageUnavailable | None:
-    """The ``StorageUnavailable`` a sqlite3/OS error stands for, or None if it is not one."""
-    import errno
-
-    if isinstance(exc, OSError):
-        reason = {errno.ENOSPC: "full", errno.EDQUOT: "full", errno.EROFS: "readonly",
-                  errno.EACCES: "readonly", errno.EPERM: "readonly"}.get(exc.errno or 0, "io")
-        detail = exc.strerror or str(exc)
-    elif isinstance(exc, sqlite3.OperationalError):
-        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-        text = str(exc).lower()
-        if code == _FULL or "disk is full" in text:
-            reason = "full"
-        elif code == _READONLY or "readonly" in text or "read-only" in text:
-            reason = "readonly"
-        elif code == _CANTOPEN or "disk i/o" in text or "unable to open" in text:
-            reason = "io"
-        else:
-            return None
-        detail = str(exc)
-    else:
-        return None
-    what = {"full": "the disk holding it is full; free some space",
-            "readonly": "it is read-only; make it writable",
-            "io": "the disk reported an error; check it"}[reason]
-    tail = " Nothing of this request was stored." if request else ""
-    return StorageUnavailable(f"cannot write {path} ({detail}): {what}, then retry.{tail}",
-                              reason)
 
 
 class SessionInfo(TypedDict):
@@ -213,56 +170,6 @@ def _message(row: sqlite3.Row) -> MessageRecord:
         tool_calls=json.loads(calls) if calls else None, tool_call_id=row["tool_call_id"],
         tool_name=row["tool_name"], created_at=row["created_at"],
     )
-
-
-def open_db_file(path: Path) -> sqlite3.Connection:
-    """Create ``path`` private (0600) if needed, connect, set pragmas, migrate the schema.
-
-    A disk that is full, read-only or failing raises ``StorageUnavailable``.
-    """
-    try:
-        return _open_db_file(path)
-    except (OSError, sqlite3.OperationalError) as exc:
-        mapped = storage_error(exc, path, request=False)
-        if mapped is None:
-            raise
-        raise mapped from exc
-
-
-def _open_db_file(path: Path) -> sqlite3.Connection:
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.close(os.open(path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600))
-    os.chmod(path, 0o600)
-    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    migrate(conn)
-    for suffix in ("-wal", "-shm"):
-        side = path.with_name(path.name + suffix)
-        if side.exists():
-            os.chmod(side, 0o600)
-    return conn
-
-
-def migrate(conn: sqlite3.Connection) -> int:
-    """Apply the migrations this database lacks, one transaction each; return the version."""
-    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    if version > len(MIGRATIONS):
-        raise SchemaTooNew(f"state.db has schema version {version}, newer than this hermesd "
-                           f"understands ({len(MIGRATIONS)}); upgrade hermesd")
-    for index in range(version, len(MIGRATIONS)):
-        try:
-            conn.executescript(f"BEGIN IMMEDIATE;\n{MIGRATIONS[index]}\n"
-                               f"PRAGMA user_version = {index + 1};\nCOMMIT;")
-        except sqlite3.Error:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        log.info("state.db migrated to schema version %d", index + 1)
-    return len(MIGRATIONS)
 
 
 MAX_TITLE = 200
