@@ -2,68 +2,52 @@
 
 Owns the ``openai.AsyncOpenAI`` clients (imported lazily: daemon start-up does not pay for them;
 one shared client on ``hermesd.http11``'s transport, or one per completion on the SDK's own;
-the request body is encoded here, the event stream is read by ``hermesd.sse``),
-our own retry policy (429, 5xx, timeouts, dropped connections; exponential backoff with
-jitter, ``retry-after`` honoured up to a cap; the SDK's retries are off), the accumulation of
-streamed deltas into one assistant message, and the translation of SDK errors into
-``ModelError``. It knows nothing of sessions, hooks or tools beyond their OpenAI shapes.
+the request body is encoded here; the event stream is read and folded into one assistant
+message by ``hermesd.sse``), and our own retry policy (429, 5xx, timeouts, dropped
+connections; exponential backoff with jitter, ``retry-after`` honoured up to a cap; the SDK's
+retries are off; which errors qualify is ``hermesd.model_errors``). It knows nothing of
+sessions, hooks or tools beyond their OpenAI shapes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import email.utils
 import inspect
 import json
 import logging
 import os
 import random
-import secrets
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from hermesd.sse import read_chunks
+from hermesd.model_errors import (
+    ModelError,
+    ModelNotConfigured,
+    ModelRequestFailed,
+    ModelResponseInvalid,
+    classify,
+    parse_retry_after,
+)
+from hermesd.sse import OnEvent, StreamAccumulator, StreamEvent, read_chunks
 
 log = logging.getLogger("hermesd.llm")
 
-StreamEvent = dict[str, Any]
-OnEvent = Callable[[StreamEvent], None]
+# with the names of hermesd.model_errors and hermesd.sse that callers know from here
+__all__ = [
+    "Completion", "ConfigLike", "ModelClient", "ModelError", "ModelNotConfigured",
+    "ModelRequestFailed", "ModelResponseInvalid", "ModelSettings", "OnEvent", "OnRetry",
+    "RetryInfo", "StreamAccumulator", "StreamEvent", "classify", "parse_retry_after",
+]
+
 OnRetry = Callable[["RetryInfo"], Awaitable[None]]
 
-_RETRY_STATUSES = frozenset({408, 409, 425, 429})
 MAX_IDLE_CLIENTS = 256  # idle SDK clients kept (each with its one kept-alive connection)
 _CONFIG_HINT = ("set model.base_url and model.default in $HERMES_HOME/config.yaml "
                 "(or OPENAI_BASE_URL in the environment or .env)")
-
-
-class ModelError(Exception):
-    """A model request did not produce a usable answer."""
-
-    retryable = False
-
-
-class ModelNotConfigured(ModelError):
-    """No endpoint or model name is configured."""
-
-
-class ModelRequestFailed(ModelError):
-    """The endpoint answered with an error status, or could not be reached (status None)."""
-
-    def __init__(self, status: int | None, message: str, *, retryable: bool = False,
-                 retry_after: float | None = None) -> None:
-        super().__init__(f"HTTP {status}: {message}" if status else message)
-        self.status = status
-        self.message = message
-        self.retryable = retryable
-        self.retry_after = retry_after
-
-
-class ModelResponseInvalid(ModelError):
-    """The endpoint answered 200 with something that is not a chat completion stream."""
 
 
 class ConfigLike(Protocol):
@@ -138,175 +122,6 @@ class RetryInfo:
     error: ModelError
     discarded_output: bool
     duration: float
-
-
-def _int(value: Any) -> int:
-    """A token count as an int (0 for anything else)."""
-    return value if type(value) is int else int(value) if type(value) is float else 0
-
-
-@dataclass
-class _Call:
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
-    announced: bool = False
-
-
-class StreamAccumulator:
-    """Folds chat-completion chunks (SDK objects or dicts) into one assistant message.
-
-    Tool calls are keyed by ``index``; an id or name repeated in every chunk (llama.cpp) is
-    kept once, arguments are concatenated. A chunk without an index continues the last call
-    unless it carries a new id.
-    """
-
-    def __init__(self, on_event: OnEvent | None = None) -> None:
-        self.on_event = on_event
-        self.text: list[str] = []
-        self.calls: dict[int, _Call] = {}
-        self.finish_reason: str | None = None
-        self.usage: dict[str, int] | None = None
-        self.model: str | None = None
-        self.chunks = 0
-        self.choices_seen = False
-        self.emitted = False
-
-    def _emit(self, event: StreamEvent) -> None:
-        self.emitted = True
-        if self.on_event is not None:
-            self.on_event(event)
-
-    def add(self, chunk: Any) -> None:
-        """Fold one chunk in, emitting text deltas and tool-call starts. Fields of the wrong
-        type are ignored (the stream then ends without an answer, reported by the caller)."""
-        self.chunks += 1
-        if type(chunk) is not dict:
-            dump = getattr(chunk, "model_dump", None)  # an SDK object
-            chunk = dump() if callable(dump) else {}
-        if not self.model and type(chunk.get("model")) is str:
-            self.model = chunk["model"]
-        usage = chunk.get("usage")
-        if usage and type(usage) is dict:
-            self.usage = {k: _int(usage.get(k))
-                          for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
-        choices = chunk.get("choices")
-        if type(choices) is not list:
-            return
-        for choice in choices:
-            if type(choice) is not dict or (choice.get("index") or 0) != 0:
-                continue
-            self.choices_seen = True
-            delta = choice.get("delta")
-            if type(delta) is dict:
-                text = delta.get("content")
-                if text and type(text) is str:
-                    self.text.append(text)
-                    self._emit({"type": "text.delta", "text": text})
-                parts = delta.get("tool_calls")
-                if type(parts) is list:
-                    for part in parts:
-                        if type(part) is dict:
-                            self._add_call(part)
-            finish = choice.get("finish_reason")
-            if finish and type(finish) is str:
-                self.finish_reason = finish
-
-    def _add_call(self, part: dict[str, Any]) -> None:
-        index, call_id = part.get("index"), part.get("id")
-        call_id = call_id if type(call_id) is str else None
-        if type(index) is not int:
-            last = max(self.calls, default=-1)
-            new = last < 0 or bool(call_id and call_id != self.calls[last].id)
-            index = last + 1 if new else last
-        call = self.calls.setdefault(index, _Call())
-        if call_id and not call.id:
-            call.id = call_id
-        function = part.get("function")
-        if type(function) is dict:
-            name = function.get("name")
-            if name and type(name) is str and name != call.name:
-                call.name = name if not call.name else call.name + name
-            args = function.get("arguments")
-            if args and type(args) is str:
-                call.arguments.append(args)
-        if call.name and not call.announced:
-            call.announced = True
-            self._emit({"type": "tool_call.started", "index": index, "id": call.id,
-                        "name": call.name})
-
-    def message(self) -> dict[str, Any]:
-        """The assistant message in OpenAI form."""
-        text = "".join(self.text)
-        msg: dict[str, Any] = {"role": "assistant", "content": text or None}
-        if self.calls:
-            msg["tool_calls"] = [
-                {"id": c.id or f"call_{secrets.token_hex(6)}", "type": "function",
-                 "function": {"name": c.name, "arguments": "".join(c.arguments).strip() or "{}"}}
-                for _, c in sorted(self.calls.items())]
-        elif not text:
-            msg["content"] = ""
-        return msg
-
-
-def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
-    if not headers:
-        return None
-    value = headers.get("retry-after-ms")
-    if value:
-        try:
-            return max(0.0, float(value) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _error_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, Mapping):
-        inner = body.get("error", body)
-        message = inner.get("message") if isinstance(inner, Mapping) else inner
-        if message:
-            return str(message)
-    return str(getattr(exc, "message", None) or exc)
-
-
-def classify(exc: BaseException, base_url: str | None, timeout: float) -> ModelError | None:
-    """The ``ModelError`` for an SDK or decoding exception; None when it is not one."""
-    import openai
-
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        return ModelRequestFailed(
-            status, _error_message(exc),
-            retryable=status in _RETRY_STATUSES or status >= 500,
-            retry_after=parse_retry_after(exc.response.headers))
-    if isinstance(exc, openai.APITimeoutError):
-        return ModelRequestFailed(None, f"model request timed out after {timeout:g}s",
-                                  retryable=True)
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc.__context__
-        detail = f": {cause}" if cause else ""
-        return ModelRequestFailed(None, f"connection to the model endpoint {base_url} failed"
-                                  f"{detail}", retryable=True)
-    if isinstance(exc, openai.APIResponseValidationError | ValueError):
-        return ModelResponseInvalid(f"the model endpoint sent a malformed response: {exc}")
-    if isinstance(exc, openai.APIError):
-        return ModelRequestFailed(None, f"the model endpoint reported an error: "
-                                  f"{_error_message(exc)}", retryable=True)
-    return None
 
 
 def _proxied(base_url: str | None) -> bool:

@@ -1,4 +1,5 @@
-"""Server-sent events of a streamed chat completion, read from the SDK's raw HTTP response.
+"""Server-sent events of a streamed chat completion, read from the SDK's raw HTTP response and
+folded into one assistant message (`StreamAccumulator`).
 
 `hermesd.llm` asks the ``openai`` SDK for the raw response of ``POST /chat/completions`` (the
 SDK still builds, sends and authenticates the request and turns error statuses into its
@@ -14,11 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import sys
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 DRAIN_SECONDS = 0.1  # how long to wait for the end of the body after [DONE]
+
+StreamEvent = dict[str, Any]
+OnEvent = Callable[[StreamEvent], None]
 
 
 def _event_data(block: bytes) -> bytes | None:
@@ -93,3 +99,112 @@ async def read_chunks(response: Any, on_chunk: Callable[[Any], None]) -> None:
 def _http_module(response: Any) -> Any:
     """The HTTP library the SDK uses (``httpx``, or a fork of it), for its exception types."""
     return sys.modules[type(response).__module__.split(".")[0]]
+
+
+def _int(value: Any) -> int:
+    """A token count as an int (0 for anything else)."""
+    return value if type(value) is int else int(value) if type(value) is float else 0
+
+
+@dataclass
+class _Call:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+    announced: bool = False
+
+
+class StreamAccumulator:
+    """Folds chat-completion chunks (SDK objects or dicts) into one assistant message.
+
+    Tool calls are keyed by ``index``; an id or name repeated in every chunk (llama.cpp) is
+    kept once, arguments are concatenated. A chunk without an index continues the last call
+    unless it carries a new id.
+    """
+
+    def __init__(self, on_event: OnEvent | None = None) -> None:
+        self.on_event = on_event
+        self.text: list[str] = []
+        self.calls: dict[int, _Call] = {}
+        self.finish_reason: str | None = None
+        self.usage: dict[str, int] | None = None
+        self.model: str | None = None
+        self.chunks = 0
+        self.choices_seen = False
+        self.emitted = False
+
+    def _emit(self, event: StreamEvent) -> None:
+        self.emitted = True
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def add(self, chunk: Any) -> None:
+        """Fold one chunk in, emitting text deltas and tool-call starts. Fields of the wrong
+        type are ignored (the stream then ends without an answer, reported by the caller)."""
+        self.chunks += 1
+        if type(chunk) is not dict:
+            dump = getattr(chunk, "model_dump", None)  # an SDK object
+            chunk = dump() if callable(dump) else {}
+        if not self.model and type(chunk.get("model")) is str:
+            self.model = chunk["model"]
+        usage = chunk.get("usage")
+        if usage and type(usage) is dict:
+            self.usage = {k: _int(usage.get(k))
+                          for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+        choices = chunk.get("choices")
+        if type(choices) is not list:
+            return
+        for choice in choices:
+            if type(choice) is not dict or (choice.get("index") or 0) != 0:
+                continue
+            self.choices_seen = True
+            delta = choice.get("delta")
+            if type(delta) is dict:
+                text = delta.get("content")
+                if text and type(text) is str:
+                    self.text.append(text)
+                    self._emit({"type": "text.delta", "text": text})
+                parts = delta.get("tool_calls")
+                if type(parts) is list:
+                    for part in parts:
+                        if type(part) is dict:
+                            self._add_call(part)
+            finish = choice.get("finish_reason")
+            if finish and type(finish) is str:
+                self.finish_reason = finish
+
+    def _add_call(self, part: dict[str, Any]) -> None:
+        index, call_id = part.get("index"), part.get("id")
+        call_id = call_id if type(call_id) is str else None
+        if type(index) is not int:
+            last = max(self.calls, default=-1)
+            new = last < 0 or bool(call_id and call_id != self.calls[last].id)
+            index = last + 1 if new else last
+        call = self.calls.setdefault(index, _Call())
+        if call_id and not call.id:
+            call.id = call_id
+        function = part.get("function")
+        if type(function) is dict:
+            name = function.get("name")
+            if name and type(name) is str and name != call.name:
+                call.name = name if not call.name else call.name + name
+            args = function.get("arguments")
+            if args and type(args) is str:
+                call.arguments.append(args)
+        if call.name and not call.announced:
+            call.announced = True
+            self._emit({"type": "tool_call.started", "index": index, "id": call.id,
+                        "name": call.name})
+
+    def message(self) -> dict[str, Any]:
+        """The assistant message in OpenAI form."""
+        text = "".join(self.text)
+        msg: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if self.calls:
+            msg["tool_calls"] = [
+                {"id": c.id or f"call_{secrets.token_hex(6)}", "type": "function",
+                 "function": {"name": c.name, "arguments": "".join(c.arguments).strip() or "{}"}}
+                for _, c in sorted(self.calls.items())]
+        elif not text:
+            msg["content"] = ""
+        return msg
