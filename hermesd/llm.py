@@ -283,20 +283,20 @@ class ModelClient:
             await client.close()
 
     def _encode(self, payload: dict[str, Any]) -> bytes:
-        """The request body. The tools list (equal every round of every turn until plugins
-        change) is encoded once: it is compared with a copy of the list last encoded, so a
-        list changed in place (a hook may edit the request it is shown) is encoded again."""
-        parts = []
-        for key, value in payload.items():
-            if key == "tools":
-                snapshot, encoded = self._tools
-                if value != snapshot:
-                    encoded = _dumps(value)
-                    self._tools = (copy.deepcopy(value), encoded)
-                parts.append(b'"tools":' + encoded)
-            else:
-                parts.append(_dumps(key) + b":" + _dumps(value))
-        return b"{" + b",".join(parts) + b"}"
+        """The request body: one ``json.dumps`` for everything but the tools list. That list
+        (equal every round of every turn until plugins change) is encoded once: it is compared
+        with a copy of the list last encoded, so a list changed in place (a hook may edit the
+        request it is shown) is encoded again."""
+        tools = payload.get("tools")
+        body = _dumps({k: v for k, v in payload.items() if k != "tools"} if tools is not None
+                      else payload)
+        if tools is None:
+            return body
+        snapshot, encoded = self._tools
+        if tools != snapshot:
+            encoded = _dumps(tools)
+            self._tools = (copy.deepcopy(tools), encoded)
+        return body[:-1] + b',"tools":' + encoded + b"}"
 
     def _delay(self, attempt: int, error: ModelError) -> float:
         cap = self.settings.retry_max_wait
