@@ -403,8 +403,8 @@ class _Turn:
         name = call["function"]["name"]
         arguments = call["function"]["arguments"]
         self.emit("tool.started", name=name, arguments=arguments, tool_call_id=call["id"])
-        started = time.monotonic()
         await self.settle_observers()  # the previous call's, before this one's pre_tool_call
+        started = time.monotonic()
         result = await self.loop.registry.call(name, arguments, session_id=self.session_id,
                                                tool_call_id=call["id"], source="model",
                                                turn_id=self.turn_id, observers=self._observers)
