@@ -217,22 +217,23 @@ def test_calculator_rules_answer_with_the_tool_result() -> None:
 
 
 def test_runs_as_a_separate_process_and_prints_its_url() -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "tests.support.modelserver", "--port", "0",
-                             "--script", "rules"], cwd=REPO, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+    with subprocess.Popen([sys.executable, "-m", "tests.support.modelserver", "--port", "0",
+                           "--script", "rules"], cwd=REPO, stdout=subprocess.PIPE,
+                          text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            url = proc.stdout.readline().strip()
+            assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
 
-        async def main() -> Any:
-            async with openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0) as c:
-                return await c.chat.completions.create(
-                    model="m", messages=[{"role": "user", "content": "1.5 TB in GB"}])
-        msg = asyncio.run(main()).choices[0].message
-        assert msg.tool_calls[0].function.name == "unit_convert"
-    finally:
-        proc.terminate()
-        proc.wait(5)
+            async def main() -> Any:
+                async with openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0) as c:
+                    return await c.chat.completions.create(
+                        model="m", messages=[{"role": "user", "content": "1.5 TB in GB"}])
+            msg = asyncio.run(main()).choices[0].message
+            assert msg.tool_calls[0].function.name == "unit_convert"
+        finally:
+            proc.terminate()
+            proc.wait(5)
 
 
 # -- the asyncio engine (tests.support.modelserver_async), used by bench/turn.py -----------------
@@ -240,17 +241,17 @@ def test_runs_as_a_separate_process_and_prints_its_url() -> None:
 
 @pytest.fixture
 def async_url() -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "tests.support.modelserver_async",
-                             "--port", "0", "--script", "rules", "--latency", "0.05"],
-                            cwd=REPO, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(5)
+    with subprocess.Popen([sys.executable, "-m", "tests.support.modelserver_async",
+                           "--port", "0", "--script", "rules", "--latency", "0.05"],
+                          cwd=REPO, stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            url = proc.stdout.readline().strip()
+            assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(5)
 
 
 def test_the_asyncio_engine_answers_like_the_threaded_one(async_url: str) -> None:
