@@ -705,3 +705,16 @@ def test_another_module_can_add_plugins_subcommands(zoo: DaemonProcess) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout == "1\n"  # weather
     assert run_hermesctl(["plugins", "count"]).returncode == 2  # only where it was added
+
+
+def test_odd_number_literals_leave_no_syntax_warning_in_the_daemon_log(
+        start: Callable[..., DaemonProcess]) -> None:
+    # Python's compiler warns about some of them on stderr ("invalid decimal literal"), which
+    # for the daemon is its journal; whatever the model sends, the calculator answers with an
+    # error result and the log stays clean.
+    daemon = start()
+    for expression in ("1if 1 else 2", "0x", "1_a", "2.e"):
+        result = call_tool(daemon, "calculate", {"expression": expression})
+        assert "error" in result, (expression, result)
+    daemon.call("ping")
+    assert "SyntaxWarning" not in daemon.log()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import warnings
 from collections.abc import Callable
 
 from .bounds import (
@@ -64,12 +65,18 @@ def evaluate(expression: str) -> Number:
     return _walk(parse(expression).body)
 
 
+# The model's expressions are compiled under this name; the compiler's SyntaxWarnings about
+# them ("invalid decimal literal" for 1if 1 else 2) would land in the daemon's log.
+_SOURCE = "<calculator expression>"
+warnings.filterwarnings("ignore", category=SyntaxWarning, module=_SOURCE)
+
+
 def parse(expression: str) -> ast.Expression:
     """Parse an expression and check its size and nesting, without evaluating anything."""
     if len(expression) > MAX_EXPRESSION_CHARS:
         raise EvaluationError(f"expression longer than {MAX_EXPRESSION_CHARS} characters")
     try:
-        tree = ast.parse(expression, mode="eval")
+        tree = ast.parse(expression, filename=_SOURCE, mode="eval")
     except SyntaxError as exc:
         raise EvaluationError(f"syntax error: {exc.msg}") from None
     except (ValueError, RecursionError, MemoryError):
