@@ -204,9 +204,10 @@ class _Turn:
                 log.exception("post_tool_call observers failed")
 
     async def db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run ``fn`` on the store after the writes submitted before it, and wait for it."""
+        """Run ``fn`` on the store after the writes submitted before it, and wait for it (at
+        once when the store is idle: ``store.now``)."""
         await self.flush()
-        return await self._write(fn, *args, **kwargs)
+        return await self._write(fn, *args, now=True, **kwargs)
 
     async def flush(self) -> None:
         """Wait for the writes submitted so far; the first failure fails the turn here."""
@@ -226,16 +227,18 @@ class _Turn:
         queued, and the next ``db()`` or ``flush()`` of this turn waits for it."""
         self._pending_writes.append(self._write(fn, *args, **kwargs))
 
-    def _write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
+    def _write(self, fn: Callable[..., Any], *args: Any, now: bool = False,
+               **kwargs: Any) -> asyncio.Future[Any]:
+        run = self.store.now if now else self.store.quick
         usage, self._usage_due = self._usage_due, None
         if usage is None:
-            return self.store.quick(fn, *args, **kwargs)
+            return run(fn, *args, **kwargs)
 
         def with_usage() -> Any:  # the counters ride along with the round's next write
             self.store.add_usage(self.session_id, *usage)
             return fn(*args, **kwargs)
 
-        return self.store.quick(with_usage)
+        return run(with_usage)
 
     async def run(self) -> TurnResult:
         self.emit("turn.started", user_message=self.user_message)

@@ -104,6 +104,40 @@ class BatchThread:
         self._schedule_here()
         return future
 
+    def run_now(self, fn: Callable[[], Any]) -> asyncio.Future[Any]:
+        """Run ``fn`` at once on this (the loop's) thread, in a transaction of its own, when no
+        call waits here and the connection is free: an idle daemon then saves the two loop
+        rounds a batch costs. Otherwise queue it like ``submit_here`` (a busy one batches)."""
+        if self._here or not self._lock.acquire(blocking=False):
+            return self.submit_here(fn)
+        loop = asyncio.get_running_loop()
+        job = _Job(fn, loop.create_future(), loop)
+        try:
+            if not self._begin_here():
+                self._hand_over([job])
+                return job.future
+            self._execute_open([job])
+        except Exception as exc:  # the connection itself failed
+            log.exception("store call failed")
+            self._fail([job], exc)
+        finally:
+            self._lock.release()
+        self._resolve([job])
+        return job.future
+
+    def _begin_here(self) -> bool:
+        """BEGIN IMMEDIATE without waiting for another process's lock (lock held); False if
+        the database is locked, for the DB thread to wait on instead."""
+        conn = self._conn
+        conn.execute("PRAGMA busy_timeout=0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error:
+            return False
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={self.busy_timeout_ms}")
+        return True
+
     def _run_here(self) -> None:
         self._here_due = False
         batch, self._here = self._here[:MAX_HERE], self._here[MAX_HERE:]
@@ -113,16 +147,10 @@ class BatchThread:
             batch = []
         else:
             try:
-                conn = self._conn
-                conn.execute("PRAGMA busy_timeout=0")  # never wait for another process here
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.Error:  # the database is locked (or broken): the thread's job
+                if not self._begin_here():  # the database is locked: the thread's job
                     self._hand_over(batch)
                     batch = []
-                finally:
-                    conn.execute(f"PRAGMA busy_timeout={self.busy_timeout_ms}")
-                if batch:
+                else:
                     ran = self._execute_open(batch, time.monotonic() + HERE_SECONDS)
             except Exception as exc:  # the connection itself failed: nothing of it held
                 log.exception("store batch of %d calls failed", len(batch))

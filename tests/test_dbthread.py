@@ -406,3 +406,52 @@ def test_a_batch_on_the_loop_is_bounded_and_the_loop_runs_between_batches(
     assert [v for v in order if v != "other work"] == [f"s{i}" for i in range(6)]
     assert commits == ["COMMIT", "COMMIT"]  # 40 quick calls: a batch of 32, then 8
     assert len(_committed(path)) == 6 + dbthread.MAX_HERE + 8
+
+
+def test_run_now_runs_at_once_when_idle_and_queues_behind_others_otherwise(
+        tmp_path: Path) -> None:
+    # A turn's first read and its answer's write: at once when nothing waits (no trip through
+    # the loop), else in order behind what is queued on the loop, or on the DB thread while it
+    # holds the connection or another process holds the write lock.
+    path = tmp_path / "t.db"
+    conn = _db(path)
+    thread = BatchThread(conn, threading.RLock(), busy_timeout_ms=5000)
+    gate = _Gate()
+
+    async def main() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        now = thread.run_now(_insert(conn, "idle"))
+        seen["idle done at once"] = now.done()
+        seen["idle committed"] = _committed(path)
+        queued = thread.submit_here(_insert(conn, "first"))
+        behind = thread.run_now(_insert(conn, "second"))
+        seen["behind done at once"] = behind.done()
+        seen["queued"] = [await queued, await behind]
+        held = thread.submit(gate)
+        await asyncio.to_thread(gate.entered.wait, 10)
+        busy = thread.run_now(_insert(conn, "busy"))
+        seen["busy done at once"] = busy.done()
+        gate.release.set()
+        seen["busy"] = [await held, await busy]
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")
+        locked = thread.run_now(_insert(conn, "locked"))
+        seen["locked done at once"] = locked.done()
+        await asyncio.sleep(0.1)
+        other.execute("COMMIT")
+        other.close()
+        seen["locked"] = await locked
+        return seen
+
+    try:
+        seen = asyncio.run(main())
+    finally:
+        thread.close()
+    assert seen == {
+        "idle done at once": True, "idle committed": ["idle"],
+        "behind done at once": False, "queued": ["first", "second"],
+        "busy done at once": False, "busy": ["gate", "busy"],
+        "locked done at once": False, "locked": "locked"}
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+    rows = [r[0] for r in conn.execute("SELECT v FROM t ORDER BY rowid")]
+    assert rows == ["idle", "first", "second", "busy", "locked"]
