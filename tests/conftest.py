@@ -43,6 +43,15 @@ def _clean_model_script(request: pytest.FixtureRequest) -> Iterator[None]:
         clear()
 
 
+@pytest.fixture(autouse=True)
+def _close_raw_peers() -> Iterator[None]:
+    """Raw test connections are closed when their test ends, not when collected."""
+    yield
+    from tests.support.raw import close_all
+
+    close_all()
+
+
 @pytest.fixture(scope="module")
 def shared_daemon() -> Iterator[DaemonProcess]:
     """One hermesd for every test of a module (for property tests with many examples)."""

@@ -33,13 +33,16 @@ def served() -> Iterator[tuple[Path, dict[str, Any]]]:
     path = short_tmpdir("re-") / "s.sock"
     ready = threading.Event()
     loop = asyncio.new_event_loop()
+    server = SocketServer(router, Limits(), Gatekeeper(None), 16)
 
     def run() -> None:
         asyncio.set_event_loop(loop)
-        server = SocketServer(router, Limits(), Gatekeeper(None), 16)
         loop.run_until_complete(server.start(path, 0o600, []))
         ready.set()
         loop.run_forever()
+        server.stop_accepting()  # and every connection closed, so nothing is left to collect
+        loop.run_until_complete(server.drain(1.0))
+        loop.close()
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()

@@ -113,13 +113,16 @@ class DaemonProcess:
         self.proc = proc
         self.notify = notify
         self.log_path = log_path
+        self._clients: list[Client] = []  # closed by stop(), once the daemon is gone
 
     def client(self, hello: bool = True, timeout: float = 15.0) -> Client:
         """A connected client (hello already sent)."""
-        return Client.connect(self.socket, timeout=timeout, hello=hello)
+        client = Client.connect(self.socket, timeout=timeout, hello=hello)
+        self._clients.append(client)
+        return client
 
     def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        with self.client() as c:
+        with Client.connect(self.socket, timeout=15.0, hello=True) as c:
             return c.call(method, params)
 
     def log(self) -> str:
@@ -142,6 +145,8 @@ class DaemonProcess:
                 self.proc.wait()
                 raise AssertionError(f"hermesd did not stop within {timeout}s:\n{self.log()}")
         self.notify.close()
+        while self._clients:
+            self._clients.pop().close()
         return self.proc.returncode
 
 

@@ -12,11 +12,21 @@ import msgpack
 from hermesd import wire
 
 
+_open: set[RawPeer] = set()
+
+
+def close_all() -> None:
+    """Close every peer a test left open (the conftest calls this after each test)."""
+    while _open:
+        _open.pop().close()
+
+
 class RawPeer:
     """Bytes in, decoded objects out; no protocol rules applied."""
 
     def __init__(self, path: Path, timeout: float = 5.0) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        _open.add(self)
         self.sock.settimeout(timeout)
         self.sock.connect(str(path))
         self.unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
@@ -60,4 +70,5 @@ class RawPeer:
             return True
 
     def close(self) -> None:
+        _open.discard(self)
         self.sock.close()
