@@ -11,7 +11,6 @@ import msgpack
 
 from hermesd import wire
 
-
 _open: set[RawPeer] = set()
 
 
