@@ -52,8 +52,8 @@ from tests.support.daemon import DaemonProcess, start_daemon
 from tests.support.modelserver import ScriptedModelServer, calculator_rules
 
 PROMPT = "What is 15 * 23?"
-# (c)'s model stand-in: one asyncio loop, not a thread per connection (tests.support.modelserver)
-MODEL_STANDIN = os.environ.get("MODEL_STANDIN", "tests.support.modelserver_async")
+# (c)'s model stand-in: one asyncio loop, not a thread per connection (MODEL_ENGINE=threads)
+MODEL_ENGINE = os.environ.get("MODEL_ENGINE", "asyncio")
 REF_VENV = Path(os.environ.get("REF_VENV", "/tmp/refvenv"))
 CALCULATOR = REPO / "plugins" / "calculator"
 
@@ -235,7 +235,8 @@ def confine(pid: int, cpu: int) -> None:
 
 def bench_concurrent(sessions: int, turns: int, latency: float,
                      cpu: int | None = None) -> dict[str, Any]:
-    proc = subprocess.Popen([sys.executable, "-m", MODEL_STANDIN, "--port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.modelserver",
+                             "--engine", MODEL_ENGINE, "--port", "0",
                              "--script", "rules", "--latency", str(latency)],
                             stdout=subprocess.PIPE, text=True, cwd=str(REPO),
                             env=clean_env({"PYTHONPATH": str(REPO)}))

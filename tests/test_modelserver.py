@@ -241,8 +241,8 @@ def test_runs_as_a_separate_process_and_prints_its_url() -> None:
 
 @pytest.fixture
 def async_url() -> Iterator[str]:
-    with subprocess.Popen([sys.executable, "-m", "tests.support.modelserver_async",
-                           "--port", "0", "--script", "rules", "--latency", "0.05"],
+    with subprocess.Popen([sys.executable, "-m", "tests.support.modelserver", "--engine",
+                           "asyncio", "--port", "0", "--script", "rules", "--latency", "0.05"],
                           cwd=REPO, stdout=subprocess.PIPE, text=True) as proc:
         try:
             assert proc.stdout is not None

@@ -7,7 +7,7 @@ request body is recorded in ``requests``.
 
 From another process (benchmarks, manual runs)::
 
-    python -m tests.support.modelserver --port 0 --script rules [--latency 0.1]
+    python -m tests.support.modelserver --port 0 --script rules [--latency 0.1] [--engine asyncio]
 
 prints the base URL (``http://127.0.0.1:PORT/v1``) on one line, then serves until killed.
 """
@@ -423,7 +423,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--script", choices=sorted(SCRIPTS), default="rules")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per response")
+    parser.add_argument("--engine", choices=("threads", "asyncio"), default="threads",
+                        help="a thread per connection (as in the tests), or one asyncio loop "
+                             "(tests.support.modelserver_async: less CPU for many at once)")
     args = parser.parse_args(argv)
+    if args.engine == "asyncio":
+        from tests.support.modelserver_async import serve
+
+        return serve(SCRIPTS[args.script], args.latency, args.port)
     server = ScriptedModelServer(rules=SCRIPTS[args.script], latency=args.latency,
                                  port=args.port)
     print(server.url, flush=True)

@@ -7,18 +7,16 @@ elsewhere). This engine serves the same rules and sends the same events, from on
 HTTP/1.1 keep-alive, requests with a ``Content-Length`` body, answers as chunked SSE streams
 (one write per event, as the threaded server does) or JSON, each after the configured latency.
 
-    python -m tests.support.modelserver_async --port 0 --script rules --latency 0.1
+    python -m tests.support.modelserver --engine asyncio --port 0 --script rules --latency 0.1
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
 import json
-import sys
 
-from tests.support.modelserver import SCRIPTS, Rule, _chunks, _completion
+from tests.support.modelserver import Rule, _chunks, _completion
 
 _MAX_HEAD = 64 * 1024
 
@@ -113,18 +111,10 @@ class AsyncModelServer:
             await server.serve_forever()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--script", choices=sorted(SCRIPTS), default="rules")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds per response")
-    args = parser.parse_args(argv)
+def serve(rule: Rule, latency: float, port: int) -> int:
+    """Serve until interrupted (``python -m tests.support.modelserver --engine asyncio``)."""
     try:
-        asyncio.run(AsyncModelServer(SCRIPTS[args.script], args.latency).serve(args.port))
+        asyncio.run(AsyncModelServer(rule, latency).serve(port))
     except KeyboardInterrupt:
         pass
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
