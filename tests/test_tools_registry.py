@@ -128,7 +128,7 @@ def test_check_fn_result_is_cached_for_its_ttl(registry: ToolRegistry) -> None:
     for _ in range(3):
         assert len(registry.openai_tools()) == 1
     assert calls == [1]
-    registry.check_ttl = 0
+    registry.checks.ttl = 0
     registry.openai_tools()
     assert len(calls) >= 2
 

@@ -116,7 +116,8 @@ class ToolRegistry:
         #: Redaction (hermesd.redact): applied to every result before hooks and the model.
         self.redactor = redactor
         self._pool = pool or shared_pool()
-        self._checks = CheckCache(self._pool, check_ttl, check_timeout)
+        #: ``check_fn`` results (``ttl``, ``timeout`` adjustable)
+        self.checks = CheckCache(self._pool, check_ttl, check_timeout)
         self._lock = threading.Lock()
         self._stacks: dict[str, list[ToolEntry]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -181,7 +182,7 @@ class ToolRegistry:
                     self._stacks[name] = kept
                 else:
                     del self._stacks[name]
-            self._checks.forget(lambda entry: getattr(entry, "owner", None) == owner)
+            self.checks.forget(lambda entry: getattr(entry, "owner", None) == owner)
         return removed
 
     def get(self, name: str) -> ToolEntry | None:
@@ -204,28 +205,10 @@ class ToolRegistry:
 
     # -- visibility -------------------------------------------------------------------------
 
-    @property
-    def check_ttl(self) -> float:
-        """Seconds a ``check_fn`` result is trusted."""
-        return self._checks.ttl
-
-    @check_ttl.setter
-    def check_ttl(self, seconds: float) -> None:
-        self._checks.ttl = seconds
-
-    @property
-    def check_timeout(self) -> float:
-        """Seconds a ``check_fn`` may take before its tool is hidden."""
-        return self._checks.timeout
-
-    @check_timeout.setter
-    def check_timeout(self, seconds: float) -> None:
-        self._checks.timeout = seconds
-
     async def refresh_checks(self) -> None:
         """Re-run stale ``check_fn``s on worker threads; await this before `openai_tools` on the
         loop so building the tool list never waits on plugin code."""
-        await self._checks.refresh(self.entries())
+        await self.checks.refresh(self.entries())
 
     def available(self, entry: ToolEntry) -> bool:
         """Whether the model may see ``entry``: its ``requires_env`` set and ``check_fn`` truthy.
@@ -235,7 +218,7 @@ class ToolRegistry:
         """
         if any(not self.env.get(var) for var in entry.requires_env):
             return False
-        return self._checks.passed(entry)
+        return self.checks.passed(entry)
 
     def openai_tools(
         self, enabled_toolsets: Collection[str] | None = None
@@ -243,12 +226,12 @@ class ToolRegistry:
         """The model's tool list in OpenAI form, filtered by toolset and availability."""
         wanted = None if enabled_toolsets is None else set(enabled_toolsets)
         entries = [e for e in self.entries() if wanted is None or e.toolset in wanted]
-        self._checks.probe(entries)
+        self.checks.probe(entries)
         return [openai_form(e.schema) for e in entries if self.available(e)]
 
     def describe(self, enabled_toolsets: Collection[str] | None = None) -> list[dict[str, Any]]:
         """Every active tool as a plain dict (for ``tools.list``), including hidden ones."""
-        self._checks.probe(self.entries())
+        self.checks.probe(self.entries())
         return [
             {"name": e.name, "toolset": e.toolset, "description": e.description,
              "emoji": e.emoji, "owner": e.owner, "available": self.available(e),
