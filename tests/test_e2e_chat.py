@@ -23,6 +23,7 @@ from tests.support.daemon import (
     DaemonProcess,
     follow_turn,
     run_hermesctl,
+    send_and_follow,
     short_tmpdir,
     start_daemon,
 )
@@ -741,3 +742,50 @@ def test_every_event_of_a_turn_arrives_in_order_before_the_wait_answer(
     order = [types.index(t) for t in ("tool.started", "tool.finished", "message")]
     assert order == sorted(order)
     assert types.count("turn.finished") == 1
+
+
+SLOW_OBSERVER = """
+    import os, time
+
+    def _log(line):
+        with open(os.path.join(os.environ["HERMES_HOME"], "observed.log"), "a") as fh:
+            fh.write(line + "\\n")
+
+    def _post(tool_name="", tool_call_id="", **kw):
+        time.sleep(0.4)
+        _log("post " + tool_name)
+
+    def _end(**kw):
+        _log("end")
+
+    def register(ctx):
+        ctx.register_hook("post_tool_call", _post)
+        ctx.register_hook("on_session_end", _end)
+"""
+
+
+def test_a_slow_post_tool_call_hook_runs_beside_the_next_request_yet_before_turn_finished(
+        start: Callable[..., DaemonProcess]) -> None:
+    # post_tool_call callbacks are not waited for before the next model request (their
+    # return value is ignored), but a client that sees turn.finished sees them done, and
+    # the turn's next hook (on_session_end) runs after them.
+    home = short_tmpdir()
+    write_plugin(home / "plugins", "observer", SLOW_OBSERVER)
+    arrived: list[float] = []
+
+    def rules(request: dict[str, Any]) -> Any:
+        arrived.append(time.monotonic())
+        return calculator_rules(request)
+
+    with ScriptedModelServer(rules=rules) as model:
+        d = start(home, config=model_config(model.url))
+        with d.client() as c:
+            sid = c.call("session.create")["id"]
+            events = send_and_follow(c, sid, "What is 15 * 23?")
+            observed = (home / "observed.log").read_text().splitlines()
+    finished = [e for e in events if e["type"] == "turn.finished"]
+    tool_done = [e for e in events if e["type"] == "tool.finished"]
+    assert finished[0]["status"] == "completed" and tool_done
+    assert observed == ["post calculate", "end"]  # all done when turn.finished arrived
+    # the second request did not wait the observer's 0.4 s after the first answer
+    assert len(arrived) == 2 and arrived[1] - arrived[0] < 0.3, arrived
