@@ -14,6 +14,7 @@
 (c) 100 sessions × 5 turns at once on one connection, each turn two model rounds with 100 ms
     model latency: total wall vs the ideal 5 × 2 × 100 ms (target ≤ 1.3×), and turn latency p99;
     meanwhile a ``ping`` every 10 ms on another connection measures event-loop lag (≤ 50 ms).
+    The model stand-in runs on one asyncio loop; MODEL_ENGINE=threads uses the threaded one.
 
     python bench/turn.py [--quick] [--no-write] [--ref-runs N]
 """
