@@ -21,10 +21,11 @@ once: ~20 ms a call). On the loop they cost only their SQLite time. The loop nev
 the connection: when the thread holds it (a long search, a checkpoint) or another process
 holds the database's write lock, the batch goes to the thread instead.
 
-Checkpoints: automatic checkpoints would run on whichever thread commits, the loop included,
-and a checkpoint writes and syncs the database file. So the connection's automatic
-checkpoints are off while this thread owns it, and the thread runs a passive checkpoint after
-every ``CHECKPOINT_EVERY`` commits.
+Housekeeping (``chore``) runs on the thread between batches. Checkpoints: automatic
+checkpoints would run on whichever thread commits, the loop included, and a checkpoint writes
+and syncs the database file. So the connection's automatic checkpoints are off while this
+thread owns it, and the thread runs a passive checkpoint after every ``CHECKPOINT_EVERY``
+commits. The store also indexes new messages for search this way (``hermesd.fts``).
 
 A call made while a batch runs sees the batch's ``in_batch`` flag through
 ``SessionStore._tx``, which then skips its own BEGIN/COMMIT.
@@ -52,7 +53,15 @@ HERE_SECONDS = 0.008
 CHECKPOINT_EVERY = 200  # commits between passive WAL checkpoints (SQLite's default: 1000 pages)
 
 _STOP = object()
-_CHECKPOINT = object()
+
+
+class _Chore:
+    """Housekeeping for the thread, run outside any batch with the lock held (`chore`)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
 
 
 class _Job:
@@ -192,8 +201,8 @@ class BatchThread:
             first = self._queue.get()
             if first is _STOP:
                 return
-            if first is _CHECKPOINT:
-                self._checkpoint()
+            if type(first) is _Chore:
+                self._run_chore(first)
                 continue
             batch = [first]
             stop = False
@@ -205,7 +214,7 @@ class BatchThread:
                 if job is _STOP:
                     stop = True
                     break
-                if job is _CHECKPOINT:
+                if type(job) is _Chore:
                     self._queue.put(job)  # after this batch
                     break
                 batch.append(job)
@@ -277,20 +286,30 @@ class BatchThread:
             self._committed()
         return ran
 
+    def chore(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` on the thread after the calls queued so far, nobody waiting for it (a
+        failure is logged). From any thread."""
+        self._queue.put(_Chore(fn))
+
+    def _run_chore(self, chore: _Chore) -> None:
+        try:
+            with self._lock:
+                chore.fn()
+        except Exception as exc:  # noqa: BLE001 - a full disk, say: tried again later
+            log.warning("store housekeeping (%s) failed: %s",
+                        getattr(chore.fn, "__name__", "?"), exc)
+
     def _committed(self) -> None:
         """Count a commit; every ``CHECKPOINT_EVERY`` of them, queue a checkpoint."""
         self._commits += 1
         if self._commits >= CHECKPOINT_EVERY:
             self._commits = 0
-            self._queue.put(_CHECKPOINT)
+            self.chore(self._checkpoint)
 
     def _checkpoint(self) -> None:
-        """Copy the WAL's pages into the database file (passive: nobody waits for it)."""
-        try:
-            with self._lock:
-                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        except sqlite3.Error as exc:  # a full disk, say: the WAL keeps the data meanwhile
-            log.warning("WAL checkpoint failed: %s", exc)
+        """Copy the WAL's pages into the database file (passive: nobody waits for it; a
+        failure, e.g. a full disk, leaves the data in the WAL meanwhile)."""
+        self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     @staticmethod
     def _fail(jobs: list[_Job], exc: BaseException) -> None:

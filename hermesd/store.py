@@ -47,6 +47,7 @@ from hermesd.dbfile import (
     storage_error,
 )
 from hermesd.dbthread import BatchThread
+from hermesd.fts import INDEX_EVERY, fts_query, index_pending
 from hermesd.history import INTERRUPTED_RESULT, repair_history, to_openai, trim_history
 
 log = logging.getLogger("hermesd.store")
@@ -129,22 +130,6 @@ def new_session_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
-def fts_query(text: str) -> str | None:
-    """A user's search text as a safe FTS5 query: every word a quoted term, all required.
-
-    Operators, quotes and parentheses lose their meaning; a trailing ``*`` on a word keeps
-    working as a prefix search. None when nothing searchable remains.
-    """
-    terms = []
-    for word in text.split():
-        prefix = word.endswith("*")
-        core = word.rstrip("*")
-        if not any(ch.isalnum() for ch in core):
-            continue
-        terms.append('"' + core.replace('"', '""') + '"' + ("*" if prefix else ""))
-    return " ".join(terms) or None
-
-
 def _derive_title(content: str) -> str | None:
     line = " ".join(content.split())
     if not line:
@@ -186,6 +171,8 @@ class SessionStore:
         self._conn = open_db_file(path)
         self._lock = threading.RLock()
         self._thread: BatchThread | None = None  # started by the first ``call()``
+        self._unindexed = 0  # messages written since the last indexing run was queued
+        self._index_quietly("at open")  # what a killed daemon wrote and did not index
 
     @classmethod
     def in_home(cls, home: Path, **kwargs: Any) -> SessionStore:
@@ -232,11 +219,38 @@ class SessionStore:
         return mapped
 
     def close(self) -> None:
-        """Finish pending DB-thread work and close the connection."""
+        """Finish pending DB-thread work, index what is left, close the connection."""
         if self._thread is not None:
             self._thread.close()
         with self._lock:
+            self._index_quietly("at close")
             self._conn.close()
+
+    # -- the search index (hermesd.fts) -------------------------------------------------------
+
+    def _written(self, count: int) -> None:
+        """Count messages written (lock held); every ``INDEX_EVERY``, queue an indexing run on
+        the DB thread (inline when there is none, as for direct callers)."""
+        self._unindexed += count
+        if self._unindexed < INDEX_EVERY:
+            return
+        self._unindexed = 0
+        if self._thread is not None:
+            self._thread.chore(self.index_pending)
+        else:
+            index_pending(self._conn)
+
+    def index_pending(self) -> int:
+        """Index the messages written since the last run; return how many."""
+        with self._lock:
+            return index_pending(self._conn)
+
+    def _index_quietly(self, when: str) -> None:
+        """`index_pending`, a failure (a full disk) only logged: search catches up later."""
+        try:
+            self.index_pending()
+        except sqlite3.Error as exc:
+            log.warning("indexing new messages for search %s failed: %s", when, exc)
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -366,6 +380,7 @@ class SessionStore:
                 (new["id"], session_id, limit, limit))
             db.execute("UPDATE sessions SET message_count = ? WHERE id = ?",
                        (cur.rowcount, new["id"]))
+            self._written(cur.rowcount)
         return self.get_session(new["id"])
 
     def add_usage(self, session_id: str, prompt_tokens: int, completion_tokens: int,
@@ -408,6 +423,7 @@ class SessionStore:
                 (session_id, row[0] + 1, turn_id, role, content,
                  json.dumps(tool_calls) if tool_calls else None, tool_call_id, tool_name, now))
             message_id = cur.lastrowid
+            self._written(1)
         return MessageRecord(
             id=int(message_id or 0), session_id=session_id, seq=row[0] + 1, turn_id=turn_id,
             role=role, content=content, tool_calls=tool_calls or None,
@@ -468,6 +484,7 @@ class SessionStore:
                session_id: str | None = None) -> list[SearchHit]:
         """Messages matching every word of ``query`` with highlighted snippets.
 
+        Messages not yet indexed are indexed first: every committed message can be found.
         Best first (BM25) when at most ``RANKED_MATCHES`` messages match; newest first when
         more do. Ranking needs every match scored (BM25 also counts the whole match list once
         per query), which for a word in most messages costs a scan of most of the index; a word
@@ -481,6 +498,7 @@ class SessionStore:
         args: list[Any] = [match]
         scope = ""
         with self._lock:
+            index_pending(self._conn)
             if session_id is not None:
                 lo, hi = self._conn.execute(
                     "SELECT min(id), max(id) FROM messages WHERE session_id = ?",

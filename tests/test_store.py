@@ -7,13 +7,15 @@ import json
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-from hermesd.migrations import MIGRATIONS
 from hermesd.history import INTERRUPTED_RESULT, repair_history, trim_history
+from hermesd.migrations import MIGRATIONS
 from hermesd.store import (
     MessageNotFound,
     SchemaTooNew,
@@ -221,6 +223,144 @@ def test_search_prefix_and_session_filter(store: SessionStore) -> None:
     store.append_message(b, "user", "calculator")
     assert len(store.search("calc*")) == 2
     assert [h["session_id"] for h in store.search("calc*", session_id=b)] == [b]
+
+
+def fts_check(path: Path) -> str:
+    """FTS5's own check of the index against the messages table ('ok' when they agree), with
+    the messages still listed for indexing indexed first (and rolled back afterwards)."""
+    from hermesd.fts import index_pending
+
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("BEGIN")
+        index_pending(db)
+        db.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES('integrity-check', 1)")
+        return "ok"
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+    finally:
+        db.close()
+
+
+def pending(path: Path) -> int:
+    db = sqlite3.connect(path)
+    try:
+        return int(db.execute("SELECT count(*) FROM fts_pending").fetchone()[0])
+    finally:
+        db.close()
+
+
+def test_new_messages_wait_for_indexing_yet_search_finds_them(store: SessionStore) -> None:
+    sid = store.create_session()["id"]
+    add_turn(store, sid, "a wandering albatross", "noted")
+    assert pending(store.path) == 2  # written, listed, not indexed yet
+    assert [h["session_id"] for h in store.search("albatross")] == [sid]
+    assert pending(store.path) == 0 and fts_check(store.path) == "ok"
+
+
+def test_deleting_or_editing_unindexed_messages_keeps_the_index_sound(
+        store: SessionStore) -> None:
+    sid = store.create_session()["id"]
+    old = store.append_message(sid, "user", "indexed heron")["id"]
+    store.index_pending()
+    new = store.append_message(sid, "user", "pending egret")["id"]
+    with store._tx() as db:  # one edit of each kind of message
+        db.execute("UPDATE messages SET content = 'indexed crane' WHERE id = ?", (old,))
+        db.execute("UPDATE messages SET content = 'pending ibis' WHERE id = ?", (new,))
+    assert fts_check(store.path) == "ok"
+    assert store.search("heron") == [] and store.search("egret") == []
+    assert len(store.search("crane")) == 1 and len(store.search("ibis")) == 1
+    store.append_message(sid, "user", "never indexed stork")
+    store.delete(sid)  # indexed and pending messages go together
+    assert pending(store.path) == 0 and fts_check(store.path) == "ok"
+    assert store.search("crane") == [] and store.search("stork") == []
+
+
+def test_messages_a_killed_process_left_unindexed_are_indexed_at_open(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    script = (
+        "import os, sys\n"
+        "from hermesd.store import SessionStore\n"
+        "s = SessionStore(__import__('pathlib').Path(sys.argv[1]))\n"
+        "sid = s.create_session(session_id='killed')['id']\n"
+        "s.append_message(sid, 'user', 'orphaned pelican')\n"
+        "os._exit(0)\n")  # no close(): what SIGKILL leaves
+    subprocess.run([sys.executable, "-c", script, str(path)], check=True,
+                   cwd=Path(__file__).resolve().parents[1])
+    assert pending(path) == 1
+    store = SessionStore(path)
+    try:
+        assert pending(path) == 0 and fts_check(path) == "ok"
+        assert [h["session_id"] for h in store.search("pelican")] == ["killed"]
+    finally:
+        store.close()
+
+
+def test_close_indexes_what_is_pending(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "state.db")
+    sid = store.create_session()["id"]
+    store.append_message(sid, "user", "closing cormorant")
+    store.close()
+    assert pending(tmp_path / "state.db") == 0 and fts_check(tmp_path / "state.db") == "ok"
+
+
+def test_a_failed_indexing_run_at_open_is_logged_not_fatal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    import hermesd.store as store_module
+
+    def full(conn: sqlite3.Connection) -> int:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(store_module, "index_pending", full)
+    store = SessionStore(tmp_path / "state.db")
+    try:
+        assert "indexing new messages for search at open failed" in caplog.text
+        assert store.create_session()["id"]
+    finally:
+        monkeypatch.undo()
+        store.close()
+
+
+def test_the_db_thread_indexes_every_few_hundred_messages(
+        store: SessionStore) -> None:
+    from hermesd.fts import INDEX_EVERY
+
+    threads: list[str] = []
+    store._conn.set_trace_callback(
+        lambda sql: threads.append(threading.current_thread().name)
+        if sql.startswith("INSERT INTO messages_fts") else None)
+
+    async def main() -> None:
+        sid = (await store.call(store.create_session))["id"]
+        for i in range(INDEX_EVERY):  # the way a turn writes: batched on the loop's thread
+            await store.quick(store.append_message, sid, "user", f"message {i} of a flock")
+        await store.call(lambda: None)  # the run queued after the last write is done
+
+    asyncio.run(main())
+    assert pending(store.path) == 0  # no search asked for it
+    assert threads and all(name.startswith("hermesd-db") for name in threads), threads
+    assert fts_check(store.path) == "ok"
+
+
+def test_a_version_4_database_keeps_its_index_through_the_upgrade(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    db = sqlite3.connect(path)
+    for version, script in enumerate(MIGRATIONS[:4], start=1):
+        db.executescript(f"BEGIN; {script} PRAGMA user_version = {version}; COMMIT;")
+    db.execute("INSERT INTO sessions (id, created_at, updated_at) VALUES ('v4', 1, 1)")
+    db.execute("INSERT INTO messages (session_id, seq, role, content, created_at)"
+               " VALUES ('v4', 1, 'user', 'an indexed puffin', 1)")  # indexed by v4's trigger
+    db.commit()
+    db.close()
+    store = SessionStore(path)
+    try:
+        assert pending(path) == 0 and fts_check(path) == "ok"
+        assert [h["session_id"] for h in store.search("puffin")] == ["v4"]
+        store.delete("v4")  # an old, indexed message leaves the index
+        assert fts_check(path) == "ok" and store.search("puffin") == []
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize("query", ['"', '""', "AND OR", "*", "NEAR(", "NEAR(a b", 'a"b',

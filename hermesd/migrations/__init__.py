@@ -77,4 +77,32 @@ _V4 = """
 CREATE INDEX sessions_by_parent ON sessions(parent_id) WHERE parent_id IS NOT NULL;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
+# v5: messages are indexed for search in batches, not one by one as they are written. Indexing a
+# message cost as much as writing it, on the event loop, in every model round; now a new row is
+# only listed in fts_pending, and hermesd.fts indexes what is listed (on the store's thread
+# every few hundred messages, before every search, when the store opens and closes). Deleting
+# or editing a message that was never indexed must not tell the index to forget it: for an
+# external-content table that would corrupt the index.
+_V5 = """
+CREATE TABLE fts_pending (id INTEGER PRIMARY KEY);
+DROP TRIGGER messages_fts_ai;
+DROP TRIGGER messages_fts_ad;
+DROP TRIGGER messages_fts_au;
+CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages BEGIN
+    INSERT INTO fts_pending(id) VALUES (new.id);
+END;
+CREATE TRIGGER messages_fts_ad AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content)
+        SELECT 'delete', old.id, coalesce(old.content, '')
+        WHERE NOT EXISTS (SELECT 1 FROM fts_pending WHERE id = old.id);
+    DELETE FROM fts_pending WHERE id = old.id;
+END;
+CREATE TRIGGER messages_fts_au AFTER UPDATE OF content ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content)
+        SELECT 'delete', old.id, coalesce(old.content, '')
+        WHERE NOT EXISTS (SELECT 1 FROM fts_pending WHERE id = old.id);
+    INSERT OR IGNORE INTO fts_pending(id) VALUES (new.id);
+END;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hermesctl.client import Client
+from hermesd.fts import index_pending
 from hermesd.protocol import RpcError
 from hermesd.store import SessionStore
 from tests.support.modelserver import Step, call_tools, reply, tool_call
@@ -109,14 +110,18 @@ def history_problems(messages: list[dict[str, Any]]) -> list[str]:
 
 def db_report(path: Path) -> dict[str, Any]:
     """Integrity of ``state.db``: SQLite, FTS index vs messages table, counters, duplicates."""
-    conn = sqlite3.connect(path, timeout=10)
+    conn = sqlite3.connect(path, timeout=10, isolation_level=None)
     try:
         integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
-        try:  # rank 1: also compare the index with the external content table
+        conn.execute("BEGIN")
+        try:  # rank 1: also compare the index with the external content table, once the
+            # messages still listed for indexing are in it (rolled back: nothing written)
+            index_pending(conn)
             conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES('integrity-check', 1)")
             fts = "ok"
         except sqlite3.DatabaseError as exc:
             fts = str(exc)
+        conn.execute("ROLLBACK")
         messages = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
         fts_rows = conn.execute("SELECT count(*) FROM messages_fts").fetchone()[0]
         counters = conn.execute(
@@ -134,12 +139,15 @@ def db_report(path: Path) -> dict[str, Any]:
 
 def fts_matches(path: Path, token: str) -> tuple[int, int]:
     """(FTS hits, LIKE hits) for one token: equal when the index matches the table."""
-    conn = sqlite3.connect(path, timeout=10)
+    conn = sqlite3.connect(path, timeout=10, isolation_level=None)
     try:
+        conn.execute("BEGIN")  # as a search would see it: pending messages indexed first
+        index_pending(conn)
         fts = conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
                            (f'"{token}"',)).fetchone()[0]
         like = conn.execute("SELECT count(*) FROM messages WHERE content LIKE ?",
                             (f"%{token}%",)).fetchone()[0]
+        conn.execute("ROLLBACK")
     finally:
         conn.close()
     return fts, like

@@ -1,0 +1,70 @@
+"""Full-text search over messages: the query a user's words become, and the deferred index.
+
+``messages_fts`` is an external-content FTS5 table over ``messages.content``. Writing a message
+does not index it: a trigger lists its id in ``fts_pending`` (schema v5, see
+``hermesd.migrations``), in the same transaction as the message. `index_pending` indexes what
+is listed and empties the list, in one transaction. Indexing a message cost as much as the
+rest of writing it; done as messages were written, that was on the event loop in every model
+round. In batches it runs on the store's thread, where SQLite works without the interpreter
+lock, and costs less per message.
+
+When it runs (``hermesd.store``): when the store opens (what a killed daemon left listed),
+on the store's thread every ``INDEX_EVERY`` messages, before every search (so a search sees
+every committed message), and when the store closes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+#: Messages written between two indexing runs on the store's thread.
+INDEX_EVERY = 256
+#: Messages indexed per statement: a long backlog (a bulk import) goes in steps of this size.
+INDEX_STEP = 2000
+
+
+def fts_query(text: str) -> str | None:
+    """A user's search text as a safe FTS5 query: every word a quoted term, all required.
+
+    Operators, quotes and parentheses lose their meaning; a trailing ``*`` on a word keeps
+    working as a prefix search. None when nothing searchable remains.
+    """
+    terms = []
+    for word in text.split():
+        prefix = word.endswith("*")
+        core = word.rstrip("*")
+        if not any(ch.isalnum() for ch in core):
+            continue
+        terms.append('"' + core.replace('"', '""') + '"' + ("*" if prefix else ""))
+    return " ".join(terms) or None
+
+
+def index_pending(conn: sqlite3.Connection) -> int:
+    """Index every message listed in ``fts_pending`` and unlist it; return how many.
+
+    Runs in the caller's transaction when one is open (a batch of the store's thread), else
+    in its own. Nothing is written when nothing is listed.
+    """
+    done = 0
+    while conn.execute("SELECT 1 FROM fts_pending LIMIT 1").fetchone() is not None:
+        own = not conn.in_transaction
+        if own:
+            conn.execute("BEGIN IMMEDIATE")
+        try:
+            low, high, count = conn.execute(
+                "SELECT min(id), max(id), count(*) FROM"
+                " (SELECT id FROM fts_pending ORDER BY id LIMIT ?)", (INDEX_STEP,)).fetchone()
+            if count:
+                conn.execute("INSERT INTO messages_fts(rowid, content)"
+                             " SELECT m.id, coalesce(m.content, '') FROM fts_pending p"
+                             " JOIN messages m ON m.id = p.id WHERE p.id BETWEEN ? AND ?"
+                             " ORDER BY p.id", (low, high))
+                conn.execute("DELETE FROM fts_pending WHERE id BETWEEN ? AND ?", (low, high))
+            if own:
+                conn.execute("COMMIT")
+        except BaseException:
+            if own and conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        done += count
+    return done
