@@ -381,7 +381,7 @@ class ModelClient:
                                      cast_to=self._raw_response, stream=True,
                                      options=self._request_options, **body)
         try:
-            await read_chunks(response, acc.add)
+            await read_chunks(response, acc.add, acc.flush)
         finally:
             await response.aclose()
         if not acc.choices_seen:

@@ -49,8 +49,10 @@ def _stream_error(obj: Any) -> str | None:
         "An error occurred during streaming")
 
 
-async def read_chunks(response: Any, on_chunk: Callable[[Any], None]) -> None:
-    """Feed every JSON chunk of ``response``'s event stream to ``on_chunk`` until ``[DONE]``."""
+async def read_chunks(response: Any, on_chunk: Callable[[Any], None],
+                      on_read: Callable[[], None] | None = None) -> None:
+    """Feed every JSON chunk of ``response``'s event stream to ``on_chunk`` until ``[DONE]``;
+    ``on_read`` is called after the chunks of each read from the connection."""
     import openai
 
     http = _http_module(response)
@@ -81,6 +83,8 @@ async def read_chunks(response: Any, on_chunk: Callable[[Any], None]) -> None:
                 if message is not None:
                     raise openai.APIError(message, response.request, body=obj["error"])
                 on_chunk(obj)
+            if on_read is not None:
+                on_read()
             if done:
                 break
         if done and response.http_version == "HTTP/1.1":
@@ -120,11 +124,19 @@ class StreamAccumulator:
     Tool calls are keyed by ``index``; an id or name repeated in every chunk (llama.cpp) is
     kept once, arguments are concatenated. A chunk without an index continues the last call
     unless it carries a new id.
+
+    Text is announced by `flush` (``read_chunks`` calls it after each read): the text of
+    every chunk that came in one read goes out as one ``text.delta``. A model streaming at
+    its own pace sends a read per token, so nothing changes for the reader; when the daemon
+    is busy and chunks queue up in the socket, each costs the rest of the way (redaction,
+    encoding, one event per attached client) once, not once per chunk. Any other event sends
+    the text before it first, so the order is kept.
     """
 
     def __init__(self, on_event: OnEvent | None = None) -> None:
         self.on_event = on_event
         self.text: list[str] = []
+        self._unsent: list[str] = []  # text not yet announced
         self.calls: dict[int, _Call] = {}
         self.finish_reason: str | None = None
         self.usage: dict[str, int] | None = None
@@ -134,9 +146,21 @@ class StreamAccumulator:
         self.emitted = False
 
     def _emit(self, event: StreamEvent) -> None:
+        if self._unsent:
+            self.flush()
         self.emitted = True
         if self.on_event is not None:
             self.on_event(event)
+
+    def flush(self) -> None:
+        """Announce the text folded in since the last call as one ``text.delta``."""
+        if not self._unsent:
+            return
+        text = self._unsent[0] if len(self._unsent) == 1 else "".join(self._unsent)
+        self._unsent.clear()
+        self.emitted = True
+        if self.on_event is not None:
+            self.on_event({"type": "text.delta", "text": text})
 
     def add(self, chunk: Any) -> None:
         """Fold one chunk in, emitting text deltas and tool-call starts. Fields of the wrong
@@ -163,7 +187,7 @@ class StreamAccumulator:
                 text = delta.get("content")
                 if text and type(text) is str:
                     self.text.append(text)
-                    self._emit({"type": "text.delta", "text": text})
+                    self._unsent.append(text)
                 parts = delta.get("tool_calls")
                 if type(parts) is list:
                     for part in parts:
@@ -197,7 +221,8 @@ class StreamAccumulator:
                         "name": call.name})
 
     def message(self) -> dict[str, Any]:
-        """The assistant message in OpenAI form."""
+        """The assistant message in OpenAI form (text not yet announced is announced)."""
+        self.flush()
         text = "".join(self.text)
         msg: dict[str, Any] = {"role": "assistant", "content": text or None}
         if self.calls:

@@ -327,6 +327,20 @@ def test_usage_is_added_to_the_session(h: Harness) -> None:
     assert [e["total_tokens"] for e in h.events if e["type"] == "usage"] == [10]
 
 
+def test_chunks_read_together_are_one_delta_paced_ones_stream_one_by_one(h: Harness) -> None:
+    burst = "chunk 01 " * 20  # every chunk ends a word: redaction holds nothing back
+    h.server.push(reply(burst, chunk_chars=9))  # 20 chunks written back to back
+    h.turn("q")
+    deltas = [e["text"] for e in h.events if e["type"] == "text.delta"]
+    assert "".join(deltas) == burst and len(deltas) < 20
+    h.events.clear()
+    h.server.push(reply("paced words here", chunk_chars=6, chunk_delay=0.04))
+    h.turn("again")
+    deltas = [e["text"] for e in h.events if e["type"] == "text.delta"]
+    # redaction holds a word back until the next one starts, so the pieces shift by a word
+    assert "".join(deltas) == "paced words here" and len(deltas) == 3
+
+
 def test_cancel_mid_stream_leaves_a_valid_history(h: Harness) -> None:
     h.server.push(reply("a long answer that streams slowly", chunk_chars=2, chunk_delay=0.05))
     asyncio.run(h.cancel_when("q", "text.delta"))

@@ -104,9 +104,26 @@ def test_accumulates_text_and_emits_deltas() -> None:
     acc = StreamAccumulator(events.append)
     for text in ("Hel", "lo"):
         acc.add(chunk(content=text))
+        acc.flush()  # one read each
     acc.add(chunk(finish="stop"))
     assert acc.message() == {"role": "assistant", "content": "Hello"}
     assert [e["text"] for e in events] == ["Hel", "lo"] and acc.finish_reason == "stop"
+
+
+def test_text_of_one_read_is_one_delta_and_order_is_kept() -> None:
+    events: list[dict[str, Any]] = []
+    acc = StreamAccumulator(events.append)
+    for text in ("Let", " me", " check"):  # three chunks in one read
+        acc.add(chunk(content=text))
+    assert events == [] and not acc.emitted
+    acc.add(chunk(part(0, "call_1", "calculate", "{}")))  # the text goes out before the call
+    acc.add(chunk(content="!"))
+    assert [(e["type"], e.get("text")) for e in events] == [
+        ("text.delta", "Let me check"), ("tool_call.started", None)]
+    acc.flush()
+    acc.flush()  # nothing new: nothing sent
+    assert events[-1] == {"type": "text.delta", "text": "!"} and len(events) == 3
+    assert acc.message()["content"] == "Let me check!" and len(events) == 3
 
 
 def test_repeated_ids_and_names_are_kept_once() -> None:

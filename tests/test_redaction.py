@@ -205,7 +205,9 @@ def test_a_secret_the_model_streams_in_pieces_never_reaches_a_client(start, mode
         f"model:\n  base_url: {model.url}\n  default: scripted-model\n"))
     answer = (f"Here: {DOTENV_SECRET}, then {ENV_SECRETS['SERVICE_TOKEN']} and "
               "sk-A1b2C3d4E5f6G7h8I9j0K. Bye.")
-    model.push(reply(answer, chunk_chars=3))
+    # a pause after each chunk: one read per chunk, so one delta each (chunks that arrive
+    # together are sent as one delta)
+    model.push(reply(answer, chunk_chars=3, chunk_delay=0.003))
     with daemon.client() as client:
         sid = client.call("session.create")["id"]
         result = client.call("session.send", {"session_id": sid, "message": "tell me",
