@@ -200,6 +200,7 @@ class ModelClient:
                 import openai  # deferred: ~0.5 s of imports the daemon only pays when chatting
 
                 from hermesd.http11 import Http11Transport, http  # the SDK's HTTP library
+                from hermesd.httpclient import LeanAsyncClient
 
                 create_ssl = getattr(http, "create_ssl_context", None)  # http: httpx (a fork)
                 http_log = logging.getLogger(http.__name__)
@@ -215,7 +216,7 @@ class ModelClient:
 
                 def make() -> Any:
                     if lean:
-                        http_client = openai.DefaultAsyncHttpxClient(
+                        http_client = LeanAsyncClient(
                             transport=Http11Transport(verify if verify is not True else None))
                     else:
                         http_client = openai.DefaultAsyncHttpxClient(verify=verify)
