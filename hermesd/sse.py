@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DRAIN_SECONDS = 0.1  # how long to wait for the end of the body after [DONE]
+_decode = json.JSONDecoder().decode  # json.loads without its per-call argument checks
 
 StreamEvent = dict[str, Any]
 OnEvent = Callable[[StreamEvent], None]
@@ -67,22 +68,28 @@ async def read_chunks(response: Any, on_chunk: Callable[[Any], None],
                 buffer = buffer[:-1] if held else buffer
                 buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
                 buffer += b"\r" if held else b""
+            start = 0
             while not done:
-                end = buffer.find(b"\n\n")
+                end = buffer.find(b"\n\n", start)
                 if end < 0:
                     break
-                block, buffer = buffer[:end], buffer[end + 2:]
-                payload = _event_data(block)
-                if payload is None:
-                    continue
-                if payload.startswith(b"[DONE]"):
+                block, start = buffer[start:end], end + 2
+                if block[:6] == b"data: " and b"\n" not in block:  # one data line: most events
+                    payload: bytes | None = block[6:]
+                else:
+                    payload = _event_data(block)
+                    if payload is None:
+                        continue
+                if payload[:6] == b"[DONE]":
                     done = True
                     break
-                obj = json.loads(payload)  # ValueError: the caller reports a malformed stream
-                message = _stream_error(obj)
-                if message is not None:
-                    raise openai.APIError(message, response.request, body=obj["error"])
+                # ValueError: the caller reports a malformed stream (SSE is UTF-8)
+                obj = _decode(payload.decode("utf-8", "surrogatepass"))
+                if type(obj) is dict and obj.get("error"):
+                    raise openai.APIError(_stream_error(obj) or "", response.request,
+                                          body=obj["error"])
                 on_chunk(obj)
+            buffer = buffer[start:]
             if on_read is not None:
                 on_read()
             if done:
