@@ -50,7 +50,7 @@ def wire_services(daemon: Daemon) -> None:
     sessions_ref.append(sessions)
     secrets = redact.configure(os.environ, config.load_dotenv_file(home))
     host.tools.redactor = redact.redact
-    sessions.redact_event = redact.redact_obj
+    sessions.redact_event = redact.redact_event
     broker = ApprovalBroker(store, host.hooks, cfg,
                             attached=lambda sid: list(sessions.attached.get(sid, ())))
     host.tools.approver = broker.approve

@@ -121,6 +121,18 @@ def test_redactor_hides_secrets_inside_json_escaped_text() -> None:
     assert r(json.dumps({"output": 'a quo"te\\value b'})) == '{"output": "a [REDACTED] b"}'
 
 
+def test_an_event_is_redacted_but_its_envelope() -> None:
+    redactor = Redactor(["hunter2-secret-value"])
+    event = {"type": "tool.finished", "session_id": "20261129-181500-ab12cd",
+             "turn_id": "turn_0123456789ab", "preview": "got hunter2-secret-value",
+             "duration_ms": 1.5, "usage": {"note": "Bearer abcdefghijklmnop.qrstuv-1234"},
+             "calls": [{"arguments": "key sk-A1b2C3d4E5f6G7h8I9j0K"}]}
+    out = redactor.redact_event(event)
+    assert out == {**event, "preview": "got [REDACTED]", "usage": {"note": "Bearer [REDACTED]"},
+                   "calls": [{"arguments": "key [REDACTED]"}]}
+    assert event["preview"] == "got hunter2-secret-value"  # a copy: the turn's own is kept
+
+
 def test_redactor_keeps_the_name_of_secret_assignments() -> None:
     r = Redactor()
     assert r("export NEW_API_KEY=zzzzzzzz; PASSWORD: hunter22") == \
