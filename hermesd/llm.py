@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
+import itertools
 import json
 import logging
 import os
 import random
+import secrets
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -137,6 +139,11 @@ def _proxied(base_url: str | None) -> bool:
     if not (proxies.get(parts.scheme) or proxies.get("all")):
         return False
     return not urllib.request.proxy_bypass_environment(parts.hostname or "")
+
+
+# unique per request: a random prefix for this process, then a counter
+_KEY_PREFIX = f"hermesd-{secrets.token_hex(8)}-"
+_key_numbers = itertools.count(1)
 
 
 def _dumps(value: Any) -> bytes:
@@ -378,9 +385,13 @@ class ModelClient:
         # streamed response, whose events ``sse`` reads as plain dicts (the SDK's own stream
         # costs more CPU than the rest of a round).
         body = {self._body_param: self._encode(payload)}
+        # An idempotency key of ours: the SDK otherwise makes a uuid4 for every request (it
+        # sends none to OpenAI-compatible endpoints, but would if a version sent one).
+        key = f"{_KEY_PREFIX}{next(_key_numbers)}"
+        options = {**self._request_options, "idempotency_key": key}
         response = await client.post(self._completions_url,
                                      cast_to=self._raw_response, stream=True,
-                                     options=self._request_options, **body)
+                                     options=options, **body)
         try:
             await read_chunks(response, acc.add, acc.flush)
         finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -78,7 +79,11 @@ def test_each_request_gets_headers_of_its_own_and_client_changes_are_seen(
                               timeout=5.0).headers["x-client-wide"] == "set later"
 
 
-def test_the_model_client_sends_through_it_and_takes_the_cached_path() -> None:
+def test_the_model_client_sends_through_it_and_takes_the_cached_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[object] = []
+    real_uuid4 = uuid.uuid4
+    monkeypatch.setattr(uuid, "uuid4", lambda: made.append(1) or real_uuid4())
     with ScriptedModelServer() as server:
         server.push(reply("one"), reply("two"))
         model = ModelClient(ModelSettings(base_url=server.url, model="m", api_key="sk-lean"))
@@ -102,3 +107,4 @@ def test_the_model_client_sends_through_it_and_takes_the_cached_path() -> None:
         sent = server.request_headers
         assert [h["authorization"] for h in sent] == ["Bearer sk-lean"] * 2
         assert sent[0] == sent[1]
+    assert made == []  # the request's idempotency key is ours: no uuid4 per request
