@@ -365,6 +365,36 @@ def test_checkpoints_run_on_the_thread_not_on_commit(tmp_path: Path,
     assert len(_committed(path)) == 12
 
 
+def test_a_chore_runs_after_the_calls_queued_before_it_and_a_failing_one_is_only_logged(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "t.db"
+    conn = _db(path)
+    thread = BatchThread(conn, threading.RLock())
+    seen: list[list[str]] = []
+
+    def full() -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    async def main() -> list[Any]:
+        gate = _Gate()
+        first = thread.submit(gate)
+        await asyncio.to_thread(gate.entered.wait, 10)
+        queued = thread.submit(_insert(conn, "before"))
+        thread.chore(full)
+        thread.chore(lambda: seen.append(_committed(path)))
+        gate.release.set()
+        await first
+        return [await queued, await thread.submit(_insert(conn, "after"))]
+
+    try:
+        assert asyncio.run(main()) == ["before", "after"]  # the thread kept serving
+    finally:
+        thread.close()
+    assert seen == [["before"]]  # the write queued before the chore was committed first
+    assert "store housekeeping (full) failed: database or disk is full" in caplog.text
+    assert _committed(path) == ["after", "before"]
+
+
 def test_a_batch_on_the_loop_is_bounded_and_the_loop_runs_between_batches(
         tmp_path: Path) -> None:
     # The loop must keep serving others (the daemon's loop-lag target is 50 ms): a batch stops
