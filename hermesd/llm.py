@@ -15,7 +15,6 @@ import asyncio
 import copy
 import inspect
 import itertools
-import json
 import logging
 import os
 import random
@@ -26,6 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from hermesd import fastjson
 from hermesd.model_errors import (
     ModelError,
     ModelNotConfigured,
@@ -146,10 +146,6 @@ _KEY_PREFIX = f"hermesd-{secrets.token_hex(8)}-"
 _key_numbers = itertools.count(1)
 
 
-def _dumps(value: Any) -> bytes:
-    """Compact JSON as the SDK would send it (NaN refused); non-ASCII escaped, so text with
-    lone surrogates (which a model can send in JSON escapes) still encodes."""
-    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode("ascii")
 
 
 class ModelClient:
@@ -291,18 +287,18 @@ class ModelClient:
             await client.close()
 
     def _encode(self, payload: dict[str, Any]) -> bytes:
-        """The request body: one ``json.dumps`` for everything but the tools list. That list
-        (equal every round of every turn until plugins change) is encoded once: it is compared
-        with a copy of the list last encoded, so a list changed in place (a hook may edit the
-        request it is shown) is encoded again."""
+        """The request body: one encoding (``hermesd.fastjson``) for everything but the tools
+        list. That list (equal every round of every turn until plugins change) is encoded
+        once: it is compared with a copy of the list last encoded, so a list changed in place
+        (a hook may edit the request it is shown) is encoded again."""
         tools = payload.get("tools")
-        body = _dumps({k: v for k, v in payload.items() if k != "tools"} if tools is not None
-                      else payload)
+        body = fastjson.dumps({k: v for k, v in payload.items() if k != "tools"}
+                              if tools is not None else payload)
         if tools is None:
             return body
         snapshot, encoded = self._tools
         if tools != snapshot:
-            encoded = _dumps(tools)
+            encoded = fastjson.dumps(tools)
             self._tools = (copy.deepcopy(tools), encoded)
         return body[:-1] + b',"tools":' + encoded + b"}"
 

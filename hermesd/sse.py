@@ -3,7 +3,7 @@ folded into one assistant message (`StreamAccumulator`).
 
 `hermesd.llm` asks the ``openai`` SDK for the raw response of ``POST /chat/completions`` (the
 SDK still builds, sends and authenticates the request and turns error statuses into its
-exceptions) and reads the event stream here: a plain byte splitter and one ``json.loads`` per
+exceptions) and reads the event stream here: a plain byte splitter and one JSON decode per
 event, instead of the SDK's decoder, per-event objects and post-``[DONE]`` clean-up, which
 together cost more CPU than the rest of a model round. Behaviour matches the SDK's stream:
 ``[DONE]`` ends it, an event whose data carries ``error`` raises ``openai.APIError``, read
@@ -14,15 +14,15 @@ timeouts and transport errors become ``APITimeoutError`` / ``APIConnectionError`
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hermesd import fastjson
+
 DRAIN_SECONDS = 0.1  # how long to wait for the end of the body after [DONE]
-_decode = json.JSONDecoder().decode  # json.loads without its per-call argument checks
 
 StreamEvent = dict[str, Any]
 OnEvent = Callable[[StreamEvent], None]
@@ -83,8 +83,7 @@ async def read_chunks(response: Any, on_chunk: Callable[[Any], None],
                 if payload[:6] == b"[DONE]":
                     done = True
                     break
-                # ValueError: the caller reports a malformed stream (SSE is UTF-8)
-                obj = _decode(payload.decode("utf-8", "surrogatepass"))
+                obj = fastjson.loads(payload)  # ValueError: the caller reports a bad stream
                 if type(obj) is dict and obj.get("error"):
                     raise openai.APIError(_stream_error(obj) or "", response.request,
                                           body=obj["error"])

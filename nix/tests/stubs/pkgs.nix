@@ -95,6 +95,7 @@ let
         msgpack = leaf "msgpack" "1.1.0";
         systemd-python = leaf "systemd-python" "235";
         python-dotenv = leaf "python-dotenv" "1.0.1";
+        orjson = leaf "orjson" "3.10.7";
         pytestCheckHook = leaf "pytest-check-hook" "8.3.0";
         pytest-timeout = leaf "pytest-timeout" "2.3.1";
         hypothesis = leaf "hypothesis" "6.100.0";

@@ -1,0 +1,40 @@
+"""JSON on a model round's hot path: the request body and every streamed chunk, with ``orjson``.
+
+Every model round encodes the whole conversation as its request body and decodes every chunk
+of the streamed answer: ``json.dumps`` of a 17-message history took 16 µs and ``orjson`` 1.3 µs,
+a 236-byte chunk 2.2 µs and 0.7 µs (a 200-message session, or an answer of 500 chunks, scales
+those up). ``bench/json_path.py`` measures hermesd's own encode and stream-reading functions
+with either codec side by side.
+
+The standard library stays behind both functions for what ``orjson`` refuses and ``json``
+accepts, so no input that worked before fails now: text with lone surrogates (a model can
+send them as JSON escapes; they are sent on ASCII-escaped), integers wider than 64 bits, the
+``NaN`` and ``Infinity`` literals some servers write. Two differences remain: a NaN or
+infinite float in a request becomes ``null`` (``json`` refused to encode it at all), and an
+integer wider than 64 bits in a decoded chunk becomes a float (no field of a chunk holds one).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+_OPTIONS = orjson.OPT_NON_STR_KEYS  # int, float, bool and None keys become strings, as in json
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON as UTF-8 bytes."""
+    try:
+        return orjson.dumps(value, option=_OPTIONS)
+    except TypeError:  # lone surrogates, a >64-bit int, a type neither codec knows
+        return json.dumps(value, separators=(",", ":"), allow_nan=False).encode("ascii")
+
+
+def loads(data: bytes | str) -> Any:
+    """A JSON document; ``ValueError`` when it is none."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:  # a lone surrogate escape, NaN, or not JSON at all
+        return json.loads(data)
