@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import openai
 import pytest
 
-from hermesd import llm
+from hermesd import fastjson, llm
 from hermesd.http11 import MAX_HEAD, READ_HIGH_WATER, Http11Transport, http
 from hermesd.llm import Completion, ModelClient, ModelError, ModelRequestFailed, ModelSettings
 from tests.support.modelserver import ScriptedModelServer, reply
@@ -502,7 +502,7 @@ def test_the_tools_sent_follow_the_tools_passed_when_they_change(
     run_model(server.url, main)
     sent = [json.loads(r.body)["tools"] for r in server.requests]
     assert sent == [first, first, second, first]
-    assert json.loads(llm._dumps(second)) == second
+    assert json.loads(fastjson.dumps(second)) == second
 
 
 # -- the SDK's own transport ------------------------------------------------------------------
