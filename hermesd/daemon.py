@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -22,6 +23,8 @@ from .protocol import PROTOCOL_MAJOR, PROTOCOL_VERSION, Codes, RpcError
 from .rpc import Call, Limits, Router
 from .server import EX_UNAVAILABLE, Gatekeeper, SocketInUse, SocketServer, resolve_group
 from .store import StorageUnavailable
+
+YOUNG_COLLECTION_EVERY = 10_000  # the collector's first threshold (CPython's default: 700)
 
 log = logging.getLogger("hermesd.daemon")
 
@@ -217,6 +220,11 @@ class Daemon:
         interval = sdnotify.watchdog_interval()
         if interval:
             self._watchdog = loop.create_task(sdnotify.watchdog_loop(interval))
+        # A young-generation collection every 10,000 container allocations instead of 700: a
+        # model round allocates thousands of short-lived objects that reference counting
+        # frees anyway, and each collection walked the few that were still alive (100 turns
+        # at once: 35 ms of collections per second on the loop, 5 ms with this).
+        gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
         log.info("hermesd %s ready on %s (pid %d)", __version__, self.server.path, os.getpid())
         sdnotify.ready(self._status_line())
         await self._stop.wait()

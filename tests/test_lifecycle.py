@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,8 +12,10 @@ import time
 import pytest
 
 from hermesd import config
+from hermesd.daemon import YOUNG_COLLECTION_EVERY
 from hermesd.protocol import Codes, RpcError
 from tests.support.daemon import DaemonProcess, daemon_env
+from tests.support.plugin_factory import write_plugin
 
 
 def _run_hermesd(home, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -94,6 +97,22 @@ def test_dotenv_fills_unset_variables_only(home, monkeypatch) -> None:
     assert os.environ["HERMES_T_A"] == "from-file"
     assert os.environ["HERMES_T_B"] == "from-env"
     monkeypatch.delenv("HERMES_T_A")
+
+
+def test_the_running_daemon_collects_young_objects_less_often(start, home) -> None:
+    # Read from inside the daemon, by a plugin tool: what the collector of the process is set to.
+    write_plugin(home / "plugins", "gcprobe", """
+        import gc, json
+
+        def register(ctx):
+            ctx.register_tool(name="gc_threshold", toolset="gcprobe",
+                              schema={"name": "gc_threshold", "description": "threshold",
+                                      "parameters": {"type": "object", "properties": {}}},
+                              handler=lambda args, **kw: json.dumps(gc.get_threshold()))
+        """)
+    daemon = start(home=home)
+    result = daemon.call("tools.call", {"name": "gc_threshold", "args": {}})["result"]
+    assert json.loads(result)[0] == YOUNG_COLLECTION_EVERY > 700
 
 
 def test_sigterm_lets_in_flight_requests_finish_then_exits_0(daemon: DaemonProcess) -> None:
