@@ -40,7 +40,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 log = logging.getLogger("hermesd.store")
 
@@ -74,14 +74,70 @@ class _Job:
         self.value: Any = None
 
 
+class ConnectionLock:
+    """The lock around the store's one connection (reentrant), which also gives its holder
+    the busy timeout it needs: ``busy_timeout_ms`` for every holder (a write then waits that
+    long for another process's write lock), none for the loop's own batches
+    (`acquire_for_loop`), which must never wait: they hand their calls to the DB thread
+    instead. The PRAGMA runs only when a holder needs another value than the one before it:
+    under load the loop holds the lock batch after batch, without two PRAGMAs per batch."""
+
+    def __init__(self, conn: sqlite3.Connection, busy_timeout_ms: int = 5000) -> None:
+        self._lock = threading.RLock()
+        self._conn = conn
+        self.busy_timeout_ms = busy_timeout_ms
+        self._timeout: int | None = None  # the connection's busy timeout (None: not known)
+        self._depth = 0  # changed by the holder only
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not self._lock.acquire(blocking, timeout):
+            return False
+        self._depth += 1
+        if self._depth == 1:
+            self._set(self.busy_timeout_ms)
+        return True
+
+    def acquire_for_loop(self) -> bool:
+        """The lock if it is free (never blocks), with no busy timeout; False if another
+        thread holds it, or this one does already (it may be waiting for a lock)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        if self._depth:
+            self._lock.release()
+            return False
+        self._depth = 1
+        self._set(0)
+        return True
+
+    def release(self) -> None:
+        self._depth -= 1
+        self._lock.release()
+
+    def __enter__(self) -> Self:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def _set(self, ms: int) -> None:
+        if self._timeout == ms:
+            return
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout={ms}")
+        except sqlite3.ProgrammingError:  # closed: nothing will wait on it any more
+            return
+        self._timeout = ms
+
+
 class BatchThread:
     """One thread owning ``conn`` for asynchronous callers (``lock`` also serves sync ones).
 
     ``map_error`` turns a call's exception into the one its caller sees (the store maps SQLite's
     disk errors to ``StorageUnavailable``)."""
 
-    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock,
-                 name: str = "hermesd-db", *, busy_timeout_ms: int = 5000,
+    def __init__(self, conn: sqlite3.Connection, lock: ConnectionLock,
+                 name: str = "hermesd-db", *,
                  map_error: Callable[[BaseException], BaseException] = lambda exc: exc) -> None:
         self._conn = conn
         self._lock = lock
@@ -89,7 +145,6 @@ class BatchThread:
         self._here: list[_Job] = []  # calls for the loop's next round (``submit_here``)
         self._here_due = False  # a run of them is scheduled
         self._commits = 0
-        self.busy_timeout_ms = busy_timeout_ms
         self._map_error = map_error  # what a failed call raises in its caller
         self.in_batch = False  # read by the store while it holds ``lock``
         with lock:
@@ -117,7 +172,7 @@ class BatchThread:
         """Run ``fn`` at once on this (the loop's) thread, in a transaction of its own, when no
         call waits here and the connection is free: an idle daemon then saves the two loop
         rounds a batch costs. Otherwise queue it like ``submit_here`` (a busy one batches)."""
-        if self._here or not self._lock.acquire(blocking=False):
+        if self._here or not self._lock.acquire_for_loop():
             return self.submit_here(fn)
         loop = asyncio.get_running_loop()
         job = _Job(fn, loop.create_future(), loop)
@@ -135,23 +190,20 @@ class BatchThread:
         return job.future
 
     def _begin_here(self) -> bool:
-        """BEGIN IMMEDIATE without waiting for another process's lock (lock held); False if
-        the database is locked, for the DB thread to wait on instead."""
-        conn = self._conn
-        conn.execute("PRAGMA busy_timeout=0")
+        """BEGIN IMMEDIATE without waiting for another process's lock (lock held for the
+        loop: no busy timeout); False if the database is locked, for the DB thread to wait
+        on instead."""
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            self._conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error:
             return False
-        finally:
-            conn.execute(f"PRAGMA busy_timeout={self.busy_timeout_ms}")
         return True
 
     def _run_here(self) -> None:
         self._here_due = False
         batch, self._here = self._here[:MAX_HERE], self._here[MAX_HERE:]
         ran = len(batch)
-        if not self._lock.acquire(blocking=False):  # the thread is using the connection
+        if not self._lock.acquire_for_loop():  # the thread is using the connection
             self._hand_over(batch)
             batch = []
         else:

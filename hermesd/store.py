@@ -28,7 +28,6 @@ import logging
 import re
 import secrets
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -46,7 +45,7 @@ from hermesd.dbfile import (
     open_db_file,
     storage_error,
 )
-from hermesd.dbthread import BatchThread
+from hermesd.dbthread import BatchThread, ConnectionLock
 from hermesd.fts import INDEX_EVERY, fts_query, index_pending
 from hermesd.history import INTERRUPTED_RESULT, repair_history, to_openai, trim_history
 
@@ -169,7 +168,7 @@ class SessionStore:
         self.history_messages = history_messages
         self.history_chars = history_chars
         self._conn = open_db_file(path)
-        self._lock = threading.RLock()
+        self._lock = ConnectionLock(self._conn, BUSY_TIMEOUT_MS)
         self._thread: BatchThread | None = None  # started by the first ``call()``
         self._unindexed = 0  # messages written since the last indexing run was queued
         self._index_quietly("at open")  # what a killed daemon wrote and did not index
@@ -185,7 +184,6 @@ class SessionStore:
             with self._lock:
                 if self._thread is None:
                     self._thread = BatchThread(self._conn, self._lock,
-                                               busy_timeout_ms=BUSY_TIMEOUT_MS,
                                                map_error=self._storage_error)
                 thread = self._thread
         return thread

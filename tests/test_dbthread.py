@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hermesd.dbthread import BatchThread
+from hermesd.dbthread import BatchThread, ConnectionLock
 from hermesd.store import SessionNotFound, SessionStore
 
 
@@ -64,7 +64,7 @@ def test_queued_calls_commit_together_and_a_failing_one_rolls_back_alone(tmp_pat
                                                                          ) -> None:
     path = tmp_path / "t.db"
     conn = _db(path)
-    thread = BatchThread(conn, threading.RLock())
+    thread = BatchThread(conn, ConnectionLock(conn))
     commits: list[int] = []
     conn.set_trace_callback(lambda sql: commits.append(1) if sql == "COMMIT" else None)
 
@@ -86,7 +86,7 @@ def test_queued_calls_commit_together_and_a_failing_one_rolls_back_alone(tmp_pat
 def test_results_are_delivered_only_after_the_commit(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
     conn = _db(path)
-    thread = BatchThread(conn, threading.RLock())
+    thread = BatchThread(conn, ConnectionLock(conn))
     seen: list[list[str]] = []
 
     async def main() -> None:
@@ -108,7 +108,7 @@ def test_a_failed_commit_fails_the_writers_and_keeps_the_readers(tmp_path: Path)
     conn.execute("CREATE TABLE child (p INTEGER REFERENCES parent(id) "
                  "DEFERRABLE INITIALLY DEFERRED)")
     conn.execute("PRAGMA foreign_keys=ON")
-    thread = BatchThread(conn, threading.RLock())
+    thread = BatchThread(conn, ConnectionLock(conn))
 
     def orphan() -> str:  # a deferred foreign key: only COMMIT notices
         conn.execute("INSERT INTO child VALUES (42)")
@@ -150,7 +150,7 @@ def test_store_calls_still_map_errors_and_keep_order(tmp_path: Path) -> None:
 def test_close_runs_what_is_queued(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
     conn = _db(path)
-    thread = BatchThread(conn, threading.RLock())
+    thread = BatchThread(conn, ConnectionLock(conn))
 
     async def main() -> list[Any]:
         futures = [thread.submit(_insert(conn, f"v{i}")) for i in range(20)]
@@ -164,7 +164,7 @@ def test_close_runs_what_is_queued(tmp_path: Path) -> None:
 @pytest.mark.parametrize("size", [1, 2])
 def test_a_call_raising_a_non_sqlite_error_is_delivered(tmp_path: Path, size: int) -> None:
     conn = _db(tmp_path / "t.db")
-    thread = BatchThread(conn, threading.RLock())
+    thread = BatchThread(conn, ConnectionLock(conn))
 
     def boom() -> None:
         raise KeyError("boom")
@@ -186,7 +186,7 @@ def test_a_call_whose_failure_ends_the_transaction_fails_the_earlier_writers_onl
     # of the calls before it in the batch are gone too, and those callers must hear so.
     path = tmp_path / "t.db"
     conn = _db(path)
-    thread = BatchThread(conn, threading.RLock())
+    thread = BatchThread(conn, ConnectionLock(conn))
 
     def rolled_back() -> None:
         conn.execute("ROLLBACK")  # what SQLite does by itself on SQLITE_FULL
@@ -213,7 +213,7 @@ def test_a_call_whose_failure_ends_the_transaction_fails_the_earlier_writers_onl
 def test_calls_queued_here_run_on_the_loop_thread_in_one_transaction(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
     conn = _db(path)
-    thread = BatchThread(conn, threading.RLock())
+    thread = BatchThread(conn, ConnectionLock(conn))
     commits: list[str] = []
     conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
     ran_on: list[threading.Thread] = []
@@ -253,7 +253,7 @@ def test_calls_queued_here_go_to_the_thread_while_it_holds_the_connection(tmp_pa
     # keeps serving.
     path = tmp_path / "t.db"
     conn = _db(path)
-    thread = BatchThread(conn, threading.RLock())
+    thread = BatchThread(conn, ConnectionLock(conn))
     gate = _Gate()
     ran_on: list[str] = []
 
@@ -283,12 +283,72 @@ def test_calls_queued_here_go_to_the_thread_while_it_holds_the_connection(tmp_pa
     assert _committed(path) == ["late"]
 
 
+def test_the_lock_sets_the_busy_timeout_each_holder_needs_only_when_it_changes(
+        tmp_path: Path) -> None:
+    conn = _db(tmp_path / "t.db")
+    pragmas: list[str] = []
+    conn.set_trace_callback(lambda sql: pragmas.append(sql) if "busy_timeout" in sql else None)
+    lock = ConnectionLock(conn, 5000)
+    for _ in range(3):  # the loop's batches, one after another: one PRAGMA
+        assert lock.acquire_for_loop()
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 0
+        lock.release()
+    with lock:
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+        with lock:  # reentrant: nothing changes
+            pass
+        assert not lock.acquire_for_loop()  # held here already: the loop must not nest
+    with lock:
+        pass
+    assert [p for p in pragmas if "=" in p] == ["PRAGMA busy_timeout=0",
+                                                "PRAGMA busy_timeout=5000"]
+    done = threading.Event()
+
+    def hold() -> None:
+        with lock:
+            done.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        time.sleep(0.05)
+        assert not lock.acquire_for_loop()  # another thread holds it: never waits
+    finally:
+        done.set()
+        holder.join()
+
+
+def test_a_direct_call_from_another_thread_waits_for_another_process_lock(
+        tmp_path: Path) -> None:
+    # After the loop's batches (no busy timeout), a plugin thread's direct store call still
+    # waits for another process's write lock instead of failing with "database is locked".
+    store = SessionStore(tmp_path / "state.db")
+    sid = store.create_session()["id"]
+
+    async def loop_batches() -> None:
+        for i in range(3):
+            await store.quick(store.append_message, sid, "user", f"from the loop {i}")
+
+    asyncio.run(loop_batches())
+    other = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    threading.Timer(0.3, other.execute, ("COMMIT",)).start()
+    started = time.monotonic()
+    try:
+        hits = store.search("loop")  # indexes first: a write, so it needs the write lock
+    finally:
+        store.close()
+        other.close()
+    assert len(hits) == 3 and time.monotonic() - started >= 0.25
+
+
 def test_calls_queued_here_do_not_wait_for_another_process_lock(tmp_path: Path) -> None:
     # Another connection (another process, say `sqlite3 state.db`) holds the write lock: the
     # batch goes to the DB thread, which waits with its busy timeout; the loop does not.
     path = tmp_path / "t.db"
     conn = _db(path)
-    thread = BatchThread(conn, threading.RLock(), busy_timeout_ms=5000)
+    lock = ConnectionLock(conn, 5000)
+    thread = BatchThread(conn, lock)
     other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     other.execute("BEGIN IMMEDIATE")
 
@@ -310,7 +370,8 @@ def test_calls_queued_here_do_not_wait_for_another_process_lock(tmp_path: Path) 
         other.close()
     assert value == "after"
     assert blocked_for < 1.0  # far below the 5 s busy timeout the thread waits with
-    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000  # restored
+    with lock:  # any holder but the loop's batches waits 5 s for a lock
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
     assert _committed(path) == ["after"]
 
 
@@ -346,7 +407,7 @@ def test_checkpoints_run_on_the_thread_not_on_commit(tmp_path: Path,
     monkeypatch.setattr(dbthread, "CHECKPOINT_EVERY", 5)
     path = tmp_path / "t.db"
     conn = _db(path)
-    thread = BatchThread(conn, threading.RLock())
+    thread = BatchThread(conn, ConnectionLock(conn))
     checkpoints: list[str] = []
     conn.set_trace_callback(
         lambda sql: checkpoints.append(threading.current_thread().name)
@@ -369,7 +430,7 @@ def test_a_chore_runs_after_the_calls_queued_before_it_and_a_failing_one_is_only
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "t.db"
     conn = _db(path)
-    thread = BatchThread(conn, threading.RLock())
+    thread = BatchThread(conn, ConnectionLock(conn))
     seen: list[list[str]] = []
 
     def full() -> None:
@@ -404,7 +465,7 @@ def test_a_batch_on_the_loop_is_bounded_and_the_loop_runs_between_batches(
 
     path = tmp_path / "t.db"
     conn = _db(path)
-    thread = BatchThread(conn, threading.RLock())
+    thread = BatchThread(conn, ConnectionLock(conn))
     commits: list[str] = []
     conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
     order: list[str] = []
@@ -445,7 +506,8 @@ def test_run_now_runs_at_once_when_idle_and_queues_behind_others_otherwise(
     # holds the connection or another process holds the write lock.
     path = tmp_path / "t.db"
     conn = _db(path)
-    thread = BatchThread(conn, threading.RLock(), busy_timeout_ms=5000)
+    lock = ConnectionLock(conn, 5000)
+    thread = BatchThread(conn, lock)
     gate = _Gate()
 
     async def main() -> dict[str, Any]:
@@ -482,6 +544,7 @@ def test_run_now_runs_at_once_when_idle_and_queues_behind_others_otherwise(
         "behind done at once": False, "queued": ["first", "second"],
         "busy done at once": False, "busy": ["gate", "busy"],
         "locked done at once": False, "locked": "locked"}
-    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+    with lock:
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
     rows = [r[0] for r in conn.execute("SELECT v FROM t ORDER BY rowid")]
     assert rows == ["idle", "first", "second", "busy", "locked"]
