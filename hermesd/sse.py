@@ -75,11 +75,12 @@ async def read_chunks(response: Any, on_chunk: Callable[[Any], None],
                     break
                 block, start = buffer[start:end], end + 2
                 if block[:6] == b"data: " and b"\n" not in block:  # one data line: most events
-                    payload: bytes | None = block[6:]
+                    payload = block[6:]
                 else:
-                    payload = _event_data(block)
-                    if payload is None:
+                    data_lines = _event_data(block)
+                    if data_lines is None:
                         continue
+                    payload = data_lines
                 if payload[:6] == b"[DONE]":
                     done = True
                     break
