@@ -8,8 +8,9 @@ with either codec side by side.
 
 The standard library stays behind both functions for what ``orjson`` refuses and ``json``
 accepts, so no input that worked before fails now: text with lone surrogates (a model can
-send them as JSON escapes; they are sent on ASCII-escaped), integers wider than 64 bits, the
-``NaN`` and ``Infinity`` literals some servers write. Two differences remain: a NaN or
+send them as JSON escapes; such a request goes out ASCII-escaped, as every request did
+before), integers wider than 64 bits, the ``NaN`` and ``Infinity`` literals some servers
+write. Two differences remain: a NaN or
 infinite float in a request becomes ``null`` (``json`` refused to encode it at all), and an
 integer wider than 64 bits in a decoded chunk becomes a float (no field of a chunk holds one).
 """

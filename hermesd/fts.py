@@ -42,14 +42,15 @@ def fts_query(text: str) -> str | None:
 def index_pending(conn: sqlite3.Connection) -> int:
     """Index every message listed in ``fts_pending`` and unlist it; return how many.
 
-    Runs in the caller's transaction when one is open (a batch of the store's thread), else
-    in its own. Nothing is written when nothing is listed.
+    Each step (indexing a range of listed messages and unlisting it) is atomic: its own
+    transaction, or a savepoint in the caller's when one is open (a batch of the store's
+    thread). A step that fails leaves the index and the list as they were, and raises.
+    Nothing is written when nothing is listed.
     """
     done = 0
     while conn.execute("SELECT 1 FROM fts_pending LIMIT 1").fetchone() is not None:
         own = not conn.in_transaction
-        if own:
-            conn.execute("BEGIN IMMEDIATE")
+        conn.execute("BEGIN IMMEDIATE" if own else "SAVEPOINT fts_step")
         try:
             low, high, count = conn.execute(
                 "SELECT min(id), max(id), count(*) FROM"
@@ -60,11 +61,14 @@ def index_pending(conn: sqlite3.Connection) -> int:
                              " JOIN messages m ON m.id = p.id WHERE p.id BETWEEN ? AND ?"
                              " ORDER BY p.id", (low, high))
                 conn.execute("DELETE FROM fts_pending WHERE id BETWEEN ? AND ?", (low, high))
-            if own:
-                conn.execute("COMMIT")
+            conn.execute("COMMIT" if own else "RELEASE fts_step")
         except BaseException:
-            if own and conn.in_transaction:
-                conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite may have rolled the whole transaction back
+                if own:
+                    conn.execute("ROLLBACK")
+                else:
+                    conn.execute("ROLLBACK TO fts_step")
+                    conn.execute("RELEASE fts_step")
             raise
         done += count
     return done

@@ -146,8 +146,6 @@ _KEY_PREFIX = f"hermesd-{secrets.token_hex(8)}-"
 _key_numbers = itertools.count(1)
 
 
-
-
 class ModelClient:
     """Streams chat completions with retries; one per daemon (it pools connections)."""
 

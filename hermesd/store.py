@@ -482,7 +482,8 @@ class SessionStore:
                session_id: str | None = None) -> list[SearchHit]:
         """Messages matching every word of ``query`` with highlighted snippets.
 
-        Messages not yet indexed are indexed first: every committed message can be found.
+        Messages not yet indexed are indexed first: every committed message can be found
+        (when that fails, on a full disk say, the search runs on what is indexed).
         Best first (BM25) when at most ``RANKED_MATCHES`` messages match; newest first when
         more do. Ranking needs every match scored (BM25 also counts the whole match list once
         per query), which for a word in most messages costs a scan of most of the index; a word
@@ -496,7 +497,14 @@ class SessionStore:
         args: list[Any] = [match]
         scope = ""
         with self._lock:
-            index_pending(self._conn)
+            try:
+                index_pending(self._conn)
+            except sqlite3.DatabaseError as exc:  # a full disk, say: search what is indexed
+                thread = self._thread
+                if thread is not None and thread.in_batch and not self._conn.in_transaction:
+                    raise  # the batch's transaction went with it: the batch must fail
+                log.warning("searching without the newest messages: indexing them failed: %s",
+                            exc)
             if session_id is not None:
                 lo, hi = self._conn.execute(
                     "SELECT min(id), max(id) FROM messages WHERE session_id = ?",

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -341,6 +342,67 @@ def test_the_db_thread_indexes_every_few_hundred_messages(
     assert pending(store.path) == 0  # no search asked for it
     assert threads and all(name.startswith("hermesd-db") for name in threads), threads
     assert fts_check(store.path) == "ok"
+
+
+def _fail_unlisting(store: SessionStore) -> None:
+    """Make the next indexing step fail after it indexed (a real SQLite error mid-step)."""
+    store._conn.execute("CREATE TEMP TRIGGER fail_unlisting BEFORE DELETE ON fts_pending"
+                        " BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+
+
+def test_a_failed_indexing_step_leaves_index_and_list_as_they_were(
+        store: SessionStore) -> None:
+    sid = store.create_session()["id"]
+    store.append_message(sid, "user", "an indexed gannet")
+    store.index_pending()
+    store.append_message(sid, "user", "a listed tern")
+    _fail_unlisting(store)
+    with pytest.raises(sqlite3.DatabaseError, match="full"):
+        store.index_pending()  # its own transaction
+    with pytest.raises(sqlite3.DatabaseError, match="full"), store._tx() as db:
+        db.execute("UPDATE sessions SET title = 'kept?' WHERE id = ?", (sid,))
+        store.index_pending()  # inside a transaction of the caller's: a savepoint
+    store._conn.execute("DROP TRIGGER temp.fail_unlisting")
+    assert pending(store.path) == 1 and fts_check(store.path) == "ok"
+    assert store.get_session(sid)["title"] != "kept?"
+    assert store.index_pending() == 1 and len(store.search("tern")) == 1
+
+
+def test_a_search_whose_indexing_fails_searches_what_is_indexed(
+        store: SessionStore, caplog: pytest.LogCaptureFixture) -> None:
+    sid = store.create_session()["id"]
+    store.append_message(sid, "user", "an indexed skua")
+    store.index_pending()
+    store.append_message(sid, "user", "a listed skua")
+    _fail_unlisting(store)
+
+    async def in_a_batch() -> list[Any]:  # the way session.search runs: on the DB thread,
+        # in one transaction with the calls queued beside it
+        entered, release = threading.Event(), threading.Event()
+
+        def gate() -> None:
+            entered.set()
+            release.wait(10)
+
+        held = store.call(gate)
+        await asyncio.to_thread(entered.wait, 10)
+        renamed = store.call(store.rename, sid, "renamed beside the search")
+        hits = store.call(store.search, "skua")
+        release.set()
+        await held
+        assert (await renamed)["title"] == "renamed beside the search"
+        return await hits
+
+    assert len(store.search("skua")) == 1  # direct: the indexed one
+    steps: list[str] = []
+    store._conn.set_trace_callback(lambda sql: steps.append(sql) if "fts_step" in sql else None)
+    assert len(asyncio.run(in_a_batch())) == 1
+    store._conn.set_trace_callback(None)
+    assert steps[:2] == ["SAVEPOINT fts_step", "ROLLBACK TO fts_step"]  # the batch's savepoint
+    assert store.get_session(sid)["title"] == "renamed beside the search"  # committed
+    assert "searching without the newest messages" in caplog.text
+    store._conn.execute("DROP TRIGGER temp.fail_unlisting")
+    assert len(store.search("skua")) == 2
 
 
 def test_a_version_4_database_keeps_its_index_through_the_upgrade(tmp_path: Path) -> None:
