@@ -1,4 +1,5 @@
-"""Full-text search over messages: the query a user's words become, and the deferred index.
+"""Full-text search over messages: the query a user's words become, the search, and the
+deferred index.
 
 ``messages_fts`` is an external-content FTS5 table over ``messages.content``. Writing a message
 does not index it: a trigger lists its id in ``fts_pending`` (schema v5, see
@@ -16,11 +17,23 @@ every committed message), and when the store closes.
 from __future__ import annotations
 
 import sqlite3
+from typing import Any, TypedDict
 
+#: Searches matching more messages than this list the newest matches instead of ranking them all.
+RANKED_MATCHES = 2000
 #: Messages written between two indexing runs on the store's thread.
 INDEX_EVERY = 256
 #: Messages indexed per statement: a long backlog (a bulk import) goes in steps of this size.
 INDEX_STEP = 2000
+
+
+class SearchHit(TypedDict):
+    message_id: int
+    session_id: str
+    session_title: str | None
+    role: str
+    snippet: str
+    created_at: float
 
 
 def fts_query(text: str) -> str | None:
@@ -38,6 +51,47 @@ def fts_query(text: str) -> str | None:
         terms.append('"' + core.replace('"', '""') + '"' + ("*" if prefix else ""))
     return " ".join(terms) or None
 
+
+def search(conn: sqlite3.Connection, query: str, limit: int = 20, *,
+           session_id: str | None = None) -> list[SearchHit]:
+    """Messages matching every word of ``query``, with highlighted snippets, as indexed now
+    (the store runs `index_pending` first, so the newest messages are included).
+
+    Best first (BM25) when at most ``RANKED_MATCHES`` messages match; newest first when more
+    do. Ranking needs every match scored (BM25 also counts the whole match list once per
+    query), which for a word in most messages costs a scan of most of the index; a word that
+    common says little, and the newest matches are the useful ones. Both orders read a bounded
+    number of index entries.
+    """
+    match = fts_query(query)
+    if match is None:
+        return []
+    limit = max(1, min(int(limit), 200))
+    args: list[Any] = [match]
+    scope = ""
+    if session_id is not None:
+        lo, hi = conn.execute("SELECT min(id), max(id) FROM messages WHERE session_id = ?",
+                              (session_id,)).fetchone()
+        if lo is None:
+            return []
+        scope = " AND messages_fts.rowid BETWEEN ? AND ? AND m.session_id = ?"
+        args += [lo, hi, session_id]
+    many = conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM messages_fts"
+        " JOIN messages m ON m.id = messages_fts.rowid"
+        f" WHERE messages_fts MATCH ?{scope} LIMIT ?)",
+        (*args, RANKED_MATCHES + 1)).fetchone()[0] > RANKED_MATCHES
+    order = "messages_fts.rowid DESC" if many else "rank"
+    rows = conn.execute(
+        "SELECT m.id, m.session_id, m.role, m.created_at, s.title,"
+        " snippet(messages_fts, 0, '«', '»', '…', 12) AS snip"
+        " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+        " JOIN sessions s ON s.id = m.session_id"
+        f" WHERE messages_fts MATCH ?{scope} ORDER BY {order} LIMIT ?",
+        (*args, limit)).fetchall()
+    return [SearchHit(message_id=r["id"], session_id=r["session_id"], session_title=r["title"],
+                      role=r["role"], snippet=r["snip"], created_at=r["created_at"])
+            for r in rows]
 
 def index_pending(conn: sqlite3.Connection) -> int:
     """Index every message listed in ``fts_pending`` and unlist it; return how many.

@@ -2,7 +2,8 @@
 
 Every read and write of sessions, messages, full-text search and token counters. The file
 itself (creation with mode 0600, pragmas, schema migrations) and the store's errors are
-``hermesd.dbfile``, re-exported here. ``history()`` hands what the model sees of a session to ``hermesd.history``,
+``hermesd.dbfile``, re-exported here; the search query, the search and the deferred index are
+``hermesd.fts``. ``history()`` hands what the model sees of a session to ``hermesd.history``,
 which trims old messages and repairs tool calls left without results. It knows nothing of RPC,
 clients or models.
 
@@ -34,6 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypedDict, TypeVar
 
+from hermesd import fts
 from hermesd.dbfile import (
     BUSY_TIMEOUT_MS,
     MessageNotFound,
@@ -46,7 +48,7 @@ from hermesd.dbfile import (
     storage_error,
 )
 from hermesd.dbthread import BatchThread, ConnectionLock
-from hermesd.fts import INDEX_EVERY, fts_query, index_pending
+from hermesd.fts import INDEX_EVERY, RANKED_MATCHES, SearchHit, fts_query, index_pending
 from hermesd.history import INTERRUPTED_RESULT, repair_history, to_openai, trim_history
 
 log = logging.getLogger("hermesd.store")
@@ -79,8 +81,6 @@ __all__ = [
 ROLES = ("system", "user", "assistant", "tool")
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _TITLE_CHARS = 60
-#: Searches matching more messages than this list the newest matches instead of ranking them all.
-RANKED_MATCHES = 2000
 
 
 class SessionInfo(TypedDict):
@@ -113,15 +113,6 @@ class MessageRecord(TypedDict):
 class SessionPage(TypedDict):
     sessions: list[SessionInfo]
     next_cursor: str | None
-
-
-class SearchHit(TypedDict):
-    message_id: int
-    session_id: str
-    session_title: str | None
-    role: str
-    snippet: str
-    created_at: float
 
 
 def new_session_id() -> str:
@@ -480,56 +471,22 @@ class SessionStore:
 
     def search(self, query: str, limit: int = 20, *,
                session_id: str | None = None) -> list[SearchHit]:
-        """Messages matching every word of ``query`` with highlighted snippets.
-
-        Messages not yet indexed are indexed first: every committed message can be found
-        (when that fails, on a full disk say, the search runs on what is indexed).
-        Best first (BM25) when at most ``RANKED_MATCHES`` messages match; newest first when
-        more do. Ranking needs every match scored (BM25 also counts the whole match list once
-        per query), which for a word in most messages costs a scan of most of the index; a word
-        that common says little, and the newest matches are the useful ones. Both orders read
-        a bounded number of index entries.
-        """
-        match = fts_query(query)
-        if match is None:
+        """Messages matching every word of ``query``, with highlighted snippets
+        (`hermesd.fts.search`). Messages not yet indexed are indexed first, so every committed
+        message can be found; when that fails (a full disk, say) the search runs on what is
+        indexed."""
+        if fts_query(query) is None:
             return []
-        limit = max(1, min(int(limit), 200))
-        args: list[Any] = [match]
-        scope = ""
         with self._lock:
             try:
                 index_pending(self._conn)
-            except sqlite3.DatabaseError as exc:  # a full disk, say: search what is indexed
+            except sqlite3.DatabaseError as exc:
                 thread = self._thread
                 if thread is not None and thread.in_batch and not self._conn.in_transaction:
                     raise  # the batch's transaction went with it: the batch must fail
                 log.warning("searching without the newest messages: indexing them failed: %s",
                             exc)
-            if session_id is not None:
-                lo, hi = self._conn.execute(
-                    "SELECT min(id), max(id) FROM messages WHERE session_id = ?",
-                    (session_id,)).fetchone()
-                if lo is None:
-                    return []
-                scope = (" AND messages_fts.rowid BETWEEN ? AND ?"
-                         " AND m.session_id = ?")
-                args += [lo, hi, session_id]
-            many = self._conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM messages_fts"
-                " JOIN messages m ON m.id = messages_fts.rowid"
-                f" WHERE messages_fts MATCH ?{scope} LIMIT ?)",
-                (*args, RANKED_MATCHES + 1)).fetchone()[0] > RANKED_MATCHES
-            order = "messages_fts.rowid DESC" if many else "rank"
-            rows = self._conn.execute(
-                "SELECT m.id, m.session_id, m.role, m.created_at, s.title,"
-                " snippet(messages_fts, 0, '«', '»', '…', 12) AS snip"
-                " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
-                " JOIN sessions s ON s.id = m.session_id"
-                f" WHERE messages_fts MATCH ?{scope} ORDER BY {order} LIMIT ?",
-                (*args, limit)).fetchall()
-        return [SearchHit(message_id=r["id"], session_id=r["session_id"],
-                          session_title=r["title"], role=r["role"], snippet=r["snip"],
-                          created_at=r["created_at"]) for r in rows]
+            return fts.search(self._conn, query, limit, session_id=session_id)
 
     # -- approval rules ("always" answers; hermesd.approvals) -------------------------------
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hermesd import store as store_mod
+from hermesd import fts
 from hermesd.migrations import MIGRATIONS
 from hermesd.store import SessionStore
 from tests.support.daemon import DaemonProcess
@@ -57,7 +57,7 @@ def test_upgraded_version_3_database_is_served_by_a_daemon(
 
 @pytest.fixture
 def small_rank_limit(monkeypatch: pytest.MonkeyPatch) -> int:
-    monkeypatch.setattr(store_mod, "RANKED_MATCHES", 5)
+    monkeypatch.setattr(fts, "RANKED_MATCHES", 5)
     return 5
 
 
