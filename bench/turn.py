@@ -319,11 +319,11 @@ def main() -> int:
     with ScriptedModelServer(rules=calculator_rules) as server:
         whole = bench_whole_process(server.url, 4 if quick else 20, ref_runs)
     overhead = {n: bench_overhead(20 if quick else 200, n) for n in (HOOK_PLUGINS, 0)}
-    # (c) varies ±15% from run to run on a shared 2-CPU machine: three runs of each placement,
+    # (c) varies ±15% from run to run on a shared 2-CPU machine: five runs of each placement,
     # interleaved, the median shown
     count = 20 if quick else 100
     placements: dict[str, list[dict[str, Any]]] = {"shared": [], "confined": [], "isolated": []}
-    for _ in range(1 if quick else 3):
+    for _ in range(1 if quick else 5):
         placements["shared"].append(bench_concurrent(count, 5, 0.1))
         placements["confined"].append(bench_concurrent(count, 5, 0.1, cpu=0))
         if len(os.sched_getaffinity(0)) >= 2:
@@ -402,7 +402,7 @@ def main() -> int:
     lines += ["", f"**(c) {conc['turns'] // 5} sessions × 5 turns at once**, one connection, "
               "each turn two model rounds (a `calculate` call, then the answer) at 100 ms model"
               f" latency; ideal {conc['ideal'] * 1000:.0f} ms (5 × 2 × 100 ms). Three "
-              "placements on this 2-CPU machine, interleaved, the median of "
+              "placements on this 2-CPU machine, interleaved, the median run of "
               f"{len(placements['shared'])} runs each shown; {failed} failed turns in {total} "
               "runs. The model stand-in is `tests.support.modelserver_async` (one asyncio "
               "loop, the answers of the threaded one the tests use). A real model runs "
