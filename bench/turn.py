@@ -419,8 +419,8 @@ def main() -> int:
               "event loop (plus its DB and plugin threads, which share the interpreter lock "
               "with it). The turns move in waves (every session waits 100 ms on the model at "
               "about the same time, then all need the loop at once), so a round waits behind "
-              "the rest of its wave: with ~1.1–1.3 ms of CPU per round and 100 rounds per wave,"
-              " the loop is busy for most of each 100 ms. About 40% of that CPU is the "
+              "the rest of its wave: with ~1.0–1.2 ms of CPU per round and 100 rounds per wave,"
+              " the loop is busy for most of each 100 ms. About a third of that CPU is the "
               "`openai` SDK building and sending the request and hermesd reading the stream.",
               "", "Ratio by number of sessions (5 turns each, same 100 ms latency, shared): "
               f"20 sessions {fmt_ratio(light['wall'] / light['ideal'])}, "
