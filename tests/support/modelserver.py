@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
+from hermesd import fastjson
+
 Rule = Callable[[dict[str, Any]], "Step"]
 
 
@@ -223,7 +225,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return
         try:
-            request = json.loads(data)
+            request = fastjson.loads(data)
         except ValueError:
             self._json(400, {"error": {"message": "body is not JSON", "type": "invalid_request"}})
             return
@@ -340,7 +342,7 @@ def _chunks(request: dict[str, Any], step: Step, n: int, include_usage: bool) ->
     def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> str:
         choices = [] if delta is None else [
             {"index": 0, "delta": delta, "finish_reason": finish}]
-        return json.dumps({**base, "choices": choices})
+        return fastjson.dumps({**base, "choices": choices}).decode()
 
     out: list[str] = []
     if not step.empty_choices:
@@ -360,7 +362,8 @@ def _chunks(request: dict[str, Any], step: Step, n: int, include_usage: bool) ->
     else:
         out.append(chunk(None))
     if include_usage and step.send_usage:
-        out.append(json.dumps({**base, "choices": [], "usage": _usage(request, step)}))
+        usage = {**base, "choices": [], "usage": _usage(request, step)}
+        out.append(fastjson.dumps(usage).decode())
     out.append("[DONE]")
     return out
 
