@@ -7,10 +7,10 @@ those up). ``bench/json_path.py`` measures hermesd's own encode and stream-readi
 with either codec side by side.
 
 The standard library stays behind both functions for what ``orjson`` refuses and ``json``
-accepts, so no input that worked before fails now: text with lone surrogates (a model can
-send them as JSON escapes; such a request goes out ASCII-escaped, as every request did
-before), integers wider than 64 bits, the ``NaN`` and ``Infinity`` literals some servers
-write. Two differences remain: a NaN or
+accepts, so no input that worked before fails now: text with lone surrogates (such a request
+goes out ASCII-escaped, as every request did before; a chunk's lone surrogate escapes decode
+as U+FFFD, since a turn could neither store nor send them), integers wider than 64 bits, the
+``NaN`` and ``Infinity`` literals some servers write. Two differences remain: a NaN or
 infinite float in a request becomes ``null`` (``json`` refused to encode it at all), and an
 integer wider than 64 bits in a decoded chunk becomes a float (no field of a chunk holds one).
 """
@@ -18,10 +18,12 @@ integer wider than 64 bits in a decoded chunk becomes a float (no field of a chu
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _OPTIONS = orjson.OPT_NON_STR_KEYS  # int, float, bool and None keys become strings, as in json
 
 
@@ -34,8 +36,21 @@ def dumps(value: Any) -> bytes:
 
 
 def loads(data: bytes | str) -> Any:
-    """A JSON document; ``ValueError`` when it is none."""
+    """A JSON document; ``ValueError`` when it is none. A lone surrogate escape (``\\ud800``,
+    which some models send) decodes as U+FFFD: a string holding one cannot be encoded as
+    UTF-8, so neither SQLite nor msgpack could store or send it."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:  # a lone surrogate escape, NaN, or not JSON at all
-        return json.loads(data)
+        return _valid_text(json.loads(data))
+
+
+def _valid_text(value: Any) -> Any:
+    """``value`` with lone surrogates in its strings (keys too) replaced by U+FFFD."""
+    if type(value) is str:  # json.loads joins valid pairs: what is left is alone
+        return _SURROGATE.sub("\ufffd", value)
+    if type(value) is list:
+        return [_valid_text(v) for v in value]
+    if type(value) is dict:
+        return {_valid_text(k): _valid_text(v) for k, v in value.items()}
+    return value

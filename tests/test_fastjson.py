@@ -41,7 +41,8 @@ def test_nan_is_sent_as_null() -> None:  # json refused it; a model request is b
 
 
 @pytest.mark.parametrize("text, expected", [
-    (b'"\\ud800"', "\ud800"),  # a lone surrogate escape, as some models send
+    (b'"a \\ud800 b"', "a \ufffd b"),  # a lone surrogate escape, as some models send
+    (b'{"\\udc00": ["\\ud83d\\ude00 \\ud83d"]}', {"\ufffd": ["\U0001f600 \ufffd"]}),
     (b'{"a": NaN}', {"a": math.nan}),
     (b'{"a": "caf\xc3\xa9"}', {"a": "café"}),
     ('{"a": 1}', {"a": 1}),

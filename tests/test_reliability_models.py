@@ -186,6 +186,24 @@ def test_an_invalid_response_body_fails_the_turn_clearly_and_the_session_stays_u
     assert "Traceback" not in finished["error"]
 
 
+def test_lone_surrogate_escapes_in_a_stream_become_replacement_characters(
+        modeld: DaemonProcess, model: ScriptedModelServer) -> None:
+    # JSON can escape half a surrogate pair; UTF-8 (SQLite, msgpack) cannot carry it. The turn
+    # used to fail with "internal error: UnicodeEncodeError" when storing the answer.
+    chunk = ('{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+             '[{"index":0,"delta":{"content":"%s"},"finish_reason":%s}]}')
+    body = "".join(f"data: {chunk % (text, finish)}\n\n" for text, finish in [
+        ("half \\ud83d pair, ", "null"), ("whole \\ud83d\\ude00 pair", '"stop"')])
+    model.push(raw(body + "data: [DONE]\n\n", content_type="text/event-stream"))
+    with modeld.client(timeout=30) as c:
+        sid = c.call("session.create")["id"]
+        events = turn(c, sid, "hello")
+    answer = "half \ufffd pair, whole \U0001f600 pair"
+    assert events[-1]["status"] == "completed" and events[-1]["final_text"] == answer
+    assert "".join(e["text"] for e in events if e["type"] == "text.delta") == answer
+    assert [m["content"] for m in history(modeld, sid)] == ["hello", answer]
+
+
 # --- tool-calling behaviour ---------------------------------------------------------------------
 
 
