@@ -45,10 +45,15 @@ def loads(data: bytes | str) -> Any:
         return _valid_text(json.loads(data))
 
 
+def valid_text(text: str) -> str:
+    """``text`` with lone surrogates (which no UTF-8 encoder takes) replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
 def _valid_text(value: Any) -> Any:
     """``value`` with lone surrogates in its strings (keys too) replaced by U+FFFD."""
     if type(value) is str:  # json.loads joins valid pairs: what is left is alone
-        return _SURROGATE.sub("\ufffd", value)
+        return valid_text(value)
     if type(value) is list:
         return [_valid_text(v) for v in value]
     if type(value) is dict:

@@ -49,6 +49,11 @@ HOSTILE = f"""
     def fifty_mb(args):
         return "x" * (50 * 1024 * 1024)
 
+    def half_pair(args):  # half a surrogate pair: no UTF-8 encoder takes it
+        if args.get("kind") == "dict":
+            return {{"text": "bad " + chr(0xD800)}}
+        return "bad " + chr(0xD800) + " result"
+
     def chatty(args):
         for _ in range(1000):
             print("HOSTILE-STDOUT-LINE " * 10)
@@ -106,7 +111,7 @@ HOSTILE = f"""
 
     def register(ctx):
         tools = {{"hang_forever": hang, "raise_always": raise_it, "non_string": non_string,
-                 "fifty_mb": fifty_mb, "print_stdout": chatty, "call_sys_exit": exits,
+                 "fifty_mb": fifty_mb, "half_pair": half_pair, "print_stdout": chatty, "call_sys_exit": exits,
                  "spawn_threads": spawns, "env_set": env_set, "env_read": env_read}}
         for name in ("trigger_pre_raise", "trigger_pre_hang", "trigger_pre_wrong",
                      "trigger_post_raise", "trigger_post_hang", "trigger_transform_wrong"):
@@ -271,6 +276,17 @@ def test_tool_returning_a_non_string_gets_a_contract_error(hostile: DaemonProces
                                                            type_name: str) -> None:
     result, _ = timed_tool(hostile, "tool returns non-string", "non_string", {"kind": kind})
     assert result == {"error": f"Tool 'non_string' returned {type_name}, not a JSON string"}
+    others_unaffected(hostile)
+
+
+@pytest.mark.parametrize(("kind", "expected"), [
+    ("str", "bad \ufffd result"), ("dict", '{"text": "bad \ufffd"}')])
+def test_tool_returning_half_a_surrogate_pair_gets_a_replacement_character(
+        hostile: DaemonProcess, kind: str, expected: str) -> None:
+    # It used to be "internal error in encoding the result" (msgpack, SQLite: UTF-8 only).
+    with hostile.client(timeout=30) as c:
+        result = c.call("tools.call", {"name": "half_pair", "args": {"kind": kind}})["result"]
+    assert result == expected
     others_unaffected(hostile)
 
 

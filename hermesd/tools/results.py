@@ -9,6 +9,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from hermesd.fastjson import valid_text
+
 log = logging.getLogger("hermesd.tools.registry")
 
 PRECLIP_MARGIN = 65_536  # characters kept past the budget before redacting a huge result
@@ -53,6 +55,7 @@ def as_result(name: str, value: Any) -> tuple[str, str, str | None, str | None]:
         message = f"Tool '{name}' returned {type(value).__name__}, not a JSON string"
         log.warning(message)
         return error_result(message), "error", "tool_result_contract", message
+    value = valid_text(value)  # half a surrogate pair could be neither stored nor sent
     tool_error = reported_error(value)
     if tool_error is not None:
         return value, "error", "tool_error", tool_error
