@@ -158,6 +158,20 @@ def test_guide_prompt_is_answered_through_the_calculator(
 # --- one-shot ----------------------------------------------------------------------------------
 
 
+def test_chunks_read_together_reach_clients_as_one_delta_paced_ones_one_by_one(
+        chatd: DaemonProcess, model: ScriptedModelServer) -> None:
+    burst = "chunk 01 " * 20  # every chunk ends a word: redaction holds nothing back
+    paced = "one two three four "
+    model.push(reply(burst, chunk_chars=9),  # 20 chunks written back to back
+               reply(paced, chunk_chars=4, chunk_delay=0.05))
+    with chatd.client() as c:
+        sid = c.call("session.create")["id"]
+        fast = [e["text"] for e in turn(c, sid, "burst") if e["type"] == "text.delta"]
+        slow = [e["text"] for e in turn(c, sid, "paced") if e["type"] == "text.delta"]
+    assert "".join(fast) == burst and len(fast) < 20
+    assert "".join(slow) == paced and slow == ["one ", "two ", "three ", "four "]
+
+
 def test_one_shot_prints_only_the_answer_on_stdout(chatd: DaemonProcess) -> None:
     result = hermesctl(chatd, "chat", "-m", "hello there")
     assert result.returncode == 0
