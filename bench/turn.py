@@ -381,6 +381,7 @@ def main() -> int:
               "Both include the HTTP hop and the model server reading the request."]
 
     ratio = conc["wall"] / conc["ideal"]
+    stand_in_ms = conc["cpu"]["model server"] * 1000 / (conc["turns"] * 2)
     lag_table = ["| placement | ping p50 | p99 | max | target ≤ 50 ms |", "|---|---|---|---|---|"]
     for name in ("isolated", "shared", "confined"):
         if name in chosen:
@@ -411,7 +412,8 @@ def main() -> int:
               f"{len(placements['shared'])} runs each shown; {failed} failed turns in {total} "
               "runs. The model stand-in is `tests.support.modelserver_async` (one asyncio "
               "loop, the answers of the threaded one the tests use). A real model runs "
-              "elsewhere; this one needs ~0.4 ms of CPU per round here, so the *isolated* "
+              f"elsewhere; this one needed {stand_in_ms:.2f} ms of CPU per round here (median"
+              " run, shared), so the *isolated* "
               "placement gives hermesd a CPU of its own and the stand-in and the client the "
               "other: hermesd measured alone, as it would run with a remote model. *Shared* "
               "lets the kernel place everything; *confined* puts all of hermesd's threads on "
