@@ -8,7 +8,7 @@ HTTP/1.1 keep-alive, requests with a ``Content-Length`` body, answers as chunked
 (one write per event, as the threaded server does) or JSON, each after the configured latency.
 Both engines read requests and write events with ``hermesd.fastjson`` (compact JSON, as the
 chunks of OpenAI's and vLLM's servers are): with 100 turns at once on 2 CPUs, the stand-in's
-JSON work with the standard library (0.45–0.5 ms of CPU per round in all, against 0.3 ms now)
+JSON work with the standard library (0.45–0.5 ms of CPU per round in all, against 0.29–0.39 ms now)
 took CPU the daemon was being measured on.
 
     python -m tests.support.modelserver --engine asyncio --port 0 --script rules --latency 0.1
