@@ -63,6 +63,8 @@ SCHEMA: dict[str, Any] = {
         "retry_max_wait": _S(_num, 30.0, "cap on one retry wait, seconds"),
         "transport": _S((str,), "hermesd", "HTTP under the openai SDK: hermesd's lean HTTP/1.1 "
                         "transport, or the SDK's default httpx one", ("hermesd", "httpx")),
+        "process": _S((str,), "separate", "where model requests are sent and read: a child "
+                      "process of the daemon, or its own event loop", ("separate", "inline")),
     },
     "agent": {
         "max_iterations": _S((int,), 25, "model rounds per turn"),

@@ -69,6 +69,7 @@ class ModelSettings:
     retry_max_wait: float = 30.0
     backoff_base: float = 0.5
     transport: str = "hermesd"
+    process: str = "inline"  # "separate": requests are sent by hermesd.modelproc
 
     @classmethod
     def from_config(cls, config: ConfigLike, env: Mapping[str, str] | None = None
@@ -84,6 +85,7 @@ class ModelSettings:
             max_retries=int(config.get("model.max_retries", 3)),
             retry_max_wait=float(config.get("model.retry_max_wait", 30.0)),
             transport=str(config.get("model.transport") or "hermesd"),
+            process=str(config.get("model.process") or "separate"),
         )
 
     def check(self) -> None:
@@ -172,6 +174,7 @@ class ModelClient:
         self._request_options: dict[str, Any] = {}
         self._completions_url = ""
         self._tools: tuple[Any, bytes] = (None, b"")  # a copy of the last tools and their JSON
+        self._process: Any = None  # the hermesd.modelproc.ModelProcess, once one is needed
 
     @property
     def settings(self) -> ModelSettings:
@@ -181,6 +184,8 @@ class ModelClient:
     def settings(self, new: ModelSettings) -> None:
         """New settings (config reload); a changed endpoint, key or timeout gets new clients."""
         old, self._settings = self._settings, new
+        if self._process is not None:
+            self._process.settings = new
         if (old.base_url, old.api_key, old.timeout) != (new.base_url, new.api_key, new.timeout):
             # requests in flight finish on their clients, which are retired when returned
             self._generation += 1
@@ -270,15 +275,22 @@ class ModelClient:
             self._retired.append(client)
 
     async def warm_up(self) -> None:
-        """Import the SDK and build the client factory off the event loop (after start-up)."""
+        """Import the SDK and build the client factory off the event loop (after start-up),
+        or start the model client process, which does the same in its own time."""
         try:
             self.settings.check()
         except ModelNotConfigured:
             return
+        if self.settings.process == "separate":
+            await self._separate().start()
+            return
         await asyncio.to_thread(self._prepare)
 
     async def aclose(self) -> None:
-        """Close pooled connections."""
+        """Close pooled connections (and stop the model client process)."""
+        if self._process is not None:
+            process, self._process = self._process, None
+            await process.aclose()
         clients = self._idle + self._retired + ([self._shared] if self._shared else [])
         self._idle, self._retired, self._shared, self._make = [], [], None, None
         for client in clients:
@@ -317,15 +329,7 @@ class ModelClient:
         ``on_event`` gets ``text.delta`` and ``tool_call.started`` events as they arrive;
         ``on_retry`` is awaited before each retry (output already emitted is then stale).
         """
-        client, generation = await self._checkout()
-        try:
-            return await self._complete(client, messages, tools, model, on_event, on_retry)
-        finally:
-            self._checkin(client, generation)
-
-    async def _complete(self, client: Any, messages: list[dict[str, Any]],
-                        tools: list[dict[str, Any]] | None, model: str | None,
-                        on_event: OnEvent | None, on_retry: OnRetry | None) -> Completion:
+        self.settings.check()
         payload: dict[str, Any] = {"model": model or self.settings.model,
                                    "messages": messages, "stream": True}
         if tools:
@@ -334,19 +338,24 @@ class ModelClient:
         attempt, fell_back = 0, False
         while True:
             attempt += 1
-            acc = StreamAccumulator(on_event)
+            emitted = False
+
+            def emit(event: StreamEvent) -> None:
+                nonlocal emitted
+                emitted = True
+                if on_event is not None:
+                    on_event(event)
+
             started = time.monotonic()
             try:
-                await self._attempt(client, payload, acc)
-                return Completion(acc.message(), acc.finish_reason, acc.usage, acc.model,
-                                  attempt)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                error = exc if isinstance(exc, ModelError) else classify(
-                    exc, self.settings.base_url, self.settings.timeout)
-                if error is None:
-                    raise
+                if self._usage_option:
+                    payload["stream_options"] = {"include_usage": True}
+                else:
+                    payload.pop("stream_options", None)
+                completion = await self._send(self._encode(payload), emit)
+                completion.attempts = attempt
+                return completion
+            except ModelError as error:
                 if isinstance(error, ModelRequestFailed) and error.status in (400, 422):
                     if not fell_back and "stream_options" in payload:
                         fell_back, attempt = True, attempt - 1
@@ -358,34 +367,61 @@ class ModelClient:
                 if not error.retryable or attempt >= attempts:
                     if attempt > 1:
                         error.args = (f"{error} (after {attempt} attempts)",)
-                    raise error from (None if error is exc else exc)
+                    raise
                 delay = self._delay(attempt, error)
                 log.warning("model request failed (%s); retry %d/%d in %.2fs", error,
                             attempt, attempts - 1, delay)
                 if on_retry is not None:
-                    await on_retry(RetryInfo(attempt, attempts, delay, error, acc.emitted,
+                    await on_retry(RetryInfo(attempt, attempts, delay, error, emitted,
                                              time.monotonic() - started))
                 await self._sleep(delay)
 
-    async def _attempt(self, client: Any, payload: dict[str, Any],
-                       acc: StreamAccumulator) -> None:
-        if self._usage_option:
-            payload["stream_options"] = {"include_usage": True}
-        else:
-            payload.pop("stream_options", None)
+    async def _send(self, body: bytes, on_event: OnEvent) -> Completion:
+        """One attempt, in the model client process or here, by ``model.process``."""
+        if self.settings.process == "separate":
+            return await self._separate().attempt(body, on_event)
+        return await self.attempt(body, on_event)
+
+    def _separate(self) -> Any:
+        """The model client process (``hermesd.modelproc.ModelProcess``), created once."""
+        if self._process is None:
+            from hermesd.modelproc import ModelProcess
+
+            self._process = ModelProcess(self.settings)
+        return self._process
+
+    async def attempt(self, body: bytes, on_event: OnEvent | None = None) -> Completion:
+        """Send one encoded request and read its stream: no retries. Failures are raised as
+        ``ModelError`` (anything else is a bug, raised as it is)."""
+        client, generation = await self._checkout()
+        try:
+            acc = StreamAccumulator(on_event)
+            try:
+                await self._post(client, body, acc)
+            except (asyncio.CancelledError, ModelError):
+                raise
+            except Exception as exc:
+                error = classify(exc, self.settings.base_url, self.settings.timeout)
+                if error is None:
+                    raise
+                raise error from exc
+            return Completion(acc.message(), acc.finish_reason, acc.usage, acc.model)
+        finally:
+            self._checkin(client, generation)
+
+    async def _post(self, client: Any, body: bytes, acc: StreamAccumulator) -> None:
         # The SDK's generic ``post``: the body goes as JSON bytes (sent as they are; the SDK's
         # own encoding deep-copies and re-encodes the whole request every round),
         # and with the HTTP library's response class as ``cast_to`` it hands back the raw
         # streamed response, whose events ``sse`` reads as plain dicts (the SDK's own stream
         # costs more CPU than the rest of a round).
-        body = {self._body_param: self._encode(payload)}
         # An idempotency key of ours: the SDK otherwise makes a uuid4 for every request (it
         # sends none to OpenAI-compatible endpoints, but would if a version sent one).
         key = f"{_KEY_PREFIX}{next(_key_numbers)}"
         options = {**self._request_options, "idempotency_key": key}
         response = await client.post(self._completions_url,
                                      cast_to=self._raw_response, stream=True,
-                                     options=options, **body)
+                                     options=options, **{self._body_param: body})
         try:
             await read_chunks(response, acc.add, acc.flush)
         finally:
@@ -396,4 +432,3 @@ class ModelClient:
                 "the model endpoint returned no completion"
                 + (" (empty choices)" if acc.chunks else f" stream (content-type: {kind}); "
                    "is model.base_url an OpenAI-compatible /v1 endpoint?"))
-

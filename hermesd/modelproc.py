@@ -1,0 +1,383 @@
+"""The model client process: model requests sent and read in a child process of the daemon.
+
+With ``model.process: separate`` (the default) `hermesd.llm.ModelClient` keeps its retry policy
+and encodes each request body, and hands the attempt to a child process that runs the same
+``ModelClient.attempt`` (the ``openai`` SDK, ``hermesd.http11``, ``hermesd.sse``) and sends back
+the stream's events and the folded message. Building, sending and reading a request is about
+half of the daemon's CPU per model round (docs/benchmarks.md); in a process of its own it runs
+on another CPU instead of taking turns with sessions, tools and clients for the daemon's one
+interpreter lock. The daemon never imports the SDK in this mode.
+
+The two processes talk over a socket pair (private to them), in msgpack arrays:
+
+- daemon → child: ``[CONFIGURE, settings, log level]``, ``[REQUEST, id, body]``,
+  ``[CANCEL, id]``;
+- child → daemon: ``[EVENT, id, event]``, ``[DONE, id, message, finish_reason, usage, model]``,
+  ``[ERROR, id, kind, message, status, retryable, retry_after]``, ``[LOG, level, logger, text]``.
+
+The child exits when the socket closes (daemon stopped or killed). If it dies, the attempts in
+flight fail as retryable ``ModelRequestFailed`` (the model client's retries then start a new
+one); the API key reaches it through the socket, never its arguments or environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import gc
+import itertools
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hermesd.llm import (
+    Completion,
+    ModelClient,
+    ModelError,
+    ModelNotConfigured,
+    ModelRequestFailed,
+    ModelResponseInvalid,
+    ModelSettings,
+    OnEvent,
+)
+from hermesd.wire import Decoder, Encoder, StreamError
+
+log = logging.getLogger("hermesd.modelproc")
+
+CONFIGURE, REQUEST, CANCEL = 0, 1, 2  # daemon → child
+EVENT, DONE, ERROR, LOG = 0, 1, 2, 3  # child → daemon
+MAX_REQUEST = 1 << 30  # a request body (the whole conversation) may be large
+MAX_REPLY = 256 << 20
+STOP_SECONDS = 5.0  # the child's time to exit after its socket closed, before SIGKILL
+
+
+class _Link(asyncio.Protocol):
+    """One end of the socket pair: frames out (written once per loop pass) and in."""
+
+    def __init__(self, on_frame: Callable[[Any], None], on_lost: Callable[[str], None],
+                 max_message: int) -> None:
+        self._on_frame = on_frame
+        self._on_lost = on_lost
+        self._decoder = Decoder(max_message)
+        self._pack = Encoder()._pack
+        self._out: list[bytes] = []
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def send(self, frame: list[Any]) -> None:
+        """Queue a frame; the frames of one pass of the event loop go out in one write."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        if not self._out:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._out.append(self._pack(frame))
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        if out and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            for frame in self._decoder.feed(data):
+                if type(frame) is not list or not frame or type(frame[0]) is not int:
+                    raise StreamError(f"not a frame: {type(frame).__name__}")
+                self._on_frame(frame)
+        except StreamError as exc:
+            self.close(f"undecodable frame from the other process: {exc}")
+        except Exception as exc:  # a frame of the wrong shape: a bug on one side
+            log.exception("bad frame from the other process")
+            self.close(f"bad frame from the other process: {type(exc).__name__}: {exc}")
+
+    def close(self, reason: str) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self._flush()
+            self.transport.close()
+        self._on_lost(reason)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self._on_lost(f"connection lost: {exc}" if exc else "its socket closed")
+
+
+# --- the daemon's side ------------------------------------------------------------------------
+
+
+class _Pending:
+    __slots__ = ("future", "on_event")
+
+    def __init__(self, future: asyncio.Future[Completion], on_event: OnEvent) -> None:
+        self.future = future
+        self.on_event = on_event
+
+
+def _settings_frame(settings: ModelSettings) -> list[Any]:
+    fields = dataclasses.asdict(settings)
+    fields["process"] = "inline"
+    return [CONFIGURE, fields, logging.getLogger("hermesd").getEffectiveLevel()]
+
+
+def _error(kind: str, message: str, status: int | None, retryable: bool,
+           retry_after: float | None) -> ModelError:
+    if kind == "failed":
+        return ModelRequestFailed(status, message, retryable=retryable, retry_after=retry_after)
+    if kind == "invalid":
+        return ModelResponseInvalid(message)
+    if kind == "config":
+        return ModelNotConfigured(message)
+    return ModelRequestFailed(None, f"the model client process failed: {message}")
+
+
+class ModelProcess:
+    """The daemon's handle on the model client process, started on first use."""
+
+    def __init__(self, settings: ModelSettings) -> None:
+        self._settings = settings
+        self._link: _Link | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._pending: dict[int, _Pending] = {}
+        self._ids = itertools.count(1)
+        self._closing = False
+        self._reapers: set[asyncio.Task[None]] = set()
+
+    @property
+    def settings(self) -> ModelSettings:
+        return self._settings
+
+    @settings.setter
+    def settings(self, new: ModelSettings) -> None:
+        self._settings = new
+        if self._link is not None:
+            self._link.send(_settings_frame(new))
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None and self._link is not None else None
+
+    async def start(self) -> None:
+        """Start the process unless it runs."""
+        if self._link is not None:
+            return
+        if self._closing:
+            raise ModelRequestFailed(None, "the daemon is stopping")
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        package_root = str(Path(__file__).resolve().parent.parent)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [package_root, *filter(None, [env.get("PYTHONPATH")])])
+        try:
+            with child:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "hermesd.modelproc", str(child.fileno())],
+                    pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, env=env)
+        except OSError as exc:
+            parent.close()
+            raise ModelRequestFailed(None, f"could not start the model client process: {exc}",
+                                     retryable=True) from exc
+        link = _Link(self._on_frame, lambda reason: self._lost(link, reason), MAX_REPLY)
+        await asyncio.get_running_loop().create_unix_connection(lambda: link, sock=parent)
+        self._proc, self._link = proc, link
+        link.send(_settings_frame(self._settings))
+        log.debug("model client process %d started", proc.pid)
+
+    async def attempt(self, body: bytes, on_event: OnEvent) -> Completion:
+        """One attempt (``ModelClient.attempt``) in the process."""
+        await self.start()
+        link = self._link
+        assert link is not None
+        rid = next(self._ids)
+        future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = _Pending(future, on_event)
+        link.send([REQUEST, rid, body])
+        try:
+            return await future
+        finally:
+            if self._pending.pop(rid, None) is not None and self._link is link:
+                link.send([CANCEL, rid])  # cancelled here: stop reading that stream
+
+    def _on_frame(self, frame: list[Any]) -> None:
+        kind = frame[0]
+        if kind == LOG:
+            _, level, name, text = frame
+            logging.getLogger(str(name)).log(int(level), "%s", text)
+            return
+        pending = self._pending.get(frame[1])
+        if pending is None or pending.future.done():
+            return  # cancelled meanwhile
+        if kind == EVENT:
+            try:
+                pending.on_event(frame[2])
+            except Exception as exc:  # the caller's handler: its error ends its attempt
+                pending.future.set_exception(exc)
+        elif kind == DONE:
+            _, _, message, finish_reason, usage, model = frame
+            self._pending.pop(frame[1])
+            pending.future.set_result(Completion(message, finish_reason, usage, model))
+        elif kind == ERROR:
+            self._pending.pop(frame[1])
+            pending.future.set_exception(_error(*frame[2:]))
+        else:
+            raise StreamError(f"unknown frame kind {kind!r}")
+
+    def _lost(self, link: _Link, reason: str) -> None:
+        if self._link is not link:
+            return
+        self._link = None
+        proc, self._proc = self._proc, None
+        pending, self._pending = self._pending, {}
+        if not self._closing:
+            log.warning("model client process stopped (%s); %d request(s) in flight failed",
+                        reason, len(pending))
+        for entry in pending.values():
+            if not entry.future.done():
+                entry.future.set_exception(ModelRequestFailed(
+                    None, f"the model client process stopped ({reason})", retryable=True))
+        if proc is not None:
+            task = asyncio.get_running_loop().create_task(asyncio.to_thread(self._reap, proc))
+            self._reapers.add(task)
+            task.add_done_callback(self._reapers.discard)
+
+    def _reap(self, proc: subprocess.Popen[bytes]) -> None:
+        try:
+            status = proc.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            status = proc.wait()
+        if status and not self._closing:
+            log.warning("model client process %d exited with status %d", proc.pid, status)
+
+    async def aclose(self) -> None:
+        """Stop the process (requests in flight fail) and wait for it to exit."""
+        self._closing = True
+        if self._link is not None:
+            self._link.close("the daemon is stopping")
+        if self._reapers:
+            await asyncio.wait(set(self._reapers))
+
+
+# --- the child's side -------------------------------------------------------------------------
+
+
+class _Server:
+    """Runs attempts for the daemon until the socket closes."""
+
+    def __init__(self) -> None:
+        self.client: ModelClient | None = None
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.closed = asyncio.get_running_loop().create_future()
+        self.link = _Link(self.on_frame, self.on_lost, MAX_REQUEST)
+        self._warm: asyncio.Task[None] | None = None
+
+    def on_lost(self, reason: str) -> None:
+        if not self.closed.done():
+            self.closed.set_result(reason)
+
+    def on_frame(self, frame: list[Any]) -> None:
+        kind = frame[0]
+        if kind == REQUEST:
+            rid, body = frame[1], frame[2]
+            self.tasks[rid] = asyncio.get_running_loop().create_task(self.run(rid, body))
+        elif kind == CANCEL:
+            task = self.tasks.pop(frame[1], None)
+            if task is not None:
+                task.cancel()
+        elif kind == CONFIGURE:
+            fields, level = frame[1], frame[2]
+            logging.getLogger().setLevel(int(level))
+            settings = ModelSettings(**fields)
+            if self.client is None:
+                self.client = ModelClient(settings)
+                self._warm = asyncio.get_running_loop().create_task(self.warm_up())
+            else:
+                self.client.settings = settings
+        else:
+            raise StreamError(f"unknown frame kind {kind!r}")
+
+    async def warm_up(self) -> None:
+        assert self.client is not None
+        await self.client.warm_up()
+        gc.freeze()  # the SDK's modules live as long as the process
+
+    async def run(self, rid: int, body: bytes) -> None:
+        send = self.link.send
+        try:
+            if self.client is None:
+                raise ModelNotConfigured("the model client process got no settings")
+            completion = await self.client.attempt(
+                body, lambda event: send([EVENT, rid, event]))
+            send([DONE, rid, completion.message, completion.finish_reason, completion.usage,
+                  completion.model])
+        except ModelRequestFailed as exc:
+            send([ERROR, rid, "failed", exc.message, exc.status, exc.retryable,
+                  exc.retry_after])
+        except ModelResponseInvalid as exc:
+            send([ERROR, rid, "invalid", str(exc), None, False, None])
+        except ModelError as exc:
+            send([ERROR, rid, "config", str(exc), None, False, None])
+        except Exception as exc:
+            log.exception("model request %d failed", rid)
+            send([ERROR, rid, "internal", f"{type(exc).__name__}: {exc}", None, False, None])
+        finally:
+            self.tasks.pop(rid, None)
+
+    async def serve(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.create_unix_connection(lambda: self.link, sock=sock)
+        await self.closed
+        for task in list(self.tasks.values()):
+            task.cancel()
+        if self.tasks:
+            await asyncio.wait(list(self.tasks.values()))
+        if self._warm is not None:
+            await asyncio.wait([self._warm])
+        if self.client is not None:
+            await self.client.aclose()
+
+
+class _ToDaemon(logging.Handler):
+    """Log records of the child go to the daemon's log (journald) as LOG frames."""
+
+    def __init__(self, server: _Server) -> None:
+        super().__init__()
+        self.server = server
+        self.loop = asyncio.get_running_loop()
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            frame = [LOG, record.levelno, record.name, self.format(record)]
+            if threading.current_thread() is threading.main_thread():
+                self.server.link.send(frame)
+            else:
+                self.loop.call_soon_threadsafe(self.server.link.send, frame)
+        except Exception:
+            self.handleError(record)
+
+
+async def _main(fd: int) -> None:
+    server = _Server()
+    root = logging.getLogger()
+    root.handlers[:] = [_ToDaemon(server)]
+    gc.set_threshold(10_000, 10, 10)  # as the daemon: few collections while streams run
+    await server.serve(socket.socket(fileno=fd))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or not args[0].isdigit():
+        print("usage: python -m hermesd.modelproc FD (started by hermesd)", file=sys.stderr)
+        return 2
+    asyncio.run(_main(int(args[0])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
