@@ -63,8 +63,9 @@ SCHEMA: dict[str, Any] = {
         "retry_max_wait": _S(_num, 30.0, "cap on one retry wait, seconds"),
         "transport": _S((str,), "hermesd", "HTTP under the openai SDK: hermesd's lean HTTP/1.1 "
                         "transport, or the SDK's default httpx one", ("hermesd", "httpx")),
-        "process": _S((str,), "separate", "where model requests are sent and read: a child "
-                      "process of the daemon, or its own event loop", ("separate", "inline")),
+        "process": _S((str,), "auto", "where model requests are sent and read: a child process "
+                      "of the daemon (separate), the daemon's event loop (inline), or separate "
+                      "when the daemon may use 2+ CPUs (auto)", ("auto", "separate", "inline")),
     },
     "agent": {
         "max_iterations": _S((int,), 25, "model rounds per turn"),

@@ -48,6 +48,9 @@ __all__ = [
 OnRetry = Callable[["RetryInfo"], Awaitable[None]]
 
 MAX_IDLE_CLIENTS = 256  # idle SDK clients kept (each with its one kept-alive connection)
+# model.process: auto: with this many attempts in flight on the event loop, the next ones go
+# to the model client process (bench/turn.py measured 4, 8 and 16; docs/benchmarks.md)
+OFFLOAD_AFTER = 8
 _CONFIG_HINT = ("set model.base_url and model.default in $HERMES_HOME/config.yaml "
                 "(or OPENAI_BASE_URL in the environment or .env)")
 
@@ -69,7 +72,7 @@ class ModelSettings:
     retry_max_wait: float = 30.0
     backoff_base: float = 0.5
     transport: str = "hermesd"
-    process: str = "inline"  # "separate": requests are sent by hermesd.modelproc
+    process: str = "inline"  # "separate" (or "auto" with 2+ CPUs): sent by hermesd.modelproc
 
     @classmethod
     def from_config(cls, config: ConfigLike, env: Mapping[str, str] | None = None
@@ -85,8 +88,17 @@ class ModelSettings:
             max_retries=int(config.get("model.max_retries", 3)),
             retry_max_wait=float(config.get("model.retry_max_wait", 30.0)),
             transport=str(config.get("model.transport") or "hermesd"),
-            process=str(config.get("model.process") or "separate"),
+            process=str(config.get("model.process") or "auto"),
         )
+
+    @property
+    def offloads(self) -> bool:
+        """Whether attempts may run in the model client process: always with ``separate``;
+        with ``auto`` under load, when this process may run on more than one CPU (on one,
+        the two processes would only take turns, and the hand-over costs CPU)."""
+        if self.process == "auto":
+            return len(os.sched_getaffinity(0)) > 1
+        return self.process == "separate"
 
     def check(self) -> None:
         """Raise ``ModelNotConfigured`` with what to set when the endpoint is incomplete."""
@@ -175,6 +187,8 @@ class ModelClient:
         self._completions_url = ""
         self._tools: tuple[Any, bytes] = (None, b"")  # a copy of the last tools and their JSON
         self._process: Any = None  # the hermesd.modelproc.ModelProcess, once one is needed
+        self._offloads = settings.offloads
+        self._inline = 0  # attempts in flight on this event loop
 
     @property
     def settings(self) -> ModelSettings:
@@ -184,6 +198,7 @@ class ModelClient:
     def settings(self, new: ModelSettings) -> None:
         """New settings (config reload); a changed endpoint, key or timeout gets new clients."""
         old, self._settings = self._settings, new
+        self._offloads = new.offloads
         if self._process is not None:
             self._process.settings = new
         if (old.base_url, old.api_key, old.timeout) != (new.base_url, new.api_key, new.timeout):
@@ -377,10 +392,23 @@ class ModelClient:
                 await self._sleep(delay)
 
     async def _send(self, body: bytes, on_event: OnEvent) -> Completion:
-        """One attempt, in the model client process or here, by ``model.process``."""
-        if self.settings.process == "separate":
-            return await self._separate().attempt(body, on_event)
-        return await self.attempt(body, on_event)
+        """One attempt, here or in the model client process, by ``model.process``:
+        ``inline`` here; ``separate`` there; ``auto`` here while fewer than ``OFFLOAD_AFTER``
+        attempts are in flight here (the lowest latency), else there once it is ready (it is
+        started the first time that happens, and again if it died)."""
+        if self._offloads:
+            if self.settings.process == "separate":
+                return await self._separate().attempt(body, on_event)
+            if self._inline >= OFFLOAD_AFTER:
+                process = self._separate()
+                if process.ready:
+                    return await process.attempt(body, on_event)
+                process.start_soon()
+        self._inline += 1
+        try:
+            return await self.attempt(body, on_event)
+        finally:
+            self._inline -= 1
 
     def _separate(self) -> Any:
         """The model client process (``hermesd.modelproc.ModelProcess``), created once."""

@@ -1,23 +1,28 @@
 """The model client process: model requests sent and read in a child process of the daemon.
 
-With ``model.process: separate`` (the default) `hermesd.llm.ModelClient` keeps its retry policy
-and encodes each request body, and hands the attempt to a child process that runs the same
-``ModelClient.attempt`` (the ``openai`` SDK, ``hermesd.http11``, ``hermesd.sse``) and sends back
+`hermesd.llm.ModelClient` keeps its retry policy and encodes each request body; an attempt
+(``ModelClient.attempt``: the ``openai`` SDK, ``hermesd.http11``, ``hermesd.sse``) runs either
+on the daemon's event loop or here, in a child process that runs the same code and sends back
 the stream's events and the folded message. Building, sending and reading a request is about
-half of the daemon's CPU per model round (docs/benchmarks.md); in a process of its own it runs
-on another CPU instead of taking turns with sessions, tools and clients for the daemon's one
-interpreter lock. The daemon never imports the SDK in this mode.
+half of the daemon's CPU per model round; in a process of its own it runs on another CPU
+instead of taking turns with sessions, tools and clients for the daemon's one interpreter lock.
+It also costs a hop each way (~0.3 ms per round) and ~50 MB, so ``model.process: auto`` (the
+default) sends from the event loop while fewer than ``llm.OFFLOAD_AFTER`` attempts are in flight
+there and hands the rest to this process, started the first time that happens (on a machine
+where the daemon may use two CPUs or more); ``separate`` always uses it, ``inline`` never.
 
 The two processes talk over a socket pair (private to them), in msgpack arrays:
 
 - daemon → child: ``[CONFIGURE, settings, log level]``, ``[REQUEST, id, body]``,
   ``[CANCEL, id]``;
 - child → daemon: ``[EVENT, id, event]``, ``[DONE, id, message, finish_reason, usage, model]``,
-  ``[ERROR, id, kind, message, status, retryable, retry_after]``, ``[LOG, level, logger, text]``.
+  ``[ERROR, id, kind, message, status, retryable, retry_after]``, ``[LOG, level, logger, text]``,
+  ``[READY]`` (the SDK is imported: ``auto`` hands attempts over from then on).
 
 The child exits when the socket closes (daemon stopped or killed). If it dies, the attempts in
-flight fail as retryable ``ModelRequestFailed`` (the model client's retries then start a new
-one); the API key reaches it through the socket, never its arguments or environment.
+flight fail as retryable ``ModelRequestFailed`` (the model client's retries then run them again)
+and ``auto`` sends from the event loop until a new one is ready. The API key reaches it through
+the socket, never its arguments or environment.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,10 +57,11 @@ from hermesd.wire import Decoder, Encoder, StreamError
 log = logging.getLogger("hermesd.modelproc")
 
 CONFIGURE, REQUEST, CANCEL = 0, 1, 2  # daemon → child
-EVENT, DONE, ERROR, LOG = 0, 1, 2, 3  # child → daemon
+EVENT, DONE, ERROR, LOG, READY = 0, 1, 2, 3, 4  # child → daemon
 MAX_REQUEST = 1 << 30  # a request body (the whole conversation) may be large
 MAX_REPLY = 256 << 20
 STOP_SECONDS = 5.0  # the child's time to exit after its socket closed, before SIGKILL
+RESTART_PAUSE = 10.0  # after a child died, start_soon waits this long before another
 
 
 class _Link(asyncio.Protocol):
@@ -146,6 +153,10 @@ class ModelProcess:
         self._pending: dict[int, _Pending] = {}
         self._ids = itertools.count(1)
         self._closing = False
+        self._ready = False
+        self._start_lock = asyncio.Lock()
+        self._start_task: asyncio.Task[None] | None = None
+        self._not_before = 0.0  # monotonic time before which start_soon does nothing
         self._reapers: set[asyncio.Task[None]] = set()
 
     @property
@@ -162,10 +173,34 @@ class ModelProcess:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None and self._link is not None else None
 
+    @property
+    def ready(self) -> bool:
+        """Whether the process runs and has imported the SDK (an attempt sent now does not
+        wait for its start-up)."""
+        return self._ready and self._link is not None
+
+    def start_soon(self) -> None:
+        """Start the process in the background (unless it runs, is starting, or died less
+        than ``RESTART_PAUSE`` ago)."""
+        if self._link is not None or self._start_task is not None or self._closing or \
+                time.monotonic() < self._not_before:
+            return
+        self._start_task = asyncio.get_running_loop().create_task(self.start())
+        self._start_task.add_done_callback(self._started)
+
+    def _started(self, task: asyncio.Task[None]) -> None:
+        self._start_task = None
+        if not task.cancelled() and task.exception() is not None:
+            self._not_before = time.monotonic() + RESTART_PAUSE
+            log.warning("could not start the model client process: %s", task.exception())
+
     async def start(self) -> None:
         """Start the process unless it runs."""
-        if self._link is not None:
-            return
+        async with self._start_lock:
+            if self._link is None:
+                await self._spawn()
+
+    async def _spawn(self) -> None:
         if self._closing:
             raise ModelRequestFailed(None, "the daemon is stopping")
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -209,6 +244,9 @@ class ModelProcess:
             _, level, name, text = frame
             logging.getLogger(str(name)).log(int(level), "%s", text)
             return
+        if kind == READY:
+            self._ready = True
+            return
         pending = self._pending.get(frame[1])
         if pending is None or pending.future.done():
             return  # cancelled meanwhile
@@ -230,10 +268,11 @@ class ModelProcess:
     def _lost(self, link: _Link, reason: str) -> None:
         if self._link is not link:
             return
-        self._link = None
+        self._link, self._ready = None, False
         proc, self._proc = self._proc, None
         pending, self._pending = self._pending, {}
         if not self._closing:
+            self._not_before = time.monotonic() + RESTART_PAUSE
             log.warning("model client process stopped (%s); %d request(s) in flight failed",
                         reason, len(pending))
         for entry in pending.values():
@@ -303,8 +342,13 @@ class _Server:
 
     async def warm_up(self) -> None:
         assert self.client is not None
-        await self.client.warm_up()
+        try:
+            await self.client.warm_up()
+        except Exception:  # its attempts will report the problem
+            log.exception("could not prepare the model client")
+            return
         gc.freeze()  # the SDK's modules live as long as the process
+        self.link.send([READY])
 
     async def run(self, rid: int, body: bytes) -> None:
         send = self.link.send

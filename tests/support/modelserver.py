@@ -132,6 +132,7 @@ class ScriptedModelServer:
         self.reject_stream_options = reject_stream_options
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []  # lower-cased names, one per request
+        self.hung_up = 0  # streams the client closed before their end
         self.request_times: list[float] = []    # time.monotonic() when each request arrived
         self.response_end_times: list[float] = []  # ... and when its answer was fully sent
         self._lock = threading.Lock()
@@ -284,7 +285,12 @@ class _Handler(BaseHTTPRequestHandler):
             if count and step.chunk_delay:
                 time.sleep(step.chunk_delay)
             payload = b"data: " + event.encode() + b"\n\n"
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+            try:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+            except ConnectionError:
+                with self.owner._lock:
+                    self.owner.hung_up += 1
+                raise
         self.wfile.write(b"0\r\n\r\n")
 
     def _drop(self) -> None:
