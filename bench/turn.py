@@ -49,6 +49,7 @@ from common import (
 )
 
 from hermesctl.client import Client
+from hermesd.llm import OFFLOAD_AFTER
 from tests.support.daemon import DaemonProcess, start_daemon
 from tests.support.modelserver import ScriptedModelServer, calculator_rules
 
@@ -80,7 +81,7 @@ def register(ctx):
 
 
 HOOK_PLUGINS = 20
-PROCESS_MODES = ("inline", "separate")  # model.process, both measured in (c)
+PROCESS_MODES = ("inline", "auto", "separate")  # model.process, each measured in (c)
 
 
 def start(url: str, hook_plugins: int = 0, process: str = "auto") -> DaemonProcess:
@@ -249,8 +250,24 @@ def hermesd_cpu(pid: int) -> float:
     return sum(cpu_seconds(proc) for proc in (pid, *children(pid)))
 
 
+def burst(c: Client, count: int) -> None:
+    """``count`` one-turn sessions at once, waited for."""
+    sids = [c.call("session.create")["id"] for _ in range(count)]
+    for sid in sids:
+        c.send("session.send", {"session_id": sid, "message": PROMPT})
+    left = set(sids)
+    while left:
+        note = c.next_notification(timeout=60)
+        if note is None:
+            raise RuntimeError("warm-up turns stopped progressing")
+        ev = note.params[0] if note.params else {}
+        if ev.get("type") == "turn.finished":
+            left.discard(ev.get("session_id"))
+
+
 def bench_concurrent(sessions: int, turns: int, latency: float, cpu: int | None = None,
-                     isolate: bool = False, process: str = "auto") -> dict[str, Any]:
+                     isolate: bool = False, process: str = "auto",
+                     warm_burst: bool = True) -> dict[str, Any]:
     """``sessions`` × ``turns`` at once. Placement: by default every process may use every
     CPU; ``cpu`` confines hermesd (all its threads, and its model client process) to that
     CPU; ``isolate`` confines hermesd to CPU 0 and the model stand-in and this process (the
@@ -272,6 +289,14 @@ def bench_concurrent(sessions: int, turns: int, latency: float, cpu: int | None 
                 # outside the measurement
                 warm = c.call("session.create")["id"]
                 c.call("session.send", {"session_id": warm, "message": "hi", "wait": True})
+                if warm_burst:  # worker threads, pooled connections, the model client process
+                    burst(c, 2 * OFFLOAD_AFTER)
+                    deadline = time.monotonic() + 30
+                    while process != "inline" and not c.call("status")["model_process"]["ready"]:
+                        if time.monotonic() > deadline:
+                            raise RuntimeError("the model client process did not get ready")
+                        time.sleep(0.05)
+                    burst(c, 2 * OFFLOAD_AFTER)
                 if isolate:
                     confine(d.proc.pid, 0)
                     confine(proc.pid, 1)
@@ -336,12 +361,12 @@ def main() -> int:
     with ScriptedModelServer(rules=calculator_rules) as server:
         whole = bench_whole_process(server.url, 4 if quick else 20, ref_runs)
     overhead = {n: bench_overhead(20 if quick else 200, n) for n in (HOOK_PLUGINS, 0)}
-    # (c) varies ±15% from run to run on a shared 2-CPU machine: five runs of each placement
+    # (c) varies ±15% from run to run on a shared 2-CPU machine: four runs of each placement
     # and model.process, interleaved, the median shown
     count = 20 if quick else 100
     two_cpus = len(os.sched_getaffinity(0)) >= 2
     placements: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for _ in range(1 if quick else 5):
+    for _ in range(1 if quick else 4):
         for process in PROCESS_MODES:
             runs_now = {"shared": {}, "confined": {"cpu": 0}}
             if two_cpus:
@@ -351,8 +376,7 @@ def main() -> int:
                     bench_concurrent(count, 5, 0.1, process=process, **how))
     runs = {key: sorted(found, key=lambda r: r["wall"]) for key, found in placements.items()}
     chosen = {key: found[len(found) // 2] for key, found in runs.items()}
-    default = "separate" if two_cpus else "inline"  # what model.process: auto picks here
-    conc = chosen[("shared", default)]
+    conc = chosen[("shared", "auto")]  # the default
     light = bench_concurrent(20, 5, 0.1)  # the loop has time to spare: lag = blocking
     middle = bench_concurrent(50, 5, 0.1)
 
@@ -432,11 +456,17 @@ def main() -> int:
     lines += ["", f"**(c) {conc['turns'] // 5} sessions × 5 turns at once**, one connection, "
               "each turn two model rounds (a `calculate` call, then the answer) at 100 ms model"
               f" latency; ideal {conc['ideal'] * 1000:.0f} ms (5 × 2 × 100 ms). Three "
-              "placements on this machine, each with the model requests sent from the daemon's "
-              "event loop (`model.process: inline`) and from its model client process "
-              "(`separate`, what `auto` picks with two CPUs or more), interleaved, the median "
-              f"run of {len(placements[('shared', default)])} runs each shown; {failed} failed "
-              f"turns in {total} runs. The model stand-in is `tests.support.modelserver_async` "
+              "placements on this machine, each with every `model.process` setting: `inline` "
+              "(every request sent and read on the daemon's event loop), `separate` (all in the "
+              "model client process) and `auto`, the default (on the loop while fewer than "
+              f"{OFFLOAD_AFTER} are in flight there, the rest in the model client process). "
+              "Interleaved, the median run of "
+              f"{len(placements[('shared', 'auto')])} runs each shown; {failed} failed "
+              f"turns in {total} runs. Before each run, after one turn, two bursts of "
+              f"{2 * OFFLOAD_AFTER} one-turn sessions at once (the second once `status` reports "
+              "the model client process ready) warm what a daemon under load keeps: worker "
+              "threads, kept-alive model connections, the model client process. "
+              "The model stand-in is `tests.support.modelserver_async` "
               "(one asyncio loop, the answers of the threaded one the tests use). A real model "
               f"runs elsewhere; this one needed {stand_in_ms:.2f} ms of CPU per round here "
               "(median run, shared), so the *isolated* placement gives hermesd (both of its "
@@ -445,15 +475,17 @@ def main() -> int:
               "*Shared* lets the kernel place everything; *confined* puts all of hermesd on "
               "one CPU (`taskset -a -c 0`, systemd's `CPUAffinity=0`) and leaves the others "
               "free. hermesd's CPU counts both of its processes.", "", *table, "",
-              f"Target ≤ 1.3× with the default (`auto`, here `{default}`), shared: "
+              f"Target ≤ 1.3× with the default (`auto`), shared: "
               f"{'met' if ratio <= 1.3 else 'MISSED'}. The turns move in waves (every "
               "session waits 100 ms on the model at about the same time, then all need hermesd"
-              " at once), so a round waits behind the rest of its wave. Inline, one event loop "
-              "does all of a round (~1.0 ms of CPU): 100 rounds keep it busy for most of each "
-              "100 ms. Separate, the `openai` SDK building and sending the request and reading "
-              "the stream run in the model client process, on the other CPU, and the loop's "
-              "share is about half; the hand-over costs a little CPU, so where hermesd has one "
-              "CPU (isolated, confined) inline does better, and `auto` picks it.",
+              " at once), so a round waits behind the rest of its wave, and the sessions that "
+              "start last stay last for several turns. Inline, one event loop does all of a "
+              "round (~1.0 ms of CPU): 100 rounds keep it busy for most of each 100 ms. In the "
+              "model client process, the `openai` SDK building and sending the request and "
+              "reading the stream run beside the loop, whose share of a round is about half "
+              "(the loop lag below shows it); the hand-over costs CPU of its own, so on this "
+              "2-CPU machine, with the stand-in taking its share, the wall is about the same "
+              "either way.",
               "", "Ratio by number of sessions (5 turns each, same 100 ms latency, shared): "
               f"20 sessions {fmt_ratio(light['wall'] / light['ideal'])}, "
               f"50 sessions {fmt_ratio(middle['wall'] / middle['ideal'])}, "

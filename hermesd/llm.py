@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hermesd import fastjson
 from hermesd.model_errors import (
@@ -35,6 +35,9 @@ from hermesd.model_errors import (
     parse_retry_after,
 )
 from hermesd.sse import OnEvent, StreamAccumulator, StreamEvent, read_chunks
+
+if TYPE_CHECKING:
+    from hermesd.modelproc import ModelProcess
 
 log = logging.getLogger("hermesd.llm")
 
@@ -186,7 +189,7 @@ class ModelClient:
         self._request_options: dict[str, Any] = {}
         self._completions_url = ""
         self._tools: tuple[Any, bytes] = (None, b"")  # a copy of the last tools and their JSON
-        self._process: Any = None  # the hermesd.modelproc.ModelProcess, once one is needed
+        self._process: ModelProcess | None = None  # the model client process, once needed
         self._offloads = settings.offloads
         self._inline = 0  # attempts in flight on this event loop
 
@@ -410,7 +413,15 @@ class ModelClient:
         finally:
             self._inline -= 1
 
-    def _separate(self) -> Any:
+    def process_status(self) -> dict[str, Any]:
+        """``model.process`` and the model client process's pid (None while none runs) and
+        readiness, for ``status``."""
+        process = self._process
+        return {"mode": self.settings.process,
+                "pid": process.pid if process is not None else None,
+                "ready": bool(process is not None and process.ready)}
+
+    def _separate(self) -> ModelProcess:
         """The model client process (``hermesd.modelproc.ModelProcess``), created once."""
         if self._process is None:
             from hermesd.modelproc import ModelProcess

@@ -210,7 +210,8 @@ class ModelProcess:
             [package_root, *filter(None, [env.get("PYTHONPATH")])])
         try:
             with child:
-                proc = subprocess.Popen(
+                # fork and exec: ~1 ms on the loop, once per start
+                proc = subprocess.Popen(  # noqa: ASYNC220
                     [sys.executable, "-m", "hermesd.modelproc", str(child.fileno())],
                     pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, env=env)
         except OSError as exc:
@@ -253,7 +254,7 @@ class ModelProcess:
         if kind == EVENT:
             try:
                 pending.on_event(frame[2])
-            except Exception as exc:  # the caller's handler: its error ends its attempt
+            except Exception as exc:  # noqa: BLE001 - the caller's handler: ends its attempt
                 pending.future.set_exception(exc)
         elif kind == DONE:
             _, _, message, finish_reason, usage, model = frame
@@ -402,7 +403,7 @@ class _ToDaemon(logging.Handler):
                 self.server.link.send(frame)
             else:
                 self.loop.call_soon_threadsafe(self.server.link.send, frame)
-        except Exception:
+        except Exception:  # noqa: BLE001 - logging's own way to report a failed handler
             self.handleError(record)
 
 

@@ -141,8 +141,12 @@ class SessionService:
                        "content": content, "message_id": record["id"], "injected": True})
 
     def status(self) -> dict[str, Any]:
-        return {"sessions": self._count, "turns_running": len(self.turns),
-                "model": self.agent.client.settings.model}
+        out = {"sessions": self._count, "turns_running": len(self.turns),
+               "model": self.agent.client.settings.model}
+        process_status = getattr(self.agent.client, "process_status", None)
+        if process_status is not None:
+            out["model_process"] = process_status()
+        return out
 
     def reload(self, cfg: Any) -> None:
         """Config reload: ``model.*`` and ``agent.*`` apply to the turns that start from now on."""

@@ -21,7 +21,7 @@ import msgpack
 import pytest
 
 from hermesctl.client import Client
-from hermesd import modelproc
+from hermesd import llm, modelproc
 from hermesd.llm import ModelClient, ModelRequestFailed, ModelSettings
 from tests.support.daemon import DaemonProcess, follow_turn, send_and_follow
 from tests.support.modelserver import (
@@ -258,7 +258,8 @@ def test_child_streams_an_answer_and_reports_errors_by_kind() -> None:
 
 
 def test_child_without_a_socket_says_how_it_is_run() -> None:
-    done = subprocess.run([sys.executable, "-m", "hermesd.modelproc"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "hermesd.modelproc"], check=False,
+                          capture_output=True,
                           text=True, cwd=str(REPO), timeout=30,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 2
@@ -298,3 +299,61 @@ def test_a_bad_frame_from_the_child_fails_what_is_in_flight_and_a_new_child_serv
 
     with ScriptedModelServer([slow, reply("next")]) as model:
         asyncio.run(scenario(model))
+
+
+# --- model.process: auto --------------------------------------------------------------------
+
+
+def burst(c: Client, count: int) -> None:
+    """``count`` one-turn sessions at once; every turn must complete."""
+    sids = [c.call("session.create")["id"] for _ in range(count)]
+    turns = {c.call("session.send", {"session_id": sid, "message": "What is 2 * 21?"})["turn_id"]
+             for sid in sids}
+    deadline = time.monotonic() + 60
+    while turns:
+        note = c.next_notification(timeout=max(0.1, deadline - time.monotonic()))
+        assert note is not None, f"turns {turns} did not finish"
+        event = note.params[0]
+        if event.get("type") == "turn.finished":
+            assert event["status"] == "completed", event
+            turns.discard(event["turn_id"])
+
+
+def sockets_of(pid: int) -> int:
+    return sum(os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+               for fd in os.listdir(f"/proc/{pid}/fd"))
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="auto offloads with 2+ CPUs")
+def test_auto_sends_from_the_loop_until_load_and_then_from_the_process(
+        start: Callable[..., DaemonProcess]) -> None:
+    count = 2 * llm.OFFLOAD_AFTER
+    with ScriptedModelServer(rules=calculator_rules, latency=0.2) as model:
+        d = start(config=model_config(model.url))  # model.process: auto, the default
+        with d.client() as c:
+            sid = c.call("session.create")["id"]
+            assert turn(c, sid, "What is 15 * 23?")[-1]["status"] == "completed"
+            assert c.call("status")["model_process"] == {"mode": "auto", "pid": None,
+                                                         "ready": False}
+            assert children(d.proc.pid) == []  # one turn at a time: sent from the loop
+            burst(c, count)  # more than OFFLOAD_AFTER at once: the process starts
+            helper = model_process(d)
+            deadline = time.monotonic() + 30
+            while not c.call("status")["model_process"]["ready"]:
+                assert time.monotonic() < deadline, "the model client process never got ready"
+                time.sleep(0.05)
+            assert c.call("status")["model_process"]["pid"] == helper
+            before = len(model.requests)
+            burst(c, count)  # now the turns beyond OFFLOAD_AFTER go through it
+            assert len(model.requests) - before == 2 * count
+            # its kept-alive model connections: it sent some of those requests itself
+            assert sockets_of(helper) > 1
+
+
+def test_auto_on_one_cpu_never_starts_the_process(start: Callable[..., DaemonProcess]) -> None:
+    with ScriptedModelServer(rules=calculator_rules, latency=0.2) as model:
+        d = start(config=model_config(model.url), argv_prefix=["taskset", "-c", "0"])
+        with d.client() as c:
+            burst(c, 2 * llm.OFFLOAD_AFTER)
+            assert c.call("status")["model_process"]["pid"] is None
+        assert children(d.proc.pid) == []
