@@ -65,13 +65,14 @@ class _Chore:
 
 
 class _Job:
-    __slots__ = ("fn", "future", "loop", "ok", "value")
+    __slots__ = ("fn", "future", "loop", "ok", "value", "queued")
 
     def __init__(self, fn: Callable[[], Any], future: asyncio.Future[Any],
                  loop: asyncio.AbstractEventLoop) -> None:
         self.fn, self.future, self.loop = fn, future, loop
         self.ok = False
         self.value: Any = None
+        self.queued = False  # counted in BatchThread._queued until resolved
 
 
 class ConnectionLock:
@@ -144,6 +145,10 @@ class BatchThread:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._here: list[_Job] = []  # calls for the loop's next round (``submit_here``)
         self._here_due = False  # a run of them is scheduled
+        # Calls queued for the thread and not yet resolved. While there are any, calls for
+        # the loop's thread go to the thread too: run here at once, a later call (a turn's
+        # tool result) could commit before an earlier one (its tool call) still queued there.
+        self._queued = 0
         self._commits = 0
         self._map_error = map_error  # what a failed call raises in its caller
         self.in_batch = False  # read by the store while it holds ``lock``
@@ -156,7 +161,7 @@ class BatchThread:
         """Queue ``fn``; the future resolves on the calling loop once its batch committed."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._queue.put(_Job(fn, future, loop))
+        self._hand_over([_Job(fn, future, loop)])
         return future
 
     def submit_here(self, fn: Callable[[], Any]) -> asyncio.Future[Any]:
@@ -172,7 +177,7 @@ class BatchThread:
         """Run ``fn`` at once on this (the loop's) thread, in a transaction of its own, when no
         call waits here and the connection is free: an idle daemon then saves the two loop
         rounds a batch costs. Otherwise queue it like ``submit_here`` (a busy one batches)."""
-        if self._here or not self._lock.acquire_for_loop():
+        if self._here or self._queued or not self._lock.acquire_for_loop():
             return self.submit_here(fn)
         loop = asyncio.get_running_loop()
         job = _Job(fn, loop.create_future(), loop)
@@ -203,7 +208,8 @@ class BatchThread:
         self._here_due = False
         batch, self._here = self._here[:MAX_HERE], self._here[MAX_HERE:]
         ran = len(batch)
-        if not self._lock.acquire_for_loop():  # the thread is using the connection
+        # the thread is using the connection, or has calls queued before these
+        if self._queued or not self._lock.acquire_for_loop():
             self._hand_over(batch)
             batch = []
         else:
@@ -230,6 +236,9 @@ class BatchThread:
 
     def _resolve(self, jobs: list[_Job]) -> None:
         for job in jobs:
+            if job.queued:
+                job.queued = False
+                self._queued -= 1
             if job.future.done():  # the caller was cancelled
                 continue
             if job.ok:
@@ -238,7 +247,10 @@ class BatchThread:
                 job.future.set_exception(self._map_error(job.value))
 
     def _hand_over(self, batch: list[_Job]) -> None:
+        """Queue calls for the thread (from the loop: counted until resolved there)."""
         for job in batch:
+            job.queued = True
+            self._queued += 1
             self._queue.put(job)
 
     def close(self) -> None:

@@ -548,3 +548,45 @@ def test_run_now_runs_at_once_when_idle_and_queues_behind_others_otherwise(
         assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
     rows = [r[0] for r in conn.execute("SELECT v FROM t ORDER BY rowid")]
     assert rows == ["idle", "first", "second", "busy", "locked"]
+
+
+def test_calls_for_the_loop_wait_behind_calls_queued_for_the_thread(tmp_path: Path) -> None:
+    # A turn's tool call handed to the DB thread (the connection was busy) and its tool result
+    # queued later on the loop: the result must not commit first, even when the connection is
+    # free by then and the thread has not yet taken the tool call from its queue.
+    path = tmp_path / "t.db"
+    conn = _db(path)
+    lock = ConnectionLock(conn)
+    thread = BatchThread(conn, lock)
+    window, close = threading.Event(), threading.Event()
+
+    def between_calls() -> str:  # the thread between two calls: connection free, queue not
+        lock.release()
+        window.set()
+        try:
+            assert close.wait(10)
+        finally:
+            lock.acquire()
+        return "between"
+
+    async def main() -> list[Any]:
+        held = thread.submit(between_calls)
+        await asyncio.to_thread(window.wait, 10)
+        earlier = thread.submit(_insert(conn, "tool call"))
+        later = [thread.run_now(_insert(conn, "tool result")),
+                 thread.submit_here(_insert(conn, "answer"))]
+        for _ in range(3):  # the loop runs a few rounds before the thread goes on
+            await asyncio.sleep(0.01)
+        close.set()
+        return [await held, await earlier, *[await f for f in later]]
+
+    try:
+        assert asyncio.run(main()) == ["between", "tool call", "tool result", "answer"]
+    finally:
+        thread.close()
+    other = sqlite3.connect(path)
+    try:
+        assert [r[0] for r in other.execute("SELECT v FROM t ORDER BY rowid")] == \
+            ["tool call", "tool result", "answer"]
+    finally:
+        other.close()
