@@ -23,7 +23,7 @@ import pytest
 from hermesctl.client import Client
 from hermesd import llm, modelproc
 from hermesd.llm import ModelClient, ModelRequestFailed, ModelSettings
-from tests.support.daemon import DaemonProcess, follow_turn, send_and_follow
+from tests.support.daemon import DaemonProcess, follow_turn, run_hermesctl, send_and_follow
 from tests.support.modelserver import (
     ScriptedModelServer,
     calculator_rules,
@@ -95,6 +95,9 @@ def test_turns_run_in_the_model_client_process_which_gets_the_key_only_by_socket
             c.call("config.reload")
             assert turn(c, sid, "hi again")[-1]["final_text"] == "from B"
             assert model_process(d) == helper
+            shown = run_hermesctl(["status"], env={"HERMES_SOCKET": str(d.socket)})
+            assert f"model process: pid {helper} (ready; model.process: separate)" in \
+                shown.stdout
     assert SECRET not in d.log()
 
 
