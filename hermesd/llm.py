@@ -203,7 +203,10 @@ class ModelClient:
         old, self._settings = self._settings, new
         self._offloads = new.offloads
         if self._process is not None:
-            self._process.settings = new
+            if new.offloads:
+                self._process.settings = new
+            else:  # model.process: inline now (or one CPU): attempts in flight are retried
+                self._retire_process(f"model.process is now {new.process}")
         if (old.base_url, old.api_key, old.timeout) != (new.base_url, new.api_key, new.timeout):
             # requests in flight finish on their clients, which are retired when returned
             self._generation += 1
@@ -309,6 +312,8 @@ class ModelClient:
         if self._process is not None:
             process, self._process = self._process, None
             await process.aclose()
+        if self._closing:  # retired processes, spare clients
+            await asyncio.wait(set(self._closing))
         clients = self._idle + self._retired + ([self._shared] if self._shared else [])
         self._idle, self._retired, self._shared, self._make = [], [], None, None
         for client in clients:
@@ -412,6 +417,17 @@ class ModelClient:
             return await self.attempt(body, on_event)
         finally:
             self._inline -= 1
+
+    def _retire_process(self, reason: str) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        try:
+            task = asyncio.get_running_loop().create_task(process.aclose(reason))
+        except RuntimeError:  # no loop: nothing has run on it yet
+            return
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     def process_status(self) -> dict[str, Any]:
         """``model.process`` and the model client process's pid (None while none runs) and

@@ -62,6 +62,9 @@ MAX_REQUEST = 1 << 30  # a request body (the whole conversation) may be large
 MAX_REPLY = 256 << 20
 STOP_SECONDS = 5.0  # the child's time to exit after its socket closed, before SIGKILL
 RESTART_PAUSE = 10.0  # after a child died, start_soon waits this long before another
+# With requests in flight, a child silent for model.timeout (after which its own read timeout
+# answers) plus this long is stuck (stopped, deadlocked): it is killed and replaced.
+SILENCE_MARGIN = 5.0
 
 
 class _Link(asyncio.Protocol):
@@ -157,6 +160,8 @@ class ModelProcess:
         self._start_lock = asyncio.Lock()
         self._start_task: asyncio.Task[None] | None = None
         self._not_before = 0.0  # monotonic time before which start_soon does nothing
+        self._heard = 0.0  # when the child last sent a frame (or was last sent a request)
+        self._watch: asyncio.TimerHandle | None = None
         self._reapers: set[asyncio.Task[None]] = set()
 
     @property
@@ -230,7 +235,12 @@ class ModelProcess:
         link = self._link
         assert link is not None
         rid = next(self._ids)
-        future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Completion] = loop.create_future()
+        if not self._pending:  # the silence is counted from here
+            self._heard = time.monotonic()
+        if self._watch is None:
+            self._watch = loop.call_later(1.0, self._check)
         self._pending[rid] = _Pending(future, on_event)
         link.send([REQUEST, rid, body])
         try:
@@ -239,7 +249,23 @@ class ModelProcess:
             if self._pending.pop(rid, None) is not None and self._link is link:
                 link.send([CANCEL, rid])  # cancelled here: stop reading that stream
 
+    def _check(self) -> None:
+        """Every second while requests are in flight: a child silent for too long is stuck."""
+        self._watch = None
+        if not self._pending or self._link is None:
+            return
+        silent = time.monotonic() - self._heard
+        if silent > self._settings.timeout + SILENCE_MARGIN:
+            log.warning("model client process %s sent nothing for %.0fs with %d request(s) in "
+                        "flight; killing it", self.pid, silent, len(self._pending))
+            if self._proc is not None:
+                self._proc.kill()
+            self._link.close(f"it sent nothing for {silent:.0f}s")
+            return
+        self._watch = asyncio.get_running_loop().call_later(1.0, self._check)
+
     def _on_frame(self, frame: list[Any]) -> None:
+        self._heard = time.monotonic()
         kind = frame[0]
         if kind == LOG:
             _, level, name, text = frame
@@ -294,11 +320,14 @@ class ModelProcess:
         if status and not self._closing:
             log.warning("model client process %d exited with status %d", proc.pid, status)
 
-    async def aclose(self) -> None:
-        """Stop the process (requests in flight fail) and wait for it to exit."""
+    async def aclose(self, reason: str = "the daemon is stopping") -> None:
+        """Stop the process (requests in flight fail, retryable) and wait for it to exit."""
         self._closing = True
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         if self._link is not None:
-            self._link.close("the daemon is stopping")
+            self._link.close(reason)
         if self._reapers:
             await asyncio.wait(set(self._reapers))
 

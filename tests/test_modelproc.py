@@ -360,3 +360,51 @@ def test_auto_on_one_cpu_never_starts_the_process(start: Callable[..., DaemonPro
             burst(c, 2 * llm.OFFLOAD_AFTER)
             assert c.call("status")["model_process"]["pid"] is None
         assert children(d.proc.pid) == []
+
+
+def test_a_stuck_process_is_killed_and_replaced(start: Callable[..., DaemonProcess]) -> None:
+    slow = reply("slow words " * 40, chunk_chars=6, chunk_delay=0.05)
+    with ScriptedModelServer([slow, reply("from the new process")]) as model:
+        d = start(config=model_config(model.url, process="separate", timeout=1,
+                                      retry_max_wait=0.05))
+        with d.client() as c:
+            sid = c.call("session.create")["id"]
+            helper = model_process(d)
+            turn_id = c.call("session.send", {"session_id": sid, "message": "hi"})["turn_id"]
+            while True:
+                note = c.next_notification(timeout=15)
+                assert note is not None
+                if note.params[0].get("type") == "text.delta":
+                    break
+            os.kill(helper, signal.SIGSTOP)  # alive, silent: as if deadlocked
+            began = time.monotonic()
+            events = follow_turn(c, turn_id, 30)
+            waited = time.monotonic() - began
+            assert events[-1]["final_text"] == "from the new process", events[-1]
+            # model.timeout (1 s) + SILENCE_MARGIN, checked once a second
+            assert modelproc.SILENCE_MARGIN < waited < modelproc.SILENCE_MARGIN + 5
+            assert gone(helper)
+            assert model_process(d) != helper
+            assert d.alive()
+        assert "sent nothing for" in d.log()
+
+
+def test_reloading_model_process_switches_where_requests_go(
+        start: Callable[..., DaemonProcess]) -> None:
+    with ScriptedModelServer(rules=lambda r: reply("ok")) as model:
+        d = start(config=model_config(model.url, process="separate"))
+        with d.client() as c:
+            sid = c.call("session.create")["id"]
+            assert turn(c, sid, "one")[-1]["final_text"] == "ok"
+            helper = model_process(d)
+            (d.home / "config.yaml").write_text(model_config(model.url, process="inline"))
+            c.call("config.reload")
+            assert gone(helper)
+            assert turn(c, sid, "two")[-1]["final_text"] == "ok"
+            assert children(d.proc.pid) == []
+            assert c.call("status")["model_process"] == {"mode": "inline", "pid": None,
+                                                         "ready": False}
+            (d.home / "config.yaml").write_text(model_config(model.url, process="separate"))
+            c.call("config.reload")
+            assert turn(c, sid, "three")[-1]["final_text"] == "ok"
+            assert model_process(d) != helper
