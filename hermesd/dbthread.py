@@ -65,7 +65,7 @@ class _Chore:
 
 
 class _Job:
-    __slots__ = ("fn", "future", "loop", "ok", "value", "queued")
+    __slots__ = ("fn", "future", "loop", "ok", "queued", "value")
 
     def __init__(self, fn: Callable[[], Any], future: asyncio.Future[Any],
                  loop: asyncio.AbstractEventLoop) -> None:
