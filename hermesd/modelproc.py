@@ -146,6 +146,21 @@ def _error(kind: str, message: str, status: int | None, retryable: bool,
     return ModelRequestFailed(None, f"the model client process failed: {message}")
 
 
+# systemd's hand-over to the daemon itself (the child must not notify or take sockets)
+_DAEMON_ONLY = ("NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "WATCHDOG_PID",
+                "WATCHDOG_USEC")
+
+
+def _child_env() -> dict[str, str]:
+    """The daemon's environment for the child, with the daemon's import path: a wrapper (a Nix
+    one, say) may have set up ``sys.path`` in the daemon's start-up script, not in the env."""
+    env = {k: v for k, v in os.environ.items() if k not in _DAEMON_ONLY}
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
+        [package_root, *(p for p in sys.path if p and os.path.isdir(p))]))
+    return env
+
+
 class ModelProcess:
     """The daemon's handle on the model client process, started on first use."""
 
@@ -209,10 +224,7 @@ class ModelProcess:
         if self._closing:
             raise ModelRequestFailed(None, "the daemon is stopping")
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        package_root = str(Path(__file__).resolve().parent.parent)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [package_root, *filter(None, [env.get("PYTHONPATH")])])
+        env = _child_env()
         try:
             with child:
                 # fork and exec: ~1 ms on the loop, once per start

@@ -408,3 +408,16 @@ def test_reloading_model_process_switches_where_requests_go(
             c.call("config.reload")
             assert turn(c, sid, "three")[-1]["final_text"] == "ok"
             assert model_process(d) != helper
+
+
+def test_the_child_gets_the_import_path_but_not_systemds_hand_over(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    extra = tmp_path / "wrapped-site-packages"
+    extra.mkdir()
+    monkeypatch.setattr(sys, "path", [*sys.path, str(extra)])
+    for name in ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "WATCHDOG_USEC"):
+        monkeypatch.setenv(name, "1")
+    env = modelproc._child_env()
+    assert str(extra) in env["PYTHONPATH"].split(os.pathsep)
+    assert str(REPO) == env["PYTHONPATH"].split(os.pathsep)[0]
+    assert not {"NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "WATCHDOG_USEC"} & set(env)
