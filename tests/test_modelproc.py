@@ -72,6 +72,16 @@ def turn(c: Client, sid: str, message: str, timeout: float = 30) -> list[dict[st
     return send_and_follow(c, sid, message, timeout)
 
 
+def start_streaming(c: Client, sid: str) -> str:
+    """Start a turn and return its id once its answer has begun to stream."""
+    turn_id: str = c.call("session.send", {"session_id": sid, "message": "hi"})["turn_id"]
+    while True:
+        note = c.next_notification(timeout=15)
+        assert note is not None, "the answer never started"
+        if note.params[0].get("type") == "text.delta":
+            return turn_id
+
+
 def test_turns_run_in_the_model_client_process_which_gets_the_key_only_by_socket(
         start: Callable[..., DaemonProcess]) -> None:
     with ScriptedModelServer(rules=calculator_rules) as a, \
@@ -118,12 +128,7 @@ def test_a_killed_process_is_replaced_and_its_attempt_retried(
         with d.client() as c:
             sid = c.call("session.create")["id"]
             helper = model_process(d)
-            turn_id = c.call("session.send", {"session_id": sid, "message": "hi"})["turn_id"]
-            while True:  # the stream has started
-                note = c.next_notification(timeout=15)
-                assert note is not None
-                if note.params[0].get("type") == "text.delta":
-                    break
+            turn_id = start_streaming(c, sid)
             os.kill(helper, signal.SIGKILL)
             events = follow_turn(c, turn_id, 30)
             assert events[-1]["status"] == "completed"
@@ -148,12 +153,7 @@ def test_a_cancelled_turn_stops_its_stream_in_the_process(
         d = start(config=model_config(model.url, process=process))
         with d.client() as c:
             sid = c.call("session.create")["id"]
-            turn_id = c.call("session.send", {"session_id": sid, "message": "hi"})["turn_id"]
-            while True:
-                note = c.next_notification(timeout=15)
-                assert note is not None
-                if note.params[0].get("type") == "text.delta":
-                    break
+            turn_id = start_streaming(c, sid)
             began = time.monotonic()
             c.call("session.cancel", {"session_id": sid})
             events = follow_turn(c, turn_id, 15)
@@ -370,12 +370,7 @@ def test_a_stuck_process_is_killed_and_replaced(start: Callable[..., DaemonProce
         with d.client() as c:
             sid = c.call("session.create")["id"]
             helper = model_process(d)
-            turn_id = c.call("session.send", {"session_id": sid, "message": "hi"})["turn_id"]
-            while True:
-                note = c.next_notification(timeout=15)
-                assert note is not None
-                if note.params[0].get("type") == "text.delta":
-                    break
+            turn_id = start_streaming(c, sid)
             os.kill(helper, signal.SIGSTOP)  # alive, silent: as if deadlocked
             began = time.monotonic()
             events = follow_turn(c, turn_id, 30)
