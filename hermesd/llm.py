@@ -7,6 +7,11 @@ message by ``hermesd.sse``), and our own retry policy (429, 5xx, timeouts, dropp
 connections; exponential backoff with jitter, ``retry-after`` honoured up to a cap; the SDK's
 retries are off; which errors qualify is ``hermesd.model_errors``). It knows nothing of
 sessions, hooks or tools beyond their OpenAI shapes.
+
+An attempt (``ModelClient.attempt``: one request, its stream read and folded) runs on the event
+loop, or in the model client process (``hermesd.modelproc``, which runs this same method) as
+``model.process`` says: ``auto`` hands attempts over while ``OFFLOAD_AFTER`` or more are in
+flight on the loop.
 """
 
 from __future__ import annotations
