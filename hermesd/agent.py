@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from hermesd import redact
+from hermesd.fastjson import valid_text
 from hermesd.llm import Completion, ConfigLike, ModelError, OnEvent, OnRetry, RetryInfo
 from hermesd.store import SessionNotFound, SessionStore, StorageUnavailable
 
@@ -424,7 +425,7 @@ class _Turn:
     async def _answer(self, text: str) -> None:
         for item in await self.hook("transform_llm_output", response_text=text):
             if isinstance(item, str):
-                text = item
+                text = valid_text(item)  # half a surrogate pair: neither stored nor sent
                 break
         await self._store_answer(text)
 

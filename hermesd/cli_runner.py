@@ -31,6 +31,7 @@ from typing import Any, TextIO
 
 from hermesd import redact
 from hermesd.commands import CliCommand
+from hermesd.fastjson import valid_text
 from hermesd.workers import WorkerPool, WorkTimeout
 
 log = logging.getLogger("hermesd.cli_runner")
@@ -114,7 +115,8 @@ class CliResult:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-dict form for the wire."""
-        return {"stdout": self.stdout, "stderr": self.stderr, "exit_status": self.exit_status}
+        return {"stdout": valid_text(self.stdout), "stderr": valid_text(self.stderr),
+                "exit_status": self.exit_status}
 
 
 def build_parser(command: CliCommand) -> argparse.ArgumentParser:

@@ -24,6 +24,7 @@ from typing import Any
 
 from .cli_runner import install_output_router, run_cli_command
 from .commands import BUILTIN, SlashCommand, normalize_command_name
+from .fastjson import valid_text
 from .plugins import PluginHost
 from .protocol import Codes, RpcError
 from .rpc import Call, Router
@@ -131,7 +132,7 @@ class CommandService:
         finally:
             current_session.reset(session_token)
             _outcome.reset(token)
-        return {"command": command.name, "output": output, "ok": outcome.ok,
+        return {"command": command.name, "output": valid_text(output), "ok": outcome.ok,
                 "action": outcome.action, "session": outcome.session, **outcome.extra}
 
     async def _invoke(self, command: SlashCommand, raw_args: str, outcome: _Outcome) -> str:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from hermesd.fastjson import valid_text
 from hermesd.workers import (
     CallShape,
     WorkerPool,
@@ -396,8 +397,10 @@ class HookBus:
         return join_contexts(await self.invoke("pre_llm_call", **kwargs))
 
     async def transform(self, hook_name: str, **kwargs: Any) -> str | None:
-        """Run a ``transform_*`` hook; the first str returned, or None to keep the value."""
+        """Run a ``transform_*`` hook; the first str returned, or None to keep the value.
+        Half a surrogate pair in it (no UTF-8 encoder takes one: neither SQLite nor msgpack
+        could carry the text) becomes U+FFFD."""
         for value in await self.invoke(hook_name, **kwargs):
             if isinstance(value, str):
-                return value
+                return valid_text(value)
         return None

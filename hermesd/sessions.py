@@ -16,6 +16,7 @@ from typing import Any
 
 from . import wire
 from .agent import AgentLoop, TurnResult, new_id
+from .fastjson import valid_text
 from .hooks import HookBus
 from .llm import ModelError
 from .protocol import Codes, RpcError
@@ -121,6 +122,7 @@ class SessionService:
             return False
         if not isinstance(content, str) or not content:
             return False
+        content = valid_text(content)  # half a surrogate pair could be neither stored nor sent
 
         def queue() -> None:
             self._injections.setdefault(sid, []).append((role, content))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -24,7 +25,13 @@ from typing import Any
 import pytest
 
 from tests.support.daemon import DaemonProcess, send_and_follow, short_tmpdir, start_daemon
-from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+from tests.support.modelserver import (
+    ScriptedModelServer,
+    call_tools,
+    model_config,
+    reply,
+    tool_call,
+)
 from tests.support.plugin_factory import schema, write_plugin
 
 LOAD_TIMEOUT = 1.0
@@ -479,3 +486,87 @@ def test_pool_replaces_abandoned_threads_up_to_the_cap() -> None:
         time.sleep(0.02)
     assert pool.abandoned_count == 0  # released threads leave
     assert pool.call(lambda: 9, timeout=2, key="k") == 9
+
+
+HALF_PAIR = '''
+    import json
+
+    BAD = "bad " + chr(0xD800) + " text"  # half a surrogate pair: no UTF-8 encoder takes it
+    CTX = None
+
+    def answer(response_text, **kwargs):
+        return BAD if "transform me" in response_text else None
+
+    def result(tool_name, result, **kwargs):
+        return BAD if tool_name == "transformed" else None
+
+    def block(tool_name, **kwargs):
+        return {"action": "block", "message": BAD} if tool_name == "blocked" else None
+
+    def run(args):
+        return json.dumps({"ran": True})
+
+    def command(raw_args):
+        if raw_args == "inject":
+            return str(CTX.inject_message(BAD))
+        return BAD
+
+    def cli_setup(parser):
+        pass
+
+    def cli_run(args):
+        print(BAD)
+
+    def register(ctx):
+        global CTX
+        CTX = ctx
+        ctx.register_hook("transform_llm_output", answer)
+        ctx.register_hook("transform_tool_result", result)
+        ctx.register_hook("pre_tool_call", block)
+        for name in ("transformed", "blocked"):
+            ctx.register_tool(name=name, toolset="halfpair", schema=SCHEMA(name), handler=run)
+        ctx.register_command("halfpair", command, description="half a pair")
+        ctx.register_cli_command("halfpair", "half a pair", cli_setup, cli_run)
+
+    def SCHEMA(name):
+        return {"name": name, "description": name,
+                "parameters": {"type": "object", "properties": {}}}
+'''
+
+
+def test_plugin_text_with_half_a_surrogate_pair_is_stored_and_sent_as_a_replacement_character(
+        start: Any) -> None:
+    # Each of these failed before: the turn ("internal error: UnicodeEncodeError"), the RPC
+    # ("internal error in encoding the result") or, for inject_message, silently.
+    home = short_tmpdir()
+    write_plugin(home / "plugins", "halfpair", textwrap.dedent(HALF_PAIR))
+    steps = [reply("please transform me"), call_tools(tool_call("transformed")), reply("one"),
+             call_tools(tool_call("blocked")), reply("two"), reply("next")]
+    bad = "bad \ufffd text"
+    with ScriptedModelServer(steps) as model:
+        d = start(home, config=model_config(model.url))
+        with d.client() as c:
+            sid = c.call("session.create")["id"]
+            finished = send_and_follow(c, sid, "hi")[-1]
+            assert (finished["status"], finished["final_text"]) == ("completed", bad)
+            events = send_and_follow(c, sid, "a tool whose result is transformed")
+            assert [e["preview"] for e in events if e["type"] == "tool.finished"] == [bad]
+            events = send_and_follow(c, sid, "a tool a hook blocks")
+            assert [e["preview"] for e in events if e["type"] == "tool.finished"] == \
+                [json.dumps({"error": bad}, ensure_ascii=False)]
+            ran = c.call("command.run", {"line": "/halfpair", "session_id": sid})
+            assert (ran["ok"], ran["output"]) == (True, bad)
+            assert c.call("command.run", {"line": "/halfpair inject",
+                                          "session_id": sid})["output"] == "True"
+            cli = c.call("cli.run", {"argv": ["halfpair"]})
+            assert (cli["exit_status"], cli["stdout"]) == (0, bad + "\n")
+            deadline = time.monotonic() + 5
+            while True:  # the injected message is stored once the command returned
+                history = d.call("session.history", {"session_id": sid})["messages"]
+                if history[-1]["content"] == bad or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            assert [m["content"] for m in history if m["role"] != "user"][:1] == [bad]
+            assert history[-1] == {**history[-1], "role": "user", "content": bad}
+            assert send_and_follow(c, sid, "and now")[-1]["final_text"] == "next"
+        assert "UnicodeEncodeError" not in d.log()

@@ -20,7 +20,7 @@ Redactor = Callable[[str], str]
 
 def error_result(message: str) -> str:
     """The JSON string every pipeline failure is reported as."""
-    return json.dumps({"error": message}, ensure_ascii=False)
+    return json.dumps({"error": valid_text(message)}, ensure_ascii=False)
 
 
 def parse_args(raw: Mapping[str, Any] | str | None) -> tuple[dict[str, Any], str | None]:
