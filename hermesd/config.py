@@ -66,6 +66,8 @@ SCHEMA: dict[str, Any] = {
         "process": _S((str,), "auto", "where model requests are sent and read: a child process "
                       "of the daemon (separate), the daemon's event loop (inline), or separate "
                       "when the daemon may use 2+ CPUs (auto)", ("auto", "separate", "inline")),
+        "process_idle_exit": _S(_num, 300.0, "seconds the model client process started by "
+                                "model.process: auto may sit idle before it exits"),
     },
     "agent": {
         "max_iterations": _S((int,), 25, "model rounds per turn"),

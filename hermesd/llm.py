@@ -81,6 +81,7 @@ class ModelSettings:
     backoff_base: float = 0.5
     transport: str = "hermesd"
     process: str = "inline"  # "separate" (or "auto" with 2+ CPUs): sent by hermesd.modelproc
+    process_idle_exit: float = 300.0  # seconds an auto-started model client process idles
 
     @classmethod
     def from_config(cls, config: ConfigLike, env: Mapping[str, str] | None = None
@@ -97,6 +98,7 @@ class ModelSettings:
             retry_max_wait=float(config.get("model.retry_max_wait", 30.0)),
             transport=str(config.get("model.transport") or "hermesd"),
             process=str(config.get("model.process") or "auto"),
+            process_idle_exit=float(config.get("model.process_idle_exit", 300.0)),
         )
 
     @property

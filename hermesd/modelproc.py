@@ -9,7 +9,8 @@ instead of taking turns with sessions, tools and clients for the daemon's one in
 It also costs a hop each way (~0.3 ms per round) and ~50 MB, so ``model.process: auto`` (the
 default) sends from the event loop while fewer than ``llm.OFFLOAD_AFTER`` attempts are in flight
 there and hands the rest to this process, started the first time that happens (on a machine
-where the daemon may use two CPUs or more); ``separate`` always uses it, ``inline`` never.
+where the daemon may use two CPUs or more) and stopped after ``model.process_idle_exit``
+seconds without a request; ``separate`` always uses it, ``inline`` never.
 
 The two processes talk over a socket pair (private to them), in msgpack arrays:
 
@@ -176,6 +177,8 @@ class ModelProcess:
         self._start_task: asyncio.Task[None] | None = None
         self._not_before = 0.0  # monotonic time before which start_soon does nothing
         self._heard = 0.0  # when the child last sent a frame (or was last sent a request)
+        self._used = 0.0  # when a request last started or ended
+        self._quiet = False  # the next loss of the link is expected (idle exit)
         self._watch: asyncio.TimerHandle | None = None
         self._reapers: set[asyncio.Task[None]] = set()
 
@@ -238,7 +241,10 @@ class ModelProcess:
         link = _Link(self._on_frame, lambda reason: self._lost(link, reason), MAX_REPLY)
         await asyncio.get_running_loop().create_unix_connection(lambda: link, sock=parent)
         self._proc, self._link = proc, link
+        self._used = time.monotonic()
         link.send(_settings_frame(self._settings))
+        if self._watch is None:
+            self._watch = asyncio.get_running_loop().call_later(1.0, self._check)
         log.debug("model client process %d started", proc.pid)
 
     async def attempt(self, body: bytes, on_event: OnEvent) -> Completion:
@@ -251,22 +257,34 @@ class ModelProcess:
         future: asyncio.Future[Completion] = loop.create_future()
         if not self._pending:  # the silence is counted from here
             self._heard = time.monotonic()
-        if self._watch is None:
-            self._watch = loop.call_later(1.0, self._check)
+        self._used = time.monotonic()
         self._pending[rid] = _Pending(future, on_event)
         link.send([REQUEST, rid, body])
         try:
             return await future
         finally:
+            self._used = time.monotonic()
             if self._pending.pop(rid, None) is not None and self._link is link:
                 link.send([CANCEL, rid])  # cancelled here: stop reading that stream
 
     def _check(self) -> None:
-        """Every second while requests are in flight: a child silent for too long is stuck."""
+        """Every second while the child runs: with requests in flight, one silent for too long
+        is stuck; with none, one idle past ``model.process_idle_exit`` (``auto`` only) exits."""
         self._watch = None
-        if not self._pending or self._link is None:
+        if self._link is None:
             return
-        silent = time.monotonic() - self._heard
+        now = time.monotonic()
+        idle_exit = self._settings.process_idle_exit
+        if not self._pending:
+            if self._settings.process == "auto" and now - self._used > idle_exit:
+                log.info("model client process %s idle for %.0fs; stopping it", self.pid,
+                         now - self._used)
+                self._quiet = True
+                self._link.close(f"idle for {now - self._used:.0f}s")
+                return
+            self._watch = asyncio.get_running_loop().call_later(1.0, self._check)
+            return
+        silent = now - self._heard
         if silent > self._settings.timeout + SILENCE_MARGIN:
             log.warning("model client process %s sent nothing for %.0fs with %d request(s) in "
                         "flight; killing it", self.pid, silent, len(self._pending))
@@ -310,7 +328,8 @@ class ModelProcess:
         self._link, self._ready = None, False
         proc, self._proc = self._proc, None
         pending, self._pending = self._pending, {}
-        if not self._closing:
+        quiet, self._quiet = self._quiet, False
+        if not self._closing and not quiet:
             self._not_before = time.monotonic() + RESTART_PAUSE
             log.warning("model client process stopped (%s); %d request(s) in flight failed",
                         reason, len(pending))

@@ -416,3 +416,19 @@ def test_the_child_gets_the_import_path_but_not_systemds_hand_over(
     assert str(extra) in env["PYTHONPATH"].split(os.pathsep)
     assert str(REPO) == env["PYTHONPATH"].split(os.pathsep)[0]
     assert not {"NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "WATCHDOG_USEC"} & set(env)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="auto offloads with 2+ CPUs")
+def test_an_idle_process_started_by_auto_exits_and_load_starts_another(
+        start: Callable[..., DaemonProcess]) -> None:
+    with ScriptedModelServer(rules=calculator_rules, latency=0.2) as model:
+        d = start(config=model_config(model.url, process_idle_exit=1))
+        with d.client() as c:
+            burst(c, 2 * llm.OFFLOAD_AFTER)
+            helper = model_process(d)
+            assert gone(helper, timeout=15), "the idle model client process did not exit"
+            assert c.call("status")["model_process"]["pid"] is None
+            burst(c, 2 * llm.OFFLOAD_AFTER)  # load again: a new one
+            assert model_process(d) != helper
+        log = d.log()
+        assert "idle for" in log and "model client process stopped" not in log
