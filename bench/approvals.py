@@ -123,10 +123,8 @@ def main() -> int:
     home = common.scratch_dir("hb-ap-")
     samples = asyncio.run(pipeline(args.rounds, args.calls, home))
     body = report(samples, parts(repeat), args)
-    print(body)
-    if not args.no_write:
-        common.write_section("approvals", "Approvals and redaction: cost per tool call", body,
-                             started, machine_line)
+    common.publish(args, "approvals", "Approvals and redaction: cost per tool call",
+                   body, started, machine_line)
     return 0
 
 

@@ -174,9 +174,7 @@ def main() -> int:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     body = report(times, imports, baseline_imports, runs, shown)
-    print(body)
-    if not args.no_write:
-        common.write_section("cli", "CLI start-up: hermesctl status", body, started, machine_line)
+    common.publish(args, "cli", "CLI start-up: hermesctl status", body, started, machine_line)
     return 0
 
 

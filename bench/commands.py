@@ -148,10 +148,8 @@ def main() -> int:
             took, pings = reloads(client, str(daemon.socket), n_reload)
         plugins = extra + 2  # the fillers, bench, and the bundled calculator
     body = report(req, proc, took, pings, plugins, args)
-    print(body)
-    if not args.no_write:
-        common.write_section("commands", "Slash commands, plugin CLI commands, hot reload", body,
-                             started, machine_line)
+    common.publish(args, "commands", "Slash commands, plugin CLI commands, hot reload",
+                   body, started, machine_line)
     return 0
 
 

@@ -11,6 +11,7 @@ Nothing here touches the network: hermesd and the baselines listen on Unix socke
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import datetime
 import fcntl
@@ -259,6 +260,15 @@ def command_line() -> str:
         python = os.path.relpath(python, REPO)
     prefix = f"BENCH_SOURCE={shlex.quote(str(SOURCE))} " if SOURCE != REPO else ""
     return prefix + shlex.join([python, script, *sys.argv[1:]])
+
+
+def publish(args: argparse.Namespace, name: str, title: str, body: str, started: str,
+            machine_line: str) -> None:
+    """Print a script's report and write it as the ``name`` section of ``DOC``, unless the
+    run was ``--no-write`` or ``--quick`` (a smoke run's figures must not replace real ones)."""
+    print(body)
+    if not args.no_write and not getattr(args, "quick", False):
+        write_section(name, title, body, started, machine_line)
 
 
 def write_section(name: str, title: str, body: str, started: str, machine_line: str) -> None:

@@ -327,10 +327,7 @@ def main() -> int:
             common.stop_process(echo)
             shutil.rmtree(scratch, ignore_errors=True)
     body = report(lat, thr, inproc, args)
-    print(body)
-    if not args.no_write:
-        common.write_section("ipc", "IPC: ping latency and throughput", body, started,
-                             machine_line)
+    common.publish(args, "ipc", "IPC: ping latency and throughput", body, started, machine_line)
     return 0
 
 

@@ -26,7 +26,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import interleaved, machine, median, now_utc, write_section
+import common
+from common import interleaved, machine, median, now_utc
 
 from hermesd import fastjson, llm, sse
 from hermesd.llm import ModelClient, ModelSettings
@@ -169,10 +170,8 @@ def main() -> int:
         f"A B B A over {rounds} rounds, median per call. Encoding covers everything but the "
         "tools list (encoded once and cached, as in the daemon); reading covers splitting the "
         "event stream, decoding each chunk and folding it into the answer."), "", *rows])
-    print(body)
-    if not args.no_write and not args.quick:
-        write_section("json", "JSON on the model round's hot path", body, started,
-                      machine_line)
+    common.publish(args, "json", "JSON on the model round's hot path", body, started,
+                   machine_line)
     return 0
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import common
-from common import REPO, cpu_seconds, machine, now_utc, write_section
+from common import REPO, cpu_seconds, machine, now_utc
 
 from tests.support.daemon import start_daemon
 from tests.support.modelserver import ScriptedModelServer
@@ -60,11 +60,9 @@ def main() -> int:
     )
     if errors:
         body += "\nFirst errors:\n\n" + "\n".join(f"- `{e}`" for e in errors[:10]) + "\n"
-    print(body)
-    if not args.no_write:
-        common.DOC = REPO / "docs" / "reliability.md"
-        write_section("load", "Load: mixed requests from many clients", body, started,
-                      machine_line)
+    common.DOC = REPO / "docs" / "reliability.md"
+    common.publish(args, "load", "Load: mixed requests from many clients",
+                   body, started, machine_line)
     return 1 if errors else 0
 
 

@@ -32,7 +32,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import SOURCE, machine, now_utc, write_section
+import common
+from common import SOURCE, machine, now_utc
 
 from hermesctl.client import Client
 from tests.support.daemon import DaemonProcess, start_daemon
@@ -235,10 +236,8 @@ def main() -> int:
         body += ("\n\n**tracemalloc** (daemon traced, so the RSS above is inflated): source "
                  "lines whose allocations grew most from the middle to the end of the turns:"
                  "\n\n```\n" + "\n".join(run["grown"]) + "\n```")
-    print(body)
-    if not args.no_write:
-        write_section("memory", "Memory: idle sessions and 10,000 turns", body, started,
-                      machine_line)
+    common.publish(args, "memory", "Memory: idle sessions and 10,000 turns",
+                   body, started, machine_line)
     return 0
 
 

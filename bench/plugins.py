@@ -231,10 +231,8 @@ def main() -> int:
     print(f"round trip: {args.rounds} rounds × {args.calls} calls per method", flush=True)
     rtt = round_trips(args.rounds, args.calls)
     body = report(start_ms, rtt, args)
-    print(body)
-    if not args.no_write:
-        common.write_section("plugins", "Plugins: start-up with 50 plugins, tools.call round "
-                             "trip", body, started, machine_line)
+    common.publish(args, "plugins", "Plugins: start-up with 50 plugins, tools.call round trip",
+                   body, started, machine_line)
     return 0
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common
-from common import interleaved, machine, median, now_utc, write_section
+from common import interleaved, machine, median, now_utc
 
 from plugins import PLUGINS, Start, write_plugins
 
@@ -135,10 +135,8 @@ def main() -> int:
               "by package: " + ", ".join(f"`{k}` {v:.1f} ms" for k, v in top_packages(crows, 6))
               + " (details in the CLI start-up section)."]
     body = "\n".join(lines)
-    print(body)
-    if not args.no_write:
-        write_section("startup", "Daemon start-up and import profile", body, started,
-                      machine_line)
+    common.publish(args, "startup", "Daemon start-up and import profile",
+                   body, started, machine_line)
     return 0
 
 

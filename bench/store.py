@@ -34,7 +34,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import SOURCE, interleaved, machine, median, now_utc, percentile, write_section
+import common
+from common import SOURCE, interleaved, machine, median, now_utc, percentile
 
 from hermesd.migrations import MIGRATIONS
 from hermesd.store import SessionStore, fts_query, open_db_file
@@ -303,10 +304,8 @@ def main() -> int:
         print(f"generated in {gen_s:.0f} s", flush=True)
     r = measure(path, args.rounds, args.per_round)
     body = report(args, path, gen_s, r)
-    print(body)
-    if not args.no_write:
-        write_section("store", "Session store at scale: list, search, history, size", body,
-                      started, machine_line)
+    common.publish(args, "store", "Session store at scale: list, search, history, size",
+                   body, started, machine_line)
     return 0
 
 

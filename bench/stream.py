@@ -26,6 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import common
 from common import (
     REPO,
     SOURCE,
@@ -35,7 +36,6 @@ from common import (
     machine,
     median,
     stop_process,
-    write_section,
 )
 
 from hermesctl.client import Client
@@ -173,10 +173,8 @@ def main() -> int:
         f"({ten / 10 / one:.2f}× per client): each event is redacted and encoded once, and the "
         "events of a loop iteration go to each connection in one write. The readers are 10 "
         "Python processes on the same 2 CPUs: part of the per-client drop is theirs.")])
-    print(body)
-    if not args.no_write and not args.quick:
-        write_section("stream", "Streamed text to attached clients", body, started,
-                      machine_line)
+    common.publish(args, "stream", "Streamed text to attached clients",
+                   body, started, machine_line)
     return 0
 
 

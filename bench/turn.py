@@ -33,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import common
 from common import (
     REPO,
     SOURCE,
@@ -45,7 +46,6 @@ from common import (
     percentile,
     scratch_dir,
     stop_process,
-    write_section,
 )
 
 from hermesctl.client import Client
@@ -507,10 +507,9 @@ def main() -> int:
               f"p99, {max(light['pings']):.1f} ms max ({len(light['pings'])} pings; "
               f"{'met' if max(light['pings']) <= 50 else 'MISSED'})."]
     body = "\n".join(lines)
-    print(body)
-    if not args.no_write and not quick:
-        write_section("turn", "A chat turn: hermesctl chat, per-round overhead, 100 sessions",
-                      body, started, machine_line)
+    common.publish(args, "turn",
+                   "A chat turn: hermesctl chat, per-round overhead, 100 sessions",
+                   body, started, machine_line)
     return 0
 
 
