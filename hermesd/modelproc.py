@@ -12,7 +12,8 @@ there and hands the rest to this process, started the first time that happens (o
 where the daemon may use two CPUs or more) and stopped after ``model.process_idle_exit``
 seconds without a request; ``separate`` always uses it, ``inline`` never.
 
-The two processes talk over a socket pair (private to them), in msgpack arrays:
+The child's own code is `hermesd.modelchild`. The two processes talk over a socket pair
+(private to them), in msgpack arrays:
 
 - daemon → child: ``[CONFIGURE, settings, log level]``, ``[REQUEST, id, body]``,
   ``[CANCEL, id]``;
@@ -30,14 +31,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import itertools
 import logging
 import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,7 +44,6 @@ from typing import Any
 
 from hermesd.llm import (
     Completion,
-    ModelClient,
     ModelError,
     ModelNotConfigured,
     ModelRequestFailed,
@@ -68,7 +66,7 @@ RESTART_PAUSE = 10.0  # after a child died, start_soon waits this long before an
 SILENCE_MARGIN = 5.0
 
 
-class _Link(asyncio.Protocol):
+class Link(asyncio.Protocol):
     """One end of the socket pair: frames out (written once per loop pass) and in."""
 
     def __init__(self, on_frame: Callable[[Any], None], on_lost: Callable[[str], None],
@@ -167,7 +165,7 @@ class ModelProcess:
 
     def __init__(self, settings: ModelSettings) -> None:
         self._settings = settings
-        self._link: _Link | None = None
+        self._link: Link | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._pending: dict[int, _Pending] = {}
         self._ids = itertools.count(1)
@@ -232,13 +230,13 @@ class ModelProcess:
             with child:
                 # fork and exec: ~1 ms on the loop, once per start
                 proc = subprocess.Popen(  # noqa: ASYNC220
-                    [sys.executable, "-m", "hermesd.modelproc", str(child.fileno())],
+                    [sys.executable, "-m", "hermesd.modelchild", str(child.fileno())],
                     pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, env=env)
         except OSError as exc:
             parent.close()
             raise ModelRequestFailed(None, f"could not start the model client process: {exc}",
                                      retryable=True) from exc
-        link = _Link(self._on_frame, lambda reason: self._lost(link, reason), MAX_REPLY)
+        link = Link(self._on_frame, lambda reason: self._lost(link, reason), MAX_REPLY)
         await asyncio.get_running_loop().create_unix_connection(lambda: link, sock=parent)
         self._proc, self._link = proc, link
         self._used = time.monotonic()
@@ -322,7 +320,7 @@ class ModelProcess:
         else:
             raise StreamError(f"unknown frame kind {kind!r}")
 
-    def _lost(self, link: _Link, reason: str) -> None:
+    def _lost(self, link: Link, reason: str) -> None:
         if self._link is not link:
             return
         self._link, self._ready = None, False
@@ -361,128 +359,3 @@ class ModelProcess:
             self._link.close(reason)
         if self._reapers:
             await asyncio.wait(set(self._reapers))
-
-
-# --- the child's side -------------------------------------------------------------------------
-
-
-class _Server:
-    """Runs attempts for the daemon until the socket closes."""
-
-    def __init__(self) -> None:
-        self.client: ModelClient | None = None
-        self.tasks: dict[int, asyncio.Task[None]] = {}
-        self.closed = asyncio.get_running_loop().create_future()
-        self.link = _Link(self.on_frame, self.on_lost, MAX_REQUEST)
-        self._warm: asyncio.Task[None] | None = None
-
-    def on_lost(self, reason: str) -> None:
-        if not self.closed.done():
-            self.closed.set_result(reason)
-
-    def on_frame(self, frame: list[Any]) -> None:
-        kind = frame[0]
-        if kind == REQUEST:
-            rid, body = frame[1], frame[2]
-            self.tasks[rid] = asyncio.get_running_loop().create_task(self.run(rid, body))
-        elif kind == CANCEL:
-            task = self.tasks.pop(frame[1], None)
-            if task is not None:
-                task.cancel()
-        elif kind == CONFIGURE:
-            fields, level = frame[1], frame[2]
-            logging.getLogger().setLevel(int(level))
-            settings = ModelSettings(**fields)
-            if self.client is None:
-                self.client = ModelClient(settings)
-                self._warm = asyncio.get_running_loop().create_task(self.warm_up())
-            else:
-                self.client.settings = settings
-        else:
-            raise StreamError(f"unknown frame kind {kind!r}")
-
-    async def warm_up(self) -> None:
-        assert self.client is not None
-        try:
-            await self.client.warm_up()
-        except Exception:  # its attempts will report the problem
-            log.exception("could not prepare the model client")
-            return
-        gc.freeze()  # the SDK's modules live as long as the process
-        self.link.send([READY])
-
-    async def run(self, rid: int, body: bytes) -> None:
-        send = self.link.send
-        try:
-            if self.client is None:
-                raise ModelNotConfigured("the model client process got no settings")
-            completion = await self.client.attempt(
-                body, lambda event: send([EVENT, rid, event]))
-            send([DONE, rid, completion.message, completion.finish_reason, completion.usage,
-                  completion.model])
-        except ModelRequestFailed as exc:
-            send([ERROR, rid, "failed", exc.message, exc.status, exc.retryable,
-                  exc.retry_after])
-        except ModelResponseInvalid as exc:
-            send([ERROR, rid, "invalid", str(exc), None, False, None])
-        except ModelError as exc:
-            send([ERROR, rid, "config", str(exc), None, False, None])
-        except Exception as exc:
-            log.exception("model request %d failed", rid)
-            send([ERROR, rid, "internal", f"{type(exc).__name__}: {exc}", None, False, None])
-        finally:
-            self.tasks.pop(rid, None)
-
-    async def serve(self, sock: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
-        await loop.create_unix_connection(lambda: self.link, sock=sock)
-        await self.closed
-        for task in list(self.tasks.values()):
-            task.cancel()
-        if self.tasks:
-            await asyncio.wait(list(self.tasks.values()))
-        if self._warm is not None:
-            await asyncio.wait([self._warm])
-        if self.client is not None:
-            await self.client.aclose()
-
-
-class _ToDaemon(logging.Handler):
-    """Log records of the child go to the daemon's log (journald) as LOG frames."""
-
-    def __init__(self, server: _Server) -> None:
-        super().__init__()
-        self.server = server
-        self.loop = asyncio.get_running_loop()
-        self.setFormatter(logging.Formatter("%(message)s"))
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            frame = [LOG, record.levelno, record.name, self.format(record)]
-            if threading.current_thread() is threading.main_thread():
-                self.server.link.send(frame)
-            else:
-                self.loop.call_soon_threadsafe(self.server.link.send, frame)
-        except Exception:  # noqa: BLE001 - logging's own way to report a failed handler
-            self.handleError(record)
-
-
-async def _main(fd: int) -> None:
-    server = _Server()
-    root = logging.getLogger()
-    root.handlers[:] = [_ToDaemon(server)]
-    gc.set_threshold(10_000, 10, 10)  # as the daemon: few collections while streams run
-    await server.serve(socket.socket(fileno=fd))
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1 or not args[0].isdigit():
-        print("usage: python -m hermesd.modelproc FD (started by hermesd)", file=sys.stderr)
-        return 2
-    asyncio.run(_main(int(args[0])))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

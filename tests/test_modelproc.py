@@ -1,8 +1,8 @@
-"""The model client process (hermesd/modelproc.py): model requests sent and read in a child
-process of a real daemon. Turns go through it, the API key reaches it only through its socket,
-a killed process is replaced and its attempt retried, a cancelled turn stops its stream, the
-process ends with the daemon, and bad frames on either side close the link without losing
-anything but the attempts in flight (which are retried)."""
+"""The model client process (hermesd/modelproc.py, hermesd/modelchild.py): model requests sent
+and read in a child process of a real daemon. Turns go through it, the API key reaches it only
+through its socket, a killed process is replaced and its attempt retried, a cancelled turn stops
+its stream, the process ends with the daemon, bad frames on either side close the link without
+losing anything but the attempts in flight (which are retried), and bad settings are refused."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import pytest
 from hermesctl.client import Client
 from hermesd import llm, modelproc
 from hermesd.llm import ModelClient, ModelRequestFailed, ModelSettings
+from hermesd.protocol import RpcError
 from tests.support.daemon import DaemonProcess, follow_turn, run_hermesctl, send_and_follow
 from tests.support.modelserver import (
     ScriptedModelServer,
@@ -49,7 +50,7 @@ def model_process(d: DaemonProcess, timeout: float = 15) -> int:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             except FileNotFoundError:
                 continue
-            if b"hermesd.modelproc" in cmdline:
+            if b"hermesd.modelchild" in cmdline:
                 return pid
         time.sleep(0.02)
     raise AssertionError(f"no model client process under {d.proc.pid}")
@@ -97,7 +98,7 @@ def test_turns_run_in_the_model_client_process_which_gets_the_key_only_by_socket
             helper = model_process(d)
             cmdline = Path(f"/proc/{helper}/cmdline").read_bytes()
             environ = Path(f"/proc/{helper}/environ").read_bytes()
-            assert b"-m\0hermesd.modelproc\0" in cmdline
+            assert b"-m\0hermesd.modelchild\0" in cmdline
             assert SECRET.encode() not in cmdline + environ
             assert a.request_headers[-1]["authorization"] == f"Bearer {SECRET}"
             # a reloaded endpoint reaches the running process
@@ -202,7 +203,7 @@ def test_the_process_ends_with_the_daemon(start: Callable[..., DaemonProcess]) -
 def spawn_child() -> tuple[subprocess.Popen[bytes], socket.socket]:
     parent, child = socket.socketpair()
     with child:
-        proc = subprocess.Popen([sys.executable, "-m", "hermesd.modelproc", str(child.fileno())],
+        proc = subprocess.Popen([sys.executable, "-m", "hermesd.modelchild", str(child.fileno())],
                                 pass_fds=(child.fileno(),), cwd=str(REPO),
                                 env={**os.environ, "PYTHONPATH": str(REPO)})
     parent.settimeout(30)
@@ -261,7 +262,7 @@ def test_child_streams_an_answer_and_reports_errors_by_kind() -> None:
 
 
 def test_child_without_a_socket_says_how_it_is_run() -> None:
-    done = subprocess.run([sys.executable, "-m", "hermesd.modelproc"], check=False,
+    done = subprocess.run([sys.executable, "-m", "hermesd.modelchild"], check=False,
                           capture_output=True,
                           text=True, cwd=str(REPO), timeout=30,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -432,3 +433,21 @@ def test_an_idle_process_started_by_auto_exits_and_load_starts_another(
             assert model_process(d) != helper
         log = d.log()
         assert "idle for" in log and "model client process stopped" not in log
+
+
+def test_a_bad_model_process_setting_is_refused_and_the_running_one_stays(
+        start: Callable[..., DaemonProcess]) -> None:
+    with ScriptedModelServer(rules=lambda r: reply("ok")) as model:
+        d = start(config=model_config(model.url, process="separate"))
+        with d.client() as c:
+            helper = model_process(d)
+            for bad in ("process: sideways", "process_idle_exit: -5",
+                        "process_idle_exit: soon"):
+                (d.home / "config.yaml").write_text(model_config(model.url) + f"  {bad}\n")
+                with pytest.raises(RpcError) as refused:
+                    c.call("config.reload")
+                assert bad.split(":")[0] in str(refused.value)
+            sid = c.call("session.create")["id"]
+            assert turn(c, sid, "still here")[-1]["final_text"] == "ok"
+            assert c.call("status")["model_process"] == {"mode": "separate", "pid": helper,
+                                                         "ready": True}
