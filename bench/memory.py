@@ -36,7 +36,7 @@ import common
 from common import SOURCE, machine, now_utc
 
 from hermesctl.client import Client
-from tests.support.daemon import DaemonProcess, start_daemon
+from tests.support.daemon import DaemonProcess, child_pids, start_daemon
 from tests.support.modelserver import ScriptedModelServer, calculator_rules
 
 SAMPLE_EVERY = 250
@@ -47,8 +47,7 @@ LEAK_LIMIT_MB = 2.0
 
 def rss_mb(pid: int) -> float:
     """RSS of hermesd: the daemon plus its model client process while one runs."""
-    kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return sum(_own_rss_mb(proc) for proc in (pid, *map(int, kids)))
+    return sum(_own_rss_mb(proc) for proc in (pid, *child_pids(pid)))
 
 
 def _own_rss_mb(pid: int) -> float:

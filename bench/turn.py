@@ -50,7 +50,7 @@ from common import (
 
 from hermesctl.client import Client
 from hermesd.llm import OFFLOAD_AFTER
-from tests.support.daemon import DaemonProcess, start_daemon
+from tests.support.daemon import DaemonProcess, child_pids, start_daemon
 from tests.support.modelserver import ScriptedModelServer, calculator_rules
 
 PROMPT = "What is 15 * 23?"
@@ -232,22 +232,17 @@ class LagProbe:
         self._thread.join(30)
 
 
-def children(pid: int) -> list[int]:
-    """The child processes of ``pid`` (hermesd's: its model client process)."""
-    return [int(kid) for kid in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-
-
 def confine(pid: int, cpu: int) -> None:
     """Put every thread of ``pid`` and of its children (and so the threads they start) on one
     CPU, as ``taskset -a -c CPU -p PID`` would for each."""
-    for proc in (pid, *children(pid)):
+    for proc in (pid, *child_pids(pid)):
         for tid in os.listdir(f"/proc/{proc}/task"):
             os.sched_setaffinity(int(tid), {cpu})
 
 
 def hermesd_cpu(pid: int) -> float:
     """CPU seconds of hermesd: the daemon and its model client process."""
-    return sum(cpu_seconds(proc) for proc in (pid, *children(pid)))
+    return sum(cpu_seconds(proc) for proc in (pid, *child_pids(pid)))
 
 
 def burst(c: Client, count: int) -> None:

@@ -24,7 +24,13 @@ from hermesctl.client import Client
 from hermesd import llm, modelproc
 from hermesd.llm import ModelClient, ModelRequestFailed, ModelSettings
 from hermesd.protocol import RpcError
-from tests.support.daemon import DaemonProcess, follow_turn, run_hermesctl, send_and_follow
+from tests.support.daemon import (
+    DaemonProcess,
+    child_pids,
+    follow_turn,
+    run_hermesctl,
+    send_and_follow,
+)
 from tests.support.modelserver import (
     ScriptedModelServer,
     calculator_rules,
@@ -37,15 +43,11 @@ REPO = Path(__file__).resolve().parents[1]
 SECRET = "sk-config-key-1b7f0e9a4c"
 
 
-def children(pid: int) -> list[int]:
-    return [int(kid) for kid in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-
-
 def model_process(d: DaemonProcess, timeout: float = 15) -> int:
     """The pid of the daemon's model client process (waits for it to start)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for pid in children(d.proc.pid):
+        for pid in child_pids(d.proc.pid):
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             except FileNotFoundError:
@@ -118,7 +120,7 @@ def test_inline_sends_from_the_daemon_itself(start: Callable[..., DaemonProcess]
         with d.client() as c:
             sid = c.call("session.create")["id"]
             assert turn(c, sid, "What is 15 * 23?")[-1]["status"] == "completed"
-        assert children(d.proc.pid) == []
+        assert child_pids(d.proc.pid) == []
 
 
 def test_a_killed_process_is_replaced_and_its_attempt_retried(
@@ -339,7 +341,7 @@ def test_auto_sends_from_the_loop_until_load_and_then_from_the_process(
             assert turn(c, sid, "What is 15 * 23?")[-1]["status"] == "completed"
             assert c.call("status")["model_process"] == {"mode": "auto", "pid": None,
                                                          "ready": False}
-            assert children(d.proc.pid) == []  # one turn at a time: sent from the loop
+            assert child_pids(d.proc.pid) == []  # one turn at a time: sent from the loop
             burst(c, count)  # more than OFFLOAD_AFTER at once: the process starts
             helper = model_process(d)
             deadline = time.monotonic() + 30
@@ -360,7 +362,7 @@ def test_auto_on_one_cpu_never_starts_the_process(start: Callable[..., DaemonPro
         with d.client() as c:
             burst(c, 2 * llm.OFFLOAD_AFTER)
             assert c.call("status")["model_process"]["pid"] is None
-        assert children(d.proc.pid) == []
+        assert child_pids(d.proc.pid) == []
 
 
 def test_a_stuck_process_is_killed_and_replaced(start: Callable[..., DaemonProcess]) -> None:
@@ -397,7 +399,7 @@ def test_reloading_model_process_switches_where_requests_go(
             c.call("config.reload")
             assert gone(helper)
             assert turn(c, sid, "two")[-1]["final_text"] == "ok"
-            assert children(d.proc.pid) == []
+            assert child_pids(d.proc.pid) == []
             assert c.call("status")["model_process"] == {"mode": "inline", "pid": None,
                                                          "ready": False}
             (d.home / "config.yaml").write_text(model_config(model.url, process="separate"))

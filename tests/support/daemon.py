@@ -103,6 +103,11 @@ def daemon_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str
     return env
 
 
+def child_pids(pid: int) -> list[int]:
+    """The child processes of ``pid`` (a hermesd's: its model client process, if it runs)."""
+    return [int(kid) for kid in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
 class DaemonProcess:
     """A running hermesd with its home, socket, log and notify messages."""
 
