@@ -2,7 +2,7 @@
 `hermesd.modelproc.ModelProcess` with its end of a socket pair as FD.
 
 It runs `hermesd.llm.ModelClient.attempt` for every REQUEST frame (settings from CONFIGURE; a
-CANCEL cancels one), sends the stream's events and the folded message back, and its log records
+CANCEL cancels one; requests that arrive together start one per pass of the loop), sends the stream's events and the folded message back, and its log records
 as LOG frames; READY once the SDK is imported. It exits when the socket closes. The frames are
 described in `hermesd.modelproc`, which owns them; nothing here touches sessions or the store.
 """
@@ -48,6 +48,9 @@ class _Server:
     def __init__(self) -> None:
         self.client: ModelClient | None = None
         self.tasks: dict[int, asyncio.Task[None]] = {}
+        # REQUEST frames not started yet, oldest first: one starts per pass of the loop
+        self.waiting: dict[int, bytes] = {}
+        self.starting = False  # start_next is scheduled
         self.closed = asyncio.get_running_loop().create_future()
         self.link = Link(self.on_frame, self.on_lost, MAX_REQUEST)
         self._warm: asyncio.Task[None] | None = None
@@ -59,9 +62,13 @@ class _Server:
     def on_frame(self, frame: list[Any]) -> None:
         kind = frame[0]
         if kind == REQUEST:
-            rid, body = frame[1], frame[2]
-            self.tasks[rid] = asyncio.get_running_loop().create_task(self.run(rid, body))
+            self.waiting[frame[1]] = frame[2]
+            if not self.starting:
+                self.starting = True
+                asyncio.get_running_loop().call_soon(self.start_next)
         elif kind == CANCEL:
+            if self.waiting.pop(frame[1], None) is not None:
+                return
             task = self.tasks.pop(frame[1], None)
             if task is not None:
                 task.cancel()
@@ -76,6 +83,27 @@ class _Server:
                 self.client.settings = settings
         else:
             raise StreamError(f"unknown frame kind {kind!r}")
+
+    def start_next(self) -> None:
+        """Start the oldest waiting request, and the next one on the next pass of the loop.
+
+        Requests that arrive together (a burst of turns) are started one per pass, first come
+        first served: the first one's request goes out, on a connection opened for it if need
+        be, while the others wait, instead of every request of the burst waiting until all of
+        them have been built by the SDK. Measured in docs/benchmarks.md ("Turn path, sixth
+        round").
+        """
+        if not self.waiting:  # cancelled while waiting
+            self.starting = False
+            return
+        rid = next(iter(self.waiting))
+        body = self.waiting.pop(rid)
+        loop = asyncio.get_running_loop()
+        self.tasks[rid] = loop.create_task(self.run(rid, body))
+        if self.waiting:
+            loop.call_soon(self.start_next)
+        else:
+            self.starting = False
 
     async def warm_up(self) -> None:
         assert self.client is not None
@@ -113,6 +141,7 @@ class _Server:
         loop = asyncio.get_running_loop()
         await loop.create_unix_connection(lambda: self.link, sock=sock)
         await self.closed
+        self.waiting.clear()  # nobody is left to answer
         for task in list(self.tasks.values()):
             task.cancel()
         if self.tasks:

@@ -272,6 +272,74 @@ def test_child_without_a_socket_says_how_it_is_run() -> None:
     assert "started by hermesd" in done.stderr
 
 
+def test_child_answers_a_burst_in_one_write_and_drops_a_request_cancelled_before_it_began(
+) -> None:
+    def echo(request: dict[str, Any]) -> Any:
+        return reply("echo " + request["messages"][-1]["content"])
+
+    def request(rid: int) -> bytes:
+        body = (b'{"model":"scripted-model","stream":true,'
+                b'"messages":[{"role":"user","content":"m%d"}]}' % rid)
+        return msgpack.packb([modelproc.REQUEST, rid, body])
+
+    with ScriptedModelServer(rules=echo) as model:
+        proc, sock = spawn_child()
+        try:
+            burst = [settings_frame(model.url), *(request(rid) for rid in range(1, 13))]
+            # read in the same pass as the requests: request 12 has not begun yet
+            burst.append(msgpack.packb([modelproc.CANCEL, 12]))
+            sock.sendall(b"".join(burst))
+            ends: dict[int, Any] = {}
+            frames(sock, lambda f: f[0] in (modelproc.DONE, modelproc.ERROR) and bool(
+                ends.setdefault(f[1], f)) and len(ends) == 11)
+            assert sorted(ends) == list(range(1, 12))
+            for rid, frame in ends.items():
+                assert frame[:3] == [modelproc.DONE, rid,
+                                     {"role": "assistant", "content": f"echo m{rid}"}]
+            # a cancelled request never reached the model, and the child still serves
+            sock.sendall(request(13))
+            last = frames(sock, lambda f: f[0] in (modelproc.DONE, modelproc.ERROR))[-1]
+            assert last[:2] == [modelproc.DONE, 13]
+            sent = sorted(r["messages"][-1]["content"] for r in model.requests)
+            assert sent == sorted(f"m{rid}" for rid in (*range(1, 12), 13))
+        finally:
+            sock.close()
+            proc.wait(10)
+
+
+def test_requests_that_arrive_together_start_one_per_pass_first_come_first_served() -> None:
+    from hermesd import modelchild
+
+    async def scenario() -> list[list[int]]:
+        started: list[int] = []
+
+        class Attempts:  # ModelClient.attempt's shape: records the order requests begin in
+            async def attempt(self, body: bytes, on_event: Any) -> llm.Completion:
+                started.append(int(body))
+                await asyncio.sleep(0.01)
+                return llm.Completion({"role": "assistant", "content": ""}, "stop", None)
+
+        server = modelchild._Server()
+        server.client = Attempts()  # type: ignore[assignment]
+        sent: list[list[Any]] = []
+        server.link.send = sent.append  # type: ignore[method-assign]
+        for rid in range(1, 6):
+            server.on_frame([modelproc.REQUEST, rid, b"%d" % rid])
+        server.on_frame([modelproc.CANCEL, 4])  # still waiting: never begins
+        seen = []
+        for _ in range(12):
+            await asyncio.sleep(0)  # one pass of the loop
+            seen.append(list(started))
+        await asyncio.wait(list(server.tasks.values()))
+        assert [f[:2] for f in sent] == [[modelproc.DONE, rid] for rid in (1, 2, 3, 5)]
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert seen[-1] == [1, 2, 3, 5]  # in the order they came
+    growth = [len(b) - len(a) for a, b in zip([[]] + seen, seen, strict=False)]
+    assert max(growth) == 1, seen  # never two in one pass
+
+
 # --- the daemon's side, against a real child -------------------------------------------------
 
 
