@@ -7,7 +7,9 @@ is an ``AsyncBaseTransport`` of that library, passed to the SDK as
 authenticates and sends every request and reads every error status; only the bytes on the wire
 are ours. A request is one write (head and body together); a response is parsed from one
 buffer fed by an ``asyncio.Protocol``; connections are kept alive in a pool per origin, and
-one idle for more than ``KEEPALIVE_EXPIRY`` seconds is not reused (as in httpx).
+one idle for more than ``KEEPALIVE_EXPIRY`` seconds is not reused (as in httpx). The model
+client calls ``connect_ahead`` before the SDK builds a request, so that a burst of requests
+needing new connections goes out in order, each as soon as it is built.
 
 What it speaks: HTTP/1.1 over TCP or TLS, ``Content-Length``, chunked and close-delimited
 bodies, interim ``1xx`` responses, ``Connection: close``; no HTTP/2, no proxies (the model
@@ -64,6 +66,7 @@ class _Conn(asyncio.Protocol):
         self.closed = False
         self.error: BaseException | None = None
         self.received_any = False  # a byte of the current response arrived
+        self.used = False  # a request was sent on it (one opened ahead has not been)
         self.idle_since = 0.0  # time.monotonic() when it went back to the pool
         self._waiter: asyncio.Future[bool] | None = None
         self._drain: asyncio.Future[None] | None = None
@@ -337,6 +340,7 @@ class Http11Transport(http.AsyncBaseTransport):
         self._max_idle = max_idle_per_origin
         self._expiry = keepalive_expiry
         self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
+        self._origins: dict[str, tuple[str, str, int]] = {}  # connect_ahead's URLs parsed
         self._closed = False
 
     def _checkin(self, origin: tuple[str, str, int], conn: _Conn) -> None:
@@ -360,6 +364,36 @@ class Http11Transport(http.AsyncBaseTransport):
                 return conn
             conn.close()
         return None
+
+    async def connect_ahead(self, url: str, timeout: float | None) -> None:
+        """Have a kept-alive connection to ``url``'s origin idle, opening one if none is.
+
+        Called before the SDK builds a request, so that the request goes out as soon as it is
+        built. Otherwise, when many requests start together on one event loop and need new
+        connections (a burst of turns), each connect's completion waits behind the SDK work of
+        every request started after it, and none goes out until all are built. A failure is
+        left to the request, which reports it.
+        """
+        if self._closed:
+            return
+        origin = self._origins.get(url)
+        if origin is None:
+            parsed = http.URL(url)
+            scheme = parsed.scheme
+            if scheme not in ("http", "https"):
+                return
+            origin = (scheme, parsed.host, parsed.port or (443 if scheme == "https" else 80))
+            if len(self._origins) < 64:  # a handful of endpoints, but never unbounded
+                self._origins[url] = origin
+        conn = self._checkout(origin)
+        if conn is not None:  # back where it was, its idle time unchanged
+            self._idle[origin].append(conn)
+            return
+        try:
+            conn = await self._connect(origin, timeout)
+        except (http.ConnectError, http.ConnectTimeout):
+            return
+        self._checkin(origin, conn)
 
     async def _connect(self, origin: tuple[str, str, int], timeout: float | None) -> _Conn:
         scheme, host, port = origin
@@ -391,7 +425,7 @@ class Http11Transport(http.AsyncBaseTransport):
         connect_t, read_t, write_t, _ = _timeouts(request)
         data = _encode(request, await request.aread())
         conn = self._checkout(origin)
-        reused = conn is not None
+        reused = conn is not None and conn.used
         while True:
             if conn is None:
                 conn = await self._connect(origin, connect_t)
@@ -416,6 +450,7 @@ class Http11Transport(http.AsyncBaseTransport):
     async def _exchange(self, request: Any, origin: tuple[str, str, int], conn: _Conn,
                         data: bytes, read_t: float | None, write_t: float | None) -> Any:
         conn.received_any = False
+        conn.used = True
         await conn.write(data, write_t)
         for _ in range(MAX_INTERIM + 1):
             status, reason, version, headers = await self._read_head(conn, read_t)

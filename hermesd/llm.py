@@ -42,6 +42,7 @@ from hermesd.model_errors import (
 from hermesd.sse import OnEvent, StreamAccumulator, StreamEvent, read_chunks
 
 if TYPE_CHECKING:
+    from hermesd.http11 import Http11Transport
     from hermesd.modelproc import ModelProcess
 
 log = logging.getLogger("hermesd.llm")
@@ -185,6 +186,7 @@ class ModelClient:
         # pool and 100 turns at once cost more than the request itself.
         self._idle: list[Any] = []
         self._shared: Any = None  # the one client when hermesd's transport pools connections
+        self._pool: Http11Transport | None = None  # that transport
         self._retired: list[Any] = []  # clients of an older endpoint, closed by aclose()
         self._closing: set[asyncio.Task[None]] = set()
         self._generation = 0
@@ -220,7 +222,7 @@ class ModelClient:
             self._retired.extend(self._idle)
             if self._shared is not None:
                 self._retired.append(self._shared)
-            self._idle, self._shared = [], None
+            self._idle, self._shared, self._pool = [], None, None
             self._make = None
             self._usage_option = True
 
@@ -248,10 +250,9 @@ class ModelClient:
                 self._request_options = {"headers": {"x-stainless-retry-count": omit,
                                                      "x-stainless-read-timeout": omit}}
 
-                def make() -> Any:
-                    if lean:
-                        http_client = LeanAsyncClient(
-                            transport=Http11Transport(verify if verify is not True else None))
+                def make(pool: Http11Transport | None = None) -> Any:
+                    if pool is not None:
+                        http_client = LeanAsyncClient(transport=pool)
                     else:
                         http_client = openai.DefaultAsyncHttpxClient(verify=verify)
                     client = openai.AsyncOpenAI(
@@ -268,7 +269,8 @@ class ModelClient:
                     return client
 
                 if lean:  # one client: the transport's pool costs nothing per connection
-                    self._shared = make()
+                    self._pool = Http11Transport(verify if verify is not True else None)
+                    self._shared = make(self._pool)  # after the pool: attempt() checks this
                 self._raw_response = http.Response
                 # JSON bytes go as ``content`` (openai ≥ 3) or as ``body`` (1.99 to 2.x)
                 self._body_param = ("content" if "content" in inspect.signature(
@@ -457,6 +459,9 @@ class ModelClient:
         ``ModelError`` (anything else is a bug, raised as it is)."""
         client, generation = await self._checkout()
         try:
+            pool = self._pool
+            if pool is not None and client is self._shared:  # a connection, then the SDK's work
+                await pool.connect_ahead(self._completions_url, self.settings.timeout)
             acc = StreamAccumulator(on_event)
             try:
                 await self._post(client, body, acc)

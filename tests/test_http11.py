@@ -458,6 +458,83 @@ def test_a_refused_connection_is_a_retryable_failure() -> None:
     assert "cannot connect" in str(refused)
 
 
+def test_connect_ahead_opens_a_connection_only_when_none_is_idle(server: RawHTTPServer) -> None:
+    server.push(Answer(streamed("one")), Answer(streamed("two")))
+    url = server.url + "/v1/chat/completions"
+
+    async def main() -> list[str]:
+        transport = Http11Transport()
+        client = openai.DefaultAsyncHttpxClient(transport=transport, timeout=2.0)
+        texts = []
+        async with client:
+            await transport.connect_ahead(url, 2.0)
+            await transport.connect_ahead(url, 2.0)  # one is idle: nothing opened
+            for _ in range(2):
+                response = await client.post(url, content=b"{}")
+                texts.append(response.text)
+                await transport.connect_ahead(url, 2.0)  # the used one is idle again
+            await transport.connect_ahead("ftp://127.0.0.1:1/x", 2.0)  # not HTTP: ignored
+        await transport.connect_ahead(url, 2.0)  # closed: nothing opened
+        return texts
+
+    texts = asyncio.run(main())
+    assert all("data: [DONE]" in text for text in texts)
+    assert server.accepted == 1
+    assert [r.conn for r in server.requests] == [0, 0]
+
+
+def test_connect_ahead_leaves_a_refused_connection_to_the_request() -> None:
+    with RawHTTPServer() as gone:
+        url = gone.url
+
+    async def main() -> None:
+        transport = Http11Transport()
+        try:
+            await transport.connect_ahead(url + "/v1/chat/completions", 2.0)  # no exception
+        finally:
+            await transport.aclose()
+
+    asyncio.run(main())
+    [refused] = completions(url, 1)  # the request itself reports it, as before
+    assert_retryable_failure(refused, "connection to the model endpoint")
+
+
+def test_requests_started_together_go_out_as_each_is_built(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a cold pool, a burst's first request is sent before the last one is built (its
+    connection is opened before the SDK's work), not after all of them are."""
+    order: list[str] = []
+    post, exchange = ModelClient._post, Http11Transport._exchange
+
+    async def logged_post(self: ModelClient, *args: Any) -> None:
+        order.append("built")
+        await post(self, *args)
+
+    async def logged_exchange(self: Http11Transport, *args: Any) -> Any:
+        order.append("sent")
+        return await exchange(self, *args)
+
+    monkeypatch.setattr(ModelClient, "_post", logged_post)
+    monkeypatch.setattr(Http11Transport, "_exchange", logged_exchange)
+
+    async def burst(client: ModelClient) -> list[Completion | ModelError]:
+        await outcome(client)  # the SDK's first request detects the platform on a thread
+        pool = client._pool
+        assert pool is not None
+        for conns in pool._idle.values():  # cold: every request of the burst connects
+            for conn in conns:
+                conn.close()
+        order.clear()
+        return list(await asyncio.gather(*(outcome(client) for _ in range(8))))
+
+    with ScriptedModelServer([reply(f"answer {i}") for i in range(-1, 8)]) as model:
+        results = run_model(model.url, burst, base_url=model.url)
+    assert sorted(r.content for r in results if isinstance(r, Completion)) == [
+        f"answer {i}" for i in range(8)]
+    assert order.count("built") == order.count("sent") == 8
+    assert order.index("sent") < len(order) - 1 - order[::-1].index("built"), order
+
+
 # -- the request on the wire -----------------------------------------------------------------
 
 
