@@ -56,6 +56,10 @@ class HookBusLike(Protocol):
     async def invoke(self, hook_name: str, **kwargs: Any) -> list[Any]: ...
 
 
+class ReloadGateLike(Protocol):  # hermesd.plugins.ReloadGate
+    async def wait(self) -> None: ...
+
+
 class ModelClientLike(Protocol):
     settings: Any
 
@@ -132,12 +136,14 @@ class AgentLoop:
     """Runs turns; one instance serves every session of the daemon."""
 
     def __init__(self, store: SessionStore, registry: ToolRegistryLike, hooks: HookBusLike,
-                 client: ModelClientLike, settings: AgentSettings | None = None) -> None:
+                 client: ModelClientLike, settings: AgentSettings | None = None,
+                 reloads: ReloadGateLike | None = None) -> None:
         self.store = store
         self.registry = registry
         self.hooks = hooks
         self.client = client
         self.settings = settings or AgentSettings()
+        self.reloads = reloads  # a turn starts once no plugin reload runs
 
     def check_ready(self) -> None:
         """Raise ``ModelNotConfigured`` when no endpoint is configured (call before a turn)."""
@@ -288,6 +294,8 @@ class _Turn:
 
     async def _turn(self) -> None:
         store = self.store
+        if self.loop.reloads is not None:  # hooks and tools half unloaded: wait for them
+            await self.loop.reloads.wait()
 
         def begin() -> tuple[Any, list[dict[str, Any]]]:  # one trip to the DB thread
             session = store.get_session(self.session_id)  # SessionNotFound: nothing stored

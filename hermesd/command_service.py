@@ -94,10 +94,11 @@ class CommandService:
     # --- service protocol --------------------------------------------------------------------
 
     def bind(self, router: Router) -> None:
-        router.bind("command.run", self.rpc_command_run)
-        router.bind("commands.list", self.rpc_commands_list)
-        router.bind("cli.list", self.rpc_cli_list)
-        router.bind("cli.run", self.rpc_cli_run)
+        guard = self.host.gate.guard  # each waits while a plugin reload runs
+        router.bind("command.run", guard(self.rpc_command_run))
+        router.bind("commands.list", guard(self.rpc_commands_list))
+        router.bind("cli.list", guard(self.rpc_cli_list))
+        router.bind("cli.run", guard(self.rpc_cli_run))
 
     async def start(self) -> None:
         pass

@@ -94,7 +94,8 @@ class PluginAdminService:
         assert self._lock is not None, "service not started"
         async with self._lock:
             self._refresh_settings()
-            records = await asyncio.to_thread(self.host.plugins.reload)
+            with self.host.gate:  # requests for plugins wait instead of finding them gone
+                records = await asyncio.to_thread(self.host.plugins.reload)
         loaded = [r for r in records if r.loaded]
         failed = [r for r in records if r.state == "error"]
         summary = f"Reloaded plugins: {len(loaded)} loaded"

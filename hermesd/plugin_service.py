@@ -27,11 +27,12 @@ class PluginService:
         self.enabled_toolsets = enabled_toolsets
 
     def bind(self, router: Router) -> None:
-        router.bind("plugins.list", self.rpc_plugins_list)
-        router.bind("tools.list", self.rpc_tools_list)
-        router.bind("tools.call", self.rpc_tools_call)
-        router.bind("skills.list", self.rpc_skills_list)
-        router.bind("skills.view", self.rpc_skills_view)
+        guard = self.host.gate.guard  # each waits while a plugin reload runs
+        router.bind("plugins.list", guard(self.rpc_plugins_list))
+        router.bind("tools.list", guard(self.rpc_tools_list))
+        router.bind("tools.call", guard(self.rpc_tools_call))
+        router.bind("skills.list", guard(self.rpc_skills_list))
+        router.bind("skills.view", guard(self.rpc_skills_view))
 
     async def start(self) -> None:
         self.host.tools.attach_loop(asyncio.get_running_loop())

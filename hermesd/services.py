@@ -45,7 +45,8 @@ def wire_services(daemon: Daemon) -> None:
         transform_output=functools.partial(host.hooks.transform, "transform_terminal_output"))
     client = ModelClient(ModelSettings.from_config(cfg))
     agent = AgentLoop(store, host.tools, host.hooks, client,
-                      AgentSettings.from_config(cfg, skills_index=host.skills.index_text()))
+                      AgentSettings.from_config(cfg, skills_index=host.skills.index_text()),
+                      reloads=host.gate)
     sessions = SessionService(store, agent, host.hooks)
     sessions_ref.append(sessions)
     secrets = redact.configure(os.environ, config.load_dotenv_file(home))

@@ -419,6 +419,54 @@ def test_reload_during_a_turn_lets_the_turn_finish_with_the_tools_it_started_wit
         assert [json.loads(r) for r in tool_results] == [{"version": "v1"}, {"version": "v1"}]
 
 
+HELD_INIT = """
+import os, time
+from pathlib import Path
+
+HOME = Path(os.environ["HERMES_HOME"])
+
+def register(ctx):
+    loads = HOME / "held-loads"
+    loads.write_text(loads.read_text() + "x" if loads.exists() else "x")
+    if len(loads.read_text()) > 1:  # a reload: wait until the test lets it go
+        deadline = time.monotonic() + 20
+        while not (HOME / "held-go").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+"""
+
+
+def test_requests_for_plugins_wait_for_a_reload_instead_of_finding_them_gone(
+        start: Start) -> None:
+    home = short_tmpdir()
+    # "aheld" loads before "notes": while it is held, notes is unloaded and not yet back
+    write_plugin(home / "plugins", "aheld", HELD_INIT)
+    write_plugin(home / "plugins", "notes", notes_init("v1"))
+    script = [call_tools(tool_call("read_notes", {})), reply("done")]
+    with ScriptedModelServer(script) as srv:
+        daemon = start(home, config=f"model:\n  base_url: {srv.url}\n  default: m\n", env=ENV)
+        with daemon.client() as admin, daemon.client() as tools, daemon.client() as chat:
+            reload = admin.send("plugins.reload")
+            deadline = time.monotonic() + 10
+            while (home / "held-loads").read_text() != "xx":  # the reload is under way
+                assert time.monotonic() < deadline, daemon.log()
+                time.sleep(0.02)
+            call = tools.send("tools.call", {"name": "read_notes"})
+            listing = tools.send("tools.list")
+            sid = chat.call("session.create")["id"]
+            turn = chat.send("session.send", {"session_id": sid, "message": "go", "wait": True})
+            time.sleep(0.3)
+            assert not srv.requests  # the turn waits too
+            (home / "held-go").write_text("")
+            assert admin.wait(reload, timeout=20)["loaded"] == ["aheld", "notes"]
+            assert json.loads(tools.wait(call, timeout=20)["result"]) == {"marker": "v1"}
+            assert "read_notes" in [t["name"] for t in tools.wait(listing, timeout=20)["tools"]]
+            result = chat.wait(turn, timeout=20)
+    assert result["status"] == "completed" and result["final_text"] == "done"
+    assert "read_notes" in [t["function"]["name"] for t in srv.requests[0]["tools"]]
+    assert json.loads(next(m["content"] for m in srv.requests[-1]["messages"]
+                           if m["role"] == "tool")) == {"marker": "v1"}
+
+
 def test_a_plugin_that_now_fails_is_reported_and_the_rest_keep_working(start: Start) -> None:
     home = short_tmpdir()
     write_plugin(home / "plugins", "notes", notes_init("v1"))

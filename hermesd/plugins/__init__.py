@@ -14,12 +14,13 @@ manager from the daemon's configuration: it is the one call the daemon needs.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import wait as futures_wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from hermesd.commands import CommandRegistry
 from hermesd.hooks import DEFAULT_HOOK_TIMEOUT, HookBus
@@ -260,6 +261,49 @@ def _drift(kind: str, declared: list[str], actual: list[str], field: str) -> lis
     return findings
 
 
+class ReloadGate:
+    """Closed while a reload has the plugins' registrations half undone.
+
+    A reload unloads every plugin, then loads them again on a worker thread; in between,
+    tools, hooks, commands and skills are missing. Requests that read them wait at the gate
+    (`guard`, `wait`) until the reload ends instead of finding a tool unknown; with no reload
+    running, passing costs nothing. Opened and closed on the event loop's thread.
+    """
+
+    def __init__(self) -> None:
+        self._holders = 0
+        self._open = asyncio.Event()
+        self._open.set()
+
+    def __enter__(self) -> Self:
+        self._holders += 1
+        self._open.clear()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._holders -= 1
+        if not self._holders:
+            self._open.set()
+
+    async def wait(self) -> None:
+        """Return once no reload runs (at once when none does)."""
+        while self._holders:
+            await self._open.wait()
+
+    def guard(self, handler: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        """An RPC handler that waits at the gate first (sync: it runs at once when open)."""
+        def guarded(call: Any, params: Any) -> Any:
+            if not self._holders:
+                return handler(call, params)
+            return self._after(handler, call, params)
+        return guarded
+
+    async def _after(self, handler: Callable[[Any, Any], Any], call: Any, params: Any) -> Any:
+        await self.wait()
+        result = handler(call, params)
+        return await result if inspect.isawaitable(result) else result
+
+
 @dataclass
 class PluginHost:
     """Everything plugins plug into, built together."""
@@ -270,6 +314,7 @@ class PluginHost:
     commands: CommandRegistry
     skills: SkillCatalog
     plugins: PluginManager
+    gate: ReloadGate = field(default_factory=ReloadGate)
 
 
 def _setting(config: Any, dotted: str, default: Any) -> Any:
