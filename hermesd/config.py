@@ -53,6 +53,8 @@ SCHEMA: dict[str, Any] = {
     "log_level": _S((str,), "INFO", "DEBUG, INFO, WARNING or ERROR",
                     ("DEBUG", "INFO", "WARNING", "ERROR")),
     "shutdown_timeout": _S(_num, 10.0, "seconds in-flight requests get on SIGTERM"),
+    "switch_interval": _S(_num, 0.0005, "seconds a plugin thread may hold Python's "
+                          "interpreter lock while the event loop waits for it (0 < x ≤ 0.1)"),
     "model": {
         "provider": _S((str,), "custom", "informational; any OpenAI-compatible endpoint works"),
         "base_url": _S((str,), None, "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1"),
@@ -180,6 +182,10 @@ def parse(text: str, path: Path | None = None) -> Config:
     mode = (data.get("socket") or {}).get("mode")
     if mode is not None and parse_mode(mode) is None:
         raise ConfigError("'socket.mode' must be an octal mode such as '0660'")
+    switch = data.get("switch_interval")
+    if switch is not None and not 0 < switch <= 0.1:
+        raise ConfigError(f"'switch_interval' must be more than 0 and at most 0.1 seconds, "
+                          f"got {switch}")
     return Config(data, warnings, path)
 
 

@@ -177,6 +177,7 @@ class Daemon:
             raise
         self.config = cfg
         logs.set_level(self.log_level or cfg.get("log_level"))
+        sys.setswitchinterval(float(cfg.get("switch_interval")))
         for warning in cfg.warnings:
             log.warning("config: %s", warning)
         for service in self.services:
@@ -301,6 +302,11 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("config: %s", warning)
     socket_path = paths.daemon_socket(home, args.socket, cfg.get("socket.path"))
     raise_fd_limit()
+    # Plugin code runs on worker threads beside the event loop; a thread running Python holds
+    # the interpreter lock for up to this long before the loop gets it back (Python's default
+    # is 5 ms: ping p50 5.3 ms while a CPU-bound tool runs, 0.8 ms at 0.5 ms;
+    # docs/benchmarks.md, "Turn path, sixth round").
+    sys.setswitchinterval(float(cfg.get("switch_interval")))
     try:
         return asyncio.run(_run(home, cfg, socket_path, args.log_level))
     except KeyboardInterrupt:

@@ -31,6 +31,9 @@ def _run_hermesd(home, *args: str, env: dict[str, str] | None = None) -> subproc
     ("approvals:\n  mode: sometimes\n", "approvals.mode"),
     ("agent: 5\n", "agent"),
     ("shutdown_timeout: true\n", "shutdown_timeout"),
+    ("switch_interval: fast\n", "switch_interval"),
+    ("switch_interval: 0\n", "switch_interval"),
+    ("switch_interval: 0.5\n", "switch_interval"),
 ])
 def test_wrong_types_exit_78_naming_the_key(home, text: str, key: str) -> None:
     (home / "config.yaml").write_text(text)
@@ -113,6 +116,37 @@ def test_the_running_daemon_collects_young_objects_less_often(start, home) -> No
     daemon = start(home=home)
     result = daemon.call("tools.call", {"name": "gc_threshold", "args": {}})["result"]
     assert json.loads(result)[0] == YOUNG_COLLECTION_EVERY > 700
+
+
+def test_switch_interval_is_set_at_start_and_on_reload_and_a_bad_one_is_refused(
+        start, home) -> None:
+    # Read from inside the daemon by a plugin tool, which runs on a worker thread.
+    write_plugin(home / "plugins", "gilprobe", """
+        import sys
+
+        def register(ctx):
+            ctx.register_tool(name="switch_interval", toolset="gilprobe",
+                              schema={"name": "switch_interval", "description": "interval",
+                                      "parameters": {"type": "object", "properties": {}}},
+                              handler=lambda args, **kw: repr(sys.getswitchinterval()))
+        """)
+    enabled = "plugins:\n  enabled: [gilprobe]\n"
+    (home / "config.yaml").write_text(enabled)
+    daemon = start(home=home)
+
+    def interval() -> float:
+        return float(daemon.call("tools.call", {"name": "switch_interval", "args": {}})["result"])
+
+    assert interval() == pytest.approx(config.SCHEMA["switch_interval"].default)
+    assert interval() < 0.005  # below Python's default
+    (home / "config.yaml").write_text(enabled + "switch_interval: 0.002\n")
+    daemon.call("config.reload")
+    assert interval() == pytest.approx(0.002)
+    (home / "config.yaml").write_text(enabled + "switch_interval: -1\n")
+    with daemon.client() as c, pytest.raises(RpcError) as err:
+        c.call("config.reload")
+    assert "'switch_interval'" in err.value.message
+    assert interval() == pytest.approx(0.002)  # the running one stays
 
 
 def test_sigterm_lets_in_flight_requests_finish_then_exits_0(daemon: DaemonProcess) -> None:
