@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Cost of the plugin host: start-up with 50 plugins, and a ``tools.call`` round trip.
+"""Cost of the plugin host: start-up with 50 plugins, a ``tools.call`` round trip, and the event
+loop while a plugin tool burns CPU.
 
 **Start-up**: time from spawning ``python -m hermesd`` to its ``READY=1`` on NOTIFY_SOCKET, with
 50 generated plugins in ``$HERMES_HOME/plugins`` (each: a manifest, a package with a relative
@@ -11,6 +12,11 @@ calculator; sequential ``tools.call`` of ``calculate`` (through the whole pipeli
 checks, hooks, a worker thread, the calculator's post_tool_call hook) against sequential
 ``ping`` on the same connection, in interleaved rounds.
 
+**Busy tool**: ``ping`` round trips on one connection while a plugin tool spins on a worker
+thread (a pure-Python loop for a fixed time) on another, with hermesd's ``switch_interval``
+(0.5 ms) against Python's default (5 ms, set in ``config.yaml``); daemons alternate A/B/B/A.
+The tool's loop count shows what the shorter interval costs it.
+
     python bench/plugins.py            # the full run (about half a minute)
     python bench/plugins.py --quick    # a smoke run (a few seconds)
 """
@@ -18,6 +24,7 @@ checks, hooks, a worker thread, the calculator's post_tool_call hook) against se
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import socket
@@ -172,8 +179,58 @@ def round_trips(rounds: int, per_round: int) -> dict[str, list[float]]:
     return samples
 
 
+BUSY_INIT = """
+import json, time
+
+def spin(args, **kwargs):
+    end = time.monotonic() + float(args.get("seconds", 1))
+    loops = 0
+    while time.monotonic() < end:
+        loops += 1
+    return json.dumps({"loops": loops})
+
+def register(ctx):
+    ctx.register_tool("spin", "busy", {
+        "name": "spin", "description": "Run a pure-Python loop for the given seconds and "
+        "return how many times it went round",
+        "parameters": {"type": "object", "properties": {"seconds": {"type": "number"}}}}, spin)
+"""
+BUSY_CASES = {"0.5 ms (hermesd's default)": None, "5 ms (Python's default)": 0.005}
+
+
+def busy_tool(rounds: int, seconds: float) -> dict[str, dict[str, list[float]]]:
+    """Per case: ping round trips (s) while the spin tool runs, and the tool's loop counts."""
+    out: dict[str, dict[str, list[float]]] = {c: {"ping": [], "loops": []} for c in BUSY_CASES}
+    for case in common.interleaved(rounds, list(BUSY_CASES)):
+        home = common.scratch_dir("hbb-")
+        (home / "plugins" / "busy").mkdir(parents=True)
+        (home / "plugins" / "busy" / "plugin.yaml").write_text("name: busy\nversion: 1.0.0\n")
+        (home / "plugins" / "busy" / "__init__.py").write_text(BUSY_INIT)
+        interval = BUSY_CASES[case]
+        if interval is not None:
+            (home / "config.yaml").write_text(f"switch_interval: {interval}\n")
+        daemon = Start(home, {"HERMES_BUNDLED_PLUGINS": ""})
+        try:
+            with Client.connect(daemon.socket, timeout=30) as tool, \
+                    Client.connect(daemon.socket, timeout=30) as probe:
+                pending = tool.send("tools.call", {"name": "spin", "args": {"seconds": seconds}})
+                time.sleep(0.1)  # the tool is running
+                end = time.monotonic() + seconds - 0.2
+                while time.monotonic() < end:
+                    t0 = time.perf_counter()
+                    probe.call("ping")
+                    out[case]["ping"].append(time.perf_counter() - t0)
+                    time.sleep(0.005)
+                result = json.loads(tool.wait(pending, timeout=seconds + 30)["result"])
+                out[case]["loops"].append(float(result["loops"]))
+        finally:
+            daemon.stop()
+            shutil.rmtree(home, ignore_errors=True)
+    return out
+
+
 def report(start_ms: dict[str, dict[str, list[float]]], rtt: dict[str, list[float]],
-           args: argparse.Namespace) -> str:
+           busy: dict[str, dict[str, list[float]]], args: argparse.Namespace) -> str:
     none, many = start_ms["0 plugins"]["wall"], start_ms[f"{PLUGINS} plugins"]["wall"]
     cpu_none, cpu_many = start_ms["0 plugins"]["cpu"], start_ms[f"{PLUGINS} plugins"]["cpu"]
     per_plugin = (median(many) - median(none)) / PLUGINS
@@ -213,6 +270,26 @@ def report(start_ms: dict[str, dict[str, list[float]]], rtt: dict[str, list[floa
         f"(+{(median(calc) - median(ping)) * us:.0f} µs for the pipeline; the handler and "
         "the calculator's sync `post_tool_call` hook each run on a worker thread).",
     ]
+    ours, python = (busy[c] for c in BUSY_CASES)
+    ms = 1000
+    lines += [
+        "",
+        (f"**Busy tool**: `ping` every 5 ms on one connection while a plugin tool runs a "
+         f"pure-Python loop for {args.spin:g} s on a worker thread (another connection), "
+         f"{args.busy_rounds} daemons per `switch_interval`, interleaved "
+         f"({len(ours['ping'])} and {len(python['ping'])} pings)."),
+        "",
+        "| `switch_interval` | ping p50 | p99 | max | the tool's loops (median) |",
+        "|---|---|---|---|---|",
+        *(f"| {case} | {median(busy[case]['ping']) * ms:.2f} ms | "
+          f"{percentile(busy[case]['ping'], 99) * ms:.2f} ms | "
+          f"{max(busy[case]['ping']) * ms:.2f} ms | {median(busy[case]['loops']) / 1e6:.1f} M |"
+          for case in BUSY_CASES),
+        "",
+        (f"Ratio Python's default / hermesd's (ping p50): "
+         f"**{median(python['ping']) / median(ours['ping']):.1f}×**; the tool's loops "
+         f"{median(ours['loops']) / median(python['loops']):.2f}× as many with hermesd's."),
+    ]
     return "\n".join(lines)
 
 
@@ -222,15 +299,17 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args()
     if args.quick:
-        args.start_rounds, args.rounds, args.calls = 2, 4, 100
+        args.start_rounds, args.rounds, args.calls, args.busy_rounds, args.spin = 2, 4, 100, 2, 1
     else:
-        args.start_rounds, args.rounds, args.calls = 16, 20, 500
+        args.start_rounds, args.rounds, args.calls, args.busy_rounds, args.spin = 16, 20, 500, 4, 2
     started, machine_line = common.now_utc(), common.machine()
     print(f"start-up: {args.start_rounds} starts per case", flush=True)
     start_ms = startup(args.start_rounds)
     print(f"round trip: {args.rounds} rounds × {args.calls} calls per method", flush=True)
     rtt = round_trips(args.rounds, args.calls)
-    body = report(start_ms, rtt, args)
+    print(f"busy tool: {args.busy_rounds} daemons per switch_interval", flush=True)
+    busy = busy_tool(args.busy_rounds, args.spin)
+    body = report(start_ms, rtt, busy, args)
     common.publish(args, "plugins", "Plugins: start-up with 50 plugins, tools.call round trip",
                    body, started, machine_line)
     return 0
