@@ -14,7 +14,7 @@ checks, hooks, a worker thread, the calculator's post_tool_call hook) against se
 
 **Busy tool**: ``ping`` round trips on one connection while a plugin tool spins on a worker
 thread (a pure-Python loop for a fixed time) on another, with hermesd's ``switch_interval``
-(0.5 ms) against Python's default (5 ms, set in ``config.yaml``); daemons alternate A/B/B/A.
+(1 ms) against Python's default (5 ms, set in ``config.yaml``); daemons alternate A/B/B/A.
 The tool's loop count shows what the shorter interval costs it.
 
     python bench/plugins.py            # the full run (about half a minute)
@@ -195,7 +195,7 @@ def register(ctx):
         "return how many times it went round",
         "parameters": {"type": "object", "properties": {"seconds": {"type": "number"}}}}, spin)
 """
-BUSY_CASES = {"0.5 ms (hermesd's default)": None, "5 ms (Python's default)": 0.005}
+BUSY_CASES = {"1 ms (hermesd's default)": None, "5 ms (Python's default)": 0.005}
 
 
 def busy_tool(rounds: int, seconds: float) -> dict[str, dict[str, list[float]]]:

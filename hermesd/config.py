@@ -53,7 +53,7 @@ SCHEMA: dict[str, Any] = {
     "log_level": _S((str,), "INFO", "DEBUG, INFO, WARNING or ERROR",
                     ("DEBUG", "INFO", "WARNING", "ERROR")),
     "shutdown_timeout": _S(_num, 10.0, "seconds in-flight requests get on SIGTERM"),
-    "switch_interval": _S(_num, 0.0005, "seconds a plugin thread may hold Python's "
+    "switch_interval": _S(_num, 0.001, "seconds a plugin thread may hold Python's "
                           "interpreter lock while the event loop waits for it (0 < x ≤ 0.1)"),
     "model": {
         "provider": _S((str,), "custom", "informational; any OpenAI-compatible endpoint works"),

@@ -304,8 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     raise_fd_limit()
     # Plugin code runs on worker threads beside the event loop; a thread running Python holds
     # the interpreter lock for up to this long before the loop gets it back (Python's default
-    # is 5 ms: ping p50 5.3 ms while a CPU-bound tool runs, 0.8 ms at 0.5 ms;
-    # docs/benchmarks.md, "Turn path, sixth round").
+    # is 5 ms; docs/systemd.md, "Plugin threads and the event loop").
     sys.setswitchinterval(float(cfg.get("switch_interval")))
     try:
         return asyncio.run(_run(home, cfg, socket_path, args.log_level))
