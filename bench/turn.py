@@ -366,12 +366,13 @@ def main() -> int:
     with ScriptedModelServer(rules=calculator_rules) as server:
         whole = bench_whole_process(server.url, 4 if quick else 20, ref_runs)
     overhead = {n: bench_overhead(20 if quick else 200, n) for n in (HOOK_PLUGINS, 0)}
-    # (c) varies ±15% from run to run on a shared 2-CPU machine: four runs of each placement
-    # and model.process, interleaved, the median shown
+    # (c) varies ±15% from run to run on a shared 2-CPU machine, and a slow spell of the machine
+    # slows every run of one round: five runs of each placement and model.process, interleaved,
+    # the median shown (two slow rounds do not move it)
     count = 20 if quick else 100
     two_cpus = len(os.sched_getaffinity(0)) >= 2
     placements: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for _ in range(1 if quick else 4):
+    for _ in range(1 if quick else 5):
         for process in PROCESS_MODES:
             runs_now = {"shared": {}, "confined": {"cpu": 0}}
             if two_cpus:
