@@ -2,8 +2,9 @@
 `hermesd.modelproc.ModelProcess` with its end of a socket pair as FD.
 
 It runs `hermesd.llm.ModelClient.attempt` for every REQUEST frame (settings from CONFIGURE; a
-CANCEL cancels one; requests that arrive together start one per pass of the loop), sends the stream's events and the folded message back, and its log records
-as LOG frames; READY once the SDK is imported. It exits when the socket closes. The frames are
+CANCEL cancels one; requests that arrive together start one per pass of the loop), sends the
+stream's events and the folded message back, and its log records as LOG frames; READY once
+the SDK is imported. It exits when the socket closes. The frames are
 described in `hermesd.modelproc`, which owns them; nothing here touches sessions or the store.
 """
 
