@@ -66,8 +66,9 @@ SCHEMA: dict[str, Any] = {
         "transport": _S((str,), "hermesd", "HTTP under the openai SDK: hermesd's lean HTTP/1.1 "
                         "transport, or the SDK's default httpx one", ("hermesd", "httpx")),
         "process": _S((str,), "auto", "where model requests are sent and read: a child process "
-                      "of the daemon (separate), the daemon's event loop (inline), or separate "
-                      "when the daemon may use 2+ CPUs (auto)", ("auto", "separate", "inline")),
+                      "of the daemon (separate), the daemon's event loop (inline), or the loop "
+                      "until 8 are in flight there and the child beyond, when the daemon may use "
+                      "2+ CPUs (auto)", ("auto", "separate", "inline")),
         "process_idle_exit": _S(_num, 300.0, "seconds the model client process started by "
                                 "model.process: auto may sit idle before it exits"),
     },

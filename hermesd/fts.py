@@ -93,6 +93,7 @@ def search(conn: sqlite3.Connection, query: str, limit: int = 20, *,
                       role=r["role"], snippet=r["snip"], created_at=r["created_at"])
             for r in rows]
 
+
 def index_pending(conn: sqlite3.Connection) -> int:
     """Index every message listed in ``fts_pending`` and unlist it; return how many.
 

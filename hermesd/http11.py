@@ -378,11 +378,9 @@ class Http11Transport(http.AsyncBaseTransport):
             return
         origin = self._origins.get(url)
         if origin is None:
-            parsed = http.URL(url)
-            scheme = parsed.scheme
-            if scheme not in ("http", "https"):
+            origin = _origin(http.URL(url))
+            if origin is None:
                 return
-            origin = (scheme, parsed.host, parsed.port or (443 if scheme == "https" else 80))
             if len(self._origins) < 64:  # a handful of endpoints, but never unbounded
                 self._origins[url] = origin
         conn = self._checkout(origin)
@@ -417,11 +415,9 @@ class Http11Transport(http.AsyncBaseTransport):
     async def handle_async_request(self, request: Any) -> Any:
         if self._closed:
             raise http.ConnectError("the HTTP transport is closed")
-        url = request.url
-        scheme = url.scheme
-        if scheme not in ("http", "https"):
-            raise http.UnsupportedProtocol(f"unsupported URL scheme {scheme!r}")
-        origin = (scheme, url.host, url.port or (443 if scheme == "https" else 80))
+        origin = _origin(request.url)
+        if origin is None:
+            raise http.UnsupportedProtocol(f"unsupported URL scheme {request.url.scheme!r}")
         connect_t, read_t, write_t, _ = _timeouts(request)
         data = _encode(request, await request.aread())
         conn = self._checkout(origin)
@@ -496,6 +492,14 @@ class Http11Transport(http.AsyncBaseTransport):
         for conns in idle.values():
             for conn in conns:
                 conn.close()
+
+
+def _origin(url: Any) -> tuple[str, str, int] | None:
+    """Scheme, host and port of an http(s) URL (the pool's key); None for another scheme."""
+    scheme = url.scheme
+    if scheme not in ("http", "https"):
+        return None
+    return scheme, url.host, url.port or (443 if scheme == "https" else 80)
 
 
 def _framing(method: str, status: int, version: bytes, headers: list[tuple[bytes, bytes]]
