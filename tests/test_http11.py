@@ -483,6 +483,18 @@ def test_connect_ahead_opens_a_connection_only_when_none_is_idle(server: RawHTTP
     assert [r.conn for r in server.requests] == [0, 0]
 
 
+def test_a_url_that_is_not_http_is_refused_by_the_transport() -> None:
+    async def main() -> None:
+        transport = Http11Transport()
+        try:
+            with pytest.raises(http.UnsupportedProtocol, match="'ftp'"):
+                await transport.handle_async_request(http.Request("GET", "ftp://127.0.0.1/x"))
+        finally:
+            await transport.aclose()
+
+    asyncio.run(main())
+
+
 def test_connect_ahead_leaves_a_refused_connection_to_the_request() -> None:
     with RawHTTPServer() as gone:
         url = gone.url
