@@ -467,6 +467,26 @@ def test_requests_for_plugins_wait_for_a_reload_instead_of_finding_them_gone(
                            if m["role"] == "tool")) == {"marker": "v1"}
 
 
+def test_a_plugin_that_hangs_in_a_reload_holds_requests_only_for_its_load_timeout(
+        start: Start) -> None:
+    home = short_tmpdir()
+    write_plugin(home / "plugins", "aheld", HELD_INIT)  # never let go: it hangs on reload
+    write_plugin(home / "plugins", "notes", notes_init("v1"))
+    daemon = start(home, config="plugins:\n  load_timeout: 1\n", env=ENV)
+    with daemon.client() as admin, daemon.client() as tools:
+        reload = admin.send("plugins.reload")
+        deadline = time.monotonic() + 10
+        while (home / "held-loads").read_text() != "xx":
+            assert time.monotonic() < deadline, daemon.log()
+            time.sleep(0.02)
+        call = tools.send("tools.call", {"name": "read_notes"})
+        result = admin.wait(reload, timeout=20)
+        assert result["loaded"] == ["notes"]
+        assert [f["key"] for f in result["failed"]] == ["aheld"]
+        assert json.loads(tools.wait(call, timeout=20)["result"]) == {"marker": "v1"}
+        assert daemon.call("ping")["pong"]
+
+
 def test_a_plugin_that_now_fails_is_reported_and_the_rest_keep_working(start: Start) -> None:
     home = short_tmpdir()
     write_plugin(home / "plugins", "notes", notes_init("v1"))
