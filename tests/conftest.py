@@ -5,9 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import os
+
 import pytest
 
-from tests.support.daemon import DaemonProcess, remove_scratch_dirs, short_tmpdir, start_daemon
+from tests.support.daemon import (
+    DaemonProcess,
+    checkout_pythonpath,
+    remove_scratch_dirs,
+    short_tmpdir,
+    start_daemon,
+)
+
+# Every process a test starts (a daemon, hermesctl, a helper script) imports this checkout.
+os.environ["PYTHONPATH"] = checkout_pythonpath(os.environ.get("PYTHONPATH"))
 
 
 @pytest.fixture
@@ -65,6 +76,19 @@ def shared_daemon() -> Iterator[DaemonProcess]:
 def home():
     """A short, empty HERMES_HOME."""
     return short_tmpdir()
+
+
+_MARKERS = ("unit", "e2e", "reliability", "nix")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its directory's name (``tests/unit`` → ``unit``), so ``-m`` selects."""
+    for item in items:
+        parts = item.path.parts
+        for marker in _MARKERS:
+            if marker in parts:
+                item.add_marker(marker)
+                break
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -23,6 +23,13 @@ from hermesctl.client import Client
 REPO = Path(__file__).resolve().parents[2]
 
 
+def checkout_pythonpath(existing: str | None = None) -> str:
+    """``PYTHONPATH`` that puts this checkout first: a child ``python -m hermesd`` then runs the
+    code under test, not whatever copy was last installed into the virtualenv."""
+    parts = [str(REPO)] + [p for p in (existing or "").split(os.pathsep) if p and p != str(REPO)]
+    return os.pathsep.join(parts)
+
+
 class NotifyListener:
     """A datagram socket standing in for systemd's notification socket."""
 
@@ -99,6 +106,7 @@ def daemon_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str
                                 "JOURNAL_", "XDG_RUNTIME"))}
     env["HERMES_HOME"] = str(home)
     env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = checkout_pythonpath(env.get("PYTHONPATH"))
     env.update(extra or {})
     return env
 
@@ -209,6 +217,7 @@ def run_hermesctl(args: list[str], env: dict[str, str] | None = None,
                   input: str | None = None, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
     """Run the hermesctl CLI as a separate process."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    full_env["PYTHONPATH"] = checkout_pythonpath(full_env.get("PYTHONPATH"))
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "hermesctl", *args], env=full_env,
                           capture_output=True, text=True, input=input, timeout=timeout)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.support.daemon import REPO
-from tests.test_nix_module import STORE_PATH, enabled, evaluate, needs_nix
+from tests.nix.test_module import STORE_PATH, enabled, evaluate, needs_nix
 
 CONTRIB = REPO / "contrib" / "systemd"
 RENDER = REPO / "nix" / "render_units.py"

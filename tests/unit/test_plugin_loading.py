@@ -527,7 +527,7 @@ def test_bundled_calculator_lists_as_the_guide_shows(hermes_home: Path) -> None:
 def test_guide_listing_for_the_calculator_alone(hermes_home: Path, tmp_path: Path) -> None:
     bundled = tmp_path / "only-calculator"
     bundled.mkdir()
-    (bundled / "calculator").symlink_to(Path(__file__).resolve().parents[1] / "plugins" /
+    (bundled / "calculator").symlink_to(Path(__file__).resolve().parents[2] / "plugins" /
                                         "calculator")
     built = make_host(hermes_home, env={"HERMES_BUNDLED_PLUGINS": str(bundled)})
     try:

@@ -53,7 +53,7 @@ def test_hook_table_kwargs_include_the_contract_arguments() -> None:
 
 
 def test_docs_plugins_md_contains_the_hook_table_generated_from_HOOKS() -> None:
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "plugins.md").read_text()
     assert hook_table_markdown() in doc
     for name in HOOKS:
         assert f"`{name}`" in doc

@@ -10,7 +10,7 @@ import pytest
 
 from hermesd.approvals import patterns
 
-CORPUS = json.loads((Path(__file__).parent / "data" / "approval_corpus.json").read_text())
+CORPUS = json.loads((Path(__file__).parents[1] / "data" / "approval_corpus.json").read_text())
 
 
 def test_corpus_has_at_least_sixty_dangerous_and_sixty_harmless_commands() -> None:

@@ -287,7 +287,7 @@ def test_messages_a_killed_process_left_unindexed_are_indexed_at_open(tmp_path: 
         "s.append_message(sid, 'user', 'orphaned pelican')\n"
         "os._exit(0)\n")  # no close(): what SIGKILL leaves
     subprocess.run([sys.executable, "-c", script, str(path)], check=True,
-                   cwd=Path(__file__).resolve().parents[1])
+                   cwd=Path(__file__).resolve().parents[2])
     assert pending(path) == 1
     store = SessionStore(path)
     try:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support.daemon import REPO
-from tests.test_nix_module import STORE_PATH, needs_nix, nix_eval
+from tests.nix.test_module import STORE_PATH, needs_nix, nix_eval
 
 NIX = shutil.which("nix")
 SYSTEMS = ["aarch64-linux", "x86_64-linux"]

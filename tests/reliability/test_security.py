@@ -25,7 +25,7 @@ from hermesd.protocol import Codes, RpcError
 from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 from tests.support.plugin_factory import schema, write_plugin
-from tests.test_calculator import ESCAPES, SAFETY_BOUND_S
+from tests.unit.test_calculator import ESCAPES, SAFETY_BOUND_S
 
 Start = Callable[..., DaemonProcess]
 
