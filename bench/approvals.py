@@ -29,10 +29,10 @@ from common import median, percentile
 
 from hermesd.approvals import patterns
 from hermesd.approvals.broker import ApprovalBroker
-from hermesd.config import Config
-from hermesd.hooks import HookBus
+from hermesd.daemon.config import Config
+from hermesd.plugins.hooks import HookBus
 from hermesd.redact import Redactor
-from hermesd.store import SessionStore
+from hermesd.store.sessions import SessionStore
 from hermesd.tools.builtin_files import TERMINAL_SCHEMA
 from hermesd.tools.registry import ToolRegistry
 

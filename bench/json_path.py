@@ -1,4 +1,4 @@
-"""JSON on the model round's hot path: hermesd's own functions with ``hermesd.fastjson``
+"""JSON on the model round's hot path: hermesd's own functions with ``hermesd.model.fastjson``
 (orjson) and with the standard library's ``json`` in its place, side by side in one run.
 
 (a) ``ModelClient._encode``: the request body of a round, for sessions of 4, 40 and 400
@@ -29,8 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common
 from common import interleaved, machine, median, now_utc
 
-from hermesd import fastjson, llm, sse
-from hermesd.llm import ModelClient, ModelSettings
+from hermesd.model import fastjson
+
+from hermesd.model import client as llm
+
+from hermesd.model import stream as sse
+from hermesd.model.client import ModelClient, ModelSettings
 
 
 def _stdlib_dumps(value: Any) -> bytes:
@@ -165,7 +169,7 @@ def main() -> int:
         rows.append(f"| an answer in {chunks} chunks (`read_chunks` + `StreamAccumulator`) | "
                     f"{fast * 1e6:.1f} µs | {slow * 1e6:.1f} µs | {slow / fast:.1f}× |")
     body = "\n".join([
-        ("hermesd's own hot-path functions with `hermesd.fastjson` (orjson, with the standard "
+        ("hermesd's own hot-path functions with `hermesd.model.fastjson` (orjson, with the standard "
         "library behind it for what orjson refuses) and with `json` in its place, alternated "
         f"A B B A over {rounds} rounds, median per call. Encoding covers everything but the "
         "tools list (encoded once and cached, as in the daemon); reading covers splitting the "

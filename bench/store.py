@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common
 from common import SOURCE, interleaved, machine, median, now_utc, percentile
 
-from hermesd.migrations import MIGRATIONS
-from hermesd.store import SessionStore, fts_query, open_db_file
+from hermesd.store.migrations import MIGRATIONS
+from hermesd.store.sessions import SessionStore, fts_query, open_db_file
 from tests.support.daemon import short_tmpdir, start_daemon
 
 GENERATOR = 1  # bump when the generated data changes
@@ -133,7 +133,7 @@ def generate(path: Path, sessions: int, messages: int, big: int) -> float:
             db.execute("COMMIT")
             db.execute("BEGIN")
     db.execute("COMMIT")
-    # what the daemon's deferred indexing (hermesd.fts) would do, as one rebuild: faster in bulk
+    # what the daemon's deferred indexing (hermesd.store.search) would do, as one rebuild: faster in bulk
     db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
     db.execute("DELETE FROM fts_pending")
     db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")

@@ -49,7 +49,7 @@ from common import (
 )
 
 from hermesctl.client import Client
-from hermesd.llm import OFFLOAD_AFTER
+from hermesd.model.client import OFFLOAD_AFTER
 from tests.support.daemon import DaemonProcess, child_pids, start_daemon
 from tests.support.modelserver import ScriptedModelServer, calculator_rules
 

@@ -16,11 +16,11 @@ __all__ = ["Client", "ConnectionClosed", "DaemonNotRunning", "RpcError"]
 def __getattr__(name: str) -> Any:
     # Lazy, so `hermesctl --help` and friends do not pay for the socket layer.
     if name in ("Client", "DaemonNotRunning", "ConnectionClosed"):
-        from . import client
+        from hermesctl import client
 
         return getattr(client, name)
     if name == "RpcError":
-        from hermesd.protocol import RpcError
+        from hermesd.rpc.protocol import RpcError
 
         return RpcError
     raise AttributeError(name)

@@ -65,7 +65,7 @@ def request_handler(interactive: bool, default: str = "deny"
     """A ``Client.on_request`` that answers ``approval.request`` with `ask`."""
     def handle(method: str, params: list[Any]) -> Any:
         if method != "approval.request":
-            from hermesd.protocol import Codes, RpcError
+            from hermesd.rpc.protocol import Codes, RpcError
 
             raise RpcError(Codes.METHOD_NOT_FOUND, f"hermesctl does not handle '{method}'")
         request = params[0] if params and isinstance(params[0], dict) else {}

@@ -2,8 +2,8 @@
 
 Exit status: 0 success, 1 the daemon answered with an error (or the command failed), 2 usage
 error, 3 the daemon is not running. Each area's commands live in a module of
-``hermesctl.commands`` that adds its sub-parsers (``add_parsers``) and registers one handler
-per command name in ``COMMANDS`` (see ``hermesctl.commands.base``).
+``hermesctl.subcommands`` that adds its sub-parsers (``add_parsers``) and registers one handler
+per command name in ``COMMANDS`` (see ``hermesctl.subcommands.base``).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import argparse
 import os
 import sys
 
-from hermesd.protocol import Codes, RpcError
+from hermesd.rpc.protocol import Codes, RpcError
 
-from .client import Client, ConnectionClosed, DaemonNotRunning
-from .commands import INDEX, areas
-from .commands.base import (
+from hermesctl.client import Client, ConnectionClosed, DaemonNotRunning
+from hermesctl.subcommands import INDEX, areas
+from hermesctl.subcommands.base import (
     COMMANDS,
     EXIT_ERROR,
     EXIT_NOT_RUNNING,
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.epilog = f"{_plugin_epilog(extra)}\n\n{parser.epilog}"
     args = parser.parse_args(argv)
     if args.command == "completion":
-        from .commands.cmd import completion
+        from hermesctl.subcommands.cmd import completion
 
         return completion(args.shell, args.socket)
     if not args.command:

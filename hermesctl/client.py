@@ -2,8 +2,8 @@
 
 Blocking socket, one thread, no asyncio: requests may be pipelined (``send`` then ``wait``),
 notifications that arrive meanwhile are queued for ``notifications()``, and requests the daemon
-sends to us (approvals) are answered by ``on_request``. Reuses ``hermesd.wire`` and
-``hermesd.protocol``, which import nothing heavy.
+sends to us (approvals) are answered by ``on_request``. Reuses ``hermesd.rpc.wire`` and
+``hermesd.rpc.protocol``, which import nothing heavy.
 
     with Client.connect() as c:
         print(c.call("status"))
@@ -16,8 +16,10 @@ import collections
 import os
 import time
 
-from hermesd import paths, wire
-from hermesd.protocol import PROTOCOL_VERSION, Codes, RpcError
+from hermesd.rpc import paths
+
+from hermesd.rpc import wire
+from hermesd.rpc.protocol import PROTOCOL_VERSION, Codes, RpcError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing and pathlib cost milliseconds at start-up

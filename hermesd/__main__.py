@@ -1,5 +1,5 @@
 import sys
 
-from hermesd.daemon import main
+from hermesd.daemon.main import main
 
 sys.exit(main())

@@ -20,7 +20,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
-    from hermesd import config
+    from hermesd.daemon import config
 
     path = Path(argv[1])
     try:

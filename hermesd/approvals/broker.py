@@ -28,13 +28,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hermesd import redact, wire
-from hermesd.approvals import patterns
-from hermesd.hooks import HookBus
-from hermesd.rpc import Connection, current_connection
-from hermesd.store import SessionStore, StoreError
+from hermesd import redact
 
-log = logging.getLogger("hermesd.approvals")
+from hermesd.rpc import wire
+from hermesd.approvals import patterns
+from hermesd.plugins.hooks import HookBus
+from hermesd.rpc.connection import Connection, current_connection
+from hermesd.store.sessions import SessionStore, StoreError
+
+log = logging.getLogger(__name__)
 
 CHOICES = ("once", "session", "always", "deny")
 _SHORT = {"o": "once", "s": "session", "a": "always", "d": "deny"}

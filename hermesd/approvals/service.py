@@ -17,11 +17,11 @@ from typing import Any
 
 from hermesd import redact
 from hermesd.approvals.broker import ApprovalBroker
-from hermesd.config import load_dotenv_file
-from hermesd.protocol import Codes, RpcError
-from hermesd.rpc import Call, Router, current_connection
+from hermesd.daemon.config import load_dotenv_file
+from hermesd.rpc.protocol import Codes, RpcError
+from hermesd.rpc.connection import Call, Router, current_connection
 
-log = logging.getLogger("hermesd.approvals.service")
+log = logging.getLogger(__name__)
 
 
 class ApprovalService:

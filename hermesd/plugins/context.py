@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from hermesd import redact
-from hermesd.commands import CommandRegistry
-from hermesd.hooks import HookBus
+from hermesd.commands.registry import CommandRegistry
+from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.manifest import Manifest, PluginRecord, RejectedTool
-from hermesd.skills import SkillCatalog
+from hermesd.plugins.skills import SkillCatalog
 from hermesd.tools.registry import ToolRegistry, ToolRejected, current_session
 
-log = logging.getLogger("hermesd.plugins")
+log = logging.getLogger(__name__)
 
 #: Puts a message into the active session: ``(content, role) -> accepted``.
 Injector = Callable[[str, str], bool]

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from hermesd.plugins.manifest import ManifestError, find_manifest, parse_manifest
-from hermesd.tools.schema import Finding, ToolsJsonError, lint_tools, load_tools_json, validate_tool
+from hermesd.plugins.tool_schema import Finding, ToolsJsonError, lint_tools, load_tools_json, validate_tool
 
 NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 CHILD_TIMEOUT = 60.0
@@ -124,7 +124,7 @@ def _child(folder: Path) -> list[dict[str, str]]:
     """In the throw-away process: load the plugin and report what went wrong."""
     import logging
 
-    from hermesd.plugins import build_plugin_host
+    from hermesd.plugins.host import build_plugin_host
 
     logging.disable(logging.CRITICAL)
     home = Path(os.environ["HERMES_HOME"])

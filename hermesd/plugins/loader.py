@@ -30,7 +30,7 @@ from typing import Any
 import hermesd
 from hermesd.plugins.manifest import Manifest, ManifestError, Source, find_manifest, parse_manifest
 
-log = logging.getLogger("hermesd.plugins")
+log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "hermes_agent.plugins"
 NAMESPACE = "hermes_plugins"

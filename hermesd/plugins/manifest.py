@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 import yaml
 
-from hermesd.tools.schema import Finding
+from hermesd.plugins.tool_schema import Finding
 
-log = logging.getLogger("hermesd.plugins.manifest")
+log = logging.getLogger(__name__)
 
 MANIFEST_NAMES = ("plugin.yaml", "plugin.yml")
 KNOWN_FIELDS = {"name", "version", "description", "author", "requires_env", "provides_tools",

@@ -12,9 +12,9 @@ from concurrent.futures import Future
 from concurrent.futures import wait as futures_wait
 from typing import Any, Protocol
 
-from hermesd.workers import WorkerPool
+from hermesd.plugins.workers import WorkerPool
 
-log = logging.getLogger("hermesd.tools.registry")
+log = logging.getLogger(__name__)
 
 
 class Checked(Protocol):

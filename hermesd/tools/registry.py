@@ -28,7 +28,7 @@ from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hermesd.hooks import HookBus
+from hermesd.plugins.hooks import HookBus
 from hermesd.tools.checks import CheckCache
 from hermesd.tools.results import (
     Redactor,
@@ -37,10 +37,10 @@ from hermesd.tools.results import (
     parse_args,
     redact_and_clip,
 )
-from hermesd.tools.schema import check_args, normalize_schema, openai_form, validate_tool
-from hermesd.workers import CallShape, WorkerPool, WorkTimeout, call_bounded, shared_pool
+from hermesd.plugins.tool_schema import check_args, normalize_schema, openai_form, validate_tool
+from hermesd.plugins.workers import CallShape, WorkerPool, WorkTimeout, call_bounded, shared_pool
 
-log = logging.getLogger("hermesd.tools.registry")
+log = logging.getLogger(__name__)
 
 BUILTIN = "builtin"
 DEFAULT_TOOL_TIMEOUT = 120.0

@@ -9,9 +9,9 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hermesd.fastjson import valid_text
+from hermesd.model.fastjson import valid_text
 
-log = logging.getLogger("hermesd.tools.registry")
+log = logging.getLogger(__name__)
 
 PRECLIP_MARGIN = 65_536  # characters kept past the budget before redacting a huge result
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hermesd.protocol import Codes, RpcError
+from hermesd.rpc.protocol import Codes, RpcError
 from tests.support.approvals import Background, client_answering, terminal, tool, wait_pending
 from tests.support.daemon import short_tmpdir, start_daemon
 

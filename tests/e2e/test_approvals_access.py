@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hermesd.protocol import Codes
+from hermesd.rpc.protocol import Codes
 from tests.support.approvals import Background, client_answering, terminal, tool, wait_pending
 from tests.support.daemon import short_tmpdir, start_daemon
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call

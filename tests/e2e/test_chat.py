@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from hermesctl.client import Client
-from hermesd.protocol import Codes, RpcError
+from hermesd.rpc.protocol import Codes, RpcError
 from tests.support.daemon import (
     DaemonProcess,
     follow_turn,

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from hermesd.protocol import Codes, RpcError
+from hermesd.rpc.protocol import Codes, RpcError
 from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir, start_daemon
 from tests.support.modelserver import ScriptedModelServer, reply
 from tests.support.plugin_factory import write_plugin

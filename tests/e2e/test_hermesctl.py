@@ -69,7 +69,7 @@ def test_daemon_not_running_is_one_sentence_and_exit_3() -> None:
 
 
 def test_daemon_error_prints_its_message_and_exits_1(daemon: DaemonProcess) -> None:
-    code = ("import sys; import hermesctl.commands.core\n"
+    code = ("import sys; import hermesctl.subcommands.core\n"
             "from hermesctl.cli import main, COMMANDS, command\n"
             "@command('status')\n"
             "def bad(args, client):\n"
@@ -96,7 +96,7 @@ def test_hot_path_does_not_import_asyncio_openai_or_daemon_services(daemon: Daem
             f"rc = main(['--socket', {str(daemon.socket)!r}, 'status'])\n"
             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
             "('asyncio', 'openai', 'yaml', 'httpx', 'httpx2') or m in "
-            "('hermesd.daemon', 'hermesd.rpc', 'hermesd.server', 'hermesd.config'))\n"
+            "('hermesd.daemon.main', 'hermesd.rpc.connection', 'hermesd.rpc.server', 'hermesd.daemon.config'))\n"
             "print(rc, heavy)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert out.stdout.strip().endswith("0 []"), out.stdout + out.stderr
@@ -106,7 +106,7 @@ def test_command_index_matches_what_the_area_modules_register() -> None:
     import argparse
 
     from hermesctl.cli import build_parser
-    from hermesctl.commands import INDEX
+    from hermesctl.subcommands import INDEX
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from hermesd import config
-from hermesd.daemon import YOUNG_COLLECTION_EVERY
-from hermesd.protocol import Codes, RpcError
+from hermesd.daemon import config
+from hermesd.daemon.main import YOUNG_COLLECTION_EVERY
+from hermesd.rpc.protocol import Codes, RpcError
 from tests.support.daemon import DaemonProcess, daemon_env
 from tests.support.plugin_factory import write_plugin
 

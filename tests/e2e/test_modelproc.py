@@ -21,9 +21,10 @@ import msgpack
 import pytest
 
 from hermesctl.client import Client
-from hermesd import llm, modelproc
-from hermesd.llm import ModelClient, ModelRequestFailed, ModelSettings
-from hermesd.protocol import RpcError
+from hermesd.model import client as llm
+from hermesd.model import modelproc
+from hermesd.model.client import ModelClient, ModelRequestFailed, ModelSettings
+from hermesd.rpc.protocol import RpcError
 from tests.support.daemon import (
     DaemonProcess,
     child_pids,
@@ -52,7 +53,7 @@ def model_process(d: DaemonProcess, timeout: float = 15) -> int:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             except FileNotFoundError:
                 continue
-            if b"hermesd.modelchild" in cmdline:
+            if b"hermesd.model.modelchild" in cmdline:
                 return pid
         time.sleep(0.02)
     raise AssertionError(f"no model client process under {d.proc.pid}")
@@ -205,7 +206,7 @@ def test_the_process_ends_with_the_daemon(start: Callable[..., DaemonProcess]) -
 def spawn_child() -> tuple[subprocess.Popen[bytes], socket.socket]:
     parent, child = socket.socketpair()
     with child:
-        proc = subprocess.Popen([sys.executable, "-m", "hermesd.modelchild", str(child.fileno())],
+        proc = subprocess.Popen([sys.executable, "-m", "hermesd.model.modelchild", str(child.fileno())],
                                 pass_fds=(child.fileno(),), cwd=str(REPO),
                                 env={**os.environ, "PYTHONPATH": str(REPO)})
     parent.settimeout(30)
@@ -264,7 +265,7 @@ def test_child_streams_an_answer_and_reports_errors_by_kind() -> None:
 
 
 def test_child_without_a_socket_says_how_it_is_run() -> None:
-    done = subprocess.run([sys.executable, "-m", "hermesd.modelchild"], check=False,
+    done = subprocess.run([sys.executable, "-m", "hermesd.model.modelchild"], check=False,
                           capture_output=True,
                           text=True, cwd=str(REPO), timeout=30,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -308,7 +309,7 @@ def test_child_answers_a_burst_in_one_write_and_drops_a_request_cancelled_before
 
 
 def test_requests_that_arrive_together_start_one_per_pass_first_come_first_served() -> None:
-    from hermesd import modelchild
+    from hermesd.model import modelchild
 
     async def scenario() -> list[list[int]]:
         started: list[int] = []

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from dotenv import dotenv_values
 
-from hermesd.protocol import Codes, RpcError
+from hermesd.rpc.protocol import Codes, RpcError
 from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 from tests.support.plugin_factory import write_plugin
@@ -514,7 +514,7 @@ def test_sighup_reloads_plugins_without_dropping_connections(daemon) -> None:
 
 
 def test_reload_is_owner_only_and_documented_so() -> None:
-    from hermesd.protocol import METHODS
+    from hermesd.rpc.protocol import METHODS
 
     owner_only = {n for n, s in METHODS.items() if s.owner_only and n.startswith("plugins.")}
     assert owner_only == {"plugins.enable", "plugins.disable", "plugins.install",

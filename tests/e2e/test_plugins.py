@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from hermesd.protocol import Codes, RpcError
+from hermesd.rpc.protocol import Codes, RpcError
 from tests.support import plugin_zoo
 from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir, start_daemon
 from tests.support.guide_seed import extract_guide_calculator, find_guide_seed
@@ -689,7 +689,7 @@ def test_guide_calculator_in_home_wins_the_key_collision_with_the_bundled_one(
 
 def test_another_module_can_add_plugins_subcommands(zoo: DaemonProcess) -> None:
     code = ("import sys\n"
-            "from hermesctl.commands.plugins import plugins_command, plugins_subcommand\n"
+            "from hermesctl.subcommands.plugins import plugins_command, plugins_subcommand\n"
             "@plugins_subcommand\n"
             "def setup(psub):\n"
             "    psub.add_parser('count').add_argument('--state', default='loaded')\n"

@@ -240,7 +240,7 @@ def test_plugin_output_outside_a_call_is_redacted_a_whole_line_at_a_time() -> No
     # written in two pieces is caught because the line is redacted once it is complete.
     import io
 
-    from hermesd.cli_runner import RoutingStream
+    from hermesd.commands.cli_runner import RoutingStream
 
     real = io.StringIO()
     stream = RoutingStream(real, 0)

@@ -8,7 +8,7 @@ import msgpack
 import pytest
 
 from hermesctl.client import Client
-from hermesd.protocol import METHODS, PROTOCOL_VERSION, Codes, RpcError
+from hermesd.rpc.protocol import METHODS, PROTOCOL_VERSION, Codes, RpcError
 from tests.support.daemon import DaemonProcess
 from tests.support.raw import RawPeer
 

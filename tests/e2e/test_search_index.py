@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hermesctl.client import Client
-from hermesd.fts import INDEX_EVERY
+from hermesd.store.search import INDEX_EVERY
 from tests.support.daemon import DaemonProcess, short_tmpdir
 from tests.support.modelserver import ScriptedModelServer
 from tests.support.reliability import db_report, fts_matches, model_config, turn_rules, wait_until

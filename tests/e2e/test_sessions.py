@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hermesd.protocol import Codes, RpcError
+from hermesd.rpc.protocol import Codes, RpcError
 from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir, start_daemon
 from tests.support.modelserver import ScriptedModelServer, calculator_rules, model_config
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from hermesd.protocol import Codes
+from hermesd.rpc.protocol import Codes
 from tests.support.daemon import DaemonProcess, daemon_env, short_tmpdir
 from tests.support.otheruser import talk_as
 from tests.support.raw import RawPeer

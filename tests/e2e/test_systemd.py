@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hermesd import logs
+from hermesd.daemon import logs
 from tests.support.daemon import REPO, NotifyListener, daemon_env, short_tmpdir
 
 UNITS = REPO / "contrib" / "systemd"
@@ -128,7 +128,7 @@ def test_journal_stream_detection_follows_journal_stream(monkeypatch) -> None:
 
 
 def test_logs_are_plain_lines_on_stderr_outside_the_journal(daemon) -> None:
-    assert "INFO hermesd.daemon: hermesd" in daemon.log()
+    assert "INFO hermesd.daemon.main: hermesd" in daemon.log()
 
 
 def _verify_env() -> dict[str, str]:

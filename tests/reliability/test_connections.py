@@ -19,8 +19,8 @@ from typing import Any
 import msgpack
 import pytest
 
-from hermesd import wire
-from hermesd.protocol import Codes
+from hermesd.rpc import wire
+from hermesd.rpc.protocol import Codes
 from tests.support.daemon import DaemonProcess
 from tests.support.modelserver import ScriptedModelServer, reply
 from tests.support.raw import RawPeer

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from hermesctl.client import Client
-from hermesd.history import INTERRUPTED_RESULT, to_openai
-from hermesd.store import SessionStore
+from hermesd.store.history import INTERRUPTED_RESULT, to_openai
+from hermesd.store.sessions import SessionStore
 from tests.support.daemon import DaemonProcess, short_tmpdir
 from tests.support.modelserver import ScriptedModelServer
 from tests.support.plugin_factory import write_plugin

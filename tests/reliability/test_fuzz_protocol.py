@@ -18,7 +18,7 @@ import msgpack
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermesd.protocol import METHODS
+from hermesd.rpc.protocol import METHODS
 from tests.support.daemon import DaemonProcess
 from tests.support.raw import RawPeer
 
@@ -206,7 +206,7 @@ def test_any_msgpack_object_gets_an_answer_or_is_ignored(shared_daemon, obj: Any
 
 def test_every_wrong_typed_parameter_of_every_method_gets_invalid_params(daemon) -> None:
     """Unsafe methods included: validation rejects a wrong type before any handler runs."""
-    from hermesd.protocol import Codes, Param
+    from hermesd.rpc.protocol import Codes, Param
 
     peer = RawPeer(daemon.socket, timeout=10)
     sent: dict[int, str] = {}

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from dotenv import dotenv_values
 
-from hermesd.config import load_dotenv_file
-from hermesd.protocol import Codes, RpcError
+from hermesd.daemon.config import load_dotenv_file
+from hermesd.rpc.protocol import Codes, RpcError
 from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 from tests.support.plugin_factory import schema, write_plugin

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hermesd.protocol import Codes, RpcError
+from hermesd.rpc.protocol import Codes, RpcError
 from tests.support.daemon import (
     DaemonProcess,
     daemon_env,

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-from hermesd import fastjson
+from hermesd.model import fastjson
 
 Rule = Callable[[dict[str, Any]], "Step"]
 

@@ -6,7 +6,7 @@ round, which on a 2-CPU machine is taken from the daemon being measured (a real 
 elsewhere). This engine serves the same rules and sends the same events, from one loop:
 HTTP/1.1 keep-alive, requests with a ``Content-Length`` body, answers as chunked SSE streams
 (one write per event, as the threaded server does) or JSON, each after the configured latency.
-Both engines read requests and write events with ``hermesd.fastjson`` (compact JSON, as the
+Both engines read requests and write events with ``hermesd.model.fastjson`` (compact JSON, as the
 chunks of OpenAI's and vLLM's servers are): with 100 turns at once on 2 CPUs, the stand-in's
 JSON work with the standard library (0.45–0.5 ms of CPU per round in all, against 0.29–0.39 ms now)
 took CPU the daemon was being measured on.
@@ -20,7 +20,7 @@ import asyncio
 import itertools
 import json
 
-from hermesd import fastjson
+from hermesd.model import fastjson
 from tests.support.modelserver import Rule, _chunks, _completion
 
 _MAX_HEAD = 64 * 1024

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from hermesd.plugins import PluginHost, build_plugin_host
+from hermesd.plugins.host import PluginHost, build_plugin_host
 
 DEFAULT_INIT = "def register(ctx):\n    pass\n"
 

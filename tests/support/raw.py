@@ -9,7 +9,7 @@ from typing import Any
 
 import msgpack
 
-from hermesd import wire
+from hermesd.rpc import wire
 
 _open: set[RawPeer] = set()
 

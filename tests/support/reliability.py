@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from hermesctl.client import Client
-from hermesd.fts import index_pending
-from hermesd.protocol import RpcError
-from hermesd.store import SessionStore
+from hermesd.store.search import index_pending
+from hermesd.rpc.protocol import RpcError
+from hermesd.store.sessions import SessionStore
 from tests.support.modelserver import Step, call_tools, reply, tool_call
 from tests.support.modelserver import model_config as _server_config
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from hermesd.agent import AgentLoop, AgentSettings, TurnResult, pre_llm_context
-from hermesd.history import repair_history
-from hermesd.llm import ModelClient, ModelSettings
-from hermesd.store import SessionStore
+from hermesd.agent.loop import AgentLoop, AgentSettings, TurnResult, pre_llm_context
+from hermesd.store.history import repair_history
+from hermesd.model.client import ModelClient, ModelSettings
+from hermesd.store.sessions import SessionStore
 from tests.support.modelserver import (
     ScriptedModelServer,
     call_tools,
@@ -436,8 +436,8 @@ def test_an_unknown_session_fails_clearly(h: Harness) -> None:
 
 def test_runs_with_the_real_registry_and_hook_bus(tmp_path: Path,
                                                   server: ScriptedModelServer) -> None:
-    from hermesd import config
-    from hermesd.hooks import HookBus
+    from hermesd.daemon import config
+    from hermesd.plugins.hooks import HookBus
     from hermesd.tools.builtin_files import register_builtin_file_tools
     from hermesd.tools.registry import ToolRegistry
 
@@ -474,7 +474,7 @@ def test_post_tool_call_runs_beside_the_next_request_but_in_hook_order(
     # post_tool_call callbacks are observers: the turn does not wait for them before the next
     # model request, but they finish before the turn's next hook (here the second call's
     # pre_tool_call, and on_session_end) and before turn.finished.
-    from hermesd.hooks import HookBus
+    from hermesd.plugins.hooks import HookBus
     from hermesd.tools.registry import ToolRegistry
 
     log: list[str] = []

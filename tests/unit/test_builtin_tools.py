@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from hermesd import config
-from hermesd.store import SessionStore
+from hermesd.daemon import config
+from hermesd.store.sessions import SessionStore
 from hermesd.tools.builtin_files import register_builtin_file_tools
 
 
@@ -257,7 +257,7 @@ def test_session_search_finds_past_conversations(reg: Registrations,
 # -- through the real registry ------------------------------------------------------------------
 
 def test_schemas_pass_the_registry_lint(reg: Registrations) -> None:
-    from hermesd.tools.schema import lint_tools
+    from hermesd.plugins.tool_schema import lint_tools
 
     findings = lint_tools((n, t["toolset"], t["schema"]) for n, t in reg.tools.items())
     # 'terminal' keeps the reference's name (plugins and hooks refer to it) despite verb_noun
@@ -267,7 +267,7 @@ def test_schemas_pass_the_registry_lint(reg: Registrations) -> None:
 
 def test_tools_run_through_the_real_registry_pipeline(home: Path, work: Path,
                                                       store: SessionStore) -> None:
-    from hermesd.hooks import HookBus
+    from hermesd.plugins.hooks import HookBus
     from hermesd.tools.registry import ToolRegistry
 
     registry = ToolRegistry(HookBus())

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from hermesd.dbthread import BatchThread, ConnectionLock
-from hermesd.store import SessionNotFound, SessionStore
+from hermesd.store.dbthread import BatchThread, ConnectionLock
+from hermesd.store.sessions import SessionNotFound, SessionStore
 
 
 def _db(path: Path) -> sqlite3.Connection:
@@ -376,7 +376,7 @@ def test_calls_queued_here_do_not_wait_for_another_process_lock(tmp_path: Path) 
 
 
 def test_quick_store_calls_map_storage_errors(tmp_path: Path) -> None:
-    from hermesd.store import StorageUnavailable
+    from hermesd.store.sessions import StorageUnavailable
 
     store = SessionStore(tmp_path / "state.db")
 
@@ -402,7 +402,7 @@ def test_quick_store_calls_map_storage_errors(tmp_path: Path) -> None:
 
 def test_checkpoints_run_on_the_thread_not_on_commit(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from hermesd import dbthread
+    from hermesd.store import dbthread
 
     monkeypatch.setattr(dbthread, "CHECKPOINT_EVERY", 5)
     path = tmp_path / "t.db"
@@ -461,7 +461,7 @@ def test_a_batch_on_the_loop_is_bounded_and_the_loop_runs_between_batches(
     # The loop must keep serving others (the daemon's loop-lag target is 50 ms): a batch stops
     # after MAX_HERE calls, or at the first call started past HERE_SECONDS; the rest run, in
     # order, in the next round.
-    from hermesd import dbthread
+    from hermesd.store import dbthread
 
     path = tmp_path / "t.db"
     conn = _db(path)

@@ -1,4 +1,4 @@
-"""hermesd.fastjson: orjson's speed, and everything json accepted still accepted."""
+"""hermesd.model.fastjson: orjson's speed, and everything json accepted still accepted."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hermesd import fastjson
+from hermesd.model import fastjson
 
 JSONISH = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text()

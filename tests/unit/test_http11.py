@@ -1,7 +1,7 @@
 """hermesd's HTTP/1.1 transport (hermesd/http11.py) against real servers on 127.0.0.1.
 
 Protocol details go through the SDK's HTTP client with the transport plugged in, as
-``hermesd.llm`` plugs it in; error mapping and the request on the wire go through
+``hermesd.model.client`` plugs it in; error mapping and the request on the wire go through
 ``ModelClient`` itself. The server is a raw scripted one (tests/support/rawhttp.py): it answers
 with exact bytes and counts the connections it accepted and those the client closed.
 """
@@ -18,9 +18,11 @@ from typing import Any, TypeVar
 import openai
 import pytest
 
-from hermesd import fastjson, llm
-from hermesd.http11 import MAX_HEAD, READ_HIGH_WATER, Http11Transport, http
-from hermesd.llm import Completion, ModelClient, ModelError, ModelRequestFailed, ModelSettings
+from hermesd.model import fastjson
+
+from hermesd.model import client as llm
+from hermesd.model.http11 import MAX_HEAD, READ_HIGH_WATER, Http11Transport, http
+from hermesd.model.client import Completion, ModelClient, ModelError, ModelRequestFailed, ModelSettings
 from tests.support.modelserver import ScriptedModelServer, reply
 from tests.support.rawhttp import Answer, RawHTTPServer, chunked, response
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from hermesd import config
-from hermesd.llm import (
+from hermesd.daemon import config
+from hermesd.model.client import (
     Completion,
     ModelClient,
     ModelNotConfigured,
@@ -320,13 +320,13 @@ def test_retry_after_header_forms() -> None:
 
 
 def test_importing_the_client_module_does_not_import_openai() -> None:
-    code = "import sys, hermesd.llm, hermesd.agent; print('openai' in sys.modules)"
+    code = "import sys, hermesd.model.client, hermesd.agent.loop; print('openai' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "False"
 
 
-# -- the event stream (hermesd.sse) -----------------------------------------------------------
+# -- the event stream (hermesd.model.stream) -----------------------------------------------------------
 
 def sse(*events: str, end: str = "\n") -> str:
     return "".join(f"data: {e}{end}{end}" for e in events)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hermesd.plugins import PluginHost
+from hermesd.plugins.host import PluginHost
 from tests.support.plugin_factory import build_wheel, make_host, on_sys_path, pip_install
 
 MODULE_FORM = {

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hermesd.plugins import PluginHost
+from hermesd.plugins.host import PluginHost
 from tests.support.plugin_factory import make_host, write_plugin
 
 TOOL_PLUGIN = """

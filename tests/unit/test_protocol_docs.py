@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from hermesd.protocol import METHODS, Codes
+from hermesd.rpc.protocol import METHODS, Codes
 from tests.support.daemon import REPO
 
 DOC = (REPO / "docs" / "protocol.md").read_text()

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from hermesctl.client import Client
-from hermesd.protocol import Codes, RpcError
-from hermesd.rpc import Call, Limits, Router
-from hermesd.server import Gatekeeper, SocketServer
-from hermesd.store import StorageUnavailable
+from hermesd.rpc.protocol import Codes, RpcError
+from hermesd.rpc.connection import Call, Limits, Router
+from hermesd.rpc.server import Gatekeeper, SocketServer
+from hermesd.store.sessions import StorageUnavailable
 from tests.support.daemon import short_tmpdir
 
 

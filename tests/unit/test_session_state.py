@@ -10,10 +10,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from hermesd.hooks import HookBus
-from hermesd.rpc import Call
-from hermesd.sessions import SessionService
-from hermesd.store import SessionStore
+from hermesd.plugins.hooks import HookBus
+from hermesd.rpc.connection import Call
+from hermesd.agent.sessions import SessionService
+from hermesd.store.sessions import SessionStore
 
 
 class Conn:

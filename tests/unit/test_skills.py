@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from hermesd.hooks import HookBus
-from hermesd.skills import SkillCatalog
+from hermesd.plugins.hooks import HookBus
+from hermesd.plugins.skills import SkillCatalog
 from hermesd.tools.builtin_skills import register_skill_tools
 from hermesd.tools.registry import ToolRegistry
-from hermesd.workers import WorkerPool
+from hermesd.plugins.workers import WorkerPool
 
 
 def write_skill(folder: Path, name: str | None, description: str = "", body: str = "# Body\n",

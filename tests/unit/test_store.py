@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from hermesd.history import INTERRUPTED_RESULT, repair_history, trim_history
-from hermesd.migrations import MIGRATIONS
-from hermesd.store import (
+from hermesd.store.history import INTERRUPTED_RESULT, repair_history, trim_history
+from hermesd.store.migrations import MIGRATIONS
+from hermesd.store.sessions import (
     MessageNotFound,
     SchemaTooNew,
     SessionNotFound,
@@ -229,7 +229,7 @@ def test_search_prefix_and_session_filter(store: SessionStore) -> None:
 def fts_check(path: Path) -> str:
     """FTS5's own check of the index against the messages table ('ok' when they agree), with
     the messages still listed for indexing indexed first (and rolled back afterwards)."""
-    from hermesd.fts import index_pending
+    from hermesd.store.search import index_pending
 
     db = sqlite3.connect(path, isolation_level=None)
     try:
@@ -281,7 +281,7 @@ def test_messages_a_killed_process_left_unindexed_are_indexed_at_open(tmp_path: 
     path = tmp_path / "state.db"
     script = (
         "import os, sys\n"
-        "from hermesd.store import SessionStore\n"
+        "from hermesd.store.sessions import SessionStore\n"
         "s = SessionStore(__import__('pathlib').Path(sys.argv[1]))\n"
         "sid = s.create_session(session_id='killed')['id']\n"
         "s.append_message(sid, 'user', 'orphaned pelican')\n"
@@ -308,7 +308,7 @@ def test_close_indexes_what_is_pending(tmp_path: Path) -> None:
 def test_a_failed_indexing_run_at_open_is_logged_not_fatal(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    import hermesd.store as store_module
+    import hermesd.store.sessions as store_module
 
     def full(conn: sqlite3.Connection) -> int:
         raise sqlite3.OperationalError("database or disk is full")
@@ -325,7 +325,7 @@ def test_a_failed_indexing_run_at_open_is_logged_not_fatal(
 
 def test_the_db_thread_indexes_every_few_hundred_messages(
         store: SessionStore) -> None:
-    from hermesd.fts import INDEX_EVERY
+    from hermesd.store.search import INDEX_EVERY
 
     threads: list[str] = []
     store._conn.set_trace_callback(

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hermesd import fts
-from hermesd.migrations import MIGRATIONS
-from hermesd.store import SessionStore
+from hermesd.store import search as fts
+from hermesd.store.migrations import MIGRATIONS
+from hermesd.store.sessions import SessionStore
 from tests.support.daemon import DaemonProcess
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from hermesd.hooks import HookBus
+from hermesd.plugins.hooks import HookBus
 from hermesd.tools.registry import BUILTIN, ToolRegistry, ToolRejected
-from hermesd.workers import WorkerPool
+from hermesd.plugins.workers import WorkerPool
 from tests.support.plugin_factory import schema
 
 

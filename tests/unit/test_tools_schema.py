@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hermesd.tools.schema import (
+from hermesd.plugins.tool_schema import (
     Finding,
     ToolsJsonError,
     lint_tool,

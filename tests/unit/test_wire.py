@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from hermesd import wire
+from hermesd.rpc import wire
 
 
 def test_request_response_and_notification_round_trip() -> None:

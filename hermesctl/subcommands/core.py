@@ -1,0 +1,81 @@
+"""Daemon-level commands: ``status`` and ``ping``."""
+
+from __future__ import annotations
+
+import argparse
+
+from hermesctl.client import Client
+
+from hermesctl.subcommands.base import EXIT_OK, command, emit_json, positive_int
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    sub.add_parser("status", help="show daemon status")
+    p = sub.add_parser("ping", help="measure round-trip time to the daemon")
+    p.add_argument("-n", "--count", type=positive_int, default=10, help="number of pings (default 10)")
+
+
+@command("status")
+def cmd_status(args: argparse.Namespace, client: Client) -> int:
+    info = client.call("status")
+    if args.json:
+        emit_json(info)
+        return EXIT_OK
+    print(f"hermesd {info['version']} (protocol {info['protocol']}), pid {info['pid']}, "
+          f"up {duration(info['uptime_s'])}")
+    print(f"  socket:      {info['socket']}{' (socket-activated)' if info.get('socket_activated') else ''}")
+    print(f"  home:        {info['home']}")
+    print(f"  connections: {info['connections']}")
+    print(f"  sessions:    {info.get('sessions', 0)}")
+    print(f"  plugins:     {info.get('plugins', 0)}")
+    if info.get("model"):
+        print(f"  model:       {info['model']}")
+    process = info.get("model_process") or {}
+    if process.get("pid"):
+        print(f"  model process: pid {process['pid']} "
+              f"({'ready' if process.get('ready') else 'starting'}; "
+              f"model.process: {process.get('mode')})")
+    for warning in info.get("config_warnings") or []:
+        print(f"  warning:     {warning}")
+    return EXIT_OK
+
+
+@command("ping")
+def cmd_ping(args: argparse.Namespace, client: Client) -> int:
+    import time
+
+    times = []
+    for _ in range(args.count):
+        t0 = time.perf_counter()
+        client.call("ping")
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    stats = {
+        "count": len(times),
+        "min_ms": times[0],
+        "p50_ms": times[len(times) // 2],
+        "p99_ms": times[min(len(times) - 1, int(len(times) * 0.99))],
+        "max_ms": times[-1],
+        "mean_ms": sum(times) / len(times),
+    }
+    if args.json:
+        emit_json(stats)
+    else:
+        print(f"{stats['count']} pings to {client.path}: min {stats['min_ms']:.3f} ms, "
+              f"p50 {stats['p50_ms']:.3f} ms, p99 {stats['p99_ms']:.3f} ms, "
+              f"max {stats['max_ms']:.3f} ms, mean {stats['mean_ms']:.3f} ms")
+    return EXIT_OK
+
+
+def duration(seconds: float) -> str:
+    seconds = int(seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    if minutes:
+        return f"{minutes}m {secs}s"
+    return f"{secs}s"

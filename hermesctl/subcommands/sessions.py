@@ -1,0 +1,206 @@
+"""``hermesctl sessions list|show|search|rename|delete|fork|export``: stored conversations.
+
+Thin wrappers over the ``session.*`` methods: each prints for people, or JSON with ``--json``
+(list commands print a JSON array of objects). ``export`` writes a session as JSON (the session
+map and its stored messages) or Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from hermesctl.client import Client
+
+from hermesctl.subcommands.base import EXIT_OK, command, emit_json, positive_int
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sessions", help="list, show, search and manage stored sessions")
+    s = p.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
+
+    def action(name: str, help_text: str) -> argparse.ArgumentParser:
+        a = s.add_parser(name, help=help_text)
+        a.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                       help="machine-readable output")
+        return a
+
+    a = action("list", "sessions, most recently updated first")
+    a.add_argument("-n", "--limit", type=positive_int, default=20, help="page size (default 20)")
+    a.add_argument("--before", metavar="CURSOR", help="the next page (cursor printed by list)")
+    a = action("show", "a session and its history")
+    a.add_argument("id")
+    a = action("search", "full-text search over every message")
+    a.add_argument("query")
+    a.add_argument("-n", "--limit", type=positive_int, default=20, help="most hits (default 20)")
+    a.add_argument("--session", metavar="ID", help="only this session")
+    a = action("rename", "set a session's title")
+    a.add_argument("id")
+    a.add_argument("title")
+    a = action("delete", "delete a session and its messages")
+    a.add_argument("id")
+    a = action("fork", "copy a session (up to a message) into a new one")
+    a.add_argument("id")
+    a.add_argument("--upto", type=positive_int, metavar="MESSAGE_ID",
+                   help="last message to copy (default: all)")
+    a.add_argument("--title", help="title of the new session")
+    a = action("export", "write a session as JSON or Markdown")
+    a.add_argument("id")
+    a.add_argument("--format", choices=("json", "markdown"), default="markdown")
+    a.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+
+
+def _when(ts: Any) -> str:
+    try:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(float(ts)))
+    except (TypeError, ValueError):
+        return "?"
+
+
+def _summary(s: dict[str, Any]) -> str:
+    title = s.get("title") or "(untitled)"
+    extra = " running" if s.get("running") else ""
+    return f"{s['id']}  {_when(s.get('updated_at'))}  {s.get('message_count', 0):>4} msgs{extra}  {title}"
+
+
+@command("sessions")
+def cmd_sessions(args: argparse.Namespace, client: Client) -> int:
+    handler = _ACTIONS[args.sessions_command]
+    return handler(args, client)
+
+
+def _list(args: argparse.Namespace, client: Client) -> int:
+    params: dict[str, Any] = {"limit": args.limit}
+    if args.before:
+        params["before"] = args.before
+    page = client.call("session.list", params)
+    sessions = page.get("sessions") or []
+    if args.json:
+        emit_json(sessions)
+        return EXIT_OK
+    if not sessions:
+        print("No sessions." if not args.before else "No more sessions.")
+    for s in sessions:
+        print(_summary(s))
+    if page.get("next_cursor"):
+        print(f"more: hermesctl sessions list --before {page['next_cursor']}")
+    return EXIT_OK
+
+
+def _show(args: argparse.Namespace, client: Client) -> int:
+    from hermesctl.chat_ui import render_history
+
+    session = client.call("session.get", {"session_id": args.id})
+    messages = client.call("session.history", {"session_id": args.id}).get("messages") or []
+    if args.json:
+        emit_json({"session": session, "messages": messages})
+        return EXIT_OK
+    print(_summary(session))
+    print(f"  model: {session.get('model') or '(default)'}  created: "
+          f"{_when(session.get('created_at'))}"
+          + (f"  forked from: {session['parent_id']}" if session.get("parent_id") else ""))
+    print()
+    for block in render_history(messages):
+        print(block)
+    return EXIT_OK
+
+
+def _search(args: argparse.Namespace, client: Client) -> int:
+    params: dict[str, Any] = {"query": args.query, "limit": args.limit}
+    if args.session:
+        params["session_id"] = args.session
+    hits = client.call("session.search", params).get("hits") or []
+    if args.json:
+        emit_json(hits)
+        return EXIT_OK
+    if not hits:
+        print(f"No messages match '{args.query}'.")
+    for h in hits:
+        title = h.get("session_title") or "(untitled)"
+        print(f"{h['session_id']}  {title}  [{h.get('role')}] {h.get('snippet')}")
+    return EXIT_OK
+
+
+def _rename(args: argparse.Namespace, client: Client) -> int:
+    session = client.call("session.rename", {"session_id": args.id, "title": args.title})
+    if args.json:
+        emit_json(session)
+    else:
+        print(f"Renamed {session['id']}: {session.get('title') or '(untitled)'}")
+    return EXIT_OK
+
+
+def _delete(args: argparse.Namespace, client: Client) -> int:
+    result = client.call("session.delete", {"session_id": args.id})
+    if args.json:
+        emit_json(result)
+    else:
+        print(f"Deleted session {args.id}.")
+    return EXIT_OK
+
+
+def _fork(args: argparse.Namespace, client: Client) -> int:
+    params: dict[str, Any] = {"session_id": args.id}
+    if args.upto:
+        params["upto_message_id"] = args.upto
+    if args.title:
+        params["title"] = args.title
+    session = client.call("session.fork", params)
+    if args.json:
+        emit_json(session)
+    else:
+        print(f"Forked {args.id} into {session['id']} ({session.get('message_count', 0)} messages).")
+    return EXIT_OK
+
+
+def _export(args: argparse.Namespace, client: Client) -> int:
+    import json
+
+    session = client.call("session.get", {"session_id": args.id})
+    messages = client.call("session.history", {"session_id": args.id}).get("messages") or []
+    for key in ("running", "turn_id", "attached"):  # live state, not part of the record
+        session.pop(key, None)
+    if args.format == "json":
+        text = json.dumps({"session": session, "messages": messages}, indent=2,
+                          ensure_ascii=False, default=str) + "\n"
+    else:
+        text = to_markdown(session, messages)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"Wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def to_markdown(session: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+    """A session as a Markdown document."""
+    out = [f"# {session.get('title') or 'Session ' + session['id']}", "",
+           f"- session: `{session['id']}`",
+           f"- created: {_when(session.get('created_at'))}",
+           f"- model: {session.get('model') or '(default)'}"]
+    if session.get("parent_id"):
+        out.append(f"- forked from: `{session['parent_id']}`")
+    fence = "```"
+    for m in messages:
+        role = m.get("role")
+        out.append("")
+        if role == "tool":
+            out += [f"### Tool result ({m.get('tool_name') or '?'})", "", fence,
+                    str(m.get("content") or ""), fence]
+            continue
+        out += [f"## {str(role).capitalize()}", ""]
+        if m.get("content"):
+            out.append(str(m["content"]))
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            out += ["", f"Tool call `{fn.get('name')}`:", "", fence + "json",
+                    str(fn.get("arguments") or "{}"), fence]
+    return "\n".join(out) + "\n"
+
+
+_ACTIONS = {"list": _list, "show": _show, "search": _search, "rename": _rename,
+            "delete": _delete, "fork": _fork, "export": _export}

@@ -1,0 +1,452 @@
+"""One turn of one session: the OpenAI tool-calling loop.
+
+Owns the order of a turn: commit the user message, run the turn's hooks (HERMES_API.md §5),
+stream model responses, run the model's tool calls through the tool registry in the model's
+order, commit every message as soon as it exists, and report progress as events. It does not
+own transport (events go to an ``emit`` callback), the tool pipeline (the registry's job:
+hooks, approvals, argument parsing, unknown tools) or the one-turn-per-session rule (the
+daemon's ``SessionBusy``).
+
+Invariant: the stored history is valid for the next model request whatever happens: tool
+results are committed before the next request, and a cancelled or failed turn answers its
+unfinished tool calls with error results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from hermesd import redact
+from hermesd.model.fastjson import valid_text
+from hermesd.model.client import Completion, ConfigLike, ModelError, OnEvent, OnRetry, RetryInfo
+from hermesd.store.sessions import SessionNotFound, SessionStore, StorageUnavailable
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[dict[str, Any]], None]
+TurnStatus = Literal["completed", "cancelled", "failed"]
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are Hermes, a helpful assistant with access to tools. Use a tool when it gives a "
+    "more reliable answer than guessing (arithmetic, files, commands), then answer the user "
+    "plainly and concisely.")
+CANCELLED_RESULT = "Tool call cancelled: the user stopped this turn before it finished"
+FAILED_RESULT = "Tool call abandoned: the turn failed before it finished"
+PREVIEW_CHARS = 200
+
+
+class ToolRegistryLike(Protocol):
+    def openai_tools(self, enabled_toolsets: list[str] | None = None
+                     ) -> list[dict[str, Any]]: ...
+
+    async def call(self, name: str, args: Any, *, session_id: str,
+                   tool_call_id: str | None = None, source: str = "model",
+                   turn_id: str = "", observers: list[asyncio.Task[Any]] | None = None
+                   ) -> str: ...
+
+
+class HookBusLike(Protocol):
+    async def invoke(self, hook_name: str, **kwargs: Any) -> list[Any]: ...
+
+
+class ReloadGateLike(Protocol):  # hermesd.plugins.host.ReloadGate
+    async def wait(self) -> None: ...
+
+
+class ModelClientLike(Protocol):
+    settings: Any
+
+    async def stream_completion(self, messages: list[dict[str, Any]],
+                                tools: list[dict[str, Any]] | None = None, *,
+                                model: str | None = None, on_event: OnEvent | None = None,
+                                on_retry: OnRetry | None = None) -> Completion: ...
+
+
+@dataclass
+class AgentSettings:
+    """Per-daemon settings of the loop (``agent.*`` and ``tools.enabled_toolsets``)."""
+
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    skills_index: str = ""
+    max_iterations: int = 25
+    platform: str = "cli"
+    enabled_toolsets: list[str] | None = None
+
+    @classmethod
+    def from_config(cls, config: ConfigLike, *, skills_index: str = "") -> AgentSettings:
+        """Read ``agent.system_prompt``, ``agent.max_iterations``, ``tools.enabled_toolsets``."""
+        return cls(system_prompt=config.get("agent.system_prompt") or DEFAULT_SYSTEM_PROMPT,
+                   skills_index=skills_index,
+                   max_iterations=max(1, int(config.get("agent.max_iterations", 25))),
+                   enabled_toolsets=config.get("tools.enabled_toolsets"))
+
+    def system_message(self) -> dict[str, Any]:
+        text = self.system_prompt.strip()
+        if self.skills_index.strip():
+            text += "\n\n" + self.skills_index.strip()
+        return {"role": "system", "content": text}
+
+
+@dataclass
+class TurnResult:
+    """How a turn ended; ``final_text`` is what was stored as the answer."""
+
+    turn_id: str
+    status: TurnStatus
+    final_text: str | None = None
+    error: str | None = None
+    error_type: str | None = None
+    exit_reason: str = "completed"   # completed | max_iterations | cancelled | failed
+    iterations: int = 0
+    usage: dict[str, int] = field(default_factory=lambda: {
+        "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0})
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(6)}"
+
+
+def pre_llm_context(results: list[Any]) -> str:
+    """Join ``pre_llm_call`` results: ``{"context": x}`` or non-empty strings, blank-line apart."""
+    parts = []
+    for item in results:
+        if isinstance(item, dict) and item.get("context"):
+            parts.append(str(item["context"]))
+        elif isinstance(item, str) and item.strip():
+            parts.append(item)
+    return "\n\n".join(parts)
+
+
+def _status_of(result: str) -> str:
+    try:
+        parsed = json.loads(result)
+    except ValueError:
+        return "ok"
+    return "error" if isinstance(parsed, dict) and "error" in parsed else "ok"
+
+
+class AgentLoop:
+    """Runs turns; one instance serves every session of the daemon."""
+
+    def __init__(self, store: SessionStore, registry: ToolRegistryLike, hooks: HookBusLike,
+                 client: ModelClientLike, settings: AgentSettings | None = None,
+                 reloads: ReloadGateLike | None = None) -> None:
+        self.store = store
+        self.registry = registry
+        self.hooks = hooks
+        self.client = client
+        self.settings = settings or AgentSettings()
+        self.reloads = reloads  # a turn starts once no plugin reload runs
+
+    def check_ready(self) -> None:
+        """Raise ``ModelNotConfigured`` when no endpoint is configured (call before a turn)."""
+        self.client.settings.check()
+
+    async def run_turn(self, session_id: str, user_message: str, *, emit: Emit | None = None,
+                       sender_id: str | None = None, platform: str | None = None,
+                       turn_id: str | None = None) -> TurnResult:
+        """Answer ``user_message`` in the session; cancel the task to stop it cleanly."""
+        turn = _Turn(self, session_id, user_message, emit, sender_id,
+                     platform or self.settings.platform, turn_id or new_id("turn"))
+        return await turn.run()
+
+
+class _Turn:
+    """The state of one running turn."""
+
+    def __init__(self, loop: AgentLoop, session_id: str, user_message: str,
+                 emit: Emit | None, sender_id: str | None, platform: str,
+                 turn_id: str) -> None:
+        self.loop, self.store, self.hooks = loop, loop.store, loop.hooks
+        self.session_id, self.user_message = session_id, user_message
+        self._emit_fn, self.sender_id, self.platform = emit, sender_id, platform
+        self.result = TurnResult(turn_id=turn_id, status="completed")
+        self.model = ""
+        self._usage_due: tuple[int, int, Any] | None = None  # token counts not yet stored
+        self._pending_writes: list[asyncio.Future[Any]] = []  # submitted, not yet awaited
+        self._observers: list[asyncio.Task[Any]] = []  # post_tool_call hooks still running
+        self.messages: list[dict[str, Any]] = []        # what the model is sent
+        self.stored_history: list[dict[str, Any]] = []  # the same, minus system and context
+
+    @property
+    def turn_id(self) -> str:
+        return self.result.turn_id
+
+    def emit(self, kind: str, **data: Any) -> None:
+        if self._emit_fn is None:
+            return
+        try:
+            self._emit_fn({"type": kind, "session_id": self.session_id,
+                           "turn_id": self.turn_id, **data})
+        except Exception:  # a broken listener must not break the turn
+            log.exception("turn event listener failed")
+
+    def hooked(self, name: str) -> bool:
+        """Whether a callback is registered for ``name`` (else skip building its arguments)."""
+        has = getattr(self.hooks, "has", None)
+        return True if has is None else bool(has(name))
+
+    async def hook(self, name: str, **kwargs: Any) -> list[Any]:
+        if not self.hooked(name):
+            return []
+        await self.settle_observers()
+        return await self.hooks.invoke(name, session_id=self.session_id, turn_id=self.turn_id,
+                                       model=self.model, platform=self.platform, **kwargs)
+
+    async def settle_observers(self) -> None:
+        """Wait for the ``post_tool_call`` callbacks still running: hooks of one turn run in
+        the order they were called, whatever ran in between."""
+        observers, self._observers = self._observers, []
+        for task in observers:
+            try:
+                await task
+            except Exception:  # the hook bus reports callback failures itself
+                log.exception("post_tool_call observers failed")
+
+    async def db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn`` on the store after the writes submitted before it, and wait for it (at
+        once when the store is idle: ``store.now``)."""
+        await self.flush()
+        return await self._write(fn, *args, now=True, **kwargs)
+
+    async def flush(self) -> None:
+        """Wait for the writes submitted so far; the first failure fails the turn here."""
+        pending, self._pending_writes = self._pending_writes, []
+        if not all(write.done() for write in pending):  # usually all long committed
+            await asyncio.wait(pending)
+        failure: BaseException | None = None
+        for write in pending:
+            if not write.cancelled():
+                exc = write.exception()  # read each one: none goes unreported
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Queue a write without waiting for it: the store runs calls in the order they were
+        queued, and the next ``db()`` or ``flush()`` of this turn waits for it."""
+        self._pending_writes.append(self._write(fn, *args, **kwargs))
+
+    def _write(self, fn: Callable[..., Any], *args: Any, now: bool = False,
+               **kwargs: Any) -> asyncio.Future[Any]:
+        run = self.store.now if now else self.store.quick
+        usage, self._usage_due = self._usage_due, None
+        if usage is None:
+            return run(fn, *args, **kwargs)
+
+        def with_usage() -> Any:  # the counters ride along with the round's next write
+            self.store.add_usage(self.session_id, *usage)
+            return fn(*args, **kwargs)
+
+        return run(with_usage)
+
+    async def run(self) -> TurnResult:
+        self.emit("turn.started", user_message=self.user_message)
+        try:
+            self.model = self.loop.client.settings.model or ""
+            self.loop.check_ready()
+            await self._turn()
+        except asyncio.CancelledError:
+            await self._finish("cancelled", CANCELLED_RESULT)
+            raise
+        except (ModelError, SessionNotFound, StorageUnavailable) as exc:
+            self._fail(exc)
+            await self._finish("failed", FAILED_RESULT)
+        except Exception as exc:
+            log.exception("turn %s of session %s failed", self.turn_id, self.session_id)
+            self._fail(exc)
+            await self._finish("failed", FAILED_RESULT)
+        else:
+            await self._finish("completed")
+        return self.result
+
+    def _fail(self, exc: Exception) -> None:
+        self.result.status = "failed"
+        known = isinstance(exc, ModelError | SessionNotFound | StorageUnavailable)
+        self.result.error = str(exc) if known else (
+            f"internal error: {type(exc).__name__}: {exc}")
+        self.result.error_type = type(exc).__name__
+
+    async def _finish(self, status: TurnStatus, reason: str = "") -> None:
+        self.result.status = status
+        if status != "completed":
+            self.result.exit_reason = status
+            try:  # shielded: a second cancel must not leave unanswered tool calls behind
+                await asyncio.shield(self.db(self.store.close_dangling_tool_calls,
+                                             self.session_id, reason, self.turn_id))
+            except Exception:
+                log.exception("could not close tool calls of session %s", self.session_id)
+        await self.settle_observers()
+        await self.hook("on_session_end", completed=status == "completed",
+                        interrupted=status == "cancelled", failed=status == "failed",
+                        turn_exit_reason=self.result.exit_reason)
+        self.emit("turn.finished", status=status, exit_reason=self.result.exit_reason,
+                  error=self.result.error, error_type=self.result.error_type,
+                  iterations=self.result.iterations,
+                  usage=self.result.usage, final_text=self.result.final_text)
+
+    async def _turn(self) -> None:
+        store = self.store
+        if self.loop.reloads is not None:  # hooks and tools half unloaded: wait for them
+            await self.loop.reloads.wait()
+
+        def begin() -> tuple[Any, list[dict[str, Any]]]:  # one trip to the DB thread
+            session = store.get_session(self.session_id)  # SessionNotFound: nothing stored
+            store.close_dangling_tool_calls(self.session_id)
+            history = store.history(self.session_id)
+            store.append_message(self.session_id, "user", self.user_message,
+                                 turn_id=self.turn_id)
+            return session, history
+
+        session, prior = await self.db(begin)
+        self.model = session["model"] or self.model
+        first = session["message_count"] == 0
+        if first:
+            await self.hook("on_session_start")
+        context = pre_llm_context(await self.hook(
+            "pre_llm_call", user_message=self.user_message, conversation_history=list(prior),
+            is_first_turn=first, sender_id=self.sender_id)) if self.hooked("pre_llm_call") else ""
+        context = redact.redact(context) if context else ""  # plugin text bound for the model
+        api_user = {"role": "user", "content": self.user_message + (
+            "\n\n" + context if context else "")}
+        self.messages = [self.loop.settings.system_message(), *prior, api_user]
+        self.stored_history = [*prior, {"role": "user", "content": self.user_message}]
+        pin = getattr(self.loop.registry, "pin", None)
+        if pin is not None:  # a plugin reload during this turn must not change its tools
+            pin()
+        refresh = getattr(self.loop.registry, "refresh_checks", None)
+        if refresh is not None:  # re-run check_fns off the loop before building the list
+            await refresh()
+        tools = self.loop.registry.openai_tools(self.loop.settings.enabled_toolsets)
+        limit = self.loop.settings.max_iterations
+        while self.result.iterations < limit:
+            self.result.iterations += 1
+            completion = await self._request(tools)
+            calls = completion.tool_calls
+            if not calls:
+                await self._answer(completion.content)
+                return
+            # Committed while the first tool runs: off the round's critical path.
+            self.submit(store.append_message, self.session_id, "assistant",
+                        completion.content or None, tool_calls=calls, turn_id=self.turn_id)
+            self._remember(completion.message)
+            for call in calls:
+                await self._run_tool(call)
+        self.result.exit_reason = "max_iterations"
+        await self._store_answer(
+            f"I stopped because this turn reached the limit of {limit} model calls "
+            "(agent.max_iterations in config.yaml). Ask me to continue, or raise the limit.")
+
+    async def _request(self, tools: list[dict[str, Any]]) -> Completion:
+        request_id = new_id("req")
+        base = {"api_request_id": request_id, "api_call_count": self.result.iterations,
+                "provider": getattr(self.loop.client.settings, "provider", "custom")}
+        if self.hooked("pre_api_request"):  # copying the request costs; skip it unhooked
+            chars = sum(len(str(m.get("content") or "")) for m in self.messages)
+            await self.hook("pre_api_request", **base,
+                            base_url=getattr(self.loop.client.settings, "base_url", None),
+                            message_count=len(self.messages), tool_count=len(tools),
+                            approx_input_tokens=chars // 4, retry_count=0,
+                            request={"model": self.model, "messages": list(self.messages),
+                                     "tools": tools})
+        started = time.monotonic()
+        retries = 0
+        shown = redact.StreamRedactor()  # a secret split across two deltas is still caught
+
+        def on_event(event: dict[str, Any]) -> None:
+            if event["type"] == "text.delta":
+                text = shown.feed(event["text"])
+                if text:
+                    self.emit("text.delta", text=text)
+
+        async def on_retry(info: RetryInfo) -> None:
+            nonlocal retries, shown
+            retries = info.attempt
+            shown = redact.StreamRedactor()  # what it held belonged to the failed attempt
+            self.emit("model.retry", attempt=info.attempt, max_attempts=info.max_attempts,
+                      delay=info.delay, error=str(info.error),
+                      discard_partial=info.discarded_output)
+            await self._request_error(base, info.error, info.duration, retries - 1,
+                                      retryable=True)
+
+        try:
+            completion = await self.loop.client.stream_completion(
+                self.messages, tools or None, model=self.model, on_event=on_event,
+                on_retry=on_retry)
+        except ModelError as exc:
+            await self._request_error(base, exc, time.monotonic() - started, retries,
+                                      retryable=False)
+            raise
+        rest = shown.flush()
+        if rest:
+            self.emit("text.delta", text=rest)
+        usage = completion.usage or {}
+        await self.hook("post_api_request", **base, api_duration=time.monotonic() - started,
+                        finish_reason=completion.finish_reason, response=completion.message,
+                        usage=usage)
+        if usage:
+            for key in self.result.usage:
+                self.result.usage[key] += int(usage.get(key) or 0)
+            # Written with the next message of this round (``db``): one trip, not two.
+            self._usage_due = (int(usage.get("prompt_tokens") or 0),
+                               int(usage.get("completion_tokens") or 0),
+                               usage.get("total_tokens"))
+            self.emit("usage", **{k: int(usage.get(k) or 0) for k in self.result.usage})
+        return completion
+
+    async def _request_error(self, base: dict[str, Any], exc: ModelError, duration: float,
+                             retry_count: int, *, retryable: bool) -> None:
+        status = getattr(exc, "status", None)
+        max_retries = getattr(self.loop.client.settings, "max_retries", 0)
+        await self.hook("api_request_error", **base, status_code=status,
+                        retry_count=retry_count, max_retries=max_retries, retryable=retryable,
+                        reason=str(exc), api_duration=duration,
+                        error={"type": type(exc).__name__, "message": str(exc),
+                               "status": status})
+
+    async def _run_tool(self, call: dict[str, Any]) -> None:
+        name = call["function"]["name"]
+        arguments = call["function"]["arguments"]
+        self.emit("tool.started", name=name, arguments=arguments, tool_call_id=call["id"])
+        await self.settle_observers()  # the previous call's, before this one's pre_tool_call
+        started = time.monotonic()
+        result = await self.loop.registry.call(name, arguments, session_id=self.session_id,
+                                               tool_call_id=call["id"], source="model",
+                                               turn_id=self.turn_id, observers=self._observers)
+        duration_ms = round((time.monotonic() - started) * 1000, 1)
+        # Not waited for: the next round's request does not need it on disk; the answer's
+        # write (or the turn's end) waits for every write before it.
+        self.submit(self.store.append_message, self.session_id, "tool", result,
+                    tool_call_id=call["id"], tool_name=name, turn_id=self.turn_id)
+        self._remember({"role": "tool", "tool_call_id": call["id"], "content": result})
+        self.emit("tool.finished", name=name, tool_call_id=call["id"],
+                  status=_status_of(result), duration_ms=duration_ms,
+                  preview=result[:PREVIEW_CHARS])
+
+    async def _answer(self, text: str) -> None:
+        for item in await self.hook("transform_llm_output", response_text=text):
+            if isinstance(item, str):
+                text = valid_text(item)  # half a surrogate pair: neither stored nor sent
+                break
+        await self._store_answer(text)
+
+    async def _store_answer(self, text: str) -> None:
+        record = await self.db(self.store.append_message, self.session_id, "assistant", text,
+                               turn_id=self.turn_id)
+        self.result.final_text = text
+        self.emit("message", role="assistant", content=text, message_id=record["id"])
+        self._remember({"role": "assistant", "content": text})
+        await self.hook("post_llm_call", user_message=self.user_message,
+                        assistant_response=text, conversation_history=self.stored_history)
+
+    def _remember(self, message: dict[str, Any]) -> None:
+        """Mirror a committed message into the request list and the stored history."""
+        self.messages.append(message)
+        self.stored_history.append(message)

@@ -1,0 +1,240 @@
+"""config.yaml and .env: the schema of every setting, loading, validation and defaults.
+
+Owns the table of known settings (type and default). Unknown keys are warned about, wrong
+types raise ``ConfigError`` naming the dotted key (the daemon exits with status 78 for it).
+``.env`` fills environment variables that are not already set. Nothing here starts services.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+log = logging.getLogger(__name__)
+
+EX_CONFIG = 78
+
+
+class ConfigError(Exception):
+    """config.yaml cannot be used; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    types: tuple[type, ...]
+    default: Any = None
+    doc: str = ""
+    choices: tuple[Any, ...] = ()
+
+
+_S = Setting
+_num = (int, float)
+_strlist = (list,)
+
+# Nested: a dict value is a section, a Setting is a leaf. Sections accept only known keys
+# (unknown ones are warned about), except where marked free-form with None.
+SCHEMA: dict[str, Any] = {
+    "socket": {
+        "path": _S((str,), None, "socket path (default $XDG_RUNTIME_DIR/hermes/hermesd.sock)"),
+        "group": _S((str, int), None, "group allowed to connect; socket mode becomes 0660"),
+        "mode": _S((str, int), None, "socket file mode, e.g. '0660' (default 0600, 0660 with group)"),
+    },
+    "limits": {
+        "max_message": _S((int,), 8 * 1024 * 1024, "largest accepted msgpack message, bytes"),
+        "max_output": _S((int,), 32 * 1024 * 1024, "bytes queued to a slow client before it is dropped"),
+        "max_connections": _S((int,), 1024, "simultaneous client connections"),
+        "max_inflight": _S((int,), 256, "requests in flight per connection"),
+    },
+    "log_level": _S((str,), "INFO", "DEBUG, INFO, WARNING or ERROR",
+                    ("DEBUG", "INFO", "WARNING", "ERROR")),
+    "shutdown_timeout": _S(_num, 10.0, "seconds in-flight requests get on SIGTERM"),
+    "switch_interval": _S(_num, 0.001, "seconds a plugin thread may hold Python's "
+                          "interpreter lock while the event loop waits for it (0 < x ≤ 0.1)"),
+    "model": {
+        "provider": _S((str,), "custom", "informational; any OpenAI-compatible endpoint works"),
+        "base_url": _S((str,), None, "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1"),
+        "default": _S((str,), None, "model name sent with each request"),
+        "api_key": _S((str,), None, "prefer OPENAI_API_KEY in .env"),
+        "timeout": _S(_num, 120.0, "seconds per model request"),
+        "max_retries": _S((int,), 3, "retries for 429/5xx/connection errors"),
+        "retry_max_wait": _S(_num, 30.0, "cap on one retry wait, seconds"),
+        "transport": _S((str,), "hermesd", "HTTP under the openai SDK: hermesd's lean HTTP/1.1 "
+                        "transport, or the SDK's default httpx one", ("hermesd", "httpx")),
+        "process": _S((str,), "auto", "where model requests are sent and read: a child process "
+                      "of the daemon (separate), the daemon's event loop (inline), or the loop "
+                      "until 8 are in flight there and the child beyond, when the daemon may use "
+                      "2+ CPUs (auto)", ("auto", "separate", "inline")),
+        "process_idle_exit": _S(_num, 300.0, "seconds the model client process started by "
+                                "model.process: auto may sit idle before it exits"),
+    },
+    "agent": {
+        "max_iterations": _S((int,), 25, "model rounds per turn"),
+        "system_prompt": _S((str,), None, "system prompt (a sensible default is used)"),
+        "history_messages": _S((int,), 400, "most messages sent to the model per turn"),
+    },
+    "plugins": {
+        "enabled": _S(_strlist, None, "only these plugin keys load (default: all discovered)"),
+        "disabled": _S(_strlist, [], "these plugin keys never load"),
+        "load_timeout": _S(_num, 10.0, "seconds one plugin's register() may take"),
+    },
+    "tools": {
+        "enabled_toolsets": _S(_strlist, None, "toolsets offered to the model (default: all)"),
+        "timeout": _S(_num, 120.0, "seconds one tool call may take"),
+        "result_budget": _S((int,), 100_000, "characters of a tool result sent to the model"),
+        "hook_timeout": _S(_num, 10.0, "seconds one hook callback may take"),
+    },
+    "commands": {
+        "timeout": _S(_num, 30.0, "seconds one slash command handler may take"),
+        "cli_timeout": _S(_num, 120.0, "seconds one plugin CLI command (hermesctl NAME) may take"),
+    },
+    "terminal": {
+        "cwd": _S((str,), None, "working directory of the terminal tool"),
+        "timeout": _S(_num, 60.0, "seconds one terminal command may take"),
+    },
+    "approvals": {
+        "mode": _S((str,), "manual", "manual or off", ("manual", "off")),
+        "timeout": _S(_num, 300.0, "seconds to wait for an answer; timeout = deny"),
+        "deny": _S(_strlist, [], "command globs always denied"),
+        "require": _S(_strlist, [], "tool names that always need approval"),
+        "approvers": _S(_strlist, [], "extra user names or uids allowed to answer approvals"),
+    },
+    "command_allowlist": _S(_strlist, [], "reference-compatible: commands never prompting"),
+}
+
+
+@dataclass
+class Config:
+    """Validated settings, plus the raw mapping for plugins that read their own sections."""
+
+    data: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    path: Path | None = None
+
+    def get(self, dotted: str, default: Any = None) -> Any:
+        """Look up ``a.b.c``; the schema default when unset."""
+        node: Any = self.data
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return _schema_default(dotted, default)
+            node = node[part]
+        return _schema_default(dotted, default) if node is None else node
+
+
+def _schema_default(dotted: str, fallback: Any) -> Any:
+    node: Any = SCHEMA
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return fallback
+        node = node[part]
+    return node.default if isinstance(node, Setting) else fallback
+
+
+def _validate(data: dict[str, Any], schema: dict[str, Any], prefix: str, warnings: list[str]) -> None:
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        spec = schema.get(key) if isinstance(key, str) else None
+        if spec is None:
+            warnings.append(f"unknown setting '{dotted}' ignored")
+            continue
+        if isinstance(spec, dict):
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                raise ConfigError(f"'{dotted}' must be a mapping, got {type(value).__name__}")
+            _validate(value, spec, dotted + ".", warnings)
+            continue
+        if value is None:
+            continue
+        if isinstance(value, bool) and bool not in spec.types:
+            raise ConfigError(f"'{dotted}' must be {_names(spec.types)}, got bool")
+        if not isinstance(value, spec.types):
+            raise ConfigError(f"'{dotted}' must be {_names(spec.types)}, got {type(value).__name__}")
+        if spec.choices and value not in spec.choices and str(value).upper() not in spec.choices:
+            raise ConfigError(f"'{dotted}' must be one of {', '.join(map(str, spec.choices))}")
+        if isinstance(value, list) and not all(isinstance(v, (str, int)) for v in value):
+            raise ConfigError(f"'{dotted}' must be a list of strings")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+            raise ConfigError(f"'{dotted}' must not be negative")
+
+
+def _names(types: tuple[type, ...]) -> str:
+    words = {str: "a string", int: "an integer", float: "a number", list: "a list", bool: "a boolean"}
+    return " or ".join(words.get(t, t.__name__) for t in types)
+
+
+def parse(text: str, path: Path | None = None) -> Config:
+    """Parse and validate config text; raise ConfigError."""
+    where = str(path) if path else "config"
+    try:
+        data = yaml.safe_load(text) if text.strip() else {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where} is not valid YAML: {exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must be a mapping at the top level")
+    warnings: list[str] = []
+    _validate(data, SCHEMA, "", warnings)
+    mode = (data.get("socket") or {}).get("mode")
+    if mode is not None and parse_mode(mode) is None:
+        raise ConfigError("'socket.mode' must be an octal mode such as '0660'")
+    switch = data.get("switch_interval")
+    if switch is not None and not 0 < switch <= 0.1:
+        raise ConfigError(f"'switch_interval' must be more than 0 and at most 0.1 seconds, "
+                          f"got {switch}")
+    return Config(data, warnings, path)
+
+
+def parse_mode(value: Any) -> int | None:
+    """'0660', '660' or 0o660 → 0o660; None when not a sane file mode."""
+    try:
+        mode = int(value, 8) if isinstance(value, str) else int(value)
+    except ValueError:
+        return None
+    return mode if 0 <= mode <= 0o777 else None
+
+
+def load(home: Path) -> Config:
+    """Read ``home/config.yaml`` (missing = defaults)."""
+    path = home / "config.yaml"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Config({}, [], None)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text") from None
+    return parse(text, path)
+
+
+def load_dotenv_file(home: Path) -> dict[str, str]:
+    """Values from ``home/.env`` (empty when absent); does not touch os.environ."""
+    path = home / ".env"
+    if not path.exists():
+        return {}
+    from dotenv import dotenv_values
+
+    return {k: v for k, v in dotenv_values(path).items() if v is not None}
+
+
+def apply_dotenv(values: dict[str, str]) -> list[str]:
+    """Fill environment variables that are not already set; return the names filled."""
+    filled = []
+    for key, value in values.items():
+        if key not in os.environ:
+            os.environ[key] = value
+            filled.append(key)
+    return filled
+
+
+def ensure_home(home: Path) -> None:
+    """Create HERMES_HOME private to its owner if it does not exist."""
+    if not home.exists():
+        home.mkdir(mode=0o700, parents=True)
+        log.info("created %s", home)

@@ -1,1 +1,0 @@
-"""Method declarations by service area; ``hermesd.protocol`` imports every module here."""

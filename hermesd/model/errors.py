@@ -1,0 +1,98 @@
+"""What can go wrong with a model request, and how an ``openai`` SDK exception maps to it:
+`ModelError` and its kinds, which of them are worth a retry, and how long a ``retry-after``
+asks to wait. `hermesd.model.client` re-exports all of it."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Mapping
+from typing import Any
+
+_RETRY_STATUSES = frozenset({408, 409, 425, 429})
+
+
+class ModelError(Exception):
+    """A model request did not produce a usable answer."""
+
+    retryable = False
+
+
+class ModelNotConfigured(ModelError):
+    """No endpoint or model name is configured."""
+
+
+class ModelRequestFailed(ModelError):
+    """The endpoint answered with an error status, or could not be reached (status None)."""
+
+    def __init__(self, status: int | None, message: str, *, retryable: bool = False,
+                 retry_after: float | None = None) -> None:
+        super().__init__(f"HTTP {status}: {message}" if status else message)
+        self.status = status
+        self.message = message
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class ModelResponseInvalid(ModelError):
+    """The endpoint answered 200 with something that is not a chat completion stream."""
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    if not headers:
+        return None
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, Mapping) else inner
+        if message:
+            return str(message)
+    return str(getattr(exc, "message", None) or exc)
+
+
+def classify(exc: BaseException, base_url: str | None, timeout: float) -> ModelError | None:
+    """The ``ModelError`` for an SDK or decoding exception; None when it is not one."""
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        return ModelRequestFailed(
+            status, _error_message(exc),
+            retryable=status in _RETRY_STATUSES or status >= 500,
+            retry_after=parse_retry_after(exc.response.headers))
+    if isinstance(exc, openai.APITimeoutError):
+        return ModelRequestFailed(None, f"model request timed out after {timeout:g}s",
+                                  retryable=True)
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        detail = f": {cause}" if cause else ""
+        return ModelRequestFailed(None, f"connection to the model endpoint {base_url} failed"
+                                  f"{detail}", retryable=True)
+    if isinstance(exc, openai.APIResponseValidationError | ValueError):
+        return ModelResponseInvalid(f"the model endpoint sent a malformed response: {exc}")
+    if isinstance(exc, openai.APIError):
+        return ModelRequestFailed(None, f"the model endpoint reported an error: "
+                                  f"{_error_message(exc)}", retryable=True)
+    return None

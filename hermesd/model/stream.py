@@ -1,0 +1,242 @@
+"""Server-sent events of a streamed chat completion, read from the SDK's raw HTTP response and
+folded into one assistant message (`StreamAccumulator`).
+
+`hermesd.model.client` asks the ``openai`` SDK for the raw response of ``POST /chat/completions`` (the
+SDK still builds, sends and authenticates the request and turns error statuses into its
+exceptions) and reads the event stream here: a plain byte splitter and one JSON decode per
+event, instead of the SDK's decoder, per-event objects and post-``[DONE]`` clean-up, which
+together cost more CPU than the rest of a model round. Behaviour matches the SDK's stream:
+``[DONE]`` ends it, an event whose data carries ``error`` raises ``openai.APIError``, read
+timeouts and transport errors become ``APITimeoutError`` / ``APIConnectionError``, and after
+``[DONE]`` the rest of an HTTP/1.1 body is read (briefly) so the connection can be reused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sys
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hermesd.model import fastjson
+
+DRAIN_SECONDS = 0.1  # how long to wait for the end of the body after [DONE]
+
+StreamEvent = dict[str, Any]
+OnEvent = Callable[[StreamEvent], None]
+
+
+def _event_data(block: bytes) -> bytes | None:
+    """The data of one event (its ``data:`` lines joined by newlines), or None if it has none."""
+    data: list[bytes] = []
+    for line in block.split(b"\n"):
+        if not line or line[:1] == b":":
+            continue
+        name, _, value = line.partition(b":")
+        if name == b"data":
+            data.append(value[1:] if value[:1] == b" " else value)
+    return b"\n".join(data) if data else None
+
+
+def _stream_error(obj: Any) -> str | None:
+    """The message of an in-stream error object (as the SDK words it), or None."""
+    if not isinstance(obj, dict) or not obj.get("error"):
+        return None
+    error = obj["error"]
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) and message else (
+        "An error occurred during streaming")
+
+
+async def read_chunks(response: Any, on_chunk: Callable[[Any], None],
+                      on_read: Callable[[], None] | None = None) -> None:
+    """Feed every JSON chunk of ``response``'s event stream to ``on_chunk`` until ``[DONE]``;
+    ``on_read`` is called after the chunks of each read from the connection."""
+    import openai
+
+    http = _http_module(response)
+    chunks: AsyncIterator[bytes] = response.aiter_bytes()
+    buffer = b""
+    done = False
+    try:
+        async for data in chunks:
+            buffer += data
+            if b"\r" in buffer:  # CRLF or CR line ends; a trailing CR may start a CRLF
+                held = buffer.endswith(b"\r")
+                buffer = buffer[:-1] if held else buffer
+                buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+                buffer += b"\r" if held else b""
+            start = 0
+            while not done:
+                end = buffer.find(b"\n\n", start)
+                if end < 0:
+                    break
+                block, start = buffer[start:end], end + 2
+                if block[:6] == b"data: " and b"\n" not in block:  # one data line: most events
+                    payload = block[6:]
+                else:
+                    data_lines = _event_data(block)
+                    if data_lines is None:
+                        continue
+                    payload = data_lines
+                if payload[:6] == b"[DONE]":
+                    done = True
+                    break
+                obj = fastjson.loads(payload)  # ValueError: the caller reports a bad stream
+                if type(obj) is dict and obj.get("error"):
+                    raise openai.APIError(_stream_error(obj) or "", response.request,
+                                          body=obj["error"])
+                on_chunk(obj)
+            buffer = buffer[start:]
+            if on_read is not None:
+                on_read()
+            if done:
+                break
+        if done and response.http_version == "HTTP/1.1":
+            try:  # the rest of the body (the chunked terminator): the connection stays usable
+                async with asyncio.timeout(DRAIN_SECONDS):
+                    async for _ in chunks:
+                        pass
+            except (TimeoutError, http.HTTPError):
+                pass
+    except http.TimeoutException as exc:
+        raise openai.APITimeoutError(request=response.request) from exc
+    except http.RequestError as exc:
+        raise openai.APIConnectionError(request=response.request) from exc
+
+
+def _http_module(response: Any) -> Any:
+    """The HTTP library the SDK uses (``httpx``, or a fork of it), for its exception types."""
+    return sys.modules[type(response).__module__.split(".")[0]]
+
+
+def _int(value: Any) -> int:
+    """A token count as an int (0 for anything else)."""
+    return value if type(value) is int else int(value) if type(value) is float else 0
+
+
+@dataclass
+class _Call:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+    announced: bool = False
+
+
+class StreamAccumulator:
+    """Folds chat-completion chunks (SDK objects or dicts) into one assistant message.
+
+    Tool calls are keyed by ``index``; an id or name repeated in every chunk (llama.cpp) is
+    kept once, arguments are concatenated. A chunk without an index continues the last call
+    unless it carries a new id.
+
+    Text is announced by `flush` (``read_chunks`` calls it after each read): the text of
+    every chunk that came in one read goes out as one ``text.delta``. A model streaming at
+    its own pace sends a read per token, so nothing changes for the reader; when the daemon
+    is busy and chunks queue up in the socket, each costs the rest of the way (redaction,
+    encoding, one event per attached client) once, not once per chunk. Any other event sends
+    the text before it first, so the order is kept.
+    """
+
+    def __init__(self, on_event: OnEvent | None = None) -> None:
+        self.on_event = on_event
+        self.text: list[str] = []
+        self._unsent: list[str] = []  # text not yet announced
+        self.calls: dict[int, _Call] = {}
+        self.finish_reason: str | None = None
+        self.usage: dict[str, int] | None = None
+        self.model: str | None = None
+        self.chunks = 0
+        self.choices_seen = False
+        self.emitted = False
+
+    def _emit(self, event: StreamEvent) -> None:
+        if self._unsent:
+            self.flush()
+        self.emitted = True
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def flush(self) -> None:
+        """Announce the text folded in since the last call as one ``text.delta``."""
+        if not self._unsent:
+            return
+        text = self._unsent[0] if len(self._unsent) == 1 else "".join(self._unsent)
+        self._unsent.clear()
+        self.emitted = True
+        if self.on_event is not None:
+            self.on_event({"type": "text.delta", "text": text})
+
+    def add(self, chunk: Any) -> None:
+        """Fold one chunk in, emitting text deltas and tool-call starts. Fields of the wrong
+        type are ignored (the stream then ends without an answer, reported by the caller)."""
+        self.chunks += 1
+        if type(chunk) is not dict:
+            dump = getattr(chunk, "model_dump", None)  # an SDK object
+            chunk = dump() if callable(dump) else {}
+        if not self.model and type(chunk.get("model")) is str:
+            self.model = chunk["model"]
+        usage = chunk.get("usage")
+        if usage and type(usage) is dict:
+            self.usage = {k: _int(usage.get(k))
+                          for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+        choices = chunk.get("choices")
+        if type(choices) is not list:
+            return
+        for choice in choices:
+            if type(choice) is not dict or (choice.get("index") or 0) != 0:
+                continue
+            self.choices_seen = True
+            delta = choice.get("delta")
+            if type(delta) is dict:
+                text = delta.get("content")
+                if text and type(text) is str:
+                    self.text.append(text)
+                    self._unsent.append(text)
+                parts = delta.get("tool_calls")
+                if type(parts) is list:
+                    for part in parts:
+                        if type(part) is dict:
+                            self._add_call(part)
+            finish = choice.get("finish_reason")
+            if finish and type(finish) is str:
+                self.finish_reason = finish
+
+    def _add_call(self, part: dict[str, Any]) -> None:
+        index, call_id = part.get("index"), part.get("id")
+        call_id = call_id if type(call_id) is str else None
+        if type(index) is not int:
+            last = max(self.calls, default=-1)
+            new = last < 0 or bool(call_id and call_id != self.calls[last].id)
+            index = last + 1 if new else last
+        call = self.calls.setdefault(index, _Call())
+        if call_id and not call.id:
+            call.id = call_id
+        function = part.get("function")
+        if type(function) is dict:
+            name = function.get("name")
+            if name and type(name) is str and name != call.name:
+                call.name = name if not call.name else call.name + name
+            args = function.get("arguments")
+            if args and type(args) is str:
+                call.arguments.append(args)
+        if call.name and not call.announced:
+            call.announced = True
+            self._emit({"type": "tool_call.started", "index": index, "id": call.id,
+                        "name": call.name})
+
+    def message(self) -> dict[str, Any]:
+        """The assistant message in OpenAI form (text not yet announced is announced)."""
+        self.flush()
+        text = "".join(self.text)
+        msg: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if self.calls:
+            msg["tool_calls"] = [
+                {"id": c.id or f"call_{secrets.token_hex(6)}", "type": "function",
+                 "function": {"name": c.name, "arguments": "".join(c.arguments).strip() or "{}"}}
+                for _, c in sorted(self.calls.items())]
+        elif not text:
+            msg["content"] = ""
+        return msg

@@ -1,0 +1,406 @@
+"""Lifecycle hooks: the one table of hook names and the bus that calls plugin callbacks.
+
+`HOOKS` declares every hook name plugins may register (HERMES_API.md §5): the keyword arguments
+the daemon passes, how a callback's return value is used, and a one-line description. The
+invoker, the docs (docs/plugins.md, checked by a test) and the plugin loader all read it.
+
+`HookBus` stores callbacks in registration order (= plugin load order) and calls them with
+keyword arguments only, each callback getting just the parameters it declares unless it takes
+``**kwargs``. Sync callbacks run on a worker thread, async ones are awaited; each is bounded by a
+timeout. A callback that raises or times out is logged and skipped — except that a timed-out
+``pre_tool_call`` callback blocks the tool (fail closed). This module knows nothing about
+plugins beyond their key, and nothing about tools or sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from hermesd.model.fastjson import valid_text
+from hermesd.plugins.workers import (
+    CallShape,
+    WorkerPool,
+    WorkTimeout,
+    bounded,
+    call_bounded,
+    callable_name,
+    is_async_callable,
+    shared_pool,
+)
+
+log = logging.getLogger(__name__)
+
+Returns = Literal["ignored", "block", "context", "replace"]
+
+DEFAULT_HOOK_TIMEOUT = 10.0
+
+_TOOL_IDS = ("task_id", "session_id", "tool_call_id", "turn_id", "api_request_id")
+_API = ("session_id", "task_id", "turn_id", "api_request_id", "model", "provider", "base_url",
+        "platform", "api_call_count")
+_APPROVAL = ("command", "description", "pattern_key", "pattern_keys", "session_key", "surface")
+
+
+@dataclass(frozen=True)
+class HookSpec:
+    """One hook: its name, the kwargs passed to callbacks, how returns are used, and when."""
+
+    name: str
+    kwargs: tuple[str, ...]
+    returns: Returns
+    doc: str
+
+
+HOOKS: dict[str, HookSpec] = {
+    spec.name: spec
+    for spec in (
+        HookSpec("pre_tool_call", ("tool_name", "args", *_TOOL_IDS), "block",
+                 "Before each tool runs, including calls made through `ctx.dispatch_tool`."),
+        HookSpec("post_tool_call",
+                 ("tool_name", "args", "result", *_TOOL_IDS, "duration_ms", "status",
+                  "error_type", "error_message"), "ignored",
+                 "After every tool call, including errors, blocks and timeouts."),
+        HookSpec("transform_tool_result",
+                 ("tool_name", "args", "result", *_TOOL_IDS, "duration_ms", "status"), "replace",
+                 "After post_tool_call; the first str returned replaces the result."),
+        HookSpec("transform_terminal_output",
+                 ("command", "output", "returncode", "task_id", "env_type"), "replace",
+                 "Terminal tool output before its result is built; first str replaces it."),
+        HookSpec("transform_llm_output",
+                 ("response_text", "session_id", "model", "platform"), "replace",
+                 "Final assistant text of a turn; the first str returned replaces it."),
+        HookSpec("pre_llm_call",
+                 ("session_id", "task_id", "turn_id", "user_message", "conversation_history",
+                  "is_first_turn", "model", "platform", "sender_id"), "context",
+                 "Once per turn before the tool loop; returned context joins the user message."),
+        HookSpec("post_llm_call",
+                 ("session_id", "task_id", "turn_id", "user_message", "assistant_response",
+                  "conversation_history", "model", "platform"), "ignored",
+                 "After a successful turn."),
+        HookSpec("pre_api_request", (*_API, "request_messages"), "ignored",
+                 "Before each request to the model."),
+        HookSpec("post_api_request",
+                 (*_API, "api_duration", "started_at", "ended_at", "usage"), "ignored",
+                 "After each successful request to the model."),
+        HookSpec("api_request_error",
+                 (*_API, "error_type", "error_message", "status_code", "retry_count",
+                  "max_retries", "retryable"), "ignored",
+                 "When a request to the model fails."),
+        HookSpec("on_session_start", ("session_id", "model", "platform"), "ignored",
+                 "First turn of a new session."),
+        HookSpec("on_session_end",
+                 ("session_id", "task_id", "turn_id", "completed", "interrupted", "model",
+                  "platform"), "ignored",
+                 "End of every turn, and when a client exits."),
+        HookSpec("on_session_finalize", ("session_id", "platform", "reason"), "ignored",
+                 "A session is torn down (deleted, or the daemon stops)."),
+        HookSpec("on_session_reset",
+                 ("session_id", "platform", "reason", "old_session_id", "new_session_id"),
+                 "ignored", "`/new` or `/reset` starts a fresh session."),
+        HookSpec("subagent_start",
+                 ("parent_session_id", "parent_turn_id", "parent_subagent_id",
+                  "child_session_id", "child_subagent_id", "child_role", "child_goal"),
+                 "ignored", "A delegated sub-agent starts."),
+        HookSpec("subagent_stop",
+                 ("parent_session_id", "parent_turn_id", "child_session_id", "child_role",
+                  "child_summary", "child_status", "duration_ms"), "ignored",
+                 "A delegated sub-agent finishes."),
+        HookSpec("pre_gateway_dispatch", ("event", "gateway", "session_store"), "ignored",
+                 "Messaging-gateway dispatch; accepted for compatibility, never fired."),
+        HookSpec("pre_approval_request", _APPROVAL, "ignored",
+                 "Before the user is asked to approve a dangerous command."),
+        HookSpec("post_approval_response", (*_APPROVAL, "choice"), "ignored",
+                 "After the user answered (or the approval timed out)."),
+    )
+}
+
+
+def hook_table_markdown() -> str:
+    """The hook reference table for docs/plugins.md, generated from `HOOKS`."""
+    lines = ["| hook | kwargs | return value | when |", "|---|---|---|---|"]
+    meaning = {
+        "ignored": "ignored",
+        "block": "`{\"action\": \"block\", \"message\": m}` blocks the tool",
+        "context": "`{\"context\": x}` or a str, joined by a blank line",
+        "replace": "first str replaces the value",
+    }
+    for spec in HOOKS.values():
+        kwargs = ", ".join(spec.kwargs)
+        lines.append(f"| `{spec.name}` | {kwargs} | {meaning[spec.returns]} | {spec.doc} |")
+    return "\n".join(lines) + "\n"
+
+
+def join_contexts(values: list[Any]) -> str:
+    """Join ``pre_llm_call`` returns — ``{"context": x}`` or non-blank strings — by a blank line."""
+    parts: list[str] = []
+    for value in values:
+        if isinstance(value, dict):
+            value = value.get("context")
+            value = str(value) if value else None
+        if isinstance(value, str) and value.strip():
+            parts.append(value)
+    return "\n\n".join(parts)
+
+
+@dataclass(frozen=True)
+class _Callback:
+    plugin_key: str
+    fn: Callable[..., Any]
+    shape: CallShape
+    name: str
+    sync: bool = False  # runs on a worker thread (batched with its sync neighbours)
+
+
+class _SyncBatch:
+    """Consecutive sync callbacks of one invocation, run one after another on ONE worker thread.
+
+    One thread hop per invocation instead of one per callback (20 plugins hooking
+    ``pre_llm_call`` cost ~1.8 ms a turn in hops alone). Each callback keeps its own deadline:
+    the loop watches which one is running and since when (`HookBus._run_batch`).
+    """
+
+    def __init__(self, calls: list[tuple[_Callback, dict[str, Any]]], started: float) -> None:
+        self.calls = calls
+        self.results: list[tuple[bool, Any]] = []  # (returned, value or exception), in order
+        self.lock = threading.Lock()
+        self.current = 0
+        self.started = started  # when the running callback started (queued: when submitted)
+        self.stopped = False
+
+    def __call__(self) -> None:
+        for index, (entry, chosen) in enumerate(self.calls):
+            with self.lock:
+                if self.stopped:
+                    return
+                self.current, self.started = index, time.monotonic()
+            try:
+                self.results.append((True, entry.fn(**chosen)))
+            except Exception as exc:
+                self.results.append((False, exc))
+
+    def stop(self) -> int:
+        """Run nothing more; the index of the callback running now (the timed-out one)."""
+        with self.lock:
+            self.stopped = True
+            return self.current
+
+
+@dataclass(frozen=True)
+class ToolVerdict:
+    """What ``pre_tool_call`` callbacks decided: block, ask a person, or nothing."""
+
+    block: str | None = None
+    approve: str | None = None
+    rule_key: str | None = None
+
+
+@dataclass(frozen=True)
+class HookOutcome:
+    """What one callback did: its return value, or that it raised or timed out."""
+
+    plugin_key: str
+    name: str
+    value: Any = None
+    failed: bool = False
+    timed_out: bool = False
+
+
+class HookBus:
+    """Registered hook callbacks, called in registration order with bounded time."""
+
+    def __init__(self, pool: WorkerPool | None = None, timeout: float = DEFAULT_HOOK_TIMEOUT):
+        self._pool = pool or shared_pool()
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._callbacks: dict[str, list[_Callback]] = {}
+        #: Plugins whose callback timed out inside a batch: theirs run one by one from now on,
+        #: under the pool's per-plugin limits, so a hung plugin cannot hold batches hostage.
+        self._unbatched: set[str] = set()
+
+    def register(self, plugin_key: str, hook_name: str, callback: Callable[..., Any]) -> None:
+        """Add ``callback`` for ``hook_name``; unknown names are warned about and kept."""
+        if not callable(callback):
+            raise TypeError(f"hook callback for '{hook_name}' is not callable")
+        if hook_name not in HOOKS:
+            log.warning(
+                "Plugin '%s' registered unknown hook '%s' (valid: %s)",
+                plugin_key, hook_name, ", ".join(sorted(HOOKS)),
+            )
+        entry = _Callback(plugin_key, callback, CallShape.of(callback), callable_name(callback),
+                          not is_async_callable(callback))
+        with self._lock:
+            # Copy-on-write so invoke() iterates a stable list without holding the lock.
+            self._callbacks[hook_name] = [*self._callbacks.get(hook_name, []), entry]
+
+    def unregister_plugin(self, plugin_key: str) -> int:
+        """Remove every callback ``plugin_key`` registered; returns how many."""
+        removed = 0
+        self._unbatched.discard(plugin_key)  # a reloaded plugin starts with a clean slate
+        with self._lock:
+            for hook_name, entries in list(self._callbacks.items()):
+                kept = [e for e in entries if e.plugin_key != plugin_key]
+                removed += len(entries) - len(kept)
+                if kept:
+                    self._callbacks[hook_name] = kept
+                else:
+                    del self._callbacks[hook_name]
+        return removed
+
+    def has(self, hook_name: str) -> bool:
+        """True when at least one callback is registered for ``hook_name``."""
+        return bool(self._callbacks.get(hook_name))
+
+    def hooks_of(self, plugin_key: str) -> list[str]:
+        """Distinct hook names ``plugin_key`` has callbacks for."""
+        with self._lock:
+            items = list(self._callbacks.items())
+        return [name for name, entries in items if any(e.plugin_key == plugin_key for e in entries)]
+
+    async def outcomes(self, hook_name: str, kwargs: dict[str, Any]) -> list[HookOutcome]:
+        """Call every callback for ``hook_name`` in order; report what each one did."""
+        entries = self._callbacks.get(hook_name)
+        if not entries:
+            return []
+        spec = HOOKS.get(hook_name)
+        fill = spec.kwargs if spec else ()
+        results: list[HookOutcome] = []
+        batch: list[tuple[_Callback, dict[str, Any]]] = []
+        for entry in entries:
+            chosen = entry.shape.select(kwargs, fill)
+            if entry.sync and entry.plugin_key not in self._unbatched:
+                batch.append((entry, chosen))
+                continue
+            if batch:
+                results += await self._run_batch(hook_name, batch)
+                batch = []
+            results += await self._one_by_one(hook_name, [(entry, chosen)])
+        if batch:
+            results += await self._run_batch(hook_name, batch)
+        return results
+
+    async def _run_batch(self, hook_name: str, calls: list[tuple[_Callback, dict[str, Any]]]
+                         ) -> list[HookOutcome]:
+        """Run sync callbacks on one worker; a callback past its deadline is abandoned and
+        the ones after it run one by one, as if unbatched."""
+        if len(calls) == 1:  # nothing to share: the plain path (per-plugin pool limits)
+            return await self._one_by_one(hook_name, calls)
+        batch = _SyncBatch(calls, time.monotonic())
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future = self._pool.submit(batch, waiter=waiter)
+        timed_out = -1
+        try:
+            while not waiter.done():
+                left = batch.started + self.timeout - time.monotonic()
+                if left <= 0:
+                    timed_out = batch.stop()
+                    if not waiter.done():
+                        self._pool.abandon(future)
+                        break
+                    timed_out = -1  # it finished as we gave up: keep everything it did
+                await asyncio.wait({waiter}, timeout=max(left, 0.0))
+        except asyncio.CancelledError:
+            batch.stop()
+            self._pool.abandon(future)
+            raise
+        if waiter.done() and not waiter.cancelled() and waiter.exception() is not None:
+            log.warning("Hook '%s' batch stopped: %s", hook_name, waiter.exception())
+        outcomes: list[HookOutcome] = []
+        done = batch.results if timed_out < 0 else batch.results[:timed_out]
+        for (entry, _), (returned, value) in zip(calls, list(done)):
+            if returned and inspect.isawaitable(value):
+                outcomes += await self._one_by_one(hook_name, [(entry, {})], value)
+            elif returned:
+                outcomes.append(HookOutcome(entry.plugin_key, entry.name, value))
+            else:
+                log.warning("Hook '%s' callback %s raised: %s", hook_name, entry.name, value)
+                outcomes.append(HookOutcome(entry.plugin_key, entry.name, failed=True))
+        if timed_out >= 0:
+            entry = calls[timed_out][0]
+            self._unbatched.add(entry.plugin_key)
+            log.warning("Hook '%s' callback %s timed out after %gs", hook_name, entry.name,
+                        self.timeout)
+            outcomes.append(HookOutcome(entry.plugin_key, entry.name, timed_out=True))
+            outcomes += await self._one_by_one(hook_name, calls[timed_out + 1:])
+        return outcomes
+
+    async def _one_by_one(self, hook_name: str, calls: list[tuple[_Callback, dict[str, Any]]],
+                          awaitable: Any = None) -> list[HookOutcome]:
+        """Each callback on its own (or, with ``awaitable``, await what a sync one returned)."""
+        results: list[HookOutcome] = []
+        for entry, chosen in calls:
+            try:
+                if awaitable is not None:
+                    value = await bounded(awaitable, self.timeout)
+                else:
+                    value = await call_bounded(self._pool, entry.fn, (), chosen, self.timeout,
+                                               f"hook:{entry.plugin_key}")
+            except WorkTimeout:
+                log.warning(
+                    "Hook '%s' callback %s timed out after %gs", hook_name, entry.name,
+                    self.timeout,
+                )
+                results.append(HookOutcome(entry.plugin_key, entry.name, timed_out=True))
+            except Exception as exc:
+                log.warning("Hook '%s' callback %s raised: %s", hook_name, entry.name, exc)
+                log.debug("Traceback of hook '%s' callback %s", hook_name, entry.name,
+                          exc_info=True)
+                results.append(HookOutcome(entry.plugin_key, entry.name, failed=True))
+            else:
+                results.append(HookOutcome(entry.plugin_key, entry.name, value))
+        return results
+
+    async def invoke(self, hook_name: str, **kwargs: Any) -> list[Any]:
+        """Call every callback; return the non-None values they returned, in order."""
+        outcomes = await self.outcomes(hook_name, kwargs)
+        return [o.value for o in outcomes if o.value is not None]
+
+    async def pre_tool_call(self, **kwargs: Any) -> str | None:
+        """Run ``pre_tool_call``; the block message of the first blocking callback, or None.
+
+        A callback that times out blocks (fail closed); one that raises does not.
+        """
+        return (await self.pre_tool_verdict(**kwargs)).block
+
+    async def pre_tool_verdict(self, **kwargs: Any) -> ToolVerdict:
+        """Run ``pre_tool_call``: the first block wins; else the first ``approve`` request.
+
+        ``{"action": "approve", "message": m, "rule_key": k}`` sends the call to a person
+        (``rule_key``, default the tool name, is what session/always answers remember).
+        """
+        asked: ToolVerdict | None = None
+        for outcome in await self.outcomes("pre_tool_call", kwargs):
+            if outcome.timed_out:
+                return ToolVerdict(block=(
+                    f"Blocked: pre_tool_call hook {outcome.name} of plugin "
+                    f"'{outcome.plugin_key}' did not answer within {self.timeout:g}s"))
+            value = outcome.value
+            if not isinstance(value, dict):
+                continue
+            message = value.get("message")
+            if value.get("action") == "block" and isinstance(message, str) and message:
+                return ToolVerdict(block=message)
+            if value.get("action") == "approve" and asked is None:
+                rule = value.get("rule_key")
+                asked = ToolVerdict(
+                    approve=str(message) if message else f"plugin {outcome.plugin_key} asks",
+                    rule_key=rule.strip() if isinstance(rule, str) and rule.strip() else None)
+        return asked or ToolVerdict()
+
+    async def pre_llm_context(self, **kwargs: Any) -> str:
+        """Run ``pre_llm_call``; the contexts returned, joined by a blank line ("" if none)."""
+        return join_contexts(await self.invoke("pre_llm_call", **kwargs))
+
+    async def transform(self, hook_name: str, **kwargs: Any) -> str | None:
+        """Run a ``transform_*`` hook; the first str returned, or None to keep the value.
+        Half a surrogate pair in it (no UTF-8 encoder takes one: neither SQLite nor msgpack
+        could carry the text) becomes U+FFFD."""
+        for value in await self.invoke(hook_name, **kwargs):
+            if isinstance(value, str):
+                return valid_text(value)
+        return None

@@ -1,0 +1,92 @@
+"""The ``plugins.*``, ``tools.*`` and ``skills.*`` methods over the plugin host.
+
+Owns loading plugins before the daemon reports ready and exposing the host's registries to
+clients. Loading rules, the tool pipeline and skills live in ``hermesd.plugins.host``,
+``hermesd.tools`` and ``hermesd.plugins.skills``; this module only translates to and from RPC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from hermesd.plugins.host import PluginHost
+from hermesd.rpc.protocol import Codes, RpcError
+from hermesd.rpc.connection import Call, Router
+
+log = logging.getLogger(__name__)
+
+
+class PluginService:
+    """Plugin host over RPC."""
+
+    def __init__(self, host: PluginHost, enabled_toolsets: list[str] | None = None) -> None:
+        self.host = host
+        self.enabled_toolsets = enabled_toolsets
+
+    def bind(self, router: Router) -> None:
+        guard = self.host.gate.guard  # each waits while a plugin reload runs
+        router.bind("plugins.list", guard(self.rpc_plugins_list))
+        router.bind("tools.list", guard(self.rpc_tools_list))
+        router.bind("tools.call", guard(self.rpc_tools_call))
+        router.bind("skills.list", guard(self.rpc_skills_list))
+        router.bind("skills.view", guard(self.rpc_skills_view))
+
+    async def start(self) -> None:
+        self.host.tools.attach_loop(asyncio.get_running_loop())
+        records = await asyncio.to_thread(self.host.plugins.load_all)
+        loaded = sum(1 for r in records if r.state == "loaded")
+        log.info("plugins: %d loaded, %d not loaded", loaded, len(records) - loaded)
+
+    async def stop(self) -> None:
+        await asyncio.to_thread(self.host.plugins.unload_all)
+
+    def status(self) -> dict[str, Any]:
+        records = self.host.plugins.records()
+        return {"plugins": sum(1 for r in records if r.state == "loaded"),
+                "plugins_not_loaded": sum(1 for r in records if r.state != "loaded"),
+                "tools": len(self.host.tools.entries())}
+
+    def reload(self, cfg: Any) -> None:
+        self.enabled_toolsets = cfg.get("tools.enabled_toolsets")
+
+    # --- methods -----------------------------------------------------------------------------
+
+    def rpc_plugins_list(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        return {"plugins": self.host.plugins.listing(), "text": self.host.plugins.listing_text()}
+
+    async def rpc_tools_list(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self.host.tools.refresh_checks()
+        tools = self.host.tools.describe(self.enabled_toolsets)
+        if p.get("toolset"):
+            tools = [t for t in tools if t["toolset"] == p["toolset"]]
+        return {"tools": tools}
+
+    async def rpc_tools_call(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        args = p.get("args")
+        if args is None:
+            args = {}
+        if not isinstance(args, (dict, str)):
+            raise RpcError(Codes.INVALID_PARAMS,
+                           "tools.call: args must be a map or a JSON object string")
+        if isinstance(args, str):
+            try:
+                parsed = json.loads(args) if args.strip() else {}
+            except ValueError as exc:
+                raise RpcError(Codes.INVALID_PARAMS, f"tools.call: args is not JSON: {exc}")
+            if not isinstance(parsed, dict):
+                raise RpcError(Codes.INVALID_PARAMS, "tools.call: args must be a JSON object")
+            args = parsed
+        if self.host.tools.get(p["name"]) is None:
+            raise RpcError(Codes.NOT_FOUND, f"Unknown tool: {p['name']}", {"name": p["name"]})
+        result = await self.host.tools.call(p["name"], args, session_id=p.get("session_id") or "",
+                                            source="client")
+        return {"result": result}
+
+    def rpc_skills_list(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        return {"skills": self.host.skills.describe()}
+
+    def rpc_skills_view(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        return self.host.skills.view_result(p["name"], p.get("file_path"))

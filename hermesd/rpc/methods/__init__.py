@@ -1,0 +1,1 @@
+"""Method declarations by service area; `hermesd.rpc.protocol` imports every module here."""

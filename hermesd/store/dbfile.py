@@ -1,0 +1,142 @@
+"""The session store's database file: created private (0600), opened with its pragmas (WAL,
+``synchronous=NORMAL``, foreign keys, busy timeout), migrated to the current schema
+(``hermesd.store.migrations``), and the errors the store raises, including what an OS or SQLite
+error of a full, read-only or failing disk means (`StorageUnavailable`). `hermesd.store.sessions`
+re-exports all of it; nothing here knows what a session is.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+from pathlib import Path
+
+from hermesd.store.migrations import MIGRATIONS
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS = 5000  # how long a write waits for another process's lock (DB thread only)
+
+
+class StoreError(Exception):
+    """The session store cannot do what was asked."""
+
+
+class SessionNotFound(StoreError):
+    """No session has this id."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"Session not found: {session_id}")
+        self.session_id = session_id
+
+
+class MessageNotFound(StoreError):
+    """No message with this id belongs to the session."""
+
+
+class SchemaTooNew(StoreError):
+    """state.db was written by a newer hermesd."""
+
+
+class StorageUnavailable(StoreError):
+    """The disk refused a write: full (``reason="full"``), read-only or failing (``"io"``).
+
+    Nothing of the refused write is stored; the database stays consistent and the store keeps
+    working once the cause is gone.
+    """
+
+    #: The error any RPC method hitting this reports (``hermesd.rpc.connection`` reads ``rpc_code``).
+    rpc_code = "hermes.error.StorageUnavailable"
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+    @property
+    def rpc_data(self) -> dict[str, str]:
+        return {"reason": self.reason}
+
+
+_FULL, _READONLY, _CANTOPEN = 13, 8, 14  # SQLITE_FULL, SQLITE_READONLY, SQLITE_CANTOPEN
+
+
+def storage_error(exc: BaseException, path: Path, *, request: bool = True
+                  ) -> StorageUnavailable | None:
+    """The ``StorageUnavailable`` a sqlite3/OS error stands for, or None if it is not one."""
+    import errno
+
+    if isinstance(exc, OSError):
+        reason = {errno.ENOSPC: "full", errno.EDQUOT: "full", errno.EROFS: "readonly",
+                  errno.EACCES: "readonly", errno.EPERM: "readonly"}.get(exc.errno or 0, "io")
+        detail = exc.strerror or str(exc)
+    elif isinstance(exc, sqlite3.OperationalError):
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        text = str(exc).lower()
+        if code == _FULL or "disk is full" in text:
+            reason = "full"
+        elif code == _READONLY or "readonly" in text or "read-only" in text:
+            reason = "readonly"
+        elif code == _CANTOPEN or "disk i/o" in text or "unable to open" in text:
+            reason = "io"
+        else:
+            return None
+        detail = str(exc)
+    else:
+        return None
+    what = {"full": "the disk holding it is full; free some space",
+            "readonly": "it is read-only; make it writable",
+            "io": "the disk reported an error; check it"}[reason]
+    tail = " Nothing of this request was stored." if request else ""
+    return StorageUnavailable(f"cannot write {path} ({detail}): {what}, then retry.{tail}",
+                              reason)
+
+
+def open_db_file(path: Path) -> sqlite3.Connection:
+    """Create ``path`` private (0600) if needed, connect, set pragmas, migrate the schema.
+
+    A disk that is full, read-only or failing raises ``StorageUnavailable``.
+    """
+    try:
+        return _open_db_file(path)
+    except (OSError, sqlite3.OperationalError) as exc:
+        mapped = storage_error(exc, path, request=False)
+        if mapped is None:
+            raise
+        raise mapped from exc
+
+
+def _open_db_file(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600))
+    os.chmod(path, 0o600)
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    migrate(conn)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            os.chmod(side, 0o600)
+    return conn
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply the migrations this database lacks, one transaction each; return the version."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > len(MIGRATIONS):
+        raise SchemaTooNew(f"state.db has schema version {version}, newer than this hermesd "
+                           f"understands ({len(MIGRATIONS)}); upgrade hermesd")
+    for index in range(version, len(MIGRATIONS)):
+        try:
+            conn.executescript(f"BEGIN IMMEDIATE;\n{MIGRATIONS[index]}\n"
+                               f"PRAGMA user_version = {index + 1};\nCOMMIT;")
+        except sqlite3.Error:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        log.info("state.db migrated to schema version %d", index + 1)
+    return len(MIGRATIONS)

@@ -1,0 +1,108 @@
+"""The schema of ``state.db``, as an ordered list of migrations.
+
+``MIGRATIONS[i]`` takes a database from ``PRAGMA user_version = i`` to ``i + 1``. Append only:
+a migration that shipped is never edited, because databases in the field already ran it.
+``hermesd.store.sessions`` applies the missing ones in one transaction each at open time.
+"""
+
+from __future__ import annotations
+
+# v1: sessions and their messages. Timestamps are Unix seconds (REAL).
+_V1 = """
+CREATE TABLE sessions (
+    id                TEXT PRIMARY KEY,
+    title             TEXT,
+    created_at        REAL NOT NULL,
+    updated_at        REAL NOT NULL,
+    model             TEXT,
+    platform          TEXT NOT NULL DEFAULT 'cli',
+    parent_id         TEXT REFERENCES sessions(id) ON DELETE SET NULL,
+    prompt_tokens     INTEGER NOT NULL DEFAULT 0,
+    completion_tokens INTEGER NOT NULL DEFAULT 0,
+    total_tokens      INTEGER NOT NULL DEFAULT 0,
+    message_count     INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX sessions_by_update ON sessions(updated_at DESC, id DESC);
+
+CREATE TABLE messages (
+    id           INTEGER PRIMARY KEY,
+    session_id   TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    seq          INTEGER NOT NULL,
+    turn_id      TEXT,
+    role         TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+    content      TEXT,
+    tool_calls   TEXT,
+    tool_call_id TEXT,
+    tool_name    TEXT,
+    created_at   REAL NOT NULL,
+    UNIQUE (session_id, seq)
+);
+"""
+
+# v2: full-text search over message content. External-content FTS5 table kept in sync by
+# triggers; the rebuild indexes messages written by a v1 database.
+_V2 = """
+CREATE VIRTUAL TABLE messages_fts USING fts5(
+    content, content='messages', content_rowid='id', tokenize='unicode61'
+);
+CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, content) VALUES (new.id, coalesce(new.content, ''));
+END;
+CREATE TRIGGER messages_fts_ad AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content)
+        VALUES ('delete', old.id, coalesce(old.content, ''));
+END;
+CREATE TRIGGER messages_fts_au AFTER UPDATE OF content ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content)
+        VALUES ('delete', old.id, coalesce(old.content, ''));
+    INSERT INTO messages_fts(rowid, content) VALUES (new.id, coalesce(new.content, ''));
+END;
+INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
+"""
+
+# v3: remembered approval decisions ("always" rules), filled in by the approvals issue.
+_V3 = """
+CREATE TABLE approvals (
+    pattern_key TEXT PRIMARY KEY,
+    decision    TEXT NOT NULL DEFAULT 'always',
+    decided_by  TEXT,
+    description TEXT,
+    created_at  REAL NOT NULL
+);
+"""
+
+# v4: deleting a session sets its forks' parent_id to NULL; without an index on parent_id that
+# foreign-key action scans every session on each delete. Partial: most sessions have no parent.
+_V4 = """
+CREATE INDEX sessions_by_parent ON sessions(parent_id) WHERE parent_id IS NOT NULL;
+"""
+
+# v5: messages are indexed for search in batches, not one by one as they are written. Indexing a
+# message cost as much as writing it, on the event loop, in every model round; now a new row is
+# only listed in fts_pending, and hermesd.store.search indexes what is listed (on the store's thread
+# every few hundred messages, before every search, when the store opens and closes). Deleting
+# or editing a message that was never indexed must not tell the index to forget it: for an
+# external-content table that would corrupt the index.
+_V5 = """
+CREATE TABLE fts_pending (id INTEGER PRIMARY KEY);
+DROP TRIGGER messages_fts_ai;
+DROP TRIGGER messages_fts_ad;
+DROP TRIGGER messages_fts_au;
+CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages BEGIN
+    INSERT INTO fts_pending(id) VALUES (new.id);
+END;
+CREATE TRIGGER messages_fts_ad AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content)
+        SELECT 'delete', old.id, coalesce(old.content, '')
+        WHERE NOT EXISTS (SELECT 1 FROM fts_pending WHERE id = old.id);
+    DELETE FROM fts_pending WHERE id = old.id;
+END;
+CREATE TRIGGER messages_fts_au AFTER UPDATE OF content ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content)
+        SELECT 'delete', old.id, coalesce(old.content, '')
+        WHERE NOT EXISTS (SELECT 1 FROM fts_pending WHERE id = old.id);
+    INSERT OR IGNORE INTO fts_pending(id) VALUES (new.id);
+END;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]

@@ -1,0 +1,517 @@
+"""Sessions and their messages in SQLite (``$HERMES_HOME/state.db``).
+
+Every read and write of sessions, messages, full-text search and token counters. The file
+itself (creation with mode 0600, pragmas, schema migrations) and the store's errors are
+``hermesd.store.dbfile``, re-exported here; the search query, the search and the deferred index are
+``hermesd.store.search``. ``history()`` hands what the model sees of a session to ``hermesd.store.history``,
+which trims old messages and repairs tool calls left without results. It knows nothing of RPC,
+clients or models.
+
+Threads: the API is synchronous. The daemon owns one dedicated DB thread (``call()`` runs a
+method there, so the event loop never waits on a long query; calls waiting together run as one
+batch in one transaction, see ``hermesd.store.dbthread``). A turn's small reads and writes go through
+``quick()`` instead, batched on the loop's own thread, which costs less than the trip to the
+DB thread and back. A lock also makes direct calls from other threads safe, e.g. a tool
+handler running in a worker thread.
+
+Durability: WAL with ``synchronous=NORMAL``. Every write is committed before ``call()`` or
+``quick()`` returns (a batch commits before any of its results is handed back); a committed write
+survives the process being killed. An OS crash or power loss may lose the last few commits
+(never corrupt the file); that is the price of not calling fsync on every message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import re
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypedDict, TypeVar
+
+from hermesd.store import search as fts
+from hermesd.store.dbfile import (
+    BUSY_TIMEOUT_MS,
+    MessageNotFound,
+    SchemaTooNew,
+    SessionNotFound,
+    StorageUnavailable,
+    StoreError,
+    migrate,
+    open_db_file,
+    storage_error,
+)
+from hermesd.store.dbthread import BatchThread, ConnectionLock
+from hermesd.store.search import INDEX_EVERY, RANKED_MATCHES, SearchHit, fts_query, index_pending
+from hermesd.store.history import INTERRUPTED_RESULT, repair_history, to_openai, trim_history
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# with the database file's names (hermesd.store.dbfile), which callers know from here
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "MAX_TITLE",
+    "RANKED_MATCHES",
+    "ROLES",
+    "MessageNotFound",
+    "MessageRecord",
+    "SchemaTooNew",
+    "SearchHit",
+    "SessionInfo",
+    "SessionNotFound",
+    "SessionPage",
+    "SessionStore",
+    "StorageUnavailable",
+    "StoreError",
+    "fts_query",
+    "migrate",
+    "new_session_id",
+    "open_db_file",
+    "storage_error",
+]
+
+ROLES = ("system", "user", "assistant", "tool")
+_SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_TITLE_CHARS = 60
+
+
+class SessionInfo(TypedDict):
+    id: str
+    title: str | None
+    created_at: float
+    updated_at: float
+    model: str | None
+    platform: str
+    parent_id: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    message_count: int
+
+
+class MessageRecord(TypedDict):
+    id: int
+    session_id: str
+    seq: int
+    turn_id: str | None
+    role: str
+    content: str | None
+    tool_calls: list[dict[str, Any]] | None
+    tool_call_id: str | None
+    tool_name: str | None
+    created_at: float
+
+
+class SessionPage(TypedDict):
+    sessions: list[SessionInfo]
+    next_cursor: str | None
+
+
+def new_session_id() -> str:
+    """``20261129-121500-ab12cd``: sortable by creation, short, safe in URLs and paths."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def _derive_title(content: str) -> str | None:
+    line = " ".join(content.split())
+    if not line:
+        return None
+    return line if len(line) <= _TITLE_CHARS else line[: _TITLE_CHARS - 1].rstrip() + "…"
+
+
+def _session(row: sqlite3.Row) -> SessionInfo:
+    return SessionInfo(
+        id=row["id"], title=row["title"], created_at=row["created_at"],
+        updated_at=row["updated_at"], model=row["model"], platform=row["platform"],
+        parent_id=row["parent_id"], prompt_tokens=row["prompt_tokens"],
+        completion_tokens=row["completion_tokens"], total_tokens=row["total_tokens"],
+        message_count=row["message_count"],
+    )
+
+
+def _message(row: sqlite3.Row) -> MessageRecord:
+    calls = row["tool_calls"]
+    return MessageRecord(
+        id=row["id"], session_id=row["session_id"], seq=row["seq"], turn_id=row["turn_id"],
+        role=row["role"], content=row["content"],
+        tool_calls=json.loads(calls) if calls else None, tool_call_id=row["tool_call_id"],
+        tool_name=row["tool_name"], created_at=row["created_at"],
+    )
+
+
+MAX_TITLE = 200
+
+
+class SessionStore:
+    """Sessions, messages, search and usage counters in one SQLite file."""
+
+    def __init__(self, path: Path, *, history_messages: int = 400,
+                 history_chars: int = 400_000) -> None:
+        self.path = path
+        self.history_messages = history_messages
+        self.history_chars = history_chars
+        self._conn = open_db_file(path)
+        self._lock = ConnectionLock(self._conn, BUSY_TIMEOUT_MS)
+        self._thread: BatchThread | None = None  # started by the first ``call()``
+        self._unindexed = 0  # messages written since the last indexing run was queued
+        self._index_quietly("at open")  # what a killed daemon wrote and did not index
+
+    @classmethod
+    def in_home(cls, home: Path, **kwargs: Any) -> SessionStore:
+        """The store at ``home/state.db``."""
+        return cls(home / "state.db", **kwargs)
+
+    def _batches(self) -> BatchThread:
+        thread = self._thread
+        if thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = BatchThread(self._conn, self._lock,
+                                               map_error=self._storage_error)
+                thread = self._thread
+        return thread
+
+    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
+        """Run ``fn(*args, **kwargs)`` (a method of this store) on the DB thread, batched with
+        the other calls waiting there (see ``hermesd.store.dbthread``); await the result."""
+        return self._batches().submit(functools.partial(fn, *args, **kwargs))
+
+    def quick(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
+        """Like `call`, for calls that touch a few rows of one session (a turn's reads and
+        writes): batched on the event loop's thread instead of the DB thread. Queued at once,
+        so calls run in the order they were made; committed before the future resolves."""
+        return self._batches().submit_here(functools.partial(fn, *args, **kwargs))
+
+    def now(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
+        """Like `quick`, but run at once (its own transaction) when nothing else waits to
+        run on the loop: the result is ready without a trip through the loop. A turn's first
+        read and its answer's write use it."""
+        return self._batches().run_now(functools.partial(fn, *args, **kwargs))
+
+    def _storage_error(self, exc: BaseException) -> BaseException:
+        """A full disk, a read-only or vanished file as `StorageUnavailable` (logged)."""
+        if not isinstance(exc, OSError | sqlite3.OperationalError):
+            return exc
+        mapped = storage_error(exc, self.path)
+        if mapped is None:
+            return exc
+        log.error("%s", mapped)
+        mapped.__cause__ = exc
+        return mapped
+
+    def close(self) -> None:
+        """Finish pending DB-thread work, index what is left, close the connection."""
+        if self._thread is not None:
+            self._thread.close()
+        with self._lock:
+            self._index_quietly("at close")
+            self._conn.close()
+
+    # -- the search index (hermesd.store.search) -------------------------------------------------------
+
+    def _written(self, count: int) -> None:
+        """Count messages written (lock held); every ``INDEX_EVERY``, queue an indexing run on
+        the DB thread (inline when there is none, as for direct callers)."""
+        self._unindexed += count
+        if self._unindexed < INDEX_EVERY:
+            return
+        self._unindexed = 0
+        if self._thread is not None:
+            self._thread.chore(self.index_pending)
+        else:
+            index_pending(self._conn)
+
+    def index_pending(self) -> int:
+        """Index the messages written since the last run; return how many."""
+        with self._lock:
+            return index_pending(self._conn)
+
+    def _index_quietly(self, when: str) -> None:
+        """`index_pending`, a failure (a full disk) only logged: search catches up later."""
+        try:
+            self.index_pending()
+        except sqlite3.Error as exc:
+            log.warning("indexing new messages for search %s failed: %s", when, exc)
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            thread = self._thread
+            if thread is not None and thread.in_batch:  # the batch's transaction is ours
+                yield self._conn
+                return
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+                self._conn.execute("COMMIT")
+            except BaseException:
+                # SQLite may already have rolled back (e.g. SQLITE_FULL at COMMIT).
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+
+    def _row(self, sql: str, args: tuple[Any, ...]) -> sqlite3.Row | None:
+        with self._lock:
+            row: sqlite3.Row | None = self._conn.execute(sql, args).fetchone()
+            return row
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def create_session(self, *, title: str | None = None, model: str | None = None,
+                       platform: str = "cli", parent_id: str | None = None,
+                       session_id: str | None = None) -> SessionInfo:
+        """A new empty session; ``session_id`` is generated unless given."""
+        if session_id is not None and not _SESSION_ID.match(session_id):
+            raise ValueError("session id must be 1-64 characters of A-Z a-z 0-9 _ -")
+        if parent_id is not None:
+            self.get_session(parent_id)
+        now = time.time()
+        for _ in range(5):
+            sid = session_id or new_session_id()
+            try:
+                with self._tx() as db:
+                    db.execute(
+                        "INSERT INTO sessions (id, title, created_at, updated_at, model, platform,"
+                        " parent_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (sid, title, now, now, model, platform, parent_id))
+                return self.get_session(sid)
+            except sqlite3.IntegrityError:
+                if session_id is not None:
+                    raise ValueError(f"session {session_id} already exists") from None
+        raise StoreError("could not allocate a unique session id")
+
+    def get_session(self, session_id: str) -> SessionInfo:
+        """The session's metadata; ``SessionNotFound`` if there is none."""
+        row = self._row("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        if row is None:
+            raise SessionNotFound(session_id)
+        return _session(row)
+
+    def list_sessions(self, limit: int = 50, *, before: str | None = None,
+                      offset: int = 0) -> SessionPage:
+        """Sessions, most recently updated first; pass ``next_cursor`` as ``before`` to page."""
+        limit = max(1, min(int(limit), 1000))
+        where, args = "", []
+        if before:
+            stamp, _, sid = before.partition("~")
+            try:
+                key = float(stamp)
+            except ValueError:
+                raise ValueError(f"invalid cursor: {before!r}") from None
+            where = "WHERE updated_at < ? OR (updated_at = ? AND id < ?)"
+            args = [key, key, sid]
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT * FROM sessions {where} ORDER BY updated_at DESC, id DESC"
+                " LIMIT ? OFFSET ?", (*args, limit, max(0, offset))).fetchall()
+        sessions = [_session(r) for r in rows]
+        cursor = None
+        if len(sessions) == limit:
+            cursor = f"{sessions[-1]['updated_at']!r}~{sessions[-1]['id']}"
+        return SessionPage(sessions=sessions, next_cursor=cursor)
+
+    def count_sessions(self) -> int:
+        """How many sessions exist."""
+        row = self._row("SELECT count(*) FROM sessions", ())
+        return int(row[0]) if row else 0
+
+    def rename(self, session_id: str, title: str) -> SessionInfo:
+        """Set the title (whitespace collapsed; empty clears it; at most MAX_TITLE characters)."""
+        clean = " ".join(title.split()) or None
+        if clean is not None and len(clean) > MAX_TITLE:
+            raise ValueError(f"a title may have at most {MAX_TITLE} characters, not {len(clean)}")
+        with self._tx() as db:
+            if db.execute("UPDATE sessions SET title = ?, updated_at = ? WHERE id = ?",
+                          (clean, time.time(), session_id)).rowcount == 0:
+                raise SessionNotFound(session_id)
+        return self.get_session(session_id)
+
+    def set_model(self, session_id: str, model: str | None) -> SessionInfo:
+        """Set the model of later turns (None: the configured default)."""
+        with self._tx() as db:
+            if db.execute("UPDATE sessions SET model = ?, updated_at = ? WHERE id = ?",
+                          (model or None, time.time(), session_id)).rowcount == 0:
+                raise SessionNotFound(session_id)
+        return self.get_session(session_id)
+
+    def delete(self, session_id: str) -> None:
+        """Delete the session and its messages (forks keep their copies)."""
+        with self._tx() as db:
+            if db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount == 0:
+                raise SessionNotFound(session_id)
+
+    def fork(self, session_id: str, upto_message_id: int | None = None, *,
+             title: str | None = None) -> SessionInfo:
+        """A new session holding copies of the messages up to and including a message."""
+        src = self.get_session(session_id)
+        limit = upto_message_id
+        if limit is not None and self._row(
+                "SELECT 1 FROM messages WHERE id = ? AND session_id = ?",
+                (limit, session_id)) is None:
+            raise MessageNotFound(f"message {limit} is not in session {session_id}")
+        new = self.create_session(
+            title=title or (f"{src['title']} (fork)" if src["title"] else None),
+            model=src["model"], platform=src["platform"], parent_id=session_id)
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT INTO messages (session_id, seq, turn_id, role, content, tool_calls,"
+                " tool_call_id, tool_name, created_at) SELECT ?, seq, turn_id, role, content,"
+                " tool_calls, tool_call_id, tool_name, created_at FROM messages"
+                " WHERE session_id = ? AND (? IS NULL OR id <= ?) ORDER BY seq",
+                (new["id"], session_id, limit, limit))
+            db.execute("UPDATE sessions SET message_count = ? WHERE id = ?",
+                       (cur.rowcount, new["id"]))
+            self._written(cur.rowcount)
+        return self.get_session(new["id"])
+
+    def add_usage(self, session_id: str, prompt_tokens: int, completion_tokens: int,
+                  total_tokens: int | None = None) -> None:
+        """Add one model response's token counts to the session's counters."""
+        total = prompt_tokens + completion_tokens if total_tokens is None else total_tokens
+        with self._tx() as db:
+            if db.execute(
+                    "UPDATE sessions SET prompt_tokens = prompt_tokens + ?, completion_tokens ="
+                    " completion_tokens + ?, total_tokens = total_tokens + ? WHERE id = ?",
+                    (prompt_tokens, completion_tokens, total, session_id)).rowcount == 0:
+                raise SessionNotFound(session_id)
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def append_message(self, session_id: str, role: str, content: str | None = None, *,
+                       tool_calls: list[dict[str, Any]] | None = None,
+                       tool_call_id: str | None = None, tool_name: str | None = None,
+                       turn_id: str | None = None) -> MessageRecord:
+        """Append one message and commit it before returning."""
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+        if role == "tool" and not tool_call_id:
+            raise ValueError("a tool message needs the tool_call_id it answers")
+        if tool_calls is not None and (role != "assistant" or not isinstance(tool_calls, list)):
+            raise ValueError("tool_calls must be a list on an assistant message")
+        now = time.time()
+        title = _derive_title(content) if role == "user" and content else None
+        with self._tx() as db:
+            row = db.execute("SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = ?",
+                             (session_id,)).fetchone()
+            if db.execute(
+                    "UPDATE sessions SET updated_at = ?, message_count = message_count + 1,"
+                    " title = coalesce(title, ?) WHERE id = ?",
+                    (now, title, session_id)).rowcount == 0:
+                raise SessionNotFound(session_id)
+            cur = db.execute(
+                "INSERT INTO messages (session_id, seq, turn_id, role, content, tool_calls,"
+                " tool_call_id, tool_name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (session_id, row[0] + 1, turn_id, role, content,
+                 json.dumps(tool_calls) if tool_calls else None, tool_call_id, tool_name, now))
+            message_id = cur.lastrowid
+            self._written(1)
+        return MessageRecord(
+            id=int(message_id or 0), session_id=session_id, seq=row[0] + 1, turn_id=turn_id,
+            role=role, content=content, tool_calls=tool_calls or None,
+            tool_call_id=tool_call_id, tool_name=tool_name, created_at=now)
+
+    def messages(self, session_id: str, *, limit: int | None = None,
+                 after_seq: int = 0) -> list[MessageRecord]:
+        """Stored messages in order (the newest ``limit`` when given), for display and export."""
+        self.get_session(session_id)
+        with self._lock:
+            if limit is None:
+                rows = self._conn.execute(
+                    "SELECT * FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
+                    (session_id, after_seq)).fetchall()
+            else:
+                rows = self._conn.execute(
+                    "SELECT * FROM (SELECT * FROM messages WHERE session_id = ? AND seq > ?"
+                    " ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+                    (session_id, after_seq, max(0, limit))).fetchall()
+        return [_message(r) for r in rows]
+
+    def history(self, session_id: str, limit: int | None = None) -> list[dict[str, Any]]:
+        """What the model is sent of this session: trimmed, repaired, OpenAI-shaped."""
+        budget = self.history_messages if limit is None else limit
+        records = self.messages(session_id, limit=budget)
+        shaped = [to_openai(r) for r in records]
+        return repair_history(trim_history(shaped, budget, self.history_chars))
+
+    def close_dangling_tool_calls(self, session_id: str, reason: str = INTERRUPTED_RESULT,
+                                  turn_id: str | None = None) -> int:
+        """Persist error results for the last assistant message's unanswered tool calls.
+
+        Only when nothing but tool results follows that message (otherwise ``history()``
+        repairs the sequence on the fly). Returns how many results were written.
+        """
+        with self._lock:
+            last = self._conn.execute(
+                "SELECT * FROM messages WHERE session_id = ? AND role != 'tool'"
+                " ORDER BY seq DESC LIMIT 1", (session_id,)).fetchone()
+            if last is None or last["role"] != "assistant" or not last["tool_calls"]:
+                return 0
+            answered = {r[0] for r in self._conn.execute(
+                "SELECT tool_call_id FROM messages WHERE session_id = ? AND seq > ?",
+                (session_id, last["seq"]))}
+            missing = [c for c in json.loads(last["tool_calls"]) if c.get("id") not in answered]
+            for call in missing:
+                name = (call.get("function") or {}).get("name")
+                self.append_message(session_id, "tool", json.dumps({"error": reason}),
+                                    tool_call_id=str(call.get("id")), tool_name=name,
+                                    turn_id=turn_id or last["turn_id"])
+        if missing:
+            log.info("session %s: closed %d unanswered tool call(s)", session_id, len(missing))
+        return len(missing)
+
+    # -- search -----------------------------------------------------------------------------
+
+    def search(self, query: str, limit: int = 20, *,
+               session_id: str | None = None) -> list[SearchHit]:
+        """Messages matching every word of ``query``, with highlighted snippets
+        (`hermesd.store.search.search`). Messages not yet indexed are indexed first, so every committed
+        message can be found; when that fails (a full disk, say) the search runs on what is
+        indexed."""
+        if fts_query(query) is None:
+            return []
+        with self._lock:
+            try:
+                index_pending(self._conn)
+            except sqlite3.DatabaseError as exc:
+                thread = self._thread
+                if thread is not None and thread.in_batch and not self._conn.in_transaction:
+                    raise  # the batch's transaction went with it: the batch must fail
+                log.warning("searching without the newest messages: indexing them failed: %s",
+                            exc)
+            return fts.search(self._conn, query, limit, session_id=session_id)
+
+    # -- approval rules ("always" answers; hermesd.approvals) -------------------------------
+
+    def approval_rules(self) -> list[dict[str, Any]]:
+        """Remembered "always" approvals, oldest first."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT pattern_key, decision, decided_by, description, created_at"
+                " FROM approvals ORDER BY created_at, pattern_key").fetchall()
+        return [dict(r) for r in rows]
+
+    def add_approval_rule(self, pattern_key: str, decided_by: str,
+                          description: str = "") -> dict[str, Any]:
+        """Remember ``pattern_key`` as always approved (replacing an older rule for it)."""
+        now = time.time()
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO approvals"
+                " (pattern_key, decision, decided_by, description, created_at)"
+                " VALUES (?, 'always', ?, ?, ?)", (pattern_key, decided_by, description, now))
+        return {"pattern_key": pattern_key, "decision": "always", "decided_by": decided_by,
+                "description": description, "created_at": now}
+
+    def revoke_approval_rule(self, pattern_key: str) -> bool:
+        """Forget the rule for ``pattern_key``; False when there was none."""
+        with self._tx() as conn:
+            return conn.execute("DELETE FROM approvals WHERE pattern_key = ?",
+                                (pattern_key,)).rowcount > 0
