@@ -54,8 +54,10 @@ async def pipeline(rounds: int, calls: int, home: Path) -> dict[str, list[float]
     store = SessionStore.in_home(home)
     broker = ApprovalBroker(store, HookBus(), Config({}), attached=lambda sid: [])
     await broker.load()
-    both = {"bare": registry(),
-            "approvals": registry(broker.approve, Redactor.from_env(SECRETS, {}))}
+    both = {
+        "bare": registry(),
+        "approvals": registry(broker.approve, Redactor.from_env(SECRETS, {})),
+    }
     commands = CORPUS["harmless"]
     samples: dict[str, list[float]] = {"bare": [], "approvals": []}
     for name in common.interleaved(rounds, list(both)):
@@ -84,31 +86,42 @@ def parts(repeat: int) -> dict[str, float]:
     t0 = time.perf_counter()
     for _ in range(repeat):
         redactor(output)
-    return {"per_command": per_command, "redact": (time.perf_counter() - t0) / repeat,
-            "size": float(len(output))}
+    return {
+        "per_command": per_command,
+        "redact": (time.perf_counter() - t0) / repeat,
+        "size": float(len(output)),
+    }
 
 
 def report(samples: dict[str, list[float]], part: dict[str, float], args: Any) -> str:
     us = 1e6
     bare, full = samples["bare"], samples["approvals"]
     lines = [
-        (f"**Pipeline**, {args.rounds} interleaved rounds of {args.calls} sequential "
-        f"`ToolRegistry.call`s each ({len(bare)} samples per case), harmless corpus commands:"),
+        (
+            f"**Pipeline**, {args.rounds} interleaved rounds of {args.calls} sequential "
+            f"`ToolRegistry.call`s each ({len(bare)} samples per case), harmless corpus commands:"
+        ),
         "",
         "| pipeline | p50 | p99 |",
         "|---|---|---|",
         f"| bare | {median(bare) * us:.0f} µs | {percentile(bare, 99) * us:.0f} µs |",
-        (f"| with approvals + redaction | {median(full) * us:.0f} µs | "
-        f"{percentile(full, 99) * us:.0f} µs |"),
+        (
+            f"| with approvals + redaction | {median(full) * us:.0f} µs | "
+            f"{percentile(full, 99) * us:.0f} µs |"
+        ),
         "",
-        (f"Ratio with / without (p50): **{median(full) / median(bare):.2f}×** "
-        f"(+{(median(full) - median(bare)) * us:.0f} µs per call)."),
+        (
+            f"Ratio with / without (p50): **{median(full) / median(bare):.2f}×** "
+            f"(+{(median(full) - median(bare)) * us:.0f} µs per call)."
+        ),
         "",
-        (f"**Parts**: the pattern table takes {part['per_command'] * us:.1f} µs per command "
-        f"({len(patterns.DANGEROUS)} dangerous + {len(patterns.FLOOR)} floor patterns); "
-        f"redacting a {part['size'] / 1024:.0f} KB `env`-like result takes "
-        f"{part['redact'] * 1000:.2f} ms ({part['redact'] * us / (part['size'] / 1024):.1f} µs "
-        "per KB)."),
+        (
+            f"**Parts**: the pattern table takes {part['per_command'] * us:.1f} µs per command "
+            f"({len(patterns.DANGEROUS)} dangerous + {len(patterns.FLOOR)} floor patterns); "
+            f"redacting a {part['size'] / 1024:.0f} KB `env`-like result takes "
+            f"{part['redact'] * 1000:.2f} ms ({part['redact'] * us / (part['size'] / 1024):.1f} µs "
+            "per KB)."
+        ),
     ]
     return "\n".join(lines)
 
@@ -123,8 +136,14 @@ def main() -> int:
     home = common.scratch_dir("hb-ap-")
     samples = asyncio.run(pipeline(args.rounds, args.calls, home))
     body = report(samples, parts(repeat), args)
-    common.publish(args, "approvals", "Approvals and redaction: cost per tool call",
-                   body, started, machine_line)
+    common.publish(
+        args,
+        "approvals",
+        "Approvals and redaction: cost per tool call",
+        body,
+        started,
+        machine_line,
+    )
     return 0
 
 

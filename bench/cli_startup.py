@@ -34,8 +34,19 @@ BASELINE = "python -c 'import msgpack'"
 THROWAWAY = Path("/tmp/hermesd-bench-venv")
 PACKAGES = ("hermesd", "hermesctl")
 # What a copy of the checkout to build from can leave out: history, caches, build output.
-UNPACKAGED = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".hypothesis",
-              ".mypy_cache", ".pytest_cache", ".ruff_cache", "result")
+UNPACKAGED = (
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".hypothesis",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    "result",
+)
 
 
 # --- the interpreter under test ----------------------------------------------------------------
@@ -47,12 +58,23 @@ def client_modules(python: Path) -> dict[str, Path] | None:
     None when hermesctl is not installed there, or only as an editable install of a checkout.
     """
     probe = subprocess.run(
-        [str(python), "-c", ("import sys, hermesctl.cli\n"
-         "for m in list(sys.modules.values()):\n"
-         "    if m.__name__.split('.')[0] in ('hermesd', 'hermesctl'):\n"
-         "        print(m.__name__, m.__file__)")],
-        capture_output=True, text=True, cwd="/", env=common.clean_env(), timeout=60,
-        check=False)
+        [
+            str(python),
+            "-c",
+            (
+                "import sys, hermesctl.cli\n"
+                "for m in list(sys.modules.values()):\n"
+                "    if m.__name__.split('.')[0] in ('hermesd', 'hermesctl'):\n"
+                "        print(m.__name__, m.__file__)"
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env=common.clean_env(),
+        timeout=60,
+        check=False,
+    )
     if probe.returncode != 0:
         return None
     found = {}
@@ -72,13 +94,19 @@ def is_current(python: Path) -> bool:
     modules = client_modules(python)
     if not modules:
         return False
-    return all((SOURCE / rel).exists() and filecmp.cmp(SOURCE / rel, path, shallow=False)
-               for rel, path in modules.items())
+    return all(
+        (SOURCE / rel).exists() and filecmp.cmp(SOURCE / rel, path, shallow=False)
+        for rel, path in modules.items()
+    )
 
 
 def pip(python: Path, *args: str) -> None:
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    *args], check=True, env=common.clean_env(), timeout=600)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
+        check=True,
+        env=common.clean_env(),
+        timeout=600,
+    )
 
 
 def client_python() -> Path:
@@ -102,8 +130,9 @@ def client_python() -> Path:
             if SOURCE != REPO:
                 for package in PACKAGES:
                     shutil.rmtree(src / package)
-                    shutil.copytree(SOURCE / package, src / package,
-                                    ignore=shutil.ignore_patterns(*UNPACKAGED))
+                    shutil.copytree(
+                        SOURCE / package, src / package, ignore=shutil.ignore_patterns(*UNPACKAGED)
+                    )
             pip(python, "--no-deps", "--force-reinstall", str(src))
         if not is_current(python):  # edited meanwhile: measure what was installed, but say so
             print(f"warning: the checkout changed while it was installed into {python}")
@@ -115,8 +144,15 @@ def client_python() -> Path:
 
 def run_once(argv: list[str], scratch: Path) -> float:
     t0 = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=scratch,
-                          env=common.clean_env(), timeout=60, check=False)
+    done = subprocess.run(
+        argv,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=scratch,
+        env=common.clean_env(),
+        timeout=60,
+        check=False,
+    )
     taken = time.perf_counter() - t0
     if done.returncode != 0:
         raise RuntimeError(f"{argv} exited with {done.returncode}: {done.stderr.decode()}")
@@ -127,18 +163,27 @@ def import_times(argv: list[str], scratch: Path, runs: int) -> dict[str, tuple[i
     """Per module: (depth, median self ms, median cumulative ms) under ``-X importtime``."""
     seen: dict[str, list[tuple[int, float, float]]] = {}
     for _ in range(runs):
-        done = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], capture_output=True,
-                              text=True, cwd=scratch, env=common.clean_env(), timeout=60,
-                              check=False)
+        done = subprocess.run(
+            [argv[0], "-X", "importtime", *argv[1:]],
+            capture_output=True,
+            text=True,
+            cwd=scratch,
+            env=common.clean_env(),
+            timeout=60,
+            check=False,
+        )
         for line in done.stderr.splitlines():
             if not line.startswith("import time:") or "cumulative" in line:
                 continue
-            self_us, cumulative_us, name = line[len("import time:"):].split("|")
+            self_us, cumulative_us, name = line[len("import time:") :].split("|")
             depth = (len(name) - len(name.lstrip()) - 1) // 2
             seen.setdefault(name.strip(), []).append(
-                (depth, int(self_us) / 1000, int(cumulative_us) / 1000))
-    return {name: (v[0][0], median([s for _, s, _ in v]), median([c for _, _, c in v]))
-            for name, v in seen.items()}
+                (depth, int(self_us) / 1000, int(cumulative_us) / 1000)
+            )
+    return {
+        name: (v[0][0], median([s for _, s, _ in v]), median([c for _, _, c in v]))
+        for name, v in seen.items()
+    }
 
 
 def main() -> int:
@@ -178,43 +223,58 @@ def main() -> int:
     return 0
 
 
-def report(times: dict[str, list[float]], imports: dict[str, tuple[int, float, float]],
-           baseline_imports: dict[str, tuple[int, float, float]], runs: int, python: str) -> str:
+def report(
+    times: dict[str, list[float]],
+    imports: dict[str, tuple[int, float, float]],
+    baseline_imports: dict[str, tuple[int, float, float]],
+    runs: int,
+    python: str,
+) -> str:
     ms = 1e3
     base = median(times[BASELINE])
     status = median(times["hermesctl status"])
     lines = [
-        (f"Client interpreter: `{python}` (non-editable install of this checkout); each command "
-        f"run {runs} times, interleaved, against one running hermesd. Wall time of the whole "
-        "process, as started by `subprocess.run`."),
+        (
+            f"Client interpreter: `{python}` (non-editable install of this checkout); each command "
+            f"run {runs} times, interleaved, against one running hermesd. Wall time of the whole "
+            "process, as started by `subprocess.run`."
+        ),
         "",
         "| command | median | min | p90 | vs baseline |",
         "|---|---|---|---|---|",
     ]
     for name, samples in times.items():
-        lines.append(f"| `{name}` | {median(samples) * ms:.1f} ms | {min(samples) * ms:.1f} ms | "
-                     f"{percentile(samples, 90) * ms:.1f} ms | {median(samples) / base:.2f}× |")
+        lines.append(
+            f"| `{name}` | {median(samples) * ms:.1f} ms | {min(samples) * ms:.1f} ms | "
+            f"{percentile(samples, 90) * ms:.1f} ms | {median(samples) / base:.2f}× |"
+        )
     extra = {n: v for n, v in imports.items() if n not in baseline_imports}
     lines += [
         "",
-        (f"`hermesctl status` / `python -c 'import msgpack'`, ratio of medians: "
-        f"**{common.fmt_ratio(status / base, TARGET)}**, {(status - base) * ms:+.1f} ms. "
-        f"Ratio of minimums: {min(times['hermesctl status']) / min(times[BASELINE]):.2f}× "
-        "(a busy machine only ever adds time to a process start, so on one the minimum is the "
-        "steadier figure)."),
+        (
+            f"`hermesctl status` / `python -c 'import msgpack'`, ratio of medians: "
+            f"**{common.fmt_ratio(status / base, TARGET)}**, {(status - base) * ms:+.1f} ms. "
+            f"Ratio of minimums: {min(times['hermesctl status']) / min(times[BASELINE]):.2f}× "
+            "(a busy machine only ever adds time to a process start, so on one the minimum is the "
+            "steadier figure)."
+        ),
         "",
-        (f"Largest imports of `hermesctl status` by cumulative time (`python -X importtime`, "
-        f"median of runs; importtime itself slows imports, so read these as proportions). "
-        f"It imports {len(extra)} modules that the baseline does not, "
-        f"{sum(s for _, s, _ in extra.values()):.1f} ms of their own import time in all."),
+        (
+            f"Largest imports of `hermesctl status` by cumulative time (`python -X importtime`, "
+            f"median of runs; importtime itself slows imports, so read these as proportions). "
+            f"It imports {len(extra)} modules that the baseline does not, "
+            f"{sum(s for _, s, _ in extra.values()):.1f} ms of their own import time in all."
+        ),
         "",
         "| module | depth | cumulative | self | also imported by the baseline |",
         "|---|---|---|---|---|",
     ]
     top = sorted(imports.items(), key=lambda kv: kv[1][2], reverse=True)[:15]
     for name, (depth, self_ms, cumulative_ms) in top:
-        lines.append(f"| `{name}` | {depth} | {cumulative_ms:.2f} ms | {self_ms:.2f} ms | "
-                     f"{'yes' if name in baseline_imports else 'no'} |")
+        lines.append(
+            f"| `{name}` | {depth} | {cumulative_ms:.2f} ms | {self_ms:.2f} ms | "
+            f"{'yes' if name in baseline_imports else 'no'} |"
+        )
     return "\n".join(lines)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import common
 from common import Client, median, percentile
 
-PLUGIN = '''
+PLUGIN = """
 import sys
 
 def register(ctx):
@@ -41,21 +41,24 @@ def register(ctx):
         print(" ".join(args.words))
 
     ctx.register_cli_command("bench-cli", "benchmark command", setup, handle)
-'''
+"""
 
 
 def write_plugin(home: Any, name: str) -> None:
     folder = home / "plugins" / name
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "plugin.yaml").write_text(f"name: {name}\nversion: 1.0.0\n")
-    (folder / "__init__.py").write_text(PLUGIN if name == "bench" else
-                                        "def register(ctx):\n    pass\n")
+    (folder / "__init__.py").write_text(
+        PLUGIN if name == "bench" else "def register(ctx):\n    pass\n"
+    )
 
 
 def requests(client: Client, rounds: int, calls: int) -> dict[str, list[float]]:
-    kinds = {"ping": ("ping", None),
-             "command.run": ("command.run", {"line": "/echo x"}),
-             "cli.run": ("cli.run", {"argv": ["bench-cli", "say", "x"]})}
+    kinds = {
+        "ping": ("ping", None),
+        "command.run": ("command.run", {"line": "/echo x"}),
+        "cli.run": ("cli.run", {"argv": ["bench-cli", "say", "x"]}),
+    }
     samples: dict[str, list[float]] = {k: [] for k in kinds}
     for name in common.interleaved(rounds, list(kinds)):
         method, params = kinds[name]
@@ -72,8 +75,12 @@ def processes(socket: str, rounds: int) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {k: [] for k in argvs}
     for name in common.interleaved(rounds, list(argvs)):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "hermesctl", "--socket", socket, *argvs[name]],
-                       env=env, check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "hermesctl", "--socket", socket, *argvs[name]],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         samples[name].append(time.perf_counter() - t0)
     return samples
 
@@ -100,8 +107,14 @@ def reloads(client: Client, socket: str, times: int) -> tuple[list[float], list[
     return took, pings
 
 
-def report(req: dict[str, list[float]], proc: dict[str, list[float]], took: list[float],
-           pings: list[float], plugins: int, args: Any) -> str:
+def report(
+    req: dict[str, list[float]],
+    proc: dict[str, list[float]],
+    took: list[float],
+    pings: list[float],
+    plugins: int,
+    args: Any,
+) -> str:
     us = 1e6
     base = median(req["ping"])
     lines = [
@@ -112,8 +125,10 @@ def report(req: dict[str, list[float]], proc: dict[str, list[float]], took: list
         "|---|---|---|---|",
     ]
     for name, values in req.items():
-        lines.append(f"| `{name}` | {median(values) * us:.0f} µs | "
-                     f"{percentile(values, 99) * us:.0f} µs | {median(values) / base:.2f}× |")
+        lines.append(
+            f"| `{name}` | {median(values) * us:.0f} µs | "
+            f"{percentile(values, 99) * us:.0f} µs | {median(values) / base:.2f}× |"
+        )
     status, forwarded = proc["hermesctl status"], proc["hermesctl bench-cli say x"]
     lines += [
         "",
@@ -135,7 +150,8 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args()
     args.rounds, args.calls, args.proc_rounds, n_reload, extra = (
-        (2, 50, 3, 2, 5) if args.quick else (10, 300, 15, 10, 20))
+        (2, 50, 3, 2, 5) if args.quick else (10, 300, 15, 10, 20)
+    )
     started, machine_line = common.now_utc(), common.machine()
     with common.Daemon() as daemon:
         write_plugin(daemon.home, "bench")
@@ -148,8 +164,14 @@ def main() -> int:
             took, pings = reloads(client, str(daemon.socket), n_reload)
         plugins = extra + 2  # the fillers, bench, and the bundled calculator
     body = report(req, proc, took, pings, plugins, args)
-    common.publish(args, "commands", "Slash commands, plugin CLI commands, hot reload",
-                   body, started, machine_line)
+    common.publish(
+        args,
+        "commands",
+        "Slash commands, plugin CLI commands, hot reload",
+        body,
+        started,
+        machine_line,
+    )
     return 0
 
 

@@ -47,9 +47,22 @@ signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment minus anything that would point a child at another daemon or manager."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("HERMES_", "OPENAI_", "NOTIFY_", "LISTEN_", "WATCHDOG_",
-                                "JOURNAL_", "XDG_RUNTIME", "PYTHON"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(
+            (
+                "HERMES_",
+                "OPENAI_",
+                "NOTIFY_",
+                "LISTEN_",
+                "WATCHDOG_",
+                "JOURNAL_",
+                "XDG_RUNTIME",
+                "PYTHON",
+            )
+        )
+    }
     env.update(extra or {})
     return env
 
@@ -83,11 +96,22 @@ class Daemon:
         argv = [python, "-m", "hermesd", "--socket", str(self.socket)]
         if os.geteuid() == 0:
             argv.append("--allow-root")
-        env = clean_env({"HERMES_HOME": str(self.home), "NOTIFY_SOCKET": str(notify_path),
-                         "PYTHONPATH": str(SOURCE)})
+        env = clean_env(
+            {
+                "HERMES_HOME": str(self.home),
+                "NOTIFY_SOCKET": str(notify_path),
+                "PYTHONPATH": str(SOURCE),
+            }
+        )
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, cwd=str(self.dir))
+            self.proc = subprocess.Popen(
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=str(self.dir),
+            )
         try:
             self._wait_ready(notify, timeout)
         except BaseException:
@@ -233,15 +257,24 @@ def machine() -> str:
     except OSError:
         pass
     load = os.getloadavg()[0]
-    return (f"{cpus} CPUs{f' ({model})' if model else ''}, Python {platform.python_version()}, "
-            f"Linux {platform.release()}, load average {load:.2f} at start")
+    return (
+        f"{cpus} CPUs{f' ({model})' if model else ''}, Python {platform.python_version()}, "
+        f"Linux {platform.release()}, load average {load:.2f} at start"
+    )
 
 
 def git_commit() -> str:
     """Short commit of the code under test, flagged when the working tree has changes."""
+
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(SOURCE), *args], capture_output=True,
-                              text=True, timeout=10, check=False).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(SOURCE), *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        ).stdout.strip()
+
     try:
         commit = git("rev-parse", "--short", "HEAD") or "unknown"
         dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
@@ -262,8 +295,9 @@ def command_line() -> str:
     return prefix + shlex.join([python, script, *sys.argv[1:]])
 
 
-def publish(args: argparse.Namespace, name: str, title: str, body: str, started: str,
-            machine_line: str) -> None:
+def publish(
+    args: argparse.Namespace, name: str, title: str, body: str, started: str, machine_line: str
+) -> None:
     """Print a script's report and write it as the ``name`` section of ``DOC``, unless the
     run was ``--no-write`` or ``--quick`` (a smoke run's figures must not replace real ones)."""
     print(body)

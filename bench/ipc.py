@@ -41,8 +41,11 @@ LATENCY_TARGET = 1.5
 def start_echo(directory: Path) -> tuple[subprocess.Popen[bytes], Path]:
     """The baseline server, same interpreter as hermesd, in its own process."""
     path = directory / "echo.sock"
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("echo_server.py")),
-                             str(path)], env=common.clean_env(), stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("echo_server.py")), str(path)],
+        env=common.clean_env(),
+        stdin=subprocess.DEVNULL,
+    )
     common.wait_for_ping(path, proc)
     return proc, path
 
@@ -104,15 +107,19 @@ def _client_process(path: str, requests: int, depth: int, barrier: Any, results:
     client.close()
 
 
-def throughput_round(path: Path, server_pid: int, clients: int, requests: int,
-                     depth: int) -> tuple[float, float]:
+def throughput_round(
+    path: Path, server_pid: int, clients: int, requests: int, depth: int
+) -> tuple[float, float]:
     """Requests/s of ``clients`` processes pinging at once, and server CPU µs per request."""
     ctx = mp.get_context("fork")
     barrier = ctx.Barrier(clients + 1)
     results = ctx.Queue()
-    procs = [ctx.Process(target=_client_process, args=(str(path), requests, depth, barrier,
-                                                       results), daemon=True)
-             for _ in range(clients)]
+    procs = [
+        ctx.Process(
+            target=_client_process, args=(str(path), requests, depth, barrier, results), daemon=True
+        )
+        for _ in range(clients)
+    ]
     for proc in procs:
         proc.start()
     try:
@@ -135,8 +142,9 @@ def throughput_round(path: Path, server_pid: int, clients: int, requests: int,
     return total / wall, (cpu1 - cpu0) / total * 1e6
 
 
-def throughput(targets: dict[str, tuple[Path, int]], rounds: int, clients: int, requests: int,
-               depth: int) -> dict[str, dict[str, list[float]]]:
+def throughput(
+    targets: dict[str, tuple[Path, int]], rounds: int, clients: int, requests: int, depth: int
+) -> dict[str, dict[str, list[float]]]:
     out: dict[str, dict[str, list[float]]] = {n: {"rps": [], "cpu_us": []} for n in targets}
     for name in common.interleaved(rounds, list(targets)):
         path, pid = targets[name]
@@ -190,7 +198,7 @@ def in_process(rounds: int, per_round: int) -> dict[str, dict[str, list[float]]]
         requests = [wire.pack_request(i + 1, "ping", []) for i in range(per_round)]
         out: dict[str, dict[str, list[float]]] = {}
         for batch in (1, 16):
-            chunks = [b"".join(requests[i:i + batch]) for i in range(0, per_round, batch)]
+            chunks = [b"".join(requests[i : i + batch]) for i in range(0, per_round, batch)]
             times: dict[str, list[float]] = {name: [] for name in protocols}
             for name in common.interleaved(rounds + 2, list(protocols))[4:]:  # 2 warm-ups
                 feed = protocols[name].data_received
@@ -227,18 +235,26 @@ def _verdict(res: dict[str, Any]) -> str:
     return f"{ratio:.3f}× {'met' if ratio <= LATENCY_TARGET else '**missed**'}"
 
 
-def report(lat: dict[str, dict[str, Any]], thr: dict[str, dict[str, dict[str, list[float]]]],
-           inproc: dict[str, dict[str, list[float]]], args: argparse.Namespace) -> str:
+def report(
+    lat: dict[str, dict[str, Any]],
+    thr: dict[str, dict[str, dict[str, list[float]]]],
+    inproc: dict[str, dict[str, list[float]]],
+    args: argparse.Namespace,
+) -> str:
     us = 1e6
     first = next(iter(lat.values()))
     n = len(first["samples"]["hermesd"])
     lines = [
-        (f"**Latency**: one connection per server, sequential `ping`s, {args.rounds} rounds of "
-        f"{args.pings} per server, interleaved ({n} samples per server and placement). "
-        "Processes are pinned to CPUs (see `placements()` in the script for why)."),
+        (
+            f"**Latency**: one connection per server, sequential `ping`s, {args.rounds} rounds of "
+            f"{args.pings} per server, interleaved ({n} samples per server and placement). "
+            "Processes are pinned to CPUs (see `placements()` in the script for why)."
+        ),
         "",
-        ("| placement | hermesd p50 | hermesd p99 | baseline p50 | baseline p99 | p50 ratio "
-        "| per-round ratios | hermesd extra |"),
+        (
+            "| placement | hermesd p50 | hermesd p99 | baseline p50 | baseline p99 | p50 ratio "
+            "| per-round ratios | hermesd extra |"
+        ),
         "|---|---|---|---|---|---|---|---|",
     ]
     for placement, res in lat.items():
@@ -249,44 +265,56 @@ def report(lat: dict[str, dict[str, Any]], thr: dict[str, dict[str, dict[str, li
             f"| {placement} | {p50_h * us:.1f} µs | {percentile(s_h, 99) * us:.1f} µs "
             f"| {p50_e * us:.1f} µs | {percentile(s_e, 99) * us:.1f} µs "
             f"| **{p50_h / p50_e:.2f}×** | {min(rounds):.2f}–{max(rounds):.2f}× "
-            f"| {(p50_h - p50_e) * us:+.1f} µs |")
+            f"| {(p50_h - p50_e) * us:+.1f} µs |"
+        )
     lines += [
         "",
         f"Target p50 ratio ≤ {LATENCY_TARGET:g}× — "
-        + "; ".join(f"{placement}: {_verdict(r)}" for placement, r in lat.items()) + ".",
+        + "; ".join(f"{placement}: {_verdict(r)}" for placement, r in lat.items())
+        + ".",
         "",
-        (f"**Throughput**: {args.clients} client processes at once (unpinned), {args.requests} "
-        f"`ping`s each ({args.clients * args.requests} per round), {args.tp_rounds} rounds per "
-        "server and mode, interleaved; median of rounds. Server CPU is the time the server "
-        "process spent on a CPU per request (schedstat), which the machine's noise disturbs "
-        "far less than wall time."),
+        (
+            f"**Throughput**: {args.clients} client processes at once (unpinned), {args.requests} "
+            f"`ping`s each ({args.clients * args.requests} per round), {args.tp_rounds} rounds per "
+            "server and mode, interleaved; median of rounds. Server CPU is the time the server "
+            "process spent on a CPU per request (schedstat), which the machine's noise disturbs "
+            "far less than wall time."
+        ),
         "",
-        ("| mode | hermesd | baseline | ratio | hermesd CPU/request | baseline CPU/request "
-        "| CPU ratio |"),
+        (
+            "| mode | hermesd | baseline | ratio | hermesd CPU/request | baseline CPU/request "
+            "| CPU ratio |"
+        ),
         "|---|---|---|---|---|---|---|",
     ]
     for mode, res in thr.items():
         rh, re_ = median(res["hermesd"]["rps"]), median(res["echo"]["rps"])
         ch, ce = median(res["hermesd"]["cpu_us"]), median(res["echo"]["cpu_us"])
         cpu_ratio = f"{ch / ce:.2f}×" if ce > 0 else "n/a"
-        lines.append(f"| {mode} | {rh:,.0f} req/s | {re_:,.0f} req/s | {rh / re_:.2f}× | "
-                     f"{ch:.1f} µs | {ce:.1f} µs | {cpu_ratio} |")
+        lines.append(
+            f"| {mode} | {rh:,.0f} req/s | {re_:,.0f} req/s | {rh / re_:.2f}× | "
+            f"{ch:.1f} µs | {ce:.1f} µs | {cpu_ratio} |"
+        )
     lines += [
         "",
-        (f"**Server Python per ping, no I/O**: request bytes fed straight to each server's "
-        f"protocol object (`rpc.Connection` with the real `ping` handler, the echo's "
-        f"`asyncio.Protocol`), writes discarded; {args.rounds} rounds of {args.pings}, "
-        "interleaved; the best round, since for code that does no I/O the machine's noise "
-        "(the other vCPU busy, preemption) only ever adds time. This is the part of the round "
-        "trip that is hermesd's own code."),
+        (
+            f"**Server Python per ping, no I/O**: request bytes fed straight to each server's "
+            f"protocol object (`rpc.Connection` with the real `ping` handler, the echo's "
+            f"`asyncio.Protocol`), writes discarded; {args.rounds} rounds of {args.pings}, "
+            "interleaved; the best round, since for code that does no I/O the machine's noise "
+            "(the other vCPU busy, preemption) only ever adds time. This is the part of the round "
+            "trip that is hermesd's own code."
+        ),
         "",
         "| feeding | hermesd | baseline | ratio | hermesd extra |",
         "|---|---|---|---|---|",
     ]
     for feeding, res in inproc.items():
         h, e = min(res["hermesd"]), min(res["echo"])
-        lines.append(f"| {feeding} | {h * us:.2f} µs | {e * us:.2f} µs | {h / e:.2f}× "
-                     f"| {(h - e) * us:+.2f} µs |")
+        lines.append(
+            f"| {feeding} | {h * us:.2f} µs | {e * us:.2f} µs | {h / e:.2f}× "
+            f"| {(h - e) * us:+.2f} µs |"
+        )
     return "\n".join(lines)
 
 
@@ -309,21 +337,26 @@ def main() -> int:
             lat = {}
             every_cpu = os.sched_getaffinity(0)
             for placement, (client_cpus, server_cpus) in placements().items():
-                print(f"latency ({placement}): {args.rounds} rounds × {args.pings} pings per "
-                      "server", flush=True)
+                print(
+                    f"latency ({placement}): {args.rounds} rounds × {args.pings} pings per server",
+                    flush=True,
+                )
                 for pid in (0, daemon.pid, echo.pid):
                     common.pin(pid, client_cpus if pid == 0 else server_cpus)
                 try:
-                    lat[placement] = latency({"hermesd": daemon.socket, "echo": echo_path},
-                                             args.rounds, args.pings)
+                    lat[placement] = latency(
+                        {"hermesd": daemon.socket, "echo": echo_path}, args.rounds, args.pings
+                    )
                 finally:
                     for pid in (0, daemon.pid, echo.pid):
                         common.pin(pid, every_cpu)
             targets = {"hermesd": (daemon.socket, daemon.pid), "echo": (echo_path, echo.pid)}
             thr = {}
             for mode, depth in (("sequential", 1), ("pipelined, 16 in flight", 16)):
-                print(f"throughput ({mode}): {args.clients} clients × {args.requests} pings",
-                      flush=True)
+                print(
+                    f"throughput ({mode}): {args.clients} clients × {args.requests} pings",
+                    flush=True,
+                )
                 thr[mode] = throughput(targets, args.tp_rounds, args.clients, args.requests, depth)
         finally:
             common.stop_process(echo)

@@ -54,12 +54,24 @@ def use(codec: str) -> None:
     llm.fastjson.dumps, llm.fastjson.loads = dumps, loads  # type: ignore[attr-defined]
 
 
-TOOLS = [{"type": "function", "function": {
-    "name": f"tool_{i}", "description": "Does one thing well, with a description of some length.",
-    "parameters": {"type": "object", "properties": {
-        "path": {"type": "string", "description": "Where."},
-        "limit": {"type": "integer", "minimum": 1}}, "required": ["path"]}}}
-    for i in range(12)]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": f"tool_{i}",
+            "description": "Does one thing well, with a description of some length.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "Where."},
+                    "limit": {"type": "integer", "minimum": 1},
+                },
+                "required": ["path"],
+            },
+        },
+    }
+    for i in range(12)
+]
 
 
 def conversation(messages: int) -> list[dict[str, Any]]:
@@ -69,24 +81,49 @@ def conversation(messages: int) -> list[dict[str, Any]]:
         if kind == 0:
             out.append({"role": "user", "content": f"Question {i}: what is 15 * {i}? " * 3})
         elif kind == 1:
-            out.append({"role": "assistant", "content": None, "tool_calls": [{
-                "id": f"call_{i}", "type": "function", "function": {
-                    "name": "calculate", "arguments": json.dumps({"expression": f"15 * {i}"})}}]})
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": f"call_{i}",
+                            "type": "function",
+                            "function": {
+                                "name": "calculate",
+                                "arguments": json.dumps({"expression": f"15 * {i}"}),
+                            },
+                        }
+                    ],
+                }
+            )
         elif kind == 2:
-            out.append({"role": "tool", "tool_call_id": f"call_{i - 1}",
-                        "content": json.dumps({"expression": f"15 * {i}", "result": 15 * i})})
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": f"call_{i - 1}",
+                    "content": json.dumps({"expression": f"15 * {i}", "result": 15 * i}),
+                }
+            )
         else:
             out.append({"role": "assistant", "content": f"The result is {15 * i}. " * 4})
     return out
 
 
 def stream(chunks: int) -> list[bytes]:
-    events = [{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1764400000,
-               "model": "bench", "choices": [{"index": 0, "delta": {"content": f"word {i} "},
-                                              "finish_reason": None}]} for i in range(chunks)]
+    events = [
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1764400000,
+            "model": "bench",
+            "choices": [{"index": 0, "delta": {"content": f"word {i} "}, "finish_reason": None}],
+        }
+        for i in range(chunks)
+    ]
     body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
     body += b"data: [DONE]\n\n"
-    return [body[i:i + 4096] for i in range(0, len(body), 4096)]
+    return [body[i : i + 4096] for i in range(0, len(body), 4096)]
 
 
 class _Response:
@@ -129,6 +166,7 @@ def time_read(reads: list[bytes], calls: int) -> float:
             acc = sse.StreamAccumulator(lambda event: None)
             await sse.read_chunks(_Response(reads), acc.add, acc.flush)
         return (time.perf_counter() - started) / calls
+
     return LOOP.run_until_complete(main())
 
 
@@ -154,28 +192,43 @@ def main() -> int:
     client = ModelClient(ModelSettings(base_url="http://127.0.0.1:9/v1", model="bench"))
     rows = ["| what | fastjson (orjson) | json | json / fastjson |", "|---|---|---|---|"]
     for messages in (4, 40, 400):
-        payload = {"model": "bench", "messages": conversation(messages), "stream": True,
-                   "stream_options": {"include_usage": True}, "tools": TOOLS}
+        payload = {
+            "model": "bench",
+            "messages": conversation(messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "tools": TOOLS,
+        }
         calls = max(20, 20_000 // messages) // (10 if args.quick else 1)
         found = measure(rounds, lambda p=payload, n=calls: time_encode(client, p, n))
         fast, slow = median(found["fastjson"]), median(found["json"])
-        rows.append(f"| request body, {messages} messages (`ModelClient._encode`) | "
-                    f"{fast * 1e6:.1f} µs | {slow * 1e6:.1f} µs | {slow / fast:.1f}× |")
+        rows.append(
+            f"| request body, {messages} messages (`ModelClient._encode`) | "
+            f"{fast * 1e6:.1f} µs | {slow * 1e6:.1f} µs | {slow / fast:.1f}× |"
+        )
     for chunks in (10, 500):
         reads = stream(chunks)
         calls = max(10, 20_000 // chunks) // (10 if args.quick else 1)
         found = measure(rounds, lambda r=reads, n=calls: time_read(r, n))
         fast, slow = median(found["fastjson"]), median(found["json"])
-        rows.append(f"| an answer in {chunks} chunks (`read_chunks` + `StreamAccumulator`) | "
-                    f"{fast * 1e6:.1f} µs | {slow * 1e6:.1f} µs | {slow / fast:.1f}× |")
-    body = "\n".join([
-        ("hermesd's own hot-path functions with `hermesd.model.fastjson` (orjson, with the standard "
-        "library behind it for what orjson refuses) and with `json` in its place, alternated "
-        f"A B B A over {rounds} rounds, median per call. Encoding covers everything but the "
-        "tools list (encoded once and cached, as in the daemon); reading covers splitting the "
-        "event stream, decoding each chunk and folding it into the answer."), "", *rows])
-    common.publish(args, "json", "JSON on the model round's hot path", body, started,
-                   machine_line)
+        rows.append(
+            f"| an answer in {chunks} chunks (`read_chunks` + `StreamAccumulator`) | "
+            f"{fast * 1e6:.1f} µs | {slow * 1e6:.1f} µs | {slow / fast:.1f}× |"
+        )
+    body = "\n".join(
+        [
+            (
+                "hermesd's own hot-path functions with `hermesd.model.fastjson` (orjson, with the standard "
+                "library behind it for what orjson refuses) and with `json` in its place, alternated "
+                f"A B B A over {rounds} rounds, median per call. Encoding covers everything but the "
+                "tools list (encoded once and cached, as in the daemon); reading covers splitting the "
+                "event stream, decoding each chunk and folding it into the answer."
+            ),
+            "",
+            *rows,
+        ]
+    )
+    common.publish(args, "json", "JSON on the model round's hot path", body, started, machine_line)
     return 0
 
 

@@ -61,8 +61,9 @@ def main() -> int:
     if errors:
         body += "\nFirst errors:\n\n" + "\n".join(f"- `{e}`" for e in errors[:10]) + "\n"
     common.DOC = REPO / "docs" / "reliability.md"
-    common.publish(args, "load", "Load: mixed requests from many clients",
-                   body, started, machine_line)
+    common.publish(
+        args, "load", "Load: mixed requests from many clients", body, started, machine_line
+    )
     return 1 if errors else 0
 
 

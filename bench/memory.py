@@ -87,14 +87,17 @@ runpy.run_module("hermesd", run_name="__main__", alter_sys=True)
 
 
 def start(url: str, trace_dir: str | None = None) -> DaemonProcess:
-    config = (f"model:\n  provider: custom\n  base_url: {url}\n  default: scripted-model\n"
-              "plugins:\n  enabled: [calculator]\n")
+    config = (
+        f"model:\n  provider: custom\n  base_url: {url}\n  default: scripted-model\n"
+        "plugins:\n  enabled: [calculator]\n"
+    )
     env = {"PYTHONPATH": str(SOURCE)}
     if trace_dir is None:
         return start_daemon(config=config, env=env)
     env["HERMES_BENCH_TRACE"] = trace_dir
-    return start_daemon(config=config, env=env, argv_prefix=[sys.executable, "-c", LAUNCHER],
-                        timeout=60)
+    return start_daemon(
+        config=config, env=env, argv_prefix=[sys.executable, "-c", LAUNCHER], timeout=60
+    )
 
 
 def snapshot(daemon: DaemonProcess, trace_dir: str, n: int) -> Any:
@@ -146,8 +149,12 @@ def turns(daemon: DaemonProcess, total: int, trace_dir: str | None = None) -> di
             for i in range(batch):
                 n = done + i
                 message = "What is 15 * 23?" if n % 4 == 0 else f"hello number {n}"
-                ids.append(client.send("session.send", {"session_id": slots[i][0],
-                                                        "message": message, "wait": True}))
+                ids.append(
+                    client.send(
+                        "session.send",
+                        {"session_id": slots[i][0], "message": message, "wait": True},
+                    )
+                )
             for msgid in ids:
                 if client.wait(msgid, timeout=60).get("status") != "completed":
                     failed += 1
@@ -172,43 +179,59 @@ def turns(daemon: DaemonProcess, total: int, trace_dir: str | None = None) -> di
     grown = []
     if len(snaps) == 2:
         grown = [str(d) for d in snaps[1].compare_to(snaps[0], "lineno")[:15]]
-    return {"samples": samples, "failed": failed, "wall": wall, "slope_kb": per_turn * 1000 * 1024,
-            "growth_mb": per_turn * (total / 2), "grown": grown}
+    return {
+        "samples": samples,
+        "failed": failed,
+        "wall": wall,
+        "slope_kb": per_turn * 1000 * 1024,
+        "growth_mb": per_turn * (total / 2),
+        "grown": grown,
+    }
 
 
 def report(args: argparse.Namespace, idle: dict[str, float], run: dict[str, Any]) -> str:
     n_sessions = args.clients * args.per_client
     ok = idle["attached"] <= 100
-    lines = [f"**(a) Idle sessions**: {args.clients} client connections each create (and stay "
-             f"attached to) {args.per_client} sessions, {n_sessions:,} in all.", "",
-             "| daemon | RSS |", "|---|---|",
-             f"| 2 s after READY=1 (model SDK imported), no clients | {idle['started']:.1f} MB |",
-             f"| {args.clients} clients, {n_sessions:,} sessions attached | "
-             f"{idle['attached']:.1f} MB |",
-             f"| after the clients closed | {idle['closed']:.1f} MB |", "",
-             f"With {n_sessions:,} sessions attached: **{idle['attached']:.1f} MB** (target ≤ "
-             f"100 MB: {'met' if ok else 'MISSED'}), "
-             f"{(idle['attached'] - idle['started']) * 1024 / n_sessions:.1f} KB per attached "
-             f"session and its share of a connection.", ""]
+    lines = [
+        f"**(a) Idle sessions**: {args.clients} client connections each create (and stay "
+        f"attached to) {args.per_client} sessions, {n_sessions:,} in all.",
+        "",
+        "| daemon | RSS |",
+        "|---|---|",
+        f"| 2 s after READY=1 (model SDK imported), no clients | {idle['started']:.1f} MB |",
+        f"| {args.clients} clients, {n_sessions:,} sessions attached | {idle['attached']:.1f} MB |",
+        f"| after the clients closed | {idle['closed']:.1f} MB |",
+        "",
+        f"With {n_sessions:,} sessions attached: **{idle['attached']:.1f} MB** (target ≤ "
+        f"100 MB: {'met' if ok else 'MISSED'}), "
+        f"{(idle['attached'] - idle['started']) * 1024 / n_sessions:.1f} KB per attached "
+        f"session and its share of a connection.",
+        "",
+    ]
     samples = run["samples"]
     total = samples[-1][0]
     grows = run["growth_mb"] >= LEAK_LIMIT_MB
     second_half = len([s for s in samples if s[0] >= total / 2])
-    lines += [f"**(b) {total:,} turns** (scripted model at zero latency, {PARALLEL} sessions at "
-              f"a time, {TURNS_PER_SESSION} turns per session then deleted, every fourth turn "
-              f"a `calculate` tool call): {run['wall']:.0f} s, "
-              f"{run['wall'] * 1000 / total:.1f} ms per turn, {run['failed']} failed.", "",
-              "| turns | " + " | ".join(f"{n:,}" for n, _ in samples[:: max(1, len(samples) // 10)])
-              + " |",
-              "|---|" + "---|" * len(samples[:: max(1, len(samples) // 10)]),
-              "| RSS (MB) | " + " | ".join(f"{mb:.1f}"
-                                           for _, mb in samples[:: max(1, len(samples) // 10)])
-              + " |", "",
-              f"RSS {samples[0][1]:.1f} MB before the first turn, {samples[-1][1]:.1f} MB after "
-              f"the last. Leak check (least-squares line through the {second_half} "
-              f"samples of the second half): {run['slope_kb']:+.0f} KB per 1,000 turns, "
-              f"**{run['growth_mb']:+.2f} MB over the second half** (target: below "
-              f"{LEAK_LIMIT_MB:g} MB: {'MISSED' if grows else 'met'})."]
+    lines += [
+        f"**(b) {total:,} turns** (scripted model at zero latency, {PARALLEL} sessions at "
+        f"a time, {TURNS_PER_SESSION} turns per session then deleted, every fourth turn "
+        f"a `calculate` tool call): {run['wall']:.0f} s, "
+        f"{run['wall'] * 1000 / total:.1f} ms per turn, {run['failed']} failed.",
+        "",
+        "| turns | "
+        + " | ".join(f"{n:,}" for n, _ in samples[:: max(1, len(samples) // 10)])
+        + " |",
+        "|---|" + "---|" * len(samples[:: max(1, len(samples) // 10)]),
+        "| RSS (MB) | "
+        + " | ".join(f"{mb:.1f}" for _, mb in samples[:: max(1, len(samples) // 10)])
+        + " |",
+        "",
+        f"RSS {samples[0][1]:.1f} MB before the first turn, {samples[-1][1]:.1f} MB after "
+        f"the last. Leak check (least-squares line through the {second_half} "
+        f"samples of the second half): {run['slope_kb']:+.0f} KB per 1,000 turns, "
+        f"**{run['growth_mb']:+.2f} MB over the second half** (target: below "
+        f"{LEAK_LIMIT_MB:g} MB: {'MISSED' if grows else 'met'}).",
+    ]
     return "\n".join(lines)
 
 
@@ -232,11 +255,14 @@ def main() -> int:
             daemon.stop()
     body = report(args, idle, run)
     if run["grown"]:
-        body += ("\n\n**tracemalloc** (daemon traced, so the RSS above is inflated): source "
-                 "lines whose allocations grew most from the middle to the end of the turns:"
-                 "\n\n```\n" + "\n".join(run["grown"]) + "\n```")
-    common.publish(args, "memory", "Memory: idle sessions and 10,000 turns",
-                   body, started, machine_line)
+        body += (
+            "\n\n**tracemalloc** (daemon traced, so the RSS above is inflated): source "
+            "lines whose allocations grew most from the middle to the end of the turns:"
+            "\n\n```\n" + "\n".join(run["grown"]) + "\n```"
+        )
+    common.publish(
+        args, "memory", "Memory: idle sessions and 10,000 turns", body, started, machine_line
+    )
     return 0
 
 

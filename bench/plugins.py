@@ -39,7 +39,7 @@ from common import Client, median, percentile
 
 PLUGINS = 50
 
-PLUGIN_INIT = '''\
+PLUGIN_INIT = """\
 import json
 from .schemas import SCHEMA
 
@@ -49,14 +49,14 @@ def handler(args, **kwargs):
 def register(ctx):
     ctx.register_tool("echo_{n:02d}_text", "bench_{n:02d}", SCHEMA, handler)
     ctx.register_hook("post_tool_call", lambda tool_name, **kw: None)
-'''
-PLUGIN_SCHEMAS = '''\
+"""
+PLUGIN_SCHEMAS = """\
 SCHEMA = {{
     "description": "Echo the text back and return it as JSON, from bench plugin {n}",
     "parameters": {{"type": "object", "required": ["text"], "properties": {{
         "text": {{"type": "string", "description": "text to echo back unchanged"}}}}}},
 }}
-'''
+"""
 
 
 def write_plugins(home: Path, count: int) -> None:
@@ -82,14 +82,25 @@ class Start:
         argv = [sys.executable, "-m", "hermesd", "--socket", str(self.socket)]
         if os.geteuid() == 0:
             argv.append("--allow-root")
-        full_env = common.clean_env({**env, "HERMES_HOME": str(home),
-                                     "NOTIFY_SOCKET": str(notify_path),
-                                     "PYTHONPATH": str(common.SOURCE)})
+        full_env = common.clean_env(
+            {
+                **env,
+                "HERMES_HOME": str(home),
+                "NOTIFY_SOCKET": str(notify_path),
+                "PYTHONPATH": str(common.SOURCE),
+            }
+        )
         self.log_path = self.dir / "hermesd.log"
         started = time.perf_counter()
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(argv, env=full_env, stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=subprocess.STDOUT, cwd=str(self.dir))
+            self.proc = subprocess.Popen(
+                argv,
+                env=full_env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=str(self.dir),
+            )
         try:
             deadline = time.monotonic() + timeout
             while True:
@@ -99,8 +110,9 @@ class Start:
                 except TimeoutError:
                     pass
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("hermesd did not get ready:\n"
-                                       + self.log_path.read_text(errors="replace"))
+                    raise RuntimeError(
+                        "hermesd did not get ready:\n" + self.log_path.read_text(errors="replace")
+                    )
             self.ready_ms = (time.perf_counter() - started) * 1000
             self.ready_cpu_ms = common.cpu_seconds(self.proc.pid) * 1000
         except BaseException:
@@ -124,16 +136,16 @@ def startup(rounds: int) -> dict[str, dict[str, list[float]]]:
         home.mkdir()
     write_plugins(homes[f"{PLUGINS} plugins"], PLUGINS)
     env = {"HERMES_BUNDLED_PLUGINS": str(empty)}
-    times: dict[str, dict[str, list[float]]] = {name: {"wall": [], "cpu": []}
-                                                for name in homes}
+    times: dict[str, dict[str, list[float]]] = {name: {"wall": [], "cpu": []} for name in homes}
     try:
         for name in homes:  # warm the page cache and the plugins' __pycache__
             Start(homes[name], env).stop()
         check = Start(homes[f"{PLUGINS} plugins"], env)
         try:
             with Client.connect(check.socket) as client:
-                loaded = [p for p in client.call("plugins.list")["plugins"]
-                          if p["state"] == "loaded"]
+                loaded = [
+                    p for p in client.call("plugins.list")["plugins"] if p["state"] == "loaded"
+                ]
         finally:
             check.stop()
         if len(loaded) != PLUGINS:
@@ -153,8 +165,10 @@ def round_trips(rounds: int, per_round: int) -> dict[str, list[float]]:
     home = common.scratch_dir("hbp-")
     daemon = Start(home, {})
     calls = {
-        "tools.call calculate": ("tools.call", {"name": "calculate",
-                                                "args": {"expression": "sqrt(2*pi) * 2**16"}}),
+        "tools.call calculate": (
+            "tools.call",
+            {"name": "calculate", "args": {"expression": "sqrt(2*pi) * 2**16"}},
+        ),
         "ping": ("ping", None),
     }
     samples: dict[str, list[float]] = {name: [] for name in calls}
@@ -211,8 +225,10 @@ def busy_tool(rounds: int, seconds: float) -> dict[str, dict[str, list[float]]]:
             (home / "config.yaml").write_text(f"switch_interval: {interval}\n")
         daemon = Start(home, {"HERMES_BUNDLED_PLUGINS": ""})
         try:
-            with Client.connect(daemon.socket, timeout=30) as tool, \
-                    Client.connect(daemon.socket, timeout=30) as probe:
+            with (
+                Client.connect(daemon.socket, timeout=30) as tool,
+                Client.connect(daemon.socket, timeout=30) as probe,
+            ):
                 pending = tool.send("tools.call", {"name": "spin", "args": {"seconds": seconds}})
                 time.sleep(0.1)  # the tool is running
                 end = time.monotonic() + seconds - 0.2
@@ -229,8 +245,12 @@ def busy_tool(rounds: int, seconds: float) -> dict[str, dict[str, list[float]]]:
     return out
 
 
-def report(start_ms: dict[str, dict[str, list[float]]], rtt: dict[str, list[float]],
-           busy: dict[str, dict[str, list[float]]], args: argparse.Namespace) -> str:
+def report(
+    start_ms: dict[str, dict[str, list[float]]],
+    rtt: dict[str, list[float]],
+    busy: dict[str, dict[str, list[float]]],
+    args: argparse.Namespace,
+) -> str:
     none, many = start_ms["0 plugins"]["wall"], start_ms[f"{PLUGINS} plugins"]["wall"]
     cpu_none, cpu_many = start_ms["0 plugins"]["cpu"], start_ms[f"{PLUGINS} plugins"]["cpu"]
     per_plugin = (median(many) - median(none)) / PLUGINS
@@ -274,21 +294,27 @@ def report(start_ms: dict[str, dict[str, list[float]]], rtt: dict[str, list[floa
     ms = 1000
     lines += [
         "",
-        (f"**Busy tool**: `ping` every 5 ms on one connection while a plugin tool runs a "
-         f"pure-Python loop for {args.spin:g} s on a worker thread (another connection), "
-         f"{args.busy_rounds} daemons per `switch_interval`, interleaved "
-         f"({len(ours['ping'])} and {len(python['ping'])} pings)."),
+        (
+            f"**Busy tool**: `ping` every 5 ms on one connection while a plugin tool runs a "
+            f"pure-Python loop for {args.spin:g} s on a worker thread (another connection), "
+            f"{args.busy_rounds} daemons per `switch_interval`, interleaved "
+            f"({len(ours['ping'])} and {len(python['ping'])} pings)."
+        ),
         "",
         "| `switch_interval` | ping p50 | p99 | max | the tool's loops (median) |",
         "|---|---|---|---|---|",
-        *(f"| {case} | {median(busy[case]['ping']) * ms:.2f} ms | "
-          f"{percentile(busy[case]['ping'], 99) * ms:.2f} ms | "
-          f"{max(busy[case]['ping']) * ms:.2f} ms | {median(busy[case]['loops']) / 1e6:.1f} M |"
-          for case in BUSY_CASES),
+        *(
+            f"| {case} | {median(busy[case]['ping']) * ms:.2f} ms | "
+            f"{percentile(busy[case]['ping'], 99) * ms:.2f} ms | "
+            f"{max(busy[case]['ping']) * ms:.2f} ms | {median(busy[case]['loops']) / 1e6:.1f} M |"
+            for case in BUSY_CASES
+        ),
         "",
-        (f"Ratio Python's default / hermesd's (ping p50): "
-         f"**{median(python['ping']) / median(ours['ping']):.1f}×**; the tool's loops "
-         f"{median(ours['loops']) / median(python['loops']):.2f}× as many with hermesd's."),
+        (
+            f"Ratio Python's default / hermesd's (ping p50): "
+            f"**{median(python['ping']) / median(ours['ping']):.1f}×**; the tool's loops "
+            f"{median(ours['loops']) / median(python['loops']):.2f}× as many with hermesd's."
+        ),
     ]
     return "\n".join(lines)
 
@@ -310,8 +336,14 @@ def main() -> int:
     print(f"busy tool: {args.busy_rounds} daemons per switch_interval", flush=True)
     busy = busy_tool(args.busy_rounds, args.spin)
     body = report(start_ms, rtt, busy, args)
-    common.publish(args, "plugins", "Plugins: start-up with 50 plugins, tools.call round trip",
-                   body, started, machine_line)
+    common.publish(
+        args,
+        "plugins",
+        "Plugins: start-up with 50 plugins, tools.call round trip",
+        body,
+        started,
+        machine_line,
+    )
     return 0
 
 

@@ -76,10 +76,22 @@ def import_profile(home: Path, env: dict[str, str]) -> tuple[str, str]:
     try:
         at_ready = daemon.log_path.read_text(errors="replace")
         ctl = subprocess.run(
-            [sys.executable, "-X", "importtime", "-m", "hermesctl.cli", "--socket",
-             str(daemon.socket), "status"],
+            [
+                sys.executable,
+                "-X",
+                "importtime",
+                "-m",
+                "hermesctl.cli",
+                "--socket",
+                str(daemon.socket),
+                "status",
+            ],
             env=common.clean_env({"PYTHONPATH": str(common.SOURCE)}),
-            capture_output=True, text=True, timeout=60, check=False)
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     finally:
         daemon.stop()
     return at_ready, ctl.stderr
@@ -116,27 +128,43 @@ def main() -> int:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     bare = median(wall["bare"])
-    lines = [f"{rounds} starts per case, interleaved; spawn of `python -m hermesd` → `READY=1`; "
-             "CPU is the daemon's user+system time at READY=1 (10 ms ticks).", "",
-             "| case | median | min | CPU (median) | vs bare |", "|---|---|---|---|---|"]
+    lines = [
+        f"{rounds} starts per case, interleaved; spawn of `python -m hermesd` → `READY=1`; "
+        "CPU is the daemon's user+system time at READY=1 (10 ms ticks).",
+        "",
+        "| case | median | min | CPU (median) | vs bare |",
+        "|---|---|---|---|---|",
+    ]
     for name in cases:
-        lines.append(f"| {name} | {median(wall[name]):.0f} ms | {min(wall[name]):.0f} ms | "
-                     f"{median(cpu[name]):.0f} ms | {median(wall[name]) / bare:.2f}× |")
+        lines.append(
+            f"| {name} | {median(wall[name]):.0f} ms | {min(wall[name]):.0f} ms | "
+            f"{median(cpu[name]):.0f} ms | {median(wall[name]) / bare:.2f}× |"
+        )
     drows = parse_importtime(daemon_prof)
     crows = parse_importtime(ctl_prof)
     dtotal = sum(r[2] for r in drows) / 1000
     ctotal = sum(r[2] for r in crows) / 1000
-    lines += ["", f"**Imports before READY=1** ({PLUGINS}-plugin case, one start under "
-              f"`-X importtime`, which slows imports: read as proportions): {len(drows)} "
-              f"modules, {dtotal:.0f} ms of import time. Largest by cumulative time:", "",
-              *table(drows, 12), "", "By top-level package (self time): " + ", ".join(
-                  f"`{k}` {v:.0f} ms" for k, v in top_packages(drows, 10)) + ".", "",
-              f"**`hermesctl status`**: {len(crows)} modules, {ctotal:.0f} ms of import time; "
-              "by package: " + ", ".join(f"`{k}` {v:.1f} ms" for k, v in top_packages(crows, 6))
-              + " (details in the CLI start-up section)."]
+    lines += [
+        "",
+        f"**Imports before READY=1** ({PLUGINS}-plugin case, one start under "
+        f"`-X importtime`, which slows imports: read as proportions): {len(drows)} "
+        f"modules, {dtotal:.0f} ms of import time. Largest by cumulative time:",
+        "",
+        *table(drows, 12),
+        "",
+        "By top-level package (self time): "
+        + ", ".join(f"`{k}` {v:.0f} ms" for k, v in top_packages(drows, 10))
+        + ".",
+        "",
+        f"**`hermesctl status`**: {len(crows)} modules, {ctotal:.0f} ms of import time; "
+        "by package: "
+        + ", ".join(f"`{k}` {v:.1f} ms" for k, v in top_packages(crows, 6))
+        + " (details in the CLI start-up section).",
+    ]
     body = "\n".join(lines)
-    common.publish(args, "startup", "Daemon start-up and import profile",
-                   body, started, machine_line)
+    common.publish(
+        args, "startup", "Daemon start-up and import profile", body, started, machine_line
+    )
     return 0
 
 

@@ -45,8 +45,32 @@ GENERATOR = 1  # bump when the generated data changes
 CACHE = Path(os.environ.get("BENCH_STORE_CACHE", "/tmp"))
 VOCABULARY = 20_000
 BIG_SESSION = "bench-big-session"
-SYLLABLES = ("ka", "lo", "mi", "ner", "tu", "sa", "ve", "ri", "on", "da", "pe", "zu", "ti", "ma",
-             "go", "ha", "el", "bi", "xo", "fa", "qui", "nu", "ro", "se")
+SYLLABLES = (
+    "ka",
+    "lo",
+    "mi",
+    "ner",
+    "tu",
+    "sa",
+    "ve",
+    "ri",
+    "on",
+    "da",
+    "pe",
+    "zu",
+    "ti",
+    "ma",
+    "go",
+    "ha",
+    "el",
+    "bi",
+    "xo",
+    "fa",
+    "qui",
+    "nu",
+    "ro",
+    "se",
+)
 
 
 def vocabulary(rng: random.Random, size: int) -> list[str]:
@@ -58,8 +82,7 @@ def vocabulary(rng: random.Random, size: int) -> list[str]:
 
 
 def cache_path(sessions: int, messages: int) -> Path:
-    return CACHE / (f"hermesd-bench-store-s{len(MIGRATIONS)}-g{GENERATOR}"
-                    f"-{sessions}x{messages}.db")
+    return CACHE / (f"hermesd-bench-store-s{len(MIGRATIONS)}-g{GENERATOR}-{sessions}x{messages}.db")
 
 
 def generate(path: Path, sessions: int, messages: int, big: int) -> float:
@@ -88,11 +111,21 @@ def generate(path: Path, sessions: int, messages: int, big: int) -> float:
         sid = BIG_SESSION if n == 0 else f"bench-{n:06d}"
         created = now - 90 * 86400 * rng.random()
         updated = created + rng.random() * 3600
-        db.execute("INSERT INTO sessions (id, title, created_at, updated_at, model, platform,"
-                   " message_count, prompt_tokens, completion_tokens, total_tokens)"
-                   " VALUES (?, ?, ?, ?, 'bench-model', 'cli', ?, ?, ?, ?)",
-                   (sid, " ".join(rng.choices(words[:2000], k=5)), created, updated, count,
-                    count * 300, count * 80, count * 380))
+        db.execute(
+            "INSERT INTO sessions (id, title, created_at, updated_at, model, platform,"
+            " message_count, prompt_tokens, completion_tokens, total_tokens)"
+            " VALUES (?, ?, ?, ?, 'bench-model', 'cli', ?, ?, ?, ?)",
+            (
+                sid,
+                " ".join(rng.choices(words[:2000], k=5)),
+                created,
+                updated,
+                count,
+                count * 300,
+                count * 80,
+                count * 380,
+            ),
+        )
         rows = []
         text = rng.choices(words, cum_weights=cum, k=count * 24)
         lengths = rng.choices(range(4, 45), k=count)
@@ -103,32 +136,54 @@ def generate(path: Path, sessions: int, messages: int, big: int) -> float:
             turn += 1
             turn_id = f"turn-{n}-{turn}"
             # a turn: user, then either an answer, or a tool call, its result and an answer
-            shape = ("user", "assistant") if rng.random() < 0.6 else (
-                "user", "call", "tool", "assistant")
+            shape = (
+                ("user", "assistant")
+                if rng.random() < 0.6
+                else ("user", "call", "tool", "assistant")
+            )
             for role in shape:
                 if seq >= count:
                     break
                 seq += 1
                 length = lengths[seq - 1]
-                content = " ".join(text[pos:pos + length])
+                content = " ".join(text[pos : pos + length])
                 pos = (pos + length) % max(1, len(text) - 45)
                 calls = call_id = tool_name = None
                 if role == "call":
                     role = "assistant"
                     call_id = f"call_{n}_{seq}"
                     arguments = json.dumps({"pattern": content[:30]})
-                    calls = json.dumps([{"id": call_id, "type": "function", "function": {
-                        "name": "search_files", "arguments": arguments}}])
+                    calls = json.dumps(
+                        [
+                            {
+                                "id": call_id,
+                                "type": "function",
+                                "function": {"name": "search_files", "arguments": arguments},
+                            }
+                        ]
+                    )
                     content = ""
                 elif role == "tool":
                     call_id = f"call_{n}_{seq - 1}"
                     tool_name = "search_files"
-                rows.append((sid, seq, turn_id, role, content, calls,
-                             call_id if role == "tool" else None, tool_name,
-                             created + seq * 5.0))
-        db.executemany("INSERT INTO messages (session_id, seq, turn_id, role, content, tool_calls,"
-                       " tool_call_id, tool_name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       rows)
+                rows.append(
+                    (
+                        sid,
+                        seq,
+                        turn_id,
+                        role,
+                        content,
+                        calls,
+                        call_id if role == "tool" else None,
+                        tool_name,
+                        created + seq * 5.0,
+                    )
+                )
+        db.executemany(
+            "INSERT INTO messages (session_id, seq, turn_id, role, content, tool_calls,"
+            " tool_call_id, tool_name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
         if n % 500 == 499:
             db.execute("COMMIT")
             db.execute("BEGIN")
@@ -149,15 +204,23 @@ def terms(path: Path) -> dict[str, str]:
     words = vocabulary(rng, VOCABULARY)
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
+
         def hits(text: str) -> int:
-            return int(db.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
-                                  (fts_query(text),)).fetchone()[0])
+            return int(
+                db.execute(
+                    "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
+                    (fts_query(text),),
+                ).fetchone()[0]
+            )
+
         rare = words[-1]
-        return {f"common (`{words[0]}`, {hits(words[0]):,} messages)": words[0],
-                f"rare (`{rare}`, {hits(rare):,} messages)": rare,
-                f"common + rare (`{words[0]} {rare}`)": f"{words[0]} {rare}",
-                f"prefix (`{words[1][:3]}*`, {hits(words[1][:3] + '*'):,} messages)":
-                    words[1][:3] + "*"}
+        return {
+            f"common (`{words[0]}`, {hits(words[0]):,} messages)": words[0],
+            f"rare (`{rare}`, {hits(rare):,} messages)": rare,
+            f"common + rare (`{words[0]} {rare}`)": f"{words[0]} {rare}",
+            f"prefix (`{words[1][:3]}*`, {hits(words[1][:3] + '*'):,} messages)": words[1][:3]
+            + "*",
+        }
     finally:
         db.close()
 
@@ -189,7 +252,9 @@ def measure(db_path: Path, rounds: int, per_round: int) -> dict[str, Any]:
         for label, query in queries.items():
             cases[f"`session.search` {label}"] = ("session.search", {"query": query})
         cases["`session.history` of the 10,000-message session, newest 400"] = (
-            "session.history", {"session_id": BIG_SESSION, "limit": 400})
+            "session.history",
+            {"session_id": BIG_SESSION, "limit": 400},
+        )
         samples: dict[str, list[float]] = {name: [] for name in cases}
         with daemon.client() as client:
             cursor = None
@@ -223,13 +288,17 @@ def measure(db_path: Path, rounds: int, per_round: int) -> dict[str, Any]:
 def sizes(path: Path) -> dict[str, int]:
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        out = {"file": path.stat().st_size,
-               "messages": int(db.execute("SELECT count(*) FROM messages").fetchone()[0]),
-               "sessions": int(db.execute("SELECT count(*) FROM sessions").fetchone()[0]),
-               "text": int(db.execute("SELECT sum(length(content)) FROM messages").fetchone()[0])}
+        out = {
+            "file": path.stat().st_size,
+            "messages": int(db.execute("SELECT count(*) FROM messages").fetchone()[0]),
+            "sessions": int(db.execute("SELECT count(*) FROM sessions").fetchone()[0]),
+            "text": int(db.execute("SELECT sum(length(content)) FROM messages").fetchone()[0]),
+        }
         try:
-            for name, size in db.execute("SELECT CASE WHEN name LIKE 'messages_fts%' THEN 'fts'"
-                                         " ELSE name END, sum(pgsize) FROM dbstat GROUP BY 1"):
+            for name, size in db.execute(
+                "SELECT CASE WHEN name LIKE 'messages_fts%' THEN 'fts'"
+                " ELSE name END, sum(pgsize) FROM dbstat GROUP BY 1"
+            ):
                 out[f"table:{name}"] = int(size)
         except sqlite3.OperationalError:  # SQLite without dbstat
             pass
@@ -238,46 +307,64 @@ def sizes(path: Path) -> dict[str, int]:
         db.close()
 
 
-def report(args: argparse.Namespace, db_path: Path, gen_s: float | None,
-           r: dict[str, Any]) -> str:
+def report(args: argparse.Namespace, db_path: Path, gen_s: float | None, r: dict[str, Any]) -> str:
     size = sizes(db_path)
     n = size["messages"]
-    lines = [f"Database: {size['sessions']:,} sessions, {n:,} messages (one session of "
-             f"{r['big_count']:,}; the rest share the remainder), synthetic text from a "
-             f"{VOCABULARY:,}-word Zipf vocabulary (~24 words a message), cached as "
-             f"`{db_path}` "
-             + (f"(generated in {gen_s:.0f} s this run)." if gen_s is not None
-                else "(generated by an earlier run)."),
-             "", f"Requests on one connection to a real hermesd over its socket, "
-             f"{args.rounds} interleaved rounds of {args.per_round} each, after one warm-up "
-             "call of each.", "",
-             "| request | p50 | p90 | p50 / ping | target |", "|---|---|---|---|---|"]
+    lines = [
+        f"Database: {size['sessions']:,} sessions, {n:,} messages (one session of "
+        f"{r['big_count']:,}; the rest share the remainder), synthetic text from a "
+        f"{VOCABULARY:,}-word Zipf vocabulary (~24 words a message), cached as "
+        f"`{db_path}` "
+        + (
+            f"(generated in {gen_s:.0f} s this run)."
+            if gen_s is not None
+            else "(generated by an earlier run)."
+        ),
+        "",
+        f"Requests on one connection to a real hermesd over its socket, "
+        f"{args.rounds} interleaved rounds of {args.per_round} each, after one warm-up "
+        "call of each.",
+        "",
+        "| request | p50 | p90 | p50 / ping | target |",
+        "|---|---|---|---|---|",
+    ]
     ping = median(r["samples"]["`ping`"])
     for name, values in r["samples"].items():
         p50 = median(values)
         target = ""
         if name.startswith(("`session.list` first", "`session.search`")):
             target = f"≤ 20 ms: {'met' if p50 <= 20 else 'MISSED'}"
-        lines.append(f"| {name} | {p50:.2f} ms | {percentile(values, 90):.2f} ms | "
-                     f"{p50 / ping:.0f}× | {target} |")
+        lines.append(
+            f"| {name} | {p50:.2f} ms | {percentile(values, 90):.2f} ms | "
+            f"{p50 / ping:.0f}× | {target} |"
+        )
     h = median(r["history_ms"])
-    lines += ["", f"**Loading the 10,000-message session for a turn** (`store.history()` in "
-              f"this process on the daemon's file, {len(r['history_ms'])} times): "
-              f"**{h:.1f} ms p50**, {percentile(r['history_ms'], 90):.1f} ms p90, "
-              f"{r['history_len']} messages returned (target ≤ 100 ms: "
-              f"{'met' if h <= 100 else 'MISSED'}). Only the newest `agent.history_messages` "
-              "(400) rows are read, through the `(session_id, seq)` index; see "
-              "docs/sessions.md for the trimming policy.", "",
-              f"**Size**: {size['file'] / 2**20:,.0f} MiB, **{size['file'] / n:,.0f} bytes per "
-              f"message** ({size['text'] / n:,.0f} bytes of text each)"]
+    lines += [
+        "",
+        f"**Loading the 10,000-message session for a turn** (`store.history()` in "
+        f"this process on the daemon's file, {len(r['history_ms'])} times): "
+        f"**{h:.1f} ms p50**, {percentile(r['history_ms'], 90):.1f} ms p90, "
+        f"{r['history_len']} messages returned (target ≤ 100 ms: "
+        f"{'met' if h <= 100 else 'MISSED'}). Only the newest `agent.history_messages` "
+        "(400) rows are read, through the `(session_id, seq)` index; see "
+        "docs/sessions.md for the trimming policy.",
+        "",
+        f"**Size**: {size['file'] / 2**20:,.0f} MiB, **{size['file'] / n:,.0f} bytes per "
+        f"message** ({size['text'] / n:,.0f} bytes of text each)",
+    ]
     parts = {k[6:]: v for k, v in size.items() if k.startswith("table:")}
     if parts:
         top = sorted(parts.items(), key=lambda kv: -kv[1])[:5]
-        lines[-1] += "; by table/index: " + ", ".join(
-            f"`{k}` {v / n:,.0f} B" for k, v in top) + " per message"
+        lines[-1] += (
+            "; by table/index: "
+            + ", ".join(f"`{k}` {v / n:,.0f} B" for k, v in top)
+            + " per message"
+        )
     lines[-1] += "."
-    lines += ["", f"**Start-up on this database** (spawn → READY=1, one start): "
-              f"{r['ready_ms']:.0f} ms."]
+    lines += [
+        "",
+        f"**Start-up on this database** (spawn → READY=1, one start): {r['ready_ms']:.0f} ms.",
+    ]
     return "\n".join(lines)
 
 
@@ -304,8 +391,14 @@ def main() -> int:
         print(f"generated in {gen_s:.0f} s", flush=True)
     r = measure(path, args.rounds, args.per_round)
     body = report(args, path, gen_s, r)
-    common.publish(args, "store", "Session store at scale: list, search, history, size",
-                   body, started, machine_line)
+    common.publish(
+        args,
+        "store",
+        "Session store at scale: list, search, history, size",
+        body,
+        started,
+        machine_line,
+    )
     return 0
 
 

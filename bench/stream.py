@@ -78,8 +78,13 @@ print(json.dumps({"events": count, "chars": chars, "first": first, "end": end}),
 
 
 def start_server(chunks: int) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(chunks)], stdout=subprocess.PIPE,
-                            text=True, cwd=str(REPO), env=clean_env({"PYTHONPATH": str(REPO)}))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVER, str(chunks)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=str(REPO),
+        env=clean_env({"PYTHONPATH": str(REPO)}),
+    )
     assert proc.stdout is not None
     return proc, proc.stdout.readline().strip()
 
@@ -91,17 +96,22 @@ def one_turn(d: DaemonProcess, c: Client, readers: int, expected_chars: int) -> 
     """One streamed turn watched by ``readers`` attached reader processes."""
     sid = c.call("session.create")["id"]
     env = clean_env({"PYTHONPATH": str(SOURCE)})
-    procs = [subprocess.Popen([sys.executable, "-c", READER, str(d.socket), sid],
-                              stdout=subprocess.PIPE, text=True, env=env)
-             for _ in range(readers)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", READER, str(d.socket), sid],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(readers)
+    ]
     try:
         for proc in procs:
             assert proc.stdout is not None
             if proc.stdout.readline().strip() != "ready":
                 raise RuntimeError("a reader did not attach")
         cpu0 = cpu_seconds(d.proc.pid)
-        c.call("session.send", {"session_id": sid, "message": "stream", "wait": True},
-               timeout=300)
+        c.call("session.send", {"session_id": sid, "message": "stream", "wait": True}, timeout=300)
         results = []
         for proc in procs:
             out, _ = proc.communicate(timeout=120)
@@ -116,9 +126,14 @@ def one_turn(d: DaemonProcess, c: Client, readers: int, expected_chars: int) -> 
     chunks = [r["chars"] / CHUNK_CHARS for r in results]  # the model's chunks, delivered
     rates = [n / (r["end"] - r["first"]) for n, r in zip(chunks, results, strict=True)]
     span = max(r["end"] for r in results) - min(r["first"] for r in results)
-    return {"chunks": chunks[0], "events": median([r["events"] for r in results]),
-            "per_client": median(rates), "total": sum(chunks) / span, "cpu": cpu,
-            "complete": all(r["chars"] == expected_chars for r in results)}
+    return {
+        "chunks": chunks[0],
+        "events": median([r["events"] for r in results]),
+        "per_client": median(rates),
+        "total": sum(chunks) / span,
+        "cpu": cpu,
+        "complete": all(r["chars"] == expected_chars for r in results),
+    }
 
 
 def main() -> int:
@@ -135,8 +150,10 @@ def main() -> int:
     server, url = start_server(chunks)
     runs: dict[int, list[dict[str, Any]]] = {1: [], 10: []}
     try:
-        d = start_daemon(config=f"model:\n  provider: custom\n  base_url: {url}\n"
-                                "  default: scripted-model\n", env={"PYTHONPATH": str(SOURCE)})
+        d = start_daemon(
+            config=f"model:\n  provider: custom\n  base_url: {url}\n  default: scripted-model\n",
+            env={"PYTHONPATH": str(SOURCE)},
+        )
         try:
             with Client.connect(d.socket, hello=True, timeout=300) as c:
                 one_turn(d, c, 1, chunks * CHUNK_CHARS)  # warm-up: lazy imports, page cache
@@ -149,32 +166,45 @@ def main() -> int:
 
     rows = []
     for n, items in runs.items():
-        rows.append(f"| {n} | {chunks} | {median([r['events'] for r in items]):,.0f} | "
-                    f"{median([r['per_client'] for r in items]):,.0f} | "
-                    f"{median([r['total'] for r in items]):,.0f} | "
-                    f"{median([r['cpu'] for r in items]) * 1e6 / (chunks * n):.1f} µs"
-                    f" | {'yes' if all(r['complete'] for r in items) else 'NO'} |")
+        rows.append(
+            f"| {n} | {chunks} | {median([r['events'] for r in items]):,.0f} | "
+            f"{median([r['per_client'] for r in items]):,.0f} | "
+            f"{median([r['total'] for r in items]):,.0f} | "
+            f"{median([r['cpu'] for r in items]) * 1e6 / (chunks * n):.1f} µs"
+            f" | {'yes' if all(r['complete'] for r in items) else 'NO'} |"
+        )
     one = median([r["total"] for r in runs[1]])
     ten = median([r["total"] for r in runs[10]])
-    body = "\n".join([
-        (f"One turn streaming {chunks} text chunks (a 5-character word each) at full speed from "
-        "the scripted model server (own process), watched by N attached clients (one process "
-        f"and connection each); median of {rounds} turns per N, interleaved, after one warm-up "
-        "turn. Chunks per second are the model's chunks delivered (characters received / 5), "
-        "from a reader's first `text.delta` to its `turn.finished`; daemon CPU is for the "
-        "whole turn, per chunk delivered to one client. hermesd sends the chunks of one read "
-        "from the model as one `text.delta`, so at full speed a turn takes far fewer events "
-        "than chunks (a model streaming at its own pace gets one event per chunk)."), "",
-        ("| attached clients | model chunks per turn | `text.delta` events per turn | "
-        "chunks/s per client | chunks/s all clients | daemon CPU per delivered chunk | "
-        "every client got all the text |"),
-        "|---|---|---|---|---|---|---|", *rows, "",
-        (f"10 clients receive **{ten / one:.1f}×** the text per second of one client in total "
-        f"({ten / 10 / one:.2f}× per client): each event is redacted and encoded once, and the "
-        "events of a loop iteration go to each connection in one write. The readers are 10 "
-        "Python processes on the same 2 CPUs: part of the per-client drop is theirs.")])
-    common.publish(args, "stream", "Streamed text to attached clients",
-                   body, started, machine_line)
+    body = "\n".join(
+        [
+            (
+                f"One turn streaming {chunks} text chunks (a 5-character word each) at full speed from "
+                "the scripted model server (own process), watched by N attached clients (one process "
+                f"and connection each); median of {rounds} turns per N, interleaved, after one warm-up "
+                "turn. Chunks per second are the model's chunks delivered (characters received / 5), "
+                "from a reader's first `text.delta` to its `turn.finished`; daemon CPU is for the "
+                "whole turn, per chunk delivered to one client. hermesd sends the chunks of one read "
+                "from the model as one `text.delta`, so at full speed a turn takes far fewer events "
+                "than chunks (a model streaming at its own pace gets one event per chunk)."
+            ),
+            "",
+            (
+                "| attached clients | model chunks per turn | `text.delta` events per turn | "
+                "chunks/s per client | chunks/s all clients | daemon CPU per delivered chunk | "
+                "every client got all the text |"
+            ),
+            "|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+            (
+                f"10 clients receive **{ten / one:.1f}×** the text per second of one client in total "
+                f"({ten / 10 / one:.2f}× per client): each event is redacted and encoded once, and the "
+                "events of a loop iteration go to each connection in one write. The readers are 10 "
+                "Python processes on the same 2 CPUs: part of the per-client drop is theirs."
+            ),
+        ]
+    )
+    common.publish(args, "stream", "Streamed text to attached clients", body, started, machine_line)
     return 0
 
 

@@ -61,8 +61,10 @@ CALCULATOR = REPO / "plugins" / "calculator"
 
 
 def model_config(url: str, process: str = "auto") -> str:
-    return (f"model:\n  provider: custom\n  base_url: {url}\n  default: scripted-model\n"
-            f"  process: {process}\n")
+    return (
+        f"model:\n  provider: custom\n  base_url: {url}\n  default: scripted-model\n"
+        f"  process: {process}\n"
+    )
 
 
 HOOK_PLUGIN = """\
@@ -95,18 +97,26 @@ def start(url: str, hook_plugins: int = 0, process: str = "auto") -> DaemonProce
             folder.mkdir(parents=True)
             (folder / "plugin.yaml").write_text(f"name: hook{i:02d}\nversion: 1.0.0\n")
             (folder / "__init__.py").write_text(HOOK_PLUGIN)
-    return start_daemon(home, config=model_config(url, process),
-                        env={"PYTHONPATH": str(SOURCE)})
+    return start_daemon(home, config=model_config(url, process), env={"PYTHONPATH": str(SOURCE)})
 
 
 def run_timed(argv: list[str], env: dict[str, str], cwd: Path, expect: str) -> float:
     t0 = time.perf_counter()
-    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=300)
+    done = subprocess.run(
+        argv,
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+    )
     elapsed = time.perf_counter() - t0
     if done.returncode != 0 or expect not in done.stdout:
-        raise RuntimeError(f"{argv[:3]} exited {done.returncode}; stdout {done.stdout[-500:]!r}"
-                           f" stderr {done.stderr[-2000:]!r}")
+        raise RuntimeError(
+            f"{argv[:3]} exited {done.returncode}; stdout {done.stdout[-500:]!r}"
+            f" stderr {done.stderr[-2000:]!r}"
+        )
     return elapsed
 
 
@@ -118,8 +128,9 @@ def reference_home(url: str) -> Path:
 
     home = scratch_dir("href-")
     (home / "plugins").mkdir()
-    shutil.copytree(CALCULATOR, home / "plugins" / "calculator",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        CALCULATOR, home / "plugins" / "calculator", ignore=shutil.ignore_patterns("__pycache__")
+    )
     (home / "config.yaml").write_text(model_config(url) + "plugins:\n  enabled: [calculator]\n")
     return home
 
@@ -167,10 +178,13 @@ def bench_overhead(turns: int, hook_plugins: int = 0) -> dict[str, list[float]]:
         try:
             with Client.connect(d.socket, hello=True) as c:
                 if hook_plugins:
-                    loaded = [p for p in c.call("plugins.list")["plugins"]
-                              if str(p.get("name", "")).startswith("hook")
-                              and p.get("state") == "loaded"
-                              and set(p.get("hooks", ())) >= {"pre_llm_call", "post_tool_call"}]
+                    loaded = [
+                        p
+                        for p in c.call("plugins.list")["plugins"]
+                        if str(p.get("name", "")).startswith("hook")
+                        and p.get("state") == "loaded"
+                        and set(p.get("hooks", ())) >= {"pre_llm_call", "post_tool_call"}
+                    ]
                     if len(loaded) != hook_plugins:
                         raise RuntimeError(f"{len(loaded)} of {hook_plugins} hook plugins loaded")
                 for i in range(turns + 5):
@@ -178,7 +192,8 @@ def bench_overhead(turns: int, hook_plugins: int = 0) -> dict[str, list[float]]:
                     n = len(server.request_times)
                     sent = time.monotonic()
                     turn_id = c.call("session.send", {"session_id": sid, "message": PROMPT})[
-                        "turn_id"]
+                        "turn_id"
+                    ]
                     tool_ms = None
                     while True:
                         note = c.next_notification(timeout=30)
@@ -193,8 +208,8 @@ def bench_overhead(turns: int, hook_plugins: int = 0) -> dict[str, list[float]]:
                             break
                     if i < 5 or tool_ms is None:  # warm-up
                         continue
-                    arrivals = server.request_times[n:n + 2]
-                    ends = server.response_end_times[n:n + 2]
+                    arrivals = server.request_times[n : n + 2]
+                    ends = server.response_end_times[n : n + 2]
                     first.append((arrivals[0] - sent) * 1000)
                     second.append((arrivals[1] - ends[0]) * 1000)
         finally:
@@ -260,20 +275,40 @@ def burst(c: Client, count: int) -> None:
             left.discard(ev.get("session_id"))
 
 
-def bench_concurrent(sessions: int, turns: int, latency: float, cpu: int | None = None,
-                     isolate: bool = False, process: str = "auto",
-                     warm_burst: bool = True) -> dict[str, Any]:
+def bench_concurrent(
+    sessions: int,
+    turns: int,
+    latency: float,
+    cpu: int | None = None,
+    isolate: bool = False,
+    process: str = "auto",
+    warm_burst: bool = True,
+) -> dict[str, Any]:
     """``sessions`` × ``turns`` at once. Placement: by default every process may use every
     CPU; ``cpu`` confines hermesd (all its threads, and its model client process) to that
     CPU; ``isolate`` confines hermesd to CPU 0 and the model stand-in and this process (the
     client) to CPU 1, so hermesd has a CPU of its own, as with a model that runs elsewhere.
     A confined hermesd is started on its CPU, so ``auto`` sends from the loop there, as it
     would under systemd's ``CPUAffinity=``. ``process``: hermesd's ``model.process``."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.support.modelserver",
-                             "--engine", MODEL_ENGINE, "--port", "0",
-                             "--script", "rules", "--latency", str(latency)],
-                            stdout=subprocess.PIPE, text=True, cwd=str(REPO),
-                            env=clean_env({"PYTHONPATH": str(REPO)}))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.support.modelserver",
+            "--engine",
+            MODEL_ENGINE,
+            "--port",
+            "0",
+            "--script",
+            "rules",
+            "--latency",
+            str(latency),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=str(REPO),
+        env=clean_env({"PYTHONPATH": str(REPO)}),
+    )
     own_cpus = os.sched_getaffinity(0)
     try:
         assert proc.stdout is not None
@@ -338,15 +373,24 @@ def bench_concurrent(sessions: int, turns: int, latency: float, cpu: int | None 
                         remaining -= 1
                 wall = time.monotonic() - t0
                 probe.__exit__()
-                cpu = {"daemon": hermesd_cpu(d.proc.pid) - cpu0["daemon"],
-                       "model server": cpu_seconds(proc.pid) - cpu0["model server"]}
+                cpu = {
+                    "daemon": hermesd_cpu(d.proc.pid) - cpu0["daemon"],
+                    "model server": cpu_seconds(proc.pid) - cpu0["model server"],
+                }
         finally:
             d.stop()
     finally:
         os.sched_setaffinity(0, own_cpus)
         stop_process(proc)
-    return {"wall": wall, "ideal": turns * 2 * latency, "latencies": latencies, "cpu": cpu,
-            "failed": failed, "turns": sessions * turns, "pings": probe.rtts}
+    return {
+        "wall": wall,
+        "ideal": turns * 2 * latency,
+        "latencies": latencies,
+        "cpu": cpu,
+        "failed": failed,
+        "turns": sessions * turns,
+        "pings": probe.rtts,
+    }
 
 
 # --- report ------------------------------------------------------------------------------------
@@ -379,7 +423,8 @@ def main() -> int:
                 runs_now["isolated"] = {"isolate": True}
             for name, how in runs_now.items():
                 placements.setdefault((name, process), []).append(
-                    bench_concurrent(count, 5, 0.1, process=process, **how))
+                    bench_concurrent(count, 5, 0.1, process=process, **how)
+                )
     runs = {key: sorted(found, key=lambda r: r["wall"]) for key, found in placements.items()}
     chosen = {key: found[len(found) // 2] for key, found in runs.items()}
     conc = chosen[("shared", "auto")]  # the default
@@ -387,67 +432,101 @@ def main() -> int:
     middle = bench_concurrent(50, 5, 0.1)
 
     ours_ms = median(whole["ours"]) * 1000
-    lines = ["**(a) One turn with one tool call, whole process** (`hermesctl chat -m "
-             f"\"{PROMPT}\"` against a running hermesd vs the reference `hermes -z \"{PROMPT}\"`,"
-             " hermes-agent 0.19.0 with `model.provider: custom`; same scripted model server at "
-             "zero latency, same calculator plugin; interleaved, "
-             f"{len(whole['ours'])} + {len(whole['ref'])} runs after warm-up).", "",
-             "| command | median | min | max |", "|---|---|---|---|",
-             f"| `hermesctl chat -m` | {ours_ms:.0f} ms | {min(whole['ours']) * 1000:.0f} ms | "
-             f"{max(whole['ours']) * 1000:.0f} ms |"]
+    lines = [
+        "**(a) One turn with one tool call, whole process** (`hermesctl chat -m "
+        f'"{PROMPT}"` against a running hermesd vs the reference `hermes -z "{PROMPT}"`,'
+        " hermes-agent 0.19.0 with `model.provider: custom`; same scripted model server at "
+        "zero latency, same calculator plugin; interleaved, "
+        f"{len(whole['ours'])} + {len(whole['ref'])} runs after warm-up).",
+        "",
+        "| command | median | min | max |",
+        "|---|---|---|---|",
+        f"| `hermesctl chat -m` | {ours_ms:.0f} ms | {min(whole['ours']) * 1000:.0f} ms | "
+        f"{max(whole['ours']) * 1000:.0f} ms |",
+    ]
     if whole["ref"]:
         ref_ms = median(whole["ref"]) * 1000
-        lines.append(f"| `hermes -z` (reference) | {ref_ms:.0f} ms | "
-                     f"{min(whole['ref']) * 1000:.0f} ms | {max(whole['ref']) * 1000:.0f} ms |")
+        lines.append(
+            f"| `hermes -z` (reference) | {ref_ms:.0f} ms | "
+            f"{min(whole['ref']) * 1000:.0f} ms | {max(whole['ref']) * 1000:.0f} ms |"
+        )
         speedup = ref_ms / ours_ms
-        lines += ["", f"hermesctl is **{speedup:.1f}× faster** (target ≥ 25×: "
-                  f"{'met' if speedup >= 25 else 'MISSED'}). The daemon is already running; its "
-                  "start-up is not part of a turn (see the plugins section for start-up)."]
+        lines += [
+            "",
+            f"hermesctl is **{speedup:.1f}× faster** (target ≥ 25×: "
+            f"{'met' if speedup >= 25 else 'MISSED'}). The daemon is already running; its "
+            "start-up is not part of a turn (see the plugins section for start-up).",
+        ]
     else:
         lines += ["", f"Reference not measured: {whole['ref_error']}"]
 
     first, second = overhead[HOOK_PLUGINS]["first"], overhead[HOOK_PLUGINS]["second"]
     p50_1, p50_2 = median(first), median(second)
-    lines += ["", f"**(b) Daemon-side overhead per model round** with {HOOK_PLUGINS} plugins "
-              "loaded that each register a `pre_llm_call` and a `post_tool_call` hook (plain "
-              f"sync functions, as most plugins write them; {len(first)} turns, each in a new "
-              "session, after 5 warm-up turns; one monotonic clock across processes), and "
-              "without them.", "",
-              "| interval | plugins | p50 | p90 | p99 |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"**(b) Daemon-side overhead per model round** with {HOOK_PLUGINS} plugins "
+        "loaded that each register a `pre_llm_call` and a `post_tool_call` hook (plain "
+        f"sync functions, as most plugins write them; {len(first)} turns, each in a new "
+        "session, after 5 warm-up turns; one monotonic clock across processes), and "
+        "without them.",
+        "",
+        "| interval | plugins | p50 | p90 | p99 |",
+        "|---|---|---|---|---|",
+    ]
     for n in (HOOK_PLUGINS, 0):
         one, two = overhead[n]["first"], overhead[n]["second"]
-        lines += [f"| round 1: client sends `session.send` → model request arrives | {n} | "
-                  f"{median(one):.2f} ms | {percentile(one, 90):.2f} ms | "
-                  f"{percentile(one, 99):.2f} ms |",
-                  f"| round 2: model response ends → next model request arrives | {n} | "
-                  f"{median(two):.2f} ms | {percentile(two, 90):.2f} ms | "
-                  f"{percentile(two, 99):.2f} ms |"]
-    lines += ["", f"Target p50 ≤ 2 ms with {HOOK_PLUGINS} plugins: round 1 "
-              f"{'met' if p50_1 <= 2 else 'MISSED'}, round 2 {'met' if p50_2 <= 2 else 'MISSED'}."
-              " Round 1 covers the socket hop, storing the user message, `pre_llm_call` (20 "
-              "callbacks) and building and sending the request; round 2 covers reading the "
-              "stream's end, storing the assistant message, running the `calculate` tool itself"
-              " (nothing is subtracted for it) with its `post_tool_call` hooks (21 callbacks: "
-              "the calculator plugin has one too), storing the result, and the next request. "
-              "Both include the HTTP hop and the model server reading the request."]
+        lines += [
+            f"| round 1: client sends `session.send` → model request arrives | {n} | "
+            f"{median(one):.2f} ms | {percentile(one, 90):.2f} ms | "
+            f"{percentile(one, 99):.2f} ms |",
+            f"| round 2: model response ends → next model request arrives | {n} | "
+            f"{median(two):.2f} ms | {percentile(two, 90):.2f} ms | "
+            f"{percentile(two, 99):.2f} ms |",
+        ]
+    lines += [
+        "",
+        f"Target p50 ≤ 2 ms with {HOOK_PLUGINS} plugins: round 1 "
+        f"{'met' if p50_1 <= 2 else 'MISSED'}, round 2 {'met' if p50_2 <= 2 else 'MISSED'}."
+        " Round 1 covers the socket hop, storing the user message, `pre_llm_call` (20 "
+        "callbacks) and building and sending the request; round 2 covers reading the "
+        "stream's end, storing the assistant message, running the `calculate` tool itself"
+        " (nothing is subtracted for it) with its `post_tool_call` hooks (21 callbacks: "
+        "the calculator plugin has one too), storing the result, and the next request. "
+        "Both include the HTTP hop and the model server reading the request.",
+    ]
 
     ratio = conc["wall"] / conc["ideal"]
     stand_in_ms = conc["cpu"]["model server"] * 1000 / (conc["turns"] * 2)
-    order = [key for key in ((name, process) for name in ("isolated", "shared", "confined")
-                             for process in PROCESS_MODES) if key in chosen]
-    lag_table = ["| placement | `model.process` | ping p50 | p99 | max | target ≤ 50 ms |",
-                 "|---|---|---|---|---|---|"]
+    order = [
+        key
+        for key in (
+            (name, process)
+            for name in ("isolated", "shared", "confined")
+            for process in PROCESS_MODES
+        )
+        if key in chosen
+    ]
+    lag_table = [
+        "| placement | `model.process` | ping p50 | p99 | max | target ≤ 50 ms |",
+        "|---|---|---|---|---|---|",
+    ]
     for key in order:
         every = [rtt for run in placements[key] for rtt in run["pings"]]
-        lag_table.append(f"| {key[0]} | {key[1]} | {median(every):.1f} ms | "
-                         f"{percentile(every, 99):.1f} ms | {max(every):.1f} ms | "
-                         f"{'met' if max(every) <= 50 else 'MISSED'} |")
-    where = {"isolated": "hermesd on CPU 0, the model stand-in and the client on CPU 1",
-             "shared": "every process on either CPU",
-             "confined": "hermesd on CPU 0, the stand-in and the client on either"}
-    table = ["| placement | `model.process` | total wall | ratio to the ideal (each run) | "
-             "hermesd CPU per round | turn p50 | turn p99 | ≤ 1.3× |",
-             "|---|---|---|---|---|---|---|---|"]
+        lag_table.append(
+            f"| {key[0]} | {key[1]} | {median(every):.1f} ms | "
+            f"{percentile(every, 99):.1f} ms | {max(every):.1f} ms | "
+            f"{'met' if max(every) <= 50 else 'MISSED'} |"
+        )
+    where = {
+        "isolated": "hermesd on CPU 0, the model stand-in and the client on CPU 1",
+        "shared": "every process on either CPU",
+        "confined": "hermesd on CPU 0, the stand-in and the client on either",
+    }
+    table = [
+        "| placement | `model.process` | total wall | ratio to the ideal (each run) | "
+        "hermesd CPU per round | turn p50 | turn p99 | ≤ 1.3× |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for key in order:
         run = chosen[key]
         every = ", ".join(f"{r['wall'] / r['ideal']:.2f}" for r in placements[key])
@@ -456,68 +535,85 @@ def main() -> int:
             f"{run['wall'] / run['ideal']:.2f}× ({every}) | "
             f"{run['cpu']['daemon'] * 1000 / (run['turns'] * 2):.2f} ms | "
             f"{median(run['latencies']):.0f} ms | {percentile(run['latencies'], 99):.0f} ms | "
-            f"{'met' if run['wall'] / run['ideal'] <= 1.3 else 'MISSED'} |")
+            f"{'met' if run['wall'] / run['ideal'] <= 1.3 else 'MISSED'} |"
+        )
     failed = sum(r["failed"] for found in placements.values() for r in found)
     total = sum(len(found) for found in placements.values())
-    lines += ["", f"**(c) {conc['turns'] // 5} sessions × 5 turns at once**, one connection, "
-              "each turn two model rounds (a `calculate` call, then the answer) at 100 ms model"
-              f" latency; ideal {conc['ideal'] * 1000:.0f} ms (5 × 2 × 100 ms). Three "
-              "placements on this machine, each with every `model.process` setting: `inline` "
-              "(every request sent and read on the daemon's event loop), `separate` (all in the "
-              "model client process) and `auto`, the default (on the loop while fewer than "
-              f"{OFFLOAD_AFTER} are in flight there, the rest in the model client process). "
-              "Interleaved, the median run of "
-              f"{len(placements[('shared', 'auto')])} runs each shown; {failed} failed "
-              f"turns in {total} runs. Before each run, after one turn, two bursts of "
-              f"{2 * OFFLOAD_AFTER} one-turn sessions at once (the second once `status` reports "
-              "the model client process ready) warm what a daemon under load keeps: worker "
-              "threads, kept-alive model connections, the model client process. "
-              "The model stand-in is `tests.support.modelserver_async` "
-              "(one asyncio loop, the answers of the threaded one the tests use). A real model "
-              f"runs elsewhere; this one needed {stand_in_ms:.2f} ms of CPU per round here "
-              "(median run, shared), so the *isolated* placement gives hermesd (both of its "
-              "processes) a CPU of its own and the stand-in and the client the other: hermesd "
-              "measured alone, as it would run with a remote model on a one-CPU machine. "
-              "*Shared* lets the kernel place everything; *confined* puts all of hermesd on "
-              "one CPU (`taskset -a -c 0`, systemd's `CPUAffinity=0`) and leaves the others "
-              "free. hermesd's CPU counts both of its processes.", "", *table, "",
-              f"Target ≤ 1.3× with the default (`auto`), shared: "
-              f"{'met' if ratio <= 1.3 else 'MISSED'}. The wall is the session that "
-              "finishes last, and the sessions keep their place in the order from the first "
-              "turn to the last (traced in the sixth round below), so what the first turn costs"
-              " the last of the 100 to start counts in full: all 100 start at once and 84 of "
-              "their first requests need a new model connection (the warm-up kept 16). They go "
-              "out first come, first served: the connection is opened before the `openai` SDK "
-              "builds the request, and the model client process starts one request per pass of "
-              "its loop. After the first turn a round costs a session a few ms over the "
-              "model's 100 ms. Inline, one event loop does all of a round (~1.0 ms of CPU), so "
-              "100 rounds keep it busy for most of each 100 ms; with `auto` and `separate` the "
-              "SDK's part runs in the model client process beside the loop, whose share of a "
-              "round is about half (the loop lag below shows it).",
-              "", "Ratio by number of sessions (5 turns each, same 100 ms latency, shared): "
-              f"20 sessions {fmt_ratio(light['wall'] / light['ideal'])}, "
-              f"50 sessions {fmt_ratio(middle['wall'] / middle['ideal'])}, "
-              f"{conc['turns'] // 5} sessions {fmt_ratio(ratio, 1.3)}.", "",
-              "Event-loop lag while these turns run (tools on worker threads, a turn's SQLite "
-              "batches on the loop): a `ping` every 10 ms on its own connection, through every "
-              "run of each placement (target: the loop never blocks longer than 50 ms).", "",
-              *lag_table, "",
-              "A ping's round trip bounds the longest time the loop went without serving it, "
-              "and includes the queue of turn work ahead of it at that moment: with 100 turns "
-              "at once the loop is saturated (see the CPU figures), so this measures queueing "
-              "more than blocking; sharing a CPU with the stand-in adds the time the loop "
-              "waits for the CPU.", "",
-              f"The same with 20 sessions × 5 turns (wall {light['wall'] * 1000:.0f} ms, "
-              f"{fmt_ratio(light['wall'] / light['ideal'])} the ideal; daemon "
-              f"{light['cpu']['daemon'] * 1000 / (light['turns'] * 2):.1f} ms CPU per round), "
-              "where the loop has time to spare and a late ping means a blocked loop: "
-              f"{median(light['pings']):.1f} ms p50, {percentile(light['pings'], 99):.1f} ms "
-              f"p99, {max(light['pings']):.1f} ms max ({len(light['pings'])} pings; "
-              f"{'met' if max(light['pings']) <= 50 else 'MISSED'})."]
+    lines += [
+        "",
+        f"**(c) {conc['turns'] // 5} sessions × 5 turns at once**, one connection, "
+        "each turn two model rounds (a `calculate` call, then the answer) at 100 ms model"
+        f" latency; ideal {conc['ideal'] * 1000:.0f} ms (5 × 2 × 100 ms). Three "
+        "placements on this machine, each with every `model.process` setting: `inline` "
+        "(every request sent and read on the daemon's event loop), `separate` (all in the "
+        "model client process) and `auto`, the default (on the loop while fewer than "
+        f"{OFFLOAD_AFTER} are in flight there, the rest in the model client process). "
+        "Interleaved, the median run of "
+        f"{len(placements[('shared', 'auto')])} runs each shown; {failed} failed "
+        f"turns in {total} runs. Before each run, after one turn, two bursts of "
+        f"{2 * OFFLOAD_AFTER} one-turn sessions at once (the second once `status` reports "
+        "the model client process ready) warm what a daemon under load keeps: worker "
+        "threads, kept-alive model connections, the model client process. "
+        "The model stand-in is `tests.support.modelserver_async` "
+        "(one asyncio loop, the answers of the threaded one the tests use). A real model "
+        f"runs elsewhere; this one needed {stand_in_ms:.2f} ms of CPU per round here "
+        "(median run, shared), so the *isolated* placement gives hermesd (both of its "
+        "processes) a CPU of its own and the stand-in and the client the other: hermesd "
+        "measured alone, as it would run with a remote model on a one-CPU machine. "
+        "*Shared* lets the kernel place everything; *confined* puts all of hermesd on "
+        "one CPU (`taskset -a -c 0`, systemd's `CPUAffinity=0`) and leaves the others "
+        "free. hermesd's CPU counts both of its processes.",
+        "",
+        *table,
+        "",
+        f"Target ≤ 1.3× with the default (`auto`), shared: "
+        f"{'met' if ratio <= 1.3 else 'MISSED'}. The wall is the session that "
+        "finishes last, and the sessions keep their place in the order from the first "
+        "turn to the last (traced in the sixth round below), so what the first turn costs"
+        " the last of the 100 to start counts in full: all 100 start at once and 84 of "
+        "their first requests need a new model connection (the warm-up kept 16). They go "
+        "out first come, first served: the connection is opened before the `openai` SDK "
+        "builds the request, and the model client process starts one request per pass of "
+        "its loop. After the first turn a round costs a session a few ms over the "
+        "model's 100 ms. Inline, one event loop does all of a round (~1.0 ms of CPU), so "
+        "100 rounds keep it busy for most of each 100 ms; with `auto` and `separate` the "
+        "SDK's part runs in the model client process beside the loop, whose share of a "
+        "round is about half (the loop lag below shows it).",
+        "",
+        "Ratio by number of sessions (5 turns each, same 100 ms latency, shared): "
+        f"20 sessions {fmt_ratio(light['wall'] / light['ideal'])}, "
+        f"50 sessions {fmt_ratio(middle['wall'] / middle['ideal'])}, "
+        f"{conc['turns'] // 5} sessions {fmt_ratio(ratio, 1.3)}.",
+        "",
+        "Event-loop lag while these turns run (tools on worker threads, a turn's SQLite "
+        "batches on the loop): a `ping` every 10 ms on its own connection, through every "
+        "run of each placement (target: the loop never blocks longer than 50 ms).",
+        "",
+        *lag_table,
+        "",
+        "A ping's round trip bounds the longest time the loop went without serving it, "
+        "and includes the queue of turn work ahead of it at that moment: with 100 turns "
+        "at once the loop is saturated (see the CPU figures), so this measures queueing "
+        "more than blocking; sharing a CPU with the stand-in adds the time the loop "
+        "waits for the CPU.",
+        "",
+        f"The same with 20 sessions × 5 turns (wall {light['wall'] * 1000:.0f} ms, "
+        f"{fmt_ratio(light['wall'] / light['ideal'])} the ideal; daemon "
+        f"{light['cpu']['daemon'] * 1000 / (light['turns'] * 2):.1f} ms CPU per round), "
+        "where the loop has time to spare and a late ping means a blocked loop: "
+        f"{median(light['pings']):.1f} ms p50, {percentile(light['pings'], 99):.1f} ms "
+        f"p99, {max(light['pings']):.1f} ms max ({len(light['pings'])} pings; "
+        f"{'met' if max(light['pings']) <= 50 else 'MISSED'}).",
+    ]
     body = "\n".join(lines)
-    common.publish(args, "turn",
-                   "A chat turn: hermesctl chat, per-round overhead, 100 sessions",
-                   body, started, machine_line)
+    common.publish(
+        args,
+        "turn",
+        "A chat turn: hermesctl chat, per-round overhead, 100 sessions",
+        body,
+        started,
+        machine_line,
+    )
     return 0
 
 

@@ -15,15 +15,32 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, TextIO
 
-_ANSWERS = {"o": "once", "once": "once", "s": "session", "session": "session",
-            "a": "always", "always": "always", "d": "deny", "deny": "deny"}
-_FEEDBACK = {"once": "✓ Allowed once", "session": "✓ Allowed for this session",
-             "always": "✓ Added to permanent allowlist", "deny": "✗ Denied"}
+_ANSWERS = {
+    "o": "once",
+    "once": "once",
+    "s": "session",
+    "session": "session",
+    "a": "always",
+    "always": "always",
+    "d": "deny",
+    "deny": "deny",
+}
+_FEEDBACK = {
+    "once": "✓ Allowed once",
+    "session": "✓ Allowed for this session",
+    "always": "✓ Added to permanent allowlist",
+    "deny": "✗ Denied",
+}
 _PAD = "      "
 
 
-def ask(params: dict[str, Any], interactive: bool, default: str = "deny",
-        stdin: TextIO | None = None, out: TextIO | None = None) -> dict[str, Any]:
+def ask(
+    params: dict[str, Any],
+    interactive: bool,
+    default: str = "deny",
+    stdin: TextIO | None = None,
+    out: TextIO | None = None,
+) -> dict[str, Any]:
     """Ask a person about one approval request; ``{"choice": ..., "reason"?: ...}``.
 
     Not ``interactive``: ``default`` (``deny`` or ``once``) without asking. Interactive: the
@@ -32,8 +49,11 @@ def ask(params: dict[str, Any], interactive: bool, default: str = "deny",
     if default not in ("deny", "once"):
         default = "deny"
     if not interactive:
-        return {"choice": default, "reason": "no terminal to ask at"} if default == "deny" \
+        return (
+            {"choice": default, "reason": "no terminal to ask at"}
+            if default == "deny"
             else {"choice": default}
+        )
     stdin = stdin or sys.stdin
     out = out or sys.stdout
     description = str(params.get("description") or params.get("pattern_key") or "")
@@ -60,9 +80,9 @@ def ask(params: dict[str, Any], interactive: bool, default: str = "deny",
     return {"choice": choice}
 
 
-def request_handler(interactive: bool, default: str = "deny"
-                    ) -> Callable[[str, list[Any]], Any]:
+def request_handler(interactive: bool, default: str = "deny") -> Callable[[str, list[Any]], Any]:
     """A ``Client.on_request`` that answers ``approval.request`` with `ask`."""
+
     def handle(method: str, params: list[Any]) -> Any:
         if method != "approval.request":
             from hermesd.rpc.protocol import Codes, RpcError
@@ -73,4 +93,5 @@ def request_handler(interactive: bool, default: str = "deny"
             return ask(request, interactive, default)
         except (KeyboardInterrupt, EOFError):
             return {"choice": "deny", "reason": "interrupted at the approval prompt"}
+
     return handle

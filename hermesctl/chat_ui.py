@@ -64,7 +64,7 @@ def format_call(name: str, arguments: str) -> str:
         else:
             inner = json.dumps(parsed, ensure_ascii=False)
     if len(inner) > ARGS_CHARS:
-        inner = inner[:ARGS_CHARS - 1] + "…"
+        inner = inner[: ARGS_CHARS - 1] + "…"
     return f"{name}({inner})"
 
 
@@ -80,7 +80,7 @@ class TurnPrinter:
         self.tty = tty
         self.style = Style(tty)
         self._at_line_start = True
-        self._round_text = ""          # text streamed since the last tool call
+        self._round_text = ""  # text streamed since the last tool call
         self._tools: dict[str, tuple[str, str]] = {}
         self._spin = 0
         self._spinning = False
@@ -154,9 +154,11 @@ class TurnPrinter:
         self._at_line_start = text.endswith("\n")
 
     def _on_model_retry(self, ev: dict[str, Any]) -> None:
-        note = (f"↻ model request failed ({ev.get('error')}); retrying in "
-                f"{float(ev.get('delay') or 0):.1f} s (attempt {ev.get('attempt')}/"
-                f"{ev.get('max_attempts')})")
+        note = (
+            f"↻ model request failed ({ev.get('error')}); retrying in "
+            f"{float(ev.get('delay') or 0):.1f} s (attempt {ev.get('attempt')}/"
+            f"{ev.get('max_attempts')})"
+        )
         if ev.get("discard_partial") and self._round_text:
             note += "; the partial answer above is discarded"
             self._round_text = ""
@@ -215,8 +217,12 @@ class TurnPrinter:
     def approval_resolved(self, params: dict[str, Any]) -> None:
         """Show an ``approval.resolved`` notification."""
         who = f" by uid {params['by_uid']}" if params.get("by_uid") is not None else ""
-        self.line(self.style.dim(f"approval {params.get('id', '')} answered elsewhere: "
-                                 f"{params.get('choice', '?')}{who}"))
+        self.line(
+            self.style.dim(
+                f"approval {params.get('id', '')} answered elsewhere: "
+                f"{params.get('choice', '?')}{who}"
+            )
+        )
 
 
 def _error_of(preview: str) -> str:
@@ -229,11 +235,19 @@ def _error_of(preview: str) -> str:
     return preview[:120]
 
 
-def banner(info: dict[str, Any], model: str | None, session: dict[str, Any],
-           tools: list[dict[str, Any]], style: Style, resumed: bool) -> str:
+def banner(
+    info: dict[str, Any],
+    model: str | None,
+    session: dict[str, Any],
+    tools: list[dict[str, Any]],
+    style: Style,
+    resumed: bool,
+) -> str:
     """The chat banner: daemon version, model, session and the tools grouped by toolset."""
-    lines = [style.bold(f"hermesd {info.get('daemon_version', '?')}")
-             + f" · model {model or '(not configured: set model.base_url and model.default)'}"]
+    lines = [
+        style.bold(f"hermesd {info.get('daemon_version', '?')}")
+        + f" · model {model or '(not configured: set model.base_url and model.default)'}"
+    ]
     where = f"session {session['id']}"
     if session.get("title"):
         where += f" “{session['title']}”"
@@ -266,5 +280,7 @@ def render_history(messages: list[dict[str, Any]]) -> list[str]:
             out.append(f"[{role}] {content}")
         for call in m.get("tool_calls") or []:
             fn = call.get("function") or {}
-            out.append(f"[{role}] ⚙ {format_call(str(fn.get('name')), str(fn.get('arguments') or ''))}")
+            out.append(
+                f"[{role}] ⚙ {format_call(str(fn.get('name')), str(fn.get('arguments') or ''))}"
+            )
     return out

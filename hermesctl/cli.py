@@ -46,8 +46,13 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
     width = 0
 
-    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
-                 width: int | None = None) -> None:
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
         if not _Formatter.width:
             _Formatter.width = max(_terminal_width() - 2, 40)
         super().__init__(prog, indent_increment, max_help_position, width or _Formatter.width)
@@ -68,8 +73,9 @@ def build_parser(word: str | None = None) -> argparse.ArgumentParser:
         description="Talk to the hermesd agent daemon.",
         epilog="Exit status: 0 ok, 1 error, 2 usage, 3 daemon not running.",
     )
-    parser.add_argument("--socket", help="daemon socket (default: as hermesd finds it; "
-                        "HERMES_SOCKET overrides)")
+    parser.add_argument(
+        "--socket", help="daemon socket (default: as hermesd finds it; HERMES_SOCKET overrides)"
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for area in areas(word):
@@ -109,15 +115,19 @@ def _forward(socket_path: str | None, argv: list[str], known: list[str]) -> int:
         with Client.connect(socket_path) as client:
             result = client.call("cli.run", {"argv": argv})
     except DaemonNotRunning as exc:
-        print(f"hermesctl: unknown command '{argv[0]}' (plugin commands need the daemon: {exc})",
-              file=sys.stderr)
+        print(
+            f"hermesctl: unknown command '{argv[0]}' (plugin commands need the daemon: {exc})",
+            file=sys.stderr,
+        )
         return EXIT_NOT_RUNNING
     except RpcError as exc:
         if exc.code == Codes.NOT_FOUND:
             choices = ", ".join(known + list((exc.data or {}).get("available") or []))
-            print(f"usage: hermesctl [-h] [--socket SOCKET] [--json] COMMAND ...\n"
-                  f"hermesctl: error: unknown command '{argv[0]}' (choose from {choices})",
-                  file=sys.stderr)
+            print(
+                f"usage: hermesctl [-h] [--socket SOCKET] [--json] COMMAND ...\n"
+                f"hermesctl: error: unknown command '{argv[0]}' (choose from {choices})",
+                file=sys.stderr,
+            )
             return EXIT_USAGE
         print(f"hermesctl: {exc.message}", file=sys.stderr)
         return EXIT_ERROR
@@ -132,8 +142,10 @@ def _forward(socket_path: str | None, argv: list[str], known: list[str]) -> int:
 
 def _plugin_epilog(commands: list[dict[str, str]]) -> str:
     width = max(len(c["name"]) for c in commands)
-    lines = [f"  {c['name']:<{width}}  {c.get('help') or c.get('description') or ''}".rstrip()
-             for c in commands]
+    lines = [
+        f"  {c['name']:<{width}}  {c.get('help') or c.get('description') or ''}".rstrip()
+        for c in commands
+    ]
     return "plugin commands (from the daemon):\n" + "\n".join(lines)
 
 

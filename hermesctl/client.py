@@ -49,8 +49,12 @@ class ConnectionClosed(Exception):
 class Client:
     """One connection to hermesd."""
 
-    def __init__(self, sock: socket.socket | _socket.socket, path: str,
-                 max_message: int = wire.DEFAULT_MAX_MESSAGE) -> None:
+    def __init__(
+        self,
+        sock: socket.socket | _socket.socket,
+        path: str,
+        max_message: int = wire.DEFAULT_MAX_MESSAGE,
+    ) -> None:
         self.sock = sock
         self.path = path
         self._decoder = wire.Decoder(max_message)
@@ -64,8 +68,12 @@ class Client:
         self.server_info: dict[str, Any] = {}
 
     @classmethod
-    def connect(cls, path: str | os.PathLike[str] | None = None,
-                timeout: float | None = 10.0, hello: bool = False) -> Client:
+    def connect(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        timeout: float | None = 10.0,
+        hello: bool = False,
+    ) -> Client:
         """Connect to the daemon's socket (found as the daemon finds it)."""
         sock_path = paths.client_socket_path(os.fspath(path) if path else None)
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -80,8 +88,10 @@ class Client:
             raise DaemonNotRunning(sock_path, "connection refused") from None
         except PermissionError:
             sock.close()
-            raise RpcError(Codes.PERMISSION_DENIED,
-                           f"no permission to open {sock_path}; are you in the daemon's group?")
+            raise RpcError(
+                Codes.PERMISSION_DENIED,
+                f"no permission to open {sock_path}; are you in the daemon's group?",
+            )
         except OSError as exc:
             sock.close()
             raise DaemonNotRunning(sock_path, exc.strerror or str(exc)) from None
@@ -127,8 +137,9 @@ class Client:
             raise RpcError.from_wire(resp.error)
         return resp.result
 
-    def call(self, method: str, params: dict[str, Any] | None = None,
-             timeout: float | None = None) -> Any:
+    def call(
+        self, method: str, params: dict[str, Any] | None = None, timeout: float | None = None
+    ) -> Any:
         """Send a request and wait for its result."""
         return self.wait(self.send(method, params), timeout)
 

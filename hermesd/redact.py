@@ -21,9 +21,10 @@ from typing import Any
 
 REDACTED = "[REDACTED]"
 
-_SECRET_NAME = re.compile(r"(?:_KEY|_TOKEN|_SECRET)$|PASSWORD|PASSWD|^(?:API_KEY|TOKEN|SECRET)$",
-                          re.IGNORECASE)
-_MIN_NAMED = 4   # a secret-named variable's value shorter than this is not worth hiding
+_SECRET_NAME = re.compile(
+    r"(?:_KEY|_TOKEN|_SECRET)$|PASSWORD|PASSWD|^(?:API_KEY|TOKEN|SECRET)$", re.IGNORECASE
+)
+_MIN_NAMED = 4  # a secret-named variable's value shorter than this is not worth hiding
 _MIN_DOTENV = 6  # .env holds settings too (DEBUG=1); short values would redact everything
 
 # One alternation, so a result is scanned once (each extra pattern is another full pass); the
@@ -31,7 +32,8 @@ _MIN_DOTENV = 6  # .env holds settings too (DEBUG=1); short values would redact 
 _KEY_FORMATS = (
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----",
     r"sk-[A-Za-z0-9_-]{16,}",
-    r"gh[pousr]_[A-Za-z0-9]{20,}", r"github_pat_[A-Za-z0-9_]{20,}",
+    r"gh[pousr]_[A-Za-z0-9]{20,}",
+    r"github_pat_[A-Za-z0-9_]{20,}",
     r"xox[abposr]-[A-Za-z0-9-]{10,}",
     r"(?:AKIA|ASIA)[0-9A-Z]{16}\b",
     r"AIza[0-9A-Za-z_-]{35}\b",
@@ -43,7 +45,9 @@ _FORMATS = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(_KEY_FORMATS) + ")", re
 # starts at the tell-tale suffix, not at every word character (much faster on long output).
 _ASSIGNMENT = re.compile(
     r"((?:_KEY|_TOKEN|_SECRET|PASSWORD|PASSWD)[A-Za-z0-9_]*\s*[=:]\s*[\"']?)"
-    r"([^\s\"'\\,;]{4,})", re.IGNORECASE)
+    r"([^\s\"'\\,;]{4,})",
+    re.IGNORECASE,
+)
 _SHORTEST_PATTERN = 9  # the shortest text a pattern matches: "_KEY=abcd"
 _BEARER = re.compile(r"(\bBearer\s+)([A-Za-z0-9._~+/-]{16,}=*)")
 
@@ -55,7 +59,9 @@ _TOKEN_RUN = re.compile(r"[A-Za-z0-9_\-+/=.~:]+")
 # The start of a secret that continues past a space: NAME = value, Bearer token.
 _OPEN_ASSIGNMENT = re.compile(
     r"[A-Za-z0-9_]*(?:_KEY|_TOKEN|_SECRET|PASSWORD|PASSWD)[A-Za-z0-9_]*\s*(?:[=:]\s*[\"']?)?"
-    r"[^\s\"'\\,;]*\Z", re.IGNORECASE)
+    r"[^\s\"'\\,;]*\Z",
+    re.IGNORECASE,
+)
 _OPEN_HINT = re.compile(r"_KEY|_TOKEN|_SECRET|PASSWORD|PASSWD|Bearer", re.IGNORECASE)
 _PEM_END = re.compile(r"-----END [A-Z ]*PRIVATE KEY-----")
 _OPEN_BEARER = re.compile(r"\bBearer\s*[A-Za-z0-9._~+/-]*=*\Z")
@@ -127,16 +133,26 @@ class Redactor:
             return self(obj)
         if kind is dict or isinstance(obj, dict):
             # most values of an event are short strings, numbers or None: no recursion for them
-            return {k: (self(v) if type(v) is str else v if type(v) in _SCALARS
-                        else self.redact_obj(v)) for k, v in obj.items()}
+            return {
+                k: (self(v) if type(v) is str else v if type(v) in _SCALARS else self.redact_obj(v))
+                for k, v in obj.items()
+            }
         if isinstance(obj, list):
             return [self.redact_obj(v) for v in obj]
         return obj
 
     def redact_event(self, event: dict[str, Any]) -> dict[str, Any]:
         """A session event (a copy) with every string redacted but its envelope's."""
-        return {k: (v if k in _ENVELOPE or type(v) in _SCALARS else self(v) if type(v) is str
-                    else self.redact_obj(v)) for k, v in event.items()}
+        return {
+            k: (
+                v
+                if k in _ENVELOPE or type(v) in _SCALARS
+                else self(v)
+                if type(v) is str
+                else self.redact_obj(v)
+            )
+            for k, v in event.items()
+        }
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})

@@ -55,32 +55,42 @@ def plugin_name(source: dict[str, Any]) -> tuple[str, bool]:
     try:
         data = yaml.safe_load(manifest.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise PluginError(f"{where}: {manifest.name} does not parse: "
-                          f"{str(exc).splitlines()[0]}") from None
+        raise PluginError(
+            f"{where}: {manifest.name} does not parse: {str(exc).splitlines()[0]}"
+        ) from None
     if data is not None and not isinstance(data, dict):
         raise PluginError(f"{where}: {manifest.name} must be a mapping")
     declared = (data or {}).get("name")
     key = str(declared) if declared else folder_name(path)
     if "/" in key or key.startswith((".", "__")) or not key.strip():
-        raise PluginError(f"{where}: the name '{key}' cannot be a plugin folder name "
-                          "(no '/', no leading '.' or '__')")
+        raise PluginError(
+            f"{where}: the name '{key}' cannot be a plugin folder name "
+            "(no '/', no leading '.' or '__')"
+        )
     return key, not declared
 
 
-def duplicate_message(key: str, first: dict[str, Any], second: dict[str, Any],
-                      from_folder: bool) -> str:
+def duplicate_message(
+    key: str, first: dict[str, Any], second: dict[str, Any], from_folder: bool
+) -> str:
     """The build error for two plugins with one name."""
     lines = [f"two plugins are named '{key}':", f"  {describe(first)}", f"  {describe(second)}"]
     if from_folder and key == _FETCHER_DEFAULT:
-        lines.append("Neither plugin.yaml sets a name, so the folder name is used, and fetchers "
-                     "call their folder \"source\". Give each fetcher its own name, e.g. "
-                     "pkgs.fetchFromGitHub { name = \"my-plugin\"; owner = ...; }.")
+        lines.append(
+            "Neither plugin.yaml sets a name, so the folder name is used, and fetchers "
+            'call their folder "source". Give each fetcher its own name, e.g. '
+            'pkgs.fetchFromGitHub { name = "my-plugin"; owner = ...; }.'
+        )
     elif from_folder:
-        lines.append("The folder name is used when plugin.yaml sets no name: rename one folder "
-                     "(a fetcher's `name = ...;`) or drop one of them.")
+        lines.append(
+            "The folder name is used when plugin.yaml sets no name: rename one folder "
+            "(a fetcher's `name = ...;`) or drop one of them."
+        )
     else:
-        lines.append("Drop one of them from services.hermes-agent.extraPlugins, or give one a "
-                     "different `name:` in its plugin.yaml.")
+        lines.append(
+            "Drop one of them from services.hermes-agent.extraPlugins, or give one a "
+            "different `name:` in its plugin.yaml."
+        )
     return "\n".join(lines)
 
 

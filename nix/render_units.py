@@ -26,10 +26,16 @@ GENERATED = "Generated from nix/units.nix by nix/render_units.py; edit those, no
 
 def evaluate(params: str = "{ }") -> dict[str, Any]:
     """``import nix/units.nix <params>`` as JSON."""
-    expr = (f"let u = import {NIX_DIR / 'units.nix'} {params}; "
-            "in { inherit (u) socket service directives environment stateDirectory; }")
-    proc = subprocess.run(["nix-instantiate", "--eval", "--strict", "--json", "--expr", expr],
-                          capture_output=True, text=True, timeout=120)
+    expr = (
+        f"let u = import {NIX_DIR / 'units.nix'} {params}; "
+        "in { inherit (u) socket service directives environment stateDirectory; }"
+    )
+    proc = subprocess.run(
+        ["nix-instantiate", "--eval", "--strict", "--json", "--expr", expr],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"nix-instantiate failed:\n{proc.stderr}")
     result: dict[str, Any] = json.loads(proc.stdout)

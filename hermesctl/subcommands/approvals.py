@@ -25,8 +25,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
     def action(name: str, help_text: str) -> argparse.ArgumentParser:
         a = s.add_parser(name, help=help_text)
-        a.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                       help="machine-readable output")
+        a.add_argument(
+            "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
+        )
         return a
 
     a = action("pending", "tool calls waiting for an answer")
@@ -34,10 +35,20 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     a = action("approve", "let a pending tool call run")
     a.add_argument("id")
     scope = a.add_mutually_exclusive_group()
-    scope.add_argument("--session", dest="scope", action="store_const", const="session",
-                       help="and the same kind of command for the rest of that session")
-    scope.add_argument("--always", dest="scope", action="store_const", const="always",
-                       help="and the same kind of command from now on (kept in state.db)")
+    scope.add_argument(
+        "--session",
+        dest="scope",
+        action="store_const",
+        const="session",
+        help="and the same kind of command for the rest of that session",
+    )
+    scope.add_argument(
+        "--always",
+        dest="scope",
+        action="store_const",
+        const="always",
+        help="and the same kind of command from now on (kept in state.db)",
+    )
     a = action("deny", "refuse a pending tool call")
     a.add_argument("id")
     a.add_argument("reason", nargs="*", help="told to the model")
@@ -63,8 +74,10 @@ def cmd_pending(args: argparse.Namespace, client: Client) -> int:
         print("no pending approvals")
     for p in pending:
         left = max(0, int(float(p["deadline"]) - time.time()))
-        print(f"{p['id']}  session {p['session_id'] or '-'}  {p['tool']}  "
-              f"({p['description']}; {left}s left)")
+        print(
+            f"{p['id']}  session {p['session_id'] or '-'}  {p['tool']}  "
+            f"({p['description']}; {left}s left)"
+        )
         print(f"    {p['command']}")
     return EXIT_OK
 
@@ -98,8 +111,10 @@ def cmd_list(args: argparse.Namespace, client: Client) -> int:
     if not rules:
         print("no always-rules")
     for r in rules:
-        print(f"{r['pattern_key']:<24} {_when(r['created_at'])}  by {r['decided_by'] or '?'}  "
-              f"{r['description'] or ''}")
+        print(
+            f"{r['pattern_key']:<24} {_when(r['created_at'])}  by {r['decided_by'] or '?'}  "
+            f"{r['description'] or ''}"
+        )
     return EXIT_OK
 
 
@@ -112,8 +127,13 @@ def cmd_revoke(args: argparse.Namespace, client: Client) -> int:
     return EXIT_OK
 
 
-_ACTIONS = {"pending": cmd_pending, "approve": cmd_approve, "deny": cmd_deny, "list": cmd_list,
-            "revoke": cmd_revoke}
+_ACTIONS = {
+    "pending": cmd_pending,
+    "approve": cmd_approve,
+    "deny": cmd_deny,
+    "list": cmd_list,
+    "revoke": cmd_revoke,
+}
 
 
 def _run(args: argparse.Namespace, client: Client) -> int:

@@ -36,9 +36,11 @@ def positive_int(text: str) -> int:
 
 def command(name: str) -> Callable[[Command], Command]:
     """Register the handler of ``hermesctl NAME``."""
+
     def deco(fn: Command) -> Command:
         COMMANDS[name] = fn
         return fn
+
     return deco
 
 

@@ -32,20 +32,32 @@ LOCAL_HELP = [
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("chat", help="talk to the agent (interactive, or one-shot with -m)",
-                       description="Chat with the agent. Without -m (and with a terminal on "
-                       "stdin) this is an interactive REPL; with -m TEXT, -m - or piped stdin "
-                       "it runs one turn, prints the answer and exits 0 (1 if the turn failed).")
+    p = sub.add_parser(
+        "chat",
+        help="talk to the agent (interactive, or one-shot with -m)",
+        description="Chat with the agent. Without -m (and with a terminal on "
+        "stdin) this is an interactive REPL; with -m TEXT, -m - or piped stdin "
+        "it runs one turn, prints the answer and exits 0 (1 if the turn failed).",
+    )
     p.add_argument("-m", "--message", help="one-shot: send this message ('-' reads stdin)")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--session", metavar="ID", help="resume this session")
-    which.add_argument("--continue", dest="cont", action="store_true",
-                       help="resume the most recent session")
+    which.add_argument(
+        "--continue", dest="cont", action="store_true", help="resume the most recent session"
+    )
     which.add_argument("--new", action="store_true", help="start a new session (the default)")
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                   help="one-shot: print every event of the turn as one JSON object per line")
-    p.add_argument("--approve", choices=("deny", "once"), default="deny",
-                   help="answer to approval requests when there is no terminal (default deny)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="one-shot: print every event of the turn as one JSON object per line",
+    )
+    p.add_argument(
+        "--approve",
+        choices=("deny", "once"),
+        default="deny",
+        help="answer to approval requests when there is no terminal (default deny)",
+    )
 
 
 # --- session choice ----------------------------------------------------------------------------
@@ -91,8 +103,14 @@ class _Interrupts:
             signal.signal(signal.SIGINT, self._previous)
 
 
-def run_turn(client: Client, session_id: str, message: str, on_event: Any,
-             tick: Any = None, interrupts: _Interrupts | None = None) -> dict[str, Any]:
+def run_turn(
+    client: Client,
+    session_id: str,
+    message: str,
+    on_event: Any,
+    tick: Any = None,
+    interrupts: _Interrupts | None = None,
+) -> dict[str, Any]:
     """Send one message and follow the turn; returns its ``turn.finished`` event."""
     result = client.call("session.send", {"session_id": session_id, "message": message})
     turn_id = result["turn_id"]
@@ -102,8 +120,13 @@ def run_turn(client: Client, session_id: str, message: str, on_event: Any,
             client.send("session.cancel", {"session_id": session_id})
             cancel_sent_at = time.monotonic()
         if cancel_sent_at is not None and time.monotonic() - cancel_sent_at > CANCEL_GRACE_S:
-            return {"type": "turn.finished", "session_id": session_id, "turn_id": turn_id,
-                    "status": "cancelled", "error": "no answer to session.cancel"}
+            return {
+                "type": "turn.finished",
+                "session_id": session_id,
+                "turn_id": turn_id,
+                "status": "cancelled",
+                "error": "no answer to session.cancel",
+            }
         note = client.next_notification(timeout=0.1)
         if note is None:
             if tick is not None:
@@ -117,8 +140,13 @@ def run_turn(client: Client, session_id: str, message: str, on_event: Any,
         event = note.params[0]
         if event.get("type") == "session.deleted" and event.get("session_id") == session_id:
             on_event(event)
-            return {"type": "turn.finished", "session_id": session_id, "turn_id": turn_id,
-                    "status": "failed", "error": "the session was deleted"}
+            return {
+                "type": "turn.finished",
+                "session_id": session_id,
+                "turn_id": turn_id,
+                "status": "failed",
+                "error": "the session was deleted",
+            }
         if event.get("turn_id") != turn_id:
             continue
         on_event(event)
@@ -128,6 +156,7 @@ def run_turn(client: Client, session_id: str, message: str, on_event: Any,
 
 def _approval_handler(interactive: bool, default: str, before_prompt: Any = None) -> Any:
     """``client.on_request``: approval requests go to ``hermesctl.approval_prompt`` if present."""
+
     def handle(method: str, params: list[Any]) -> Any:
         if method != "approval.request":
             raise RpcError(Codes.METHOD_NOT_FOUND, f"hermesctl chat does not handle '{method}'")
@@ -144,14 +173,16 @@ def _approval_handler(interactive: bool, default: str, before_prompt: Any = None
         except ValueError:
             pass
         try:
-            answer: dict[str, Any] = approval_prompt.ask(request, interactive=interactive,
-                                                         default=default)
+            answer: dict[str, Any] = approval_prompt.ask(
+                request, interactive=interactive, default=default
+            )
             return answer
         except (KeyboardInterrupt, EOFError):
             return {"choice": "deny", "reason": "interrupted at the approval prompt"}
         finally:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
+
     return handle
 
 
@@ -169,27 +200,35 @@ def _one_shot(args: argparse.Namespace, client: Client, message: str) -> int:
     tty = sys.stdout.isatty()
     printer = TurnPrinter(sys.stdout, sys.stdout if tty else sys.stderr, sys.stderr, tty=tty)
     interactive = sys.stdin.isatty() and args.message not in (None, "-")
-    client.on_request = _approval_handler(interactive, args.approve,
-                                          None if as_json else printer.finish)
+    client.on_request = _approval_handler(
+        interactive, args.approve, None if as_json else printer.finish
+    )
     if as_json:
+
         def on_event(event: dict[str, Any]) -> None:
             sys.stdout.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
             sys.stdout.flush()
+
         on_event({"type": "session", "session_id": session["id"], "resumed": resumed})
     else:
+
         def on_event(event: dict[str, Any]) -> None:
             if event.get("type") == "approval.resolved":
                 printer.approval_resolved(event)
             else:
                 printer.event(event)
+
     with _Interrupts() as interrupts:
-        finished = run_turn(client, session["id"], message, on_event,
-                            None if as_json else printer.tick, interrupts)
+        finished = run_turn(
+            client, session["id"], message, on_event, None if as_json else printer.tick, interrupts
+        )
     if finished.get("status") == "completed":
         return EXIT_OK
     if as_json:  # the event says why; people reading stderr get one line too
-        print(f"hermesctl: turn {finished.get('status')}: {finished.get('error') or ''}".rstrip(),
-              file=sys.stderr)
+        print(
+            f"hermesctl: turn {finished.get('status')}: {finished.get('error') or ''}".rstrip(),
+            file=sys.stderr,
+        )
     return EXIT_ERROR
 
 
@@ -218,8 +257,17 @@ class Repl:
         self.session, resumed = _choose_session(self.args, self.client)
         status = self.client.call("status")
         tools = self.client.call("tools.list").get("tools") or []
-        print(banner(info, self.session.get("model") or status.get("model"), self.session,
-                     tools, self.style, resumed), flush=True)
+        print(
+            banner(
+                info,
+                self.session.get("model") or status.get("model"),
+                self.session,
+                tools,
+                self.style,
+                resumed,
+            ),
+            flush=True,
+        )
         self.client.on_request = _approval_handler(True, "deny", self.printer.finish)
         self._setup_readline()
 
@@ -266,6 +314,7 @@ class Repl:
         if self._history_file is None:
             return
         import readline
+
         try:
             os.makedirs(os.path.dirname(self._history_file), exist_ok=True)
             readline.write_history_file(self._history_file)
@@ -319,8 +368,9 @@ class Repl:
         on_event = self._on_event
         try:
             with _Interrupts() as interrupts:
-                run_turn(self.client, self.session["id"], text, on_event, self.printer.tick,
-                         interrupts)
+                run_turn(
+                    self.client, self.session["id"], text, on_event, self.printer.tick, interrupts
+                )
         except RpcError as exc:
             self.printer.line(self.style.red(f"✗ {exc.message}"), sys.stderr)
 
@@ -339,19 +389,24 @@ class Repl:
             return "quit"
         try:
             if name in ("new", "reset"):
-                self.session = self.client.call("session.reset",
-                                                {"session_id": self.session["id"]})
+                self.session = self.client.call("session.reset", {"session_id": self.session["id"]})
                 print(f"New session {self.session['id']}", flush=True)
             elif "command.run" in self.methods:
-                self._show_command_result(self.client.call(
-                    "command.run", {"line": line, "session_id": self.session["id"]}))
+                self._show_command_result(
+                    self.client.call(
+                        "command.run", {"line": line, "session_id": self.session["id"]}
+                    )
+                )
             elif name == "help":
                 self._local_help()
             elif name == "plugins":
                 print(self.client.call("plugins.list").get("text", ""), flush=True)
             else:
-                print(self.style.red(f"Unknown command /{name}. Type /help for the list."),
-                      file=sys.stderr, flush=True)
+                print(
+                    self.style.red(f"Unknown command /{name}. Type /help for the list."),
+                    file=sys.stderr,
+                    flush=True,
+                )
         except RpcError as exc:
             print(self.style.red(f"✗ {exc.message}"), file=sys.stderr, flush=True)
         return None

@@ -21,13 +21,17 @@ if TYPE_CHECKING:
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cmd", help="run a slash command (/help, /plugins, …) and print its output")
-    p.add_argument("line", nargs="+", help="the command, e.g. \"/plugins\" or: title My chat")
+    p.add_argument("line", nargs="+", help='the command, e.g. "/plugins" or: title My chat')
     p.add_argument("--session", help="session the command runs in (for /title, /model, …)")
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                   help="machine-readable output")
+    p.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
+    )
     p = sub.add_parser("completion", help="print a shell completion script (bash, zsh, fish)")
-    p.add_argument("shell", choices=("bash", "zsh", "fish", "names"),
-                   help="the shell; 'names' lists subcommand names, one per line")
+    p.add_argument(
+        "shell",
+        choices=("bash", "zsh", "fish", "names"),
+        help="the shell; 'names' lists subcommand names, one per line",
+    )
 
 
 @command("cmd")

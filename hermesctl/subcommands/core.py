@@ -12,7 +12,9 @@ from hermesctl.subcommands.base import EXIT_OK, command, emit_json, positive_int
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     sub.add_parser("status", help="show daemon status")
     p = sub.add_parser("ping", help="measure round-trip time to the daemon")
-    p.add_argument("-n", "--count", type=positive_int, default=10, help="number of pings (default 10)")
+    p.add_argument(
+        "-n", "--count", type=positive_int, default=10, help="number of pings (default 10)"
+    )
 
 
 @command("status")
@@ -21,9 +23,13 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
     if args.json:
         emit_json(info)
         return EXIT_OK
-    print(f"hermesd {info['version']} (protocol {info['protocol']}), pid {info['pid']}, "
-          f"up {duration(info['uptime_s'])}")
-    print(f"  socket:      {info['socket']}{' (socket-activated)' if info.get('socket_activated') else ''}")
+    print(
+        f"hermesd {info['version']} (protocol {info['protocol']}), pid {info['pid']}, "
+        f"up {duration(info['uptime_s'])}"
+    )
+    print(
+        f"  socket:      {info['socket']}{' (socket-activated)' if info.get('socket_activated') else ''}"
+    )
     print(f"  home:        {info['home']}")
     print(f"  connections: {info['connections']}")
     print(f"  sessions:    {info.get('sessions', 0)}")
@@ -32,9 +38,11 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
         print(f"  model:       {info['model']}")
     process = info.get("model_process") or {}
     if process.get("pid"):
-        print(f"  model process: pid {process['pid']} "
-              f"({'ready' if process.get('ready') else 'starting'}; "
-              f"model.process: {process.get('mode')})")
+        print(
+            f"  model process: pid {process['pid']} "
+            f"({'ready' if process.get('ready') else 'starting'}; "
+            f"model.process: {process.get('mode')})"
+        )
     for warning in info.get("config_warnings") or []:
         print(f"  warning:     {warning}")
     return EXIT_OK
@@ -61,9 +69,11 @@ def cmd_ping(args: argparse.Namespace, client: Client) -> int:
     if args.json:
         emit_json(stats)
     else:
-        print(f"{stats['count']} pings to {client.path}: min {stats['min_ms']:.3f} ms, "
-              f"p50 {stats['p50_ms']:.3f} ms, p99 {stats['p99_ms']:.3f} ms, "
-              f"max {stats['max_ms']:.3f} ms, mean {stats['mean_ms']:.3f} ms")
+        print(
+            f"{stats['count']} pings to {client.path}: min {stats['min_ms']:.3f} ms, "
+            f"p50 {stats['p50_ms']:.3f} ms, p99 {stats['p99_ms']:.3f} ms, "
+            f"max {stats['max_ms']:.3f} ms, mean {stats['mean_ms']:.3f} ms"
+        )
     return EXIT_OK
 
 

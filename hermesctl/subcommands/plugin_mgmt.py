@@ -23,27 +23,36 @@ if TYPE_CHECKING:
 
 
 def _json_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="machine-readable output")
+    parser.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
+    )
 
 
 @plugins_subcommand
 def add_plugin_subcommands(psub: argparse._SubParsersAction) -> None:
-    for name, text in (("info", "show one plugin in detail"),
-                       ("enable", "enable a plugin (config.yaml) and load it"),
-                       ("disable", "disable a plugin (config.yaml) and unload it"),
-                       ("update", "git pull --ff-only an installed plugin and reload"),
-                       ("remove", "unload and delete an installed plugin")):
+    for name, text in (
+        ("info", "show one plugin in detail"),
+        ("enable", "enable a plugin (config.yaml) and load it"),
+        ("disable", "disable a plugin (config.yaml) and unload it"),
+        ("update", "git pull --ff-only an installed plugin and reload"),
+        ("remove", "unload and delete an installed plugin"),
+    ):
         p = psub.add_parser(name, help=text)
         p.add_argument("name", help="plugin key or name")
         _json_flag(p)
-    p = psub.add_parser("install", help="install a plugin from a folder, git URL or owner/repo",
-                        description="SOURCE is a local folder, a git URL (https://, ssh://, "
-                        "git@host:path, file://) or owner/repo for GitHub.")
+    p = psub.add_parser(
+        "install",
+        help="install a plugin from a folder, git URL or owner/repo",
+        description="SOURCE is a local folder, a git URL (https://, ssh://, "
+        "git@host:path, file://) or owner/repo for GitHub.",
+    )
     p.add_argument("source", help="folder, git URL or owner/repo")
     p.add_argument("--force", action="store_true", help="replace an installed plugin")
-    p.add_argument("--no-input", action="store_true",
-                   help="never prompt; a plugin missing variables stays disabled")
+    p.add_argument(
+        "--no-input",
+        action="store_true",
+        help="never prompt; a plugin missing variables stays disabled",
+    )
     _json_flag(p)
     _json_flag(psub.add_parser("reload", help="hot reload every plugin"))
     p = psub.add_parser("lint", help="check a plugin folder (exit 1 on errors)")
@@ -66,8 +75,13 @@ def cmd_info(args: argparse.Namespace, client: Client) -> int:
         emit_json(info)
         return EXIT_OK
     print(info["line"])
-    for label, key in (("description", "description"), ("author", "author"),
-                       ("source", "source"), ("path", "path"), ("state", "state")):
+    for label, key in (
+        ("description", "description"),
+        ("author", "author"),
+        ("source", "source"),
+        ("path", "path"),
+        ("state", "state"),
+    ):
         if info.get(key):
             print(f"  {label + ':':<13}{info[key]}")
     for label in ("tools", "hooks", "commands", "cli_commands", "skills"):
@@ -75,7 +89,9 @@ def cmd_info(args: argparse.Namespace, client: Client) -> int:
             print(f"  {label.replace('_', ' ') + ':':<13}{', '.join(info[label])}")
     for env in info.get("requires_env") or []:
         mark = "set" if env["present"] else "MISSING"
-        print(f"  {'env:':<13}{env['name']} ({mark}){' — ' + env['description'] if env['description'] else ''}")
+        print(
+            f"  {'env:':<13}{env['name']} ({mark}){' — ' + env['description'] if env['description'] else ''}"
+        )
     for warning in info.get("warnings") or []:
         where = "/".join(p for p in (warning["tool"], warning["parameter"]) if p)
         print(f"  warning:     {where + ': ' if where else ''}{warning['message']}")
@@ -129,8 +145,11 @@ def cmd_install(args: argparse.Namespace, client: Client) -> int:
         params["force"] = True
     result: dict[str, Any] = client.call("plugins.install", params, timeout=300)
     missing = result.get("missing_env") or []
-    print(f"Installed plugin {result['name']} into {result['path']}"
-          + (" (replaced)" if result.get("replaced") else "") + ".")
+    print(
+        f"Installed plugin {result['name']} into {result['path']}"
+        + (" (replaced)" if result.get("replaced") else "")
+        + "."
+    )
     if missing and not args.no_input and sys.stdin.isatty():
         values = prompt_env(missing)
         if values:
@@ -145,8 +164,10 @@ def cmd_install(args: argparse.Namespace, client: Client) -> int:
         print(info["line"])
         if info.get("state") == "missing-env":
             names = ", ".join(info.get("missing_env") or [])
-            print(f"Set {names} in $HERMES_HOME/.env (or run the install again without "
-                  "--no-input), then: hermesctl plugins reload")
+            print(
+                f"Set {names} in $HERMES_HOME/.env (or run the install again without "
+                "--no-input), then: hermesctl plugins reload"
+            )
     return EXIT_OK if info.get("state") in ("loaded", "missing-env") else EXIT_ERROR
 
 
@@ -187,8 +208,9 @@ def cmd_reload(args: argparse.Namespace, client: Client) -> int:
 def cmd_lint(args: argparse.Namespace, client: Client) -> int:
     import os
 
-    result: dict[str, Any] = client.call("plugins.lint", {"path": os.path.abspath(args.path)},
-                                         timeout=120)
+    result: dict[str, Any] = client.call(
+        "plugins.lint", {"path": os.path.abspath(args.path)}, timeout=120
+    )
     if _json(args):
         emit_json(result)
     else:

@@ -45,7 +45,9 @@ def _registrar(table: dict[str, Command]) -> Callable[[str], Callable[[Command],
         def deco(fn: Command) -> Command:
             table[name] = fn
             return fn
+
         return deco
+
     return register
 
 
@@ -57,8 +59,9 @@ _skills_command = _registrar(_SKILLS_COMMANDS)
 
 def _json_flag(parser: argparse.ArgumentParser) -> None:
     # SUPPRESS: an absent flag here must not reset a ``hermesctl --json …`` given earlier.
-    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="machine-readable output")
+    parser.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
+    )
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -73,18 +76,25 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     t = tsub.add_parser("list", help="every tool, grouped by toolset")
     t.add_argument("--toolset", help="only this toolset")
     _json_flag(t)
-    t = tsub.add_parser("call", help="run a tool through the daemon's tool pipeline",
-                        description="Arguments are key=value pairs (a value that parses as "
-                        "JSON is taken as JSON: 3, true, [1,2], null; anything else is a "
-                        "string) or one --args JSON object.")
+    t = tsub.add_parser(
+        "call",
+        help="run a tool through the daemon's tool pipeline",
+        description="Arguments are key=value pairs (a value that parses as "
+        "JSON is taken as JSON: 3, true, [1,2], null; anything else is a "
+        "string) or one --args JSON object.",
+    )
     t.add_argument("name", help="tool name")
     t.add_argument("pairs", nargs="*", metavar="KEY=VALUE", help="one argument")
-    t.add_argument("--args", dest="args_json", metavar="JSON", help="all arguments as a JSON "
-                   "object")
+    t.add_argument(
+        "--args", dest="args_json", metavar="JSON", help="all arguments as a JSON object"
+    )
     t.add_argument("--session", help="session id the call belongs to")
-    t.add_argument("--approve", choices=("deny", "once"), default="deny",
-                   help="answer to an approval request when there is no terminal to ask "
-                   "(default deny)")
+    t.add_argument(
+        "--approve",
+        choices=("deny", "once"),
+        default="deny",
+        help="answer to an approval request when there is no terminal to ask (default deny)",
+    )
     _json_flag(t)
 
     p = sub.add_parser("skills", help="list and read skills")
@@ -92,14 +102,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     _json_flag(ssub.add_parser("list", help="user skills and plugin skills"))
     s = ssub.add_parser("view", help="print a skill (or one file of it)")
     s.add_argument("name", help="skill name, or <plugin>:<skill>")
-    s.add_argument("--file", dest="file_path", metavar="PATH",
-                   help="a file inside the skill's folder")
+    s.add_argument(
+        "--file", dest="file_path", metavar="PATH", help="a file inside the skill's folder"
+    )
     _json_flag(s)
 
 
 def _dispatch(table: dict[str, Command], key: str) -> Command:
     def run(args: argparse.Namespace, client: Client) -> int:
         return table[getattr(args, key)](args, client)
+
     return run
 
 
@@ -160,8 +172,8 @@ def summary(description: str, limit: int = 72) -> str:
     text = " ".join(description.split())
     end = text.find(". ")
     if end != -1:
-        text = text[:end + 1]
-    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+        text = text[: end + 1]
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def parse_value(text: str) -> Any:
@@ -199,8 +211,7 @@ def tool_arguments(pairs: list[str], args_json: str | None) -> dict[str, Any]:
 
 @_tools_command("call")
 def cmd_tools_call(args: argparse.Namespace, client: Client) -> int:
-    params: dict[str, Any] = {"name": args.name,
-                              "args": tool_arguments(args.pairs, args.args_json)}
+    params: dict[str, Any] = {"name": args.name, "args": tool_arguments(args.pairs, args.args_json)}
     if args.session:
         params["session_id"] = args.session
     from hermesctl.approval_prompt import request_handler

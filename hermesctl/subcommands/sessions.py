@@ -23,8 +23,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     def action(name: str, help_text: str) -> argparse.ArgumentParser:
         a = s.add_parser(name, help=help_text)
-        a.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                       help="machine-readable output")
+        a.add_argument(
+            "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
+        )
         return a
 
     a = action("list", "sessions, most recently updated first")
@@ -43,8 +44,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     a.add_argument("id")
     a = action("fork", "copy a session (up to a message) into a new one")
     a.add_argument("id")
-    a.add_argument("--upto", type=positive_int, metavar="MESSAGE_ID",
-                   help="last message to copy (default: all)")
+    a.add_argument(
+        "--upto",
+        type=positive_int,
+        metavar="MESSAGE_ID",
+        help="last message to copy (default: all)",
+    )
     a.add_argument("--title", help="title of the new session")
     a = action("export", "write a session as JSON or Markdown")
     a.add_argument("id")
@@ -98,9 +103,11 @@ def _show(args: argparse.Namespace, client: Client) -> int:
         emit_json({"session": session, "messages": messages})
         return EXIT_OK
     print(_summary(session))
-    print(f"  model: {session.get('model') or '(default)'}  created: "
-          f"{_when(session.get('created_at'))}"
-          + (f"  forked from: {session['parent_id']}" if session.get("parent_id") else ""))
+    print(
+        f"  model: {session.get('model') or '(default)'}  created: "
+        f"{_when(session.get('created_at'))}"
+        + (f"  forked from: {session['parent_id']}" if session.get("parent_id") else "")
+    )
     print()
     for block in render_history(messages):
         print(block)
@@ -151,7 +158,9 @@ def _fork(args: argparse.Namespace, client: Client) -> int:
     if args.json:
         emit_json(session)
     else:
-        print(f"Forked {args.id} into {session['id']} ({session.get('message_count', 0)} messages).")
+        print(
+            f"Forked {args.id} into {session['id']} ({session.get('message_count', 0)} messages)."
+        )
     return EXIT_OK
 
 
@@ -163,8 +172,15 @@ def _export(args: argparse.Namespace, client: Client) -> int:
     for key in ("running", "turn_id", "attached"):  # live state, not part of the record
         session.pop(key, None)
     if args.format == "json":
-        text = json.dumps({"session": session, "messages": messages}, indent=2,
-                          ensure_ascii=False, default=str) + "\n"
+        text = (
+            json.dumps(
+                {"session": session, "messages": messages},
+                indent=2,
+                ensure_ascii=False,
+                default=str,
+            )
+            + "\n"
+        )
     else:
         text = to_markdown(session, messages)
     if args.output:
@@ -178,10 +194,13 @@ def _export(args: argparse.Namespace, client: Client) -> int:
 
 def to_markdown(session: dict[str, Any], messages: list[dict[str, Any]]) -> str:
     """A session as a Markdown document."""
-    out = [f"# {session.get('title') or 'Session ' + session['id']}", "",
-           f"- session: `{session['id']}`",
-           f"- created: {_when(session.get('created_at'))}",
-           f"- model: {session.get('model') or '(default)'}"]
+    out = [
+        f"# {session.get('title') or 'Session ' + session['id']}",
+        "",
+        f"- session: `{session['id']}`",
+        f"- created: {_when(session.get('created_at'))}",
+        f"- model: {session.get('model') or '(default)'}",
+    ]
     if session.get("parent_id"):
         out.append(f"- forked from: `{session['parent_id']}`")
     fence = "```"
@@ -189,18 +208,36 @@ def to_markdown(session: dict[str, Any], messages: list[dict[str, Any]]) -> str:
         role = m.get("role")
         out.append("")
         if role == "tool":
-            out += [f"### Tool result ({m.get('tool_name') or '?'})", "", fence,
-                    str(m.get("content") or ""), fence]
+            out += [
+                f"### Tool result ({m.get('tool_name') or '?'})",
+                "",
+                fence,
+                str(m.get("content") or ""),
+                fence,
+            ]
             continue
         out += [f"## {str(role).capitalize()}", ""]
         if m.get("content"):
             out.append(str(m["content"]))
         for call in m.get("tool_calls") or []:
             fn = call.get("function") or {}
-            out += ["", f"Tool call `{fn.get('name')}`:", "", fence + "json",
-                    str(fn.get("arguments") or "{}"), fence]
+            out += [
+                "",
+                f"Tool call `{fn.get('name')}`:",
+                "",
+                fence + "json",
+                str(fn.get("arguments") or "{}"),
+                fence,
+            ]
     return "\n".join(out) + "\n"
 
 
-_ACTIONS = {"list": _list, "show": _show, "search": _search, "rename": _rename,
-            "delete": _delete, "fork": _fork, "export": _export}
+_ACTIONS = {
+    "list": _list,
+    "show": _show,
+    "search": _search,
+    "rename": _rename,
+    "delete": _delete,
+    "fork": _fork,
+    "export": _export,
+}

@@ -36,20 +36,27 @@ TurnStatus = Literal["completed", "cancelled", "failed"]
 DEFAULT_SYSTEM_PROMPT = (
     "You are Hermes, a helpful assistant with access to tools. Use a tool when it gives a "
     "more reliable answer than guessing (arithmetic, files, commands), then answer the user "
-    "plainly and concisely.")
+    "plainly and concisely."
+)
 CANCELLED_RESULT = "Tool call cancelled: the user stopped this turn before it finished"
 FAILED_RESULT = "Tool call abandoned: the turn failed before it finished"
 PREVIEW_CHARS = 200
 
 
 class ToolRegistryLike(Protocol):
-    def openai_tools(self, enabled_toolsets: list[str] | None = None
-                     ) -> list[dict[str, Any]]: ...
+    def openai_tools(self, enabled_toolsets: list[str] | None = None) -> list[dict[str, Any]]: ...
 
-    async def call(self, name: str, args: Any, *, session_id: str,
-                   tool_call_id: str | None = None, source: str = "model",
-                   turn_id: str = "", observers: list[asyncio.Task[Any]] | None = None
-                   ) -> str: ...
+    async def call(
+        self,
+        name: str,
+        args: Any,
+        *,
+        session_id: str,
+        tool_call_id: str | None = None,
+        source: str = "model",
+        turn_id: str = "",
+        observers: list[asyncio.Task[Any]] | None = None,
+    ) -> str: ...
 
 
 class HookBusLike(Protocol):
@@ -63,10 +70,15 @@ class ReloadGateLike(Protocol):  # hermesd.plugins.host.ReloadGate
 class ModelClientLike(Protocol):
     settings: Any
 
-    async def stream_completion(self, messages: list[dict[str, Any]],
-                                tools: list[dict[str, Any]] | None = None, *,
-                                model: str | None = None, on_event: OnEvent | None = None,
-                                on_retry: OnRetry | None = None) -> Completion: ...
+    async def stream_completion(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        model: str | None = None,
+        on_event: OnEvent | None = None,
+        on_retry: OnRetry | None = None,
+    ) -> Completion: ...
 
 
 @dataclass
@@ -82,10 +94,12 @@ class AgentSettings:
     @classmethod
     def from_config(cls, config: ConfigLike, *, skills_index: str = "") -> AgentSettings:
         """Read ``agent.system_prompt``, ``agent.max_iterations``, ``tools.enabled_toolsets``."""
-        return cls(system_prompt=config.get("agent.system_prompt") or DEFAULT_SYSTEM_PROMPT,
-                   skills_index=skills_index,
-                   max_iterations=max(1, int(config.get("agent.max_iterations", 25))),
-                   enabled_toolsets=config.get("tools.enabled_toolsets"))
+        return cls(
+            system_prompt=config.get("agent.system_prompt") or DEFAULT_SYSTEM_PROMPT,
+            skills_index=skills_index,
+            max_iterations=max(1, int(config.get("agent.max_iterations", 25))),
+            enabled_toolsets=config.get("tools.enabled_toolsets"),
+        )
 
     def system_message(self) -> dict[str, Any]:
         text = self.system_prompt.strip()
@@ -103,10 +117,11 @@ class TurnResult:
     final_text: str | None = None
     error: str | None = None
     error_type: str | None = None
-    exit_reason: str = "completed"   # completed | max_iterations | cancelled | failed
+    exit_reason: str = "completed"  # completed | max_iterations | cancelled | failed
     iterations: int = 0
-    usage: dict[str, int] = field(default_factory=lambda: {
-        "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0})
+    usage: dict[str, int] = field(
+        default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    )
 
 
 def new_id(prefix: str) -> str:
@@ -135,9 +150,15 @@ def _status_of(result: str) -> str:
 class AgentLoop:
     """Runs turns; one instance serves every session of the daemon."""
 
-    def __init__(self, store: SessionStore, registry: ToolRegistryLike, hooks: HookBusLike,
-                 client: ModelClientLike, settings: AgentSettings | None = None,
-                 reloads: ReloadGateLike | None = None) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        registry: ToolRegistryLike,
+        hooks: HookBusLike,
+        client: ModelClientLike,
+        settings: AgentSettings | None = None,
+        reloads: ReloadGateLike | None = None,
+    ) -> None:
         self.store = store
         self.registry = registry
         self.hooks = hooks
@@ -149,21 +170,42 @@ class AgentLoop:
         """Raise ``ModelNotConfigured`` when no endpoint is configured (call before a turn)."""
         self.client.settings.check()
 
-    async def run_turn(self, session_id: str, user_message: str, *, emit: Emit | None = None,
-                       sender_id: str | None = None, platform: str | None = None,
-                       turn_id: str | None = None) -> TurnResult:
+    async def run_turn(
+        self,
+        session_id: str,
+        user_message: str,
+        *,
+        emit: Emit | None = None,
+        sender_id: str | None = None,
+        platform: str | None = None,
+        turn_id: str | None = None,
+    ) -> TurnResult:
         """Answer ``user_message`` in the session; cancel the task to stop it cleanly."""
-        turn = _Turn(self, session_id, user_message, emit, sender_id,
-                     platform or self.settings.platform, turn_id or new_id("turn"))
+        turn = _Turn(
+            self,
+            session_id,
+            user_message,
+            emit,
+            sender_id,
+            platform or self.settings.platform,
+            turn_id or new_id("turn"),
+        )
         return await turn.run()
 
 
 class _Turn:
     """The state of one running turn."""
 
-    def __init__(self, loop: AgentLoop, session_id: str, user_message: str,
-                 emit: Emit | None, sender_id: str | None, platform: str,
-                 turn_id: str) -> None:
+    def __init__(
+        self,
+        loop: AgentLoop,
+        session_id: str,
+        user_message: str,
+        emit: Emit | None,
+        sender_id: str | None,
+        platform: str,
+        turn_id: str,
+    ) -> None:
         self.loop, self.store, self.hooks = loop, loop.store, loop.hooks
         self.session_id, self.user_message = session_id, user_message
         self._emit_fn, self.sender_id, self.platform = emit, sender_id, platform
@@ -172,7 +214,7 @@ class _Turn:
         self._usage_due: tuple[int, int, Any] | None = None  # token counts not yet stored
         self._pending_writes: list[asyncio.Future[Any]] = []  # submitted, not yet awaited
         self._observers: list[asyncio.Task[Any]] = []  # post_tool_call hooks still running
-        self.messages: list[dict[str, Any]] = []        # what the model is sent
+        self.messages: list[dict[str, Any]] = []  # what the model is sent
         self.stored_history: list[dict[str, Any]] = []  # the same, minus system and context
 
     @property
@@ -183,8 +225,9 @@ class _Turn:
         if self._emit_fn is None:
             return
         try:
-            self._emit_fn({"type": kind, "session_id": self.session_id,
-                           "turn_id": self.turn_id, **data})
+            self._emit_fn(
+                {"type": kind, "session_id": self.session_id, "turn_id": self.turn_id, **data}
+            )
         except Exception:  # a broken listener must not break the turn
             log.exception("turn event listener failed")
 
@@ -197,8 +240,14 @@ class _Turn:
         if not self.hooked(name):
             return []
         await self.settle_observers()
-        return await self.hooks.invoke(name, session_id=self.session_id, turn_id=self.turn_id,
-                                       model=self.model, platform=self.platform, **kwargs)
+        return await self.hooks.invoke(
+            name,
+            session_id=self.session_id,
+            turn_id=self.turn_id,
+            model=self.model,
+            platform=self.platform,
+            **kwargs,
+        )
 
     async def settle_observers(self) -> None:
         """Wait for the ``post_tool_call`` callbacks still running: hooks of one turn run in
@@ -234,8 +283,9 @@ class _Turn:
         queued, and the next ``db()`` or ``flush()`` of this turn waits for it."""
         self._pending_writes.append(self._write(fn, *args, **kwargs))
 
-    def _write(self, fn: Callable[..., Any], *args: Any, now: bool = False,
-               **kwargs: Any) -> asyncio.Future[Any]:
+    def _write(
+        self, fn: Callable[..., Any], *args: Any, now: bool = False, **kwargs: Any
+    ) -> asyncio.Future[Any]:
         run = self.store.now if now else self.store.quick
         usage, self._usage_due = self._usage_due, None
         if usage is None:
@@ -270,8 +320,7 @@ class _Turn:
     def _fail(self, exc: Exception) -> None:
         self.result.status = "failed"
         known = isinstance(exc, ModelError | SessionNotFound | StorageUnavailable)
-        self.result.error = str(exc) if known else (
-            f"internal error: {type(exc).__name__}: {exc}")
+        self.result.error = str(exc) if known else (f"internal error: {type(exc).__name__}: {exc}")
         self.result.error_type = type(exc).__name__
 
     async def _finish(self, status: TurnStatus, reason: str = "") -> None:
@@ -279,18 +328,31 @@ class _Turn:
         if status != "completed":
             self.result.exit_reason = status
             try:  # shielded: a second cancel must not leave unanswered tool calls behind
-                await asyncio.shield(self.db(self.store.close_dangling_tool_calls,
-                                             self.session_id, reason, self.turn_id))
+                await asyncio.shield(
+                    self.db(
+                        self.store.close_dangling_tool_calls, self.session_id, reason, self.turn_id
+                    )
+                )
             except Exception:
                 log.exception("could not close tool calls of session %s", self.session_id)
         await self.settle_observers()
-        await self.hook("on_session_end", completed=status == "completed",
-                        interrupted=status == "cancelled", failed=status == "failed",
-                        turn_exit_reason=self.result.exit_reason)
-        self.emit("turn.finished", status=status, exit_reason=self.result.exit_reason,
-                  error=self.result.error, error_type=self.result.error_type,
-                  iterations=self.result.iterations,
-                  usage=self.result.usage, final_text=self.result.final_text)
+        await self.hook(
+            "on_session_end",
+            completed=status == "completed",
+            interrupted=status == "cancelled",
+            failed=status == "failed",
+            turn_exit_reason=self.result.exit_reason,
+        )
+        self.emit(
+            "turn.finished",
+            status=status,
+            exit_reason=self.result.exit_reason,
+            error=self.result.error,
+            error_type=self.result.error_type,
+            iterations=self.result.iterations,
+            usage=self.result.usage,
+            final_text=self.result.final_text,
+        )
 
     async def _turn(self) -> None:
         store = self.store
@@ -301,8 +363,7 @@ class _Turn:
             session = store.get_session(self.session_id)  # SessionNotFound: nothing stored
             store.close_dangling_tool_calls(self.session_id)
             history = store.history(self.session_id)
-            store.append_message(self.session_id, "user", self.user_message,
-                                 turn_id=self.turn_id)
+            store.append_message(self.session_id, "user", self.user_message, turn_id=self.turn_id)
             return session, history
 
         session, prior = await self.db(begin)
@@ -310,12 +371,24 @@ class _Turn:
         first = session["message_count"] == 0
         if first:
             await self.hook("on_session_start")
-        context = pre_llm_context(await self.hook(
-            "pre_llm_call", user_message=self.user_message, conversation_history=list(prior),
-            is_first_turn=first, sender_id=self.sender_id)) if self.hooked("pre_llm_call") else ""
+        context = (
+            pre_llm_context(
+                await self.hook(
+                    "pre_llm_call",
+                    user_message=self.user_message,
+                    conversation_history=list(prior),
+                    is_first_turn=first,
+                    sender_id=self.sender_id,
+                )
+            )
+            if self.hooked("pre_llm_call")
+            else ""
+        )
         context = redact.redact(context) if context else ""  # plugin text bound for the model
-        api_user = {"role": "user", "content": self.user_message + (
-            "\n\n" + context if context else "")}
+        api_user = {
+            "role": "user",
+            "content": self.user_message + ("\n\n" + context if context else ""),
+        }
         self.messages = [self.loop.settings.system_message(), *prior, api_user]
         self.stored_history = [*prior, {"role": "user", "content": self.user_message}]
         pin = getattr(self.loop.registry, "pin", None)
@@ -334,28 +407,42 @@ class _Turn:
                 await self._answer(completion.content)
                 return
             # Committed while the first tool runs: off the round's critical path.
-            self.submit(store.append_message, self.session_id, "assistant",
-                        completion.content or None, tool_calls=calls, turn_id=self.turn_id)
+            self.submit(
+                store.append_message,
+                self.session_id,
+                "assistant",
+                completion.content or None,
+                tool_calls=calls,
+                turn_id=self.turn_id,
+            )
             self._remember(completion.message)
             for call in calls:
                 await self._run_tool(call)
         self.result.exit_reason = "max_iterations"
         await self._store_answer(
             f"I stopped because this turn reached the limit of {limit} model calls "
-            "(agent.max_iterations in config.yaml). Ask me to continue, or raise the limit.")
+            "(agent.max_iterations in config.yaml). Ask me to continue, or raise the limit."
+        )
 
     async def _request(self, tools: list[dict[str, Any]]) -> Completion:
         request_id = new_id("req")
-        base = {"api_request_id": request_id, "api_call_count": self.result.iterations,
-                "provider": getattr(self.loop.client.settings, "provider", "custom")}
+        base = {
+            "api_request_id": request_id,
+            "api_call_count": self.result.iterations,
+            "provider": getattr(self.loop.client.settings, "provider", "custom"),
+        }
         if self.hooked("pre_api_request"):  # copying the request costs; skip it unhooked
             chars = sum(len(str(m.get("content") or "")) for m in self.messages)
-            await self.hook("pre_api_request", **base,
-                            base_url=getattr(self.loop.client.settings, "base_url", None),
-                            message_count=len(self.messages), tool_count=len(tools),
-                            approx_input_tokens=chars // 4, retry_count=0,
-                            request={"model": self.model, "messages": list(self.messages),
-                                     "tools": tools})
+            await self.hook(
+                "pre_api_request",
+                **base,
+                base_url=getattr(self.loop.client.settings, "base_url", None),
+                message_count=len(self.messages),
+                tool_count=len(tools),
+                approx_input_tokens=chars // 4,
+                retry_count=0,
+                request={"model": self.model, "messages": list(self.messages), "tools": tools},
+            )
         started = time.monotonic()
         retries = 0
         shown = redact.StreamRedactor()  # a secret split across two deltas is still caught
@@ -370,46 +457,71 @@ class _Turn:
             nonlocal retries, shown
             retries = info.attempt
             shown = redact.StreamRedactor()  # what it held belonged to the failed attempt
-            self.emit("model.retry", attempt=info.attempt, max_attempts=info.max_attempts,
-                      delay=info.delay, error=str(info.error),
-                      discard_partial=info.discarded_output)
-            await self._request_error(base, info.error, info.duration, retries - 1,
-                                      retryable=True)
+            self.emit(
+                "model.retry",
+                attempt=info.attempt,
+                max_attempts=info.max_attempts,
+                delay=info.delay,
+                error=str(info.error),
+                discard_partial=info.discarded_output,
+            )
+            await self._request_error(base, info.error, info.duration, retries - 1, retryable=True)
 
         try:
             completion = await self.loop.client.stream_completion(
-                self.messages, tools or None, model=self.model, on_event=on_event,
-                on_retry=on_retry)
+                self.messages, tools or None, model=self.model, on_event=on_event, on_retry=on_retry
+            )
         except ModelError as exc:
-            await self._request_error(base, exc, time.monotonic() - started, retries,
-                                      retryable=False)
+            await self._request_error(
+                base, exc, time.monotonic() - started, retries, retryable=False
+            )
             raise
         rest = shown.flush()
         if rest:
             self.emit("text.delta", text=rest)
         usage = completion.usage or {}
-        await self.hook("post_api_request", **base, api_duration=time.monotonic() - started,
-                        finish_reason=completion.finish_reason, response=completion.message,
-                        usage=usage)
+        await self.hook(
+            "post_api_request",
+            **base,
+            api_duration=time.monotonic() - started,
+            finish_reason=completion.finish_reason,
+            response=completion.message,
+            usage=usage,
+        )
         if usage:
             for key in self.result.usage:
                 self.result.usage[key] += int(usage.get(key) or 0)
             # Written with the next message of this round (``db``): one trip, not two.
-            self._usage_due = (int(usage.get("prompt_tokens") or 0),
-                               int(usage.get("completion_tokens") or 0),
-                               usage.get("total_tokens"))
+            self._usage_due = (
+                int(usage.get("prompt_tokens") or 0),
+                int(usage.get("completion_tokens") or 0),
+                usage.get("total_tokens"),
+            )
             self.emit("usage", **{k: int(usage.get(k) or 0) for k in self.result.usage})
         return completion
 
-    async def _request_error(self, base: dict[str, Any], exc: ModelError, duration: float,
-                             retry_count: int, *, retryable: bool) -> None:
+    async def _request_error(
+        self,
+        base: dict[str, Any],
+        exc: ModelError,
+        duration: float,
+        retry_count: int,
+        *,
+        retryable: bool,
+    ) -> None:
         status = getattr(exc, "status", None)
         max_retries = getattr(self.loop.client.settings, "max_retries", 0)
-        await self.hook("api_request_error", **base, status_code=status,
-                        retry_count=retry_count, max_retries=max_retries, retryable=retryable,
-                        reason=str(exc), api_duration=duration,
-                        error={"type": type(exc).__name__, "message": str(exc),
-                               "status": status})
+        await self.hook(
+            "api_request_error",
+            **base,
+            status_code=status,
+            retry_count=retry_count,
+            max_retries=max_retries,
+            retryable=retryable,
+            reason=str(exc),
+            api_duration=duration,
+            error={"type": type(exc).__name__, "message": str(exc), "status": status},
+        )
 
     async def _run_tool(self, call: dict[str, Any]) -> None:
         name = call["function"]["name"]
@@ -417,18 +529,36 @@ class _Turn:
         self.emit("tool.started", name=name, arguments=arguments, tool_call_id=call["id"])
         await self.settle_observers()  # the previous call's, before this one's pre_tool_call
         started = time.monotonic()
-        result = await self.loop.registry.call(name, arguments, session_id=self.session_id,
-                                               tool_call_id=call["id"], source="model",
-                                               turn_id=self.turn_id, observers=self._observers)
+        result = await self.loop.registry.call(
+            name,
+            arguments,
+            session_id=self.session_id,
+            tool_call_id=call["id"],
+            source="model",
+            turn_id=self.turn_id,
+            observers=self._observers,
+        )
         duration_ms = round((time.monotonic() - started) * 1000, 1)
         # Not waited for: the next round's request does not need it on disk; the answer's
         # write (or the turn's end) waits for every write before it.
-        self.submit(self.store.append_message, self.session_id, "tool", result,
-                    tool_call_id=call["id"], tool_name=name, turn_id=self.turn_id)
+        self.submit(
+            self.store.append_message,
+            self.session_id,
+            "tool",
+            result,
+            tool_call_id=call["id"],
+            tool_name=name,
+            turn_id=self.turn_id,
+        )
         self._remember({"role": "tool", "tool_call_id": call["id"], "content": result})
-        self.emit("tool.finished", name=name, tool_call_id=call["id"],
-                  status=_status_of(result), duration_ms=duration_ms,
-                  preview=result[:PREVIEW_CHARS])
+        self.emit(
+            "tool.finished",
+            name=name,
+            tool_call_id=call["id"],
+            status=_status_of(result),
+            duration_ms=duration_ms,
+            preview=result[:PREVIEW_CHARS],
+        )
 
     async def _answer(self, text: str) -> None:
         for item in await self.hook("transform_llm_output", response_text=text):
@@ -438,13 +568,18 @@ class _Turn:
         await self._store_answer(text)
 
     async def _store_answer(self, text: str) -> None:
-        record = await self.db(self.store.append_message, self.session_id, "assistant", text,
-                               turn_id=self.turn_id)
+        record = await self.db(
+            self.store.append_message, self.session_id, "assistant", text, turn_id=self.turn_id
+        )
         self.result.final_text = text
         self.emit("message", role="assistant", content=text, message_id=record["id"])
         self._remember({"role": "assistant", "content": text})
-        await self.hook("post_llm_call", user_message=self.user_message,
-                        assistant_response=text, conversation_history=self.stored_history)
+        await self.hook(
+            "post_llm_call",
+            user_message=self.user_message,
+            assistant_response=text,
+            conversation_history=self.stored_history,
+        )
 
     def _remember(self, message: dict[str, Any]) -> None:
         """Mirror a committed message into the request list and the stored history."""

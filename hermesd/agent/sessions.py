@@ -37,16 +37,18 @@ EVENT = "session.event"
 
 def _not_found(exc: Exception) -> RpcError:
     if isinstance(exc, SessionNotFound):
-        return RpcError(Codes.NOT_FOUND, f"no session '{exc.session_id}'",
-                        {"session_id": exc.session_id})
+        return RpcError(
+            Codes.NOT_FOUND, f"no session '{exc.session_id}'", {"session_id": exc.session_id}
+        )
     return RpcError(Codes.NOT_FOUND, str(exc))
 
 
 class SessionService:
     """Sessions over RPC; one per daemon."""
 
-    def __init__(self, store: SessionStore, agent: AgentLoop, hooks: HookBus,
-                 platform: str = "cli") -> None:
+    def __init__(
+        self, store: SessionStore, agent: AgentLoop, hooks: HookBus, platform: str = "cli"
+    ) -> None:
         self.store = store
         self.agent = agent
         self.hooks = hooks
@@ -68,8 +70,21 @@ class SessionService:
     # --- wiring ------------------------------------------------------------------------------
 
     def bind(self, router: Router) -> None:
-        for name in ("create", "list", "get", "history", "rename", "delete", "fork", "search",
-                     "reset", "attach", "detach", "send", "cancel"):
+        for name in (
+            "create",
+            "list",
+            "get",
+            "history",
+            "rename",
+            "delete",
+            "fork",
+            "search",
+            "reset",
+            "attach",
+            "detach",
+            "send",
+            "cancel",
+        ):
             router.bind(f"session.{name}", getattr(self, f"rpc_{name}"))
 
     async def start(self) -> None:
@@ -139,12 +154,24 @@ class SessionService:
             except StoreError as exc:
                 log.warning("inject_message into %s failed: %s", sid, exc)
                 return
-            self.emit({"type": "message", "session_id": sid, "turn_id": None, "role": role,
-                       "content": content, "message_id": record["id"], "injected": True})
+            self.emit(
+                {
+                    "type": "message",
+                    "session_id": sid,
+                    "turn_id": None,
+                    "role": role,
+                    "content": content,
+                    "message_id": record["id"],
+                    "injected": True,
+                }
+            )
 
     def status(self) -> dict[str, Any]:
-        out = {"sessions": self._count, "turns_running": len(self.turns),
-               "model": self.agent.client.settings.model}
+        out = {
+            "sessions": self._count,
+            "turns_running": len(self.turns),
+            "model": self.agent.client.settings.model,
+        }
         process_status = getattr(self.agent.client, "process_status", None)
         if process_status is not None:
             out["model_process"] = process_status()
@@ -157,7 +184,8 @@ class SessionService:
 
         self.reload_settings(
             AgentSettings.from_config(cfg, skills_index=self.agent.settings.skills_index),
-            ModelSettings.from_config(cfg))
+            ModelSettings.from_config(cfg),
+        )
 
     def connection_closed(self, conn: Connection) -> None:
         """Forget a closed connection; its sessions' turns keep running."""
@@ -204,22 +232,31 @@ class SessionService:
 
     def _live(self, session: dict[str, Any]) -> dict[str, Any]:
         turn = self.turns.get(session["id"])
-        return {**session, "running": turn is not None, "turn_id": turn[0] if turn else None,
-                "attached": len(self.attached.get(session["id"], ()))}
+        return {
+            **session,
+            "running": turn is not None,
+            "turn_id": turn[0] if turn else None,
+            "attached": len(self.attached.get(session["id"], ())),
+        }
 
     # --- methods -----------------------------------------------------------------------------
 
     async def rpc_create(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        session = await self._db(self.store.create_session, title=p.get("title"),
-                                 model=p.get("model"), platform=p.get("platform") or "cli")
+        session = await self._db(
+            self.store.create_session,
+            title=p.get("title"),
+            model=p.get("model"),
+            platform=p.get("platform") or "cli",
+        )
         self._count += 1
         if p.get("attach", True):
             self._attach(session["id"], call.conn)
         return self._live(session)
 
     async def rpc_list(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        page = await self._db(self.store.list_sessions, p.get("limit") or 50,
-                              before=p.get("before"))
+        page = await self._db(
+            self.store.list_sessions, p.get("limit") or 50, before=p.get("before")
+        )
         page["sessions"] = [self._live(s) for s in page["sessions"]]
         return page
 
@@ -227,8 +264,12 @@ class SessionService:
         return self._live(await self._db(self.store.get_session, p["session_id"]))
 
     async def rpc_history(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        messages = await self._db(self.store.messages, p["session_id"], limit=p.get("limit"),
-                                  after_seq=p.get("after_seq") or 0)
+        messages = await self._db(
+            self.store.messages,
+            p["session_id"],
+            limit=p.get("limit"),
+            after_seq=p.get("after_seq") or 0,
+        )
         return {"messages": messages}
 
     async def rpc_rename(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
@@ -249,14 +290,16 @@ class SessionService:
         return {"deleted": True}
 
     async def rpc_fork(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        session = await self._db(self.store.fork, p["session_id"], p.get("upto_message_id"),
-                                 title=p.get("title"))
+        session = await self._db(
+            self.store.fork, p["session_id"], p.get("upto_message_id"), title=p.get("title")
+        )
         self._count += 1
         return self._live(session)
 
     async def rpc_search(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        hits = await self._db(self.store.search, p["query"], p.get("limit") or 20,
-                              session_id=p.get("session_id"))
+        hits = await self._db(
+            self.store.search, p["query"], p.get("limit") or 20, session_id=p.get("session_id")
+        )
         return {"hits": hits}
 
     async def rpc_reset(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
@@ -271,8 +314,7 @@ class SessionService:
                 conns.discard(call.conn)
                 if not conns:
                     del self.attached[old]
-        session = await self._db(self.store.create_session, model=model,
-                                 platform=self.platform)
+        session = await self._db(self.store.create_session, model=model, platform=self.platform)
         self._count += 1
         self._attach(session["id"], call.conn)
         return self._live(session)
@@ -298,9 +340,12 @@ class SessionService:
             raise RpcError(Codes.INVALID_PARAMS, "session.send: message is empty")
         running = self.turns.get(sid)
         if running is not None:
-            raise RpcError(Codes.SESSION_BUSY,
-                           f"session {sid} is already running turn {running[0]}; wait for it "
-                           "to finish or cancel it", {"turn_id": running[0]})
+            raise RpcError(
+                Codes.SESSION_BUSY,
+                f"session {sid} is already running turn {running[0]}; wait for it "
+                "to finish or cancel it",
+                {"turn_id": running[0]},
+            )
         if sid not in self.touched:  # a session that ran a turn exists until it is deleted
             await self._db(self.store.get_session, sid, quick=True)
         try:
@@ -311,8 +356,15 @@ class SessionService:
         self.touched.add(sid)
         turn_id = new_id("turn")
         task = asyncio.get_running_loop().create_task(
-            self.agent.run_turn(sid, message, emit=self.emit, platform=self.platform,
-                                sender_id=str(call.conn.peer.uid), turn_id=turn_id))
+            self.agent.run_turn(
+                sid,
+                message,
+                emit=self.emit,
+                platform=self.platform,
+                sender_id=str(call.conn.peer.uid),
+                turn_id=turn_id,
+            )
+        )
         self.turns[sid] = (turn_id, task)
         task.add_done_callback(lambda t, sid=sid: self._turn_done(sid, turn_id, t))
         if not p.get("wait"):
@@ -321,8 +373,14 @@ class SessionService:
             return _result(await asyncio.shield(task))
         except asyncio.CancelledError:
             if task.cancelled():  # session.cancel stopped the turn, not our caller
-                return {"turn_id": turn_id, "status": "cancelled", "final_text": None,
-                        "error": None, "error_type": None, "exit_reason": "cancelled"}
+                return {
+                    "turn_id": turn_id,
+                    "status": "cancelled",
+                    "final_text": None,
+                    "error": None,
+                    "error_type": None,
+                    "exit_reason": "cancelled",
+                }
             raise
 
     def _turn_done(self, sid: str, turn_id: str, task: asyncio.Task[TurnResult]) -> None:
@@ -332,8 +390,7 @@ class SessionService:
         if self._injections.get(sid) and self._loop is not None:
             self._loop.create_task(self._flush_injections(sid))
         if not task.cancelled() and task.exception() is not None:
-            log.error("turn %s of session %s crashed", turn_id, sid,
-                      exc_info=task.exception())
+            log.error("turn %s of session %s crashed", turn_id, sid, exc_info=task.exception())
 
     async def rpc_cancel(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         await self._db(self.store.get_session, p["session_id"])
@@ -351,7 +408,13 @@ class SessionService:
 
 
 def _result(result: TurnResult) -> dict[str, Any]:
-    return {"turn_id": result.turn_id, "status": result.status, "final_text": result.final_text,
-            "error": result.error, "error_type": result.error_type,
-            "exit_reason": result.exit_reason, "iterations": result.iterations,
-            "usage": result.usage}
+    return {
+        "turn_id": result.turn_id,
+        "status": result.status,
+        "final_text": result.final_text,
+        "error": result.error,
+        "error_type": result.error_type,
+        "exit_reason": result.exit_reason,
+        "iterations": result.iterations,
+        "usage": result.usage,
+    }

@@ -46,9 +46,10 @@ RESOLVED = "approval.resolved"
 _NOT_CONSENTED = " The user has NOT consented to this action."
 _DO_NOT_RETRY = " Do not retry it or reach the same outcome another way; wait for the user."
 TIMEOUT_TEXT = "BLOCKED: Command timed out without user response." + _NOT_CONSENTED
-STOPPED_TEXT = ("BLOCKED: hermesd stopped before the user answered; the approval was "
-                "recorded as denied." + _NOT_CONSENTED)
-
+STOPPED_TEXT = (
+    "BLOCKED: hermesd stopped before the user answered; the approval was "
+    "recorded as denied." + _NOT_CONSENTED
+)
 
 
 def denied_text(reason: str | None = None) -> str:
@@ -94,18 +95,29 @@ class Pending:
 
     def public(self) -> dict[str, Any]:
         """The ``approval.request`` params / ``approvals.pending`` entry."""
-        return {"id": self.id, "session_id": self.session_id, "tool": self.subject.tool,
-                "command": redact.redact(self.subject.command),
-                "pattern_key": self.subject.keys[0], "pattern_keys": list(self.subject.keys),
-                "description": redact.redact(self.subject.description),
-                "choices": list(CHOICES), "deadline": self.deadline}
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "tool": self.subject.tool,
+            "command": redact.redact(self.subject.command),
+            "pattern_key": self.subject.keys[0],
+            "pattern_keys": list(self.subject.keys),
+            "description": redact.redact(self.subject.description),
+            "choices": list(CHOICES),
+            "deadline": self.deadline,
+        }
 
 
 class ApprovalBroker:
     """Approval decisions and pending approvals of one daemon."""
 
-    def __init__(self, store: SessionStore, hooks: HookBus, config: Any,
-                 attached: Callable[[str], Iterable[Connection]]) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        hooks: HookBus,
+        config: Any,
+        attached: Callable[[str], Iterable[Connection]],
+    ) -> None:
         self.store = store
         self.hooks = hooks
         self.attached = attached
@@ -145,11 +157,15 @@ class ApprovalBroker:
 
     # --- the decision ----------------------------------------------------------------------
 
-    def subject(self, tool: str, args: dict[str, Any], asked: str | None = None,
-                rule_key: str | None = None) -> Subject | None:
+    def subject(
+        self, tool: str, args: dict[str, Any], asked: str | None = None, rule_key: str | None = None
+    ) -> Subject | None:
         """What needs consent in this call, or None when nothing does."""
-        command = str(args.get("command") or "") if tool == "terminal" else \
-            f"{tool} {json.dumps(args, ensure_ascii=False, default=str)[:4000]}"
+        command = (
+            str(args.get("command") or "")
+            if tool == "terminal"
+            else f"{tool} {json.dumps(args, ensure_ascii=False, default=str)[:4000]}"
+        )
         keys: list[str] = []
         descriptions: list[str] = []
         if tool == "terminal":
@@ -169,21 +185,35 @@ class ApprovalBroker:
             return None
         return Subject(tool, command, list(dict.fromkeys(keys)), descriptions, always)
 
-    def verdict(self, tool: str, args: dict[str, Any], session_id: str,
-                asked: str | None = None, rule_key: str | None = None
-                ) -> tuple[str, str | None, Subject | None]:
+    def verdict(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        session_id: str,
+        asked: str | None = None,
+        rule_key: str | None = None,
+    ) -> tuple[str, str | None, Subject | None]:
         """``("allow"|"block"|"ask", block message, subject)`` without asking anyone."""
         command = str(args.get("command") or "") if tool == "terminal" else ""
         if command:
             hard = patterns.floor(command)
             if hard is not None:
-                return "block", (f"BLOCKED: {hard.description} is never allowed (hermesd's hard "
-                                 "floor: no approval or setting unlocks it)."), None
+                return (
+                    "block",
+                    (
+                        f"BLOCKED: {hard.description} is never allowed (hermesd's hard "
+                        "floor: no approval or setting unlocks it)."
+                    ),
+                    None,
+                )
         target = command if tool == "terminal" else tool
         for glob in self.deny_globs:
             if fnmatch.fnmatchcase(target, glob):
-                return "block", (f"BLOCKED: denied by the approvals.deny rule '{glob}'."
-                                 + _NOT_CONSENTED), None
+                return (
+                    "block",
+                    (f"BLOCKED: denied by the approvals.deny rule '{glob}'." + _NOT_CONSENTED),
+                    None,
+                )
         subject = self.subject(tool, args, asked, rule_key)
         if subject is None:
             return "allow", None, None
@@ -194,8 +224,14 @@ class ApprovalBroker:
             return "allow", None, subject
         return "ask", None, subject
 
-    async def approve(self, tool: str, args: dict[str, Any], session_id: str,
-                      asked: str | None = None, rule_key: str | None = None) -> str | None:
+    async def approve(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        session_id: str,
+        asked: str | None = None,
+        rule_key: str | None = None,
+    ) -> str | None:
         """The registry's approver: None lets the call run, a str blocks it."""
         decision, message, subject = self.verdict(tool, args, session_id, asked, rule_key)
         if decision != "ask":
@@ -208,8 +244,10 @@ class ApprovalBroker:
         if self._loop is not None and asyncio.get_running_loop() is not self._loop:
             # A plugin called dispatch_tool from the event loop thread, so this pipeline runs
             # on a private loop; connections belong to the daemon's loop: fail closed.
-            return (f"BLOCKED: {subject.description} needs approval, which cannot be asked "
-                    "from a private event loop." + _NOT_CONSENTED)
+            return (
+                f"BLOCKED: {subject.description} needs approval, which cannot be asked "
+                "from a private event loop." + _NOT_CONSENTED
+            )
         self._waiting += 1
         try:
             return await self._ask(subject, session_id)
@@ -220,18 +258,32 @@ class ApprovalBroker:
 
     async def _ask(self, subject: Subject, session_id: str) -> str | None:
         loop = asyncio.get_running_loop()
-        pending = Pending(f"apr_{secrets.token_hex(6)}", session_id, subject,
-                          time.time() + self.timeout, loop.create_future())
+        pending = Pending(
+            f"apr_{secrets.token_hex(6)}",
+            session_id,
+            subject,
+            time.time() + self.timeout,
+            loop.create_future(),
+        )
         self.pending[pending.id] = pending
-        hook_kwargs = {"command": redact.redact(subject.command),
-                       "description": subject.description, "pattern_key": subject.keys[0],
-                       "pattern_keys": list(subject.keys), "session_key": session_id,
-                       "surface": "cli"}
+        hook_kwargs = {
+            "command": redact.redact(subject.command),
+            "description": subject.description,
+            "pattern_key": subject.keys[0],
+            "pattern_keys": list(subject.keys),
+            "session_key": session_id,
+            "surface": "cli",
+        }
         choice, reason, uid = "timeout", None, None
         try:
             await self.hooks.invoke("pre_approval_request", **hook_kwargs)
-            log.info("approval %s: %s for session %s waits for an answer (%s)", pending.id,
-                     subject.tool, session_id or "-", ", ".join(subject.keys))
+            log.info(
+                "approval %s: %s for session %s waits for an answer (%s)",
+                pending.id,
+                subject.tool,
+                session_id or "-",
+                ", ".join(subject.keys),
+            )
             # The client whose request led here (tools.call, a command, session.send) is asked
             # too, even when it is not attached: it is the one waiting.
             caller = current_connection.get()
@@ -240,7 +292,8 @@ class ApprovalBroker:
                 self._send_request(pending, conn)
             try:
                 choice, reason, uid = await asyncio.wait_for(
-                    asyncio.shield(pending.future), max(0.0, pending.deadline - time.time()))
+                    asyncio.shield(pending.future), max(0.0, pending.deadline - time.time())
+                )
             except TimeoutError:
                 log.info("approval %s timed out after %gs", pending.id, self.timeout)
         except asyncio.CancelledError:
@@ -256,29 +309,37 @@ class ApprovalBroker:
         if conn in pending.asked or not conn.is_open or not self.may_answer_uid(conn.peer.uid):
             return
         pending.asked[conn] = asyncio.get_running_loop().create_task(
-            self._request_one(pending, conn))
+            self._request_one(pending, conn)
+        )
 
     async def _request_one(self, pending: Pending, conn: Connection) -> None:
         try:
-            answer = await conn.request(REQUEST, [pending.public()],
-                                        timeout=max(0.1, pending.deadline - time.time()))
+            answer = await conn.request(
+                REQUEST, [pending.public()], timeout=max(0.1, pending.deadline - time.time())
+            )
         except (ConnectionError, TimeoutError) as exc:
             log.debug("approval %s: connection %d gave no answer (%s)", pending.id, conn.id, exc)
             return
         except Exception as exc:  # noqa: BLE001 - an error response: not an answer
-            log.debug("approval %s: connection %d answered an error: %s", pending.id, conn.id,
-                      exc)
+            log.debug("approval %s: connection %d answered an error: %s", pending.id, conn.id, exc)
             return
         choice = parse_choice(answer.get("choice")) if isinstance(answer, dict) else None
         if choice is None:
-            log.warning("approval %s: connection %d sent an invalid answer %r", pending.id,
-                        conn.id, answer)
+            log.warning(
+                "approval %s: connection %d sent an invalid answer %r", pending.id, conn.id, answer
+            )
             return
         reason = answer.get("reason") if isinstance(answer.get("reason"), str) else None
         self._resolve(pending, choice, reason, conn.peer.uid, conn)
 
-    def _resolve(self, pending: Pending, choice: str, reason: str | None, uid: int | None,
-                 conn: Connection | None) -> bool:
+    def _resolve(
+        self,
+        pending: Pending,
+        choice: str,
+        reason: str | None,
+        uid: int | None,
+        conn: Connection | None,
+    ) -> bool:
         if pending.future.done():
             return False
         pending.winner = conn
@@ -287,15 +348,17 @@ class ApprovalBroker:
 
     def _finish(self, pending: Pending, choice: str, uid: int | None) -> None:
         self.pending.pop(pending.id, None)
-        data = wire.pack_notification(RESOLVED, [{"id": pending.id, "choice": choice,
-                                                  "by_uid": uid}])
+        data = wire.pack_notification(
+            RESOLVED, [{"id": pending.id, "choice": choice, "by_uid": uid}]
+        )
         for conn, task in pending.asked.items():
             task.cancel()
             if conn is not pending.winner:
                 conn.send_packed(data)
 
-    async def _apply(self, pending: Pending, choice: str, reason: str | None,
-                     uid: int | None) -> str | None:
+    async def _apply(
+        self, pending: Pending, choice: str, reason: str | None, uid: int | None
+    ) -> str | None:
         keys = pending.subject.keys
         log.info("approval %s answered %s by uid %s", pending.id, choice, uid)
         if choice == "once":
@@ -309,11 +372,17 @@ class ApprovalBroker:
             for key in keys:
                 try:
                     self.rules[key] = await self.store.call(
-                        self.store.add_approval_rule, key, f"{who} (uid {uid})",
-                        pending.subject.description)
+                        self.store.add_approval_rule,
+                        key,
+                        f"{who} (uid {uid})",
+                        pending.subject.description,
+                    )
                 except StoreError as exc:  # approved all the same; remembered for the session
-                    log.error("could not remember 'always' for %s: %s; approved for this "
-                              "session only", key, exc)
+                    log.error(
+                        "could not remember 'always' for %s: %s; approved for this session only",
+                        key,
+                        exc,
+                    )
                     if pending.session_id:
                         self._session_keys.setdefault(pending.session_id, set()).add(key)
             return None
@@ -333,10 +402,15 @@ class ApprovalBroker:
 
     def pending_for(self, session_id: str | None = None) -> list[dict[str, Any]]:
         """Pending approvals (of one session, or all), oldest first."""
-        return [p.public() for p in self.pending.values()
-                if session_id is None or p.session_id == session_id]
+        return [
+            p.public()
+            for p in self.pending.values()
+            if session_id is None or p.session_id == session_id
+        ]
 
-    def respond(self, approval_id: str, choice: str, reason: str | None, uid: int) -> dict[str, Any]:
+    def respond(
+        self, approval_id: str, choice: str, reason: str | None, uid: int
+    ) -> dict[str, Any]:
         """Answer a pending approval as ``uid``.
 
         Raises KeyError (no such pending approval), ValueError (not a choice) or
@@ -368,8 +442,12 @@ class ApprovalBroker:
         waiting calls get up to ``timeout`` seconds to hand that result back."""
         self.closed = True
         for pending in list(self.pending.values()):
-            log.warning("approval %s (%s, session %s) still pending at shutdown: denied",
-                        pending.id, pending.subject.tool, pending.session_id or "-")
+            log.warning(
+                "approval %s (%s, session %s) still pending at shutdown: denied",
+                pending.id,
+                pending.subject.tool,
+                pending.session_id or "-",
+            )
             self._resolve(pending, "stopped", None, None, None)
         deadline = time.monotonic() + timeout
         while self._waiting and time.monotonic() < deadline:

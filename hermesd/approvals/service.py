@@ -46,8 +46,11 @@ class ApprovalService:
         await asyncio.sleep(0.1)  # let a turn store the denial before sessions cancel turns
 
     def status(self) -> dict[str, Any]:
-        return {"approvals_pending": len(self.broker.pending),
-                "approval_rules": len(self.broker.rules), "redacted_secrets": self.secrets_count}
+        return {
+            "approvals_pending": len(self.broker.pending),
+            "approval_rules": len(self.broker.rules),
+            "redacted_secrets": self.secrets_count,
+        }
 
     def reload(self, cfg: Any) -> None:
         """New approval settings; the redactor also re-reads .env (its values may change)."""
@@ -56,9 +59,12 @@ class ApprovalService:
 
     def _check(self, call: Call, what: str) -> None:
         if not self.broker.may_answer_uid(call.conn.peer.uid):
-            raise RpcError(Codes.PERMISSION_DENIED,
-                           f"{what}: only the daemon's owner or a user listed in "
-                           "approvals.approvers may do this", {"peer_uid": call.conn.peer.uid})
+            raise RpcError(
+                Codes.PERMISSION_DENIED,
+                f"{what}: only the daemon's owner or a user listed in "
+                "approvals.approvers may do this",
+                {"peer_uid": call.conn.peer.uid},
+            )
 
     # --- methods -----------------------------------------------------------------------------
 
@@ -68,16 +74,21 @@ class ApprovalService:
     def rpc_respond(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         self._check(call, "approvals.respond")
         try:
-            return self.broker.respond(p["id"], p["choice"], p.get("reason"),
-                                       call.conn.peer.uid)
+            return self.broker.respond(p["id"], p["choice"], p.get("reason"), call.conn.peer.uid)
         except KeyError:
-            raise RpcError(Codes.NOT_FOUND, f"no pending approval '{p['id']}' (answered, timed "
-                           "out, or never asked)", {"id": p["id"]}) from None
+            raise RpcError(
+                Codes.NOT_FOUND,
+                f"no pending approval '{p['id']}' (answered, timed out, or never asked)",
+                {"id": p["id"]},
+            ) from None
         except ValueError as exc:
             raise RpcError(Codes.INVALID_PARAMS, f"approvals.respond: {exc}") from None
         except PermissionError:
-            raise RpcError(Codes.PERMISSION_DENIED, "approvals.respond: not an approver",
-                           {"peer_uid": call.conn.peer.uid}) from None
+            raise RpcError(
+                Codes.PERMISSION_DENIED,
+                "approvals.respond: not an approver",
+                {"peer_uid": call.conn.peer.uid},
+            ) from None
 
     def rpc_list(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         return {"rules": sorted(self.broker.rules.values(), key=lambda r: r["created_at"])}
@@ -85,8 +96,11 @@ class ApprovalService:
     async def rpc_revoke(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         self._check(call, "approvals.revoke")
         if not await self.broker.revoke(p["pattern_key"]):
-            raise RpcError(Codes.NOT_FOUND, f"no always-rule for '{p['pattern_key']}'",
-                           {"pattern_key": p["pattern_key"]})
+            raise RpcError(
+                Codes.NOT_FOUND,
+                f"no always-rule for '{p['pattern_key']}'",
+                {"pattern_key": p["pattern_key"]},
+            )
         return {"revoked": True, "pattern_key": p["pattern_key"]}
 
     # --- /approve and /deny (CommandService.set_approval_handler) --------------------------
@@ -100,7 +114,9 @@ class ApprovalService:
         conn = current_connection.get()
         uid = conn.peer.uid if conn is not None else None
         if not self.broker.may_answer_uid(uid):
-            return "Only the daemon's owner (or a user in approvals.approvers) can answer approvals."
+            return (
+                "Only the daemon's owner (or a user in approvals.approvers) can answer approvals."
+            )
         first = pending[0]
         words = raw_args.strip()
         if verb == "approve":

@@ -39,7 +39,8 @@ log = logging.getLogger(__name__)
 EXIT_TIMEOUT = 124  # as timeout(1)
 
 _capture: contextvars.ContextVar[tuple[io.StringIO, io.StringIO] | None] = contextvars.ContextVar(
-    "hermesd_cli_capture", default=None)
+    "hermesd_cli_capture", default=None
+)
 
 
 _MAX_LINE = 64 * 1024  # uncaptured output held back waiting for the end of its line
@@ -115,14 +116,18 @@ class CliResult:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-dict form for the wire."""
-        return {"stdout": valid_text(self.stdout), "stderr": valid_text(self.stderr),
-                "exit_status": self.exit_status}
+        return {
+            "stdout": valid_text(self.stdout),
+            "stderr": valid_text(self.stderr),
+            "exit_status": self.exit_status,
+        }
 
 
 def build_parser(command: CliCommand) -> argparse.ArgumentParser:
     """The plugin's argparse tree, as ``hermesctl <name>``."""
-    parser = argparse.ArgumentParser(prog=f"hermesctl {command.name}",
-                                     description=command.description or command.help or None)
+    parser = argparse.ArgumentParser(
+        prog=f"hermesctl {command.name}", description=command.description or command.help or None
+    )
     command.setup_fn(parser)
     return parser
 
@@ -164,8 +169,9 @@ async def _awaited(awaitable: Any) -> Any:
     return await awaitable
 
 
-async def run_cli_command(pool: WorkerPool, command: CliCommand, argv: list[str],
-                          timeout: float) -> CliResult:
+async def run_cli_command(
+    pool: WorkerPool, command: CliCommand, argv: list[str], timeout: float
+) -> CliResult:
     """Run one CLI command call with its own output capture; never raises for plugin faults."""
     out, err = io.StringIO(), io.StringIO()
 
@@ -176,10 +182,17 @@ async def run_cli_command(pool: WorkerPool, command: CliCommand, argv: list[str]
     try:
         status = await pool.run(job, timeout, f"cli:{command.owner}")
     except WorkTimeout:
-        log.warning("CLI command '%s' did not finish within %gs (its thread keeps running)",
-                    command.name, timeout)
-        return CliResult(out.getvalue(), err.getvalue() + f"hermesctl {command.name}: did not "
-                         f"finish within {timeout:g}s (commands.cli_timeout)\n", EXIT_TIMEOUT)
+        log.warning(
+            "CLI command '%s' did not finish within %gs (its thread keeps running)",
+            command.name,
+            timeout,
+        )
+        return CliResult(
+            out.getvalue(),
+            err.getvalue() + f"hermesctl {command.name}: did not "
+            f"finish within {timeout:g}s (commands.cli_timeout)\n",
+            EXIT_TIMEOUT,
+        )
     except Exception as exc:  # PluginAbort: a BaseException escaped _run
         log.error("CLI command '%s' aborted: %s", command.name, exc)
         return CliResult(out.getvalue(), err.getvalue() + f"hermesctl {command.name}: {exc}\n", 1)

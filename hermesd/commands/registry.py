@@ -107,8 +107,13 @@ def _not_wired(raw_args: str) -> str:
 class CommandRegistry:
     """Slash commands and CLI commands, built-in and from plugins."""
 
-    def __init__(self, *, pool: WorkerPool | None = None,
-                 timeout: float = DEFAULT_COMMAND_TIMEOUT, builtins: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        pool: WorkerPool | None = None,
+        timeout: float = DEFAULT_COMMAND_TIMEOUT,
+        builtins: bool = True,
+    ) -> None:
         self._pool = pool or shared_pool()
         self.timeout = timeout
         self._lock = threading.Lock()
@@ -118,8 +123,9 @@ class CommandRegistry:
         self._reserved_cli: set[str] = set()
         if builtins:
             for name, aliases, description, args_hint in BUILTIN_COMMANDS:
-                self.register(name, _not_wired, description=description, args_hint=args_hint,
-                              aliases=aliases)
+                self.register(
+                    name, _not_wired, description=description, args_hint=args_hint, aliases=aliases
+                )
 
     # -- slash commands ---------------------------------------------------------------------
 
@@ -129,26 +135,47 @@ class CommandRegistry:
         name = self._aliases.get(name, name)
         return any(e.owner == BUILTIN for e in self._slash.stacks.get(name, []))
 
-    def register(self, name: str, handler: Handler, *, description: str = "",
-                 args_hint: str = "", aliases: Iterable[str] = (),
-                 owner: str = BUILTIN) -> SlashCommand | None:
+    def register(
+        self,
+        name: str,
+        handler: Handler,
+        *,
+        description: str = "",
+        args_hint: str = "",
+        aliases: Iterable[str] = (),
+        owner: str = BUILTIN,
+    ) -> SlashCommand | None:
         """Add a slash command; None (with a warning) when a plugin may not take the name."""
         clean = normalize_command_name(name)
         if not clean:
             log.warning("Plugin '%s' tried to register a command with an empty name.", owner)
             return None
-        command = SlashCommand(clean, handler, description, args_hint.strip(),
-                               tuple(normalize_command_name(a) for a in aliases), owner)
+        command = SlashCommand(
+            clean,
+            handler,
+            description,
+            args_hint.strip(),
+            tuple(normalize_command_name(a) for a in aliases),
+            owner,
+        )
         with self._lock:
             if owner != BUILTIN:
                 if self.is_builtin(clean):
-                    log.warning("Plugin '%s' tried to register command '/%s' which conflicts "
-                                "with a built-in command. Skipping.", owner, clean)
+                    log.warning(
+                        "Plugin '%s' tried to register command '/%s' which conflicts "
+                        "with a built-in command. Skipping.",
+                        owner,
+                        clean,
+                    )
                     return None
                 previous = self._slash.active(clean)
                 if previous is not None and previous.owner != owner:
-                    log.warning("Plugin '%s' registered command '/%s', replacing the one from "
-                                "plugin '%s'", owner, clean, previous.owner)
+                    log.warning(
+                        "Plugin '%s' registered command '/%s', replacing the one from plugin '%s'",
+                        owner,
+                        clean,
+                        previous.owner,
+                    )
             self._slash.push(clean, command)
             for alias in command.aliases:
                 self._aliases[alias] = clean
@@ -198,24 +225,42 @@ class CommandRegistry:
         """Names of hermesctl's own subcommands, which plugins may not take."""
         self._reserved_cli.update(names)
 
-    def register_cli(self, name: str, help: str, setup_fn: Callable[[Any], Any],
-                     handler_fn: Callable[[Any], Any] | None = None, description: str = "",
-                     owner: str = BUILTIN) -> CliCommand | None:
+    def register_cli(
+        self,
+        name: str,
+        help: str,
+        setup_fn: Callable[[Any], Any],
+        handler_fn: Callable[[Any], Any] | None = None,
+        description: str = "",
+        owner: str = BUILTIN,
+    ) -> CliCommand | None:
         """Add a CLI command; None (with a warning) when a plugin may not take the name."""
         clean = name.strip()
         if not clean or not callable(setup_fn):
-            log.warning("Plugin '%s' tried to register CLI command %r without a name or a "
-                        "callable setup_fn. Skipping.", owner, name)
+            log.warning(
+                "Plugin '%s' tried to register CLI command %r without a name or a "
+                "callable setup_fn. Skipping.",
+                owner,
+                name,
+            )
             return None
         with self._lock:
             if owner != BUILTIN and clean in self._reserved_cli:
-                log.warning("Plugin '%s' tried to register CLI command '%s' which conflicts "
-                            "with a built-in command. Skipping.", owner, clean)
+                log.warning(
+                    "Plugin '%s' tried to register CLI command '%s' which conflicts "
+                    "with a built-in command. Skipping.",
+                    owner,
+                    clean,
+                )
                 return None
             previous = self._cli.active(clean)
             if previous is not None and previous.owner != owner:
-                log.warning("Plugin '%s' registered CLI command '%s', replacing the one from "
-                            "plugin '%s'", owner, clean, previous.owner)
+                log.warning(
+                    "Plugin '%s' registered CLI command '%s', replacing the one from plugin '%s'",
+                    owner,
+                    clean,
+                    previous.owner,
+                )
             command = CliCommand(clean, help, setup_fn, handler_fn, description, owner)
             self._cli.push(clean, command)
         return command

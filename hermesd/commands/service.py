@@ -71,10 +71,16 @@ def parse_line(line: str) -> tuple[str, str]:
 class CommandService:
     """Slash commands and plugin CLI commands over RPC."""
 
-    def __init__(self, host: PluginHost, sessions: SessionService, *,
-                 status: Callable[[], dict[str, Any]],
-                 reload_plugins: Callable[[], Awaitable[dict[str, Any]]],
-                 timeout: float, cli_timeout: float = DEFAULT_CLI_TIMEOUT) -> None:
+    def __init__(
+        self,
+        host: PluginHost,
+        sessions: SessionService,
+        *,
+        status: Callable[[], dict[str, Any]],
+        reload_plugins: Callable[[], Awaitable[dict[str, Any]]],
+        timeout: float,
+        cli_timeout: float = DEFAULT_CLI_TIMEOUT,
+    ) -> None:
         self.host = host
         self.registry = host.commands
         self.sessions = sessions
@@ -107,8 +113,10 @@ class CommandService:
         pass
 
     def status(self) -> dict[str, Any]:
-        return {"commands": len(self.registry.slash_commands()),
-                "cli_commands": len(self.registry.cli_commands())}
+        return {
+            "commands": len(self.registry.slash_commands()),
+            "cli_commands": len(self.registry.cli_commands()),
+        }
 
     def reload(self, cfg: Any) -> None:
         self.registry.timeout = float(cfg.get("commands.timeout"))
@@ -119,12 +127,16 @@ class CommandService:
     async def rpc_command_run(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         name, raw_args = parse_line(p["line"])
         if not name:
-            raise RpcError(Codes.INVALID_PARAMS, "command.run: the line has no command name",
-                           {"param": "line"})
+            raise RpcError(
+                Codes.INVALID_PARAMS, "command.run: the line has no command name", {"param": "line"}
+            )
         command = self.registry.lookup(name)
         if command is None:
-            raise RpcError(Codes.NOT_FOUND, f"Unknown command: /{name}. Type /help for the list.",
-                           {"command": name})
+            raise RpcError(
+                Codes.NOT_FOUND,
+                f"Unknown command: /{name}. Type /help for the list.",
+                {"command": name},
+            )
         outcome = _Outcome(call, p.get("session_id") or "")
         token = _outcome.set(outcome)
         session_token = current_session.set(outcome.session_id)
@@ -133,17 +145,33 @@ class CommandService:
         finally:
             current_session.reset(session_token)
             _outcome.reset(token)
-        return {"command": command.name, "output": valid_text(output), "ok": outcome.ok,
-                "action": outcome.action, "session": outcome.session, **outcome.extra}
+        return {
+            "command": command.name,
+            "output": valid_text(output),
+            "ok": outcome.ok,
+            "action": outcome.action,
+            "session": outcome.session,
+            **outcome.extra,
+        }
 
     async def _invoke(self, command: SlashCommand, raw_args: str, outcome: _Outcome) -> str:
         timeout = self.registry.timeout
         try:
-            value = await call_bounded(self.host.pool, command.handler, (raw_args,), {}, timeout,
-                                       f"command:{command.owner}")
+            value = await call_bounded(
+                self.host.pool,
+                command.handler,
+                (raw_args,),
+                {},
+                timeout,
+                f"command:{command.owner}",
+            )
         except WorkTimeout:
-            log.warning("Command '/%s' (owner %s) did not finish within %gs", command.name,
-                        command.owner, timeout)
+            log.warning(
+                "Command '/%s' (owner %s) did not finish within %gs",
+                command.name,
+                command.owner,
+                timeout,
+            )
             outcome.ok = False
             return f"Command /{command.name} did not finish within {timeout:g}s."
         except CommandFailed as exc:
@@ -156,49 +184,77 @@ class CommandService:
             if command.owner == BUILTIN:
                 log.exception("Built-in command '/%s' failed", command.name)
                 return f"Command /{command.name} failed: {type(exc).__name__}: {exc}"
-            log.exception("Plugin command '/%s' (plugin '%s') raised", command.name,
-                          command.owner)
+            log.exception("Plugin command '/%s' (plugin '%s') raised", command.name, command.owner)
             return f"Plugin command error: {exc}"
         return "" if value is None else str(value)
 
     def rpc_commands_list(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        return {"commands": [
-            {"name": c.name, "aliases": list(c.aliases), "description": c.description,
-             "args_hint": c.args_hint, "owner": c.owner, "builtin": c.owner == BUILTIN}
-            for c in self.registry.slash_commands()]}
+        return {
+            "commands": [
+                {
+                    "name": c.name,
+                    "aliases": list(c.aliases),
+                    "description": c.description,
+                    "args_hint": c.args_hint,
+                    "owner": c.owner,
+                    "builtin": c.owner == BUILTIN,
+                }
+                for c in self.registry.slash_commands()
+            ]
+        }
 
     def rpc_cli_list(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        return {"commands": [
-            {"name": c.name, "help": c.help, "description": c.description, "plugin": c.owner}
-            for c in self.registry.cli_commands()]}
+        return {
+            "commands": [
+                {"name": c.name, "help": c.help, "description": c.description, "plugin": c.owner}
+                for c in self.registry.cli_commands()
+            ]
+        }
 
     async def rpc_cli_run(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         argv = p["argv"]
         if not argv or not all(isinstance(a, str) for a in argv):
-            raise RpcError(Codes.INVALID_PARAMS, "cli.run: argv must be a non-empty array of "
-                           "strings, the command name first", {"param": "argv"})
+            raise RpcError(
+                Codes.INVALID_PARAMS,
+                "cli.run: argv must be a non-empty array of strings, the command name first",
+                {"param": "argv"},
+            )
         command = self.registry.cli_command(argv[0])
         if command is None:
-            raise RpcError(Codes.NOT_FOUND, f"no plugin CLI command '{argv[0]}'",
-                           {"command": argv[0],
-                            "available": [c.name for c in self.registry.cli_commands()]})
+            raise RpcError(
+                Codes.NOT_FOUND,
+                f"no plugin CLI command '{argv[0]}'",
+                {"command": argv[0], "available": [c.name for c in self.registry.cli_commands()]},
+            )
         result = await run_cli_command(self.host.pool, command, list(argv[1:]), self.cli_timeout)
         return result.as_dict()
 
     # --- built-in commands -------------------------------------------------------------------
 
     def _builtin_handlers(self) -> dict[str, Callable[[str], Awaitable[str]]]:
-        return {"help": self._help, "new": self._new, "plugins": self._plugins,
-                "tools": self._tools, "skills": self._skills, "sessions": self._sessions,
-                "title": self._title, "model": self._model, "status": self._status_cmd,
-                "approve": self._approve, "deny": self._deny,
-                "reload-plugins": self._reload, "quit": self._quit}
+        return {
+            "help": self._help,
+            "new": self._new,
+            "plugins": self._plugins,
+            "tools": self._tools,
+            "skills": self._skills,
+            "sessions": self._sessions,
+            "title": self._title,
+            "model": self._model,
+            "status": self._status_cmd,
+            "approve": self._approve,
+            "deny": self._deny,
+            "reload-plugins": self._reload,
+            "quit": self._quit,
+        }
 
     def _session_required(self, what: str) -> str:
         sid = _outcome.get().session_id
         if not sid:
-            raise CommandFailed(f"/{what} needs a session: pass session_id (hermesctl cmd "
-                                "--session ID) or use it inside hermesctl chat.")
+            raise CommandFailed(
+                f"/{what} needs a session: pass session_id (hermesctl cmd "
+                "--session ID) or use it inside hermesctl chat."
+            )
         return sid
 
     async def _help(self, raw_args: str) -> str:
@@ -218,7 +274,8 @@ class CommandService:
         session = await self.sessions.rpc_reset(outcome.call, params)
         if raw_args:
             session = await self.sessions.rpc_rename(
-                outcome.call, {"session_id": session["id"], "title": raw_args})
+                outcome.call, {"session_id": session["id"], "title": raw_args}
+            )
         outcome.action, outcome.session = "session", session
         return f"New session {session['id']} started."
 
@@ -233,8 +290,10 @@ class CommandService:
         lines = [f"Tools ({len(tools)}):"]
         for t in tools:
             hidden = "" if t["available"] else " [unavailable]"
-            lines.append(f"  {t['name']} ({t['toolset']}){hidden} — "
-                         f"{_first_sentence(t['description'])}".rstrip(" —"))
+            lines.append(
+                f"  {t['name']} ({t['toolset']}){hidden} — "
+                f"{_first_sentence(t['description'])}".rstrip(" —")
+            )
         return "\n".join(lines)
 
     async def _skills(self, raw_args: str) -> str:
@@ -256,8 +315,10 @@ class CommandService:
         for s in sessions:
             mark = "*" if s["id"] == current else " "
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s["updated_at"]))
-            lines.append(f" {mark}{s['id']}  {when}  {s['message_count']} messages  "
-                         f"{s['title'] or '(untitled)'}")
+            lines.append(
+                f" {mark}{s['id']}  {when}  {s['message_count']} messages  "
+                f"{s['title'] or '(untitled)'}"
+            )
         return "\n".join(lines)
 
     async def _title(self, raw_args: str) -> str:
@@ -266,8 +327,9 @@ class CommandService:
         if not raw_args:
             session = await self.sessions.rpc_get(outcome.call, {"session_id": sid})
             return f"Title: {session['title'] or '(untitled)'}"
-        session = await self.sessions.rpc_rename(outcome.call, {"session_id": sid,
-                                                                "title": raw_args})
+        session = await self.sessions.rpc_rename(
+            outcome.call, {"session_id": sid, "title": raw_args}
+        )
         outcome.session = session
         return f"Title set to: {session['title']}"
 
@@ -280,8 +342,7 @@ class CommandService:
             return f"Model: {default} (default)"
         store = self.sessions.store
         if not raw_args:
-            session = await self.sessions.rpc_get(outcome.call,
-                                                  {"session_id": outcome.session_id})
+            session = await self.sessions.rpc_get(outcome.call, {"session_id": outcome.session_id})
             return f"Model: {session['model'] or default}"
         try:
             info = await store.call(store.set_model, outcome.session_id, raw_args)
@@ -292,17 +353,20 @@ class CommandService:
 
     async def _status_cmd(self, raw_args: str) -> str:
         info = self._status()
-        lines = [f"hermesd {info['version']} (pid {info['pid']}), up {info['uptime_s']:.0f}s",
-                 f"  model:    {info.get('model') or '(not configured)'}",
-                 f"  sessions: {info.get('sessions', 0)} ({info.get('turns_running', 0)} "
-                 "turns running)",
-                 f"  plugins:  {info.get('plugins', 0)} loaded, {info.get('tools', 0)} tools"]
+        lines = [
+            f"hermesd {info['version']} (pid {info['pid']}), up {info['uptime_s']:.0f}s",
+            f"  model:    {info.get('model') or '(not configured)'}",
+            f"  sessions: {info.get('sessions', 0)} ({info.get('turns_running', 0)} turns running)",
+            f"  plugins:  {info.get('plugins', 0)} loaded, {info.get('tools', 0)} tools",
+        ]
         sid = _outcome.get().session_id
         if sid:
             session = await self.sessions.rpc_get(_outcome.get().call, {"session_id": sid})
-            lines.append(f"  session:  {sid} — {session['title'] or '(untitled)'}, "
-                         f"{session['message_count']} messages, "
-                         f"{session['total_tokens']} tokens")
+            lines.append(
+                f"  session:  {sid} — {session['title'] or '(untitled)'}, "
+                f"{session['message_count']} messages, "
+                f"{session['total_tokens']} tokens"
+            )
         return "\n".join(lines)
 
     async def _approval(self, verb: str, raw_args: str) -> str:
@@ -338,8 +402,18 @@ def hermesctl_subcommands() -> list[str]:
     return list(_HERMESCTL_FALLBACK)
 
 
-_HERMESCTL_FALLBACK = ("status", "ping", "chat", "sessions", "plugins", "tools", "skills", "cmd",
-                       "completion", "help")
+_HERMESCTL_FALLBACK = (
+    "status",
+    "ping",
+    "chat",
+    "sessions",
+    "plugins",
+    "tools",
+    "skills",
+    "cmd",
+    "completion",
+    "help",
+)
 
 
 def _help_line(c: SlashCommand) -> str:
@@ -351,5 +425,5 @@ def _help_line(c: SlashCommand) -> str:
 def _first_sentence(text: str, limit: int = 72) -> str:
     text = " ".join(text.split())
     end = text.find(". ")
-    text = text[:end + 1] if end != -1 else text
-    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+    text = text[: end + 1] if end != -1 else text
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

@@ -42,19 +42,28 @@ SCHEMA: dict[str, Any] = {
     "socket": {
         "path": _S((str,), None, "socket path (default $XDG_RUNTIME_DIR/hermes/hermesd.sock)"),
         "group": _S((str, int), None, "group allowed to connect; socket mode becomes 0660"),
-        "mode": _S((str, int), None, "socket file mode, e.g. '0660' (default 0600, 0660 with group)"),
+        "mode": _S(
+            (str, int), None, "socket file mode, e.g. '0660' (default 0600, 0660 with group)"
+        ),
     },
     "limits": {
         "max_message": _S((int,), 8 * 1024 * 1024, "largest accepted msgpack message, bytes"),
-        "max_output": _S((int,), 32 * 1024 * 1024, "bytes queued to a slow client before it is dropped"),
+        "max_output": _S(
+            (int,), 32 * 1024 * 1024, "bytes queued to a slow client before it is dropped"
+        ),
         "max_connections": _S((int,), 1024, "simultaneous client connections"),
         "max_inflight": _S((int,), 256, "requests in flight per connection"),
     },
-    "log_level": _S((str,), "INFO", "DEBUG, INFO, WARNING or ERROR",
-                    ("DEBUG", "INFO", "WARNING", "ERROR")),
+    "log_level": _S(
+        (str,), "INFO", "DEBUG, INFO, WARNING or ERROR", ("DEBUG", "INFO", "WARNING", "ERROR")
+    ),
     "shutdown_timeout": _S(_num, 10.0, "seconds in-flight requests get on SIGTERM"),
-    "switch_interval": _S(_num, 0.001, "seconds a plugin thread may hold Python's "
-                          "interpreter lock while the event loop waits for it (0 < x ≤ 0.1)"),
+    "switch_interval": _S(
+        _num,
+        0.001,
+        "seconds a plugin thread may hold Python's "
+        "interpreter lock while the event loop waits for it (0 < x ≤ 0.1)",
+    ),
     "model": {
         "provider": _S((str,), "custom", "informational; any OpenAI-compatible endpoint works"),
         "base_url": _S((str,), None, "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1"),
@@ -63,14 +72,28 @@ SCHEMA: dict[str, Any] = {
         "timeout": _S(_num, 120.0, "seconds per model request"),
         "max_retries": _S((int,), 3, "retries for 429/5xx/connection errors"),
         "retry_max_wait": _S(_num, 30.0, "cap on one retry wait, seconds"),
-        "transport": _S((str,), "hermesd", "HTTP under the openai SDK: hermesd's lean HTTP/1.1 "
-                        "transport, or the SDK's default httpx one", ("hermesd", "httpx")),
-        "process": _S((str,), "auto", "where model requests are sent and read: a child process "
-                      "of the daemon (separate), the daemon's event loop (inline), or the loop "
-                      "until 8 are in flight there and the child beyond, when the daemon may use "
-                      "2+ CPUs (auto)", ("auto", "separate", "inline")),
-        "process_idle_exit": _S(_num, 300.0, "seconds the model client process started by "
-                                "model.process: auto may sit idle before it exits"),
+        "transport": _S(
+            (str,),
+            "hermesd",
+            "HTTP under the openai SDK: hermesd's lean HTTP/1.1 "
+            "transport, or the SDK's default httpx one",
+            ("hermesd", "httpx"),
+        ),
+        "process": _S(
+            (str,),
+            "auto",
+            "where model requests are sent and read: a child process "
+            "of the daemon (separate), the daemon's event loop (inline), or the loop "
+            "until 8 are in flight there and the child beyond, when the daemon may use "
+            "2+ CPUs (auto)",
+            ("auto", "separate", "inline"),
+        ),
+        "process_idle_exit": _S(
+            _num,
+            300.0,
+            "seconds the model client process started by "
+            "model.process: auto may sit idle before it exits",
+        ),
     },
     "agent": {
         "max_iterations": _S((int,), 25, "model rounds per turn"),
@@ -134,7 +157,9 @@ def _schema_default(dotted: str, fallback: Any) -> Any:
     return node.default if isinstance(node, Setting) else fallback
 
 
-def _validate(data: dict[str, Any], schema: dict[str, Any], prefix: str, warnings: list[str]) -> None:
+def _validate(
+    data: dict[str, Any], schema: dict[str, Any], prefix: str, warnings: list[str]
+) -> None:
     for key, value in data.items():
         dotted = f"{prefix}{key}"
         spec = schema.get(key) if isinstance(key, str) else None
@@ -153,7 +178,9 @@ def _validate(data: dict[str, Any], schema: dict[str, Any], prefix: str, warning
         if isinstance(value, bool) and bool not in spec.types:
             raise ConfigError(f"'{dotted}' must be {_names(spec.types)}, got bool")
         if not isinstance(value, spec.types):
-            raise ConfigError(f"'{dotted}' must be {_names(spec.types)}, got {type(value).__name__}")
+            raise ConfigError(
+                f"'{dotted}' must be {_names(spec.types)}, got {type(value).__name__}"
+            )
         if spec.choices and value not in spec.choices and str(value).upper() not in spec.choices:
             raise ConfigError(f"'{dotted}' must be one of {', '.join(map(str, spec.choices))}")
         if isinstance(value, list) and not all(isinstance(v, (str, int)) for v in value):
@@ -163,7 +190,13 @@ def _validate(data: dict[str, Any], schema: dict[str, Any], prefix: str, warning
 
 
 def _names(types: tuple[type, ...]) -> str:
-    words = {str: "a string", int: "an integer", float: "a number", list: "a list", bool: "a boolean"}
+    words = {
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        list: "a list",
+        bool: "a boolean",
+    }
     return " or ".join(words.get(t, t.__name__) for t in types)
 
 
@@ -185,8 +218,9 @@ def parse(text: str, path: Path | None = None) -> Config:
         raise ConfigError("'socket.mode' must be an octal mode such as '0660'")
     switch = data.get("switch_interval")
     if switch is not None and not 0 < switch <= 0.1:
-        raise ConfigError(f"'switch_interval' must be more than 0 and at most 0.1 seconds, "
-                          f"got {switch}")
+        raise ConfigError(
+            f"'switch_interval' must be more than 0 and at most 0.1 seconds, got {switch}"
+        )
     return Config(data, warnings, path)
 
 

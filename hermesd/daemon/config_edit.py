@@ -49,6 +49,7 @@ def _atomic_write(path: Path, text: str, mode: int) -> None:
 
 # --- config.yaml -----------------------------------------------------------------------------
 
+
 def _flow(values: list[str]) -> str:
     text: str = yaml.safe_dump(list(values), default_flow_style=True, width=10_000)
     return text.strip()
@@ -60,8 +61,9 @@ def _indent(line: str) -> int:
 
 def _edit_lines(lines: list[str], lists: Mapping[str, list[str] | None]) -> list[str]:
     """Replace the child keys of the top-level ``plugins:`` block; None removes a key."""
-    start = next((i for i, line in enumerate(lines)
-                  if re.match(r"^plugins:\s*(#.*)?$", line)), None)
+    start = next(
+        (i for i, line in enumerate(lines) if re.match(r"^plugins:\s*(#.*)?$", line)), None
+    )
     if start is None:
         if any(re.match(r"^plugins\s*:", line) for line in lines):
             raise EditError("plugins: is not a block mapping")
@@ -73,29 +75,42 @@ def _edit_lines(lines: list[str], lists: Mapping[str, list[str] | None]) -> list
         end += 1
     while end > start + 1 and not lines[end - 1].strip():
         end -= 1  # trailing blank lines belong to what follows
-    body = lines[start + 1:end]
-    child = min((_indent(ln) for ln in body if ln.strip() and not ln.lstrip().startswith("#")),
-                default=2) or 2
+    body = lines[start + 1 : end]
+    child = (
+        min(
+            (_indent(ln) for ln in body if ln.strip() and not ln.lstrip().startswith("#")),
+            default=2,
+        )
+        or 2
+    )
     for key, values in lists.items():
-        at = next((i for i, ln in enumerate(body) if _indent(ln) == child
-                   and re.match(rf"^{re.escape(key)}\s*:", ln.strip())), None)
+        at = next(
+            (
+                i
+                for i, ln in enumerate(body)
+                if _indent(ln) == child and re.match(rf"^{re.escape(key)}\s*:", ln.strip())
+            ),
+            None,
+        )
         new = None if values is None else f"{' ' * child}{key}: {_flow(values)}"
         if at is None:
             if new is not None:
                 body.insert(0, new)
             continue
         stop = at + 1
-        while stop < len(body) and (not body[stop].strip() or _indent(body[stop]) > child or (
-                _indent(body[stop]) == child and body[stop].strip().startswith("- "))):
+        while stop < len(body) and (
+            not body[stop].strip()
+            or _indent(body[stop]) > child
+            or (_indent(body[stop]) == child and body[stop].strip().startswith("- "))
+        ):
             stop += 1  # the key's list items (block style, indented or not)
         while stop > at + 1 and not body[stop - 1].strip():
             stop -= 1  # trailing blank lines stay
         body[at:stop] = [] if new is None else [new]
-    return lines[:start + 1] + body + lines[end:]
+    return lines[: start + 1] + body + lines[end:]
 
 
-def set_plugin_lists(path: Path, enabled: list[str] | None | bool,
-                     disabled: list[str]) -> bool:
+def set_plugin_lists(path: Path, enabled: list[str] | None | bool, disabled: list[str]) -> bool:
     """Write ``plugins.enabled`` (None: remove the key; False: leave it) and
     ``plugins.disabled``; True when comments were kept, False when the file was re-dumped."""
     text = path.read_text(encoding="utf-8") if path.exists() else ""
@@ -135,9 +150,11 @@ def set_plugin_lists(path: Path, enabled: list[str] | None | bool,
 
 # --- .env ------------------------------------------------------------------------------------
 
+
 def _quote(value: str) -> str:
-    escaped = (value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-               .replace("\r", "\\r"))
+    escaped = (
+        value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    )
     return f'"{escaped}"'
 
 

@@ -54,8 +54,9 @@ class Service(Protocol):
 class Daemon:
     """One running hermesd."""
 
-    def __init__(self, home: Path, cfg: config.Config, socket_path: Path,
-                 log_level: str | None = None) -> None:
+    def __init__(
+        self, home: Path, cfg: config.Config, socket_path: Path, log_level: str | None = None
+    ) -> None:
         self.home = home
         self.log_level = log_level  # --log-level wins over config, across reloads too
         self.config = cfg
@@ -73,7 +74,10 @@ class Daemon:
             max_inflight=cfg.get("limits.max_inflight"),
         )
         self.server = SocketServer(
-            self.router, limits, Gatekeeper(self.gid), cfg.get("limits.max_connections"),
+            self.router,
+            limits,
+            Gatekeeper(self.gid),
+            cfg.get("limits.max_connections"),
             on_close=self._connection_closed,
         )
         self._bind_core()
@@ -217,8 +221,11 @@ class Daemon:
         sdnotify.status("Starting")
         for service in self.services:
             await service.start()
-        mode = config.parse_mode(self.config.get("socket.mode")) if self.config.get(
-            "socket.mode") is not None else (0o660 if self.gid is not None else 0o600)
+        mode = (
+            config.parse_mode(self.config.get("socket.mode"))
+            if self.config.get("socket.mode") is not None
+            else (0o660 if self.gid is not None else 0o600)
+        )
         assert mode is not None
         try:
             await self.server.start(self.socket_path, mode, sdnotify.listen_fds())
@@ -268,13 +275,20 @@ def build_parser() -> argparse.ArgumentParser:
         "run as root, 78 configuration error.",
     )
     parser.add_argument("--home", help="state directory (default $HERMES_HOME or ~/.hermes)")
-    parser.add_argument("--socket", help="socket path (default: config, then "
-                        "$XDG_RUNTIME_DIR/hermes/hermesd.sock, then $HERMES_HOME/hermesd.sock)")
+    parser.add_argument(
+        "--socket",
+        help="socket path (default: config, then "
+        "$XDG_RUNTIME_DIR/hermes/hermesd.sock, then $HERMES_HOME/hermesd.sock)",
+    )
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (overrides config)")
-    parser.add_argument("--check-config", action="store_true",
-                        help="validate config.yaml and .env, then exit")
-    parser.add_argument("--allow-root", action="store_true",
-                        help="run even as root (not recommended; use a dedicated user)")
+    parser.add_argument(
+        "--check-config", action="store_true", help="validate config.yaml and .env, then exit"
+    )
+    parser.add_argument(
+        "--allow-root",
+        action="store_true",
+        help="run even as root (not recommended; use a dedicated user)",
+    )
     parser.add_argument("--version", action="version", version=f"hermesd {__version__}")
     return parser
 
@@ -284,8 +298,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     home = paths.hermes_home(args.home)
     if os.geteuid() == 0 and not args.allow_root and not args.check_config:
-        print("hermesd: refusing to run as root; run it as a dedicated user "
-              "(the systemd unit does) or pass --allow-root", file=sys.stderr)
+        print(
+            "hermesd: refusing to run as root; run it as a dedicated user "
+            "(the systemd unit does) or pass --allow-root",
+            file=sys.stderr,
+        )
         return EX_NOPERM
     try:
         if not args.check_config:
@@ -339,8 +356,9 @@ def raise_fd_limit() -> None:
     log.info("open-files limit raised from %d to %d", soft, hard)
 
 
-async def _run(home: Path, cfg: config.Config, socket_path: Path,
-               log_level: str | None = None) -> int:
+async def _run(
+    home: Path, cfg: config.Config, socket_path: Path, log_level: str | None = None
+) -> int:
     daemon = Daemon(home, cfg, socket_path, log_level)
     from hermesd.daemon.services import wire_services
 

@@ -39,23 +39,34 @@ def wire_services(daemon: Daemon) -> None:
     def inject(content: str, role: str = "user") -> bool:
         return bool(sessions_ref) and sessions_ref[0].inject(content, role)
 
-    host = build_plugin_host(home, cfg, os.environ, dotenv=config.load_dotenv_file(home),
-                             injector=inject)
+    host = build_plugin_host(
+        home, cfg, os.environ, dotenv=config.load_dotenv_file(home), injector=inject
+    )
     store = SessionStore.in_home(home, history_messages=cfg.get("agent.history_messages"))
     register_builtin_file_tools(
-        host.tools, home=home, store=store, config=cfg,
-        transform_output=functools.partial(host.hooks.transform, "transform_terminal_output"))
+        host.tools,
+        home=home,
+        store=store,
+        config=cfg,
+        transform_output=functools.partial(host.hooks.transform, "transform_terminal_output"),
+    )
     client = ModelClient(ModelSettings.from_config(cfg))
-    agent = AgentLoop(store, host.tools, host.hooks, client,
-                      AgentSettings.from_config(cfg, skills_index=host.skills.index_text()),
-                      reloads=host.gate)
+    agent = AgentLoop(
+        store,
+        host.tools,
+        host.hooks,
+        client,
+        AgentSettings.from_config(cfg, skills_index=host.skills.index_text()),
+        reloads=host.gate,
+    )
     sessions = SessionService(store, agent, host.hooks)
     sessions_ref.append(sessions)
     secrets = redact.configure(os.environ, config.load_dotenv_file(home))
     host.tools.redactor = redact.redact
     sessions.redact_event = redact.redact_event
-    broker = ApprovalBroker(store, host.hooks, cfg,
-                            attached=lambda sid: list(sessions.attached.get(sid, ())))
+    broker = ApprovalBroker(
+        store, host.hooks, cfg, attached=lambda sid: list(sessions.attached.get(sid, ()))
+    )
     host.tools.approver = broker.approve
     sessions.on_attach = broker.on_attach
     sessions.on_forget = broker.forget_session
@@ -63,10 +74,16 @@ def wire_services(daemon: Daemon) -> None:
     daemon.services.append(sessions)
     admin = PluginAdminService(host, home, config.load_dotenv_file(home))
     daemon.services.append(admin)
-    daemon.services.append(CommandService(
-        host, sessions, status=lambda: daemon.status(cast(Any, None), {}),
-        reload_plugins=admin.reload_plugins, timeout=cfg.get("commands.timeout"),
-        cli_timeout=cfg.get("commands.cli_timeout")))
+    daemon.services.append(
+        CommandService(
+            host,
+            sessions,
+            status=lambda: daemon.status(cast(Any, None), {}),
+            reload_plugins=admin.reload_plugins,
+            timeout=cfg.get("commands.timeout"),
+            cli_timeout=cfg.get("commands.cli_timeout"),
+        )
+    )
     host.commands.reserve_cli_names(hermesctl_subcommands())
     # Last, so it stops first (pending approvals are answered before the others stop).
     approvals = ApprovalService(broker, home, secrets_count=secrets.count)

@@ -49,9 +49,21 @@ log = logging.getLogger(__name__)
 
 # with the names of hermesd.model.errors and hermesd.model.stream that callers know from here
 __all__ = [
-    "Completion", "ConfigLike", "ModelClient", "ModelError", "ModelNotConfigured",
-    "ModelRequestFailed", "ModelResponseInvalid", "ModelSettings", "OnEvent", "OnRetry",
-    "RetryInfo", "StreamAccumulator", "StreamEvent", "classify", "parse_retry_after",
+    "Completion",
+    "ConfigLike",
+    "ModelClient",
+    "ModelError",
+    "ModelNotConfigured",
+    "ModelRequestFailed",
+    "ModelResponseInvalid",
+    "ModelSettings",
+    "OnEvent",
+    "OnRetry",
+    "RetryInfo",
+    "StreamAccumulator",
+    "StreamEvent",
+    "classify",
+    "parse_retry_after",
 ]
 
 OnRetry = Callable[["RetryInfo"], Awaitable[None]]
@@ -60,8 +72,10 @@ MAX_IDLE_CLIENTS = 256  # idle SDK clients kept (each with its one kept-alive co
 # model.process: auto: with this many attempts in flight on the event loop, the next ones go
 # to the model client process (bench/turn.py measured 4, 8 and 16; docs/benchmarks.md)
 OFFLOAD_AFTER = 8
-_CONFIG_HINT = ("set model.base_url and model.default in $HERMES_HOME/config.yaml "
-                "(or OPENAI_BASE_URL in the environment or .env)")
+_CONFIG_HINT = (
+    "set model.base_url and model.default in $HERMES_HOME/config.yaml "
+    "(or OPENAI_BASE_URL in the environment or .env)"
+)
 
 
 class ConfigLike(Protocol):
@@ -85,8 +99,7 @@ class ModelSettings:
     process_idle_exit: float = 300.0  # seconds an auto-started model client process idles
 
     @classmethod
-    def from_config(cls, config: ConfigLike, env: Mapping[str, str] | None = None
-                    ) -> ModelSettings:
+    def from_config(cls, config: ConfigLike, env: Mapping[str, str] | None = None) -> ModelSettings:
         """``model.*`` keys, falling back to OPENAI_BASE_URL / OPENAI_API_KEY."""
         env = os.environ if env is None else env
         return cls(
@@ -117,7 +130,8 @@ class ModelSettings:
             raise ModelNotConfigured(f"No model endpoint is configured: {_CONFIG_HINT}.")
         if not self.model:
             raise ModelNotConfigured(
-                "No model name is configured: set model.default in $HERMES_HOME/config.yaml.")
+                "No model name is configured: set model.default in $HERMES_HOME/config.yaml."
+            )
 
 
 @dataclass
@@ -174,8 +188,9 @@ _key_numbers = itertools.count(1)
 class ModelClient:
     """Streams chat completions with retries; one per daemon (it pools connections)."""
 
-    def __init__(self, settings: ModelSettings, *,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+    def __init__(
+        self, settings: ModelSettings, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    ) -> None:
         self._settings = settings
         self._sleep = sleep
         # With hermesd's transport (hermesd.model.http11) one SDK client serves every completion.
@@ -247,8 +262,9 @@ class ModelClient:
                 verify: Any = create_ssl() if create_ssl is not None else True
                 lean = settings.transport == "hermesd" and not _proxied(settings.base_url)
                 omit = openai.Omit()
-                self._request_options = {"headers": {"x-stainless-retry-count": omit,
-                                                     "x-stainless-read-timeout": omit}}
+                self._request_options = {
+                    "headers": {"x-stainless-retry-count": omit, "x-stainless-read-timeout": omit}
+                }
 
                 def make(pool: Http11Transport | None = None) -> Any:
                     if pool is not None:
@@ -256,14 +272,22 @@ class ModelClient:
                     else:
                         http_client = openai.DefaultAsyncHttpxClient(verify=verify)
                     client = openai.AsyncOpenAI(
-                        base_url=settings.base_url, api_key=settings.api_key or "not-needed",
-                        timeout=settings.timeout, max_retries=0, http_client=http_client)
+                        base_url=settings.base_url,
+                        api_key=settings.api_key or "not-needed",
+                        timeout=settings.timeout,
+                        max_retries=0,
+                        http_client=http_client,
+                    )
                     # Without the SDK's X-Stainless-* headers (OS, architecture, runtime and
                     # package versions, retry count, read timeout): the endpoint does not need
                     # to know the host, and merging them cost ~50 µs a request.
-                    client = client.with_options(default_headers={
-                        name: omit for name in client.default_headers
-                        if name.lower().startswith("x-stainless")})
+                    client = client.with_options(
+                        default_headers={
+                            name: omit
+                            for name in client.default_headers
+                            if name.lower().startswith("x-stainless")
+                        }
+                    )
                     # absolute: the SDK then does not merge it with its base URL (a parse less)
                     self._completions_url = str(client.base_url) + "chat/completions"
                     return client
@@ -273,8 +297,11 @@ class ModelClient:
                     self._shared = make(self._pool)  # after the pool: attempt() checks this
                 self._raw_response = http.Response
                 # JSON bytes go as ``content`` (openai ≥ 3) or as ``body`` (1.99 to 2.x)
-                self._body_param = ("content" if "content" in inspect.signature(
-                    openai.AsyncOpenAI.post).parameters else "body")
+                self._body_param = (
+                    "content"
+                    if "content" in inspect.signature(openai.AsyncOpenAI.post).parameters
+                    else "body"
+                )
                 self._make = make
             return make
 
@@ -334,8 +361,9 @@ class ModelClient:
         once: it is compared with a copy of the list last encoded, so a list changed in place
         (a hook may edit the request it is shown) is encoded again."""
         tools = payload.get("tools")
-        body = fastjson.dumps({k: v for k, v in payload.items() if k != "tools"}
-                              if tools is not None else payload)
+        body = fastjson.dumps(
+            {k: v for k, v in payload.items() if k != "tools"} if tools is not None else payload
+        )
         if tools is None:
             return body
         snapshot, encoded = self._tools
@@ -352,18 +380,26 @@ class ModelClient:
         backoff: float = min(cap, self.settings.backoff_base * 2 ** (attempt - 1))
         return backoff * (0.5 + random.random() / 2)
 
-    async def stream_completion(self, messages: list[dict[str, Any]],
-                                tools: list[dict[str, Any]] | None = None, *,
-                                model: str | None = None, on_event: OnEvent | None = None,
-                                on_retry: OnRetry | None = None) -> Completion:
+    async def stream_completion(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        model: str | None = None,
+        on_event: OnEvent | None = None,
+        on_retry: OnRetry | None = None,
+    ) -> Completion:
         """Stream one completion, retrying transient failures; return the final message.
 
         ``on_event`` gets ``text.delta`` and ``tool_call.started`` events as they arrive;
         ``on_retry`` is awaited before each retry (output already emitted is then stale).
         """
         self.settings.check()
-        payload: dict[str, Any] = {"model": model or self.settings.model,
-                                   "messages": messages, "stream": True}
+        payload: dict[str, Any] = {
+            "model": model or self.settings.model,
+            "messages": messages,
+            "stream": True,
+        }
         if tools:
             payload["tools"] = tools
         attempts = max(1, self.settings.max_retries + 1)
@@ -391,8 +427,7 @@ class ModelClient:
                 if isinstance(error, ModelRequestFailed) and error.status in (400, 422):
                     if not fell_back and "stream_options" in payload:
                         fell_back, attempt = True, attempt - 1
-                        log.info("endpoint rejected stream_options (%s); retrying without",
-                                 error)
+                        log.info("endpoint rejected stream_options (%s); retrying without", error)
                         self._usage_option = False
                         continue
                     self._usage_option = True  # the rejection was not about stream_options
@@ -401,11 +436,19 @@ class ModelClient:
                         error.args = (f"{error} (after {attempt} attempts)",)
                     raise
                 delay = self._delay(attempt, error)
-                log.warning("model request failed (%s); retry %d/%d in %.2fs", error,
-                            attempt, attempts - 1, delay)
+                log.warning(
+                    "model request failed (%s); retry %d/%d in %.2fs",
+                    error,
+                    attempt,
+                    attempts - 1,
+                    delay,
+                )
                 if on_retry is not None:
-                    await on_retry(RetryInfo(attempt, attempts, delay, error, emitted,
-                                             time.monotonic() - started))
+                    await on_retry(
+                        RetryInfo(
+                            attempt, attempts, delay, error, emitted, time.monotonic() - started
+                        )
+                    )
                 await self._sleep(delay)
 
     async def _send(self, body: bytes, on_event: OnEvent) -> Completion:
@@ -442,9 +485,11 @@ class ModelClient:
         """``model.process`` and the model client process's pid (None while none runs) and
         readiness, for ``status``."""
         process = self._process
-        return {"mode": self.settings.process,
-                "pid": process.pid if process is not None else None,
-                "ready": bool(process is not None and process.ready)}
+        return {
+            "mode": self.settings.process,
+            "pid": process.pid if process is not None else None,
+            "ready": bool(process is not None and process.ready),
+        }
 
     def _separate(self) -> ModelProcess:
         """The model client process (``hermesd.model.modelproc.ModelProcess``), created once."""
@@ -486,9 +531,13 @@ class ModelClient:
         # sends none to OpenAI-compatible endpoints, but would if a version sent one).
         key = f"{_KEY_PREFIX}{next(_key_numbers)}"
         options = {**self._request_options, "idempotency_key": key}
-        response = await client.post(self._completions_url,
-                                     cast_to=self._raw_response, stream=True,
-                                     options=options, **{self._body_param: body})
+        response = await client.post(
+            self._completions_url,
+            cast_to=self._raw_response,
+            stream=True,
+            options=options,
+            **{self._body_param: body},
+        )
         try:
             await read_chunks(response, acc.add, acc.flush)
         finally:
@@ -497,5 +546,10 @@ class ModelClient:
             kind = response.headers.get("content-type", "?")
             raise ModelResponseInvalid(
                 "the model endpoint returned no completion"
-                + (" (empty choices)" if acc.chunks else f" stream (content-type: {kind}); "
-                   "is model.base_url an OpenAI-compatible /v1 endpoint?"))
+                + (
+                    " (empty choices)"
+                    if acc.chunks
+                    else f" stream (content-type: {kind}); "
+                    "is model.base_url an OpenAI-compatible /v1 endpoint?"
+                )
+            )

@@ -25,8 +25,14 @@ class ModelNotConfigured(ModelError):
 class ModelRequestFailed(ModelError):
     """The endpoint answered with an error status, or could not be reached (status None)."""
 
-    def __init__(self, status: int | None, message: str, *, retryable: bool = False,
-                 retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        status: int | None,
+        message: str,
+        *,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(f"HTTP {status}: {message}" if status else message)
         self.status = status
         self.message = message
@@ -79,20 +85,25 @@ def classify(exc: BaseException, base_url: str | None, timeout: float) -> ModelE
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         return ModelRequestFailed(
-            status, _error_message(exc),
+            status,
+            _error_message(exc),
             retryable=status in _RETRY_STATUSES or status >= 500,
-            retry_after=parse_retry_after(exc.response.headers))
+            retry_after=parse_retry_after(exc.response.headers),
+        )
     if isinstance(exc, openai.APITimeoutError):
-        return ModelRequestFailed(None, f"model request timed out after {timeout:g}s",
-                                  retryable=True)
+        return ModelRequestFailed(
+            None, f"model request timed out after {timeout:g}s", retryable=True
+        )
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
         detail = f": {cause}" if cause else ""
-        return ModelRequestFailed(None, f"connection to the model endpoint {base_url} failed"
-                                  f"{detail}", retryable=True)
+        return ModelRequestFailed(
+            None, f"connection to the model endpoint {base_url} failed{detail}", retryable=True
+        )
     if isinstance(exc, openai.APIResponseValidationError | ValueError):
         return ModelResponseInvalid(f"the model endpoint sent a malformed response: {exc}")
     if isinstance(exc, openai.APIError):
-        return ModelRequestFailed(None, f"the model endpoint reported an error: "
-                                  f"{_error_message(exc)}", retryable=True)
+        return ModelRequestFailed(
+            None, f"the model endpoint reported an error: {_error_message(exc)}", retryable=True
+        )
     return None

@@ -33,8 +33,11 @@ from typing import Any
 import openai
 
 # The HTTP library the SDK was built on (``httpx`` or ``httpx2``): its base classes and errors.
-http: Any = sys.modules[next(c for c in openai.DefaultAsyncHttpxClient.__mro__
-                             if c.__name__ == "AsyncClient").__module__.split(".")[0]]
+http: Any = sys.modules[
+    next(
+        c for c in openai.DefaultAsyncHttpxClient.__mro__ if c.__name__ == "AsyncClient"
+    ).__module__.split(".")[0]
+]
 
 MAX_HEAD = 64 * 1024  # status line + headers
 MAX_CHUNK_LINE = 4096  # a chunk-size line with its extensions
@@ -203,8 +206,16 @@ class _Body(http.AsyncByteStream):
     """The body of one response, read from its connection; the connection goes back to the
     pool when the body was read to its end and the server keeps it alive."""
 
-    def __init__(self, transport: Http11Transport, origin: tuple[str, str, int], conn: _Conn,
-                 framing: str, length: int, keep: bool, read_timeout: float | None) -> None:
+    def __init__(
+        self,
+        transport: Http11Transport,
+        origin: tuple[str, str, int],
+        conn: _Conn,
+        framing: str,
+        length: int,
+        keep: bool,
+        read_timeout: float | None,
+    ) -> None:
         self._transport = transport
         self._origin = origin
         self._conn = conn
@@ -331,9 +342,12 @@ class _Body(http.AsyncByteStream):
 class Http11Transport(http.AsyncBaseTransport):
     """HTTP/1.1 with a keep-alive pool per origin; one instance serves any number of clients."""
 
-    def __init__(self, ssl_context: ssl.SSLContext | None = None,
-                 max_idle_per_origin: int = MAX_IDLE_PER_ORIGIN,
-                 keepalive_expiry: float = KEEPALIVE_EXPIRY) -> None:
+    def __init__(
+        self,
+        ssl_context: ssl.SSLContext | None = None,
+        max_idle_per_origin: int = MAX_IDLE_PER_ORIGIN,
+        keepalive_expiry: float = KEEPALIVE_EXPIRY,
+    ) -> None:
         if ssl_context is not None:  # this transport speaks HTTP/1.1 only: never offer h2
             ssl_context.set_alpn_protocols(["http/1.1"])
         self._ssl = ssl_context
@@ -404,8 +418,12 @@ class Http11Transport(http.AsyncBaseTransport):
         try:
             async with asyncio.timeout(timeout):
                 _, conn = await loop.create_connection(
-                    _Conn, host, port, ssl=context,
-                    server_hostname=host if context is not None else None)
+                    _Conn,
+                    host,
+                    port,
+                    ssl=context,
+                    server_hostname=host if context is not None else None,
+                )
         except TimeoutError:
             raise http.ConnectTimeout(f"timed out connecting to {host}:{port}") from None
         except (OSError, ssl.SSLError) as exc:
@@ -437,14 +455,25 @@ class Http11Transport(http.AsyncBaseTransport):
                     raise
                 raise http.RemoteProtocolError(
                     "the model endpoint closed the connection "
-                    + ("in the middle of a response" if conn.received_any
-                       else "without a complete response")) from _cause(exc)
+                    + (
+                        "in the middle of a response"
+                        if conn.received_any
+                        else "without a complete response"
+                    )
+                ) from _cause(exc)
             except BaseException:
                 conn.close()
                 raise
 
-    async def _exchange(self, request: Any, origin: tuple[str, str, int], conn: _Conn,
-                        data: bytes, read_t: float | None, write_t: float | None) -> Any:
+    async def _exchange(
+        self,
+        request: Any,
+        origin: tuple[str, str, int],
+        conn: _Conn,
+        data: bytes,
+        read_t: float | None,
+        write_t: float | None,
+    ) -> Any:
         conn.received_any = False
         conn.used = True
         await conn.write(data, write_t)
@@ -457,12 +486,17 @@ class Http11Transport(http.AsyncBaseTransport):
             raise http.RemoteProtocolError(f"more than {MAX_INTERIM} interim responses")
         framing, length, keep = _framing(request.method, status, version, headers)
         stream = _Body(self, origin, conn, framing, length, keep, read_t)
-        return http.Response(status, headers=headers, stream=stream,
-                             extensions={"http_version": version, "reason_phrase": reason})
+        return http.Response(
+            status,
+            headers=headers,
+            stream=stream,
+            extensions={"http_version": version, "reason_phrase": reason},
+        )
 
     @staticmethod
-    async def _read_head(conn: _Conn, read_t: float | None
-                         ) -> tuple[int, bytes, bytes, list[tuple[bytes, bytes]]]:
+    async def _read_head(
+        conn: _Conn, read_t: float | None
+    ) -> tuple[int, bytes, bytes, list[tuple[bytes, bytes]]]:
         buf = conn.buffer
         start = 0
         while True:
@@ -502,8 +536,9 @@ def _origin(url: Any) -> tuple[str, str, int] | None:
     return scheme, url.host, url.port or (443 if scheme == "https" else 80)
 
 
-def _framing(method: str, status: int, version: bytes, headers: list[tuple[bytes, bytes]]
-             ) -> tuple[str, int, bool]:
+def _framing(
+    method: str, status: int, version: bytes, headers: list[tuple[bytes, bytes]]
+) -> tuple[str, int, bool]:
     """How the body is delimited, its length, and whether the connection stays open after it."""
     encodings = b""
     length: bytes | None = None

@@ -23,8 +23,11 @@ from typing import Any
 import openai
 
 # The HTTP library the SDK was built on (``httpx`` or ``httpx2``).
-http: Any = sys.modules[next(c for c in openai.DefaultAsyncHttpxClient.__mro__
-                             if c.__name__ == "AsyncClient").__module__.split(".")[0]]
+http: Any = sys.modules[
+    next(
+        c for c in openai.DefaultAsyncHttpxClient.__mro__ if c.__name__ == "AsyncClient"
+    ).__module__.split(".")[0]
+]
 
 CACHED = 16  # URLs, and header sets, remembered (a daemon uses one or two of each)
 
@@ -39,24 +42,55 @@ class LeanAsyncClient(openai.DefaultAsyncHttpxClient):  # type: ignore[misc]
         # request headers (as given) -> (the client's headers then, the merged result)
         self._merged: dict[tuple[Any, ...], tuple[list[tuple[bytes, bytes]], Any]] = {}
 
-    def build_request(self, method: str, url: Any, *, content: Any = None, data: Any = None,
-                      files: Any = None, json: Any = None, params: Any = None,
-                      headers: Any = None, cookies: Any = None,
-                      timeout: Any = http.USE_CLIENT_DEFAULT, extensions: Any = None) -> Any:
-        if (type(url) is not str or type(content) is not bytes or data is not None
-                or files is not None or json is not None or params or cookies or extensions
-                or type(headers) is not list or self.params or len(self.cookies)
-                or timeout is http.USE_CLIENT_DEFAULT):
+    def build_request(
+        self,
+        method: str,
+        url: Any,
+        *,
+        content: Any = None,
+        data: Any = None,
+        files: Any = None,
+        json: Any = None,
+        params: Any = None,
+        headers: Any = None,
+        cookies: Any = None,
+        timeout: Any = http.USE_CLIENT_DEFAULT,
+        extensions: Any = None,
+    ) -> Any:
+        if (
+            type(url) is not str
+            or type(content) is not bytes
+            or data is not None
+            or files is not None
+            or json is not None
+            or params
+            or cookies
+            or extensions
+            or type(headers) is not list
+            or self.params
+            or len(self.cookies)
+            or timeout is http.USE_CLIENT_DEFAULT
+        ):
             return super().build_request(
-                method, url, content=content, data=data, files=files, json=json,
-                params=params, headers=headers, cookies=cookies, timeout=timeout,
-                extensions=extensions)
+                method,
+                url,
+                content=content,
+                data=data,
+                files=files,
+                json=json,
+                params=params,
+                headers=headers,
+                cookies=cookies,
+                timeout=timeout,
+                extensions=extensions,
+            )
         parsed = self._urls.get(url)
         if parsed is None:
             parsed = http.URL(url)
             if parsed.is_relative_url:  # merged with base_url by the library
-                return super().build_request(method, url, content=content, headers=headers,
-                                             timeout=timeout)
+                return super().build_request(
+                    method, url, content=content, headers=headers, timeout=timeout
+                )
             if len(self._urls) >= CACHED:
                 self._urls.clear()
             self._urls[url] = parsed
@@ -69,5 +103,10 @@ class LeanAsyncClient(openai.DefaultAsyncHttpxClient):  # type: ignore[misc]
             if len(self._merged) >= CACHED:
                 self._merged.clear()
             known = self._merged[key] = (own, merged)
-        return http.Request(method, parsed, content=content, headers=http.Headers(known[1]),
-                            extensions={"timeout": http.Timeout(timeout).as_dict()})
+        return http.Request(
+            method,
+            parsed,
+            content=content,
+            headers=http.Headers(known[1]),
+            extensions={"timeout": http.Timeout(timeout).as_dict()},
+        )

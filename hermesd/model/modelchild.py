@@ -121,13 +121,19 @@ class _Server:
         try:
             if self.client is None:
                 raise ModelNotConfigured("the model client process got no settings")
-            completion = await self.client.attempt(
-                body, lambda event: send([EVENT, rid, event]))
-            send([DONE, rid, completion.message, completion.finish_reason, completion.usage,
-                  completion.model])
+            completion = await self.client.attempt(body, lambda event: send([EVENT, rid, event]))
+            send(
+                [
+                    DONE,
+                    rid,
+                    completion.message,
+                    completion.finish_reason,
+                    completion.usage,
+                    completion.model,
+                ]
+            )
         except ModelRequestFailed as exc:
-            send([ERROR, rid, "failed", exc.message, exc.status, exc.retryable,
-                  exc.retry_after])
+            send([ERROR, rid, "failed", exc.message, exc.status, exc.retryable, exc.retry_after])
         except ModelResponseInvalid as exc:
             send([ERROR, rid, "invalid", str(exc), None, False, None])
         except ModelError as exc:

@@ -69,8 +69,9 @@ SILENCE_MARGIN = 5.0
 class Link(asyncio.Protocol):
     """One end of the socket pair: frames out (written once per loop pass) and in."""
 
-    def __init__(self, on_frame: Callable[[Any], None], on_lost: Callable[[str], None],
-                 max_message: int) -> None:
+    def __init__(
+        self, on_frame: Callable[[Any], None], on_lost: Callable[[str], None], max_message: int
+    ) -> None:
         self._on_frame = on_frame
         self._on_lost = on_lost
         self._decoder = Decoder(max_message)
@@ -134,8 +135,9 @@ def _settings_frame(settings: ModelSettings) -> list[Any]:
     return [CONFIGURE, fields, logging.getLogger("hermesd").getEffectiveLevel()]
 
 
-def _error(kind: str, message: str, status: int | None, retryable: bool,
-           retry_after: float | None) -> ModelError:
+def _error(
+    kind: str, message: str, status: int | None, retryable: bool, retry_after: float | None
+) -> ModelError:
     if kind == "failed":
         return ModelRequestFailed(status, message, retryable=retryable, retry_after=retry_after)
     if kind == "invalid":
@@ -146,8 +148,14 @@ def _error(kind: str, message: str, status: int | None, retryable: bool,
 
 
 # systemd's hand-over to the daemon itself (the child must not notify or take sockets)
-_DAEMON_ONLY = ("NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "WATCHDOG_PID",
-                "WATCHDOG_USEC")
+_DAEMON_ONLY = (
+    "NOTIFY_SOCKET",
+    "LISTEN_PID",
+    "LISTEN_FDS",
+    "LISTEN_FDNAMES",
+    "WATCHDOG_PID",
+    "WATCHDOG_USEC",
+)
 
 
 def _child_env() -> dict[str, str]:
@@ -155,8 +163,9 @@ def _child_env() -> dict[str, str]:
     one, say) may have set up ``sys.path`` in the daemon's start-up script, not in the env."""
     env = {k: v for k, v in os.environ.items() if k not in _DAEMON_ONLY}
     package_root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
-        [package_root, *(p for p in sys.path if p and os.path.isdir(p))]))
+    env["PYTHONPATH"] = os.pathsep.join(
+        dict.fromkeys([package_root, *(p for p in sys.path if p and os.path.isdir(p))])
+    )
     return env
 
 
@@ -203,8 +212,12 @@ class ModelProcess:
     def start_soon(self) -> None:
         """Start the process in the background (unless it runs, is starting, or died less
         than ``RESTART_PAUSE`` ago)."""
-        if self._link is not None or self._start_task is not None or self._closing or \
-                time.monotonic() < self._not_before:
+        if (
+            self._link is not None
+            or self._start_task is not None
+            or self._closing
+            or time.monotonic() < self._not_before
+        ):
             return
         self._start_task = asyncio.get_running_loop().create_task(self.start())
         self._start_task.add_done_callback(self._started)
@@ -231,11 +244,15 @@ class ModelProcess:
                 # fork and exec: ~1 ms on the loop, once per start
                 proc = subprocess.Popen(  # noqa: ASYNC220
                     [sys.executable, "-m", "hermesd.model.modelchild", str(child.fileno())],
-                    pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, env=env)
+                    pass_fds=(child.fileno(),),
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                )
         except OSError as exc:
             parent.close()
-            raise ModelRequestFailed(None, f"could not start the model client process: {exc}",
-                                     retryable=True) from exc
+            raise ModelRequestFailed(
+                None, f"could not start the model client process: {exc}", retryable=True
+            ) from exc
         link = Link(self._on_frame, lambda reason: self._lost(link, reason), MAX_REPLY)
         await asyncio.get_running_loop().create_unix_connection(lambda: link, sock=parent)
         self._proc, self._link = proc, link
@@ -275,8 +292,11 @@ class ModelProcess:
         idle_exit = self._settings.process_idle_exit
         if not self._pending:
             if self._settings.process == "auto" and now - self._used > idle_exit:
-                log.info("model client process %s idle for %.0fs; stopping it", self.pid,
-                         now - self._used)
+                log.info(
+                    "model client process %s idle for %.0fs; stopping it",
+                    self.pid,
+                    now - self._used,
+                )
                 self._quiet = True
                 self._link.close(f"idle for {now - self._used:.0f}s")
                 return
@@ -284,8 +304,13 @@ class ModelProcess:
             return
         silent = now - self._heard
         if silent > self._settings.timeout + SILENCE_MARGIN:
-            log.warning("model client process %s sent nothing for %.0fs with %d request(s) in "
-                        "flight; killing it", self.pid, silent, len(self._pending))
+            log.warning(
+                "model client process %s sent nothing for %.0fs with %d request(s) in "
+                "flight; killing it",
+                self.pid,
+                silent,
+                len(self._pending),
+            )
             if self._proc is not None:
                 self._proc.kill()
             self._link.close(f"it sent nothing for {silent:.0f}s")
@@ -329,12 +354,18 @@ class ModelProcess:
         quiet, self._quiet = self._quiet, False
         if not self._closing and not quiet:
             self._not_before = time.monotonic() + RESTART_PAUSE
-            log.warning("model client process stopped (%s); %d request(s) in flight failed",
-                        reason, len(pending))
+            log.warning(
+                "model client process stopped (%s); %d request(s) in flight failed",
+                reason,
+                len(pending),
+            )
         for entry in pending.values():
             if not entry.future.done():
-                entry.future.set_exception(ModelRequestFailed(
-                    None, f"the model client process stopped ({reason})", retryable=True))
+                entry.future.set_exception(
+                    ModelRequestFailed(
+                        None, f"the model client process stopped ({reason})", retryable=True
+                    )
+                )
         if proc is not None:
             task = asyncio.get_running_loop().create_task(asyncio.to_thread(self._reap, proc))
             self._reapers.add(task)

@@ -46,12 +46,14 @@ def _stream_error(obj: Any) -> str | None:
         return None
     error = obj["error"]
     message = error.get("message") if isinstance(error, dict) else None
-    return message if isinstance(message, str) and message else (
-        "An error occurred during streaming")
+    return (
+        message if isinstance(message, str) and message else ("An error occurred during streaming")
+    )
 
 
-async def read_chunks(response: Any, on_chunk: Callable[[Any], None],
-                      on_read: Callable[[], None] | None = None) -> None:
+async def read_chunks(
+    response: Any, on_chunk: Callable[[Any], None], on_read: Callable[[], None] | None = None
+) -> None:
     """Feed every JSON chunk of ``response``'s event stream to ``on_chunk`` until ``[DONE]``;
     ``on_read`` is called after the chunks of each read from the connection."""
     import openai
@@ -86,8 +88,9 @@ async def read_chunks(response: Any, on_chunk: Callable[[Any], None],
                     break
                 obj = fastjson.loads(payload)  # ValueError: the caller reports a bad stream
                 if type(obj) is dict and obj.get("error"):
-                    raise openai.APIError(_stream_error(obj) or "", response.request,
-                                          body=obj["error"])
+                    raise openai.APIError(
+                        _stream_error(obj) or "", response.request, body=obj["error"]
+                    )
                 on_chunk(obj)
             buffer = buffer[start:]
             if on_read is not None:
@@ -180,8 +183,10 @@ class StreamAccumulator:
             self.model = chunk["model"]
         usage = chunk.get("usage")
         if usage and type(usage) is dict:
-            self.usage = {k: _int(usage.get(k))
-                          for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+            self.usage = {
+                k: _int(usage.get(k))
+                for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+            }
         choices = chunk.get("choices")
         if type(choices) is not list:
             return
@@ -224,8 +229,9 @@ class StreamAccumulator:
                 call.arguments.append(args)
         if call.name and not call.announced:
             call.announced = True
-            self._emit({"type": "tool_call.started", "index": index, "id": call.id,
-                        "name": call.name})
+            self._emit(
+                {"type": "tool_call.started", "index": index, "id": call.id, "name": call.name}
+            )
 
     def message(self) -> dict[str, Any]:
         """The assistant message in OpenAI form (text not yet announced is announced)."""
@@ -234,9 +240,13 @@ class StreamAccumulator:
         msg: dict[str, Any] = {"role": "assistant", "content": text or None}
         if self.calls:
             msg["tool_calls"] = [
-                {"id": c.id or f"call_{secrets.token_hex(6)}", "type": "function",
-                 "function": {"name": c.name, "arguments": "".join(c.arguments).strip() or "{}"}}
-                for _, c in sorted(self.calls.items())]
+                {
+                    "id": c.id or f"call_{secrets.token_hex(6)}",
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": "".join(c.arguments).strip() or "{}"},
+                }
+                for _, c in sorted(self.calls.items())
+            ]
         elif not text:
             msg["content"] = ""
         return msg

@@ -48,8 +48,17 @@ class PluginAdminService:
     # --- service protocol --------------------------------------------------------------------
 
     def bind(self, router: Router) -> None:
-        for name in ("info", "enable", "disable", "install", "set_env", "update", "remove",
-                     "reload", "lint"):
+        for name in (
+            "info",
+            "enable",
+            "disable",
+            "install",
+            "set_env",
+            "update",
+            "remove",
+            "reload",
+            "lint",
+        ):
             router.bind(f"plugins.{name}", getattr(self, f"rpc_{name}"))
 
     async def start(self) -> None:
@@ -83,9 +92,11 @@ class PluginAdminService:
         except config.ConfigError as exc:
             log.warning("config.yaml not re-read for the plugin reload: %s", exc)
         else:
-            manager.settings = {"enabled": cfg.get("plugins.enabled"),
-                                "disabled": cfg.get("plugins.disabled") or [],
-                                "load_timeout": cfg.get("plugins.load_timeout")}
+            manager.settings = {
+                "enabled": cfg.get("plugins.enabled"),
+                "disabled": cfg.get("plugins.disabled") or [],
+                "load_timeout": cfg.get("plugins.load_timeout"),
+            }
             manager.load_timeout = float(cfg.get("plugins.load_timeout"))
         dotenv = config.load_dotenv_file(self.home)
         manager.dotenv = dotenv
@@ -104,24 +115,31 @@ class PluginAdminService:
         if failed:
             summary += f", {len(failed)} failed"
             summary += "".join(f"\n  ✗ {r.key} — {r.reason}" for r in failed)
-        return {"summary": summary, "loaded": [r.key for r in loaded],
-                "failed": [{"key": r.key, "reason": r.reason} for r in failed],
-                "plugins": self.host.plugins.listing(), "text": self.host.plugins.listing_text()}
+        return {
+            "summary": summary,
+            "loaded": [r.key for r in loaded],
+            "failed": [{"key": r.key, "reason": r.reason} for r in failed],
+            "plugins": self.host.plugins.listing(),
+            "text": self.host.plugins.listing_text(),
+        }
 
     # --- helpers -----------------------------------------------------------------------------
 
     def _record(self, name: str) -> PluginRecord:
         manager = self.host.plugins
-        record = manager.get(name) or next(
-            (r for r in manager.records() if r.name == name), None)
+        record = manager.get(name) or next((r for r in manager.records() if r.name == name), None)
         if record is None:
-            raise RpcError(Codes.NOT_FOUND, f"Plugin '{name}' not found. See hermesctl plugins "
-                           "list.", {"name": name})
+            raise RpcError(
+                Codes.NOT_FOUND,
+                f"Plugin '{name}' not found. See hermesctl plugins list.",
+                {"name": name},
+            )
         return record
 
     def _present_env(self) -> set[str]:
         return {k for k, v in os.environ.items() if v} | {
-            k for k, v in config.load_dotenv_file(self.home).items() if v}
+            k for k, v in config.load_dotenv_file(self.home).items() if v
+        }
 
     def _missing_rows(self, record: PluginRecord) -> list[dict[str, object]]:
         requirements = record.manifest.requires_env if record.manifest else []
@@ -131,9 +149,13 @@ class PluginAdminService:
         plugins_dir = (self.home / "plugins").resolve()
         path = Path(record.path).resolve() if record.path else None
         if record.source != "user" or path is None or path.parent != plugins_dir:
-            raise RpcError(Codes.CONFLICT, f"plugin '{record.key}' comes from the {record.source} "
-                           f"source ({record.path}); only plugins installed in {plugins_dir} can "
-                           "be updated or removed here", {"source": record.source})
+            raise RpcError(
+                Codes.CONFLICT,
+                f"plugin '{record.key}' comes from the {record.source} "
+                f"source ({record.path}); only plugins installed in {plugins_dir} can "
+                "be updated or removed here",
+                {"source": record.source},
+            )
         return Path(record.path or "")
 
     # --- methods -----------------------------------------------------------------------------
@@ -143,9 +165,16 @@ class PluginAdminService:
         info = plugin_dict(record)
         present = self._present_env()
         requirements = record.manifest.requires_env if record.manifest else []
-        info["requires_env"] = [{"name": r.name, "description": r.description, "url": r.url,
-                                 "secret": r.secret, "present": r.name in present}
-                                for r in requirements]
+        info["requires_env"] = [
+            {
+                "name": r.name,
+                "description": r.description,
+                "url": r.url,
+                "secret": r.secret,
+                "present": r.name in present,
+            }
+            for r in requirements
+        ]
         info["git"] = bool(record.path and (Path(record.path) / ".git").exists())
         return info
 
@@ -157,8 +186,9 @@ class PluginAdminService:
         except config.ConfigError as exc:
             raise RpcError(Codes.CONFLICT, f"config.yaml cannot be edited: {exc}") from None
         enabled = cfg.get("plugins.enabled")
-        disabled = [k for k in cfg.get("plugins.disabled") or [] if k not in (record.key,
-                                                                               record.name)]
+        disabled = [
+            k for k in cfg.get("plugins.disabled") or [] if k not in (record.key, record.name)
+        ]
         new_enabled: list[str] | None | bool = False
         if enable and enabled is not None and record.key not in enabled:
             new_enabled = [*enabled, record.key]
@@ -171,15 +201,22 @@ class PluginAdminService:
         except (EditError, OSError) as exc:
             raise RpcError(Codes.CONFLICT, f"config.yaml not changed: {exc}") from None
         if not kept:
-            log.warning("config.yaml was re-written without its comments (its plugins section "
-                        "could not be edited line by line)")
+            log.warning(
+                "config.yaml was re-written without its comments (its plugins section "
+                "could not be edited line by line)"
+            )
         await self.reload_plugins()
         after = self.host.plugins.get(record.key)
-        message = (f"✓ Plugin {record.key} enabled." if enable
-                   else f"⊘ Plugin {record.key} disabled.")
-        return {"message": message, "comments_kept": kept,
-                "state": after.state if after else None, "reason": after.reason if after else "",
-                "missing_env": self._missing_rows(after) if after else []}
+        message = (
+            f"✓ Plugin {record.key} enabled." if enable else f"⊘ Plugin {record.key} disabled."
+        )
+        return {
+            "message": message,
+            "comments_kept": kept,
+            "state": after.state if after else None,
+            "reason": after.reason if after else "",
+            "missing_env": self._missing_rows(after) if after else [],
+        }
 
     async def rpc_enable(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         return await self._set_enabled(p["name"], True)
@@ -189,27 +226,38 @@ class PluginAdminService:
 
     async def rpc_install(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         try:
-            done = await asyncio.to_thread(installer.install, self.home / "plugins",
-                                           p["source"], force=bool(p.get("force")))
+            done = await asyncio.to_thread(
+                installer.install, self.home / "plugins", p["source"], force=bool(p.get("force"))
+            )
         except installer.InstallError as exc:
             code = Codes.CONFLICT if exc.kind == "conflict" else Codes.INVALID_PARAMS
             raise RpcError(code, f"Install failed: {exc}", {"param": "source"}) from None
-        log.info("installed plugin '%s' into %s%s", done.name, done.path,
-                 " (replaced)" if done.replaced else "")
+        log.info(
+            "installed plugin '%s' into %s%s",
+            done.name,
+            done.path,
+            " (replaced)" if done.replaced else "",
+        )
         await self.reload_plugins()
         record = self.host.plugins.get(done.name)
-        return {"name": done.name, "path": str(done.path), "replaced": done.replaced,
-                "missing_env": installer.env_rows(done.manifest.requires_env,
-                                                  self._present_env()),
-                "plugin": plugin_dict(record) if record else None}
+        return {
+            "name": done.name,
+            "path": str(done.path),
+            "replaced": done.replaced,
+            "missing_env": installer.env_rows(done.manifest.requires_env, self._present_env()),
+            "plugin": plugin_dict(record) if record else None,
+        }
 
     async def rpc_set_env(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         values = p["values"]
         for name, value in values.items():
             problem = check_env_value(name, value)
             if problem:
-                raise RpcError(Codes.INVALID_PARAMS, f"plugins.set_env: {problem}",
-                               {"param": "values", "name": name if isinstance(name, str) else None})
+                raise RpcError(
+                    Codes.INVALID_PARAMS,
+                    f"plugins.set_env: {problem}",
+                    {"param": "values", "name": name if isinstance(name, str) else None},
+                )
         try:
             await asyncio.to_thread(set_env_values, self.home / ".env", values)
         except OSError as exc:
@@ -223,8 +271,12 @@ class PluginAdminService:
                 os.environ[name] = value
         # New secrets are redacted from tool results at once, not only after a config reload.
         redact.configure(os.environ, config.load_dotenv_file(self.home))
-        log.info("set %d variable(s) in %s: %s", len(values), self.home / ".env",
-                 ", ".join(sorted(values)))
+        log.info(
+            "set %d variable(s) in %s: %s",
+            len(values),
+            self.home / ".env",
+            ", ".join(sorted(values)),
+        )
         return {"written": sorted(values), "path": str(self.home / ".env")}
 
     async def rpc_update(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
@@ -255,7 +307,11 @@ class PluginAdminService:
         try:
             findings = await asyncio.to_thread(lint_folder, Path(p["path"]))
         except (OSError, ValueError) as exc:  # too long, NUL bytes, unreadable, ...
-            raise RpcError(Codes.INVALID_PARAMS, f"plugins.lint: cannot read {p['path']!r}: "
-                           f"{exc}") from None
-        return {"findings": [f.as_dict() for f in findings], "text": format_findings(findings),
-                "errors": sum(f.severity == "error" for f in findings)}
+            raise RpcError(
+                Codes.INVALID_PARAMS, f"plugins.lint: cannot read {p['path']!r}: {exc}"
+            ) from None
+        return {
+            "findings": [f.as_dict() for f in findings],
+            "text": format_findings(findings),
+            "errors": sum(f.severity == "error" for f in findings),
+        }

@@ -59,8 +59,12 @@ def _takes_ctx(handler: Callable[..., Any]) -> bool:
 class PluginContext:
     """The registration API handed to one plugin's ``register(ctx)``."""
 
-    def __init__(self, record: PluginRecord, services: PluginServices,
-                 declared_schemas: Mapping[str, dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        record: PluginRecord,
+        services: PluginServices,
+        declared_schemas: Mapping[str, dict[str, Any]] | None = None,
+    ) -> None:
         self._record = record
         self._services = services
         self._declared = dict(declared_schemas or {})
@@ -69,8 +73,9 @@ class PluginContext:
         #: The plugin's key (its manifest name, or ``<category>/<dir>``).
         self.plugin_name = record.key
         #: The parsed manifest (entry-point plugins get one built from package metadata).
-        self.manifest = record.manifest or Manifest(name=record.name, version=record.version,
-                                                    description=record.description)
+        self.manifest = record.manifest or Manifest(
+            name=record.name, version=record.version, description=record.description
+        )
         #: ``$HERMES_HOME``, for plugins that keep their own files there.
         self.hermes_home = services.home
 
@@ -91,8 +96,12 @@ class PluginContext:
 
     def _refuse_late(self, kind: str, name: str) -> bool:
         if self._closed:
-            log.warning("Plugin '%s' registered %s '%s' after its load was abandoned; ignored",
-                        self.plugin_name, kind, name)
+            log.warning(
+                "Plugin '%s' registered %s '%s' after its load was abandoned; ignored",
+                self.plugin_name,
+                kind,
+                name,
+            )
         return self._closed
 
     # -- tools ------------------------------------------------------------------------------
@@ -117,19 +126,33 @@ class PluginContext:
             declared = self._declared.get(name)
             if declared is not None:
                 if schema is not None and schema != declared:
-                    log.debug("Plugin '%s' tool '%s': tools.json schema used instead of the one "
-                              "passed to register_tool", self.plugin_name, name)
+                    log.debug(
+                        "Plugin '%s' tool '%s': tools.json schema used instead of the one "
+                        "passed to register_tool",
+                        self.plugin_name,
+                        name,
+                    )
                 schema = declared
             try:
                 if schema is None:
-                    raise ToolRejected(f"tool '{name}' has no schema (pass schema= or declare it "
-                                       "in tools.json)")
+                    raise ToolRejected(
+                        f"tool '{name}' has no schema (pass schema= or declare it in tools.json)"
+                    )
                 if handler is None:
                     raise ToolRejected(f"tool '{name}' has no handler")
                 self._services.tools.register(
-                    name, toolset, schema, handler, check_fn=check_fn, requires_env=requires_env,
-                    is_async=is_async, description=description, emoji=emoji, override=override,
-                    owner=self.plugin_name)
+                    name,
+                    toolset,
+                    schema,
+                    handler,
+                    check_fn=check_fn,
+                    requires_env=requires_env,
+                    is_async=is_async,
+                    description=description,
+                    emoji=emoji,
+                    override=override,
+                    owner=self.plugin_name,
+                )
             except ToolRejected as exc:
                 log.error("Plugin '%s': tool registration rejected: %s", self.plugin_name, exc)
                 self._record.rejected_tools.append(RejectedTool(str(name), str(exc)))
@@ -137,13 +160,18 @@ class PluginContext:
             if name not in self._record.tools:
                 self._record.tools.append(name)
 
-    def dispatch_tool(self, tool_name: str, args: dict[str, Any] | str | None,
-                      **kwargs: Any) -> str:
+    def dispatch_tool(
+        self, tool_name: str, args: dict[str, Any] | str | None, **kwargs: Any
+    ) -> str:
         """Call any tool through the full pipeline (hooks, approval, budget); its result."""
         session = str(kwargs.get("session_id") or kwargs.get("task_id") or current_session.get())
         return self._services.tools.call_sync(
-            tool_name, args, session_id=session, tool_call_id=kwargs.get("tool_call_id"),
-            source="plugin")
+            tool_name,
+            args,
+            session_id=session,
+            tool_call_id=kwargs.get("tool_call_id"),
+            source="plugin",
+        )
 
     # -- hooks ------------------------------------------------------------------------------
 
@@ -158,8 +186,14 @@ class PluginContext:
 
     # -- commands ---------------------------------------------------------------------------
 
-    def register_command(self, name: str, handler: Callable[..., Any], description: str = "",
-                         args_hint: str = "", help: str | None = None) -> None:
+    def register_command(
+        self,
+        name: str,
+        handler: Callable[..., Any],
+        description: str = "",
+        args_hint: str = "",
+        help: str | None = None,
+    ) -> None:
         """Add a ``/name`` command; ``help=`` is a synonym of ``description=``."""
         with self._lock:
             if self._refuse_late("command", name):
@@ -167,20 +201,30 @@ class PluginContext:
             if _takes_ctx(handler):
                 handler = functools.partial(handler, self)
             command = self._services.commands.register(
-                name, handler, description=description or help or "Plugin command",
-                args_hint=args_hint, owner=self.plugin_name)
+                name,
+                handler,
+                description=description or help or "Plugin command",
+                args_hint=args_hint,
+                owner=self.plugin_name,
+            )
             if command is not None and command.name not in self._record.commands:
                 self._record.commands.append(command.name)
 
-    def register_cli_command(self, name: str, help: str, setup_fn: Callable[[Any], Any],
-                             handler_fn: Callable[[Any], Any] | None = None,
-                             description: str = "") -> None:
+    def register_cli_command(
+        self,
+        name: str,
+        help: str,
+        setup_fn: Callable[[Any], Any],
+        handler_fn: Callable[[Any], Any] | None = None,
+        description: str = "",
+    ) -> None:
         """Add a ``hermesctl <name> …`` command (argparse tree built by ``setup_fn``)."""
         with self._lock:
             if self._refuse_late("CLI command", name):
                 return
             command = self._services.commands.register_cli(
-                name, help, setup_fn, handler_fn, description, owner=self.plugin_name)
+                name, help, setup_fn, handler_fn, description, owner=self.plugin_name
+            )
             if command is not None and command.name not in self._record.cli_commands:
                 self._record.cli_commands.append(command.name)
 
@@ -192,7 +236,8 @@ class PluginContext:
             if self._refuse_late("skill", name):
                 return
             skill = self._services.skills.register_plugin_skill(
-                self.plugin_name, name, Path(path), description)
+                self.plugin_name, name, Path(path), description
+            )
             if skill.name not in self._record.skills:
                 self._record.skills.append(skill.name)
 
@@ -214,8 +259,9 @@ class PluginContext:
     # -- accepted but not supported ---------------------------------------------------------
 
     def _unsupported(self, what: str) -> None:
-        log.warning("Plugin '%s' called %s, which hermesd does not support; ignored",
-                    self.plugin_name, what)
+        log.warning(
+            "Plugin '%s' called %s, which hermesd does not support; ignored", self.plugin_name, what
+        )
 
     def register_middleware(self, kind: str, callback: Callable[..., Any]) -> None:
         """Not supported by hermesd: logged and ignored."""

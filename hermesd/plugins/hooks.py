@@ -42,8 +42,17 @@ Returns = Literal["ignored", "block", "context", "replace"]
 DEFAULT_HOOK_TIMEOUT = 10.0
 
 _TOOL_IDS = ("task_id", "session_id", "tool_call_id", "turn_id", "api_request_id")
-_API = ("session_id", "task_id", "turn_id", "api_request_id", "model", "provider", "base_url",
-        "platform", "api_call_count")
+_API = (
+    "session_id",
+    "task_id",
+    "turn_id",
+    "api_request_id",
+    "model",
+    "provider",
+    "base_url",
+    "platform",
+    "api_call_count",
+)
 _APPROVAL = ("command", "description", "pattern_key", "pattern_keys", "session_key", "surface")
 
 
@@ -60,63 +69,172 @@ class HookSpec:
 HOOKS: dict[str, HookSpec] = {
     spec.name: spec
     for spec in (
-        HookSpec("pre_tool_call", ("tool_name", "args", *_TOOL_IDS), "block",
-                 "Before each tool runs, including calls made through `ctx.dispatch_tool`."),
-        HookSpec("post_tool_call",
-                 ("tool_name", "args", "result", *_TOOL_IDS, "duration_ms", "status",
-                  "error_type", "error_message"), "ignored",
-                 "After every tool call, including errors, blocks and timeouts."),
-        HookSpec("transform_tool_result",
-                 ("tool_name", "args", "result", *_TOOL_IDS, "duration_ms", "status"), "replace",
-                 "After post_tool_call; the first str returned replaces the result."),
-        HookSpec("transform_terminal_output",
-                 ("command", "output", "returncode", "task_id", "env_type"), "replace",
-                 "Terminal tool output before its result is built; first str replaces it."),
-        HookSpec("transform_llm_output",
-                 ("response_text", "session_id", "model", "platform"), "replace",
-                 "Final assistant text of a turn; the first str returned replaces it."),
-        HookSpec("pre_llm_call",
-                 ("session_id", "task_id", "turn_id", "user_message", "conversation_history",
-                  "is_first_turn", "model", "platform", "sender_id"), "context",
-                 "Once per turn before the tool loop; returned context joins the user message."),
-        HookSpec("post_llm_call",
-                 ("session_id", "task_id", "turn_id", "user_message", "assistant_response",
-                  "conversation_history", "model", "platform"), "ignored",
-                 "After a successful turn."),
-        HookSpec("pre_api_request", (*_API, "request_messages"), "ignored",
-                 "Before each request to the model."),
-        HookSpec("post_api_request",
-                 (*_API, "api_duration", "started_at", "ended_at", "usage"), "ignored",
-                 "After each successful request to the model."),
-        HookSpec("api_request_error",
-                 (*_API, "error_type", "error_message", "status_code", "retry_count",
-                  "max_retries", "retryable"), "ignored",
-                 "When a request to the model fails."),
-        HookSpec("on_session_start", ("session_id", "model", "platform"), "ignored",
-                 "First turn of a new session."),
-        HookSpec("on_session_end",
-                 ("session_id", "task_id", "turn_id", "completed", "interrupted", "model",
-                  "platform"), "ignored",
-                 "End of every turn, and when a client exits."),
-        HookSpec("on_session_finalize", ("session_id", "platform", "reason"), "ignored",
-                 "A session is torn down (deleted, or the daemon stops)."),
-        HookSpec("on_session_reset",
-                 ("session_id", "platform", "reason", "old_session_id", "new_session_id"),
-                 "ignored", "`/new` or `/reset` starts a fresh session."),
-        HookSpec("subagent_start",
-                 ("parent_session_id", "parent_turn_id", "parent_subagent_id",
-                  "child_session_id", "child_subagent_id", "child_role", "child_goal"),
-                 "ignored", "A delegated sub-agent starts."),
-        HookSpec("subagent_stop",
-                 ("parent_session_id", "parent_turn_id", "child_session_id", "child_role",
-                  "child_summary", "child_status", "duration_ms"), "ignored",
-                 "A delegated sub-agent finishes."),
-        HookSpec("pre_gateway_dispatch", ("event", "gateway", "session_store"), "ignored",
-                 "Messaging-gateway dispatch; accepted for compatibility, never fired."),
-        HookSpec("pre_approval_request", _APPROVAL, "ignored",
-                 "Before the user is asked to approve a dangerous command."),
-        HookSpec("post_approval_response", (*_APPROVAL, "choice"), "ignored",
-                 "After the user answered (or the approval timed out)."),
+        HookSpec(
+            "pre_tool_call",
+            ("tool_name", "args", *_TOOL_IDS),
+            "block",
+            "Before each tool runs, including calls made through `ctx.dispatch_tool`.",
+        ),
+        HookSpec(
+            "post_tool_call",
+            (
+                "tool_name",
+                "args",
+                "result",
+                *_TOOL_IDS,
+                "duration_ms",
+                "status",
+                "error_type",
+                "error_message",
+            ),
+            "ignored",
+            "After every tool call, including errors, blocks and timeouts.",
+        ),
+        HookSpec(
+            "transform_tool_result",
+            ("tool_name", "args", "result", *_TOOL_IDS, "duration_ms", "status"),
+            "replace",
+            "After post_tool_call; the first str returned replaces the result.",
+        ),
+        HookSpec(
+            "transform_terminal_output",
+            ("command", "output", "returncode", "task_id", "env_type"),
+            "replace",
+            "Terminal tool output before its result is built; first str replaces it.",
+        ),
+        HookSpec(
+            "transform_llm_output",
+            ("response_text", "session_id", "model", "platform"),
+            "replace",
+            "Final assistant text of a turn; the first str returned replaces it.",
+        ),
+        HookSpec(
+            "pre_llm_call",
+            (
+                "session_id",
+                "task_id",
+                "turn_id",
+                "user_message",
+                "conversation_history",
+                "is_first_turn",
+                "model",
+                "platform",
+                "sender_id",
+            ),
+            "context",
+            "Once per turn before the tool loop; returned context joins the user message.",
+        ),
+        HookSpec(
+            "post_llm_call",
+            (
+                "session_id",
+                "task_id",
+                "turn_id",
+                "user_message",
+                "assistant_response",
+                "conversation_history",
+                "model",
+                "platform",
+            ),
+            "ignored",
+            "After a successful turn.",
+        ),
+        HookSpec(
+            "pre_api_request",
+            (*_API, "request_messages"),
+            "ignored",
+            "Before each request to the model.",
+        ),
+        HookSpec(
+            "post_api_request",
+            (*_API, "api_duration", "started_at", "ended_at", "usage"),
+            "ignored",
+            "After each successful request to the model.",
+        ),
+        HookSpec(
+            "api_request_error",
+            (
+                *_API,
+                "error_type",
+                "error_message",
+                "status_code",
+                "retry_count",
+                "max_retries",
+                "retryable",
+            ),
+            "ignored",
+            "When a request to the model fails.",
+        ),
+        HookSpec(
+            "on_session_start",
+            ("session_id", "model", "platform"),
+            "ignored",
+            "First turn of a new session.",
+        ),
+        HookSpec(
+            "on_session_end",
+            ("session_id", "task_id", "turn_id", "completed", "interrupted", "model", "platform"),
+            "ignored",
+            "End of every turn, and when a client exits.",
+        ),
+        HookSpec(
+            "on_session_finalize",
+            ("session_id", "platform", "reason"),
+            "ignored",
+            "A session is torn down (deleted, or the daemon stops).",
+        ),
+        HookSpec(
+            "on_session_reset",
+            ("session_id", "platform", "reason", "old_session_id", "new_session_id"),
+            "ignored",
+            "`/new` or `/reset` starts a fresh session.",
+        ),
+        HookSpec(
+            "subagent_start",
+            (
+                "parent_session_id",
+                "parent_turn_id",
+                "parent_subagent_id",
+                "child_session_id",
+                "child_subagent_id",
+                "child_role",
+                "child_goal",
+            ),
+            "ignored",
+            "A delegated sub-agent starts.",
+        ),
+        HookSpec(
+            "subagent_stop",
+            (
+                "parent_session_id",
+                "parent_turn_id",
+                "child_session_id",
+                "child_role",
+                "child_summary",
+                "child_status",
+                "duration_ms",
+            ),
+            "ignored",
+            "A delegated sub-agent finishes.",
+        ),
+        HookSpec(
+            "pre_gateway_dispatch",
+            ("event", "gateway", "session_store"),
+            "ignored",
+            "Messaging-gateway dispatch; accepted for compatibility, never fired.",
+        ),
+        HookSpec(
+            "pre_approval_request",
+            _APPROVAL,
+            "ignored",
+            "Before the user is asked to approve a dangerous command.",
+        ),
+        HookSpec(
+            "post_approval_response",
+            (*_APPROVAL, "choice"),
+            "ignored",
+            "After the user answered (or the approval timed out).",
+        ),
     )
 }
 
@@ -126,8 +244,8 @@ def hook_table_markdown() -> str:
     lines = ["| hook | kwargs | return value | when |", "|---|---|---|---|"]
     meaning = {
         "ignored": "ignored",
-        "block": "`{\"action\": \"block\", \"message\": m}` blocks the tool",
-        "context": "`{\"context\": x}` or a str, joined by a blank line",
+        "block": '`{"action": "block", "message": m}` blocks the tool',
+        "context": '`{"context": x}` or a str, joined by a blank line',
         "replace": "first str replaces the value",
     }
     for spec in HOOKS.values():
@@ -230,10 +348,17 @@ class HookBus:
         if hook_name not in HOOKS:
             log.warning(
                 "Plugin '%s' registered unknown hook '%s' (valid: %s)",
-                plugin_key, hook_name, ", ".join(sorted(HOOKS)),
+                plugin_key,
+                hook_name,
+                ", ".join(sorted(HOOKS)),
             )
-        entry = _Callback(plugin_key, callback, CallShape.of(callback), callable_name(callback),
-                          not is_async_callable(callback))
+        entry = _Callback(
+            plugin_key,
+            callback,
+            CallShape.of(callback),
+            callable_name(callback),
+            not is_async_callable(callback),
+        )
         with self._lock:
             # Copy-on-write so invoke() iterates a stable list without holding the lock.
             self._callbacks[hook_name] = [*self._callbacks.get(hook_name, []), entry]
@@ -284,8 +409,9 @@ class HookBus:
             results += await self._run_batch(hook_name, batch)
         return results
 
-    async def _run_batch(self, hook_name: str, calls: list[tuple[_Callback, dict[str, Any]]]
-                         ) -> list[HookOutcome]:
+    async def _run_batch(
+        self, hook_name: str, calls: list[tuple[_Callback, dict[str, Any]]]
+    ) -> list[HookOutcome]:
         """Run sync callbacks on one worker; a callback past its deadline is abandoned and
         the ones after it run one by one, as if unbatched."""
         if len(calls) == 1:  # nothing to share: the plain path (per-plugin pool limits)
@@ -323,14 +449,16 @@ class HookBus:
         if timed_out >= 0:
             entry = calls[timed_out][0]
             self._unbatched.add(entry.plugin_key)
-            log.warning("Hook '%s' callback %s timed out after %gs", hook_name, entry.name,
-                        self.timeout)
+            log.warning(
+                "Hook '%s' callback %s timed out after %gs", hook_name, entry.name, self.timeout
+            )
             outcomes.append(HookOutcome(entry.plugin_key, entry.name, timed_out=True))
-            outcomes += await self._one_by_one(hook_name, calls[timed_out + 1:])
+            outcomes += await self._one_by_one(hook_name, calls[timed_out + 1 :])
         return outcomes
 
-    async def _one_by_one(self, hook_name: str, calls: list[tuple[_Callback, dict[str, Any]]],
-                          awaitable: Any = None) -> list[HookOutcome]:
+    async def _one_by_one(
+        self, hook_name: str, calls: list[tuple[_Callback, dict[str, Any]]], awaitable: Any = None
+    ) -> list[HookOutcome]:
         """Each callback on its own (or, with ``awaitable``, await what a sync one returned)."""
         results: list[HookOutcome] = []
         for entry, chosen in calls:
@@ -338,18 +466,22 @@ class HookBus:
                 if awaitable is not None:
                     value = await bounded(awaitable, self.timeout)
                 else:
-                    value = await call_bounded(self._pool, entry.fn, (), chosen, self.timeout,
-                                               f"hook:{entry.plugin_key}")
+                    value = await call_bounded(
+                        self._pool, entry.fn, (), chosen, self.timeout, f"hook:{entry.plugin_key}"
+                    )
             except WorkTimeout:
                 log.warning(
-                    "Hook '%s' callback %s timed out after %gs", hook_name, entry.name,
+                    "Hook '%s' callback %s timed out after %gs",
+                    hook_name,
+                    entry.name,
                     self.timeout,
                 )
                 results.append(HookOutcome(entry.plugin_key, entry.name, timed_out=True))
             except Exception as exc:
                 log.warning("Hook '%s' callback %s raised: %s", hook_name, entry.name, exc)
-                log.debug("Traceback of hook '%s' callback %s", hook_name, entry.name,
-                          exc_info=True)
+                log.debug(
+                    "Traceback of hook '%s' callback %s", hook_name, entry.name, exc_info=True
+                )
                 results.append(HookOutcome(entry.plugin_key, entry.name, failed=True))
             else:
                 results.append(HookOutcome(entry.plugin_key, entry.name, value))
@@ -376,9 +508,12 @@ class HookBus:
         asked: ToolVerdict | None = None
         for outcome in await self.outcomes("pre_tool_call", kwargs):
             if outcome.timed_out:
-                return ToolVerdict(block=(
-                    f"Blocked: pre_tool_call hook {outcome.name} of plugin "
-                    f"'{outcome.plugin_key}' did not answer within {self.timeout:g}s"))
+                return ToolVerdict(
+                    block=(
+                        f"Blocked: pre_tool_call hook {outcome.name} of plugin "
+                        f"'{outcome.plugin_key}' did not answer within {self.timeout:g}s"
+                    )
+                )
             value = outcome.value
             if not isinstance(value, dict):
                 continue
@@ -389,7 +524,8 @@ class HookBus:
                 rule = value.get("rule_key")
                 asked = ToolVerdict(
                     approve=str(message) if message else f"plugin {outcome.plugin_key} asks",
-                    rule_key=rule.strip() if isinstance(rule, str) and rule.strip() else None)
+                    rule_key=rule.strip() if isinstance(rule, str) and rule.strip() else None,
+                )
         return asked or ToolVerdict()
 
     async def pre_llm_context(self, **kwargs: Any) -> str:

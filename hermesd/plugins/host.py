@@ -119,8 +119,11 @@ class PluginManager:
                 record.state, record.reason = "error", candidate.error
             elif {candidate.key, record.name} & disabled:
                 record.state, record.reason = "disabled", "disabled in config"
-            elif (enabled is not None and not candidate.declared
-                  and not {candidate.key, record.name} & enabled):
+            elif (
+                enabled is not None
+                and not candidate.declared
+                and not {candidate.key, record.name} & enabled
+            ):
                 record.state, record.reason = "not-enabled", "not enabled in config"
             elif self._missing_env(candidate, record):
                 pass
@@ -132,8 +135,9 @@ class PluginManager:
 
     def _missing_env(self, candidate: Candidate, record: PluginRecord) -> bool:
         requirements = candidate.manifest.requires_env if candidate.manifest else []
-        missing = [r.name for r in requirements
-                   if not self.env.get(r.name) and not self.dotenv.get(r.name)]
+        missing = [
+            r.name for r in requirements if not self.env.get(r.name) and not self.dotenv.get(r.name)
+        ]
         if missing:
             record.state, record.missing_env = "missing-env", missing
             record.reason = f"disabled (missing: {', '.join(missing)})"
@@ -160,8 +164,12 @@ class PluginManager:
         done, _ = futures_wait([future], self.load_timeout)
         if not done:
             self._pool.abandon(future)
-            self._fail(candidate, record, ctx, TimeoutError(
-                f"register() did not finish within {self.load_timeout:g}s"))
+            self._fail(
+                candidate,
+                record,
+                ctx,
+                TimeoutError(f"register() did not finish within {self.load_timeout:g}s"),
+            )
             return
         error = future.exception()
         if error is not None:
@@ -169,11 +177,21 @@ class PluginManager:
             return
         record.state = "loaded"
         record.warnings.extend(self._findings(candidate, record, declared))
-        log.info("Loaded plugin '%s' (%d tools, %d hooks, %d commands)", record.key,
-                 len(record.tools), len(record.hooks), len(record.commands))
+        log.info(
+            "Loaded plugin '%s' (%d tools, %d hooks, %d commands)",
+            record.key,
+            len(record.tools),
+            len(record.hooks),
+            len(record.commands),
+        )
 
-    def _fail(self, candidate: Candidate, record: PluginRecord, ctx: PluginContext | None,
-              error: BaseException) -> None:
+    def _fail(
+        self,
+        candidate: Candidate,
+        record: PluginRecord,
+        ctx: PluginContext | None,
+        error: BaseException,
+    ) -> None:
         if ctx is not None:
             ctx.close()  # a hung register() that wakes up later registers nothing
         self._rollback(record)
@@ -192,16 +210,26 @@ class PluginManager:
         services.skills.unregister_plugin(record.key)
         record.clear_registrations()
 
-    def _findings(self, candidate: Candidate, record: PluginRecord,
-                  declared: Mapping[str, Any]) -> list[Finding]:
+    def _findings(
+        self, candidate: Candidate, record: PluginRecord, declared: Mapping[str, Any]
+    ) -> list[Finding]:
         registry = self.services.tools
-        entries = [e for e in (registry.get(n) for n in record.tools)
-                   if e is not None and e.owner == record.key]
+        entries = [
+            e
+            for e in (registry.get(n) for n in record.tools)
+            if e is not None and e.owner == record.key
+        ]
         findings = lint_tools((e.name, e.toolset, e.schema) for e in entries)
         for name in declared:
             if name not in record.tools:
-                findings.append(Finding("warning", name, "", "declared in tools.json but no "
-                                        "handler was registered for it"))
+                findings.append(
+                    Finding(
+                        "warning",
+                        name,
+                        "",
+                        "declared in tools.json but no handler was registered for it",
+                    )
+                )
         manifest = candidate.manifest
         drift = []
         if manifest is not None and manifest.provides_tools:
@@ -212,8 +240,12 @@ class PluginManager:
             log.warning("Plugin '%s': %s", record.key, finding.message)
         for finding in findings:
             where = "/".join(p for p in (finding.tool, finding.parameter) if p)
-            log.info("Plugin '%s' tool check: %s%s", record.key,
-                     f"{where}: " if where else "", finding.message)
+            log.info(
+                "Plugin '%s' tool check: %s%s",
+                record.key,
+                f"{where}: " if where else "",
+                finding.message,
+            )
         return findings + drift
 
     def unload(self, key: str) -> None:
@@ -254,10 +286,16 @@ def _record_for(candidate: Candidate) -> PluginRecord:
 
 
 def _drift(kind: str, declared: list[str], actual: list[str], field: str) -> list[Finding]:
-    findings = [Finding("warning", "", "", f"{kind} '{n}' is listed in {field} but was not "
-                        "registered") for n in declared if n not in actual]
-    findings += [Finding("warning", "", "", f"{kind} '{n}' was registered but is not listed in "
-                         f"{field}") for n in actual if n not in declared]
+    findings = [
+        Finding("warning", "", "", f"{kind} '{n}' is listed in {field} but was not registered")
+        for n in declared
+        if n not in actual
+    ]
+    findings += [
+        Finding("warning", "", "", f"{kind} '{n}' was registered but is not listed in {field}")
+        for n in actual
+        if n not in declared
+    ]
     return findings
 
 
@@ -292,10 +330,12 @@ class ReloadGate:
 
     def guard(self, handler: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
         """An RPC handler that waits at the gate first (sync: it runs at once when open)."""
+
         def guarded(call: Any, params: Any) -> Any:
             if not self._holders:
                 return handler(call, params)
             return self._after(handler, call, params)
+
         return guarded
 
     async def _after(self, handler: Callable[[Any, Any], Any], call: Any, params: Any) -> Any:
@@ -346,10 +386,12 @@ def build_plugin_host(
     """
     pool = pool or WorkerPool()
     dotenv = dict(dotenv or {})
-    hooks = HookBus(pool, timeout=float(_setting(config, "tools.hook_timeout",
-                                                 DEFAULT_HOOK_TIMEOUT)))
+    hooks = HookBus(
+        pool, timeout=float(_setting(config, "tools.hook_timeout", DEFAULT_HOOK_TIMEOUT))
+    )
     tools = ToolRegistry(
-        hooks, pool=pool,
+        hooks,
+        pool=pool,
         timeout=float(_setting(config, "tools.timeout", DEFAULT_TOOL_TIMEOUT)),
         result_budget=int(_setting(config, "tools.result_budget", DEFAULT_RESULT_BUDGET)),
         env={**dotenv, **env},
@@ -362,6 +404,17 @@ def build_plugin_host(
         "disabled": _setting(config, "plugins.disabled", []),
         "load_timeout": _setting(config, "plugins.load_timeout", DEFAULT_LOAD_TIMEOUT),
     }
-    manager = PluginManager(home, settings, env, tools, hooks, commands, skills, dotenv=dotenv,
-                            pool=pool, cwd=cwd, injector=injector)
+    manager = PluginManager(
+        home,
+        settings,
+        env,
+        tools,
+        hooks,
+        commands,
+        skills,
+        dotenv=dotenv,
+        pool=pool,
+        cwd=cwd,
+        injector=injector,
+    )
     return PluginHost(pool, hooks, tools, commands, skills, manager)

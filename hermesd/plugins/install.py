@@ -69,16 +69,23 @@ def resolve_source(source: str) -> tuple[str, str]:
 
 def git(args: list[str], cwd: Path | None = None) -> str:
     """Run git without prompts; its output, or InstallError with git's message."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/false",
-           "LC_ALL": "C"}
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/false", "LC_ALL": "C"}
     try:
-        proc = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
     except FileNotFoundError:
         raise InstallError("git is not installed", "source") from None
     except subprocess.TimeoutExpired:
-        raise InstallError(f"git {args[0]} did not finish within {GIT_TIMEOUT:g}s",
-                           "source") from None
+        raise InstallError(
+            f"git {args[0]} did not finish within {GIT_TIMEOUT:g}s", "source"
+        ) from None
     if proc.returncode != 0:
         message = " ".join((proc.stderr or proc.stdout).split())[-400:]
         raise InstallError(f"git {args[0]} failed: {message}", "source")
@@ -94,8 +101,9 @@ def _validate(folder: Path, fallback_name: str) -> Manifest:
     except (ManifestError, OSError, UnicodeDecodeError) as exc:
         raise InstallError(f"{manifest_file.name} does not parse: {exc}") from None
     if not _NAME.fullmatch(manifest.name):
-        raise InstallError(f"plugin name '{manifest.name}' must be letters, digits, '.', '_' "
-                           "or '-'")
+        raise InstallError(
+            f"plugin name '{manifest.name}' must be letters, digits, '.', '_' or '-'"
+        )
     if not (folder / "__init__.py").is_file():
         raise InstallError("not a plugin: no __init__.py in the source")
     return manifest
@@ -118,8 +126,10 @@ def _refuse_escaping_links(tree: Path) -> None:
             except (OSError, RuntimeError):  # a symlink loop
                 inside = False
             if not inside:
-                raise InstallError(f"the source has a symlink that points outside it: "
-                                   f"{path.relative_to(tree)} -> {os.readlink(path)}")
+                raise InstallError(
+                    f"the source has a symlink that points outside it: "
+                    f"{path.relative_to(tree)} -> {os.readlink(path)}"
+                )
 
 
 def install(plugins_dir: Path, source: str, *, force: bool = False) -> Installed:
@@ -130,8 +140,9 @@ def install(plugins_dir: Path, source: str, *, force: bool = False) -> Installed
     try:
         tree = staging / "tree"
         if kind == "folder":
-            shutil.copytree(where, tree, symlinks=True,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(
+                where, tree, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+            )
         else:
             git(["clone", "--quiet", "--", where, str(tree)])
         fallback = re.sub(r"\.git$", "", where.rstrip("/").rsplit("/", 1)[-1]) or "plugin"
@@ -140,8 +151,11 @@ def install(plugins_dir: Path, source: str, *, force: bool = False) -> Installed
         target = plugins_dir / manifest.name
         replaced = target.exists() or target.is_symlink()
         if replaced and not force:
-            raise InstallError(f"plugin '{manifest.name}' is already installed at {target}; "
-                               "use force to replace it", "conflict")
+            raise InstallError(
+                f"plugin '{manifest.name}' is already installed at {target}; "
+                "use force to replace it",
+                "conflict",
+            )
         if replaced:
             _remove_tree(target)
         tree.rename(target)
@@ -153,8 +167,11 @@ def install(plugins_dir: Path, source: str, *, force: bool = False) -> Installed
 def update(folder: Path) -> str:
     """``git pull --ff-only`` in an installed plugin; git's output."""
     if not (folder / ".git").exists():
-        raise InstallError(f"{folder} is not a git checkout (installed from a folder?); "
-                           "reinstall it with force instead", "conflict")
+        raise InstallError(
+            f"{folder} is not a git checkout (installed from a folder?); "
+            "reinstall it with force instead",
+            "conflict",
+        )
     return git(["pull", "--ff-only", "--quiet"], cwd=folder).strip()
 
 
@@ -172,5 +189,8 @@ def remove(folder: Path) -> None:
 
 def env_rows(requirements: list[EnvRequirement], present: set[str]) -> list[dict[str, object]]:
     """The ``requires_env`` entries not in ``present``, as the client prompts for them."""
-    return [{"name": r.name, "description": r.description, "url": r.url, "secret": r.secret}
-            for r in requirements if r.name not in present]
+    return [
+        {"name": r.name, "description": r.description, "url": r.url, "secret": r.secret}
+        for r in requirements
+        if r.name not in present
+    ]

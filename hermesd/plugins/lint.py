@@ -23,7 +23,13 @@ import tempfile
 from pathlib import Path
 
 from hermesd.plugins.manifest import ManifestError, find_manifest, parse_manifest
-from hermesd.plugins.tool_schema import Finding, ToolsJsonError, lint_tools, load_tools_json, validate_tool
+from hermesd.plugins.tool_schema import (
+    Finding,
+    ToolsJsonError,
+    lint_tools,
+    load_tools_json,
+    validate_tool,
+)
 
 NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 CHILD_TIMEOUT = 60.0
@@ -52,8 +58,12 @@ def _static(folder: Path) -> tuple[list[Finding], list[str]]:
             findings.append(_error(f"{manifest_file.name} does not parse: {exc}"))
         else:
             if not NAME_OK.match(manifest.name):
-                findings.append(_error(f"plugin name '{manifest.name}' must be letters, digits, "
-                                       "'.', '_' or '-' (it becomes a folder name)"))
+                findings.append(
+                    _error(
+                        f"plugin name '{manifest.name}' must be letters, digits, "
+                        "'.', '_' or '-' (it becomes a folder name)"
+                    )
+                )
             if not manifest.version:
                 findings.append(_warning("manifest has no version"))
             if not manifest.description:
@@ -61,8 +71,12 @@ def _static(folder: Path) -> tuple[list[Finding], list[str]]:
             for req in manifest.requires_env:
                 env_names.append(req.name)
                 if not req.description:
-                    findings.append(_warning(f"requires_env '{req.name}' has no description; "
-                                             "hermesctl plugins install shows it when prompting"))
+                    findings.append(
+                        _warning(
+                            f"requires_env '{req.name}' has no description; "
+                            "hermesctl plugins install shows it when prompting"
+                        )
+                    )
     init = folder / "__init__.py"
     if not init.is_file():
         findings.append(_error("no __init__.py"))
@@ -72,10 +86,15 @@ def _static(folder: Path) -> tuple[list[Finding], list[str]]:
         except (SyntaxError, UnicodeDecodeError) as exc:
             findings.append(_error(f"__init__.py is not valid Python: {exc}"))
         else:
-            names = {n.name for n in tree.body
-                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-            names |= {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom)
-                      for a in n.names}
+            names = {
+                n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            }
+            names |= {
+                a.asname or a.name
+                for n in tree.body
+                if isinstance(n, ast.ImportFrom)
+                for a in n.names
+            }
             if "register" not in names:
                 findings.append(_error("__init__.py defines no register(ctx) function"))
     tools_json = folder / "tools.json"
@@ -94,10 +113,14 @@ def _static(folder: Path) -> tuple[list[Finding], list[str]]:
 
 def _child_env(home: Path, folder: Path, env_names: list[str]) -> dict[str, str]:
     # Only what Python needs: the code under lint never sees the daemon's secrets.
-    env = {k: v for k, v in os.environ.items()
-           if k in _PASS_ENV or k.startswith("LC_")}
-    env.update({"HERMES_HOME": str(home), "HERMES_PLUGIN_PATH": str(folder),
-                "HERMES_BUNDLED_PLUGINS": str(home / "none")})
+    env = {k: v for k, v in os.environ.items() if k in _PASS_ENV or k.startswith("LC_")}
+    env.update(
+        {
+            "HERMES_HOME": str(home),
+            "HERMES_PLUGIN_PATH": str(folder),
+            "HERMES_BUNDLED_PLUGINS": str(home / "none"),
+        }
+    )
     for name in env_names:
         env.setdefault(name, "lint-placeholder")
     return env
@@ -108,8 +131,13 @@ def _load_in_child(folder: Path, env_names: list[str]) -> list[Finding]:
         try:
             proc = subprocess.run(
                 [sys.executable, "-m", "hermesd.plugins.lint", "--child", str(folder)],
-                env=_child_env(Path(tmp), folder, env_names), capture_output=True, text=True,
-                timeout=CHILD_TIMEOUT, stdin=subprocess.DEVNULL, cwd=tmp)
+                env=_child_env(Path(tmp), folder, env_names),
+                capture_output=True,
+                text=True,
+                timeout=CHILD_TIMEOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=tmp,
+            )
         except subprocess.TimeoutExpired:
             return [_error(f"loading the plugin did not finish within {CHILD_TIMEOUT:g}s")]
     try:
@@ -137,8 +165,9 @@ def _child(folder: Path) -> list[dict[str, str]]:
         for rejected in record.rejected_tools:
             findings.append(_error(f"tool rejected: {rejected.reason}", tool=rejected.name))
         entries = [e for e in host.tools.entries() if e.owner == record.key]
-        findings.extend(record.warnings or lint_tools((e.name, e.toolset, e.schema)
-                                                      for e in entries))
+        findings.extend(
+            record.warnings or lint_tools((e.name, e.toolset, e.schema) for e in entries)
+        )
     return [f.as_dict() for f in findings]
 
 

@@ -18,13 +18,18 @@ def plugin_line(record: PluginRecord) -> str:
     """
     mark = "✓" if record.loaded else "✗"
     version = f" v{record.version}" if record.version else ""
-    counts = [f"{n} {label}" for n, label in ((len(record.tools), "tools"),
-                                               (len(record.hooks), "hooks"),
-                                               (len(record.commands), "commands")) if n]
+    counts = [
+        f"{n} {label}"
+        for n, label in (
+            (len(record.tools), "tools"),
+            (len(record.hooks), "hooks"),
+            (len(record.commands), "commands"),
+        )
+        if n
+    ]
     detail = f" ({', '.join(counts)})" if counts else ""
     if record.loaded:
-        rejected = "; ".join(f"rejected tool '{r.name}': {r.reason}"
-                             for r in record.rejected_tools)
+        rejected = "; ".join(f"rejected tool '{r.name}': {r.reason}" for r in record.rejected_tools)
         reason = f" — {rejected}" if rejected else ""
     else:
         reason = f" — {record.reason}" if record.reason else ""
@@ -35,8 +40,9 @@ def plugins_text(records: Iterable[PluginRecord], home: Path) -> str:
     """The whole ``/plugins`` output (no trailing newline)."""
     records = list(records)
     if not records:
-        return ("No plugins installed.\n"
-                f"Drop plugin directories into {home}/plugins/ to get started.")
+        return (
+            f"No plugins installed.\nDrop plugin directories into {home}/plugins/ to get started."
+        )
     return "\n".join([f"Plugins ({len(records)}):", *(plugin_line(r) for r in records)])
 
 

@@ -80,8 +80,9 @@ def _candidate(folder: Path, manifest_file: Path, source: Source, prefix: str) -
         manifest = parse_manifest(manifest_file, default_name=folder.name)
     except (ManifestError, OSError, UnicodeDecodeError) as exc:
         log.warning("Failed to parse %s: %s", manifest_file, exc)
-        return Candidate(fallback_key, source, folder, None,
-                         error=f"Failed to parse {manifest_file.name}: {exc}")
+        return Candidate(
+            fallback_key, source, folder, None, error=f"Failed to parse {manifest_file.name}: {exc}"
+        )
     key = fallback_key if prefix else manifest.name
     manifest.key, manifest.source, manifest.path = key, source, str(folder)
     return Candidate(key, source, folder, manifest)
@@ -110,8 +111,9 @@ def scan_folder(root: Path, source: Source, *, prefix: str = "") -> list[Candida
 def entry_point_candidates() -> list[Candidate]:
     """Plugins installed as distributions with a ``hermes_agent.plugins`` entry point."""
     found: dict[str, Candidate] = {}
-    for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP),
-                     key=lambda e: e.name):
+    for ep in sorted(
+        importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name
+    ):
         if ep.name in found:
             continue
         meta: Any = ep.dist.metadata if ep.dist is not None else {}
@@ -120,7 +122,9 @@ def entry_point_candidates() -> list[Candidate]:
             version=ep.dist.version if ep.dist is not None else None,
             description=str(meta.get("Summary") or ""),
             author=str(meta.get("Author") or meta.get("Author-email") or ""),
-            key=ep.name, source="entrypoint", path=ep.value,
+            key=ep.name,
+            source="entrypoint",
+            path=ep.value,
         )
         found[ep.name] = Candidate(ep.name, "entrypoint", None, manifest, entry_point=ep)
     return list(found.values())
@@ -137,8 +141,11 @@ def discover(home: Path, env: Mapping[str, str], cwd: Path | None = None) -> lis
             continue
         folder = Path(entry).expanduser()
         manifest_file = find_manifest(folder)
-        declared = ([_candidate(folder, manifest_file, "path", "")] if manifest_file
-                    else scan_folder(folder, "path"))
+        declared = (
+            [_candidate(folder, manifest_file, "path", "")]
+            if manifest_file
+            else scan_folder(folder, "path")
+        )
         for candidate in declared:
             candidate.declared = True
         scanned += declared
@@ -148,14 +155,19 @@ def discover(home: Path, env: Mapping[str, str], cwd: Path | None = None) -> lis
     try:
         scanned += entry_point_candidates()
     except Exception as exc:  # a broken installed distribution must not stop the daemon
-        log.warning("Scanning entry points of group %s failed: %s", ENTRY_POINT_GROUP, exc,
-                    exc_info=True)
+        log.warning(
+            "Scanning entry points of group %s failed: %s", ENTRY_POINT_GROUP, exc, exc_info=True
+        )
     winners: dict[str, Candidate] = {}
     for candidate in scanned:
         previous = winners.pop(candidate.key, None)
         if previous is not None:
-            log.info("Plugin '%s' from the %s source overrides the one from the %s source",
-                     candidate.key, candidate.source, previous.source)
+            log.info(
+                "Plugin '%s' from the %s source overrides the one from the %s source",
+                candidate.key,
+                candidate.source,
+                previous.source,
+            )
         winners[candidate.key] = candidate  # re-inserted: it loads at its own source's place
     return list(winners.values())
 
@@ -168,8 +180,11 @@ def module_name(key: str) -> str:
 
 def drop_modules(name: str = NAMESPACE) -> list[str]:
     """Forget ``name`` and its submodules from sys.modules (``hermes_plugins`` itself stays)."""
-    gone = [m for m in list(sys.modules) if m.startswith(name + ".") or
-            (m == name and name != NAMESPACE)]
+    gone = [
+        m
+        for m in list(sys.modules)
+        if m.startswith(name + ".") or (m == name and name != NAMESPACE)
+    ]
     for module in gone:
         sys.modules.pop(module, None)
     return gone
@@ -186,7 +201,8 @@ def _import_folder(key: str, folder: Path) -> types.ModuleType:
     name = module_name(key)
     drop_modules(name)
     spec = importlib.util.spec_from_file_location(
-        name, init, submodule_search_locations=[str(folder)])
+        name, init, submodule_search_locations=[str(folder)]
+    )
     if spec is None or spec.loader is None:
         raise PluginLoadError(f"cannot import {init}")
     module = importlib.util.module_from_spec(spec)

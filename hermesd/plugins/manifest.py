@@ -21,8 +21,16 @@ from hermesd.plugins.tool_schema import Finding
 log = logging.getLogger(__name__)
 
 MANIFEST_NAMES = ("plugin.yaml", "plugin.yml")
-KNOWN_FIELDS = {"name", "version", "description", "author", "requires_env", "provides_tools",
-                "provides_hooks", "kind"}
+KNOWN_FIELDS = {
+    "name",
+    "version",
+    "description",
+    "author",
+    "requires_env",
+    "provides_tools",
+    "provides_hooks",
+    "kind",
+}
 
 State = Literal["loaded", "disabled", "not-enabled", "error", "missing-env"]
 Source = Literal["bundled", "path", "user", "project", "entrypoint"]
@@ -90,12 +98,14 @@ def parse_env_requirements(value: Any) -> list[EnvRequirement]:
             result.append(EnvRequirement(item.strip()))
         elif isinstance(item, dict) and isinstance(item.get("name"), str) and item["name"]:
             secret = item.get("secret", item.get("password", False))
-            result.append(EnvRequirement(
-                name=item["name"].strip(),
-                description=str(item.get("description") or ""),
-                url=str(item.get("url") or ""),
-                secret=bool(secret),
-            ))
+            result.append(
+                EnvRequirement(
+                    name=item["name"].strip(),
+                    description=str(item.get("description") or ""),
+                    url=str(item.get("url") or ""),
+                    secret=bool(secret),
+                )
+            )
         else:
             raise ManifestError(f"'requires_env' entry {item!r} has no variable name")
     return result

@@ -45,9 +45,11 @@ class PluginService:
 
     def status(self) -> dict[str, Any]:
         records = self.host.plugins.records()
-        return {"plugins": sum(1 for r in records if r.state == "loaded"),
-                "plugins_not_loaded": sum(1 for r in records if r.state != "loaded"),
-                "tools": len(self.host.tools.entries())}
+        return {
+            "plugins": sum(1 for r in records if r.state == "loaded"),
+            "plugins_not_loaded": sum(1 for r in records if r.state != "loaded"),
+            "tools": len(self.host.tools.entries()),
+        }
 
     def reload(self, cfg: Any) -> None:
         self.enabled_toolsets = cfg.get("tools.enabled_toolsets")
@@ -69,8 +71,9 @@ class PluginService:
         if args is None:
             args = {}
         if not isinstance(args, (dict, str)):
-            raise RpcError(Codes.INVALID_PARAMS,
-                           "tools.call: args must be a map or a JSON object string")
+            raise RpcError(
+                Codes.INVALID_PARAMS, "tools.call: args must be a map or a JSON object string"
+            )
         if isinstance(args, str):
             try:
                 parsed = json.loads(args) if args.strip() else {}
@@ -81,8 +84,9 @@ class PluginService:
             args = parsed
         if self.host.tools.get(p["name"]) is None:
             raise RpcError(Codes.NOT_FOUND, f"Unknown tool: {p['name']}", {"name": p["name"]})
-        result = await self.host.tools.call(p["name"], args, session_id=p.get("session_id") or "",
-                                            source="client")
+        result = await self.host.tools.call(
+            p["name"], args, session_id=p.get("session_id") or "", source="client"
+        )
         return {"result": result}
 
     def rpc_skills_list(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:

@@ -76,12 +76,15 @@ class SkillCatalog:
 
     # -- plugin skills ----------------------------------------------------------------------
 
-    def register_plugin_skill(self, plugin_key: str, name: str, path: Path | str,
-                              description: str = "") -> Skill:
+    def register_plugin_skill(
+        self, plugin_key: str, name: str, path: Path | str, description: str = ""
+    ) -> Skill:
         """Add ``<plugin_key>:<name>``; ValueError for a bad name, FileNotFoundError if missing."""
         if ":" in name:
-            raise ValueError(f"Skill name '{name}' must not contain ':' (the plugin key "
-                             f"'{plugin_key}' is added automatically).")
+            raise ValueError(
+                f"Skill name '{name}' must not contain ':' (the plugin key "
+                f"'{plugin_key}' is added automatically)."
+            )
         if not NAME_RE.match(name):
             raise ValueError(f"Invalid skill name '{name}'. Must match [a-zA-Z0-9_-]+.")
         path = Path(path)
@@ -151,19 +154,30 @@ class SkillCatalog:
         skills = self.user_skills()
         if not skills:
             return ""
-        lines = [f"  - {s.name}: {s.description}" if s.description else f"  - {s.name}"
-                 for s in skills]
-        return ("## Skills\nBefore replying, check whether one of these skills fits the task; "
-                "if it does, load it with skill_view(name) and follow it.\n<available_skills>\n"
-                + "\n".join(lines) + "\n</available_skills>")
+        lines = [
+            f"  - {s.name}: {s.description}" if s.description else f"  - {s.name}" for s in skills
+        ]
+        return (
+            "## Skills\nBefore replying, check whether one of these skills fits the task; "
+            "if it does, load it with skill_view(name) and follow it.\n<available_skills>\n"
+            + "\n".join(lines)
+            + "\n</available_skills>"
+        )
 
     def describe(self) -> list[dict[str, Any]]:
         """Every skill, user ones then plugin ones, as plain data (for ``skills.list``)."""
         with self._lock:
             plugin = sorted(self._plugin_skills.values(), key=lambda s: s.name)
-        return [{"name": s.name, "description": s.description, "category": s.category,
-                 "plugin": s.plugin, "path": str(s.path)}
-                for s in [*self.user_skills(), *plugin]]
+        return [
+            {
+                "name": s.name,
+                "description": s.description,
+                "category": s.category,
+                "plugin": s.plugin,
+                "path": str(s.path),
+            }
+            for s in [*self.user_skills(), *plugin]
+        ]
 
     # -- tool results -----------------------------------------------------------------------
 
@@ -173,12 +187,18 @@ class SkillCatalog:
         if category:
             skills = [s for s in skills if s.category == category]
         if not skills:
-            return {"success": True, "skills": [], "categories": [],
-                    "message": f"No skills found in {self.root}/."}
+            return {
+                "success": True,
+                "skills": [],
+                "categories": [],
+                "message": f"No skills found in {self.root}/.",
+            }
         return {
             "success": True,
-            "skills": [{"name": s.name, "description": s.description, "category": s.category}
-                       for s in skills],
+            "skills": [
+                {"name": s.name, "description": s.description, "category": s.category}
+                for s in skills
+            ],
             "categories": sorted({s.category for s in skills if s.category}),
             "count": len(skills),
             "hint": "Use skill_view(name) to see full content and linked files",
@@ -204,9 +224,14 @@ class SkillCatalog:
             content = self._bundle_banner(skill) + content
         else:
             linked = _linked_files(skill.folder)
-        return {"success": True, "name": skill.name, "content": content,
-                "description": description, "linked_files": linked,
-                "readiness_status": "available"}
+        return {
+            "success": True,
+            "name": skill.name,
+            "content": content,
+            "description": description,
+            "linked_files": linked,
+            "readiness_status": "available",
+        }
 
     def _missing(self, name: str) -> dict[str, Any]:
         if ":" in name:
@@ -218,25 +243,30 @@ class SkillCatalog:
                     available_skills=[s.name for s in available],
                     hint=f"The '{plugin}' plugin provides {len(available)} skill(s).",
                 )
-        return _error(f"Skill '{name}' not found.",
-                      available_skills=[s.name for s in self.user_skills()][:20],
-                      hint="Use skills_list to see all available skills")
+        return _error(
+            f"Skill '{name}' not found.",
+            available_skills=[s.name for s in self.user_skills()][:20],
+            hint="Use skills_list to see all available skills",
+        )
 
     def _bundle_banner(self, skill: Skill) -> str:
         plugin = skill.plugin
         siblings = [s.bare_name for s in self.plugin_skills(plugin or "") if s.name != skill.name]
         if not siblings:
             return f"[Bundle context: This skill is part of the '{plugin}' plugin.]\n\n"
-        return (f"[Bundle context: This skill is part of the '{plugin}' plugin.\n"
-                f"Sibling skills: {', '.join(siblings)}.\n"
-                f"Use qualified form to invoke siblings (e.g. {plugin}:{siblings[0]}).]\n\n")
+        return (
+            f"[Bundle context: This skill is part of the '{plugin}' plugin.\n"
+            f"Sibling skills: {', '.join(siblings)}.\n"
+            f"Use qualified form to invoke siblings (e.g. {plugin}:{siblings[0]}).]\n\n"
+        )
 
     def _read_file(self, skill: Skill, file_path: str) -> dict[str, Any]:
         folder = skill.folder.resolve()
         hint = "Use a relative path within the skill folder"
         if Path(file_path).is_absolute():
-            return _error(f"File path '{file_path}' must be relative to the skill folder.",
-                          hint=hint)
+            return _error(
+                f"File path '{file_path}' must be relative to the skill folder.", hint=hint
+            )
         if "\0" in file_path:
             return _error("File path contains a NUL character.", hint=hint)
         try:
@@ -244,23 +274,37 @@ class SkillCatalog:
             inside = target.is_relative_to(folder)
             found = inside and target.is_file()
         except (OSError, ValueError) as exc:  # e.g. a name too long for the file system
-            return _error(f"File path '{file_path[:200]}' cannot be read: "
-                          f"{type(exc).__name__}", hint=hint)
+            return _error(
+                f"File path '{file_path[:200]}' cannot be read: {type(exc).__name__}", hint=hint
+            )
         if not inside:
             return _error(f"File path '{file_path}' is outside the skill folder.", hint=hint)
         if not found:
-            return _error(f"File '{file_path}' not found in skill '{skill.name}'.",
-                          available_files=_linked_files(skill.folder) or {}, hint=hint)
+            return _error(
+                f"File '{file_path}' not found in skill '{skill.name}'.",
+                available_files=_linked_files(skill.folder) or {},
+                hint=hint,
+            )
         try:
             content = target.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             size = target.stat().st_size
-            return {"success": True, "name": skill.name, "file": file_path, "is_binary": True,
-                    "content": f"[Binary file: {target.name}, size: {size} bytes]"}
+            return {
+                "success": True,
+                "name": skill.name,
+                "file": file_path,
+                "is_binary": True,
+                "content": f"[Binary file: {target.name}, size: {size} bytes]",
+            }
         except OSError as exc:
             return _error(f"Failed to read '{file_path}': {exc}")
-        return {"success": True, "name": skill.name, "file": file_path, "content": content,
-                "file_type": target.suffix}
+        return {
+            "success": True,
+            "name": skill.name,
+            "file": file_path,
+            "content": content,
+            "file_type": target.suffix,
+        }
 
 
 def _linked_files(folder: Path) -> dict[str, list[str]] | None:

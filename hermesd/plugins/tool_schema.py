@@ -36,10 +36,39 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "null": (type(None),),
 }
 # A name made only of these words (or ending in digits, like tool1) says nothing.
-_PLACEHOLDER_WORDS = {"do", "stuff", "thing", "things", "misc", "tool", "tools", "util", "utils",
-                      "helper", "foo", "bar", "baz", "test", "func", "function", "handler"}
-_OUTPUT_WORDS = ("return", "output", "result", "gives", "yield", "respond", "->", "→",
-                 "返回", "输出", "结果", "得到")
+_PLACEHOLDER_WORDS = {
+    "do",
+    "stuff",
+    "thing",
+    "things",
+    "misc",
+    "tool",
+    "tools",
+    "util",
+    "utils",
+    "helper",
+    "foo",
+    "bar",
+    "baz",
+    "test",
+    "func",
+    "function",
+    "handler",
+}
+_OUTPUT_WORDS = (
+    "return",
+    "output",
+    "result",
+    "gives",
+    "yield",
+    "respond",
+    "->",
+    "→",
+    "返回",
+    "输出",
+    "结果",
+    "得到",
+)
 _EXAMPLE_MARKERS = ("e.g", "eg.", "for example", "such as", "like ", "例如", "比如", "如 ")
 _PROSE_LIST_RE = re.compile(
     r"['\"`]?[\w.+-]{1,12}['\"`]?(?:\s*(?:,|\||、|，)\s*(?:or\s+)?['\"`]?[\w.+-]{1,12}['\"`]?){2,}"
@@ -58,8 +87,12 @@ class Finding:
 
     def as_dict(self) -> dict[str, str]:
         """Plain-dict form for RPC results."""
-        return {"severity": self.severity, "tool": self.tool, "parameter": self.parameter,
-                "message": self.message}
+        return {
+            "severity": self.severity,
+            "tool": self.tool,
+            "parameter": self.parameter,
+            "message": self.message,
+        }
 
 
 class ToolsJsonError(ValueError):
@@ -137,11 +170,23 @@ def _lint_description(tool: str, text: str) -> list[Finding]:
         return [Finding("warning", tool, "", "tool has no description")]
     findings = []
     if _width(text) < _MIN_DESCRIPTION_WIDTH:
-        findings.append(Finding("warning", tool, "", "description is too short to say what "
-                                "goes in and what comes out"))
+        findings.append(
+            Finding(
+                "warning",
+                tool,
+                "",
+                "description is too short to say what goes in and what comes out",
+            )
+        )
     elif not any(word in text.lower() for word in _OUTPUT_WORDS):
-        findings.append(Finding("warning", tool, "", "description does not say what the tool "
-                                "returns (input → output)"))
+        findings.append(
+            Finding(
+                "warning",
+                tool,
+                "",
+                "description does not say what the tool returns (input → output)",
+            )
+        )
     return findings
 
 
@@ -171,10 +216,13 @@ def _lint_param(tool: str, param: str, spec: Mapping[str, Any]) -> list[Finding]
         warn("parameter has no description")
     enum = spec.get("enum")
     lowered = description.lower()
-    if (enum is None and spec.get("type", "string") == "string"
-            and _PROSE_LIST_RE.search(description)
-            and not any(marker in lowered for marker in _EXAMPLE_MARKERS)):
-        warn("description lists values in prose; use \"enum\" instead")
+    if (
+        enum is None
+        and spec.get("type", "string") == "string"
+        and _PROSE_LIST_RE.search(description)
+        and not any(marker in lowered for marker in _EXAMPLE_MARKERS)
+    ):
+        warn('description lists values in prose; use "enum" instead')
     if "default" in spec:
         default = spec["default"]
         if "type" in spec and not _type_ok(default, spec["type"]):
@@ -204,8 +252,14 @@ def lint_tool(name: str, schema: Mapping[str, Any]) -> list[Finding]:
     params = schema.get("parameters") or {}
     props = params.get("properties") or {}
     for missing in [r for r in params.get("required") or [] if r not in props]:
-        findings.append(Finding("warning", name, str(missing),
-                                "listed in 'required' but not defined in 'properties'"))
+        findings.append(
+            Finding(
+                "warning",
+                name,
+                str(missing),
+                "listed in 'required' but not defined in 'properties'",
+            )
+        )
     for param, spec in props.items():
         if isinstance(spec, Mapping):
             findings.extend(_lint_param(name, str(param), spec))
@@ -220,9 +274,15 @@ def lint_tools(tools: Iterable[tuple[str, str, Mapping[str, Any]]]) -> list[Find
     findings = [f for name, _, schema in tools for f in lint_tool(name, schema)]
     for toolset, count in Counter(toolset for _, toolset, _ in tools).items():
         if count > MAX_TOOLS_PER_TOOLSET:
-            findings.append(Finding(
-                "warning", "", "", f"toolset '{toolset}' has {count} tools; more than "
-                f"{MAX_TOOLS_PER_TOOLSET} makes it hard for the model to choose"))
+            findings.append(
+                Finding(
+                    "warning",
+                    "",
+                    "",
+                    f"toolset '{toolset}' has {count} tools; more than "
+                    f"{MAX_TOOLS_PER_TOOLSET} makes it hard for the model to choose",
+                )
+            )
     return findings
 
 

@@ -70,8 +70,13 @@ class _Job:
 
     __slots__ = ("fn", "future", "key", "released", "waiter")
 
-    def __init__(self, future: Future[Any], fn: Callable[[], Any], key: str | None,
-                 waiter: asyncio.Future[Any] | None = None) -> None:
+    def __init__(
+        self,
+        future: Future[Any],
+        fn: Callable[[], Any],
+        key: str | None,
+        waiter: asyncio.Future[Any] | None = None,
+    ) -> None:
         self.future = future
         self.fn = fn
         self.key = key
@@ -94,8 +99,14 @@ class WorkerPool:
       can never take every thread.
     """
 
-    def __init__(self, max_workers: int = 32, name: str = "hermesd-plugin", *,
-                 per_key: int | None = None, max_abandoned: int = 256) -> None:
+    def __init__(
+        self,
+        max_workers: int = 32,
+        name: str = "hermesd-plugin",
+        *,
+        per_key: int | None = None,
+        max_abandoned: int = 256,
+    ) -> None:
         if max_workers < 1:
             raise ValueError("max_workers must be at least 1")
         self.max_workers = max_workers
@@ -114,10 +125,17 @@ class WorkerPool:
         self._counter = 0
         self._closed = False
         self._done_lock = threading.Lock()
-        self._done: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
+        self._done: dict[
+            asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]
+        ] = {}
 
-    def submit(self, fn: Callable[[], T], key: str | None = None, *,
-               waiter: asyncio.Future[Any] | None = None) -> Future[T]:
+    def submit(
+        self,
+        fn: Callable[[], T],
+        key: str | None = None,
+        *,
+        waiter: asyncio.Future[Any] | None = None,
+    ) -> Future[T]:
         """Queue a zero-argument callable; it runs in the caller's contextvars context.
 
         With a ``key``, at most `per_key` jobs of that key run (or wait for a thread) at once.
@@ -260,8 +278,10 @@ class WorkerPool:
             running = self._running.get(future)
             if running is None or len(self._abandoned) >= self.max_abandoned:
                 if running is not None:
-                    log.error("%d worker threads are stuck in plugin code; not replacing more",
-                              len(self._abandoned))
+                    log.error(
+                        "%d worker threads are stuck in plugin code; not replacing more",
+                        len(self._abandoned),
+                    )
                 return
             thread, job = running
             if thread in self._abandoned:
@@ -287,8 +307,7 @@ class WorkerPool:
             raise WorkTimeout(timeout)
         return future.result()
 
-    async def run(self, fn: Callable[[], T], timeout: float | None,
-                  key: str | None = None) -> T:
+    async def run(self, fn: Callable[[], T], timeout: float | None, key: str | None = None) -> T:
         """Run ``fn`` on a worker and await it; `WorkTimeout` past ``timeout``."""
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[T] = loop.create_future()

@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 #: The connection whose request is being handled; tasks a handler starts inherit it (a turn
 #: started by session.send, a tool call from tools.call), so a service can ask that client.
 current_connection: contextvars.ContextVar[Connection | None] = contextvars.ContextVar(
-    "hermesd_current_connection", default=None)
+    "hermesd_current_connection", default=None
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,9 +76,7 @@ class Router:
     def lookup(self, name: str) -> tuple[MethodSpec, Handler, bool]:
         route = self._routes.get(name)
         if route is None:
-            raise RpcError(
-                Codes.METHOD_NOT_FOUND, f"unknown method '{name}'", {"method": name}
-            )
+            raise RpcError(Codes.METHOD_NOT_FOUND, f"unknown method '{name}'", {"method": name})
         return route
 
     def names(self) -> list[str]:
@@ -122,8 +121,7 @@ class Connection(asyncio.BufferedProtocol):
         self._on_notification = on_notification
         self._decoder = wire.Decoder(limits.max_message)
         self._encoder = wire.Encoder()
-        self._view = read_buffer if read_buffer is not None else memoryview(
-            bytearray(READ_BUFFER))
+        self._view = read_buffer if read_buffer is not None else memoryview(bytearray(READ_BUFFER))
         self._transport: asyncio.Transport | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._pending: dict[int, asyncio.Future[Any]] = {}
@@ -259,17 +257,25 @@ class Connection(asyncio.BufferedProtocol):
         except RpcError as err:
             self._send(wire.pack_response(req.msgid, err.to_wire(), None))
         except asyncio.CancelledError:
-            self._send(wire.pack_response(
-                req.msgid, {"code": Codes.SHUTTING_DOWN, "message": "request cancelled",
-                            "data": None}, None))
+            self._send(
+                wire.pack_response(
+                    req.msgid,
+                    {"code": Codes.SHUTTING_DOWN, "message": "request cancelled", "data": None},
+                    None,
+                )
+            )
             raise
         except Exception as exc:
             code = getattr(exc, "rpc_code", None)
             if code in _DECLARED_CODES:  # an error that names its wire code (a full disk)
                 log.error("method %s failed: %s", req.method, exc)
-                self._send(wire.pack_response(req.msgid, {
-                    "code": code, "message": str(exc),
-                    "data": getattr(exc, "rpc_data", None)}, None))
+                self._send(
+                    wire.pack_response(
+                        req.msgid,
+                        {"code": code, "message": str(exc), "data": getattr(exc, "rpc_data", None)},
+                        None,
+                    )
+                )
                 return
             log.exception("method %s failed", req.method)
             self._send(wire.pack_response(req.msgid, _internal(req.method), None))
@@ -283,9 +289,11 @@ class Connection(asyncio.BufferedProtocol):
             log.exception("result of request %d could not be encoded", msgid)
             data = wire.pack_response(msgid, _internal("encoding the result"), None)
         if len(data) > self.limits.max_message:
-            err = RpcError(Codes.PAYLOAD_TOO_LARGE,
-                           f"result of {len(data)} bytes exceeds the {self.limits.max_message}-byte"
-                           " message limit")
+            err = RpcError(
+                Codes.PAYLOAD_TOO_LARGE,
+                f"result of {len(data)} bytes exceeds the {self.limits.max_message}-byte"
+                " message limit",
+            )
             data = wire.pack_response(msgid, err.to_wire(), None)
         self._send(data)
 
@@ -324,7 +332,11 @@ class Connection(asyncio.BufferedProtocol):
         if transport.get_write_buffer_size() > self.limits.max_output:
             log.warning(
                 "connection %d (uid %d) is not reading its messages (%d bytes queued); "
-                "disconnecting it", self.id, self.peer.uid, transport.get_write_buffer_size())
+                "disconnecting it",
+                self.id,
+                self.peer.uid,
+                transport.get_write_buffer_size(),
+            )
             transport.abort()
 
     def send_packed(self, data: bytes) -> None:
@@ -374,5 +386,8 @@ class Connection(asyncio.BufferedProtocol):
 
 
 def _internal(what: str) -> dict[str, Any]:
-    return {"code": Codes.INTERNAL,
-            "message": f"internal error in {what}; see the daemon log", "data": None}
+    return {
+        "code": Codes.INTERNAL,
+        "message": f"internal error in {what}; see the daemon log",
+        "data": None,
+    }

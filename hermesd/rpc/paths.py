@@ -28,8 +28,10 @@ def configured_socket_path(home: str) -> str | None:
             text = fh.read()
     except (OSError, UnicodeDecodeError):
         return None
-    if not any(line.startswith("socket") and line[6:].lstrip().startswith(":")
-               for line in text.splitlines()):
+    if not any(
+        line.startswith("socket") and line[6:].lstrip().startswith(":")
+        for line in text.splitlines()
+    ):
         return None
     import yaml  # deferred: only configs that set a socket pay for it
 
@@ -65,6 +67,7 @@ def client_socket_path(cli: str | None = None) -> str:
 
 
 # --- daemon side (Path objects) -------------------------------------------------------------
+
 
 def hermes_home(override: str | os.PathLike[str] | None = None) -> Path:
     """``home_dir`` as a Path."""

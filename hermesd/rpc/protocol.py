@@ -84,12 +84,18 @@ class Param:
 
     __slots__ = ("doc", "name", "nullable", "required", "type")
 
-    def __init__(self, name: str, type: str, required: bool = False, doc: str = "",
-                 nullable: bool = False) -> None:
+    def __init__(
+        self, name: str, type: str, required: bool = False, doc: str = "", nullable: bool = False
+    ) -> None:
         if type not in _TYPES:
             raise ValueError(f"parameter {name}: unknown type {type}")
         self.name, self.type, self.required, self.doc, self.nullable = (
-            name, type, required, doc, nullable)
+            name,
+            type,
+            required,
+            doc,
+            nullable,
+        )
 
     def check(self, value: Any) -> str | None:
         """Return a reason when ``value`` does not fit this parameter."""
@@ -105,8 +111,10 @@ class Param:
 
 def _wire_type(value: Any) -> str:
     for name, types in _TYPES.items():
-        if name != "any" and isinstance(value, types) and not (
-            isinstance(value, bool) and name != "bool"
+        if (
+            name != "any"
+            and isinstance(value, types)
+            and not (isinstance(value, bool) and name != "bool")
         ):
             return name
     return type(value).__name__
@@ -117,10 +125,21 @@ class MethodSpec:
 
     __slots__ = ("_known", "_required", "name", "owner_only", "params", "result", "summary")
 
-    def __init__(self, name: str, summary: str, params: tuple[Param, ...] = (),
-                 result: str = "", owner_only: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        summary: str,
+        params: tuple[Param, ...] = (),
+        result: str = "",
+        owner_only: bool = False,
+    ) -> None:
         self.name, self.summary, self.params, self.result, self.owner_only = (
-            name, summary, params, result, owner_only)
+            name,
+            summary,
+            params,
+            result,
+            owner_only,
+        )
         self._known = {p.name: p for p in params}
         self._required = any(p.required for p in params)
 
@@ -181,37 +200,54 @@ def declare(spec: MethodSpec) -> MethodSpec:
 
 # --- core ------------------------------------------------------------------------------------
 
-declare(MethodSpec(
-    "hello",
-    "Negotiate the protocol version; returns daemon facts and the method list.",
-    (
-        Param("protocol", "str", doc="client protocol version, e.g. \"1.0\""),
-        Param("client", "str", doc="free-form client name, for logs"),
-    ),
-    "{protocol, daemon_version, pid, capabilities, methods, peer_uid, owner}",
-))
-declare(MethodSpec(
-    "ping",
-    "Round-trip check.",
-    (
-        Param("data", "any", doc="echoed back"),
-        Param("delay_ms", "int", doc="answer after this many milliseconds (0-60000)"),
-    ),
-    "{pong: true, data}",
-))
-declare(MethodSpec(
-    "status",
-    "Daemon state: version, uptime, counts, socket, HERMES_HOME.",
-    (),
-    "{version, protocol, pid, uptime_s, home, socket, connections, sessions, plugins, ...}",
-))
-declare(MethodSpec(
-    "shutdown", "Stop the daemon gracefully (owner only).", (), "{stopping: true}", owner_only=True
-))
-declare(MethodSpec(
-    "config.reload", "Re-read config.yaml and .env, as SIGHUP does (owner only).", (),
-    "{reloaded: true, warnings}", owner_only=True,
-))
+declare(
+    MethodSpec(
+        "hello",
+        "Negotiate the protocol version; returns daemon facts and the method list.",
+        (
+            Param("protocol", "str", doc='client protocol version, e.g. "1.0"'),
+            Param("client", "str", doc="free-form client name, for logs"),
+        ),
+        "{protocol, daemon_version, pid, capabilities, methods, peer_uid, owner}",
+    )
+)
+declare(
+    MethodSpec(
+        "ping",
+        "Round-trip check.",
+        (
+            Param("data", "any", doc="echoed back"),
+            Param("delay_ms", "int", doc="answer after this many milliseconds (0-60000)"),
+        ),
+        "{pong: true, data}",
+    )
+)
+declare(
+    MethodSpec(
+        "status",
+        "Daemon state: version, uptime, counts, socket, HERMES_HOME.",
+        (),
+        "{version, protocol, pid, uptime_s, home, socket, connections, sessions, plugins, ...}",
+    )
+)
+declare(
+    MethodSpec(
+        "shutdown",
+        "Stop the daemon gracefully (owner only).",
+        (),
+        "{stopping: true}",
+        owner_only=True,
+    )
+)
+declare(
+    MethodSpec(
+        "config.reload",
+        "Re-read config.yaml and .env, as SIGHUP does (owner only).",
+        (),
+        "{reloaded: true, warnings}",
+        owner_only=True,
+    )
+)
 
 # Each service area declares its methods in its own module (one file per area, so the table
 # reads by topic); importing them here completes METHODS for everyone who imports protocol.

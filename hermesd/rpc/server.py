@@ -188,8 +188,9 @@ class SocketServer:
         loop = asyncio.get_running_loop()
         # asyncio re-listens with its own backlog (default 100): keep ours, or a burst of
         # connecting clients gets EAGAIN.
-        self._server = await loop.create_unix_server(self._new_connection, sock=sock,
-                                                     backlog=BACKLOG)
+        self._server = await loop.create_unix_server(
+            self._new_connection, sock=sock, backlog=BACKLOG
+        )
 
     def _adopt_socket_group(self) -> None:
         """Admit the group systemd gave an activated socket (``SocketGroup=``, mode 0660).
@@ -205,12 +206,12 @@ class SocketServer:
             return
         if st.st_mode & 0o060 == 0o060:
             self.gatekeeper.gid = st.st_gid
-            log.info("activated socket is group-accessible: admitting members of gid %d",
-                     st.st_gid)
+            log.info("activated socket is group-accessible: admitting members of gid %d", st.st_gid)
 
     def _new_connection(self) -> Connection:
-        return Connection(self.router, self.limits, self._admit, self._closed,
-                          read_buffer=self._read_buffer)
+        return Connection(
+            self.router, self.limits, self._admit, self._closed, read_buffer=self._read_buffer
+        )
 
     def _admit(self, conn: Connection, transport: asyncio.Transport) -> RpcError | None:
         sock: Any = transport.get_extra_info("socket")
@@ -220,16 +221,25 @@ class SocketServer:
             log.warning("cannot read peer credentials: %s; refusing connection", exc)
             return RpcError(Codes.PERMISSION_DENIED, "peer credentials unavailable")
         if not self.gatekeeper.allows(conn.peer):
-            log.warning("refused connection from uid %d gid %d pid %d",
-                        conn.peer.uid, conn.peer.gid, conn.peer.pid)
-            return RpcError(Codes.PERMISSION_DENIED,
-                            f"uid {conn.peer.uid} is not allowed to use this hermesd",
-                            {"uid": conn.peer.uid})
+            log.warning(
+                "refused connection from uid %d gid %d pid %d",
+                conn.peer.uid,
+                conn.peer.gid,
+                conn.peer.pid,
+            )
+            return RpcError(
+                Codes.PERMISSION_DENIED,
+                f"uid {conn.peer.uid} is not allowed to use this hermesd",
+                {"uid": conn.peer.uid},
+            )
         if len(self.connections) >= self.max_connections:
-            log.warning("connection limit %d reached; refusing uid %d",
-                        self.max_connections, conn.peer.uid)
-            return RpcError(Codes.TOO_MANY_CONNECTIONS,
-                            f"hermesd is at its limit of {self.max_connections} connections")
+            log.warning(
+                "connection limit %d reached; refusing uid %d", self.max_connections, conn.peer.uid
+            )
+            return RpcError(
+                Codes.TOO_MANY_CONNECTIONS,
+                f"hermesd is at its limit of {self.max_connections} connections",
+            )
         conn.is_owner = self.gatekeeper.is_owner(conn.peer)
         self.connections.add(conn)
         return None

@@ -28,7 +28,8 @@ class _Message:
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and all(
-            getattr(self, f) == getattr(other, f) for f in self.__slots__)
+            getattr(self, f) == getattr(other, f) for f in self.__slots__
+        )
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self.__slots__)
@@ -121,7 +122,9 @@ class Decoder:
         self.max_message = max_message
         self._unpacker = msgpack.Unpacker(
             raw=False,
-            read_size=min(4096, max_message),  # initial buffer: 1 MiB default x 1,000 clients adds up
+            read_size=min(
+                4096, max_message
+            ),  # initial buffer: 1 MiB default x 1,000 clients adds up
             max_buffer_size=max_message,
             max_str_len=max_message,
             max_bin_len=max_message,

@@ -61,14 +61,20 @@ class StorageUnavailable(StoreError):
 _FULL, _READONLY, _CANTOPEN = 13, 8, 14  # SQLITE_FULL, SQLITE_READONLY, SQLITE_CANTOPEN
 
 
-def storage_error(exc: BaseException, path: Path, *, request: bool = True
-                  ) -> StorageUnavailable | None:
+def storage_error(
+    exc: BaseException, path: Path, *, request: bool = True
+) -> StorageUnavailable | None:
     """The ``StorageUnavailable`` a sqlite3/OS error stands for, or None if it is not one."""
     import errno
 
     if isinstance(exc, OSError):
-        reason = {errno.ENOSPC: "full", errno.EDQUOT: "full", errno.EROFS: "readonly",
-                  errno.EACCES: "readonly", errno.EPERM: "readonly"}.get(exc.errno or 0, "io")
+        reason = {
+            errno.ENOSPC: "full",
+            errno.EDQUOT: "full",
+            errno.EROFS: "readonly",
+            errno.EACCES: "readonly",
+            errno.EPERM: "readonly",
+        }.get(exc.errno or 0, "io")
         detail = exc.strerror or str(exc)
     elif isinstance(exc, sqlite3.OperationalError):
         code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
@@ -84,12 +90,13 @@ def storage_error(exc: BaseException, path: Path, *, request: bool = True
         detail = str(exc)
     else:
         return None
-    what = {"full": "the disk holding it is full; free some space",
-            "readonly": "it is read-only; make it writable",
-            "io": "the disk reported an error; check it"}[reason]
+    what = {
+        "full": "the disk holding it is full; free some space",
+        "readonly": "it is read-only; make it writable",
+        "io": "the disk reported an error; check it",
+    }[reason]
     tail = " Nothing of this request was stored." if request else ""
-    return StorageUnavailable(f"cannot write {path} ({detail}): {what}, then retry.{tail}",
-                              reason)
+    return StorageUnavailable(f"cannot write {path} ({detail}): {what}, then retry.{tail}", reason)
 
 
 def open_db_file(path: Path) -> sqlite3.Connection:
@@ -128,12 +135,16 @@ def migrate(conn: sqlite3.Connection) -> int:
     """Apply the migrations this database lacks, one transaction each; return the version."""
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if version > len(MIGRATIONS):
-        raise SchemaTooNew(f"state.db has schema version {version}, newer than this hermesd "
-                           f"understands ({len(MIGRATIONS)}); upgrade hermesd")
+        raise SchemaTooNew(
+            f"state.db has schema version {version}, newer than this hermesd "
+            f"understands ({len(MIGRATIONS)}); upgrade hermesd"
+        )
     for index in range(version, len(MIGRATIONS)):
         try:
-            conn.executescript(f"BEGIN IMMEDIATE;\n{MIGRATIONS[index]}\n"
-                               f"PRAGMA user_version = {index + 1};\nCOMMIT;")
+            conn.executescript(
+                f"BEGIN IMMEDIATE;\n{MIGRATIONS[index]}\n"
+                f"PRAGMA user_version = {index + 1};\nCOMMIT;"
+            )
         except sqlite3.Error:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")

@@ -67,8 +67,9 @@ class _Chore:
 class _Job:
     __slots__ = ("fn", "future", "loop", "ok", "queued", "value")
 
-    def __init__(self, fn: Callable[[], Any], future: asyncio.Future[Any],
-                 loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, fn: Callable[[], Any], future: asyncio.Future[Any], loop: asyncio.AbstractEventLoop
+    ) -> None:
         self.fn, self.future, self.loop = fn, future, loop
         self.ok = False
         self.value: Any = None
@@ -137,9 +138,14 @@ class BatchThread:
     ``map_error`` turns a call's exception into the one its caller sees (the store maps SQLite's
     disk errors to ``StorageUnavailable``)."""
 
-    def __init__(self, conn: sqlite3.Connection, lock: ConnectionLock,
-                 name: str = "hermesd-db", *,
-                 map_error: Callable[[BaseException], BaseException] = lambda exc: exc) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        lock: ConnectionLock,
+        name: str = "hermesd-db",
+        *,
+        map_error: Callable[[BaseException], BaseException] = lambda exc: exc,
+    ) -> None:
         self._conn = conn
         self._lock = lock
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -360,8 +366,9 @@ class BatchThread:
             with self._lock:
                 chore.fn()
         except Exception as exc:  # noqa: BLE001 - a full disk, say: tried again later
-            log.warning("store housekeeping (%s) failed: %s",
-                        getattr(chore.fn, "__name__", "?"), exc)
+            log.warning(
+                "store housekeeping (%s) failed: %s", getattr(chore.fn, "__name__", "?"), exc
+            )
 
     def _committed(self) -> None:
         """Count a commit; every ``CHECKPOINT_EVERY`` of them, queue a checkpoint."""

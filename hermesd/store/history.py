@@ -18,8 +18,9 @@ def _tool_result(tool_call_id: str, reason: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": tool_call_id, "content": json.dumps({"error": reason})}
 
 
-def repair_history(messages: list[dict[str, Any]], reason: str = INTERRUPTED_RESULT
-                   ) -> list[dict[str, Any]]:
+def repair_history(
+    messages: list[dict[str, Any]], reason: str = INTERRUPTED_RESULT
+) -> list[dict[str, Any]]:
     """Make an OpenAI message list valid: every tool call answered, no stray tool results.
 
     A tool call without a result (crash or cancel mid-tool) gets a synthetic error result right
@@ -53,8 +54,9 @@ def _size(msg: dict[str, Any]) -> int:
     return len(msg.get("content") or "") + (len(json.dumps(calls)) if calls else 0)
 
 
-def trim_history(messages: list[dict[str, Any]], max_messages: int, max_chars: int
-                 ) -> list[dict[str, Any]]:
+def trim_history(
+    messages: list[dict[str, Any]], max_messages: int, max_chars: int
+) -> list[dict[str, Any]]:
     """Keep the newest messages within both budgets, starting at a user message.
 
     Starting at a user message means a tool call is never separated from its results. When
@@ -80,9 +82,15 @@ def to_openai(record: Mapping[str, Any]) -> dict[str, Any]:
     """Only the fields a chat-completions request accepts."""
     role = record["role"]
     if role == "tool":
-        return {"role": "tool", "tool_call_id": record["tool_call_id"],
-                "content": record["content"] or ""}
+        return {
+            "role": "tool",
+            "tool_call_id": record["tool_call_id"],
+            "content": record["content"] or "",
+        }
     if role == "assistant" and record["tool_calls"]:
-        return {"role": "assistant", "content": record["content"] or None,
-                "tool_calls": record["tool_calls"]}
+        return {
+            "role": "assistant",
+            "content": record["content"] or None,
+            "tool_calls": record["tool_calls"],
+        }
     return {"role": role, "content": record["content"] or ""}

@@ -52,8 +52,9 @@ def fts_query(text: str) -> str | None:
     return " ".join(terms) or None
 
 
-def search(conn: sqlite3.Connection, query: str, limit: int = 20, *,
-           session_id: str | None = None) -> list[SearchHit]:
+def search(
+    conn: sqlite3.Connection, query: str, limit: int = 20, *, session_id: str | None = None
+) -> list[SearchHit]:
     """Messages matching every word of ``query``, with highlighted snippets, as indexed now
     (the store runs `index_pending` first, so the newest messages are included).
 
@@ -70,17 +71,22 @@ def search(conn: sqlite3.Connection, query: str, limit: int = 20, *,
     args: list[Any] = [match]
     scope = ""
     if session_id is not None:
-        lo, hi = conn.execute("SELECT min(id), max(id) FROM messages WHERE session_id = ?",
-                              (session_id,)).fetchone()
+        lo, hi = conn.execute(
+            "SELECT min(id), max(id) FROM messages WHERE session_id = ?", (session_id,)
+        ).fetchone()
         if lo is None:
             return []
         scope = " AND messages_fts.rowid BETWEEN ? AND ? AND m.session_id = ?"
         args += [lo, hi, session_id]
-    many = conn.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM messages_fts"
-        " JOIN messages m ON m.id = messages_fts.rowid"
-        f" WHERE messages_fts MATCH ?{scope} LIMIT ?)",
-        (*args, RANKED_MATCHES + 1)).fetchone()[0] > RANKED_MATCHES
+    many = (
+        conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM messages_fts"
+            " JOIN messages m ON m.id = messages_fts.rowid"
+            f" WHERE messages_fts MATCH ?{scope} LIMIT ?)",
+            (*args, RANKED_MATCHES + 1),
+        ).fetchone()[0]
+        > RANKED_MATCHES
+    )
     order = "messages_fts.rowid DESC" if many else "rank"
     rows = conn.execute(
         "SELECT m.id, m.session_id, m.role, m.created_at, s.title,"
@@ -88,10 +94,19 @@ def search(conn: sqlite3.Connection, query: str, limit: int = 20, *,
         " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
         " JOIN sessions s ON s.id = m.session_id"
         f" WHERE messages_fts MATCH ?{scope} ORDER BY {order} LIMIT ?",
-        (*args, limit)).fetchall()
-    return [SearchHit(message_id=r["id"], session_id=r["session_id"], session_title=r["title"],
-                      role=r["role"], snippet=r["snip"], created_at=r["created_at"])
-            for r in rows]
+        (*args, limit),
+    ).fetchall()
+    return [
+        SearchHit(
+            message_id=r["id"],
+            session_id=r["session_id"],
+            session_title=r["title"],
+            role=r["role"],
+            snippet=r["snip"],
+            created_at=r["created_at"],
+        )
+        for r in rows
+    ]
 
 
 def index_pending(conn: sqlite3.Connection) -> int:
@@ -109,12 +124,17 @@ def index_pending(conn: sqlite3.Connection) -> int:
         try:
             low, high, count = conn.execute(
                 "SELECT min(id), max(id), count(*) FROM"
-                " (SELECT id FROM fts_pending ORDER BY id LIMIT ?)", (INDEX_STEP,)).fetchone()
+                " (SELECT id FROM fts_pending ORDER BY id LIMIT ?)",
+                (INDEX_STEP,),
+            ).fetchone()
             if count:
-                conn.execute("INSERT INTO messages_fts(rowid, content)"
-                             " SELECT m.id, coalesce(m.content, '') FROM fts_pending p"
-                             " JOIN messages m ON m.id = p.id WHERE p.id BETWEEN ? AND ?"
-                             " ORDER BY p.id", (low, high))
+                conn.execute(
+                    "INSERT INTO messages_fts(rowid, content)"
+                    " SELECT m.id, coalesce(m.content, '') FROM fts_pending p"
+                    " JOIN messages m ON m.id = p.id WHERE p.id BETWEEN ? AND ?"
+                    " ORDER BY p.id",
+                    (low, high),
+                )
                 conn.execute("DELETE FROM fts_pending WHERE id BETWEEN ? AND ?", (low, high))
             conn.execute("COMMIT" if own else "RELEASE fts_step")
         except BaseException:

@@ -129,10 +129,16 @@ def _derive_title(content: str) -> str | None:
 
 def _session(row: sqlite3.Row) -> SessionInfo:
     return SessionInfo(
-        id=row["id"], title=row["title"], created_at=row["created_at"],
-        updated_at=row["updated_at"], model=row["model"], platform=row["platform"],
-        parent_id=row["parent_id"], prompt_tokens=row["prompt_tokens"],
-        completion_tokens=row["completion_tokens"], total_tokens=row["total_tokens"],
+        id=row["id"],
+        title=row["title"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        model=row["model"],
+        platform=row["platform"],
+        parent_id=row["parent_id"],
+        prompt_tokens=row["prompt_tokens"],
+        completion_tokens=row["completion_tokens"],
+        total_tokens=row["total_tokens"],
         message_count=row["message_count"],
     )
 
@@ -140,10 +146,16 @@ def _session(row: sqlite3.Row) -> SessionInfo:
 def _message(row: sqlite3.Row) -> MessageRecord:
     calls = row["tool_calls"]
     return MessageRecord(
-        id=row["id"], session_id=row["session_id"], seq=row["seq"], turn_id=row["turn_id"],
-        role=row["role"], content=row["content"],
-        tool_calls=json.loads(calls) if calls else None, tool_call_id=row["tool_call_id"],
-        tool_name=row["tool_name"], created_at=row["created_at"],
+        id=row["id"],
+        session_id=row["session_id"],
+        seq=row["seq"],
+        turn_id=row["turn_id"],
+        role=row["role"],
+        content=row["content"],
+        tool_calls=json.loads(calls) if calls else None,
+        tool_call_id=row["tool_call_id"],
+        tool_name=row["tool_name"],
+        created_at=row["created_at"],
     )
 
 
@@ -153,8 +165,9 @@ MAX_TITLE = 200
 class SessionStore:
     """Sessions, messages, search and usage counters in one SQLite file."""
 
-    def __init__(self, path: Path, *, history_messages: int = 400,
-                 history_chars: int = 400_000) -> None:
+    def __init__(
+        self, path: Path, *, history_messages: int = 400, history_chars: int = 400_000
+    ) -> None:
         self.path = path
         self.history_messages = history_messages
         self.history_chars = history_chars
@@ -174,8 +187,9 @@ class SessionStore:
         if thread is None:
             with self._lock:
                 if self._thread is None:
-                    self._thread = BatchThread(self._conn, self._lock,
-                                               map_error=self._storage_error)
+                    self._thread = BatchThread(
+                        self._conn, self._lock, map_error=self._storage_error
+                    )
                 thread = self._thread
         return thread
 
@@ -265,9 +279,15 @@ class SessionStore:
 
     # -- sessions ---------------------------------------------------------------------------
 
-    def create_session(self, *, title: str | None = None, model: str | None = None,
-                       platform: str = "cli", parent_id: str | None = None,
-                       session_id: str | None = None) -> SessionInfo:
+    def create_session(
+        self,
+        *,
+        title: str | None = None,
+        model: str | None = None,
+        platform: str = "cli",
+        parent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> SessionInfo:
         """A new empty session; ``session_id`` is generated unless given."""
         if session_id is not None and not _SESSION_ID.match(session_id):
             raise ValueError("session id must be 1-64 characters of A-Z a-z 0-9 _ -")
@@ -281,7 +301,8 @@ class SessionStore:
                     db.execute(
                         "INSERT INTO sessions (id, title, created_at, updated_at, model, platform,"
                         " parent_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (sid, title, now, now, model, platform, parent_id))
+                        (sid, title, now, now, model, platform, parent_id),
+                    )
                 return self.get_session(sid)
             except sqlite3.IntegrityError:
                 if session_id is not None:
@@ -295,8 +316,9 @@ class SessionStore:
             raise SessionNotFound(session_id)
         return _session(row)
 
-    def list_sessions(self, limit: int = 50, *, before: str | None = None,
-                      offset: int = 0) -> SessionPage:
+    def list_sessions(
+        self, limit: int = 50, *, before: str | None = None, offset: int = 0
+    ) -> SessionPage:
         """Sessions, most recently updated first; pass ``next_cursor`` as ``before`` to page."""
         limit = max(1, min(int(limit), 1000))
         where, args = "", []
@@ -311,7 +333,9 @@ class SessionStore:
         with self._lock:
             rows = self._conn.execute(
                 f"SELECT * FROM sessions {where} ORDER BY updated_at DESC, id DESC"
-                " LIMIT ? OFFSET ?", (*args, limit, max(0, offset))).fetchall()
+                " LIMIT ? OFFSET ?",
+                (*args, limit, max(0, offset)),
+            ).fetchall()
         sessions = [_session(r) for r in rows]
         cursor = None
         if len(sessions) == limit:
@@ -329,16 +353,26 @@ class SessionStore:
         if clean is not None and len(clean) > MAX_TITLE:
             raise ValueError(f"a title may have at most {MAX_TITLE} characters, not {len(clean)}")
         with self._tx() as db:
-            if db.execute("UPDATE sessions SET title = ?, updated_at = ? WHERE id = ?",
-                          (clean, time.time(), session_id)).rowcount == 0:
+            if (
+                db.execute(
+                    "UPDATE sessions SET title = ?, updated_at = ? WHERE id = ?",
+                    (clean, time.time(), session_id),
+                ).rowcount
+                == 0
+            ):
                 raise SessionNotFound(session_id)
         return self.get_session(session_id)
 
     def set_model(self, session_id: str, model: str | None) -> SessionInfo:
         """Set the model of later turns (None: the configured default)."""
         with self._tx() as db:
-            if db.execute("UPDATE sessions SET model = ?, updated_at = ? WHERE id = ?",
-                          (model or None, time.time(), session_id)).rowcount == 0:
+            if (
+                db.execute(
+                    "UPDATE sessions SET model = ?, updated_at = ? WHERE id = ?",
+                    (model or None, time.time(), session_id),
+                ).rowcount
+                == 0
+            ):
                 raise SessionNotFound(session_id)
         return self.get_session(session_id)
 
@@ -348,47 +382,73 @@ class SessionStore:
             if db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount == 0:
                 raise SessionNotFound(session_id)
 
-    def fork(self, session_id: str, upto_message_id: int | None = None, *,
-             title: str | None = None) -> SessionInfo:
+    def fork(
+        self, session_id: str, upto_message_id: int | None = None, *, title: str | None = None
+    ) -> SessionInfo:
         """A new session holding copies of the messages up to and including a message."""
         src = self.get_session(session_id)
         limit = upto_message_id
-        if limit is not None and self._row(
-                "SELECT 1 FROM messages WHERE id = ? AND session_id = ?",
-                (limit, session_id)) is None:
+        if (
+            limit is not None
+            and self._row(
+                "SELECT 1 FROM messages WHERE id = ? AND session_id = ?", (limit, session_id)
+            )
+            is None
+        ):
             raise MessageNotFound(f"message {limit} is not in session {session_id}")
         new = self.create_session(
             title=title or (f"{src['title']} (fork)" if src["title"] else None),
-            model=src["model"], platform=src["platform"], parent_id=session_id)
+            model=src["model"],
+            platform=src["platform"],
+            parent_id=session_id,
+        )
         with self._tx() as db:
             cur = db.execute(
                 "INSERT INTO messages (session_id, seq, turn_id, role, content, tool_calls,"
                 " tool_call_id, tool_name, created_at) SELECT ?, seq, turn_id, role, content,"
                 " tool_calls, tool_call_id, tool_name, created_at FROM messages"
                 " WHERE session_id = ? AND (? IS NULL OR id <= ?) ORDER BY seq",
-                (new["id"], session_id, limit, limit))
-            db.execute("UPDATE sessions SET message_count = ? WHERE id = ?",
-                       (cur.rowcount, new["id"]))
+                (new["id"], session_id, limit, limit),
+            )
+            db.execute(
+                "UPDATE sessions SET message_count = ? WHERE id = ?", (cur.rowcount, new["id"])
+            )
             self._written(cur.rowcount)
         return self.get_session(new["id"])
 
-    def add_usage(self, session_id: str, prompt_tokens: int, completion_tokens: int,
-                  total_tokens: int | None = None) -> None:
+    def add_usage(
+        self,
+        session_id: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        total_tokens: int | None = None,
+    ) -> None:
         """Add one model response's token counts to the session's counters."""
         total = prompt_tokens + completion_tokens if total_tokens is None else total_tokens
         with self._tx() as db:
-            if db.execute(
+            if (
+                db.execute(
                     "UPDATE sessions SET prompt_tokens = prompt_tokens + ?, completion_tokens ="
                     " completion_tokens + ?, total_tokens = total_tokens + ? WHERE id = ?",
-                    (prompt_tokens, completion_tokens, total, session_id)).rowcount == 0:
+                    (prompt_tokens, completion_tokens, total, session_id),
+                ).rowcount
+                == 0
+            ):
                 raise SessionNotFound(session_id)
 
     # -- messages ---------------------------------------------------------------------------
 
-    def append_message(self, session_id: str, role: str, content: str | None = None, *,
-                       tool_calls: list[dict[str, Any]] | None = None,
-                       tool_call_id: str | None = None, tool_name: str | None = None,
-                       turn_id: str | None = None) -> MessageRecord:
+    def append_message(
+        self,
+        session_id: str,
+        role: str,
+        content: str | None = None,
+        *,
+        tool_calls: list[dict[str, Any]] | None = None,
+        tool_call_id: str | None = None,
+        tool_name: str | None = None,
+        turn_id: str | None = None,
+    ) -> MessageRecord:
         """Append one message and commit it before returning."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
@@ -399,39 +459,65 @@ class SessionStore:
         now = time.time()
         title = _derive_title(content) if role == "user" and content else None
         with self._tx() as db:
-            row = db.execute("SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = ?",
-                             (session_id,)).fetchone()
-            if db.execute(
+            row = db.execute(
+                "SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            if (
+                db.execute(
                     "UPDATE sessions SET updated_at = ?, message_count = message_count + 1,"
                     " title = coalesce(title, ?) WHERE id = ?",
-                    (now, title, session_id)).rowcount == 0:
+                    (now, title, session_id),
+                ).rowcount
+                == 0
+            ):
                 raise SessionNotFound(session_id)
             cur = db.execute(
                 "INSERT INTO messages (session_id, seq, turn_id, role, content, tool_calls,"
                 " tool_call_id, tool_name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (session_id, row[0] + 1, turn_id, role, content,
-                 json.dumps(tool_calls) if tool_calls else None, tool_call_id, tool_name, now))
+                (
+                    session_id,
+                    row[0] + 1,
+                    turn_id,
+                    role,
+                    content,
+                    json.dumps(tool_calls) if tool_calls else None,
+                    tool_call_id,
+                    tool_name,
+                    now,
+                ),
+            )
             message_id = cur.lastrowid
             self._written(1)
         return MessageRecord(
-            id=int(message_id or 0), session_id=session_id, seq=row[0] + 1, turn_id=turn_id,
-            role=role, content=content, tool_calls=tool_calls or None,
-            tool_call_id=tool_call_id, tool_name=tool_name, created_at=now)
+            id=int(message_id or 0),
+            session_id=session_id,
+            seq=row[0] + 1,
+            turn_id=turn_id,
+            role=role,
+            content=content,
+            tool_calls=tool_calls or None,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            created_at=now,
+        )
 
-    def messages(self, session_id: str, *, limit: int | None = None,
-                 after_seq: int = 0) -> list[MessageRecord]:
+    def messages(
+        self, session_id: str, *, limit: int | None = None, after_seq: int = 0
+    ) -> list[MessageRecord]:
         """Stored messages in order (the newest ``limit`` when given), for display and export."""
         self.get_session(session_id)
         with self._lock:
             if limit is None:
                 rows = self._conn.execute(
                     "SELECT * FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
-                    (session_id, after_seq)).fetchall()
+                    (session_id, after_seq),
+                ).fetchall()
             else:
                 rows = self._conn.execute(
                     "SELECT * FROM (SELECT * FROM messages WHERE session_id = ? AND seq > ?"
                     " ORDER BY seq DESC LIMIT ?) ORDER BY seq",
-                    (session_id, after_seq, max(0, limit))).fetchall()
+                    (session_id, after_seq, max(0, limit)),
+                ).fetchall()
         return [_message(r) for r in rows]
 
     def history(self, session_id: str, limit: int | None = None) -> list[dict[str, Any]]:
@@ -441,8 +527,9 @@ class SessionStore:
         shaped = [to_openai(r) for r in records]
         return repair_history(trim_history(shaped, budget, self.history_chars))
 
-    def close_dangling_tool_calls(self, session_id: str, reason: str = INTERRUPTED_RESULT,
-                                  turn_id: str | None = None) -> int:
+    def close_dangling_tool_calls(
+        self, session_id: str, reason: str = INTERRUPTED_RESULT, turn_id: str | None = None
+    ) -> int:
         """Persist error results for the last assistant message's unanswered tool calls.
 
         Only when nothing but tool results follows that message (otherwise ``history()``
@@ -451,26 +538,38 @@ class SessionStore:
         with self._lock:
             last = self._conn.execute(
                 "SELECT * FROM messages WHERE session_id = ? AND role != 'tool'"
-                " ORDER BY seq DESC LIMIT 1", (session_id,)).fetchone()
+                " ORDER BY seq DESC LIMIT 1",
+                (session_id,),
+            ).fetchone()
             if last is None or last["role"] != "assistant" or not last["tool_calls"]:
                 return 0
-            answered = {r[0] for r in self._conn.execute(
-                "SELECT tool_call_id FROM messages WHERE session_id = ? AND seq > ?",
-                (session_id, last["seq"]))}
+            answered = {
+                r[0]
+                for r in self._conn.execute(
+                    "SELECT tool_call_id FROM messages WHERE session_id = ? AND seq > ?",
+                    (session_id, last["seq"]),
+                )
+            }
             missing = [c for c in json.loads(last["tool_calls"]) if c.get("id") not in answered]
             for call in missing:
                 name = (call.get("function") or {}).get("name")
-                self.append_message(session_id, "tool", json.dumps({"error": reason}),
-                                    tool_call_id=str(call.get("id")), tool_name=name,
-                                    turn_id=turn_id or last["turn_id"])
+                self.append_message(
+                    session_id,
+                    "tool",
+                    json.dumps({"error": reason}),
+                    tool_call_id=str(call.get("id")),
+                    tool_name=name,
+                    turn_id=turn_id or last["turn_id"],
+                )
         if missing:
             log.info("session %s: closed %d unanswered tool call(s)", session_id, len(missing))
         return len(missing)
 
     # -- search -----------------------------------------------------------------------------
 
-    def search(self, query: str, limit: int = 20, *,
-               session_id: str | None = None) -> list[SearchHit]:
+    def search(
+        self, query: str, limit: int = 20, *, session_id: str | None = None
+    ) -> list[SearchHit]:
         """Messages matching every word of ``query``, with highlighted snippets
         (`hermesd.store.search.search`). Messages not yet indexed are indexed first, so every committed
         message can be found; when that fails (a full disk, say) the search runs on what is
@@ -484,8 +583,7 @@ class SessionStore:
                 thread = self._thread
                 if thread is not None and thread.in_batch and not self._conn.in_transaction:
                     raise  # the batch's transaction went with it: the batch must fail
-                log.warning("searching without the newest messages: indexing them failed: %s",
-                            exc)
+                log.warning("searching without the newest messages: indexing them failed: %s", exc)
             return fts.search(self._conn, query, limit, session_id=session_id)
 
     # -- approval rules ("always" answers; hermesd.approvals) -------------------------------
@@ -495,23 +593,34 @@ class SessionStore:
         with self._lock:
             rows = self._conn.execute(
                 "SELECT pattern_key, decision, decided_by, description, created_at"
-                " FROM approvals ORDER BY created_at, pattern_key").fetchall()
+                " FROM approvals ORDER BY created_at, pattern_key"
+            ).fetchall()
         return [dict(r) for r in rows]
 
-    def add_approval_rule(self, pattern_key: str, decided_by: str,
-                          description: str = "") -> dict[str, Any]:
+    def add_approval_rule(
+        self, pattern_key: str, decided_by: str, description: str = ""
+    ) -> dict[str, Any]:
         """Remember ``pattern_key`` as always approved (replacing an older rule for it)."""
         now = time.time()
         with self._tx() as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO approvals"
                 " (pattern_key, decision, decided_by, description, created_at)"
-                " VALUES (?, 'always', ?, ?, ?)", (pattern_key, decided_by, description, now))
-        return {"pattern_key": pattern_key, "decision": "always", "decided_by": decided_by,
-                "description": description, "created_at": now}
+                " VALUES (?, 'always', ?, ?, ?)",
+                (pattern_key, decided_by, description, now),
+            )
+        return {
+            "pattern_key": pattern_key,
+            "decision": "always",
+            "decided_by": decided_by,
+            "description": description,
+            "created_at": now,
+        }
 
     def revoke_approval_rule(self, pattern_key: str) -> bool:
         """Forget the rule for ``pattern_key``; False when there was none."""
         with self._tx() as conn:
-            return conn.execute("DELETE FROM approvals WHERE pattern_key = ?",
-                                (pattern_key,)).rowcount > 0
+            return (
+                conn.execute("DELETE FROM approvals WHERE pattern_key = ?", (pattern_key,)).rowcount
+                > 0
+            )

@@ -33,11 +33,20 @@ _SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", "venv", ".mypy_cac
 
 
 class RegistryLike(Protocol):
-    def register(self, name: str, toolset: str, schema: dict[str, Any],
-                 handler: Callable[..., Any], check_fn: Callable[[], Any] | None = None,
-                 requires_env: list[Any] | None = None, is_async: bool = False,
-                 description: str = "", emoji: str = "", override: bool = False,
-                 owner: str = "builtin") -> Any: ...
+    def register(
+        self,
+        name: str,
+        toolset: str,
+        schema: dict[str, Any],
+        handler: Callable[..., Any],
+        check_fn: Callable[[], Any] | None = None,
+        requires_env: list[Any] | None = None,
+        is_async: bool = False,
+        description: str = "",
+        emoji: str = "",
+        override: bool = False,
+        owner: str = "builtin",
+    ) -> Any: ...
 
 
 class ConfigLike(Protocol):
@@ -45,8 +54,9 @@ class ConfigLike(Protocol):
 
 
 class SearchableStore(Protocol):
-    def search(self, query: str, limit: int = 20, *, session_id: str | None = None
-               ) -> list[Any]: ...
+    def search(
+        self, query: str, limit: int = 20, *, session_id: str | None = None
+    ) -> list[Any]: ...
 
 
 def _error(message: str) -> str:
@@ -57,8 +67,9 @@ class _BadArgs(Exception):
     pass
 
 
-def _str_arg(args: dict[str, Any], key: str, *, required: bool = False,
-             default: str | None = None) -> str | None:
+def _str_arg(
+    args: dict[str, Any], key: str, *, required: bool = False, default: str | None = None
+) -> str | None:
     value = args.get(key, default)
     if value is None or value == "":
         if required:
@@ -88,8 +99,14 @@ class PathGuard:
         self.base = base
 
     def _protected(self) -> list[Path]:
-        names = ["config.yaml", ".env", "state.db", "state.db-wal", "state.db-shm",
-                 "state.db-journal"]
+        names = [
+            "config.yaml",
+            ".env",
+            "state.db",
+            "state.db-wal",
+            "state.db-shm",
+            "state.db-journal",
+        ]
         return [self.home / n for n in names]
 
     def resolve(self, raw: str, *, base: Path | None = None) -> Path:
@@ -101,9 +118,11 @@ class PathGuard:
             path = (base or self.base) / path
         resolved = path.resolve()
         if self.is_protected(resolved):
-            raise _BadArgs(f"Access denied: {raw} is hermesd's own "
-                           f"{resolved.name} (config, secrets and session database are "
-                           "off limits to tools)")
+            raise _BadArgs(
+                f"Access denied: {raw} is hermesd's own "
+                f"{resolved.name} (config, secrets and session database are "
+                "off limits to tools)"
+            )
         return resolved
 
     def resolve_for_write(self, raw: str) -> Path:
@@ -112,15 +131,18 @@ class PathGuard:
         resolved = self.resolve(raw)
         plugins = self.home / "plugins"
         if resolved == plugins or resolved.is_relative_to(plugins):
-            raise _BadArgs(f"Access denied: {raw} is in hermesd's plugin directory "
-                           f"({plugins}); plugins are code the daemon runs, so tools may read "
-                           "them but not write them (install plugins with `hermesctl plugins "
-                           "install`)")
+            raise _BadArgs(
+                f"Access denied: {raw} is in hermesd's plugin directory "
+                f"({plugins}); plugins are code the daemon runs, so tools may read "
+                "them but not write them (install plugins with `hermesctl plugins "
+                "install`)"
+            )
         return resolved
 
     def is_protected(self, resolved: Path) -> bool:
         if resolved.parent == self.home and (
-                resolved.name in ("config.yaml", ".env") or resolved.name.startswith("state.db")):
+            resolved.name in ("config.yaml", ".env") or resolved.name.startswith("state.db")
+        ):
             return True
         try:
             st = resolved.stat()
@@ -137,8 +159,11 @@ class PathGuard:
     def mentions_protected(self, command: str) -> str | None:
         """A protected file a shell command names literally, if any (best effort)."""
         for target in self._protected():
-            spellings = {str(target), f"$HERMES_HOME/{target.name}",
-                         f"${{HERMES_HOME}}/{target.name}"}
+            spellings = {
+                str(target),
+                f"$HERMES_HOME/{target.name}",
+                f"${{HERMES_HOME}}/{target.name}",
+            }
             if self.home == (Path.home() / ".hermes").resolve():
                 spellings.add(f"~/.hermes/{target.name}")
             if any(s in command for s in spellings):
@@ -150,8 +175,7 @@ def _cap(text: str, limit: int = OUTPUT_CAP) -> tuple[str, bool]:
     if len(text) <= limit:
         return text, False
     half = limit // 2
-    return (text[:half] + f"\n… [{len(text) - limit} characters omitted] …\n"
-            + text[-half:]), True
+    return (text[:half] + f"\n… [{len(text) - limit} characters omitted] …\n" + text[-half:]), True
 
 
 # -- schemas (seeds/002 checklist: input → output, every parameter described) ------------------
@@ -161,18 +185,29 @@ TERMINAL_SCHEMA: dict[str, Any] = {
     "description": (
         "Run a shell command on the user's machine and return its combined stdout and stderr "
         "as 'output' plus its 'exit_code'. Use for listing, building, testing and inspecting "
-        "things. Long output is cut in the middle; a command is killed at its timeout."),
+        "things. Long output is cut in the middle; a command is killed at its timeout."
+    ),
     "parameters": {
         "type": "object",
         "required": ["command"],
         "properties": {
-            "command": {"type": "string", "minLength": 1, "maxLength": 20000,
-                        "description": "Shell command to run with /bin/sh, e.g. 'ls -la'"},
-            "cwd": {"type": "string",
-                    "description": "Working directory (default: the configured terminal.cwd, "
-                                   "else the user's home directory)"},
-            "timeout": {"type": "integer", "minimum": 1, "maximum": 600,
-                        "description": "Seconds before the command is killed (default 60)"},
+            "command": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 20000,
+                "description": "Shell command to run with /bin/sh, e.g. 'ls -la'",
+            },
+            "cwd": {
+                "type": "string",
+                "description": "Working directory (default: the configured terminal.cwd, "
+                "else the user's home directory)",
+            },
+            "timeout": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 600,
+                "description": "Seconds before the command is killed (default 60)",
+            },
         },
     },
 }
@@ -181,17 +216,29 @@ READ_FILE_SCHEMA: dict[str, Any] = {
     "name": "read_file",
     "description": (
         "Read a text file and return a range of its lines as 'content', with 'start_line', "
-        "'end_line', 'total_lines' and 'next_offset' (null at the end) to page through it."),
+        "'end_line', 'total_lines' and 'next_offset' (null at the end) to page through it."
+    ),
     "parameters": {
         "type": "object",
         "required": ["path"],
         "properties": {
-            "path": {"type": "string", "description": "File path, absolute or relative to the "
-                                                      "working directory"},
-            "offset": {"type": "integer", "minimum": 1, "default": 1,
-                       "description": "First line to return, counting from 1"},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 5000, "default": 500,
-                      "description": "Most lines to return"},
+            "path": {
+                "type": "string",
+                "description": "File path, absolute or relative to the working directory",
+            },
+            "offset": {
+                "type": "integer",
+                "minimum": 1,
+                "default": 1,
+                "description": "First line to return, counting from 1",
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 5000,
+                "default": 500,
+                "description": "Most lines to return",
+            },
         },
     },
 }
@@ -200,16 +247,23 @@ WRITE_FILE_SCHEMA: dict[str, Any] = {
     "name": "write_file",
     "description": (
         "Write text to a file, creating missing parent directories; returns the resolved "
-        "'path', 'bytes_written' and whether the file was 'created'."),
+        "'path', 'bytes_written' and whether the file was 'created'."
+    ),
     "parameters": {
         "type": "object",
         "required": ["path", "content"],
         "properties": {
-            "path": {"type": "string", "description": "File path, absolute or relative to the "
-                                                      "working directory"},
+            "path": {
+                "type": "string",
+                "description": "File path, absolute or relative to the working directory",
+            },
             "content": {"type": "string", "description": "The complete text to write"},
-            "mode": {"type": "string", "enum": ["overwrite", "append"], "default": "overwrite",
-                     "description": "Replace the file, or add to its end"},
+            "mode": {
+                "type": "string",
+                "enum": ["overwrite", "append"],
+                "default": "overwrite",
+                "description": "Replace the file, or add to its end",
+            },
         },
     },
 }
@@ -219,20 +273,36 @@ SEARCH_FILES_SCHEMA: dict[str, Any] = {
     "description": (
         "Find files under a directory by file-name glob and, optionally, by text they "
         "contain; returns 'matches' as {path, line, text} (line and text only for content "
-        "matches) and 'truncated' when the limit was reached."),
+        "matches) and 'truncated' when the limit was reached."
+    ),
     "parameters": {
         "type": "object",
         "properties": {
-            "root": {"type": "string",
-                     "description": "Directory to search (default: the working directory)"},
-            "pattern": {"type": "string", "default": "*",
-                        "description": "Glob matched against file names, e.g. '*.py'"},
-            "contains": {"type": "string",
-                         "description": "Case-insensitive text a matching line must contain"},
-            "max_results": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50,
-                            "description": "Most matches to return"},
-            "include_hidden": {"type": "boolean", "default": False,
-                               "description": "Also search dot-files and dot-directories"},
+            "root": {
+                "type": "string",
+                "description": "Directory to search (default: the working directory)",
+            },
+            "pattern": {
+                "type": "string",
+                "default": "*",
+                "description": "Glob matched against file names, e.g. '*.py'",
+            },
+            "contains": {
+                "type": "string",
+                "description": "Case-insensitive text a matching line must contain",
+            },
+            "max_results": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 500,
+                "default": 50,
+                "description": "Most matches to return",
+            },
+            "include_hidden": {
+                "type": "boolean",
+                "default": False,
+                "description": "Also search dot-files and dot-directories",
+            },
         },
     },
 }
@@ -242,16 +312,24 @@ SESSION_SEARCH_SCHEMA: dict[str, Any] = {
     "description": (
         "Full-text search over past conversations; returns 'results' with session id, "
         "session title, role, a snippet with the matching words in «» and when it was said. "
-        "Use to recall what was discussed or decided before."),
+        "Use to recall what was discussed or decided before."
+    ),
     "parameters": {
         "type": "object",
         "required": ["query"],
         "properties": {
-            "query": {"type": "string", "minLength": 1,
-                      "description": "Words to find; all must appear (a trailing * matches a "
-                                     "prefix)"},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10,
-                      "description": "Most results to return"},
+            "query": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Words to find; all must appear (a trailing * matches a prefix)",
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 50,
+                "default": 10,
+                "description": "Most results to return",
+            },
         },
     },
 }
@@ -260,8 +338,14 @@ SESSION_SEARCH_SCHEMA: dict[str, Any] = {
 class BuiltinFileTools:
     """The handlers, bound to one HERMES_HOME, store and configuration."""
 
-    def __init__(self, *, home: Path, store: SearchableStore | None, config: ConfigLike,
-                 transform_output: TransformOutput | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        home: Path,
+        store: SearchableStore | None,
+        config: ConfigLike,
+        transform_output: TransformOutput | None = None,
+    ) -> None:
         cwd = config.get("terminal.cwd")
         self.base = Path(cwd).expanduser() if cwd else Path.home()
         self.guard = PathGuard(home, self.base)
@@ -269,8 +353,7 @@ class BuiltinFileTools:
         self.timeout = float(config.get("terminal.timeout", 60.0))
         self.transform_output = transform_output
 
-    async def terminal(self, args: dict[str, Any], task_id: str | None = None,
-                       **_: Any) -> str:
+    async def terminal(self, args: dict[str, Any], task_id: str | None = None, **_: Any) -> str:
         """Run a shell command; ``{"output", "exit_code"}``."""
         try:
             command = _str_arg(args, "command", required=True) or ""
@@ -286,9 +369,9 @@ class BuiltinFileTools:
             return _error(f"Access denied: the command touches hermesd's own {named}")
         output, code, timed_out = await _run_shell(command, cwd, timeout)
         if self.transform_output is not None:
-            replaced = await self.transform_output(command=command, output=output,
-                                                   returncode=code, task_id=task_id,
-                                                   env_type="local")
+            replaced = await self.transform_output(
+                command=command, output=output, returncode=code, task_id=task_id, env_type="local"
+            )
             if isinstance(replaced, str):
                 output = replaced
         output = _cap(output)[0]
@@ -317,12 +400,20 @@ class BuiltinFileTools:
         if b"\x00" in data[:8192]:
             return _error(f"{path} looks like a binary file")
         lines = data.decode("utf-8", errors="replace").splitlines()
-        chunk = lines[offset - 1: offset - 1 + limit]
+        chunk = lines[offset - 1 : offset - 1 + limit]
         content, truncated = _cap("\n".join(chunk), 100_000)
         end = offset - 1 + len(chunk)
-        return json.dumps({"path": str(path), "content": content, "start_line": offset,
-                           "end_line": end, "total_lines": len(lines), "truncated": truncated,
-                           "next_offset": end + 1 if end < len(lines) else None})
+        return json.dumps(
+            {
+                "path": str(path),
+                "content": content,
+                "start_line": offset,
+                "end_line": end,
+                "total_lines": len(lines),
+                "truncated": truncated,
+                "next_offset": end + 1 if end < len(lines) else None,
+            }
+        )
 
     def write_file(self, args: dict[str, Any], **_: Any) -> str:
         """Write (or append) text, creating parents."""
@@ -344,10 +435,15 @@ class BuiltinFileTools:
             if path.is_dir():
                 return _error(f"{path} is a directory")
             path.parent.mkdir(parents=True, exist_ok=True)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (
-                os.O_APPEND if mode == "append" else os.O_TRUNC)
-            with os.fdopen(os.open(path, flags, 0o666), "ab" if mode == "append" else "wb") \
-                    as fh:  # O_NOFOLLOW: no symlink swapped in after the check
+            flags = (
+                os.O_WRONLY
+                | os.O_CREAT
+                | os.O_NOFOLLOW
+                | (os.O_APPEND if mode == "append" else os.O_TRUNC)
+            )
+            with os.fdopen(
+                os.open(path, flags, 0o666), "ab" if mode == "append" else "wb"
+            ) as fh:  # O_NOFOLLOW: no symlink swapped in after the check
                 fh.write(data)
         except OSError as exc:
             return _error(f"cannot write {path}: {exc.strerror or exc}")
@@ -369,8 +465,9 @@ class BuiltinFileTools:
         matches: list[dict[str, Any]] = []
         scanned, truncated = 0, False
         for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS
-                                 and (hidden or not d.startswith(".")))
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in _SKIP_DIRS and (hidden or not d.startswith("."))
+            )
             for name in sorted(filenames):
                 if (not hidden and name.startswith(".")) or not fnmatch.fnmatch(name, pattern):
                     continue
@@ -387,11 +484,9 @@ class BuiltinFileTools:
                     break
             if truncated:
                 break
-        return json.dumps({"root": str(root), "matches": matches[:limit],
-                           "truncated": truncated})
+        return json.dumps({"root": str(root), "matches": matches[:limit], "truncated": truncated})
 
-    def session_search(self, args: dict[str, Any], session_id: str | None = None,
-                       **_: Any) -> str:
+    def session_search(self, args: dict[str, Any], session_id: str | None = None, **_: Any) -> str:
         """Past messages matching a query, via the session store's FTS index."""
         try:
             query = _str_arg(args, "query", required=True) or ""
@@ -401,11 +496,22 @@ class BuiltinFileTools:
         if self.store is None:
             return _error("session search is not available")
         hits = self.store.search(query, limit)
-        return json.dumps({"query": query, "results": [
-            {"session_id": h["session_id"], "session_title": h["session_title"],
-             "role": h["role"], "snippet": h["snippet"],
-             "when": time.strftime("%Y-%m-%d %H:%M", time.localtime(h["created_at"]))}
-            for h in hits]}, ensure_ascii=False)
+        return json.dumps(
+            {
+                "query": query,
+                "results": [
+                    {
+                        "session_id": h["session_id"],
+                        "session_title": h["session_title"],
+                        "role": h["role"],
+                        "snippet": h["snippet"],
+                        "when": time.strftime("%Y-%m-%d %H:%M", time.localtime(h["created_at"])),
+                    }
+                    for h in hits
+                ],
+            },
+            ensure_ascii=False,
+        )
 
 
 def _grep(path: Path, needle: str, room: int) -> list[dict[str, Any]]:
@@ -431,8 +537,13 @@ async def _run_shell(command: str, cwd: Path, timeout: float) -> tuple[str, int 
     """Run ``command``; return (output, exit code, timed out). The process group is killed
     on timeout and when the calling task is cancelled."""
     proc = await asyncio.create_subprocess_shell(
-        command, cwd=cwd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        command,
+        cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
+    )
     chunks: list[bytes] = []
     size = 0
     stdout = proc.stdout
@@ -464,15 +575,20 @@ async def _run_shell(command: str, cwd: Path, timeout: float) -> tuple[str, int 
     return output, proc.returncode, timed_out
 
 
-def register_builtin_file_tools(registry: RegistryLike, *, home: Path,
-                                store: SearchableStore | None, config: ConfigLike,
-                                transform_output: TransformOutput | None = None
-                                ) -> BuiltinFileTools:
+def register_builtin_file_tools(
+    registry: RegistryLike,
+    *,
+    home: Path,
+    store: SearchableStore | None,
+    config: ConfigLike,
+    transform_output: TransformOutput | None = None,
+) -> BuiltinFileTools:
     """Register the five built-in tools; ``transform_output`` is the
     ``transform_terminal_output`` hook point (kwargs command, output, returncode, task_id,
     env_type; a str result replaces the output)."""
-    tools = BuiltinFileTools(home=home, store=store, config=config,
-                             transform_output=transform_output)
+    tools = BuiltinFileTools(
+        home=home, store=store, config=config, transform_output=transform_output
+    )
     entries: list[tuple[dict[str, Any], str, Callable[..., Any], bool, str]] = [
         (TERMINAL_SCHEMA, "terminal", tools.terminal, True, "💻"),
         (READ_FILE_SCHEMA, "file", tools.read_file, False, "📖"),
@@ -481,7 +597,14 @@ def register_builtin_file_tools(registry: RegistryLike, *, home: Path,
         (SESSION_SEARCH_SCHEMA, "session_search", tools.session_search, False, "🗂️"),
     ]
     for schema, toolset, handler, is_async, emoji in entries:
-        registry.register(name=schema["name"], toolset=toolset, schema=schema,
-                          handler=handler, is_async=is_async,
-                          description=schema["description"], emoji=emoji, owner="builtin")
+        registry.register(
+            name=schema["name"],
+            toolset=toolset,
+            schema=schema,
+            handler=handler,
+            is_async=is_async,
+            description=schema["description"],
+            emoji=emoji,
+            owner="builtin",
+        )
     return tools

@@ -45,12 +45,12 @@ SKILL_VIEW_SCHEMA: dict[str, Any] = {
             "name": {
                 "type": "string",
                 "description": "Skill name from skills_list, or 'plugin:skill' for a skill a "
-                               "plugin provides",
+                "plugin provides",
             },
             "file_path": {
                 "type": "string",
                 "description": "Path of a linked file relative to the skill folder, for example "
-                               "'references/api.md' (optional; omit to get SKILL.md)",
+                "'references/api.md' (optional; omit to get SKILL.md)",
             },
         },
         "required": ["name"],
@@ -69,7 +69,9 @@ def register_skill_tools(registry: ToolRegistry, catalog: SkillCatalog) -> None:
         result = catalog.view_result(str(args.get("name") or ""), args.get("file_path") or None)
         return json.dumps(result, ensure_ascii=False)
 
-    registry.register("skills_list", TOOLSET, SKILLS_LIST_SCHEMA, skills_list, emoji="📚",
-                      owner=BUILTIN)
-    registry.register("skill_view", TOOLSET, SKILL_VIEW_SCHEMA, skill_view, emoji="📚",
-                      owner=BUILTIN)
+    registry.register(
+        "skills_list", TOOLSET, SKILLS_LIST_SCHEMA, skills_list, emoji="📚", owner=BUILTIN
+    )
+    registry.register(
+        "skill_view", TOOLSET, SKILL_VIEW_SCHEMA, skill_view, emoji="📚", owner=BUILTIN
+    )

@@ -52,8 +52,9 @@ class CheckCache:
         """`probe` for the event loop: waits without blocking it."""
         pending = self._submit(entries)
         if pending:
-            await asyncio.wait([asyncio.wrap_future(f) for f in pending.values()],
-                               timeout=self.timeout)
+            await asyncio.wait(
+                [asyncio.wrap_future(f) for f in pending.values()], timeout=self.timeout
+            )
             self._record(pending)
 
     def forget(self, gone: Callable[[Checked], bool]) -> None:
@@ -81,12 +82,18 @@ class CheckCache:
         for entry, future in pending.items():
             if not future.done():
                 future.cancel()
-                log.warning("check_fn of tool '%s' did not answer within %gs; tool hidden",
-                            entry.name, self.timeout)
+                log.warning(
+                    "check_fn of tool '%s' did not answer within %gs; tool hidden",
+                    entry.name,
+                    self.timeout,
+                )
                 ok = False
             elif future.cancelled() or future.exception() is not None:
-                log.warning("check_fn of tool '%s' raised: %s; tool hidden", entry.name,
-                            None if future.cancelled() else future.exception())
+                log.warning(
+                    "check_fn of tool '%s' raised: %s; tool hidden",
+                    entry.name,
+                    None if future.cancelled() else future.exception(),
+                )
                 ok = False
             else:
                 ok = bool(future.result())

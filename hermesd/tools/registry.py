@@ -65,8 +65,8 @@ pinned_tools: contextvars.ContextVar[Mapping[str, ToolEntry] | None] = contextva
 )
 # The loop running the pipeline this thread works for, so a nested call_sync from a handler
 # thread goes back to that loop (which is free, awaiting the handler) and never deadlocks.
-_pipeline_loop: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = (
-    contextvars.ContextVar("hermesd_pipeline_loop", default=None)
+_pipeline_loop: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "hermesd_pipeline_loop", default=None
 )
 
 
@@ -151,10 +151,17 @@ class ToolRegistry:
         if reason is not None:
             raise ToolRejected(reason)
         entry = ToolEntry(
-            name=name, toolset=toolset, schema=normalize_schema(name, schema, description),
-            handler=handler, check_fn=check_fn, requires_env=_env_names(requires_env),
-            is_async=is_async, description=str(schema.get("description") or description or ""),
-            emoji=emoji, owner=owner, shape=CallShape.of(handler, positional=1),
+            name=name,
+            toolset=toolset,
+            schema=normalize_schema(name, schema, description),
+            handler=handler,
+            check_fn=check_fn,
+            requires_env=_env_names(requires_env),
+            is_async=is_async,
+            description=str(schema.get("description") or description or ""),
+            emoji=emoji,
+            owner=owner,
+            shape=CallShape.of(handler, positional=1),
         )
         with self._lock:
             stack = self._stacks.get(name, [])
@@ -165,8 +172,12 @@ class ToolRegistry:
                     f"'{active.toolset}'; pass override=True to replace it"
                 )
             if active is not None and active.toolset != toolset:
-                log.info("Tool '%s': toolset '%s' overrides toolset '%s' (override=True)",
-                         name, toolset, active.toolset)
+                log.info(
+                    "Tool '%s': toolset '%s' overrides toolset '%s' (override=True)",
+                    name,
+                    toolset,
+                    active.toolset,
+                )
             self._stacks[name] = [e for e in stack if e.owner != owner] + [entry]
         return entry
 
@@ -220,9 +231,7 @@ class ToolRegistry:
             return False
         return self.checks.passed(entry)
 
-    def openai_tools(
-        self, enabled_toolsets: Collection[str] | None = None
-    ) -> list[dict[str, Any]]:
+    def openai_tools(self, enabled_toolsets: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The model's tool list in OpenAI form, filtered by toolset and availability."""
         wanted = None if enabled_toolsets is None else set(enabled_toolsets)
         entries = [e for e in self.entries() if wanted is None or e.toolset in wanted]
@@ -233,10 +242,16 @@ class ToolRegistry:
         """Every active tool as a plain dict (for ``tools.list``), including hidden ones."""
         self.checks.probe(self.entries())
         return [
-            {"name": e.name, "toolset": e.toolset, "description": e.description,
-             "emoji": e.emoji, "owner": e.owner, "available": self.available(e),
-             "enabled": enabled_toolsets is None or e.toolset in enabled_toolsets,
-             "parameters": e.schema["parameters"]}
+            {
+                "name": e.name,
+                "toolset": e.toolset,
+                "description": e.description,
+                "emoji": e.emoji,
+                "owner": e.owner,
+                "available": self.available(e),
+                "enabled": enabled_toolsets is None or e.toolset in enabled_toolsets,
+                "parameters": e.schema["parameters"],
+            }
             for e in self.entries()
         ]
 
@@ -267,36 +282,53 @@ class ToolRegistry:
         loop_token = _pipeline_loop.set(asyncio.get_running_loop())
         session_token = current_session.set(session_id)
         try:
-            return await self._call(name, args, session_id, tool_call_id or "", source, turn_id,
-                                    observers)
+            return await self._call(
+                name, args, session_id, tool_call_id or "", source, turn_id, observers
+            )
         finally:
             current_session.reset(session_token)
             _pipeline_loop.reset(loop_token)
 
-    async def _call(self, name: str, raw_args: Mapping[str, Any] | str | None,
-                    session_id: str, tool_call_id: str, source: str, turn_id: str,
-                    observers: list[asyncio.Task[Any]] | None) -> str:
+    async def _call(
+        self,
+        name: str,
+        raw_args: Mapping[str, Any] | str | None,
+        session_id: str,
+        tool_call_id: str,
+        source: str,
+        turn_id: str,
+        observers: list[asyncio.Task[Any]] | None,
+    ) -> str:
         pinned = pinned_tools.get()
         entry = (pinned.get(name) if pinned is not None else None) or self.get(name)
         if entry is None:
             return error_result(f"Unknown tool: {name}")
         started = time.monotonic()
-        ids = {"task_id": session_id, "session_id": session_id, "tool_call_id": tool_call_id,
-               "turn_id": turn_id, "api_request_id": ""}
+        ids = {
+            "task_id": session_id,
+            "session_id": session_id,
+            "tool_call_id": tool_call_id,
+            "turn_id": turn_id,
+            "api_request_id": "",
+        }
         args, problem = parse_args(raw_args)
         if problem is None:
             problem = check_args(entry.schema["parameters"], args)
         error_type: str | None = None
         error_message: str | None = None
         if problem is not None:
-            result, status = error_result(f"Invalid arguments for tool '{name}': {problem}"), "error"
+            result, status = (
+                error_result(f"Invalid arguments for tool '{name}': {problem}"),
+                "error",
+            )
             error_type, error_message = "invalid_arguments", problem
         else:
             verdict = await self.hooks.pre_tool_verdict(tool_name=name, args=args, **ids)
             block = verdict.block
             if block is None and self.approver is not None:
-                block = await self._approve(name, args, session_id, verdict.approve,
-                                            verdict.rule_key)
+                block = await self._approve(
+                    name, args, session_id, verdict.approve, verdict.rule_key
+                )
             elif block is None and verdict.approve is not None:  # nobody to ask: fail closed
                 block = f"BLOCKED: plugin approval required for {name}"
             if block is not None:
@@ -306,12 +338,24 @@ class ToolRegistry:
                 result, status, error_type, error_message = await self._run(entry, args, ids)
         result = self._redact_and_clip(result)
         duration_ms = int((time.monotonic() - started) * 1000)
-        log.debug("tool %s (%s) for session %s: %s in %d ms", name, source, session_id or "-",
-                  status, duration_ms)
+        log.debug(
+            "tool %s (%s) for session %s: %s in %d ms",
+            name,
+            source,
+            session_id or "-",
+            status,
+            duration_ms,
+        )
         if self.hooks.has("post_tool_call"):
             observed = self.hooks.invoke(
-                "post_tool_call", tool_name=name, args=args, result=result, **ids,
-                duration_ms=duration_ms, status=status, error_type=error_type,
+                "post_tool_call",
+                tool_name=name,
+                args=args,
+                result=result,
+                **ids,
+                duration_ms=duration_ms,
+                status=status,
+                error_type=error_type,
                 error_message=error_message,
             )
             if observers is not None and not self.hooks.has("transform_tool_result"):
@@ -319,13 +363,24 @@ class ToolRegistry:
             else:
                 await observed
         replaced = await self.hooks.transform(
-            "transform_tool_result", tool_name=name, args=args, result=result, **ids,
-            duration_ms=duration_ms, status=status,
+            "transform_tool_result",
+            tool_name=name,
+            args=args,
+            result=result,
+            **ids,
+            duration_ms=duration_ms,
+            status=status,
         )
         return result if replaced is None else self._redact_and_clip(replaced)
 
-    async def _approve(self, name: str, args: dict[str, Any], session_id: str,
-                       asked: str | None, rule_key: str | None) -> str | None:
+    async def _approve(
+        self,
+        name: str,
+        args: dict[str, Any],
+        session_id: str,
+        asked: str | None,
+        rule_key: str | None,
+    ) -> str | None:
         assert self.approver is not None
         try:
             if asked is None:
@@ -336,13 +391,19 @@ class ToolRegistry:
             log.exception("Approval check for tool '%s' failed; blocking the call", name)
             return f"BLOCKED: approval check failed for {name}"
 
-    async def _run(self, entry: ToolEntry, args: dict[str, Any],
-                   ids: dict[str, str]) -> tuple[str, str, str | None, str | None]:
+    async def _run(
+        self, entry: ToolEntry, args: dict[str, Any], ids: dict[str, str]
+    ) -> tuple[str, str, str | None, str | None]:
         offered = {k: ids[k] for k in ("task_id", "session_id", "tool_call_id")}
         try:
-            value = await call_bounded(self._pool, entry.handler, (dict(args),),
-                                       entry.shape.select(offered), self.timeout,
-                                       f"tool:{entry.owner}")
+            value = await call_bounded(
+                self._pool,
+                entry.handler,
+                (dict(args),),
+                entry.shape.select(offered),
+                self.timeout,
+                f"tool:{entry.owner}",
+            )
         except WorkTimeout:
             message = f"Tool '{entry.name}' timed out after {self.timeout:g}s"
             log.warning("%s (its thread, if any, keeps running)", message)
@@ -374,9 +435,11 @@ class ToolRegistry:
         daemon's, by a careless plugin), it runs on a private loop in a helper thread instead of
         deadlocking; that loop blocks its caller meanwhile. With no loop at all it runs inline.
         """
+
         def pipeline() -> Coroutine[Any, Any, str]:
-            return self.call(name, args, session_id=session_id, tool_call_id=tool_call_id,
-                             source=source)
+            return self.call(
+                name, args, session_id=session_id, tool_call_id=tool_call_id, source=source
+            )
 
         try:
             asyncio.get_running_loop()
@@ -396,8 +459,9 @@ class ToolRegistry:
         return asyncio.run(pipeline())
 
 
-def _run_in_helper_thread(make: Callable[[], Coroutine[Any, Any, str]],
-                          timeout: float | None) -> str:
+def _run_in_helper_thread(
+    make: Callable[[], Coroutine[Any, Any, str]], timeout: float | None
+) -> str:
     box: list[str] = []
     context = contextvars.copy_context()
 

@@ -48,8 +48,10 @@ def as_result(name: str, value: Any) -> tuple[str, str, str | None, str | None]:
         try:
             value = json.dumps(value, ensure_ascii=False)
         except (TypeError, ValueError) as exc:
-            message = (f"Tool '{name}' returned a {type(value).__name__} that is not "
-                       f"JSON-serializable: {exc}")
+            message = (
+                f"Tool '{name}' returned a {type(value).__name__} that is not "
+                f"JSON-serializable: {exc}"
+            )
             return error_result(message), "error", "tool_result_contract", message
     if not isinstance(value, str):
         message = f"Tool '{name}' returned {type(value).__name__}, not a JSON string"
@@ -107,5 +109,7 @@ def clip(result: str, budget: int, dropped: int = 0) -> str:
     if len(result) <= budget:
         return result
     cut = len(result) - budget + dropped
-    return (f"{result[:budget]}\n\n[truncated: {cut} more characters; tool results are "
-            f"limited to {budget} characters]")
+    return (
+        f"{result[:budget]}\n\n[truncated: {cut} more characters; tool results are "
+        f"limited to {budget} characters]"
+    )

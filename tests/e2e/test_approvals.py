@@ -111,7 +111,9 @@ def test_always_rule_is_persisted_listed_and_survives_a_restart(work: Path) -> N
             assert terminal(client, f"rm -r {target}")["exit_code"] == 0
             assert asked.requests == []
             assert client.call("approvals.revoke", {"pattern_key": "recursive_delete"}) == {
-                "revoked": True, "pattern_key": "recursive_delete"}
+                "revoked": True,
+                "pattern_key": "recursive_delete",
+            }
             assert client.call("approvals.list")["rules"] == []
             assert "error" in terminal(client, f"rm -r {_tree(work)}")
             assert len(asked.requests) == 1
@@ -139,7 +141,8 @@ def test_unanswered_approval_times_out_as_a_denial(start, work: Path) -> None:
         assert client.call("approvals.pending")["pending"] == []
     assert result["error"].startswith(
         "BLOCKED: Command timed out without user response. "
-        "The user has NOT consented to this action.")
+        "The user has NOT consented to this action."
+    )
     assert 0.4 < waited < 5
     assert len(asked.requests) == 1
     assert target.exists()
@@ -165,8 +168,9 @@ def test_command_allowlist_keys_never_prompt(start, work: Path) -> None:
     assert asked.requests == []
 
 
-@pytest.mark.parametrize("command", ["rm -rf /", ":(){ :|:& };:", "chmod -R 777 /",
-                                     "dd if=/dev/zero of=/dev/sda"])
+@pytest.mark.parametrize(
+    "command", ["rm -rf /", ":(){ :|:& };:", "chmod -R 777 /", "dd if=/dev/zero of=/dev/sda"]
+)
 def test_floor_is_refused_even_with_mode_off_and_an_approving_client(start, command) -> None:
     daemon = start(config=CONFIG + "approvals:\n  mode: 'off'\n")
     client, asked = client_answering(daemon, "always")
@@ -221,7 +225,8 @@ def test_two_clients_race_first_answer_wins_and_the_other_is_told(start, work: P
 
 
 def test_pending_approval_survives_a_disconnect_and_is_asked_again_on_attach(
-        start, work: Path) -> None:
+    start, work: Path
+) -> None:
     daemon = start(config=CONFIG)
     caller, _ = client_answering(daemon, None)
     with caller:
@@ -253,7 +258,9 @@ def test_approvals_respond_answers_a_pending_call_from_another_client(start, wor
         pending = wait_pending(daemon)
         assert pending[0]["session_id"] == "" and pending[0]["tool"] == "terminal"
         assert other.call("approvals.respond", {"id": pending[0]["id"], "choice": "once"}) == {
-            "id": pending[0]["id"], "choice": "once"}
+            "id": pending[0]["id"],
+            "choice": "once",
+        }
         assert running.result()["exit_code"] == 0
         with pytest.raises(RpcError) as err:
             other.call("approvals.respond", {"id": pending[0]["id"], "choice": "once"})
@@ -273,8 +280,7 @@ def test_approvals_respond_rejects_a_bad_choice_and_keeps_serving(start, work: P
         with pytest.raises(RpcError) as err:
             other.call("approvals.respond", {"id": pending[0]["id"]})
         assert err.value.code == Codes.INVALID_PARAMS
-        other.call("approvals.respond", {"id": pending[0]["id"], "choice": "d",
-                                         "reason": "no"})
+        other.call("approvals.respond", {"id": pending[0]["id"], "choice": "d", "reason": "no"})
         assert "Reason: no." in running.result()["error"]
 
 
@@ -295,8 +301,10 @@ def test_slash_approve_and_deny_answer_the_sessions_oldest_approval(start, work:
     caller, _ = client_answering(daemon, None)
     with caller, daemon.client() as chat:
         sid = caller.call("session.create", {"attach": False})["id"]
-        assert chat.call("command.run", {"line": "/approve", "session_id": sid})["output"] == \
-            "No pending approvals."
+        assert (
+            chat.call("command.run", {"line": "/approve", "session_id": sid})["output"]
+            == "No pending approvals."
+        )
         target = _tree(work)
         running = Background(terminal, caller, f"rm -r {target}", sid)
         wait_pending(daemon)

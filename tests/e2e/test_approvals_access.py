@@ -38,8 +38,9 @@ def _model_config(server: ScriptedModelServer, extra: str = "") -> str:
 
 
 def _tool_results(server: ScriptedModelServer) -> list[str]:
-    return [m["content"] for body in server.requests for m in body["messages"]
-            if m["role"] == "tool"]
+    return [
+        m["content"] for body in server.requests for m in body["messages"] if m["role"] == "tool"
+    ]
 
 
 # --- who may answer ---------------------------------------------------------------------------
@@ -56,10 +57,16 @@ def test_group_member_cannot_answer_or_revoke_approvals(start) -> None:
         running = Background(terminal, caller, f"rm -r {target}")
         approval = wait_pending(daemon)[0]["id"]
         os.chmod(daemon.socket.parent, 0o755)
-        out = talk_as(NOBODY.pw_uid, NOBODY.pw_gid, daemon.socket, [
-            [0, 1, "approvals.respond", [{"id": approval, "choice": "once"}]],
-            [0, 2, "approvals.revoke", [{"pattern_key": "recursive_delete"}]],
-            [0, 3, "approvals.pending", []]])
+        out = talk_as(
+            NOBODY.pw_uid,
+            NOBODY.pw_gid,
+            daemon.socket,
+            [
+                [0, 1, "approvals.respond", [{"id": approval, "choice": "once"}]],
+                [0, 2, "approvals.revoke", [{"pattern_key": "recursive_delete"}]],
+                [0, 3, "approvals.pending", []],
+            ],
+        )
         replies = {m[1]: m for m in out["received"] if m[0] == 1}
         assert replies[1][2]["code"] == Codes.PERMISSION_DENIED
         assert replies[2][2]["code"] == Codes.PERMISSION_DENIED
@@ -73,16 +80,22 @@ def test_group_member_cannot_answer_or_revoke_approvals(start) -> None:
 
 @needs_root
 def test_group_member_listed_in_approvers_may_answer(start) -> None:
-    daemon = start(config=f"socket:\n  group: {NOGROUP.gr_name}\n{CONFIG}"
-                          f"approvals:\n  approvers: [{NOBODY.pw_name}]\n")
+    daemon = start(
+        config=f"socket:\n  group: {NOGROUP.gr_name}\n{CONFIG}"
+        f"approvals:\n  approvers: [{NOBODY.pw_name}]\n"
+    )
     target = short_tmpdir("ap-")
     caller, _ = client_answering(daemon, None)
     with caller:
         running = Background(terminal, caller, f"rm -r {target}")
         approval = wait_pending(daemon)[0]["id"]
         os.chmod(daemon.socket.parent, 0o755)
-        out = talk_as(NOBODY.pw_uid, NOBODY.pw_gid, daemon.socket, [
-            [0, 1, "approvals.respond", [{"id": approval, "choice": "once"}]]])
+        out = talk_as(
+            NOBODY.pw_uid,
+            NOBODY.pw_gid,
+            daemon.socket,
+            [[0, 1, "approvals.respond", [{"id": approval, "choice": "once"}]]],
+        )
         assert out["received"][-1][3] == {"id": approval, "choice": "once"}
         assert running.result()["exit_code"] == 0
     assert not target.exists()
@@ -90,34 +103,48 @@ def test_group_member_listed_in_approvers_may_answer(start) -> None:
 
 @needs_root
 def test_non_owner_attached_to_a_session_is_not_asked(start) -> None:
-    daemon = start(config=f"socket:\n  group: {NOGROUP.gr_name}\n"
-                          f"{CONFIG}approvals:\n  timeout: 1\n")
+    daemon = start(
+        config=f"socket:\n  group: {NOGROUP.gr_name}\n{CONFIG}approvals:\n  timeout: 1\n"
+    )
     caller, _ = client_answering(daemon, None)
     with caller:
         sid = caller.call("session.create", {"attach": False})["id"]
         running = Background(terminal, caller, f"rm -r {short_tmpdir('ap-')}", sid)
         wait_pending(daemon)
         os.chmod(daemon.socket.parent, 0o755)
-        out = talk_as(NOBODY.pw_uid, NOBODY.pw_gid, daemon.socket, [
-            [0, 1, "session.attach", [{"session_id": sid}]]], timeout=1.5)
+        out = talk_as(
+            NOBODY.pw_uid,
+            NOBODY.pw_gid,
+            daemon.socket,
+            [[0, 1, "session.attach", [{"session_id": sid}]]],
+            timeout=1.5,
+        )
         assert not [m for m in out["received"] if m[0] == 0]  # no approval.request
         assert "timed out" in running.result()["error"]
 
 
 # --- hermesd's own files ----------------------------------------------------------------------
 
+
 def test_model_writing_the_config_is_refused(start, model: ScriptedModelServer) -> None:
     home = short_tmpdir()
     daemon = start(home, config=_model_config(model))
     before = (home / "config.yaml").read_text()
-    model.push(call_tools(tool_call("write_file", {"path": str(home / "config.yaml"),
-                                                   "content": "approvals:\n  mode: 'off'\n"})),
-               reply("I could not change it."))
+    model.push(
+        call_tools(
+            tool_call(
+                "write_file",
+                {"path": str(home / "config.yaml"), "content": "approvals:\n  mode: 'off'\n"},
+            )
+        ),
+        reply("I could not change it."),
+    )
     client, asked = client_answering(daemon, "always")
     with client:
         sid = client.call("session.create")["id"]
-        result = client.call("session.send", {"session_id": sid, "message": "loosen it",
-                                              "wait": True}, timeout=30)
+        result = client.call(
+            "session.send", {"session_id": sid, "message": "loosen it", "wait": True}, timeout=30
+        )
     assert result["status"] == "completed"
     assert (home / "config.yaml").read_text() == before
     assert "Access denied" in _tool_results(model)[0]
@@ -234,9 +261,15 @@ def test_approval_hooks_fire_with_the_reference_kwargs(plugged) -> None:
         sid = client.call("session.create")["id"]
         terminal(client, f"rm -r {short_tmpdir('ap-')}", sid)
     pre, post = _hook_log(plugged.home)
-    assert pre == {"hook": "pre_approval_request", "command": pre["command"],
-                   "description": "recursive delete", "pattern_key": "recursive_delete",
-                   "pattern_keys": ["recursive_delete"], "session_key": sid, "surface": "cli"}
+    assert pre == {
+        "hook": "pre_approval_request",
+        "command": pre["command"],
+        "description": "recursive delete",
+        "pattern_key": "recursive_delete",
+        "pattern_keys": ["recursive_delete"],
+        "session_key": sid,
+        "surface": "cli",
+    }
     assert post == {**pre, "hook": "post_approval_response", "choice": "session"}
 
 
@@ -252,17 +285,22 @@ def test_dispatch_tool_from_a_plugin_goes_through_approvals(plugged) -> None:
 
 # --- the model's turn -------------------------------------------------------------------------
 
+
 def test_model_turn_waits_for_the_attached_client_and_relays_the_denial(
-        start, model: ScriptedModelServer) -> None:
+    start, model: ScriptedModelServer
+) -> None:
     target = short_tmpdir("ap-")
     daemon = start(config=_model_config(model))
-    model.push(call_tools(tool_call("terminal", {"command": f"rm -r {target}"})),
-               reply("Understood, I left it alone."))
+    model.push(
+        call_tools(tool_call("terminal", {"command": f"rm -r {target}"})),
+        reply("Understood, I left it alone."),
+    )
     client, asked = client_answering(daemon, "deny", "not that folder")
     with client:
         sid = client.call("session.create")["id"]
-        result = client.call("session.send", {"session_id": sid, "message": "clean up",
-                                              "wait": True}, timeout=30)
+        result = client.call(
+            "session.send", {"session_id": sid, "message": "clean up", "wait": True}, timeout=30
+        )
     assert result["final_text"] == "Understood, I left it alone."
     assert asked.requests[0]["session_id"] == sid
     sent = _tool_results(model)[0]
@@ -271,13 +309,13 @@ def test_model_turn_waits_for_the_attached_client_and_relays_the_denial(
 
 
 def test_pending_approval_at_shutdown_is_denied_and_gone_after_restart(
-        model: ScriptedModelServer) -> None:
+    model: ScriptedModelServer,
+) -> None:
     home = short_tmpdir()
     target = short_tmpdir("ap-")
     config = _model_config(model, "shutdown_timeout: 1\n")
     daemon = start_daemon(home, config=config)
-    model.push(call_tools(tool_call("terminal", {"command": f"rm -r {target}"})),
-               reply("stopped"))
+    model.push(call_tools(tool_call("terminal", {"command": f"rm -r {target}"})), reply("stopped"))
     try:
         with daemon.client() as client:
             sid = client.call("session.create", {"attach": False})["id"]
@@ -293,8 +331,9 @@ def test_pending_approval_at_shutdown_is_denied_and_gone_after_restart(
             history = client.call("session.history", {"session_id": sid})["messages"]
         results = [json.loads(m["content"]) for m in history if m["role"] == "tool"]
         # normally the broker's denial; the turn's cancellation marker if the stop won the race
-        assert len(results) == 1 and ("BLOCKED: hermesd stopped" in results[0]["error"]
-                                      or "cancelled" in results[0]["error"])
+        assert len(results) == 1 and (
+            "BLOCKED: hermesd stopped" in results[0]["error"] or "cancelled" in results[0]["error"]
+        )
     finally:
         daemon.stop()
     assert target.exists()

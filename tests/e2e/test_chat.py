@@ -101,17 +101,20 @@ def model() -> Iterator[ScriptedModelServer]:
 def chatd(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     home = short_tmpdir()
     write_plugin(home / "plugins", "recorder", RECORDER)
-    daemon = start_daemon(home, config=model_config(model.url, timeout=5, max_retries=2,
-                                                    retry_max_wait=0.05))
+    daemon = start_daemon(
+        home, config=model_config(model.url, timeout=5, max_retries=2, retry_max_wait=0.05)
+    )
     yield daemon
     daemon.stop()
 
 
-
-def hermesctl(d: DaemonProcess, *args: str, input: str | None = "",
-              timeout: float = 30) -> Any:
-    return run_hermesctl(["--socket", str(d.socket), *args],
-                         env={"HERMES_HOME": str(d.home)}, input=input, timeout=timeout)
+def hermesctl(d: DaemonProcess, *args: str, input: str | None = "", timeout: float = 30) -> Any:
+    return run_hermesctl(
+        ["--socket", str(d.socket), *args],
+        env={"HERMES_HOME": str(d.home)},
+        input=input,
+        timeout=timeout,
+    )
 
 
 def turn(c: Client, sid: str, message: str) -> list[dict[str, Any]]:
@@ -145,8 +148,8 @@ def roles(d: DaemonProcess, sid: str) -> list[str]:
 
 @pytest.mark.parametrize(("prompt", "tool", "expected"), GUIDE_PROMPTS)
 def test_guide_prompt_is_answered_through_the_calculator(
-        chatd: DaemonProcess, model: ScriptedModelServer, prompt: str, tool: str,
-        expected: str) -> None:
+    chatd: DaemonProcess, model: ScriptedModelServer, prompt: str, tool: str, expected: str
+) -> None:
     result = hermesctl(chatd, "chat", "-m", prompt)
     assert result.returncode == 0, result.stderr
     assert expected in result.stdout
@@ -159,11 +162,14 @@ def test_guide_prompt_is_answered_through_the_calculator(
 
 
 def test_chunks_read_together_reach_clients_as_one_delta_paced_ones_one_by_one(
-        chatd: DaemonProcess, model: ScriptedModelServer) -> None:
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
     burst = "chunk 01 " * 20  # every chunk ends a word: redaction holds nothing back
     paced = "one two three four "
-    model.push(reply(burst, chunk_chars=9),  # 20 chunks written back to back
-               reply(paced, chunk_chars=4, chunk_delay=0.05))
+    model.push(
+        reply(burst, chunk_chars=9),  # 20 chunks written back to back
+        reply(paced, chunk_chars=4, chunk_delay=0.05),
+    )
     with chatd.client() as c:
         sid = c.call("session.create")["id"]
         fast = [e["text"] for e in turn(c, sid, "burst") if e["type"] == "text.delta"]
@@ -179,15 +185,15 @@ def test_one_shot_prints_only_the_answer_on_stdout(chatd: DaemonProcess) -> None
 
 
 def test_one_shot_failed_turn_exits_1_with_the_error_on_stderr(
-        chatd: DaemonProcess, model: ScriptedModelServer) -> None:
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
     model.push(http_error(401, "this model does not like you"))
     result = hermesctl(chatd, "chat", "-m", "hello")
     assert result.returncode == 1
     assert "turn failed" in result.stderr and "this model does not like you" in result.stderr
 
 
-def test_one_shot_json_prints_every_event_as_one_json_object_per_line(
-        chatd: DaemonProcess) -> None:
+def test_one_shot_json_prints_every_event_as_one_json_object_per_line(chatd: DaemonProcess) -> None:
     result = hermesctl(chatd, "chat", "--json", "-m", "What is 15 * 23?")
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
@@ -204,8 +210,7 @@ def test_global_json_flag_also_selects_json_events(chatd: DaemonProcess) -> None
     assert json.loads(result.stdout.splitlines()[-1])["type"] == "turn.finished"
 
 
-def test_one_shot_json_failure_exits_1(chatd: DaemonProcess, model: ScriptedModelServer
-                                       ) -> None:
+def test_one_shot_json_failure_exits_1(chatd: DaemonProcess, model: ScriptedModelServer) -> None:
     model.push(http_error(404, "no such model"))
     result = hermesctl(chatd, "chat", "--json", "-m", "hi")
     assert result.returncode == 1
@@ -230,8 +235,9 @@ def test_empty_stdin_is_a_usage_error(chatd: DaemonProcess) -> None:
     assert "stdin was empty" in result.stderr
 
 
-def test_continue_resumes_the_most_recent_session(chatd: DaemonProcess,
-                                                  model: ScriptedModelServer) -> None:
+def test_continue_resumes_the_most_recent_session(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
     first = hermesctl(chatd, "chat", "--json", "-m", "remember the word ostrich")
     sid = json.loads(first.stdout.splitlines()[0])["session_id"]
     result = hermesctl(chatd, "chat", "--continue", "--json", "-m", "what was the word?")
@@ -253,8 +259,9 @@ def test_unknown_session_is_a_clear_error(chatd: DaemonProcess) -> None:
     assert "no session 'nope'" in result.stderr
 
 
-def test_without_a_model_the_error_names_model_base_url(start: Callable[..., DaemonProcess]
-                                                        ) -> None:
+def test_without_a_model_the_error_names_model_base_url(
+    start: Callable[..., DaemonProcess],
+) -> None:
     d = start()
     result = hermesctl(d, "chat", "-m", "hello")
     assert result.returncode == 1
@@ -272,8 +279,9 @@ def repl(chatd: DaemonProcess) -> Iterator[Callable[..., Terminal]]:
     def open_repl(*args: str) -> Terminal:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
         env.update(HERMES_HOME=str(chatd.home), TERM="xterm")
-        t = Terminal([sys.executable, "-m", "hermesctl", "--socket", str(chatd.socket),
-                      "chat", *args], env)
+        t = Terminal(
+            [sys.executable, "-m", "hermesctl", "--socket", str(chatd.socket), "chat", *args], env
+        )
         terminals.append(t)
         return t
 
@@ -283,7 +291,8 @@ def repl(chatd: DaemonProcess) -> Iterator[Callable[..., Terminal]]:
 
 
 def test_repl_banner_lists_version_model_session_and_tools_by_toolset(
-        repl: Callable[..., Terminal]) -> None:
+    repl: Callable[..., Terminal],
+) -> None:
     t = repl()
     t.expect(r"hermesd \d+\.\d+\.\d+ · model scripted-model")
     t.expect(r"session \d{8}-\d{6}-[0-9a-f]{6}")
@@ -294,12 +303,15 @@ def test_repl_banner_lists_version_model_session_and_tools_by_toolset(
     assert t.wait() == 0
 
 
-def test_repl_streams_the_answer_and_shows_a_tool_line(repl: Callable[..., Terminal],
-                                                       model: ScriptedModelServer) -> None:
+def test_repl_streams_the_answer_and_shows_a_tool_line(
+    repl: Callable[..., Terminal], model: ScriptedModelServer
+) -> None:
     t = repl()
     t.expect("› ")
-    model.push(call_tools(tool_call("calculate", {"expression": "2**10"})),
-               reply("two to the tenth is 1024 " * 4, chunk_delay=0.02, chunk_chars=5))
+    model.push(
+        call_tools(tool_call("calculate", {"expression": "2**10"})),
+        reply("two to the tenth is 1024 " * 4, chunk_delay=0.02, chunk_chars=5),
+    )
     t.sendline("2 to the 10th?")
     t.expect(r"⚙ calculate\(expression='2\*\*10'\) ✓ [\d.]+ ms\n")
     t.expect(r"(two to the tenth is 1024 ){4}")
@@ -308,8 +320,9 @@ def test_repl_streams_the_answer_and_shows_a_tool_line(repl: Callable[..., Termi
     assert t.wait() == 0
 
 
-def test_repl_new_starts_a_fresh_session(repl: Callable[..., Terminal],
-                                         chatd: DaemonProcess) -> None:
+def test_repl_new_starts_a_fresh_session(
+    repl: Callable[..., Terminal], chatd: DaemonProcess
+) -> None:
     t = repl()
     first = t.expect(r"session (\S+)").group(1)
     t.expect("› ")
@@ -326,8 +339,8 @@ def test_repl_new_starts_a_fresh_session(repl: Callable[..., Terminal],
 
 
 def test_repl_ctrl_c_cancels_the_turn_and_the_next_turn_works(
-        repl: Callable[..., Terminal], model: ScriptedModelServer,
-        chatd: DaemonProcess) -> None:
+    repl: Callable[..., Terminal], model: ScriptedModelServer, chatd: DaemonProcess
+) -> None:
     t = repl()
     sid = t.expect(r"session (\S+)").group(1)
     t.expect("› ")
@@ -359,7 +372,8 @@ def test_repl_ctrl_c_twice_at_the_prompt_leaves(repl: Callable[..., Terminal]) -
 
 
 def test_repl_multi_line_input_with_backslash_and_triple_quotes(
-        repl: Callable[..., Terminal]) -> None:
+    repl: Callable[..., Terminal],
+) -> None:
     t = repl()
     t.expect("› ")
     t.sendline("first \\")
@@ -375,8 +389,9 @@ def test_repl_multi_line_input_with_backslash_and_triple_quotes(
     assert t.wait() == 0
 
 
-def test_repl_slash_lines_never_reach_the_model(repl: Callable[..., Terminal],
-                                                model: ScriptedModelServer) -> None:
+def test_repl_slash_lines_never_reach_the_model(
+    repl: Callable[..., Terminal], model: ScriptedModelServer
+) -> None:
     t = repl()
     t.expect("› ")
     before = len(model.requests)
@@ -403,8 +418,9 @@ def test_repl_tab_completes_slash_command_names(repl: Callable[..., Terminal]) -
     assert t.wait() == 0
 
 
-def test_repl_history_is_saved_in_hermes_home(repl: Callable[..., Terminal],
-                                              chatd: DaemonProcess) -> None:
+def test_repl_history_is_saved_in_hermes_home(
+    repl: Callable[..., Terminal], chatd: DaemonProcess
+) -> None:
     t = repl()
     t.expect("› ")
     t.sendline("a line worth remembering")
@@ -416,8 +432,9 @@ def test_repl_history_is_saved_in_hermes_home(repl: Callable[..., Terminal],
     assert history.stat().st_mode & 0o777 == 0o600
 
 
-def test_repl_continue_resumes_the_latest_session(repl: Callable[..., Terminal],
-                                                  chatd: DaemonProcess) -> None:
+def test_repl_continue_resumes_the_latest_session(
+    repl: Callable[..., Terminal], chatd: DaemonProcess
+) -> None:
     sid = chatd.call("session.create")["id"]
     with chatd.client() as c:
         turn(c, sid, "the latest one")
@@ -440,8 +457,9 @@ def test_two_clients_attached_to_one_session_both_see_the_events(chatd: DaemonPr
     assert "25" in events_b[-1]["final_text"]
 
 
-def test_a_turn_outlives_the_client_that_started_it(chatd: DaemonProcess,
-                                                    model: ScriptedModelServer) -> None:
+def test_a_turn_outlives_the_client_that_started_it(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
     model.push(reply("finished without you", delay=0.5))
     with chatd.client() as c:
         sid = c.call("session.create")["id"]
@@ -454,8 +472,9 @@ def test_a_turn_outlives_the_client_that_started_it(chatd: DaemonProcess,
     assert messages[-1]["content"] == "finished without you"
 
 
-def test_a_second_send_while_a_turn_runs_is_session_busy(chatd: DaemonProcess,
-                                                         model: ScriptedModelServer) -> None:
+def test_a_second_send_while_a_turn_runs_is_session_busy(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
     model.push(reply("slowly", delay=1.0))
     with chatd.client() as c:
         sid = c.call("session.create")["id"]
@@ -468,8 +487,9 @@ def test_a_second_send_while_a_turn_runs_is_session_busy(chatd: DaemonProcess,
         assert turn(c, sid, "three")[-1]["status"] == "completed"
 
 
-def test_session_busy_in_chat_is_a_clear_error(chatd: DaemonProcess,
-                                               model: ScriptedModelServer) -> None:
+def test_session_busy_in_chat_is_a_clear_error(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
     model.push(reply("slowly", delay=1.5))
     with chatd.client() as c:
         sid = c.call("session.create")["id"]
@@ -479,22 +499,26 @@ def test_session_busy_in_chat_is_a_clear_error(chatd: DaemonProcess,
         follow_turn(c, started["turn_id"])
 
 
-def test_cancel_mid_stream_keeps_a_valid_history(chatd: DaemonProcess,
-                                                 model: ScriptedModelServer) -> None:
+def test_cancel_mid_stream_keeps_a_valid_history(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
     model.push(reply("word " * 200, chunk_delay=0.02, chunk_chars=5))
     with chatd.client() as c:
         sid = c.call("session.create")["id"]
         started = c.call("session.send", {"session_id": sid, "message": "talk"})
         wait_for("text.delta", c)
         assert c.call("session.cancel", {"session_id": sid}) == {
-            "cancelled": True, "turn_id": started["turn_id"]}
+            "cancelled": True,
+            "turn_id": started["turn_id"],
+        }
         assert follow_turn(c, started["turn_id"])[-1]["status"] == "cancelled"
         assert turn(c, sid, "are you there?")[-1]["status"] == "completed"
     assert roles(chatd, sid) == ["user", "user", "assistant"]
 
 
 def test_cancel_mid_tool_answers_the_call_and_the_next_turn_works(
-        chatd: DaemonProcess, model: ScriptedModelServer) -> None:
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
     model.push(call_tools(tool_call("nap", {"seconds": "1.5"})))
     with chatd.client() as c:
         sid = c.call("session.create")["id"]
@@ -504,8 +528,15 @@ def test_cancel_mid_tool_answers_the_call_and_the_next_turn_works(
         assert follow_turn(c, started["turn_id"])[-1]["status"] == "cancelled"
         assert turn(c, sid, "What is 1 + 1?")[-1]["status"] == "completed"
     history = chatd.call("session.history", {"session_id": sid})["messages"]
-    assert [m["role"] for m in history] == ["user", "assistant", "tool", "user", "assistant",
-                                           "tool", "assistant"]
+    assert [m["role"] for m in history] == [
+        "user",
+        "assistant",
+        "tool",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
     assert "cancelled" in history[2]["content"]
     sent = model.requests[-2]["messages"]  # the next turn's first request: a valid history
     assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool", "user"]
@@ -513,15 +544,18 @@ def test_cancel_mid_tool_answers_the_call_and_the_next_turn_works(
 
 def test_cancel_without_a_running_turn_says_so(chatd: DaemonProcess) -> None:
     sid = chatd.call("session.create")["id"]
-    assert chatd.call("session.cancel", {"session_id": sid}) == {"cancelled": False,
-                                                                 "turn_id": None}
+    assert chatd.call("session.cancel", {"session_id": sid}) == {
+        "cancelled": False,
+        "turn_id": None,
+    }
 
 
 # --- model faults -------------------------------------------------------------------------------
 
 
-def test_a_500_is_retried_and_the_turn_completes(chatd: DaemonProcess,
-                                                 model: ScriptedModelServer) -> None:
+def test_a_500_is_retried_and_the_turn_completes(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
     model.push(http_error(500), reply("fine now"))
     with chatd.client() as c:
         events = turn(c, c.call("session.create")["id"], "hi")
@@ -530,20 +564,24 @@ def test_a_500_is_retried_and_the_turn_completes(chatd: DaemonProcess,
     assert events[-1]["status"] == "completed" and events[-1]["final_text"] == "fine now"
 
 
-def test_a_429_is_retried_after_its_retry_after(chatd: DaemonProcess,
-                                                model: ScriptedModelServer) -> None:
+def test_a_429_is_retried_after_its_retry_after(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
     model.push(http_error(429, "slow down", retry_after=0.03), reply("thanks for waiting"))
     with chatd.client() as c:
         events = turn(c, c.call("session.create")["id"], "hi")
     assert next(e for e in events if e["type"] == "model.retry")["delay"] == pytest.approx(
-        0.03, abs=0.03)
+        0.03, abs=0.03
+    )
     assert events[-1]["final_text"] == "thanks for waiting"
 
 
 def test_persistent_5xx_fails_the_turn_clearly_and_the_session_stays_usable(
-        chatd: DaemonProcess, model: ScriptedModelServer) -> None:
-    model.push(http_error(503, "overloaded"), http_error(503, "overloaded"),
-               http_error(503, "overloaded"))
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    model.push(
+        http_error(503, "overloaded"), http_error(503, "overloaded"), http_error(503, "overloaded")
+    )
     with chatd.client() as c:
         sid = c.call("session.create")["id"]
         failed = turn(c, sid, "hi")[-1]
@@ -553,7 +591,8 @@ def test_persistent_5xx_fails_the_turn_clearly_and_the_session_stays_usable(
 
 
 def test_a_stream_cut_midway_is_retried_and_partial_text_discarded(
-        chatd: DaemonProcess, model: ScriptedModelServer) -> None:
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
     model.push(cut_stream("half an ans", after=3), reply("a whole answer"))
     with chatd.client() as c:
         sid = c.call("session.create")["id"]
@@ -565,7 +604,8 @@ def test_a_stream_cut_midway_is_retried_and_partial_text_discarded(
 
 
 def test_invalid_tool_call_json_becomes_a_result_the_model_reads(
-        chatd: DaemonProcess, model: ScriptedModelServer) -> None:
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
     model.push(call_tools(tool_call("calculate", '{"expression": "1+')), reply("sorry"))
     with chatd.client() as c:
         events = turn(c, c.call("session.create")["id"], "broken")
@@ -576,18 +616,21 @@ def test_invalid_tool_call_json_becomes_a_result_the_model_reads(
     assert events[-1]["status"] == "completed"
 
 
-def test_an_unknown_tool_becomes_a_result_the_model_reads(chatd: DaemonProcess,
-                                                          model: ScriptedModelServer) -> None:
+def test_an_unknown_tool_becomes_a_result_the_model_reads(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
     model.push(call_tools(tool_call("teleport", {"to": "mars"})), reply("cannot"))
     with chatd.client() as c:
         events = turn(c, c.call("session.create")["id"], "go")
     assert json.loads(model.requests[-1]["messages"][-1]["content"]) == {
-        "error": "Unknown tool: teleport"}
+        "error": "Unknown tool: teleport"
+    }
     assert events[-1]["status"] == "completed"
 
 
-def test_a_slow_response_past_model_timeout_fails_clearly(start: Callable[..., DaemonProcess],
-                                                          model: ScriptedModelServer) -> None:
+def test_a_slow_response_past_model_timeout_fails_clearly(
+    start: Callable[..., DaemonProcess], model: ScriptedModelServer
+) -> None:
     d = start(config=model_config(model.url, timeout=0.3, max_retries=0))
     model.push(reply("too late", delay=1.5))
     with d.client() as c:
@@ -598,10 +641,9 @@ def test_a_slow_response_past_model_timeout_fails_clearly(start: Callable[..., D
         assert turn(c, sid, "again")[-1]["status"] == "completed"
 
 
-def test_a_slow_response_is_retried_when_retries_are_left(chatd: DaemonProcess,
-                                                          model: ScriptedModelServer,
-                                                          start: Callable[..., DaemonProcess]
-                                                          ) -> None:
+def test_a_slow_response_is_retried_when_retries_are_left(
+    chatd: DaemonProcess, model: ScriptedModelServer, start: Callable[..., DaemonProcess]
+) -> None:
     d = start(config=model_config(model.url, timeout=0.3, max_retries=1, retry_max_wait=0.05))
     model.push(reply("too late", delay=1.0), reply("on time"))
     with d.client() as c:
@@ -614,7 +656,8 @@ def test_a_slow_response_is_retried_when_retries_are_left(chatd: DaemonProcess,
 
 
 def test_pre_llm_call_context_reaches_the_model_but_not_the_history(
-        chatd: DaemonProcess, model: ScriptedModelServer) -> None:
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
     model.push(reply("understood"))
     with chatd.client() as c:
         sid = c.call("session.create")["id"]
@@ -634,13 +677,18 @@ def test_session_hooks_fire_start_end_reset_and_finalize(chatd: DaemonProcess) -
         c.call("session.reset", {"session_id": sid})
         c.call("session.delete", {"session_id": sid})
     assert [e["hook"] for e in hook_log(chatd, sid)] == [
-        "on_session_start", "on_session_end", "on_session_end", "on_session_reset",
-        "on_session_finalize"]
+        "on_session_start",
+        "on_session_end",
+        "on_session_end",
+        "on_session_reset",
+        "on_session_finalize",
+    ]
     assert hook_log(chatd, sid)[1]["completed"] is True
 
 
 def test_inject_message_from_a_plugin_tool_lands_after_the_turn(
-        chatd: DaemonProcess, model: ScriptedModelServer) -> None:
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
     model.push(call_tools(tool_call("leave_note", {"text": "buy milk"})), reply("noted"))
     with chatd.client() as c:
         sid = c.call("session.create")["id"]
@@ -655,8 +703,9 @@ def test_inject_message_from_a_plugin_tool_lands_after_the_turn(
 # --- restart --------------------------------------------------------------------------------------
 
 
-def test_history_survives_a_daemon_restart(start: Callable[..., DaemonProcess],
-                                           model: ScriptedModelServer) -> None:
+def test_history_survives_a_daemon_restart(
+    start: Callable[..., DaemonProcess], model: ScriptedModelServer
+) -> None:
     home = short_tmpdir()
     config = model_config(model.url)
     first = start(home, config=config)
@@ -676,7 +725,8 @@ def test_history_survives_a_daemon_restart(start: Callable[..., DaemonProcess],
 
 
 def test_one_shot_without_a_terminal_denies_approvals_by_default(
-        chatd: DaemonProcess, model: ScriptedModelServer) -> None:
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
     victim = short_tmpdir("victim-")
     model.push(call_tools(tool_call("terminal", {"command": f"rm -r {victim}"})))
     result = hermesctl(chatd, "chat", "-m", "clean up")
@@ -685,8 +735,9 @@ def test_one_shot_without_a_terminal_denies_approvals_by_default(
     assert victim.exists()
 
 
-def test_one_shot_approve_once_lets_the_command_run(chatd: DaemonProcess,
-                                                    model: ScriptedModelServer) -> None:
+def test_one_shot_approve_once_lets_the_command_run(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
     victim = short_tmpdir("victim-")
     model.push(call_tools(tool_call("terminal", {"command": f"rm -r {victim}"})))
     result = hermesctl(chatd, "chat", "--approve", "once", "-m", "clean up")
@@ -695,7 +746,8 @@ def test_one_shot_approve_once_lets_the_command_run(chatd: DaemonProcess,
 
 
 def test_repl_asks_on_the_terminal_before_a_dangerous_command(
-        repl: Callable[..., Terminal], model: ScriptedModelServer) -> None:
+    repl: Callable[..., Terminal], model: ScriptedModelServer
+) -> None:
     victim = short_tmpdir("victim-")
     t = repl()
     t.expect("› ")
@@ -713,9 +765,12 @@ def test_repl_asks_on_the_terminal_before_a_dangerous_command(
 
 
 def test_config_reload_sends_later_turns_to_the_new_endpoint(
-        start: Callable[..., DaemonProcess]) -> None:
-    with ScriptedModelServer(rules=lambda r: reply("from A")) as a, \
-            ScriptedModelServer(rules=lambda r: reply("from B")) as b:
+    start: Callable[..., DaemonProcess],
+) -> None:
+    with (
+        ScriptedModelServer(rules=lambda r: reply("from A")) as a,
+        ScriptedModelServer(rules=lambda r: reply("from B")) as b,
+    ):
         d = start(config=model_config(a.url))
         with d.client() as c:
             sid = c.call("session.create")["id"]
@@ -727,14 +782,17 @@ def test_config_reload_sends_later_turns_to_the_new_endpoint(
 
 @pytest.mark.parametrize("transport", ["hermesd", "httpx"])
 def test_both_http_transports_complete_a_tool_turn_without_telling_the_host(
-        start: Callable[..., DaemonProcess], transport: str) -> None:
+    start: Callable[..., DaemonProcess], transport: str
+) -> None:
     with ScriptedModelServer(rules=calculator_rules) as model:
         d = start(config=model_config(model.url, transport=transport))
         with d.client() as c:
             for _ in range(2):  # the second turn reuses the kept-alive connection
                 sid = c.call("session.create")["id"]
-                assert turn(c, sid, "What is 15 * 23?")[-1]["final_text"] == \
-                    'The result is: {"expression": "15 * 23", "result": 345}'
+                assert (
+                    turn(c, sid, "What is 15 * 23?")[-1]["final_text"]
+                    == 'The result is: {"expression": "15 * 23", "result": 345}'
+                )
         headers = model.request_headers
     assert len(headers) == 4
     for sent in headers:
@@ -743,11 +801,13 @@ def test_both_http_transports_complete_a_tool_turn_without_telling_the_host(
 
 
 def test_every_event_of_a_turn_arrives_in_order_before_the_wait_answer(
-        chatd: DaemonProcess) -> None:
+    chatd: DaemonProcess,
+) -> None:
     with Client.connect(chatd.socket, hello=True) as c:
         sid = c.call("session.create")["id"]
-        result = c.call("session.send", {"session_id": sid, "message": "What is 15 * 23?",
-                                         "wait": True})
+        result = c.call(
+            "session.send", {"session_id": sid, "message": "What is 15 * 23?", "wait": True}
+        )
         # the answer came last: every event is already here, without reading further
         events = [n.params[0] for n in c.notifications(timeout=0)]
     assert result["status"] == "completed"
@@ -779,7 +839,8 @@ SLOW_OBSERVER = """
 
 
 def test_a_slow_post_tool_call_hook_runs_beside_the_next_request_yet_before_turn_finished(
-        start: Callable[..., DaemonProcess]) -> None:
+    start: Callable[..., DaemonProcess],
+) -> None:
     # post_tool_call callbacks are not waited for before the next model request (their
     # return value is ignored), but a client that sees turn.finished sees them done, and
     # the turn's next hook (on_session_end) runs after them.

@@ -39,8 +39,15 @@ def test_a_daemon_started_by_a_test_runs_this_checkout(start, home: Path) -> Non
 def test_hermesctl_started_by_a_test_runs_this_checkout() -> None:
     code = "import hermesctl, hermesd; print(hermesctl.__file__); print(hermesd.__file__)"
     env = daemon_env(REPO)  # the environment every test-started process gets
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=env, cwd="/", timeout=30, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/",
+        timeout=30,
+        check=True,
+    )
     files = out.stdout.split()
     assert len(files) == 2 and all(_inside_repo(f) for f in files), files
     assert run_hermesctl(["--help"]).returncode == 0

@@ -71,8 +71,9 @@ def cli() -> Iterator[DaemonProcess]:
     """One daemon for the module: these tests only read its state (and its log)."""
     home = short_tmpdir()
     write_plugin(home / "plugins", "clip", CLI_PLUGIN)
-    daemon = start_daemon(home, config="commands:\n  cli_timeout: 1\n",
-                          env={"HERMES_BUNDLED_PLUGINS": "/nonexistent"})
+    daemon = start_daemon(
+        home, config="commands:\n  cli_timeout: 1\n", env={"HERMES_BUNDLED_PLUGINS": "/nonexistent"}
+    )
     yield daemon
     daemon.stop()
 
@@ -105,10 +106,12 @@ def test_a_usage_error_prints_usage_and_exits_2(cli) -> None:
     assert "error: the following arguments are required: words" in proc.stderr
 
 
-@pytest.mark.parametrize(("code", "status", "stderr"), [("0", 0, ""), ("7", 7, ""),
-                                                       ("bad-state", 1, "bad-state\n")])
+@pytest.mark.parametrize(
+    ("code", "status", "stderr"), [("0", 0, ""), ("7", 7, ""), ("bad-state", 1, "bad-state\n")]
+)
 def test_sys_exit_in_a_handler_becomes_the_exit_status_and_the_daemon_keeps_running(
-        cli, code: str, status: int, stderr: str) -> None:
+    cli, code: str, status: int, stderr: str
+) -> None:
     proc = ctl(cli, "tool-x", "exit", code)
     assert (proc.returncode, proc.stderr) == (status, stderr)
     assert cli.alive() and cli.call("ping")["pong"] is True
@@ -141,14 +144,19 @@ def test_a_hanging_handler_is_bounded_by_cli_timeout(cli) -> None:
 def test_concurrent_calls_capture_their_own_output_only(cli) -> None:
     def one(i: int) -> dict:
         with cli.client() as c:
-            return c.call("cli.run", {"argv": ["tool-x", "say", f"caller{i}", "--times", "5",
-                                               "--pause", "0.02"]})
+            return c.call(
+                "cli.run",
+                {"argv": ["tool-x", "say", f"caller{i}", "--times", "5", "--pause", "0.02"]},
+            )
 
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         results = list(pool.map(one, range(8)))
     for i, result in enumerate(results):
-        assert result == {"stdout": "".join(f"caller{i} {n}\n" for n in range(5)), "stderr": "",
-                          "exit_status": 0}
+        assert result == {
+            "stdout": "".join(f"caller{i} {n}\n" for n in range(5)),
+            "stderr": "",
+            "exit_status": 0,
+        }
 
 
 def test_handler_output_never_reaches_the_daemons_own_stdout(cli) -> None:
@@ -161,15 +169,21 @@ def test_handler_output_never_reaches_the_daemons_own_stdout(cli) -> None:
 def test_a_cli_name_clashing_with_a_hermesctl_subcommand_is_refused_with_a_warning(cli) -> None:
     names = [c["name"] for c in cli.call("cli.list")["commands"]]
     assert names == ["tool-x", "twice", "greet"]
-    assert ("Plugin 'clip' tried to register CLI command 'status' which conflicts with a "
-            "built-in command. Skipping.") in cli.log()
+    assert (
+        "Plugin 'clip' tried to register CLI command 'status' which conflicts with a "
+        "built-in command. Skipping."
+    ) in cli.log()
     assert ctl(cli, "status").stdout.startswith("hermesd ")  # hermesctl's own status
 
 
 def test_cli_list_gives_name_help_description_and_plugin(cli) -> None:
     first = cli.call("cli.list")["commands"][0]
-    assert first == {"name": "tool-x", "help": "Manage tool X", "description": "Tool X manager",
-                     "plugin": "clip"}
+    assert first == {
+        "name": "tool-x",
+        "help": "Manage tool X",
+        "description": "Tool X manager",
+        "plugin": "clip",
+    }
 
 
 def test_hermesctl_help_lists_plugin_commands_when_the_daemon_is_up(cli) -> None:
@@ -204,15 +218,21 @@ def test_cli_run_with_bad_argv_is_a_clear_error(cli, argv: list) -> None:
     assert cli.call("ping")["pong"] is True
 
 
-@pytest.mark.parametrize(("shell", "needle"), [("bash", "complete -o default -F _hermesctl"),
-                                               ("zsh", "#compdef hermesctl"),
-                                               ("fish", "complete -c hermesctl")])
+@pytest.mark.parametrize(
+    ("shell", "needle"),
+    [
+        ("bash", "complete -o default -F _hermesctl"),
+        ("zsh", "#compdef hermesctl"),
+        ("fish", "complete -c hermesctl"),
+    ],
+)
 def test_completion_prints_a_script_for_each_shell(shell: str, needle: str) -> None:
     proc = run_hermesctl(["completion", shell])
     assert proc.returncode == 0 and needle in proc.stdout
 
 
 def test_completion_names_include_plugin_commands_when_the_daemon_is_up(cli) -> None:
-    names = run_hermesctl(["completion", "names"],
-                          env={"HERMES_SOCKET": str(cli.socket)}).stdout.split()
+    names = run_hermesctl(
+        ["completion", "names"], env={"HERMES_SOCKET": str(cli.socket)}
+    ).stdout.split()
     assert {"status", "plugins", "cmd", "tool-x", "twice"} <= set(names)

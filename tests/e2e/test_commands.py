@@ -117,8 +117,10 @@ def test_plugin_command_clashing_with_a_builtin_is_skipped_with_the_reference_wa
     assert run(cmds, "/help")["output"].startswith("Commands:")
     log = cmds.log()
     for name in ("help", "reset"):
-        assert (f"Plugin 'cmds' tried to register command '/{name}' which conflicts with a "
-                "built-in command. Skipping.") in log
+        assert (
+            f"Plugin 'cmds' tried to register command '/{name}' which conflicts with a "
+            "built-in command. Skipping."
+        ) in log
 
 
 def test_unknown_command_is_a_not_found_error_and_the_daemon_keeps_serving(cmds) -> None:
@@ -160,7 +162,8 @@ def test_model_shows_and_sets_the_session_model(cmds) -> None:
     with cmds.client() as c:
         sid = c.call("session.create")["id"]
         assert c.call("command.run", {"line": "/model", "session_id": sid})["output"] == (
-            "Model: (not configured)")
+            "Model: (not configured)"
+        )
         c.call("command.run", {"line": "/model small-model", "session_id": sid})
         assert c.call("session.get", {"session_id": sid})["model"] == "small-model"
 
@@ -201,8 +204,7 @@ def test_quit_is_answered_with_a_client_side_hint(cmds) -> None:
 
 def test_commands_are_never_sent_to_the_model(start: Start) -> None:
     with ScriptedModelServer([reply("hi")]) as srv:
-        daemon = start_with_plugin(
-            start, f"model:\n  base_url: {srv.url}\n  default: m\n")
+        daemon = start_with_plugin(start, f"model:\n  base_url: {srv.url}\n  default: m\n")
         with daemon.client() as c:
             sid = c.call("session.create")["id"]
             for line in ("/echo secret", "/help", "/title t"):
@@ -214,8 +216,14 @@ def test_commands_are_never_sent_to_the_model(start: Start) -> None:
 def test_commands_list_gives_names_aliases_and_owners_for_completion(cmds) -> None:
     commands = {c["name"]: c for c in cmds.call("commands.list")["commands"]}
     assert commands["new"]["aliases"] == ["reset"] and commands["new"]["builtin"] is True
-    assert commands["echo"] == {"name": "echo", "aliases": [], "description": "Echo the arguments",
-                                "args_hint": "<text>", "owner": "cmds", "builtin": False}
+    assert commands["echo"] == {
+        "name": "echo",
+        "aliases": [],
+        "description": "Echo the arguments",
+        "args_hint": "<text>",
+        "owner": "cmds",
+        "builtin": False,
+    }
 
 
 def test_reload_plugins_command_picks_up_changed_code(start: Start) -> None:
@@ -246,13 +254,16 @@ def test_hermesctl_cmd_passes_the_session(cmds) -> None:
     assert proc.returncode == 0 and proc.stdout.strip() == "Title set to: T1"
 
 
-def test_of_two_plugins_with_one_command_the_later_loaded_wins_with_a_warning(
-        start: Start) -> None:
+def test_of_two_plugins_with_one_command_the_later_loaded_wins_with_a_warning(start: Start) -> None:
     home = short_tmpdir()
     for key in ("aaa", "bbb"):
-        write_plugin(home / "plugins", key,
-                     f"def register(ctx):\n    ctx.register_command('dup', lambda raw: '{key}')\n")
+        write_plugin(
+            home / "plugins",
+            key,
+            f"def register(ctx):\n    ctx.register_command('dup', lambda raw: '{key}')\n",
+        )
     daemon = start(home, env=env())
     assert run(daemon, "/dup")["output"] == "bbb"
     assert "Plugin 'bbb' registered command '/dup', replacing the one from plugin 'aaa'" in (
-        daemon.log())
+        daemon.log()
+    )

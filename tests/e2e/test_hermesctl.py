@@ -28,8 +28,9 @@ def test_ping_prints_round_trip_statistics(daemon: DaemonProcess) -> None:
     assert out.stdout.startswith("25 pings to ")
     for word in ("min", "p50", "p99", "max", "mean"):
         assert word in out.stdout
-    stats = json.loads(run_hermesctl(["--socket", str(daemon.socket), "--json", "ping",
-                                      "-n", "5"]).stdout)
+    stats = json.loads(
+        run_hermesctl(["--socket", str(daemon.socket), "--json", "ping", "-n", "5"]).stdout
+    )
     assert stats["count"] == 5 and stats["min_ms"] <= stats["p50_ms"] <= stats["max_ms"]
 
 
@@ -69,12 +70,14 @@ def test_daemon_not_running_is_one_sentence_and_exit_3() -> None:
 
 
 def test_daemon_error_prints_its_message_and_exits_1(daemon: DaemonProcess) -> None:
-    code = ("import sys; import hermesctl.subcommands.core\n"
-            "from hermesctl.cli import main, COMMANDS, command\n"
-            "@command('status')\n"
-            "def bad(args, client):\n"
-            "    client.call('no.such.method'); return 0\n"
-            f"sys.exit(main(['--socket', {str(daemon.socket)!r}, 'status']))\n")
+    code = (
+        "import sys; import hermesctl.subcommands.core\n"
+        "from hermesctl.cli import main, COMMANDS, command\n"
+        "@command('status')\n"
+        "def bad(args, client):\n"
+        "    client.call('no.such.method'); return 0\n"
+        f"sys.exit(main(['--socket', {str(daemon.socket)!r}, 'status']))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert out.returncode == 1
     assert out.stderr.strip() == "hermesctl: unknown method 'no.such.method'"
@@ -92,12 +95,14 @@ def test_usage_errors_exit_2() -> None:
 
 
 def test_hot_path_does_not_import_asyncio_openai_or_daemon_services(daemon: DaemonProcess) -> None:
-    code = ("import sys; from hermesctl.cli import main\n"
-            f"rc = main(['--socket', {str(daemon.socket)!r}, 'status'])\n"
-            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('asyncio', 'openai', 'yaml', 'httpx', 'httpx2') or m in "
-            "('hermesd.daemon.main', 'hermesd.rpc.connection', 'hermesd.rpc.server', 'hermesd.daemon.config'))\n"
-            "print(rc, heavy)\n")
+    code = (
+        "import sys; from hermesctl.cli import main\n"
+        f"rc = main(['--socket', {str(daemon.socket)!r}, 'status'])\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('asyncio', 'openai', 'yaml', 'httpx', 'httpx2') or m in "
+        "('hermesd.daemon.main', 'hermesd.rpc.connection', 'hermesd.rpc.server', 'hermesd.daemon.config'))\n"
+        "print(rc, heavy)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert out.stdout.strip().endswith("0 []"), out.stdout + out.stderr
 
@@ -120,6 +125,16 @@ def test_command_index_matches_what_the_area_modules_register() -> None:
 def test_help_lists_every_command() -> None:
     out = run_hermesctl(["--help"], env={"HERMES_SOCKET": "/nonexistent/hermesd.sock"})
     assert out.returncode == 0
-    for word in ("status", "ping", "chat", "sessions", "plugins", "tools", "skills", "cmd",
-                 "completion", "approvals"):
+    for word in (
+        "status",
+        "ping",
+        "chat",
+        "sessions",
+        "plugins",
+        "tools",
+        "skills",
+        "cmd",
+        "completion",
+        "approvals",
+    ):
         assert word in out.stdout

@@ -11,9 +11,16 @@ from tests.support.approvals import Background, client_answering, terminal, wait
 from tests.support.daemon import run_hermesctl, short_tmpdir
 
 CONFIG = "terminal:\n  cwd: /tmp\n"
-REQUEST = {"id": "apr_1", "session_id": "s", "tool": "terminal", "command": "rm -r build",
-           "pattern_key": "recursive_delete", "description": "recursive delete",
-           "choices": ["once", "session", "always", "deny"], "deadline": 0}
+REQUEST = {
+    "id": "apr_1",
+    "session_id": "s",
+    "tool": "terminal",
+    "command": "rm -r build",
+    "pattern_key": "recursive_delete",
+    "description": "recursive delete",
+    "choices": ["once", "session", "always", "deny"],
+    "deadline": 0,
+}
 
 
 def _ctl(daemon, *args: str):
@@ -68,7 +75,8 @@ def test_prompt_shows_the_reference_text_and_maps_the_answer() -> None:
         "      rm -r build\n\n"
         "      [o]nce  |  [s]ession  |  [a]lways  |  [d]eny\n\n"
         "      Choice [o/s/a/D]: "
-        "      ✓ Allowed for this session\n")
+        "      ✓ Allowed for this session\n"
+    )
 
 
 def test_prompt_defaults_to_deny_on_enter_unknown_input_and_end_of_input() -> None:
@@ -105,8 +113,17 @@ def test_tools_call_without_a_terminal_is_denied_by_default(start) -> None:
 
 def test_tools_call_without_a_terminal_denies_dangerous_commands_by_default(start) -> None:
     daemon = start()
-    out = run_hermesctl(["--socket", str(daemon.socket), "tools", "call", "terminal",
-                         "command=rm -rf /tmp/hermes-approval-probe"], timeout=60)
+    out = run_hermesctl(
+        [
+            "--socket",
+            str(daemon.socket),
+            "tools",
+            "call",
+            "terminal",
+            "command=rm -rf /tmp/hermes-approval-probe",
+        ],
+        timeout=60,
+    )
     assert out.returncode == 1, out.stdout + out.stderr
     assert "BLOCKED: Command denied by user" in out.stdout
 
@@ -115,7 +132,18 @@ def test_tools_call_approve_once_runs_an_approvable_command(start) -> None:
     daemon = start()
     probe = daemon.home / "probe-dir"
     probe.mkdir()
-    out = run_hermesctl(["--socket", str(daemon.socket), "tools", "call", "--approve", "once",
-                         "terminal", f"command=rm -rf {probe}"], timeout=60)
+    out = run_hermesctl(
+        [
+            "--socket",
+            str(daemon.socket),
+            "tools",
+            "call",
+            "--approve",
+            "once",
+            "terminal",
+            f"command=rm -rf {probe}",
+        ],
+        timeout=60,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert not probe.exists()

@@ -18,23 +18,29 @@ from tests.support.daemon import DaemonProcess, daemon_env
 from tests.support.plugin_factory import write_plugin
 
 
-def _run_hermesd(home, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def _run_hermesd(
+    home, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     argv = [sys.executable, "-m", "hermesd", *args]
-    return subprocess.run(argv, env=daemon_env(home, env), capture_output=True, text=True,
-                          timeout=30)
+    return subprocess.run(
+        argv, env=daemon_env(home, env), capture_output=True, text=True, timeout=30
+    )
 
 
-@pytest.mark.parametrize("text, key", [
-    ("limits:\n  max_connections: lots\n", "limits.max_connections"),
-    ("model:\n  timeout: [1]\n", "model.timeout"),
-    ("plugins:\n  enabled: calculator\n", "plugins.enabled"),
-    ("approvals:\n  mode: sometimes\n", "approvals.mode"),
-    ("agent: 5\n", "agent"),
-    ("shutdown_timeout: true\n", "shutdown_timeout"),
-    ("switch_interval: fast\n", "switch_interval"),
-    ("switch_interval: 0\n", "switch_interval"),
-    ("switch_interval: 0.5\n", "switch_interval"),
-])
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("limits:\n  max_connections: lots\n", "limits.max_connections"),
+        ("model:\n  timeout: [1]\n", "model.timeout"),
+        ("plugins:\n  enabled: calculator\n", "plugins.enabled"),
+        ("approvals:\n  mode: sometimes\n", "approvals.mode"),
+        ("agent: 5\n", "agent"),
+        ("shutdown_timeout: true\n", "shutdown_timeout"),
+        ("switch_interval: fast\n", "switch_interval"),
+        ("switch_interval: 0\n", "switch_interval"),
+        ("switch_interval: 0.5\n", "switch_interval"),
+    ],
+)
 def test_wrong_types_exit_78_naming_the_key(home, text: str, key: str) -> None:
     (home / "config.yaml").write_text(text)
     proc = _run_hermesd(home, "--allow-root", "--socket", str(home / "s.sock"))
@@ -104,7 +110,10 @@ def test_dotenv_fills_unset_variables_only(home, monkeypatch) -> None:
 
 def test_the_running_daemon_collects_young_objects_less_often(start, home) -> None:
     # Read from inside the daemon, by a plugin tool: what the collector of the process is set to.
-    write_plugin(home / "plugins", "gcprobe", """
+    write_plugin(
+        home / "plugins",
+        "gcprobe",
+        """
         import gc, json
 
         def register(ctx):
@@ -112,16 +121,21 @@ def test_the_running_daemon_collects_young_objects_less_often(start, home) -> No
                               schema={"name": "gc_threshold", "description": "threshold",
                                       "parameters": {"type": "object", "properties": {}}},
                               handler=lambda args, **kw: json.dumps(gc.get_threshold()))
-        """)
+        """,
+    )
     daemon = start(home=home)
     result = daemon.call("tools.call", {"name": "gc_threshold", "args": {}})["result"]
     assert json.loads(result)[0] == YOUNG_COLLECTION_EVERY > 700
 
 
 def test_switch_interval_is_set_at_start_and_on_reload_and_a_bad_one_is_refused(
-        start, home) -> None:
+    start, home
+) -> None:
     # Read from inside the daemon by a plugin tool, which runs on a worker thread.
-    write_plugin(home / "plugins", "gilprobe", """
+    write_plugin(
+        home / "plugins",
+        "gilprobe",
+        """
         import sys
 
         def register(ctx):
@@ -129,7 +143,8 @@ def test_switch_interval_is_set_at_start_and_on_reload_and_a_bad_one_is_refused(
                               schema={"name": "switch_interval", "description": "interval",
                                       "parameters": {"type": "object", "properties": {}}},
                               handler=lambda args, **kw: repr(sys.getswitchinterval()))
-        """)
+        """,
+    )
     enabled = "plugins:\n  enabled: [gilprobe]\n"
     (home / "config.yaml").write_text(enabled)
     daemon = start(home=home)

@@ -87,16 +87,21 @@ def start_streaming(c: Client, sid: str) -> str:
 
 
 def test_turns_run_in_the_model_client_process_which_gets_the_key_only_by_socket(
-        start: Callable[..., DaemonProcess]) -> None:
-    with ScriptedModelServer(rules=calculator_rules) as a, \
-            ScriptedModelServer(rules=lambda r: reply("from B")) as b:
+    start: Callable[..., DaemonProcess],
+) -> None:
+    with (
+        ScriptedModelServer(rules=calculator_rules) as a,
+        ScriptedModelServer(rules=lambda r: reply("from B")) as b,
+    ):
         d = start(config=model_config(a.url, process="separate", api_key=SECRET))
         with d.client() as c:
             sid = c.call("session.create")["id"]
             events = turn(c, sid, "What is 15 * 23?")
             assert events[-1]["status"] == "completed"
-            assert events[-1]["final_text"] == \
-                'The result is: {"expression": "15 * 23", "result": 345}'
+            assert (
+                events[-1]["final_text"]
+                == 'The result is: {"expression": "15 * 23", "result": 345}'
+            )
             assert [e["type"] for e in events].count("tool.started") == 1
             helper = model_process(d)
             cmdline = Path(f"/proc/{helper}/cmdline").read_bytes()
@@ -110,8 +115,7 @@ def test_turns_run_in_the_model_client_process_which_gets_the_key_only_by_socket
             assert turn(c, sid, "hi again")[-1]["final_text"] == "from B"
             assert model_process(d) == helper
             shown = run_hermesctl(["status"], env={"HERMES_SOCKET": str(d.socket)})
-            assert f"model process: pid {helper} (ready; model.process: separate)" in \
-                shown.stdout
+            assert f"model process: pid {helper} (ready; model.process: separate)" in shown.stdout
     assert SECRET not in d.log()
 
 
@@ -125,7 +129,8 @@ def test_inline_sends_from_the_daemon_itself(start: Callable[..., DaemonProcess]
 
 
 def test_a_killed_process_is_replaced_and_its_attempt_retried(
-        start: Callable[..., DaemonProcess]) -> None:
+    start: Callable[..., DaemonProcess],
+) -> None:
     slow = reply("one two three four five six seven eight", chunk_chars=4, chunk_delay=0.3)
     with ScriptedModelServer([slow, reply("after the restart")]) as model:
         d = start(config=model_config(model.url, process="separate", retry_max_wait=0.05))
@@ -151,7 +156,8 @@ def test_a_killed_process_is_replaced_and_its_attempt_retried(
 
 @pytest.mark.parametrize("process", ["separate", "inline"])
 def test_a_cancelled_turn_stops_its_stream_in_the_process(
-        start: Callable[..., DaemonProcess], process: str) -> None:
+    start: Callable[..., DaemonProcess], process: str
+) -> None:
     slow = reply("slow words " * 100, chunk_chars=6, chunk_delay=0.05)  # ~10 s
     with ScriptedModelServer([slow, reply("next turn")]) as model:
         d = start(config=model_config(model.url, process=process))
@@ -172,8 +178,9 @@ def test_a_cancelled_turn_stops_its_stream_in_the_process(
 
 
 def test_errors_keep_their_kind_across_the_process(start: Callable[..., DaemonProcess]) -> None:
-    with ScriptedModelServer([http_error(401, "bad key"), http_error(503, "busy"),
-                              reply("recovered")]) as model:
+    with ScriptedModelServer(
+        [http_error(401, "bad key"), http_error(503, "busy"), reply("recovered")]
+    ) as model:
         d = start(config=model_config(model.url, process="separate", retry_max_wait=0.05))
         with d.client() as c:
             sid = c.call("session.create")["id"]
@@ -184,8 +191,9 @@ def test_errors_keep_their_kind_across_the_process(start: Callable[..., DaemonPr
             assert len(model.requests) == 1  # a 401 is not retried
             ok = turn(c, sid, "second")
             assert ok[-1]["final_text"] == "recovered"  # the 503 was retried
-            assert any(e["type"] == "model.retry" and "HTTP 503: busy" in e["error"]
-                       for e in ok), ok
+            assert any(e["type"] == "model.retry" and "HTTP 503: busy" in e["error"] for e in ok), (
+                ok
+            )
 
 
 def test_the_process_ends_with_the_daemon(start: Callable[..., DaemonProcess]) -> None:
@@ -206,9 +214,12 @@ def test_the_process_ends_with_the_daemon(start: Callable[..., DaemonProcess]) -
 def spawn_child() -> tuple[subprocess.Popen[bytes], socket.socket]:
     parent, child = socket.socketpair()
     with child:
-        proc = subprocess.Popen([sys.executable, "-m", "hermesd.model.modelchild", str(child.fileno())],
-                                pass_fds=(child.fileno(),), cwd=str(REPO),
-                                env={**os.environ, "PYTHONPATH": str(REPO)})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hermesd.model.modelchild", str(child.fileno())],
+            pass_fds=(child.fileno(),),
+            cwd=str(REPO),
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
     parent.settimeout(30)
     return proc, parent
 
@@ -227,29 +238,45 @@ def frames(sock: socket.socket, until: Callable[[list[Any]], bool]) -> list[list
 
 
 def settings_frame(url: str) -> bytes:
-    fields = {"base_url": url, "model": "scripted-model", "api_key": None, "provider": "custom",
-              "timeout": 10.0, "max_retries": 0, "retry_max_wait": 1.0, "backoff_base": 0.1,
-              "transport": "hermesd", "process": "inline"}
+    fields = {
+        "base_url": url,
+        "model": "scripted-model",
+        "api_key": None,
+        "provider": "custom",
+        "timeout": 10.0,
+        "max_retries": 0,
+        "retry_max_wait": 1.0,
+        "backoff_base": 0.1,
+        "transport": "hermesd",
+        "process": "inline",
+    }
     return msgpack.packb([modelproc.CONFIGURE, fields, 20])
 
 
 def test_child_streams_an_answer_and_reports_errors_by_kind() -> None:
-    with ScriptedModelServer([reply("hello there"), http_error(429, "slow down",
-                                                              retry_after=2)]) as model:
+    with ScriptedModelServer(
+        [reply("hello there"), http_error(429, "slow down", retry_after=2)]
+    ) as model:
         proc, sock = spawn_child()
         try:
             # a request before any settings: a clear error, and the child keeps serving
             sock.sendall(msgpack.packb([modelproc.REQUEST, 1, b"{}"]))
             first = frames(sock, lambda f: f[0] == modelproc.ERROR)[-1]
             assert first[1:4] == [1, "config", "the model client process got no settings"]
-            body = (b'{"model":"scripted-model","stream":true,'
-                    b'"messages":[{"role":"user","content":"hi"}]}')
+            body = (
+                b'{"model":"scripted-model","stream":true,'
+                b'"messages":[{"role":"user","content":"hi"}]}'
+            )
             sock.sendall(settings_frame(model.url) + msgpack.packb([modelproc.REQUEST, 2, body]))
             got = frames(sock, lambda f: f[0] in (modelproc.DONE, modelproc.ERROR))
             text = "".join(f[2]["text"] for f in got if f[0] == modelproc.EVENT)
             assert text == "hello there"
-            assert got[-1][:4] == [modelproc.DONE, 2,
-                                   {"role": "assistant", "content": "hello there"}, "stop"]
+            assert got[-1][:4] == [
+                modelproc.DONE,
+                2,
+                {"role": "assistant", "content": "hello there"},
+                "stop",
+            ]
             sock.sendall(msgpack.packb([modelproc.REQUEST, 3, body]))
             error = frames(sock, lambda f: f[0] == modelproc.ERROR)[-1]
             assert error[1:] == [3, "failed", "slow down", 429, True, 2.0]
@@ -265,22 +292,28 @@ def test_child_streams_an_answer_and_reports_errors_by_kind() -> None:
 
 
 def test_child_without_a_socket_says_how_it_is_run() -> None:
-    done = subprocess.run([sys.executable, "-m", "hermesd.model.modelchild"], check=False,
-                          capture_output=True,
-                          text=True, cwd=str(REPO), timeout=30,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run(
+        [sys.executable, "-m", "hermesd.model.modelchild"],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=str(REPO),
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert done.returncode == 2
     assert "started by hermesd" in done.stderr
 
 
-def test_child_answers_a_burst_in_one_write_and_drops_a_request_cancelled_before_it_began(
-) -> None:
+def test_child_answers_a_burst_in_one_write_and_drops_a_request_cancelled_before_it_began() -> None:
     def echo(request: dict[str, Any]) -> Any:
         return reply("echo " + request["messages"][-1]["content"])
 
     def request(rid: int) -> bytes:
-        body = (b'{"model":"scripted-model","stream":true,'
-                b'"messages":[{"role":"user","content":"m%d"}]}' % rid)
+        body = (
+            b'{"model":"scripted-model","stream":true,'
+            b'"messages":[{"role":"user","content":"m%d"}]}' % rid
+        )
         return msgpack.packb([modelproc.REQUEST, rid, body])
 
     with ScriptedModelServer(rules=echo) as model:
@@ -291,12 +324,21 @@ def test_child_answers_a_burst_in_one_write_and_drops_a_request_cancelled_before
             burst.append(msgpack.packb([modelproc.CANCEL, 12]))
             sock.sendall(b"".join(burst))
             ends: dict[int, Any] = {}
-            frames(sock, lambda f: f[0] in (modelproc.DONE, modelproc.ERROR) and bool(
-                ends.setdefault(f[1], f)) and len(ends) == 11)
+            frames(
+                sock,
+                lambda f: (
+                    f[0] in (modelproc.DONE, modelproc.ERROR)
+                    and bool(ends.setdefault(f[1], f))
+                    and len(ends) == 11
+                ),
+            )
             assert sorted(ends) == list(range(1, 12))
             for rid, frame in ends.items():
-                assert frame[:3] == [modelproc.DONE, rid,
-                                     {"role": "assistant", "content": f"echo m{rid}"}]
+                assert frame[:3] == [
+                    modelproc.DONE,
+                    rid,
+                    {"role": "assistant", "content": f"echo m{rid}"},
+                ]
             # a cancelled request never reached the model, and the child still serves
             sock.sendall(request(13))
             last = frames(sock, lambda f: f[0] in (modelproc.DONE, modelproc.ERROR))[-1]
@@ -349,11 +391,13 @@ def test_a_bad_frame_from_the_child_fails_what_is_in_flight_and_a_new_child_serv
 
     async def scenario(model: ScriptedModelServer) -> None:
         url = model.url
-        client = ModelClient(ModelSettings(url, "scripted-model", process="separate",
-                                           max_retries=0))
+        client = ModelClient(
+            ModelSettings(url, "scripted-model", process="separate", max_retries=0)
+        )
         try:
-            first = asyncio.ensure_future(client.stream_completion(
-                [{"role": "user", "content": "hi"}]))
+            first = asyncio.ensure_future(
+                client.stream_completion([{"role": "user", "content": "hi"}])
+            )
             process = client._separate()
             while not process._pending:
                 await asyncio.sleep(0.01)
@@ -382,8 +426,10 @@ def test_a_bad_frame_from_the_child_fails_what_is_in_flight_and_a_new_child_serv
 def burst(c: Client, count: int) -> None:
     """``count`` one-turn sessions at once; every turn must complete."""
     sids = [c.call("session.create")["id"] for _ in range(count)]
-    turns = {c.call("session.send", {"session_id": sid, "message": "What is 2 * 21?"})["turn_id"]
-             for sid in sids}
+    turns = {
+        c.call("session.send", {"session_id": sid, "message": "What is 2 * 21?"})["turn_id"]
+        for sid in sids
+    }
     deadline = time.monotonic() + 60
     while turns:
         note = c.next_notification(timeout=max(0.1, deadline - time.monotonic()))
@@ -395,21 +441,27 @@ def burst(c: Client, count: int) -> None:
 
 
 def sockets_of(pid: int) -> int:
-    return sum(os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
-               for fd in os.listdir(f"/proc/{pid}/fd"))
+    return sum(
+        os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+        for fd in os.listdir(f"/proc/{pid}/fd")
+    )
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="auto offloads with 2+ CPUs")
 def test_auto_sends_from_the_loop_until_load_and_then_from_the_process(
-        start: Callable[..., DaemonProcess]) -> None:
+    start: Callable[..., DaemonProcess],
+) -> None:
     count = 2 * llm.OFFLOAD_AFTER
     with ScriptedModelServer(rules=calculator_rules, latency=0.2) as model:
         d = start(config=model_config(model.url))  # model.process: auto, the default
         with d.client() as c:
             sid = c.call("session.create")["id"]
             assert turn(c, sid, "What is 15 * 23?")[-1]["status"] == "completed"
-            assert c.call("status")["model_process"] == {"mode": "auto", "pid": None,
-                                                         "ready": False}
+            assert c.call("status")["model_process"] == {
+                "mode": "auto",
+                "pid": None,
+                "ready": False,
+            }
             assert child_pids(d.proc.pid) == []  # one turn at a time: sent from the loop
             burst(c, count)  # more than OFFLOAD_AFTER at once: the process starts
             helper = model_process(d)
@@ -437,8 +489,9 @@ def test_auto_on_one_cpu_never_starts_the_process(start: Callable[..., DaemonPro
 def test_a_stuck_process_is_killed_and_replaced(start: Callable[..., DaemonProcess]) -> None:
     slow = reply("slow words " * 40, chunk_chars=6, chunk_delay=0.05)
     with ScriptedModelServer([slow, reply("from the new process")]) as model:
-        d = start(config=model_config(model.url, process="separate", timeout=1,
-                                      retry_max_wait=0.05))
+        d = start(
+            config=model_config(model.url, process="separate", timeout=1, retry_max_wait=0.05)
+        )
         with d.client() as c:
             sid = c.call("session.create")["id"]
             helper = model_process(d)
@@ -457,7 +510,8 @@ def test_a_stuck_process_is_killed_and_replaced(start: Callable[..., DaemonProce
 
 
 def test_reloading_model_process_switches_where_requests_go(
-        start: Callable[..., DaemonProcess]) -> None:
+    start: Callable[..., DaemonProcess],
+) -> None:
     with ScriptedModelServer(rules=lambda r: reply("ok")) as model:
         d = start(config=model_config(model.url, process="separate"))
         with d.client() as c:
@@ -469,8 +523,11 @@ def test_reloading_model_process_switches_where_requests_go(
             assert gone(helper)
             assert turn(c, sid, "two")[-1]["final_text"] == "ok"
             assert child_pids(d.proc.pid) == []
-            assert c.call("status")["model_process"] == {"mode": "inline", "pid": None,
-                                                         "ready": False}
+            assert c.call("status")["model_process"] == {
+                "mode": "inline",
+                "pid": None,
+                "ready": False,
+            }
             (d.home / "config.yaml").write_text(model_config(model.url, process="separate"))
             c.call("config.reload")
             assert turn(c, sid, "three")[-1]["final_text"] == "ok"
@@ -478,7 +535,8 @@ def test_reloading_model_process_switches_where_requests_go(
 
 
 def test_the_child_gets_the_import_path_but_not_systemds_hand_over(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     extra = tmp_path / "wrapped-site-packages"
     extra.mkdir()
     monkeypatch.setattr(sys, "path", [*sys.path, str(extra)])
@@ -492,7 +550,8 @@ def test_the_child_gets_the_import_path_but_not_systemds_hand_over(
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="auto offloads with 2+ CPUs")
 def test_an_idle_process_started_by_auto_exits_and_load_starts_another(
-        start: Callable[..., DaemonProcess]) -> None:
+    start: Callable[..., DaemonProcess],
+) -> None:
     with ScriptedModelServer(rules=calculator_rules, latency=0.2) as model:
         d = start(config=model_config(model.url, process_idle_exit=1))
         with d.client() as c:
@@ -507,18 +566,21 @@ def test_an_idle_process_started_by_auto_exits_and_load_starts_another(
 
 
 def test_a_bad_model_process_setting_is_refused_and_the_running_one_stays(
-        start: Callable[..., DaemonProcess]) -> None:
+    start: Callable[..., DaemonProcess],
+) -> None:
     with ScriptedModelServer(rules=lambda r: reply("ok")) as model:
         d = start(config=model_config(model.url, process="separate"))
         with d.client() as c:
             helper = model_process(d)
-            for bad in ("process: sideways", "process_idle_exit: -5",
-                        "process_idle_exit: soon"):
+            for bad in ("process: sideways", "process_idle_exit: -5", "process_idle_exit: soon"):
                 (d.home / "config.yaml").write_text(model_config(model.url) + f"  {bad}\n")
                 with pytest.raises(RpcError) as refused:
                     c.call("config.reload")
                 assert bad.split(":")[0] in str(refused.value)
             sid = c.call("session.create")["id"]
             assert turn(c, sid, "still here")[-1]["final_text"] == "ok"
-            assert c.call("status")["model_process"] == {"mode": "separate", "pid": helper,
-                                                         "ready": True}
+            assert c.call("status")["model_process"] == {
+                "mode": "separate",
+                "pid": helper,
+                "ready": True,
+            }

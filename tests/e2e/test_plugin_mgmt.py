@@ -62,15 +62,19 @@ def register(ctx):
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-                          cwd=repo, check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 def git_plugin(name: str, init: str, manifest: str | None = None) -> Path:
     """A real git repository holding one committed plugin."""
     repo = short_tmpdir("repo-") / name
-    write_plugin(repo.parent, name, init,
-                 manifest=manifest or f"name: {name}\nversion: 1.0.0\n")
+    write_plugin(repo.parent, name, init, manifest=manifest or f"name: {name}\nversion: 1.0.0\n")
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "first")
@@ -91,8 +95,9 @@ def plugin_state(daemon: DaemonProcess, key: str) -> str | None:
     return rows[key]["state"] if key in rows else None
 
 
-def run_on_pty(argv: list[str], answers: list[tuple[str, str]],
-               timeout: float = 30.0) -> tuple[int, str]:
+def run_on_pty(
+    argv: list[str], answers: list[tuple[str, str]], timeout: float = 30.0
+) -> tuple[int, str]:
     """Run argv with a pseudo-terminal as its controlling tty; answer each prompt in turn."""
     pid, fd = pty.fork()
     if pid == 0:  # child
@@ -130,8 +135,11 @@ def test_install_from_a_git_repository_prompts_for_missing_env_on_the_terminal(d
     secret = "s3cr3t-value-9f"
     status, out = run_on_pty(
         ["--socket", str(daemon.socket), "plugins", "install", f"file://{repo}"],
-        [("WEATHER_API_KEY (empty to skip): ", secret),
-         ("WEATHER_UNITS (empty to skip): ", "metric")])
+        [
+            ("WEATHER_API_KEY (empty to skip): ", secret),
+            ("WEATHER_UNITS (empty to skip): ", "metric"),
+        ],
+    )
     assert status == 0, out
     assert "WEATHER_API_KEY: API key for the weather service" in out
     assert "Get yours at: https://example.com/keys" in out
@@ -150,7 +158,8 @@ def test_an_empty_answer_skips_the_variable_and_leaves_the_plugin_disabled(daemo
     repo = git_plugin("weather", WEATHER_INIT, WEATHER_MANIFEST)
     status, out = run_on_pty(
         ["--socket", str(daemon.socket), "plugins", "install", f"file://{repo}"],
-        [("WEATHER_API_KEY (empty to skip): ", ""), ("WEATHER_UNITS (empty to skip): ", "si")])
+        [("WEATHER_API_KEY (empty to skip): ", ""), ("WEATHER_UNITS (empty to skip): ", "si")],
+    )
     assert status == 0, out
     assert "✗ weather v1.0.0 — disabled (missing: WEATHER_API_KEY)" in out
     assert dotenv_values(daemon.home / ".env") == {"WEATHER_UNITS": "si"}
@@ -168,9 +177,12 @@ def test_install_with_no_input_leaves_the_plugin_disabled_with_the_reason(daemon
 def test_install_reports_missing_env_to_the_client(daemon) -> None:
     repo = git_plugin("weather", WEATHER_INIT, WEATHER_MANIFEST)
     result = daemon.call("plugins.install", {"source": f"file://{repo}"})
-    assert result["missing_env"][0] == {"name": "WEATHER_API_KEY",
-                                        "description": "API key for the weather service",
-                                        "url": "https://example.com/keys", "secret": True}
+    assert result["missing_env"][0] == {
+        "name": "WEATHER_API_KEY",
+        "description": "API key for the weather service",
+        "url": "https://example.com/keys",
+        "secret": True,
+    }
 
 
 def test_install_refuses_to_overwrite_without_force(daemon) -> None:
@@ -188,15 +200,20 @@ def test_install_from_a_local_folder_copies_it(daemon) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "✓ notes v1.0.0 (1 tools)" in proc.stdout
     assert json.loads(daemon.call("tools.call", {"name": "read_notes"})["result"]) == {
-        "marker": "copied"}
+        "marker": "copied"
+    }
 
 
-@pytest.mark.parametrize(("source", "needle"), [
-    ("/nonexistent/plugin/dir", "neither a folder"),
-    ("file:///nonexistent/repo.git", "git clone failed"),
-])
-def test_a_bad_source_is_a_clear_error_and_the_daemon_keeps_serving(daemon, source: str,
-                                                                    needle: str) -> None:
+@pytest.mark.parametrize(
+    ("source", "needle"),
+    [
+        ("/nonexistent/plugin/dir", "neither a folder"),
+        ("file:///nonexistent/repo.git", "git clone failed"),
+    ],
+)
+def test_a_bad_source_is_a_clear_error_and_the_daemon_keeps_serving(
+    daemon, source: str, needle: str
+) -> None:
     with pytest.raises(RpcError) as err:
         daemon.call("plugins.install", {"source": source})
     assert err.value.code == Codes.INVALID_PARAMS and needle in err.value.message
@@ -220,14 +237,19 @@ def test_a_folder_without_a_manifest_is_not_installed(daemon) -> None:
 def test_update_pulls_a_new_commit_and_reloads(daemon) -> None:
     repo = git_plugin("notes", notes_init("v1"))
     ctl(daemon, "plugins", "install", f"file://{repo}")
-    write_plugin(repo.parent, "notes", notes_init("v2 with more text"),
-                 manifest="name: notes\nversion: 1.1.0\n")
+    write_plugin(
+        repo.parent,
+        "notes",
+        notes_init("v2 with more text"),
+        manifest="name: notes\nversion: 1.1.0\n",
+    )
     git(repo, "commit", "-q", "-am", "second")
     proc = ctl(daemon, "plugins", "update", "notes")
     assert proc.returncode == 0, proc.stderr
     assert "✓ notes v1.1.0 (1 tools)" in proc.stdout
     assert json.loads(daemon.call("tools.call", {"name": "read_notes"})["result"]) == {
-        "marker": "v2 with more text"}
+        "marker": "v2 with more text"
+    }
 
 
 def test_update_of_a_copied_plugin_is_refused(daemon) -> None:
@@ -327,7 +349,9 @@ def test_info_shows_which_required_variables_are_set(daemon) -> None:
     daemon.call("plugins.set_env", {"values": {"WEATHER_UNITS": "metric"}})
     info = daemon.call("plugins.info", {"name": "weather"})
     assert [(e["name"], e["present"]) for e in info["requires_env"]] == [
-        ("WEATHER_API_KEY", False), ("WEATHER_UNITS", True)]
+        ("WEATHER_API_KEY", False),
+        ("WEATHER_UNITS", True),
+    ]
     assert info["git"] is True
     proc = ctl(daemon, "plugins", "info", "weather")
     assert "WEATHER_API_KEY (MISSING)" in proc.stdout
@@ -347,15 +371,16 @@ def register(ctx):
 
 
 def test_lint_reports_errors_and_warnings_with_the_tool_and_exits_1(daemon) -> None:
-    folder = write_plugin(short_tmpdir("lint-"), "badplug", BAD_TOOLS,
-                          manifest="name: badplug\n")
+    folder = write_plugin(short_tmpdir("lint-"), "badplug", BAD_TOOLS, manifest="name: badplug\n")
     proc = ctl(daemon, "plugins", "lint", str(folder))
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
-    assert any(line.startswith("error: bad name!: tool rejected: invalid tool name")
-               for line in lines)
-    assert "warning: fetch_page/mode: description lists values in prose; use \"enum\" instead" \
-        in lines
+    assert any(
+        line.startswith("error: bad name!: tool rejected: invalid tool name") for line in lines
+    )
+    assert (
+        'warning: fetch_page/mode: description lists values in prose; use "enum" instead' in lines
+    )
     assert "warning: manifest has no version" in lines
     assert plugin_state(daemon, "badplug") is None  # never loaded into the daemon
 
@@ -370,8 +395,12 @@ def test_lint_of_a_broken_manifest_and_missing_register(daemon) -> None:
 
 
 def test_lint_of_a_clean_plugin_exits_0(daemon) -> None:
-    folder = write_plugin(short_tmpdir("lint-"), "notes", notes_init("v1"),
-                          manifest="name: notes\nversion: 1.0.0\ndescription: Notes\n")
+    folder = write_plugin(
+        short_tmpdir("lint-"),
+        "notes",
+        notes_init("v1"),
+        manifest="name: notes\nversion: 1.0.0\ndescription: Notes\n",
+    )
     proc = ctl(daemon, "plugins", "lint", str(folder))
     assert proc.returncode == 0, proc.stdout
     assert proc.stdout.strip().endswith("0 error(s), 0 warning(s)")
@@ -393,11 +422,15 @@ def register(ctx):
 
 
 def test_reload_during_a_turn_lets_the_turn_finish_with_the_tools_it_started_with(
-        start: Start) -> None:
+    start: Start,
+) -> None:
     home = short_tmpdir()
     write_plugin(home / "plugins", "slow", SLOW_INIT % "v1")
-    script = [call_tools(tool_call("slow_lookup", {"pause": 1.0})),
-              call_tools(tool_call("slow_lookup", {})), reply("done")]
+    script = [
+        call_tools(tool_call("slow_lookup", {"pause": 1.0})),
+        call_tools(tool_call("slow_lookup", {})),
+        reply("done"),
+    ]
     with ScriptedModelServer(script, latency=0.2) as srv:
         daemon = start(home, config=f"model:\n  base_url: {srv.url}\n  default: m\n", env=ENV)
         with daemon.client() as c:
@@ -435,8 +468,7 @@ def register(ctx):
 """
 
 
-def test_requests_for_plugins_wait_for_a_reload_instead_of_finding_them_gone(
-        start: Start) -> None:
+def test_requests_for_plugins_wait_for_a_reload_instead_of_finding_them_gone(start: Start) -> None:
     home = short_tmpdir()
     # "aheld" loads before "notes": while it is held, notes is unloaded and not yet back
     write_plugin(home / "plugins", "aheld", HELD_INIT)
@@ -463,12 +495,14 @@ def test_requests_for_plugins_wait_for_a_reload_instead_of_finding_them_gone(
             result = chat.wait(turn, timeout=20)
     assert result["status"] == "completed" and result["final_text"] == "done"
     assert "read_notes" in [t["function"]["name"] for t in srv.requests[0]["tools"]]
-    assert json.loads(next(m["content"] for m in srv.requests[-1]["messages"]
-                           if m["role"] == "tool")) == {"marker": "v1"}
+    assert json.loads(
+        next(m["content"] for m in srv.requests[-1]["messages"] if m["role"] == "tool")
+    ) == {"marker": "v1"}
 
 
 def test_a_plugin_that_hangs_in_a_reload_holds_requests_only_for_its_load_timeout(
-        start: Start) -> None:
+    start: Start,
+) -> None:
     home = short_tmpdir()
     write_plugin(home / "plugins", "aheld", HELD_INIT)  # never let go: it hangs on reload
     write_plugin(home / "plugins", "notes", notes_init("v1"))
@@ -493,12 +527,14 @@ def test_a_plugin_that_now_fails_is_reported_and_the_rest_keep_working(start: St
     write_plugin(home / "plugins", "fragile", "def register(ctx):\n    pass\n")
     daemon = start(home, env=ENV)
     (home / "plugins" / "fragile" / "__init__.py").write_text(
-        "def register(ctx):\n    raise RuntimeError('now broken')\n")
+        "def register(ctx):\n    raise RuntimeError('now broken')\n"
+    )
     proc = ctl(daemon, "plugins", "reload")
     assert proc.returncode == 1
     assert "✗ fragile — RuntimeError: now broken" in proc.stdout
     assert json.loads(daemon.call("tools.call", {"name": "read_notes"})["result"]) == {
-        "marker": "v1"}
+        "marker": "v1"
+    }
 
 
 def test_sighup_reloads_plugins_without_dropping_connections(daemon) -> None:
@@ -517,9 +553,16 @@ def test_reload_is_owner_only_and_documented_so() -> None:
     from hermesd.rpc.protocol import METHODS
 
     owner_only = {n for n, s in METHODS.items() if s.owner_only and n.startswith("plugins.")}
-    assert owner_only == {"plugins.enable", "plugins.disable", "plugins.install",
-                          "plugins.set_env", "plugins.update", "plugins.remove",
-                          "plugins.reload", "plugins.lint"}
+    assert owner_only == {
+        "plugins.enable",
+        "plugins.disable",
+        "plugins.install",
+        "plugins.set_env",
+        "plugins.update",
+        "plugins.remove",
+        "plugins.reload",
+        "plugins.lint",
+    }
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching uid needs root")
@@ -532,15 +575,22 @@ def test_a_group_member_may_read_but_not_change_plugins(start: Start) -> None:
     nobody = pwd.getpwnam("nobody")
     home = short_tmpdir()
     write_plugin(home / "plugins", "notes", notes_init("v1"))
-    daemon = start(home, config=f"socket:\n  group: {grp.getgrgid(nobody.pw_gid).gr_name}\n",
-                   env=ENV)
+    daemon = start(
+        home, config=f"socket:\n  group: {grp.getgrgid(nobody.pw_gid).gr_name}\n", env=ENV
+    )
     os.chmod(daemon.socket.parent, 0o755)
-    out = talk_as(nobody.pw_uid, nobody.pw_gid, daemon.socket, [
-        [0, 1, "plugins.info", [{"name": "notes"}]],
-        [0, 2, "plugins.disable", [{"name": "notes"}]],
-        [0, 3, "plugins.install", [{"source": "/tmp"}]],
-        [0, 4, "plugins.set_env", [{"values": {"X": "1"}}]],
-        [0, 5, "plugins.reload", []]])
+    out = talk_as(
+        nobody.pw_uid,
+        nobody.pw_gid,
+        daemon.socket,
+        [
+            [0, 1, "plugins.info", [{"name": "notes"}]],
+            [0, 2, "plugins.disable", [{"name": "notes"}]],
+            [0, 3, "plugins.install", [{"source": "/tmp"}]],
+            [0, 4, "plugins.set_env", [{"values": {"X": "1"}}]],
+            [0, 5, "plugins.reload", []],
+        ],
+    )
     replies = {m[1]: m for m in out["received"] if m[0] == 1}
     assert replies[1][2] is None and replies[1][3]["key"] == "notes"
     assert [replies[i][2]["code"] for i in (2, 3, 4, 5)] == [Codes.PERMISSION_DENIED] * 4
@@ -548,7 +598,8 @@ def test_a_group_member_may_read_but_not_change_plugins(start: Start) -> None:
 
 
 def test_a_config_the_line_edit_cannot_handle_is_re_dumped_and_the_client_says_so(
-        start: Start) -> None:
+    start: Start,
+) -> None:
     home = short_tmpdir()
     write_plugin(home / "plugins", "notes", notes_init("v1"))
     daemon = start(home, config="# gone after the edit\nplugins: {load_timeout: 5}\n", env=ENV)
@@ -562,6 +613,7 @@ def test_a_config_the_line_edit_cannot_handle_is_re_dumped_and_the_client_says_s
 def test_a_secret_set_through_set_env_is_redacted_from_tool_results_at_once(daemon) -> None:
     secret = "tok-" + "q7" * 12
     daemon.call("plugins.set_env", {"values": {"SERVICE_API_TOKEN": secret}})
-    result = daemon.call("tools.call", {"name": "terminal",
-                                        "args": {"command": f"echo {secret}"}})["result"]
+    result = daemon.call("tools.call", {"name": "terminal", "args": {"command": f"echo {secret}"}})[
+        "result"
+    ]
     assert secret not in result

@@ -76,12 +76,24 @@ def site() -> Iterator[Path]:
     """A pip target folder holding three real entry-point distributions."""
     root = short_tmpdir("hz-")
     wheels = [
-        build_wheel(root / "dist", "zoo-ep-module", "2.3.1", EP_MODULE,
-                    {"ep_module": "zoo_ep_module"}, summary="Shouts text", author="Ada"),
-        build_wheel(root / "dist", "zoo-ep-callable", "0.4", EP_CALLABLE,
-                    {"ep_callable": "zoo_ep_callable:register"}, summary="Whispers"),
-        build_wheel(root / "dist", "zoo-ep-broken", "9", EP_BROKEN,
-                    {"ep_broken": "zoo_ep_broken"}),
+        build_wheel(
+            root / "dist",
+            "zoo-ep-module",
+            "2.3.1",
+            EP_MODULE,
+            {"ep_module": "zoo_ep_module"},
+            summary="Shouts text",
+            author="Ada",
+        ),
+        build_wheel(
+            root / "dist",
+            "zoo-ep-callable",
+            "0.4",
+            EP_CALLABLE,
+            {"ep_callable": "zoo_ep_callable:register"},
+            summary="Whispers",
+        ),
+        build_wheel(root / "dist", "zoo-ep-broken", "9", EP_BROKEN, {"ep_broken": "zoo_ep_broken"}),
     ]
     pip_install(wheels, root / "site")
     yield root / "site"
@@ -97,12 +109,15 @@ def zoo(site: Path) -> Iterator[DaemonProcess]:
         "HERMES_PLUGIN_PATH": f"{folders['path_one']}{os.pathsep}{folders['path_many']}",
         "HERMES_ENABLE_PROJECT_PLUGINS": "yes",
         "ZOO_PROCESS_TOKEN": "from-process",
-        "PYTHONPATH": os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH"))
-                                      if p),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p),
     }
     started = time.monotonic()
-    daemon = start_daemon(folders["home"], config=ZOO_CONFIG, env=env,
-                          argv_prefix=["env", "-C", str(folders["project"])])
+    daemon = start_daemon(
+        folders["home"],
+        config=ZOO_CONFIG,
+        env=env,
+        argv_prefix=["env", "-C", str(folders["project"])],
+    )
     daemon.ready_after = time.monotonic() - started  # type: ignore[attr-defined]
     yield daemon
     daemon.stop()
@@ -174,7 +189,8 @@ def test_well_behaved_plugin_from_home_is_loaded(listing: dict[str, Any]) -> Non
 
 
 def test_unparseable_manifest_is_listed_with_the_parse_error(
-        zoo: DaemonProcess, listing: dict[str, Any]) -> None:
+    zoo: DaemonProcess, listing: dict[str, Any]
+) -> None:
     entry = line(listing, "broken_yaml")
     assert entry.startswith("✗ broken_yaml — Failed to parse plugin.yaml: ")
     assert "Failed to parse " in zoo.log() and "broken_yaml/plugin.yaml" in zoo.log()
@@ -182,30 +198,35 @@ def test_unparseable_manifest_is_listed_with_the_parse_error(
 
 def test_manifest_that_is_not_a_mapping_is_listed_as_an_error(listing: dict[str, Any]) -> None:
     assert line(listing, "not_a_mapping") == (
-        "✗ not_a_mapping — Failed to parse plugin.yaml: the manifest must be a mapping")
+        "✗ not_a_mapping — Failed to parse plugin.yaml: the manifest must be a mapping"
+    )
 
 
 def test_raising_register_is_listed_and_everything_it_registered_is_rolled_back(
-        zoo: DaemonProcess, listing: dict[str, Any]) -> None:
+    zoo: DaemonProcess, listing: dict[str, Any]
+) -> None:
     assert line(listing, "raiser") == (
-        "✗ raiser v1.0.0 — RuntimeError: register exploded on purpose")
+        "✗ raiser v1.0.0 — RuntimeError: register exploded on purpose"
+    )
     assert plugin(listing, "raiser")["tools"] == [] and plugin(listing, "raiser")["hooks"] == []
     assert "leak_tool" not in tool_names(zoo)
     assert call_tool(zoo, "calculate", {"expression": "1+1"})["result"] == 2
     assert "Failed to load plugin 'raiser': register exploded on purpose" in zoo.log()
 
 
-def test_plugin_whose_import_fails_is_listed_with_the_import_error(
-        listing: dict[str, Any]) -> None:
-    assert line(listing, "import_error") == ("✗ import_error v1.0.0 — ModuleNotFoundError: No "
-                                             "module named 'hermesd_no_such_module_for_tests'")
+def test_plugin_whose_import_fails_is_listed_with_the_import_error(listing: dict[str, Any]) -> None:
+    assert line(listing, "import_error") == (
+        "✗ import_error v1.0.0 — ModuleNotFoundError: No "
+        "module named 'hermesd_no_such_module_for_tests'"
+    )
 
 
 def test_register_that_never_returns_is_abandoned_after_the_load_timeout(
-        listing: dict[str, Any]) -> None:
+    listing: dict[str, Any],
+) -> None:
     assert line(listing, "hang_forever") == (
-        f"✗ hang_forever v1.0.0 — TimeoutError: register() did not finish within "
-        f"{LOAD_TIMEOUT:g}s")
+        f"✗ hang_forever v1.0.0 — TimeoutError: register() did not finish within {LOAD_TIMEOUT:g}s"
+    )
 
 
 def test_registrations_from_an_abandoned_register_are_ignored(zoo: DaemonProcess) -> None:
@@ -219,14 +240,15 @@ def test_registrations_from_an_abandoned_register_are_ignored(zoo: DaemonProcess
 
 
 def test_unknown_hook_is_warned_about_and_the_plugin_still_loads(
-        zoo: DaemonProcess, listing: dict[str, Any]) -> None:
+    zoo: DaemonProcess, listing: dict[str, Any]
+) -> None:
     assert line(listing, "unknown_hook") == "✓ unknown_hook v1.0.0 (1 hooks)"
-    assert ("Plugin 'unknown_hook' registered unknown hook 'on_moon_landing' (valid: "
-            in zoo.log())
+    assert "Plugin 'unknown_hook' registered unknown hook 'on_moon_landing' (valid: " in zoo.log()
 
 
 def test_bad_tool_schemas_are_rejected_and_listed_with_reasons(
-        zoo: DaemonProcess, listing: dict[str, Any]) -> None:
+    zoo: DaemonProcess, listing: dict[str, Any]
+) -> None:
     entry = plugin(listing, "bad_schemas")
     assert entry["state"] == "loaded" and entry["tools"] == ["good_tool"]
     reasons = {r["name"]: r["reason"] for r in entry["rejected_tools"]}
@@ -238,7 +260,8 @@ def test_bad_tool_schemas_are_rejected_and_listed_with_reasons(
 
 
 def test_tool_name_clash_is_rejected_naming_both_toolsets_and_the_first_tool_stays(
-        zoo: DaemonProcess, listing: dict[str, Any]) -> None:
+    zoo: DaemonProcess, listing: dict[str, Any]
+) -> None:
     (rejected,) = plugin(listing, "clash")["rejected_tools"]
     assert rejected["name"] == "calculate"
     assert "'impostor'" in rejected["reason"] and "'calculator'" in rejected["reason"]
@@ -249,25 +272,27 @@ def test_tool_name_clash_is_rejected_naming_both_toolsets_and_the_first_tool_sta
 
 
 def test_missing_required_env_disables_the_plugin_with_the_guide_message(
-        zoo: DaemonProcess, listing: dict[str, Any]) -> None:
+    zoo: DaemonProcess, listing: dict[str, Any]
+) -> None:
     assert line(listing, "weather") == "✗ weather v1.0.0 — disabled (missing: WEATHER_API_KEY)"
     assert plugin(listing, "weather")["missing_env"] == ["WEATHER_API_KEY"]
     assert "Plugin weather disabled (missing: WEATHER_API_KEY)" in zoo.log()
 
 
 def test_required_env_from_the_daemon_environment_satisfies_the_plugin(
-        zoo: DaemonProcess, listing: dict[str, Any]) -> None:
+    zoo: DaemonProcess, listing: dict[str, Any]
+) -> None:
     assert line(listing, "env_from_process") == "✓ env_from_process v1.0.0 (1 tools)"
     assert call_tool(zoo, "process_env_tool", {"text": "x"})["from"] == "process_env_tool"
 
 
-def test_required_env_from_hermes_home_dotenv_satisfies_the_plugin(
-        listing: dict[str, Any]) -> None:
+def test_required_env_from_hermes_home_dotenv_satisfies_the_plugin(listing: dict[str, Any]) -> None:
     assert line(listing, "env_from_dotenv") == "✓ env_from_dotenv v1.0.0 (1 tools)"
 
 
-def test_plugin_in_plugins_disabled_is_not_loaded(zoo: DaemonProcess,
-                                                  listing: dict[str, Any]) -> None:
+def test_plugin_in_plugins_disabled_is_not_loaded(
+    zoo: DaemonProcess, listing: dict[str, Any]
+) -> None:
     assert line(listing, "switched_off") == "✗ switched_off v1.0.0 — disabled in config"
     assert "switched_off_tool" not in tool_names(zoo)
 
@@ -277,14 +302,17 @@ def test_plugins_enabled_list_loads_only_those_and_declared_path_plugins(start) 
     write_plugin(home / "plugins", "wanted", plugin_zoo.echo_plugin("wanted_tool", "w"))
     write_plugin(home / "plugins", "unwanted", plugin_zoo.echo_plugin("unwanted_tool", "w"))
     nix = write_plugin(short_tmpdir(), "from_nix", plugin_zoo.echo_plugin("nix_tool", "n"))
-    daemon = start(home, config="plugins:\n  enabled: [wanted]\n",
-                   env={"HERMES_BUNDLED_PLUGINS": str(short_tmpdir()),
-                        "HERMES_PLUGIN_PATH": str(nix)})
+    daemon = start(
+        home,
+        config="plugins:\n  enabled: [wanted]\n",
+        env={"HERMES_BUNDLED_PLUGINS": str(short_tmpdir()), "HERMES_PLUGIN_PATH": str(nix)},
+    )
     assert daemon.call("plugins.list")["text"] == (
         "Plugins (3):\n"
         "  ✓ from_nix v1.0.0 (1 tools)\n"
         "  ✗ unwanted v1.0.0 — not enabled in config\n"
-        "  ✓ wanted v1.0.0 (1 tools)")
+        "  ✓ wanted v1.0.0 (1 tools)"
+    )
 
 
 def test_safe_mode_skips_plugin_discovery(start) -> None:
@@ -293,8 +321,9 @@ def test_safe_mode_skips_plugin_discovery(start) -> None:
     daemon = start(home, env={"HERMES_SAFE_MODE": "1"})
     result = daemon.call("plugins.list")
     assert result["plugins"] == []
-    assert result["text"] == ("No plugins installed.\n"
-                              f"Drop plugin directories into {home}/plugins/ to get started.")
+    assert result["text"] == (
+        f"No plugins installed.\nDrop plugin directories into {home}/plugins/ to get started."
+    )
     assert not {"calculate", "anything_tool"} & tool_names(daemon)
     assert "skill_view" in tool_names(daemon)  # built-in tools do not depend on plugins
 
@@ -303,7 +332,8 @@ def test_safe_mode_skips_plugin_discovery(start) -> None:
 
 
 def test_hermes_plugin_path_takes_a_plugin_folder_and_a_folder_of_plugins(
-        zoo: DaemonProcess, listing: dict[str, Any]) -> None:
+    zoo: DaemonProcess, listing: dict[str, Any]
+) -> None:
     path_keys = [p["key"] for p in listing["plugins"] if p["source"] == "path"]
     assert path_keys == ["path_single", "path_a", "path_b"]
     assert call_tool(zoo, "path_b_tool", {"text": "hi"})["args"] == {"text": "hi"}
@@ -312,26 +342,33 @@ def test_hermes_plugin_path_takes_a_plugin_folder_and_a_folder_of_plugins(
 def test_category_layout_gives_a_category_slash_folder_key(listing: dict[str, Any]) -> None:
     entry = plugin(listing, "image_gen/openai")
     assert entry["name"] == "openai-images" and entry["line"] == (
-        "✓ image_gen/openai v0.1 (1 tools)")
+        "✓ image_gen/openai v0.1 (1 tools)"
+    )
 
 
 def test_project_plugins_load_from_the_working_directory_when_opted_in(
-        zoo: DaemonProcess, listing: dict[str, Any]) -> None:
+    zoo: DaemonProcess, listing: dict[str, Any]
+) -> None:
     assert plugin(listing, "from_project")["source"] == "project"
     assert call_tool(zoo, "project_tool", {"text": "p"})["from"] == "project_tool"
 
 
 def test_project_plugins_are_ignored_without_the_opt_in(start) -> None:
     project = short_tmpdir()
-    write_plugin(project / ".hermes" / "plugins", "from_project",
-                 plugin_zoo.echo_plugin("project_tool", "project"))
-    daemon = start(argv_prefix=["env", "-C", str(project)],
-                   env={"HERMES_BUNDLED_PLUGINS": str(short_tmpdir())})
+    write_plugin(
+        project / ".hermes" / "plugins",
+        "from_project",
+        plugin_zoo.echo_plugin("project_tool", "project"),
+    )
+    daemon = start(
+        argv_prefix=["env", "-C", str(project)], env={"HERMES_BUNDLED_PLUGINS": str(short_tmpdir())}
+    )
     assert daemon.call("plugins.list")["plugins"] == []
 
 
 def test_entry_point_naming_a_module_loads_with_distribution_metadata(
-        zoo: DaemonProcess, listing: dict[str, Any]) -> None:
+    zoo: DaemonProcess, listing: dict[str, Any]
+) -> None:
     entry = plugin(listing, "ep_module")
     assert entry["source"] == "entrypoint" and entry["description"] == "Shouts text"
     assert entry["author"] == "Ada" and entry["line"] == "✓ ep_module v2.3.1 (1 tools)"
@@ -339,7 +376,8 @@ def test_entry_point_naming_a_module_loads_with_distribution_metadata(
 
 
 def test_entry_point_naming_the_register_function_loads(
-        zoo: DaemonProcess, listing: dict[str, Any]) -> None:
+    zoo: DaemonProcess, listing: dict[str, Any]
+) -> None:
     assert line(listing, "ep_callable") == "✓ ep_callable v0.4 (1 tools, 1 hooks)"
     assert call_tool(zoo, "whisper_text", {"text": "HEY"}) == {"out": "hey"}
 
@@ -356,7 +394,8 @@ def test_plugin_data_files_next_to_its_code_are_readable(zoo: DaemonProcess) -> 
 
 
 def test_tools_json_supplies_the_schema_and_register_tool_binds_the_handler(
-        zoo: DaemonProcess) -> None:
+    zoo: DaemonProcess,
+) -> None:
     (tool,) = zoo.call("tools.list", {"toolset": "repeater"})["tools"]
     assert tool["description"].startswith("Repeat the text a number of times")
     assert tool["parameters"]["properties"]["times"]["type"] == "integer"
@@ -365,19 +404,23 @@ def test_tools_json_supplies_the_schema_and_register_tool_binds_the_handler(
 
 def test_tools_json_schema_is_enforced_on_calls(zoo: DaemonProcess) -> None:
     result = call_tool(zoo, "repeat_text", {"text": "ab", "times": "3"})
-    assert result == {"error": "Invalid arguments for tool 'repeat_text': parameter 'times' "
-                      "must be integer, got string"}
+    assert result == {
+        "error": "Invalid arguments for tool 'repeat_text': parameter 'times' "
+        "must be integer, got string"
+    }
 
 
 def test_raising_tool_handler_gives_the_reference_error_result(zoo: DaemonProcess) -> None:
     assert call_tool(zoo, "explode_now") == {
-        "error": "Tool execution failed: ValueError: bad input on purpose"}
+        "error": "Tool execution failed: ValueError: bad input on purpose"
+    }
     assert still_serving(zoo)
 
 
 def test_tool_handler_returning_a_non_string_gives_an_error_result(zoo: DaemonProcess) -> None:
     assert call_tool(zoo, "return_nothing") == {
-        "error": "Tool 'return_nothing' returned NoneType, not a JSON string"}
+        "error": "Tool 'return_nothing' returned NoneType, not a JSON string"
+    }
     assert call_tool(zoo, "return_dict") == {"plain": "dict"}  # dicts are serialised
 
 
@@ -396,16 +439,18 @@ def test_huge_tool_result_is_cut_to_the_budget_with_a_note(zoo: DaemonProcess) -
     assert out.returncode == 0 and out.stdout == result + "\n"
 
 
-def test_tools_call_with_a_wrong_argument_type_returns_an_error_result(
-        zoo: DaemonProcess) -> None:
+def test_tools_call_with_a_wrong_argument_type_returns_an_error_result(zoo: DaemonProcess) -> None:
     result = call_tool(zoo, "calculate", {"expression": 42})
-    assert result == {"error": "Invalid arguments for tool 'calculate': parameter 'expression' "
-                      "must be string, got integer"}
+    assert result == {
+        "error": "Invalid arguments for tool 'calculate': parameter 'expression' "
+        "must be string, got integer"
+    }
     assert still_serving(zoo)
 
 
 def test_tools_call_with_a_missing_required_argument_returns_an_error_result(
-        zoo: DaemonProcess) -> None:
+    zoo: DaemonProcess,
+) -> None:
     assert "expression" in call_tool(zoo, "calculate", {})["error"]
     assert still_serving(zoo)
 
@@ -432,7 +477,8 @@ def test_tools_call_accepts_args_as_a_json_string(zoo: DaemonProcess) -> None:
 
 @pytest.mark.parametrize("bad", ['{"expression": ', '["2+2"]'])
 def test_tools_call_with_a_json_string_that_is_not_an_object_is_invalid_params(
-        zoo: DaemonProcess, bad: str) -> None:
+    zoo: DaemonProcess, bad: str
+) -> None:
     with pytest.raises(RpcError) as err:
         zoo.call("tools.call", {"name": "calculate", "args": bad})
     assert err.value.code == Codes.INVALID_PARAMS
@@ -441,7 +487,8 @@ def test_tools_call_with_a_json_string_that_is_not_an_object_is_invalid_params(
 
 def test_pre_tool_call_hook_blocks_a_client_tool_call(zoo: DaemonProcess) -> None:
     assert call_tool(zoo, "calculate", {"expression": "13*13"}) == {
-        "error": "guard says no to 13*13"}
+        "error": "guard says no to 13*13"
+    }
     assert call_tool(zoo, "calculate", {"expression": "13*12"})["result"] == 156
 
 
@@ -454,12 +501,14 @@ def test_pre_tool_call_hook_that_times_out_blocks_the_call(zoo: DaemonProcess) -
 
 def test_plugin_tool_can_dispatch_another_tool(zoo: DaemonProcess) -> None:
     assert call_tool(zoo, "dispatch_calc", {"expression": "sqrt(144)"}) == {
-        "dispatched": {"expression": "sqrt(144)", "result": 12.0}}
+        "dispatched": {"expression": "sqrt(144)", "result": 12.0}
+    }
 
 
 def test_dispatched_tool_calls_go_through_the_hooks_too(zoo: DaemonProcess) -> None:
     assert call_tool(zoo, "dispatch_calc", {"expression": "13*13"}) == {
-        "dispatched": {"error": "guard says no to 13*13"}}
+        "dispatched": {"error": "guard says no to 13*13"}
+    }
 
 
 def test_tool_hidden_by_check_fn_is_listed_as_unavailable(zoo: DaemonProcess) -> None:
@@ -471,11 +520,13 @@ def test_tool_hidden_by_check_fn_is_listed_as_unavailable(zoo: DaemonProcess) ->
 
 
 def test_skills_view_of_the_calculator_skill_starts_with_the_bundle_banner(
-        zoo: DaemonProcess) -> None:
+    zoo: DaemonProcess,
+) -> None:
     view = zoo.call("skills.view", {"name": "calculator:math-checks"})
     assert view["success"] is True and view["name"] == "calculator:math-checks"
     assert view["content"].startswith(
-        "[Bundle context: This skill is part of the 'calculator' plugin.]\n\n---\n")
+        "[Bundle context: This skill is part of the 'calculator' plugin.]\n\n---\n"
+    )
 
 
 def test_skills_view_banner_names_sibling_skills(zoo: DaemonProcess) -> None:
@@ -483,15 +534,19 @@ def test_skills_view_banner_names_sibling_skills(zoo: DaemonProcess) -> None:
     assert view["content"].startswith(
         "[Bundle context: This skill is part of the 'skilled' plugin.\n"
         "Sibling skills: beta.\n"
-        "Use qualified form to invoke siblings (e.g. skilled:beta).]\n\n---\nname: alpha\n")
+        "Use qualified form to invoke siblings (e.g. skilled:beta).]\n\n---\nname: alpha\n"
+    )
 
 
 def test_skills_view_of_a_missing_plugin_skill_lists_what_the_plugin_has(
-        zoo: DaemonProcess) -> None:
+    zoo: DaemonProcess,
+) -> None:
     assert zoo.call("skills.view", {"name": "skilled:gamma"}) == {
-        "success": False, "error": "Skill 'gamma' not found in plugin 'skilled'.",
+        "success": False,
+        "error": "Skill 'gamma' not found in plugin 'skilled'.",
         "available_skills": ["skilled:alpha", "skilled:beta"],
-        "hint": "The 'skilled' plugin provides 2 skill(s)."}
+        "hint": "The 'skilled' plugin provides 2 skill(s).",
+    }
 
 
 def test_skills_view_reads_a_file_inside_the_skill_folder(zoo: DaemonProcess) -> None:
@@ -499,10 +554,12 @@ def test_skills_view_reads_a_file_inside_the_skill_folder(zoo: DaemonProcess) ->
     assert view["success"] is True and view["content"] == "alpha notes\n"
 
 
-@pytest.mark.parametrize("file_path", ["../beta/SKILL.md", "../../__init__.py", "/etc/passwd",
-                                       "escape"])
+@pytest.mark.parametrize(
+    "file_path", ["../beta/SKILL.md", "../../__init__.py", "/etc/passwd", "escape"]
+)
 def test_skills_view_refuses_file_paths_outside_the_skill_folder(
-        zoo: DaemonProcess, file_path: str) -> None:
+    zoo: DaemonProcess, file_path: str
+) -> None:
     name = "daily-review" if file_path == "escape" else "skilled:alpha"
     view = zoo.call("skills.view", {"name": name, "file_path": file_path})
     assert view["success"] is False
@@ -525,7 +582,8 @@ def test_user_skills_from_hermes_home_are_listed_and_viewable(zoo: DaemonProcess
 
 
 def test_hermesctl_plugins_list_prints_the_daemon_rendered_text(
-        zoo: DaemonProcess, listing: dict[str, Any]) -> None:
+    zoo: DaemonProcess, listing: dict[str, Any]
+) -> None:
     out = ctl(zoo, "plugins", "list")
     assert out.returncode == 0, out.stderr
     assert out.stdout == zoo.call("plugins.list")["text"] + "\n"
@@ -538,8 +596,7 @@ def test_hermesctl_plugins_list_json_is_the_array_of_plugin_maps(zoo: DaemonProc
         assert json.loads(out.stdout) == zoo.call("plugins.list")["plugins"]
 
 
-def test_hermesctl_tools_list_groups_by_toolset_and_marks_hidden_tools(
-        zoo: DaemonProcess) -> None:
+def test_hermesctl_tools_list_groups_by_toolset_and_marks_hidden_tools(zoo: DaemonProcess) -> None:
     out = ctl(zoo, "tools", "list")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
@@ -573,11 +630,25 @@ def test_hermesctl_tools_call_parses_values_as_json_when_they_parse(zoo: DaemonP
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"out": "abab"}
     assert out.stdout.startswith("{\n  ")  # pretty-printed
-    out = ctl(zoo, "tools", "call", "path_a_tool", "text=x y", "n=2.5", "flag=true",
-              "items=[1, null]", 'quoted="7"')
+    out = ctl(
+        zoo,
+        "tools",
+        "call",
+        "path_a_tool",
+        "text=x y",
+        "n=2.5",
+        "flag=true",
+        "items=[1, null]",
+        'quoted="7"',
+    )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert json.loads(out.stdout)["args"] == {"text": "x y", "n": 2.5, "flag": True,
-                                              "items": [1, None], "quoted": "7"}
+    assert json.loads(out.stdout)["args"] == {
+        "text": "x y",
+        "n": 2.5,
+        "flag": True,
+        "items": [1, None],
+        "quoted": "7",
+    }
 
 
 def test_hermesctl_tools_call_accepts_args_as_json(zoo: DaemonProcess) -> None:
@@ -594,21 +665,24 @@ def test_hermesctl_tools_call_exits_1_when_the_result_is_an_error(zoo: DaemonPro
     assert out.returncode == 1 and "must be string" in json.loads(out.stdout)["error"]
 
 
-def test_hermesctl_tools_call_of_an_unknown_tool_is_one_line_and_exit_1(
-        zoo: DaemonProcess) -> None:
+def test_hermesctl_tools_call_of_an_unknown_tool_is_one_line_and_exit_1(zoo: DaemonProcess) -> None:
     out = ctl(zoo, "tools", "call", "no_such_tool")
     assert out.returncode == 1 and out.stdout == ""
     assert out.stderr == "hermesctl: Unknown tool: no_such_tool\n"
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["calculate", "expression"], "expected key=value, got 'expression'"),
-    (["calculate", "--args", "{nope"], "--args is not valid JSON"),
-    (["calculate", "--args", "[1]"], "--args must be a JSON object, not list"),
-    (["calculate", "a=1", "--args", "{}"], "either as key=value pairs or with --args"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["calculate", "expression"], "expected key=value, got 'expression'"),
+        (["calculate", "--args", "{nope"], "--args is not valid JSON"),
+        (["calculate", "--args", "[1]"], "--args must be a JSON object, not list"),
+        (["calculate", "a=1", "--args", "{}"], "either as key=value pairs or with --args"),
+    ],
+)
 def test_hermesctl_tools_call_usage_mistakes_exit_2(
-        zoo: DaemonProcess, argv: list[str], message: str) -> None:
+    zoo: DaemonProcess, argv: list[str], message: str
+) -> None:
     out = ctl(zoo, "tools", "call", *argv)
     assert out.returncode == 2 and message in out.stderr
     assert "Traceback" not in out.stderr
@@ -633,7 +707,8 @@ def test_hermesctl_skills_view_prints_the_content(zoo: DaemonProcess) -> None:
 
 
 def test_hermesctl_skills_view_of_a_missing_skill_or_escaping_file_exits_1(
-        zoo: DaemonProcess) -> None:
+    zoo: DaemonProcess,
+) -> None:
     out = ctl(zoo, "skills", "view", "skilled:gamma")
     assert out.returncode == 1 and out.stdout == ""
     assert out.stderr.startswith("hermesctl: Skill 'gamma' not found in plugin 'skilled'.\n")
@@ -660,55 +735,63 @@ def guide_calculator_home() -> Callable[[], Path]:
         home = short_tmpdir()
         extract_guide_calculator(seed, home / "plugins")
         return home
+
     return make
 
 
 def test_guide_calculator_copied_verbatim_loads_and_lists_as_the_guide_shows(
-        start, guide_calculator_home: Callable[[], Path]) -> None:
+    start, guide_calculator_home: Callable[[], Path]
+) -> None:
     daemon = start(guide_calculator_home(), env={"HERMES_BUNDLED_PLUGINS": str(short_tmpdir())})
     assert daemon.call("plugins.list")["text"] == (
-        "Plugins (1):\n  ✓ calculator v1.0.0 (2 tools, 1 hooks)")
+        "Plugins (1):\n  ✓ calculator v1.0.0 (2 tools, 1 hooks)"
+    )
     out = ctl(daemon, "plugins", "list")
     assert out.stdout == "Plugins (1):\n  ✓ calculator v1.0.0 (2 tools, 1 hooks)\n"
     assert call_tool(daemon, "calculate", {"expression": "2**16"})["result"] == 65536
-    assert call_tool(daemon, "unit_convert", {"value": 5, "from_unit": "km",
-                                              "to_unit": "mi"})["result"] == pytest.approx(
-        3.10686, abs=1e-4)
+    assert call_tool(daemon, "unit_convert", {"value": 5, "from_unit": "km", "to_unit": "mi"})[
+        "result"
+    ] == pytest.approx(3.10686, abs=1e-4)
 
 
 def test_guide_calculator_in_home_wins_the_key_collision_with_the_bundled_one(
-        start, guide_calculator_home: Callable[[], Path]) -> None:
+    start, guide_calculator_home: Callable[[], Path]
+) -> None:
     home = guide_calculator_home()
     daemon = start(home)  # the repository's bundled plugins/ is scanned too
     (entry,) = daemon.call("plugins.list")["plugins"]
     assert entry["source"] == "user" and entry["path"] == str(home / "plugins" / "calculator")
     assert entry["skills"] == []  # the bundled calculator (which has one) was not loaded
-    assert "Plugin 'calculator' from the user source overrides the one from the bundled " \
+    assert (
+        "Plugin 'calculator' from the user source overrides the one from the bundled "
         "source" in daemon.log()
+    )
 
 
 def test_another_module_can_add_plugins_subcommands(zoo: DaemonProcess) -> None:
-    code = ("import sys\n"
-            "from hermesctl.subcommands.plugins import plugins_command, plugins_subcommand\n"
-            "@plugins_subcommand\n"
-            "def setup(psub):\n"
-            "    psub.add_parser('count').add_argument('--state', default='loaded')\n"
-            "@plugins_command('count')\n"
-            "def count(args, client):\n"
-            "    plugins = client.call('plugins.list')['plugins']\n"
-            "    print(sum(p['state'] == args.state for p in plugins)); return 0\n"
-            "from hermesctl.cli import main\n"
-            f"sys.exit(main(['--socket', {str(zoo.socket)!r}, 'plugins', 'count', "
-            "'--state', 'missing-env']))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=30)
+    code = (
+        "import sys\n"
+        "from hermesctl.subcommands.plugins import plugins_command, plugins_subcommand\n"
+        "@plugins_subcommand\n"
+        "def setup(psub):\n"
+        "    psub.add_parser('count').add_argument('--state', default='loaded')\n"
+        "@plugins_command('count')\n"
+        "def count(args, client):\n"
+        "    plugins = client.call('plugins.list')['plugins']\n"
+        "    print(sum(p['state'] == args.state for p in plugins)); return 0\n"
+        "from hermesctl.cli import main\n"
+        f"sys.exit(main(['--socket', {str(zoo.socket)!r}, 'plugins', 'count', "
+        "'--state', 'missing-env']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "1\n"  # weather
     assert run_hermesctl(["plugins", "count"]).returncode == 2  # only where it was added
 
 
 def test_odd_number_literals_leave_no_syntax_warning_in_the_daemon_log(
-        start: Callable[..., DaemonProcess]) -> None:
+    start: Callable[..., DaemonProcess],
+) -> None:
     # Python's compiler warns about some of them on stderr ("invalid decimal literal"), which
     # for the daemon is its journal; whatever the model sends, the calculator answers with an
     # error result and the log stays clean.

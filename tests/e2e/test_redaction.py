@@ -20,8 +20,12 @@ from tests.support.modelserver import ScriptedModelServer, call_tools, reply, to
 from tests.support.plugin_factory import write_plugin
 
 DOTENV_SECRET = "dotenv-planted-9f8e7d6c"
-ENV_SECRETS = {"SERVICE_TOKEN": "tok-planted-55aa66bb", "DB_PASSWORD": "pw-planted-hunter2",
-               "STRIPE_SECRET": "stripe-planted-0099", "PAYMENT_API_KEY": "key-planted-1234"}
+ENV_SECRETS = {
+    "SERVICE_TOKEN": "tok-planted-55aa66bb",
+    "DB_PASSWORD": "pw-planted-hunter2",
+    "STRIPE_SECRET": "stripe-planted-0099",
+    "PAYMENT_API_KEY": "key-planted-1234",
+}
 ALL = [DOTENV_SECRET, *ENV_SECRETS.values()]
 
 LEAKY_PLUGIN = """
@@ -55,19 +59,26 @@ def leaky(start, model: ScriptedModelServer):
     home = short_tmpdir()
     (home / ".env").write_text(f"MY_PLANTED={DOTENV_SECRET}\n")
     write_plugin(home / "plugins", "leaky", LEAKY_PLUGIN)
-    return start(home, env=ENV_SECRETS, config=(
-        f"model:\n  base_url: {model.url}\n  default: scripted-model\n"
-        "log_level: DEBUG\nterminal:\n  cwd: /tmp\n"))
+    return start(
+        home,
+        env=ENV_SECRETS,
+        config=(
+            f"model:\n  base_url: {model.url}\n  default: scripted-model\n"
+            "log_level: DEBUG\nterminal:\n  cwd: /tmp\n"
+        ),
+    )
 
 
 def test_environment_printed_by_a_tool_is_redacted_everywhere(leaky, model) -> None:
-    model.push(call_tools(tool_call("terminal", {"command": "env"}),
-                          tool_call("leak_secret", {})),
-               reply("done"))
+    model.push(
+        call_tools(tool_call("terminal", {"command": "env"}), tool_call("leak_secret", {})),
+        reply("done"),
+    )
     with leaky.client() as client:
         sid = client.call("session.create")["id"]
-        result = client.call("session.send", {"session_id": sid, "message": "show env",
-                                              "wait": True}, timeout=30)
+        result = client.call(
+            "session.send", {"session_id": sid, "message": "show env", "wait": True}, timeout=30
+        )
         events = [n.params for n in client.notifications(timeout=0.3)]
         history = client.call("session.history", {"session_id": sid})["messages"]
     assert result["status"] == "completed"
@@ -89,8 +100,12 @@ def test_environment_printed_by_a_tool_is_redacted_everywhere(leaky, model) -> N
 
 def test_key_formats_are_redacted_in_tool_results(start) -> None:
     daemon = start(config="terminal:\n  cwd: /tmp\n")
-    keys = ["sk-proj-abcdefghijklmnop1234", "ghp_abcdefghijklmnopqrstuvwx12",
-            "xoxb-1234567890-abcdefghij", "AKIAIOSFODNN7EXAMPLE"]
+    keys = [
+        "sk-proj-abcdefghijklmnop1234",
+        "ghp_abcdefghijklmnopqrstuvwx12",
+        "xoxb-1234567890-abcdefghij",
+        "AKIAIOSFODNN7EXAMPLE",
+    ]
     with daemon.client() as client:
         out = terminal(client, "echo " + " ".join(keys))["output"]
     assert out == " ".join(["[REDACTED]"] * 4) + "\n"
@@ -105,9 +120,9 @@ def test_ordinary_output_is_left_alone(start) -> None:
 
 # --- the redactor itself ----------------------------------------------------------------------
 
+
 def test_redactor_hides_values_of_secret_named_variables_only() -> None:
-    r = Redactor.from_env({"GITHUB_TOKEN": "abcd1234", "HOME": "/home/me", "LANG": "C.UTF-8"},
-                          {})
+    r = Redactor.from_env({"GITHUB_TOKEN": "abcd1234", "HOME": "/home/me", "LANG": "C.UTF-8"}, {})
     assert r("token abcd1234 home /home/me") == "token [REDACTED] home /home/me"
 
 
@@ -123,35 +138,52 @@ def test_redactor_hides_secrets_inside_json_escaped_text() -> None:
 
 def test_an_event_is_redacted_but_its_envelope() -> None:
     redactor = Redactor(["hunter2-secret-value"])
-    event = {"type": "tool.finished", "session_id": "20261129-181500-ab12cd",
-             "turn_id": "turn_0123456789ab", "preview": "got hunter2-secret-value",
-             "duration_ms": 1.5, "usage": {"note": "Bearer abcdefghijklmnop.qrstuv-1234"},
-             "calls": [{"arguments": "key sk-A1b2C3d4E5f6G7h8I9j0K"}]}
+    event = {
+        "type": "tool.finished",
+        "session_id": "20261129-181500-ab12cd",
+        "turn_id": "turn_0123456789ab",
+        "preview": "got hunter2-secret-value",
+        "duration_ms": 1.5,
+        "usage": {"note": "Bearer abcdefghijklmnop.qrstuv-1234"},
+        "calls": [{"arguments": "key sk-A1b2C3d4E5f6G7h8I9j0K"}],
+    }
     out = redactor.redact_event(event)
-    assert out == {**event, "preview": "got [REDACTED]", "usage": {"note": "Bearer [REDACTED]"},
-                   "calls": [{"arguments": "key [REDACTED]"}]}
+    assert out == {
+        **event,
+        "preview": "got [REDACTED]",
+        "usage": {"note": "Bearer [REDACTED]"},
+        "calls": [{"arguments": "key [REDACTED]"}],
+    }
     assert event["preview"] == "got hunter2-secret-value"  # a copy: the turn's own is kept
 
 
 def test_redactor_keeps_the_name_of_secret_assignments() -> None:
     r = Redactor()
-    assert r("export NEW_API_KEY=zzzzzzzz; PASSWORD: hunter22") == \
-        "export NEW_API_KEY=[REDACTED]; PASSWORD: [REDACTED]"
-    assert r("Authorization: Bearer abcdefghijklmnopqrstuvwx") == \
-        "Authorization: Bearer [REDACTED]"
+    assert (
+        r("export NEW_API_KEY=zzzzzzzz; PASSWORD: hunter22")
+        == "export NEW_API_KEY=[REDACTED]; PASSWORD: [REDACTED]"
+    )
+    assert r("Authorization: Bearer abcdefghijklmnopqrstuvwx") == "Authorization: Bearer [REDACTED]"
 
 
 # --- text that arrives in pieces (a model's streamed deltas) -----------------------------------
 
-STREAM_SECRETS = ["sk-A1b2C3d4E5f6G7h8I9j0K", "ghp_abcdefghijklmnopqrstuvwx12",
-                  "AKIAIOSFODNN7EXAMPLE", "hunter2hunter2", "abcdefghijklmnopqrstuvwxyz0123",
-                  "correct horse battery staple", "MIIEowIBAAKCAQEA1234"]
+STREAM_SECRETS = [
+    "sk-A1b2C3d4E5f6G7h8I9j0K",
+    "ghp_abcdefghijklmnopqrstuvwx12",
+    "AKIAIOSFODNN7EXAMPLE",
+    "hunter2hunter2",
+    "abcdefghijklmnopqrstuvwxyz0123",
+    "correct horse battery staple",
+    "MIIEowIBAAKCAQEA1234",
+]
 STREAM_TEXT = (
     "Your key is sk-A1b2C3d4E5f6G7h8I9j0K; the token ghp_abcdefghijklmnopqrstuvwx12 and "
     "AKIAIOSFODNN7EXAMPLE. Set API_KEY = hunter2hunter2, send Bearer "
     "abcdefghijklmnopqrstuvwxyz0123 and say correct horse battery staple.\n"
     "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA1234\nabcd\n"
-    "-----END RSA PRIVATE KEY-----\nThat is all.")
+    "-----END RSA PRIVATE KEY-----\nThat is all."
+)
 
 
 def _streamed(redactor: Redactor, pieces: list[str]) -> list[str]:
@@ -164,7 +196,7 @@ def _streamed(redactor: Redactor, pieces: list[str]) -> list[str]:
 @pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 13, 64, 1000])
 def test_a_secret_split_across_stream_pieces_is_redacted(size: int) -> None:
     r = Redactor(["correct horse battery staple"])
-    pieces = [STREAM_TEXT[i:i + size] for i in range(0, len(STREAM_TEXT), size)]
+    pieces = [STREAM_TEXT[i : i + size] for i in range(0, len(STREAM_TEXT), size)]
     shown = _streamed(r, pieces)
     assert "".join(shown) == r(STREAM_TEXT)
     for secret in STREAM_SECRETS:
@@ -213,19 +245,26 @@ def test_a_secret_the_model_streams_in_pieces_never_reaches_a_client(start, mode
     # alone would let every one of them through.
     home = short_tmpdir()
     (home / ".env").write_text(f"MY_PLANTED={DOTENV_SECRET}\n")
-    daemon = start(home, env=ENV_SECRETS, config=(
-        f"model:\n  base_url: {model.url}\n  default: scripted-model\n"))
-    answer = (f"Here: {DOTENV_SECRET}, then {ENV_SECRETS['SERVICE_TOKEN']} and "
-              "sk-A1b2C3d4E5f6G7h8I9j0K. Bye.")
+    daemon = start(
+        home,
+        env=ENV_SECRETS,
+        config=(f"model:\n  base_url: {model.url}\n  default: scripted-model\n"),
+    )
+    answer = (
+        f"Here: {DOTENV_SECRET}, then {ENV_SECRETS['SERVICE_TOKEN']} and "
+        "sk-A1b2C3d4E5f6G7h8I9j0K. Bye."
+    )
     # a pause after each chunk: one read per chunk, so one delta each (chunks that arrive
     # together are sent as one delta)
     model.push(reply(answer, chunk_chars=3, chunk_delay=0.003))
     with daemon.client() as client:
         sid = client.call("session.create")["id"]
-        result = client.call("session.send", {"session_id": sid, "message": "tell me",
-                                              "wait": True}, timeout=30)
-        events = [e for batch in (n.params for n in client.notifications(timeout=0.3))
-                  for e in batch]
+        result = client.call(
+            "session.send", {"session_id": sid, "message": "tell me", "wait": True}, timeout=30
+        )
+        events = [
+            e for batch in (n.params for n in client.notifications(timeout=0.3)) for e in batch
+        ]
     deltas = [e["text"] for e in events if e.get("type") == "text.delta"]
     assert result["status"] == "completed" and len(deltas) > 5
     streamed = "".join(deltas)

@@ -61,16 +61,20 @@ def test_unknown_method_is_method_not_found(daemon: DaemonProcess) -> None:
     assert "no.such.method" in err.value.message
 
 
-@pytest.mark.parametrize("params, fragment", [
-    ([{"data": 1, "bogus": 2}], "unknown parameter"),
-    ([{"delay_ms": "soon"}], "must be int"),
-    ([{"delay_ms": True}], "got bool"),
-    (["not a map"], "map of named parameters"),
-    ([{}, {}], "one map"),
-    ([{"delay_ms": -5}], "between 0 and 60000"),
-])
+@pytest.mark.parametrize(
+    "params, fragment",
+    [
+        ([{"data": 1, "bogus": 2}], "unknown parameter"),
+        ([{"delay_ms": "soon"}], "must be int"),
+        ([{"delay_ms": True}], "got bool"),
+        (["not a map"], "map of named parameters"),
+        ([{}, {}], "one map"),
+        ([{"delay_ms": -5}], "between 0 and 60000"),
+    ],
+)
 def test_bad_params_are_invalid_params_naming_the_problem(
-        daemon: DaemonProcess, params: list, fragment: str) -> None:
+    daemon: DaemonProcess, params: list, fragment: str
+) -> None:
     peer = RawPeer(daemon.socket)
     _, msgid, err, result = peer.request(9, "ping", params)
     assert msgid == 9 and result is None
@@ -115,11 +119,18 @@ def test_oversized_message_gets_payload_too_large_and_a_close(start) -> None:
     assert daemon.call("ping")["pong"]
 
 
-@pytest.mark.parametrize("frame", [
-    [0, 5, 17, []], [0, 5, "ping", "params"], [0, 5, "ping"], [0, 5, "ping", [], "extra"],
-])
+@pytest.mark.parametrize(
+    "frame",
+    [
+        [0, 5, 17, []],
+        [0, 5, "ping", "params"],
+        [0, 5, "ping"],
+        [0, 5, "ping", [], "extra"],
+    ],
+)
 def test_malformed_request_with_readable_id_gets_invalid_request_and_stays_open(
-        daemon: DaemonProcess, frame: list) -> None:
+    daemon: DaemonProcess, frame: list
+) -> None:
     peer = RawPeer(daemon.socket)
     peer.send(frame)
     reply = peer.recv()
@@ -128,12 +139,23 @@ def test_malformed_request_with_readable_id_gets_invalid_request_and_stays_open(
     assert peer.request(6, "ping")[3]["pong"] is True
 
 
-@pytest.mark.parametrize("frame", [
-    {"not": "an array"}, [], [7], "string", 42, [0, "id", "ping", []], [1, 99, None, None],
-    [2, "some.notification", []], [1, 2**33, None, None],
-])
+@pytest.mark.parametrize(
+    "frame",
+    [
+        {"not": "an array"},
+        [],
+        [7],
+        "string",
+        42,
+        [0, "id", "ping", []],
+        [1, 99, None, None],
+        [2, "some.notification", []],
+        [1, 2**33, None, None],
+    ],
+)
 def test_frames_without_a_usable_id_never_break_the_connection(
-        daemon: DaemonProcess, frame: object) -> None:
+    daemon: DaemonProcess, frame: object
+) -> None:
     peer = RawPeer(daemon.socket)
     peer.send(frame)
     reply = peer.request(77, "ping")

@@ -31,9 +31,13 @@ def _token(session: int, turn: int) -> str:
 
 def _turns(c: Client, sids: dict[int, str], turn: int) -> None:
     """One ``calc`` turn in every session at once (pipelined on one connection)."""
-    ids = [c.send("session.send", {"session_id": sid, "wait": True,
-                                   "message": f"calc {_token(i, turn)} please"})
-           for i, sid in sids.items()]
+    ids = [
+        c.send(
+            "session.send",
+            {"session_id": sid, "wait": True, "message": f"calc {_token(i, turn)} please"},
+        )
+        for i, sid in sids.items()
+    ]
     assert [c.wait(msgid, timeout=60)["status"] for msgid in ids] == ["completed"] * len(ids)
 
 
@@ -44,14 +48,17 @@ def _found(c: Client, token: str) -> set[str]:
 def _pending(db: Path) -> tuple[int, int]:
     conn = sqlite3.connect(db, timeout=10)
     try:
-        return (conn.execute("SELECT count(*) FROM fts_pending").fetchone()[0],
-                conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+        return (
+            conn.execute("SELECT count(*) FROM fts_pending").fetchone()[0],
+            conn.execute("SELECT count(*) FROM messages").fetchone()[0],
+        )
     finally:
         conn.close()
 
 
 def test_concurrent_turns_searches_and_deletes_keep_the_index_exact(
-        start: Callable[..., DaemonProcess], model: ScriptedModelServer) -> None:
+    start: Callable[..., DaemonProcess], model: ScriptedModelServer
+) -> None:
     home = short_tmpdir()
     daemon = start(home, config=model_config(model.url))
     db = home / "state.db"
@@ -66,9 +73,13 @@ def test_concurrent_turns_searches_and_deletes_keep_the_index_exact(
         doomed = {i: sid for i, sid in sids.items() if i % 3 == 0}
         kept = {i: sid for i, sid in sids.items() if i % 3}
         # Third turns of the kept sessions run while the doomed ones are deleted and searched.
-        ids = [c.send("session.send", {"session_id": sid, "wait": True,
-                                       "message": f"calc {_token(i, 3)} please"})
-               for i, sid in kept.items()]
+        ids = [
+            c.send(
+                "session.send",
+                {"session_id": sid, "wait": True, "message": f"calc {_token(i, 3)} please"},
+            )
+            for i, sid in kept.items()
+        ]
         for i, sid in doomed.items():
             searcher.call("session.delete", {"session_id": sid})
             assert _found(searcher, _token(i, 2)) == set(), i
@@ -90,7 +101,8 @@ def test_concurrent_turns_searches_and_deletes_keep_the_index_exact(
 
 
 def test_the_db_thread_indexes_without_waiting_for_a_search(
-        start: Callable[..., DaemonProcess], model: ScriptedModelServer) -> None:
+    start: Callable[..., DaemonProcess], model: ScriptedModelServer
+) -> None:
     home = short_tmpdir()
     daemon = start(home, config=model_config(model.url))
     db = home / "state.db"
@@ -98,8 +110,11 @@ def test_the_db_thread_indexes_without_waiting_for_a_search(
     with daemon.client(timeout=60) as c:
         sids = {i: c.call("session.create", {"attach": False})["id"] for i in range(sessions)}
         _turns(c, sids, 1)
-        wait_until(lambda: _pending(db)[0] < INDEX_EVERY, 10,
-                   "the DB thread to index what was written, with no search asking")
+        wait_until(
+            lambda: _pending(db)[0] < INDEX_EVERY,
+            10,
+            "the DB thread to index what was written, with no search asking",
+        )
         assert _pending(db)[1] == sessions * 4
         assert _found(c, _token(sessions - 1, 1)) == {sids[sessions - 1]}
     assert daemon.stop() == 0

@@ -31,8 +31,9 @@ def d(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
 
 
 def hermesctl(d: DaemonProcess, *args: str) -> Any:
-    return run_hermesctl(["--socket", str(d.socket), *args], env={"HERMES_HOME": str(d.home)},
-                         input="")
+    return run_hermesctl(
+        ["--socket", str(d.socket), *args], env={"HERMES_HOME": str(d.home)}, input=""
+    )
 
 
 def chat(d: DaemonProcess, message: str) -> str:
@@ -47,8 +48,9 @@ def calc_session(d: DaemonProcess) -> str:
     return chat(d, "What is 19 * 21?")
 
 
-def test_list_json_is_an_array_of_sessions_with_id_and_title(d: DaemonProcess,
-                                                             calc_session: str) -> None:
+def test_list_json_is_an_array_of_sessions_with_id_and_title(
+    d: DaemonProcess, calc_session: str
+) -> None:
     result = hermesctl(d, "sessions", "list", "--json")
     assert result.returncode == 0
     sessions = json.loads(result.stdout)
@@ -63,20 +65,23 @@ def test_list_for_people_shows_id_count_and_title(d: DaemonProcess, calc_session
     assert "4 msgs" in line and line.endswith("What is 19 * 21?")
 
 
-def test_list_pages_newest_first_with_a_cursor(start: Callable[..., DaemonProcess],
-                                               model: ScriptedModelServer) -> None:
+def test_list_pages_newest_first_with_a_cursor(
+    start: Callable[..., DaemonProcess], model: ScriptedModelServer
+) -> None:
     fresh = start(config=model_config(model.url))
     ids = [fresh.call("session.create", {"title": f"s{i}"})["id"] for i in range(5)]
     first = fresh.call("session.list", {"limit": 2})
     assert [s["id"] for s in first["sessions"]] == ids[::-1][:2]
     second = fresh.call("session.list", {"limit": 2, "before": first["next_cursor"]})
     assert [s["id"] for s in second["sessions"]] == ids[::-1][2:4]
-    out = run_hermesctl(["--socket", str(fresh.socket), "sessions", "list", "-n", "2"],
-                        input="").stdout
+    out = run_hermesctl(
+        ["--socket", str(fresh.socket), "sessions", "list", "-n", "2"], input=""
+    ).stdout
     assert "more: hermesctl sessions list --before" in out
     cursor = out.split("--before ")[1].strip()
-    rest = run_hermesctl(["--socket", str(fresh.socket), "--json", "sessions", "list",
-                          "--before", cursor], input="").stdout
+    rest = run_hermesctl(
+        ["--socket", str(fresh.socket), "--json", "sessions", "list", "--before", cursor], input=""
+    ).stdout
     assert [s["id"] for s in json.loads(rest)] == ids[::-1][2:]
 
 
@@ -144,8 +149,17 @@ def test_delete_of_an_unknown_session_exits_1(d: DaemonProcess) -> None:
 
 def test_fork_copies_up_to_a_message(d: DaemonProcess, calc_session: str) -> None:
     messages = d.call("session.history", {"session_id": calc_session})["messages"]
-    result = hermesctl(d, "--json", "sessions", "fork", calc_session, "--upto",
-                       str(messages[0]["id"]), "--title", "just the question")
+    result = hermesctl(
+        d,
+        "--json",
+        "sessions",
+        "fork",
+        calc_session,
+        "--upto",
+        str(messages[0]["id"]),
+        "--title",
+        "just the question",
+    )
     fork = json.loads(result.stdout)
     assert fork["parent_id"] == calc_session and fork["title"] == "just the question"
     copied = d.call("session.history", {"session_id": fork["id"]})["messages"]
@@ -160,19 +174,20 @@ def test_a_forked_session_continues_independently(d: DaemonProcess, calc_session
     assert len(d.call("session.history", {"session_id": calc_session})["messages"]) == 4
 
 
-def test_export_json_has_the_session_and_every_message(d: DaemonProcess,
-                                                       calc_session: str) -> None:
+def test_export_json_has_the_session_and_every_message(d: DaemonProcess, calc_session: str) -> None:
     doc = json.loads(hermesctl(d, "sessions", "export", calc_session, "--format", "json").stdout)
     assert doc["session"]["id"] == calc_session and "running" not in doc["session"]
     assert [m["role"] for m in doc["messages"]] == ["user", "assistant", "tool", "assistant"]
     assert doc["messages"][1]["tool_calls"][0]["function"]["name"] == "calculate"
 
 
-def test_export_markdown_is_a_readable_document(d: DaemonProcess, calc_session: str,
-                                                tmp_path: Any) -> None:
+def test_export_markdown_is_a_readable_document(
+    d: DaemonProcess, calc_session: str, tmp_path: Any
+) -> None:
     target = tmp_path / "chat.md"
-    result = hermesctl(d, "sessions", "export", calc_session, "--format", "markdown",
-                       "-o", str(target))
+    result = hermesctl(
+        d, "sessions", "export", calc_session, "--format", "markdown", "-o", str(target)
+    )
     assert result.returncode == 0
     text = target.read_text()
     assert text.startswith("# What is 19 * 21?\n")
@@ -192,7 +207,6 @@ def test_session_methods_reject_bad_params_and_keep_serving(d: DaemonProcess) ->
             c.call("session.list", {"limit": "many"})
         assert err.value.code == Codes.INVALID_PARAMS
         with pytest.raises(RpcError) as err:
-            c.call("session.send", {"session_id": c.call("session.create")["id"],
-                                    "message": "   "})
+            c.call("session.send", {"session_id": c.call("session.create")["id"], "message": "   "})
         assert err.value.code == Codes.INVALID_PARAMS
         assert c.call("session.list", {"limit": 1})["sessions"]

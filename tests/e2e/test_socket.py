@@ -61,7 +61,11 @@ def test_stale_socket_file_is_replaced(start) -> None:
 def test_second_daemon_on_a_live_socket_refuses_to_start(daemon: DaemonProcess) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "hermesd", "--socket", str(daemon.socket), "--allow-root"],
-        env=daemon_env(daemon.home), capture_output=True, text=True, timeout=30)
+        env=daemon_env(daemon.home),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 69
     assert "already listening" in proc.stdout + proc.stderr
     assert daemon.call("ping")["pong"]  # the first one is untouched
@@ -72,7 +76,11 @@ def test_a_regular_file_at_the_socket_path_is_not_deleted(home) -> None:
     path.write_text("precious")
     proc = subprocess.run(
         [sys.executable, "-m", "hermesd", "--socket", str(path), "--allow-root"],
-        env=daemon_env(home), capture_output=True, text=True, timeout=30)
+        env=daemon_env(home),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 69
     assert "is not a socket" in proc.stdout + proc.stderr
     assert path.read_text() == "precious"
@@ -104,7 +112,8 @@ def test_other_uid_is_stopped_by_file_permissions(daemon: DaemonProcess) -> None
 
 @needs_root
 def test_other_uid_is_refused_by_peer_credentials_even_if_the_socket_is_open(
-        daemon: DaemonProcess) -> None:
+    daemon: DaemonProcess,
+) -> None:
     os.chmod(daemon.socket.parent, 0o755)
     os.chmod(daemon.socket, 0o666)  # a misconfigured socket: SO_PEERCRED still guards it
     out = talk_as(NOBODY.pw_uid, NOBODY.pw_gid, daemon.socket, [[0, 1, "ping", []]])
@@ -120,8 +129,12 @@ def test_other_uid_is_refused_by_peer_credentials_even_if_the_socket_is_open(
 def test_group_member_may_call_methods_but_not_shutdown(start) -> None:
     daemon = start(config=f"socket:\n  group: {NOGROUP.gr_name}\n")
     os.chmod(daemon.socket.parent, 0o755)
-    out = talk_as(NOBODY.pw_uid, NOBODY.pw_gid, daemon.socket,
-                  [[0, 1, "ping", [{"data": "hi"}]], [0, 2, "shutdown", []]])
+    out = talk_as(
+        NOBODY.pw_uid,
+        NOBODY.pw_gid,
+        daemon.socket,
+        [[0, 1, "ping", [{"data": "hi"}]], [0, 2, "shutdown", []]],
+    )
     responses = {m[1]: m for m in out["received"] if m[0] == 1}
     assert responses[1][3] == {"pong": True, "data": "hi"}
     assert responses[2][2]["code"] == Codes.PERMISSION_DENIED

@@ -146,11 +146,23 @@ def test_shipped_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
         text = (UNITS / name).read_text().replace("/usr/bin/hermesd", str(fake))
         (tmp_path / name).write_text(text)
     proc = subprocess.run(
-        ["systemd-analyze", "verify", "--man=no", str(tmp_path / "hermesd.socket"),
-         str(tmp_path / "hermesd.service")],
-        capture_output=True, text=True, env=_verify_env(), timeout=60)
-    problems = [line for line in (proc.stdout + proc.stderr).splitlines()
-                if "hermesd" in line and "Failed to" not in line.split(":")[0]]
+        [
+            "systemd-analyze",
+            "verify",
+            "--man=no",
+            str(tmp_path / "hermesd.socket"),
+            str(tmp_path / "hermesd.service"),
+        ],
+        capture_output=True,
+        text=True,
+        env=_verify_env(),
+        timeout=60,
+    )
+    problems = [
+        line
+        for line in (proc.stdout + proc.stderr).splitlines()
+        if "hermesd" in line and "Failed to" not in line.split(":")[0]
+    ]
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert problems == [], problems
 
@@ -158,9 +170,18 @@ def test_shipped_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze missing")
 def test_shipped_service_exposure_is_at_most_2(tmp_path: Path) -> None:
     proc = subprocess.run(
-        ["systemd-analyze", "security", "--offline=true", "--no-pager",
-         str(UNITS / "hermesd.service")],
-        capture_output=True, text=True, env=_verify_env(), timeout=60)
+        [
+            "systemd-analyze",
+            "security",
+            "--offline=true",
+            "--no-pager",
+            str(UNITS / "hermesd.service"),
+        ],
+        capture_output=True,
+        text=True,
+        env=_verify_env(),
+        timeout=60,
+    )
     line = [x for x in proc.stdout.splitlines() if "Overall exposure level" in x]
     assert line, proc.stdout + proc.stderr
     score = float(line[0].split("level for")[1].split(":")[1].split()[0])

@@ -22,8 +22,9 @@ SITE = "lib/python3.13/site-packages"
 
 
 def run(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=60
+    )
 
 
 # --- link_plugins.py -----------------------------------------------------------------------------
@@ -104,28 +105,40 @@ def dist(store: Path, name: str, version: str) -> str:
 
 def check_env(tmp_path: Path, roots: dict[str, list[str]]) -> subprocess.CompletedProcess[str]:
     spec = tmp_path / "roots.json"
-    spec.write_text(json.dumps({"sitePackages": SITE, "roots": [
-        {"name": name, "closure": closure} for name, closure in roots.items()]}))
+    spec.write_text(
+        json.dumps(
+            {
+                "sitePackages": SITE,
+                "roots": [{"name": name, "closure": closure} for name, closure in roots.items()],
+            }
+        )
+    )
     return run(CHECK_ENV, str(spec))
 
 
 def test_shared_dependencies_at_one_version_are_fine(tmp_path: Path) -> None:
     requests = dist(tmp_path / "a", "requests", "2.32.3")
     same_again = dist(tmp_path / "b", "requests", "2.32.3")  # another build of the same version
-    proc = check_env(tmp_path, {
-        "hermesd": [dist(tmp_path, "hermesd", "0.1.0"), requests],
-        "hermes-weather": [dist(tmp_path, "hermes-weather", "1.0"), same_again],
-    })
+    proc = check_env(
+        tmp_path,
+        {
+            "hermesd": [dist(tmp_path, "hermesd", "0.1.0"), requests],
+            "hermes-weather": [dist(tmp_path, "hermes-weather", "1.0"), same_again],
+        },
+    )
     assert proc.returncode == 0, proc.stderr
 
 
 def test_two_versions_of_one_distribution_fail_naming_both(tmp_path: Path) -> None:
     old = dist(tmp_path / "a", "Requests", "2.31.0")
     new = dist(tmp_path / "b", "requests", "2.32.3")
-    proc = check_env(tmp_path, {
-        "hermesd": [dist(tmp_path, "hermesd", "0.1.0"), new],
-        "hermes-weather": [dist(tmp_path, "hermes-weather", "1.0"), old],
-    })
+    proc = check_env(
+        tmp_path,
+        {
+            "hermesd": [dist(tmp_path, "hermesd", "0.1.0"), new],
+            "hermes-weather": [dist(tmp_path, "hermes-weather", "1.0"), old],
+        },
+    )
     assert proc.returncode == 1
     assert "'requests' would be in the environment in 2 versions:" in proc.stderr
     assert f"2.31.0  {old}  (needed by hermes-weather)" in proc.stderr
@@ -134,9 +147,12 @@ def test_two_versions_of_one_distribution_fail_naming_both(tmp_path: Path) -> No
 
 
 def test_names_are_compared_after_pep_503_normalisation(tmp_path: Path) -> None:
-    proc = check_env(tmp_path, {
-        "a": [dist(tmp_path / "a", "python_dotenv", "1.0.0")],
-        "b": [dist(tmp_path / "b", "Python.Dotenv", "1.0.1")],
-    })
+    proc = check_env(
+        tmp_path,
+        {
+            "a": [dist(tmp_path / "a", "python_dotenv", "1.0.0")],
+            "b": [dist(tmp_path / "b", "Python.Dotenv", "1.0.1")],
+        },
+    )
     assert proc.returncode == 1
     assert "'python-dotenv'" in proc.stderr

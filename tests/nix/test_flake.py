@@ -34,16 +34,25 @@ def flakes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     repo.mkdir()
     for name in ("flake.nix", "pyproject.toml", "README.md"):
         shutil.copy(REPO / name, repo / name)
-    shutil.copytree(REPO / "nix", repo / "nix",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        REPO / "nix", repo / "nix", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
     shutil.copytree(STUBS, stub)
     return repo, stub
 
 
 def nix(flakes: tuple[Path, Path], *args: str) -> subprocess.CompletedProcess[str]:
     repo, stub = flakes
-    argv = [NIX or "nix", "--extra-experimental-features", "nix-command flakes", *args,
-            "--no-write-lock-file", "--override-input", "nixpkgs", f"path:{stub}"]
+    argv = [
+        NIX or "nix",
+        "--extra-experimental-features",
+        "nix-command flakes",
+        *args,
+        "--no-write-lock-file",
+        "--override-input",
+        "nixpkgs",
+        f"path:{stub}",
+    ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=repo)
 
 
@@ -90,10 +99,12 @@ def test_apps_run_hermesd_and_hermesctl(flakes: tuple[Path, Path]) -> None:
 
 def test_overlay_adds_hermesd(flakes: tuple[Path, Path]) -> None:
     repo, stub = flakes
-    name = nix_eval(f"let pkgs = import {stub}/pkgs.nix {{ }}; "
-                    f"overlay = (import {repo}/flake.nix).outputs; in "
-                    f"((overlay {{ self = {{ }}; nixpkgs = {{ }}; }}).overlays.default pkgs pkgs)"
-                    f".hermesd.name")
+    name = nix_eval(
+        f"let pkgs = import {stub}/pkgs.nix {{ }}; "
+        f"overlay = (import {repo}/flake.nix).outputs; in "
+        f"((overlay {{ self = {{ }}; nixpkgs = {{ }}; }}).overlays.default pkgs pkgs)"
+        f".hermesd.name"
+    )
     assert name == "hermesd-0.1.0"
 
 
@@ -130,8 +141,12 @@ def test_vm_test_machine_evaluates_with_both_plugins_and_a_valid_script() -> Non
     assert vm["alice"] == ["hermes"]
     assert sorted(vm["packages"]) == ["hermes-vm-session", "hermesctl-0.1.0"]
     compile(vm["script"], "testScript", "exec")
-    for needle in ("hermesctl cmd /plugins", "✓ nixdir v1.0.0", "✓ nixentry v1.0.0",
-                   "systemctl reload hermesd.service", "systemctl restart hermesd.service"):
+    for needle in (
+        "hermesctl cmd /plugins",
+        "✓ nixdir v1.0.0",
+        "✓ nixentry v1.0.0",
+        "systemctl reload hermesd.service",
+        "systemctl restart hermesd.service",
+    ):
         assert needle in vm["script"], needle
-    assert re.search(STORE_PATH + r"python3-3\.13-env/bin/hermesd --check-config",
-                                   vm["script"])
+    assert re.search(STORE_PATH + r"python3-3\.13-env/bin/hermesd --check-config", vm["script"])

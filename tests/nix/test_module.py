@@ -46,8 +46,10 @@ def nix_eval(expr: str, *, store: bool = False) -> Any:
 
 def evaluate(configuration: str, select: str = "e.config", *, store: bool = False) -> Any:
     """``select`` (an expression over ``e``, the evaluated module) for one configuration module."""
-    return nix_eval(f"let e = import {EVAL_MODULE} {{ configuration = {configuration}; }}; "
-                    f"in {select}", store=store)
+    return nix_eval(
+        f"let e = import {EVAL_MODULE} {{ configuration = {configuration}; }}; in {select}",
+        store=store,
+    )
 
 
 def enabled(body: str = "", args: str = "{ pkgs, ... }") -> str:
@@ -86,8 +88,19 @@ in walk [ ] e.options.services.hermes-agent
 """
 
 ISSUE_OPTIONS = {
-    "enable", "package", "user", "group", "stateDir", "socket.path", "socket.mode", "settings",
-    "environmentFiles", "extraPlugins", "extraPythonPackages", "extraArgs", "logLevel",
+    "enable",
+    "package",
+    "user",
+    "group",
+    "stateDir",
+    "socket.path",
+    "socket.mode",
+    "settings",
+    "environmentFiles",
+    "extraPlugins",
+    "extraPythonPackages",
+    "extraArgs",
+    "logLevel",
 }
 
 
@@ -103,9 +116,12 @@ def test_every_option_of_the_issue_exists_with_type_default_description_and_exam
 
 
 def test_disabled_module_defines_nothing() -> None:
-    defined = evaluate("{ }", '{ systemd = e.isDefined [ "systemd" ]; '
-                              'users = e.isDefined [ "users" ]; '
-                              'etc = e.isDefined [ "environment" ]; }')
+    defined = evaluate(
+        "{ }",
+        '{ systemd = e.isDefined [ "systemd" ]; '
+        'users = e.isDefined [ "users" ]; '
+        'etc = e.isDefined [ "environment" ]; }',
+    )
     assert defined == {"systemd": False, "users": False, "etc": False}
 
 
@@ -143,31 +159,44 @@ def test_a_socket_path_in_settings_that_contradicts_the_option_is_an_error() -> 
 
 
 def test_config_yaml_is_checked_with_hermesds_schema_at_build_time() -> None:
-    script = evaluate(enabled(), 'e.config.environment.etc."hermes/config.yaml".source.stub'
-                                 '.buildCommand')
+    script = evaluate(
+        enabled(), 'e.config.environment.etc."hermes/config.yaml".source.stub.buildCommand'
+    )
     assert re.search(r'cp "\$rendered" "\$out"', script)
-    assert re.search(STORE_PATH + r"python3-3\.13-env/bin/python3 " + STORE_PATH
-                     + r'check_config\.py "\$out"', script), script
+    assert re.search(
+        STORE_PATH + r"python3-3\.13-env/bin/python3 " + STORE_PATH + r'check_config\.py "\$out"',
+        script,
+    ), script
 
 
 def test_the_rendered_config_is_valid_for_hermesd(tmp_path: Path) -> None:
     settings = evaluate(enabled('settings.model.base_url = "http://127.0.0.1:8080/v1";'), RENDERED)
     settings["socket"]["group"] = "root"  # resolvable here, unlike "hermes"
     (tmp_path / "config.yaml").write_text(json.dumps(settings))  # JSON is YAML
-    check = subprocess.run([sys.executable, str(REPO / "nix" / "check_config.py"),
-                            str(tmp_path / "config.yaml")], capture_output=True, text=True)
+    check = subprocess.run(
+        [sys.executable, str(REPO / "nix" / "check_config.py"), str(tmp_path / "config.yaml")],
+        capture_output=True,
+        text=True,
+    )
     assert check.returncode == 0, check.stderr
-    home = subprocess.run([sys.executable, "-m", "hermesd", "--check-config"],
-                          env={**os.environ, "HERMES_HOME": str(tmp_path)},
-                          capture_output=True, text=True, cwd=REPO)
+    home = subprocess.run(
+        [sys.executable, "-m", "hermesd", "--check-config"],
+        env={**os.environ, "HERMES_HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert home.returncode == 0, home.stderr
 
 
 def test_a_wrong_setting_fails_the_config_check_naming_the_key(tmp_path: Path) -> None:
     settings = evaluate(enabled('settings.limits.max_connections = "lots";'), RENDERED)
     (tmp_path / "config.yaml").write_text(json.dumps(settings))
-    check = subprocess.run([sys.executable, str(REPO / "nix" / "check_config.py"),
-                            str(tmp_path / "config.yaml")], capture_output=True, text=True)
+    check = subprocess.run(
+        [sys.executable, str(REPO / "nix" / "check_config.py"), str(tmp_path / "config.yaml")],
+        capture_output=True,
+        text=True,
+    )
     assert check.returncode == 78
     assert "services.hermes-agent.settings: 'limits.max_connections'" in check.stderr
 
@@ -178,8 +207,10 @@ def test_a_settings_change_reloads_instead_of_restarting() -> None:
     assert unit["reloadTriggers"] == [etc]
     assert unit["serviceConfig"]["ExecReload"].endswith("/bin/kill -HUP $MAINPID")
     # The unit names the stable /etc path, so its text does not change with the settings.
-    assert "/etc/hermes/config.yaml /var/lib/hermes/config.yaml" in \
-        unit["serviceConfig"]["ExecStartPre"]
+    assert (
+        "/etc/hermes/config.yaml /var/lib/hermes/config.yaml"
+        in unit["serviceConfig"]["ExecStartPre"]
+    )
 
 
 # --- the service ---------------------------------------------------------------------------------
@@ -189,7 +220,8 @@ def test_execstart_runs_hermesd_from_the_one_python_environment() -> None:
     unit = service('extraArgs = [ "--log-level" "DEBUG" "two words" "100%" ];')
     env = evaluate(enabled(), "e.config.services.hermes-agent.pythonEnv")
     assert unit["serviceConfig"]["ExecStart"] == (
-        f'{env}/bin/hermesd --log-level DEBUG "two words" "100%%"')
+        f'{env}/bin/hermesd --log-level DEBUG "two words" "100%%"'
+    )
 
 
 def test_environment_names_home_and_no_plugin_path_without_plugins() -> None:
@@ -200,8 +232,10 @@ def test_environment_hands_extra_plugins_over_through_hermes_plugin_path() -> No
     body = 'extraPlugins = [ (pkgs.runCommand "source" { } "") ];'
     unit = service(body)
     plugin_dir = evaluate(enabled(body), "e.config.services.hermes-agent.pluginDir")
-    assert unit["environment"] == {"HERMES_HOME": "/var/lib/hermes",
-                                   "HERMES_PLUGIN_PATH": plugin_dir}
+    assert unit["environment"] == {
+        "HERMES_HOME": "/var/lib/hermes",
+        "HERMES_PLUGIN_PATH": plugin_dir,
+    }
     assert re.fullmatch(STORE_PATH + "hermes-agent-plugins", plugin_dir)
 
 
@@ -219,13 +253,16 @@ def test_a_state_dir_outside_var_lib_is_made_by_tmpfiles_and_opened_in_the_sandb
     assert unit["serviceConfig"]["ReadWritePaths"] == "/srv/hermes"
     assert "StateDirectory" not in unit["serviceConfig"]
     assert evaluate(enabled(body), "e.config.systemd.tmpfiles.rules") == [
-        "d /srv/hermes 0700 agent agents - -"]
+        "d /srv/hermes 0700 agent agents - -"
+    ]
 
 
 def test_environment_files_become_environment_file_directives() -> None:
     config = service('environmentFiles = [ "/run/secrets/hermes.env" "-/etc/hermes/extra.env" ];')
-    assert config["serviceConfig"]["EnvironmentFile"] == ["/run/secrets/hermes.env",
-                                                         "-/etc/hermes/extra.env"]
+    assert config["serviceConfig"]["EnvironmentFile"] == [
+        "/run/secrets/hermes.env",
+        "-/etc/hermes/extra.env",
+    ]
     assert "EnvironmentFile" not in service()["serviceConfig"]
 
 
@@ -239,13 +276,18 @@ def test_the_unit_is_type_notify_with_watchdog_and_restart_rules() -> None:
 
 
 def test_socket_unit_carries_path_mode_and_owner() -> None:
-    body = ('user = "agent"; group = "agents"; socket.path = "/run/agents/h.sock"; '
-            'socket.mode = "0600";')
+    body = (
+        'user = "agent"; group = "agents"; socket.path = "/run/agents/h.sock"; '
+        'socket.mode = "0600";'
+    )
     sock = evaluate(enabled(body), "e.config.systemd.sockets.hermesd")
     assert sock["listenStreams"] == ["/run/agents/h.sock"]
     assert sock["wantedBy"] == ["sockets.target"]
     assert {k: sock["socketConfig"][k] for k in ("SocketUser", "SocketGroup", "SocketMode")} == {
-        "SocketUser": "agent", "SocketGroup": "agents", "SocketMode": "0600"}
+        "SocketUser": "agent",
+        "SocketGroup": "agents",
+        "SocketMode": "0600",
+    }
     unit = service(body)
     assert unit["requires"] == ["hermesd.socket"] and "hermesd.socket" in unit["after"]
 
@@ -255,23 +297,28 @@ def test_default_user_and_group_are_created_and_others_are_not() -> None:
     assert users["u"]["hermes"]["isSystemUser"] is True
     assert users["u"]["hermes"]["group"] == "hermes"
     assert users["g"] == {"hermes": {}}
-    other = evaluate(enabled('user = "alice"; group = "users";'),
-                     '{ u = e.isDefined [ "users" "users" "hermes" ]; '
-                     'g = e.isDefined [ "users" "groups" "hermes" ]; }')
+    other = evaluate(
+        enabled('user = "alice"; group = "users";'),
+        '{ u = e.isDefined [ "users" "users" "hermes" ]; '
+        'g = e.isDefined [ "users" "groups" "hermes" ]; }',
+    )
     assert other == {"u": False, "g": False}
 
 
 def test_hermesctl_on_path_links_the_package_for_the_default_socket() -> None:
     ctl = evaluate(enabled(), "builtins.head e.config.environment.systemPackages")
-    script = evaluate(enabled(), "(builtins.head e.config.environment.systemPackages)"
-                                 ".stub.buildCommand")
+    script = evaluate(
+        enabled(), "(builtins.head e.config.environment.systemPackages).stub.buildCommand"
+    )
     assert re.fullmatch(STORE_PATH + "hermesctl-0.1.0", ctl)
     assert re.search(r"ln -s " + STORE_PATH + r"hermesd-0\.1\.0/bin/hermesctl", script)
 
 
 def test_hermesctl_on_path_defaults_to_a_non_default_socket() -> None:
-    script = evaluate(enabled('socket.path = "/run/agents/h.sock";'),
-                      "(builtins.head e.config.environment.systemPackages).stub.buildCommand")
+    script = evaluate(
+        enabled('socket.path = "/run/agents/h.sock";'),
+        "(builtins.head e.config.environment.systemPackages).stub.buildCommand",
+    )
     assert "--set-default HERMES_SOCKET '/run/agents/h.sock'" in script
 
 
@@ -288,9 +335,12 @@ def test_a_default_configuration_passes_every_assertion() -> None:
 
 
 def test_root_is_refused() -> None:
-    assert failed('user = "root";') == [(
-        "services.hermes-agent.user must not be root: hermesd refuses to run as root "
-        "(exit status 77).")]
+    assert failed('user = "root";') == [
+        (
+            "services.hermes-agent.user must not be root: hermesd refuses to run as root "
+            "(exit status 77)."
+        )
+    ]
 
 
 def test_a_package_for_another_python_is_refused_naming_both_pythons() -> None:
@@ -328,25 +378,34 @@ def test_extra_python_packages_accept_a_function_and_a_list_and_merge_them() -> 
       services.hermes-agent = { enable = true; extraPythonPackages = ps: [ ps.msgpack ]; };
     }"""
     assert sorted(evaluate(config, ENV_LIBS)) == [
-        "hermesd-0.1.0", "python3.13-msgpack-1.1.0", "python3.13-requests-2.32.3"]
+        "hermesd-0.1.0",
+        "python3.13-msgpack-1.1.0",
+        "python3.13-requests-2.32.3",
+    ]
 
 
 def test_hermesd_alone_makes_an_environment_of_hermesd() -> None:
     assert evaluate(enabled(), ENV_LIBS) == ["hermesd-0.1.0"]
-    assert evaluate(enabled(), "e.config.services.hermes-agent.pythonEnv.python.libPrefix") == \
-        "python3.13"
+    assert (
+        evaluate(enabled(), "e.config.services.hermes-agent.pythonEnv.python.libPrefix")
+        == "python3.13"
+    )
 
 
 def test_hermesd_enters_the_environment_as_a_python_module() -> None:
     # buildPythonApplication results are left out of Python environments otherwise.
-    module = evaluate(enabled(), "(builtins.head e.config.services.hermes-agent.pythonEnv"
-                                 ".extraLibs).pythonModule.libPrefix")
+    module = evaluate(
+        enabled(),
+        "(builtins.head e.config.services.hermes-agent.pythonEnv.extraLibs).pythonModule.libPrefix",
+    )
     assert module == "python3.13"
 
 
 def test_the_conflict_check_sees_every_root_with_its_closure() -> None:
-    roots_json = evaluate(enabled("extraPythonPackages = ps: [ ps.requests ];"),
-                          "e.config.services.hermes-agent.pythonEnv.conflictCheck.stub.roots")
+    roots_json = evaluate(
+        enabled("extraPythonPackages = ps: [ ps.requests ];"),
+        "e.config.services.hermes-agent.pythonEnv.conflictCheck.stub.roots",
+    )
     spec = json.loads(roots_json)
     assert spec["sitePackages"] == "lib/python3.13/site-packages"
     names = [r["name"] for r in spec["roots"]]
@@ -361,8 +420,10 @@ def test_the_conflict_check_sees_every_root_with_its_closure() -> None:
 
 # --- extraPlugins: the checked folder ------------------------------------------------------------
 
-SOURCES = ("builtins.fromJSON (builtins.unsafeDiscardStringContext "
-           "e.config.services.hermes-agent.pluginDir.stub.sources)")
+SOURCES = (
+    "builtins.fromJSON (builtins.unsafeDiscardStringContext "
+    "e.config.services.hermes-agent.pluginDir.stub.sources)"
+)
 
 
 def test_plugin_sources_carry_their_store_path_and_where_they_came_from() -> None:
@@ -395,17 +456,23 @@ def build_plugin_dir(tmp_path: Path, plugins: list[Path]) -> subprocess.Complete
     if not store_writable():
         pytest.skip("needs a writable /nix/store to copy the plugins into")
     nix_list = " ".join(f"(/. + {json.dumps(str(p))})" for p in plugins)
-    stub = evaluate(enabled(f"extraPlugins = [ {nix_list} ];"),
-                    "{ inherit (e.config.services.hermes-agent.pluginDir.stub) "
-                    "sources buildCommand; }",
-                    store=True)
+    stub = evaluate(
+        enabled(f"extraPlugins = [ {nix_list} ];"),
+        "{ inherit (e.config.services.hermes-agent.pluginDir.stub) sources buildCommand; }",
+        store=True,
+    )
     sources = tmp_path / "sources.json"
     sources.write_text(stub["sources"])
     out = tmp_path / "out"
-    env = {**os.environ, "sourcesPath": str(sources), "out": str(out),
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    return subprocess.run(["bash", "-euc", stub["buildCommand"]], env=env, capture_output=True,
-                          text=True, timeout=60)
+    env = {
+        **os.environ,
+        "sourcesPath": str(sources),
+        "out": str(out),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+    return subprocess.run(
+        ["bash", "-euc", stub["buildCommand"]], env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_the_plugin_folder_links_each_plugin_by_its_manifest_name(tmp_path: Path) -> None:
@@ -435,8 +502,10 @@ def test_two_fetched_plugins_without_names_get_the_name_hint(tmp_path: Path) -> 
     proc = build_plugin_dir(tmp_path, [a, b])
     assert proc.returncode == 1
     assert "two plugins are named 'source':" in proc.stderr
-    assert 'Give each fetcher its own name, e.g. pkgs.fetchFromGitHub { name = "my-plugin";' \
+    assert (
+        'Give each fetcher its own name, e.g. pkgs.fetchFromGitHub { name = "my-plugin";'
         in proc.stderr
+    )
 
 
 def test_a_folder_without_init_py_fails_the_build(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ description: Directory plugin handed in by services.hermes-agent.extraPlugins
 requires_env:
   - NIXDIR_TOKEN
 """
-DIR_PLUGIN_INIT = '''\
+DIR_PLUGIN_INIT = """\
 import json
 import os
 
@@ -67,12 +67,12 @@ def token_length(args, **kwargs):
 def register(ctx):
     ctx.register_tool(name="nixdir_token_length", toolset="nixdir", schema=SCHEMA,
                       handler=token_length, description=SCHEMA["description"])
-'''
-ENTRY_PLUGIN_INIT = '''\
+"""
+ENTRY_PLUGIN_INIT = """\
 def register(ctx):
     ctx.register_command("nixentry", handler=lambda raw: "nixentry is here",
                          description="Say that the entry-point plugin loaded")
-'''
+"""
 
 
 def make_python_env(root: Path) -> Path:
@@ -85,8 +85,11 @@ def make_python_env(root: Path) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
     python = root / "bin" / "python"
     purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-    site = Path(subprocess.run([str(python), "-c", purelib], check=True, capture_output=True,
-                               text=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", purelib], check=True, capture_output=True, text=True
+        ).stdout.strip()
+    )
     base = sysconfig.get_paths()["purelib"]
     (site / "hermesd-base.pth").write_text(f"import site; site.addsitedir({base!r})\n")
     package = site / "hermes_nixentry"
@@ -94,9 +97,11 @@ def make_python_env(root: Path) -> Path:
     (package / "__init__.py").write_text(ENTRY_PLUGIN_INIT)
     info = site / "hermes_nixentry-1.0.0.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hermes-nixentry\n"
-                                   "Version: 1.0.0\nSummary: Entry-point plugin handed in by "
-                                   "services.hermes-agent.extraPythonPackages\n")
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: hermes-nixentry\n"
+        "Version: 1.0.0\nSummary: Entry-point plugin handed in by "
+        "services.hermes-agent.extraPythonPackages\n"
+    )
     (info / "entry_points.txt").write_text("[hermes_agent.plugins]\nnixentry = hermes_nixentry\n")
     (info / "RECORD").write_text("")
     return python
@@ -147,16 +152,21 @@ def module_units(root: Path, plugin: Path) -> Unit:
         }""",
         store=True,
     )
-    return Unit(data["service"], data["socket"], data["settings"], data["plugin_build"],
-                data["python_env"])
+    return Unit(
+        data["service"], data["socket"], data["settings"], data["plugin_build"], data["python_env"]
+    )
 
 
 def build_plugin_folder(unit: Unit, work: Path) -> Path:
     """Run the module's plugin-folder build step; returns its output."""
     (work / "sources.json").write_text(unit.plugin_build["sources"])
     out = work / "plugins-out"
-    env = {**os.environ, "sourcesPath": str(work / "sources.json"), "out": str(out),
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "sourcesPath": str(work / "sources.json"),
+        "out": str(out),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
     subprocess.run(["bash", "-euc", unit.plugin_build["buildCommand"]], env=env, check=True)
     return out
 
@@ -240,8 +250,14 @@ def started() -> Iterator[Started]:
     for name, value in env.items():
         activate += ["-E", f"{name}={value}"]
     umask = int(service["UMask"], 8)
-    proc = subprocess.Popen(activate + argv, env=env, cwd=state, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, umask=umask)
+    proc = subprocess.Popen(
+        activate + argv,
+        env=env,
+        cwd=state,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        umask=umask,
+    )
     for _ in range(100):
         if listen_path.exists():
             break

@@ -24,8 +24,9 @@ from tests.nix.test_module import STORE_PATH, enabled, evaluate, needs_nix
 
 CONTRIB = REPO / "contrib" / "systemd"
 RENDER = REPO / "nix" / "render_units.py"
-needs_analyze = pytest.mark.skipif(shutil.which("systemd-analyze") is None,
-                                   reason="systemd-analyze missing")
+needs_analyze = pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="systemd-analyze missing"
+)
 
 pytestmark = needs_nix
 
@@ -56,8 +57,12 @@ def _values(value: Any) -> list[str]:
 def nixos_sections(unit: dict[str, Any], kind: str) -> Sections:
     """The sections NixOS writes for systemd.{services,sockets}.hermesd (Install as wantedBy)."""
     sections: Sections = {"Unit": {"Description": [unit["description"]]}}
-    for option, key in (("documentation", "Documentation"), ("requires", "Requires"),
-                        ("after", "After"), ("wants", "Wants")):
+    for option, key in (
+        ("documentation", "Documentation"),
+        ("requires", "Requires"),
+        ("after", "After"),
+        ("wants", "Wants"),
+    ):
         if unit.get(option):
             sections["Unit"][key] = [" ".join(unit[option])]
     for key, value in unit.get("unitConfig", {}).items():
@@ -77,16 +82,19 @@ def nixos_sections(unit: dict[str, Any], kind: str) -> Sections:
 
 
 def module_units(body: str = "") -> dict[str, Any]:
-    units: dict[str, Any] = evaluate(enabled(body),
-                                     "{ service = e.config.systemd.services.hermesd; "
-                                     "socket = e.config.systemd.sockets.hermesd; "
-                                     "env = e.config.services.hermes-agent.pythonEnv; }")
+    units: dict[str, Any] = evaluate(
+        enabled(body),
+        "{ service = e.config.systemd.services.hermesd; "
+        "socket = e.config.systemd.sockets.hermesd; "
+        "env = e.config.services.hermes-agent.pythonEnv; }",
+    )
     return units
 
 
 def test_contrib_units_are_generated_from_units_nix() -> None:
-    proc = subprocess.run([sys.executable, str(RENDER), "--check"], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(RENDER), "--check"], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -96,7 +104,7 @@ PARAMETERS: dict[tuple[str, str], Any] = {
     ("Service", "ExecStart"): STORE_PATH + r"python3-3\.13-env/bin/hermesd",
     ("Service", "ExecReload"): STORE_PATH + r"coreutils-9\.5/bin/kill -HUP \$MAINPID",
     ("Service", "ExecStartPre"): STORE_PATH + r"coreutils-9\.5/bin/ln -sfn "
-                                 r"/etc/hermes/config\.yaml /var/lib/hermes/config\.yaml",
+    r"/etc/hermes/config\.yaml /var/lib/hermes/config\.yaml",
     ("Service", "EnvironmentFile"): None,  # environmentFiles, empty by default
 }
 
@@ -147,6 +155,7 @@ def unit_text(sections: Sections) -> str:
 
 def materialise(text: str, root: Path) -> str:
     """Point store paths at stand-in executables under ``root`` (verify needs them to exist)."""
+
     def replace(match: re.Match[str]) -> str:
         target = root / match.group(1)
         if "/bin/" in match.group(1):
@@ -154,6 +163,7 @@ def materialise(text: str, root: Path) -> str:
             target.write_text("#!/bin/sh\nexit 0\n")
             target.chmod(0o755)
         return str(target)
+
     return re.sub(r"/nix/store/([0-9a-z]{32}-[^\s\"]+)", replace, text)
 
 
@@ -169,15 +179,28 @@ def render_module_units(tmp_path: Path, body: str = "") -> tuple[Path, Path]:
 
 
 def analyze(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["systemd-analyze", *args], capture_output=True, text=True,
-                          env={**os.environ, "SYSTEMD_LOG_LEVEL": "warning"}, timeout=60)
+    return subprocess.run(
+        ["systemd-analyze", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SYSTEMD_LOG_LEVEL": "warning"},
+        timeout=60,
+    )
 
 
 @needs_analyze
-@pytest.mark.parametrize("body", ["", ('stateDir = "/srv/hermes"; '
-                                       'environmentFiles = [ "/run/secrets/hermes.env" ]; '
-                                       'extraArgs = [ "--log-level" "two words" ];')],
-                         ids=["defaults", "custom"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "",
+        (
+            'stateDir = "/srv/hermes"; '
+            'environmentFiles = [ "/run/secrets/hermes.env" ]; '
+            'extraArgs = [ "--log-level" "two words" ];'
+        ),
+    ],
+    ids=["defaults", "custom"],
+)
 def test_module_units_pass_systemd_analyze_verify(tmp_path: Path, body: str) -> None:
     socket, service = render_module_units(tmp_path, body)
     proc = analyze("verify", "--man=no", str(socket), str(service))

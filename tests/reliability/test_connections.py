@@ -60,8 +60,9 @@ def _connect(path: str) -> socket.socket:
     raise AssertionError("hermesd stopped accepting connections")
 
 
-def _request(sock: socket.socket, unpacker: msgpack.Unpacker, msgid: int, method: str,
-             params: dict[str, Any]) -> Any:
+def _request(
+    sock: socket.socket, unpacker: msgpack.Unpacker, msgid: int, method: str, params: dict[str, Any]
+) -> Any:
     sock.sendall(msgpack.packb([wire.REQUEST, msgid, method, [params]], use_bin_type=True))
     while True:
         for obj in unpacker:
@@ -85,15 +86,22 @@ def _drained_until_closed(sock: socket.socket, timeout: float) -> bool:
 
 
 def test_slow_reader_is_dropped_while_1000_idle_connections_and_others_are_served(
-        start: Callable[..., DaemonProcess], model: ScriptedModelServer) -> None:
-    daemon = start(config=model_config(
-        model.url, f"limits:\n  max_output: {MAX_OUTPUT}\n  max_connections: {LIMIT}\n"))
+    start: Callable[..., DaemonProcess], model: ScriptedModelServer
+) -> None:
+    daemon = start(
+        config=model_config(
+            model.url, f"limits:\n  max_output: {MAX_OUTPUT}\n  max_connections: {LIMIT}\n"
+        )
+    )
     path = str(daemon.socket)
     rss_start = rss_kb(daemon.proc.pid)
     idle = [_connect(path) for _ in range(IDLE)]
     with daemon.client() as c:
-        wait_until(lambda: c.call("status")["connections"] == IDLE + 1, 20,
-                   "the daemon to accept every idle connection")
+        wait_until(
+            lambda: c.call("status")["connections"] == IDLE + 1,
+            20,
+            "the daemon to accept every idle connection",
+        )
     rss_idle = rss_kb(daemon.proc.pid)
 
     slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -115,11 +123,17 @@ def test_slow_reader_is_dropped_while_1000_idle_connections_and_others_are_serve
             assert c.call("ping")["pong"] is True
             pings.append((time.perf_counter() - t0) * 1000)
             time.sleep(0.005)
-        result = c.call("session.send", {"session_id": other, "message": "echo served",
-                                         "wait": True}, timeout=30)
+        result = c.call(
+            "session.send",
+            {"session_id": other, "message": "echo served", "wait": True},
+            timeout=30,
+        )
         assert result["status"] == "completed" and result["final_text"] == "echo served"
-        wait_until(lambda: not c.call("session.get", {"session_id": sid})["running"], 30,
-                   "the flooding turn to finish without its reader")
+        wait_until(
+            lambda: not c.call("session.get", {"session_id": sid})["running"],
+            30,
+            "the flooding turn to finish without its reader",
+        )
         # The answer is stored (not read back here: one 4 MB result exceeds max_output).
         assert c.call("session.get", {"session_id": sid})["message_count"] == 2
     assert _drained_until_closed(slow, 10)
@@ -146,26 +160,29 @@ def test_slow_reader_is_dropped_while_1000_idle_connections_and_others_are_serve
     assert per_idle < 128, f"{per_idle:.0f} kB of RSS per idle connection"
     assert rss_flood - rss_idle < 64 * 1024, f"the flood grew RSS by {rss_flood - rss_idle} kB"
     pings.sort()
-    print(f"\nconnections: RSS {rss_start} kB -> {rss_idle} kB with {IDLE} idle -> {rss_flood} kB"
-          f" after the flood; ping during the flood p50 {pings[len(pings) // 2]:.1f} ms,"
-          f" max {pings[-1]:.1f} ms over {len(pings)} pings")
+    print(
+        f"\nconnections: RSS {rss_start} kB -> {rss_idle} kB with {IDLE} idle -> {rss_flood} kB"
+        f" after the flood; ping during the flood p50 {pings[len(pings) // 2]:.1f} ms,"
+        f" max {pings[-1]:.1f} ms over {len(pings)} pings"
+    )
 
 
 def test_daemon_raises_its_open_files_soft_limit_to_the_hard_limit(
-        start: Callable[..., DaemonProcess]) -> None:
+    start: Callable[..., DaemonProcess],
+) -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard <= 256:
         pytest.skip(f"the hard open-files limit ({hard}) leaves nothing to raise")
     daemon = start(argv_prefix=["sh", "-c", 'ulimit -Sn 256; exec "$@"', "sh"])
     limits = Path(f"/proc/{daemon.proc.pid}/limits").read_text()
-    soft_now, hard_now = next(line.split()[3:5] for line in limits.splitlines()
-                              if line.startswith("Max open files"))
+    soft_now, hard_now = next(
+        line.split()[3:5] for line in limits.splitlines() if line.startswith("Max open files")
+    )
     assert soft_now == hard_now
     assert f"open-files limit raised from 256 to {hard_now}" in daemon.log()
 
 
-def test_a_burst_of_500_connects_is_queued_not_refused(
-        start: Callable[..., DaemonProcess]) -> None:
+def test_a_burst_of_500_connects_is_queued_not_refused(start: Callable[..., DaemonProcess]) -> None:
     daemon = start()
     socks = []
     try:

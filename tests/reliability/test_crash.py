@@ -56,11 +56,14 @@ def _token(i: int) -> str:
     return f"t{i:03d}q"
 
 
-def _send_all(c: Client, sids: list[str], messages: list[str], wait: bool,
-              timeout: float = 60) -> list[Any]:
+def _send_all(
+    c: Client, sids: list[str], messages: list[str], wait: bool, timeout: float = 60
+) -> list[Any]:
     """Pipeline one ``session.send`` per session on one connection; collect the answers."""
-    ids = [c.send("session.send", {"session_id": sid, "message": msg, "wait": wait})
-           for sid, msg in zip(sids, messages, strict=True)]
+    ids = [
+        c.send("session.send", {"session_id": sid, "message": msg, "wait": wait})
+        for sid, msg in zip(sids, messages, strict=True)
+    ]
     return [c.wait(msgid, timeout=timeout) for msgid in ids]
 
 
@@ -82,15 +85,18 @@ def _last_is_tool_call(db: Path, sid: str) -> bool:
 
 
 def test_kill_9_during_50_turns_loses_nothing_and_every_session_continues(
-        start: Callable[..., DaemonProcess], model: ScriptedModelServer) -> None:
+    start: Callable[..., DaemonProcess], model: ScriptedModelServer
+) -> None:
     home = _home()
     work = short_tmpdir("rc-")
     config = model_config(model.url)
     daemon = start(home, config=config)
     db = home / "state.db"
     with daemon.client(timeout=60) as c:
-        sids = [c.call("session.create", {"title": f"crash {i}", "attach": False})["id"]
-                for i in range(SESSIONS)]
+        sids = [
+            c.call("session.create", {"title": f"crash {i}", "attach": False})["id"]
+            for i in range(SESSIONS)
+        ]
         # One completed turn each (with a tool call): the committed past that must survive.
         done = _send_all(c, sids, [f"calc {_token(i)} first" for i in range(SESSIONS)], True)
         assert {r["status"] for r in done} == {"completed"}
@@ -100,14 +106,19 @@ def test_kill_9_during_50_turns_loses_nothing_and_every_session_continues(
             if kind == "danger":
                 target.mkdir()
         model.latency = 0.3  # calc/echo/stream turns are mid-flight at the kill
-        _send_all(c, sids, [f"{kinds[i]} {_token(i)} {targets[i]}" for i in range(SESSIONS)],
-                  False)
+        _send_all(c, sids, [f"{kinds[i]} {_token(i)} {targets[i]}" for i in range(SESSIONS)], False)
         slow = [sid for sid, kind in zip(sids, kinds, strict=True) if kind == "slow"]
         danger = [sid for sid, kind in zip(sids, kinds, strict=True) if kind == "danger"]
-        wait_until(lambda: len(c.call("approvals.pending")["pending"]) == len(danger), 20,
-                   "every dangerous command to wait for its approval")
-        wait_until(lambda: all(_last_is_tool_call(db, sid) for sid in slow), 20,
-                   "every slow tool call to be in flight")
+        wait_until(
+            lambda: len(c.call("approvals.pending")["pending"]) == len(danger),
+            20,
+            "every dangerous command to wait for its approval",
+        )
+        wait_until(
+            lambda: all(_last_is_tool_call(db, sid) for sid in slow),
+            20,
+            "every slow tool call to be in flight",
+        )
         running = c.call("status")["turns_running"]
         assert running >= len(slow) + len(danger)
         before = committed(db)
@@ -150,14 +161,17 @@ def test_kill_9_during_50_turns_loses_nothing_and_every_session_continues(
         store.close()
     final = db_report(db)
     assert final["duplicates"] == 0 and final["fts"] == "ok" and final["bad_counters"] == 0
-    print(f"\nkill -9: {SESSIONS} sessions, {running} turns running at the kill, {len(before)} messages committed before the kill, "
-          f"{report['messages']} after restart, {len(orphaned)} sessions with unanswered tool "
-          f"calls ({len(slow)} slow tool, {len(danger)} waiting for approval); restart to READY "
-          f"{restart_s:.2f} s; next turn completed in {SESSIONS}/{SESSIONS} sessions")
+    print(
+        f"\nkill -9: {SESSIONS} sessions, {running} turns running at the kill, {len(before)} messages committed before the kill, "
+        f"{report['messages']} after restart, {len(orphaned)} sessions with unanswered tool "
+        f"calls ({len(slow)} slow tool, {len(danger)} waiting for approval); restart to READY "
+        f"{restart_s:.2f} s; next turn completed in {SESSIONS}/{SESSIONS} sessions"
+    )
 
 
 def test_sigterm_with_turns_running_stops_in_bounded_time_and_loses_nothing(
-        start: Callable[..., DaemonProcess], model: ScriptedModelServer) -> None:
+    start: Callable[..., DaemonProcess], model: ScriptedModelServer
+) -> None:
     home = _home()
     config = model_config(model.url, "shutdown_timeout: 3\n")
     daemon = start(home, config=config)
@@ -168,11 +182,18 @@ def test_sigterm_with_turns_running_stops_in_bounded_time_and_loses_nothing(
         sids = [c.call("session.create", {"attach": False})["id"] for _ in kinds]
         slow = sids[:4]
         _send_all(c, slow, [f"slow {_token(i)}" for i in range(4)], False)
-        wait_until(lambda: all(_last_is_tool_call(db, sid) for sid in slow), 20,
-                   "the slow tool calls to be in flight")
-        waiting = [c.send("session.send", {"session_id": sid, "wait": True,
-                                           "message": f"{kind} {_token(i)}"})
-                   for i, (sid, kind) in enumerate(zip(sids, kinds, strict=True)) if i >= 4]
+        wait_until(
+            lambda: all(_last_is_tool_call(db, sid) for sid in slow),
+            20,
+            "the slow tool calls to be in flight",
+        )
+        waiting = [
+            c.send(
+                "session.send", {"session_id": sid, "wait": True, "message": f"{kind} {_token(i)}"}
+            )
+            for i, (sid, kind) in enumerate(zip(sids, kinds, strict=True))
+            if i >= 4
+        ]
         time.sleep(0.1)
         t0 = time.monotonic()
         daemon.signal(signal.SIGTERM)
@@ -196,6 +217,9 @@ def test_sigterm_with_turns_running_stops_in_bounded_time_and_loses_nothing(
     print(f"\nSIGTERM with 10 turns running: stopped in {elapsed:.2f} s")
     again = start(home, config=config)
     with again.client(timeout=30) as c:
-        result = c.call("session.send", {"session_id": slow[0], "message": "echo after",
-                                         "wait": True}, timeout=30)
+        result = c.call(
+            "session.send",
+            {"session_id": slow[0], "message": "echo after", "wait": True},
+            timeout=30,
+        )
     assert result["status"] == "completed"

@@ -24,12 +24,40 @@ from tests.support.raw import RawPeer
 
 FRAMES = int(os.environ.get("HERMES_FUZZ_FRAMES", "20000"))
 # Methods whose valid calls have side effects a fuzzer must not trigger on purpose.
-UNSAFE = {"shutdown", "config.reload", "tools.call", "session.send", "session.delete",
-          "plugins.install", "plugins.remove", "plugins.update", "plugins.enable",
-          "plugins.disable", "plugins.reload", "plugins.set_env", "cli.run", "command.run",
-          "approvals.respond", "approvals.revoke"}
-WRONG_VALUES: list[Any] = [None, True, 0, -1, 2**63, -(2**63), 1.5, "", "x" * 300, b"\xff",
-                           [], [1, [2, [3]]], {}, {"k": {"k": "v"}}]
+UNSAFE = {
+    "shutdown",
+    "config.reload",
+    "tools.call",
+    "session.send",
+    "session.delete",
+    "plugins.install",
+    "plugins.remove",
+    "plugins.update",
+    "plugins.enable",
+    "plugins.disable",
+    "plugins.reload",
+    "plugins.set_env",
+    "cli.run",
+    "command.run",
+    "approvals.respond",
+    "approvals.revoke",
+}
+WRONG_VALUES: list[Any] = [
+    None,
+    True,
+    0,
+    -1,
+    2**63,
+    -(2**63),
+    1.5,
+    "",
+    "x" * 300,
+    b"\xff",
+    [],
+    [1, [2, [3]]],
+    {},
+    {"k": {"k": "v"}},
+]
 
 
 def _rss_kb(pid: int) -> int:
@@ -47,8 +75,15 @@ def _seeds() -> list[bytes]:
             continue
         params: dict[str, Any] = {}
         for p in spec.params:
-            params[p.name] = {"str": "abc", "int": 3, "number": 1.5, "bool": True,
-                              "map": {"a": 1}, "array": [1], "any": "v"}[p.type]
+            params[p.name] = {
+                "str": "abc",
+                "int": 3,
+                "number": 1.5,
+                "bool": True,
+                "map": {"a": 1},
+                "array": [1],
+                "any": "v",
+            }[p.type]
         seeds.append(msgpack.packb([0, i, name, [params]], use_bin_type=True))
     seeds.append(msgpack.packb([2, "some.note", [{"x": 1}]], use_bin_type=True))
     seeds.append(msgpack.packb([1, 42, None, {"ok": True}], use_bin_type=True))
@@ -64,8 +99,7 @@ def _wrong_type_frames() -> list[bytes]:
             continue
         for p in spec.params:
             for value in WRONG_VALUES:
-                frames.append(msgpack.packb([0, msgid, name, [{p.name: value}]],
-                                            use_bin_type=True))
+                frames.append(msgpack.packb([0, msgid, name, [{p.name: value}]], use_bin_type=True))
                 msgid += 1
     return frames
 
@@ -73,20 +107,26 @@ def _wrong_type_frames() -> list[bytes]:
 def _nasty_frames() -> list[bytes]:
     pk = lambda o: msgpack.packb(o, use_bin_type=True)
     return [
-        b"\x94\x00\x01\xa4ping\x91\xdb\xff\xff\xff\xff",       # str32 announcing 4 GiB
-        b"\x94\x00\x01\xa4ping\xdd\xff\xff\xff\xff",           # array32 of 4 G elements
-        b"\x91" * 5000 + b"\xc0",                              # deep nesting
-        b"\x94\x00\x01\xa2\xff\xfe\x90",                       # invalid UTF-8 method
-        b"\xc1",                                               # reserved byte
-        b"\xcf" + b"\xff" * 8,                                 # a bare uint64
-        pk([0, 2**32, "ping", []]), pk([0, -5, "ping", []]),   # ids out of range
-        pk([0, 1, "ping", [{}], 7]), pk([3, 1, "ping", []]),   # wrong shapes
-        pk([1, 999999, None, None]), pk([1, 7, {"code": "x"}, None]),  # stray responses
-        pk([0, 1, "x" * 60000, []]),                           # long method name
-        pk([0, 1, "ping", [{"data": "y" * 60000}]]),           # big but allowed payload
+        b"\x94\x00\x01\xa4ping\x91\xdb\xff\xff\xff\xff",  # str32 announcing 4 GiB
+        b"\x94\x00\x01\xa4ping\xdd\xff\xff\xff\xff",  # array32 of 4 G elements
+        b"\x91" * 5000 + b"\xc0",  # deep nesting
+        b"\x94\x00\x01\xa2\xff\xfe\x90",  # invalid UTF-8 method
+        b"\xc1",  # reserved byte
+        b"\xcf" + b"\xff" * 8,  # a bare uint64
+        pk([0, 2**32, "ping", []]),
+        pk([0, -5, "ping", []]),  # ids out of range
+        pk([0, 1, "ping", [{}], 7]),
+        pk([3, 1, "ping", []]),  # wrong shapes
+        pk([1, 999999, None, None]),
+        pk([1, 7, {"code": "x"}, None]),  # stray responses
+        pk([0, 1, "x" * 60000, []]),  # long method name
+        pk([0, 1, "ping", [{"data": "y" * 60000}]]),  # big but allowed payload
         pk([0, 1, "ping", [{"data": {str(i): i for i in range(5000)}}]]),
         pk([0, 1, "ping", [{12: "non-string key"}]]),
-        pk([2, 1, 2]), pk([0, 1, "ping", [None]]), pk({"a": 1}), pk("just a string"),
+        pk([2, 1, 2]),
+        pk([0, 1, "ping", [None]]),
+        pk({"a": 1}),
+        pk("just a string"),
     ]
 
 
@@ -94,19 +134,19 @@ def _mutate(rng: random.Random, data: bytes) -> bytes:
     buf = bytearray(data)
     for _ in range(rng.randint(1, 4)):
         op = rng.randrange(5)
-        if op == 0 and buf:                     # flip a byte
+        if op == 0 and buf:  # flip a byte
             buf[rng.randrange(len(buf))] = rng.randrange(256)
-        elif op == 1 and buf:                   # truncate
-            del buf[rng.randrange(len(buf)):]
-        elif op == 2:                           # insert random bytes
+        elif op == 1 and buf:  # truncate
+            del buf[rng.randrange(len(buf)) :]
+        elif op == 2:  # insert random bytes
             at = rng.randrange(len(buf) + 1)
             buf[at:at] = rng.randbytes(rng.randint(1, 8))
-        elif op == 3 and buf:                   # replace a type byte with a container header
-            buf[rng.randrange(len(buf))] = rng.choice([0xdc, 0xdd, 0xde, 0xdf, 0xda, 0xdb, 0xc6])
-        else:                                   # duplicate a slice
+        elif op == 3 and buf:  # replace a type byte with a container header
+            buf[rng.randrange(len(buf))] = rng.choice([0xDC, 0xDD, 0xDE, 0xDF, 0xDA, 0xDB, 0xC6])
+        else:  # duplicate a slice
             if buf:
                 a = rng.randrange(len(buf))
-                buf[a:a] = buf[a:a + rng.randint(1, 16)]
+                buf[a:a] = buf[a : a + rng.randint(1, 16)]
     return bytes(buf)
 
 
@@ -179,17 +219,28 @@ def test_hostile_frames_never_kill_the_daemon_or_leak(start) -> None:
     assert rss_after - rss_before < 64 * 1024, (rss_before, rss_after)
     crashes = [b.split("\n\n")[0] for b in daemon.log().split("failed\nTraceback")[1:]]
     assert crashes == [], "\n----\n".join(crashes)[:6000]  # no handler crashed
-    print(f"\nfuzz: {sent} frames, {sum(c.reconnects for c in conns)} connections, "
-          f"RSS {rss_before} kB -> {rss_after} kB")
+    print(
+        f"\nfuzz: {sent} frames, {sum(c.reconnects for c in conns)} connections, "
+        f"RSS {rss_before} kB -> {rss_after} kB"
+    )
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
-@given(obj=st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**64 - 1)
-    | st.floats() | st.text(max_size=50) | st.binary(max_size=50),
-    lambda children: st.lists(children, max_size=6) | st.dictionaries(
-        st.text(max_size=10), children, max_size=6),
-    max_leaves=30))
+@given(
+    obj=st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+        | st.floats()
+        | st.text(max_size=50)
+        | st.binary(max_size=50),
+        lambda children: (
+            st.lists(children, max_size=6)
+            | st.dictionaries(st.text(max_size=10), children, max_size=6)
+        ),
+        max_leaves=30,
+    )
+)
 def test_any_msgpack_object_gets_an_answer_or_is_ignored(shared_daemon, obj: Any) -> None:
     peer = RawPeer(shared_daemon.socket, timeout=5)
     try:

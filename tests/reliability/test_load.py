@@ -22,7 +22,8 @@ def model() -> Iterator[ScriptedModelServer]:
 
 
 def test_10_clients_x_100_mixed_requests_get_no_errors(
-        start: Callable[..., DaemonProcess], model: ScriptedModelServer) -> None:
+    start: Callable[..., DaemonProcess], model: ScriptedModelServer
+) -> None:
     daemon = start(config=model_config(model.url))
     result = run_load(daemon.socket, clients=10, requests=100)
     assert result["errors"] == []

@@ -56,7 +56,6 @@ def modeld(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     daemon.stop()
 
 
-
 def turn(c: Client, sid: str, message: str, timeout: float = 30) -> list[dict[str, Any]]:
     return send_and_follow(c, sid, message, timeout)
 
@@ -79,8 +78,7 @@ def assert_valid(messages: list[dict[str, Any]]) -> None:
     assert not open_ids
 
 
-def next_turn_succeeds(d: DaemonProcess, c: Client, sid: str,
-                       model: ScriptedModelServer) -> None:
+def next_turn_succeeds(d: DaemonProcess, c: Client, sid: str, model: ScriptedModelServer) -> None:
     model.push(reply("back to normal"))
     finished = turn(c, sid, "are you there?")[-1]
     assert finished["status"] == "completed" and finished["final_text"] == "back to normal"
@@ -104,7 +102,8 @@ def fails_clearly(d: DaemonProcess, model: ScriptedModelServer, *steps: Step) ->
 
 
 def test_429_without_retry_after_is_retried_with_backoff_and_completes(
-        modeld: DaemonProcess, model: ScriptedModelServer) -> None:
+    modeld: DaemonProcess, model: ScriptedModelServer
+) -> None:
     model.push(http_error(429, "rate limited"), reply("after backoff"))
     with modeld.client() as c:
         events = turn(c, c.call("session.create")["id"], "hi")
@@ -115,7 +114,8 @@ def test_429_without_retry_after_is_retried_with_backoff_and_completes(
 
 @pytest.mark.parametrize("status", [502, 503])
 def test_502_and_503_are_retried_and_the_turn_completes(
-        modeld: DaemonProcess, model: ScriptedModelServer, status: int) -> None:
+    modeld: DaemonProcess, model: ScriptedModelServer, status: int
+) -> None:
     model.push(http_error(status, "upstream trouble"), reply(f"survived {status}"))
     with modeld.client() as c:
         events = turn(c, c.call("session.create")["id"], "hi")
@@ -124,13 +124,15 @@ def test_502_and_503_are_retried_and_the_turn_completes(
 
 
 def test_persistent_429_fails_the_turn_naming_the_status_and_the_session_stays_usable(
-        modeld: DaemonProcess, model: ScriptedModelServer) -> None:
+    modeld: DaemonProcess, model: ScriptedModelServer
+) -> None:
     finished = fails_clearly(modeld, model, *[http_error(429, "slow down", retry_after=0.01)] * 3)
     assert "429" in finished["error"] and finished["error_type"] == "ModelRequestFailed"
 
 
 def test_client_error_400_is_not_retried_and_fails_the_turn_clearly(
-        modeld: DaemonProcess, model: ScriptedModelServer) -> None:
+    modeld: DaemonProcess, model: ScriptedModelServer
+) -> None:
     before = len(model.requests)
     bad = http_error(400, "bad request on purpose")
     finished = fails_clearly(modeld, model, bad, bad)
@@ -144,7 +146,8 @@ def test_client_error_400_is_not_retried_and_fails_the_turn_clearly(
 
 
 def test_connection_refused_fails_clearly_and_the_session_works_once_the_model_is_back(
-        start: Callable[..., DaemonProcess]) -> None:
+    start: Callable[..., DaemonProcess],
+) -> None:
     probe = socket.socket()
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
@@ -162,7 +165,8 @@ def test_connection_refused_fails_clearly_and_the_session_works_once_the_model_i
 
 
 def test_a_stream_cut_on_every_attempt_fails_clearly_with_no_partial_text_stored(
-        modeld: DaemonProcess, model: ScriptedModelServer) -> None:
+    modeld: DaemonProcess, model: ScriptedModelServer
+) -> None:
     finished = fails_clearly(modeld, model, *[cut_stream("partial answer text", after=2)] * 3)
     assert finished["error"]
     assert "partial" not in json.dumps(finished.get("final_text") or "")
@@ -171,29 +175,47 @@ def test_a_stream_cut_on_every_attempt_fails_clearly_with_no_partial_text_stored
 # --- bad bodies ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("step", "needle"), [
-    (empty_choices(), "empty choices"),
-    (raw("<html>502 Bad Gateway</html>"), "text/html"),
-    (raw("this is not json at all", content_type="application/json"), "OpenAI-compatible"),
-    (raw(json.dumps({"choices": [{"message": {"role": "assistant", "content": "hi"}}]}),
-         content_type="text/plain"), "text/plain"),
-    (raw("data: {not json}\n\n", content_type="text/event-stream"), "malformed"),
-], ids=["empty-choices", "html-body", "non-json-body", "wrong-content-type", "bad-sse"])
+@pytest.mark.parametrize(
+    ("step", "needle"),
+    [
+        (empty_choices(), "empty choices"),
+        (raw("<html>502 Bad Gateway</html>"), "text/html"),
+        (raw("this is not json at all", content_type="application/json"), "OpenAI-compatible"),
+        (
+            raw(
+                json.dumps({"choices": [{"message": {"role": "assistant", "content": "hi"}}]}),
+                content_type="text/plain",
+            ),
+            "text/plain",
+        ),
+        (raw("data: {not json}\n\n", content_type="text/event-stream"), "malformed"),
+    ],
+    ids=["empty-choices", "html-body", "non-json-body", "wrong-content-type", "bad-sse"],
+)
 def test_an_invalid_response_body_fails_the_turn_clearly_and_the_session_stays_usable(
-        modeld: DaemonProcess, model: ScriptedModelServer, step: Step, needle: str) -> None:
+    modeld: DaemonProcess, model: ScriptedModelServer, step: Step, needle: str
+) -> None:
     finished = fails_clearly(modeld, model, step)  # not retried: one bad answer fails the turn
     assert needle.lower() in finished["error"].lower(), finished["error"]
     assert "Traceback" not in finished["error"]
 
 
 def test_lone_surrogate_escapes_in_a_stream_become_replacement_characters(
-        modeld: DaemonProcess, model: ScriptedModelServer) -> None:
+    modeld: DaemonProcess, model: ScriptedModelServer
+) -> None:
     # JSON can escape half a surrogate pair; UTF-8 (SQLite, msgpack) cannot carry it. The turn
     # used to fail with "internal error: UnicodeEncodeError" when storing the answer.
-    chunk = ('{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":'
-             '[{"index":0,"delta":{"content":"%s"},"finish_reason":%s}]}')
-    body = "".join(f"data: {chunk % (text, finish)}\n\n" for text, finish in [
-        ("half \\ud83d pair, ", "null"), ("whole \\ud83d\\ude00 pair", '"stop"')])
+    chunk = (
+        '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+        '[{"index":0,"delta":{"content":"%s"},"finish_reason":%s}]}'
+    )
+    body = "".join(
+        f"data: {chunk % (text, finish)}\n\n"
+        for text, finish in [
+            ("half \\ud83d pair, ", "null"),
+            ("whole \\ud83d\\ude00 pair", '"stop"'),
+        ]
+    )
     model.push(raw(body + "data: [DONE]\n\n", content_type="text/event-stream"))
     with modeld.client(timeout=30) as c:
         sid = c.call("session.create")["id"]
@@ -208,7 +230,8 @@ def test_lone_surrogate_escapes_in_a_stream_become_replacement_characters(
 
 
 def test_a_hundred_tool_calls_in_one_response_are_all_answered_in_order(
-        modeld: DaemonProcess, model: ScriptedModelServer) -> None:
+    modeld: DaemonProcess, model: ScriptedModelServer
+) -> None:
     calls = [tool_call("calculate", {"expression": f"{i}+1"}, f"call_{i:03d}") for i in range(100)]
     model.push(call_tools(*calls), reply("counted them all"))
     with modeld.client(timeout=60) as c:
@@ -226,7 +249,8 @@ def test_a_hundred_tool_calls_in_one_response_are_all_answered_in_order(
 
 
 def test_an_endless_tool_calling_loop_ends_at_max_iterations_and_the_next_turn_succeeds(
-        modeld: DaemonProcess, model: ScriptedModelServer) -> None:
+    modeld: DaemonProcess, model: ScriptedModelServer
+) -> None:
     before = len(model.requests)
     model.push(*[call_tools(tool_call("calculate", {"expression": "1+1"}))] * MAX_ITERATIONS)
     with modeld.client(timeout=30) as c:
@@ -241,17 +265,23 @@ def test_an_endless_tool_calling_loop_ends_at_max_iterations_and_the_next_turn_s
 
 
 def test_tool_calls_with_invalid_json_and_unknown_tools_mixed_in_one_response(
-        modeld: DaemonProcess, model: ScriptedModelServer) -> None:
-    model.push(call_tools(tool_call("calculate", '{"expression": '),
-                          tool_call("no_such_tool", {}),
-                          tool_call("calculate", {"expression": "2*3"}),
-                          tool_call("calculate", "[1, 2]")),
-               reply("handled"))
+    modeld: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    model.push(
+        call_tools(
+            tool_call("calculate", '{"expression": '),
+            tool_call("no_such_tool", {}),
+            tool_call("calculate", {"expression": "2*3"}),
+            tool_call("calculate", "[1, 2]"),
+        ),
+        reply("handled"),
+    )
     with modeld.client(timeout=30) as c:
         sid = c.call("session.create")["id"]
         assert turn(c, sid, "mixed")[-1]["final_text"] == "handled"
-    results = [json.loads(m["content"]) for m in model.requests[-1]["messages"]
-               if m["role"] == "tool"]
+    results = [
+        json.loads(m["content"]) for m in model.requests[-1]["messages"] if m["role"] == "tool"
+    ]
     assert "not valid JSON" in results[0]["error"]
     assert results[1] == {"error": "Unknown tool: no_such_tool"}
     assert results[2]["result"] == 6

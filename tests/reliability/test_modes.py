@@ -44,7 +44,8 @@ def _exposed(root: Path, skip: set[Path]) -> list[str]:
 
 
 def test_state_db_env_and_socket_stay_private_under_umask_000(
-        start: Callable[..., DaemonProcess], model: ScriptedModelServer) -> None:
+    start: Callable[..., DaemonProcess], model: ScriptedModelServer
+) -> None:
     home = short_tmpdir() / "home"  # created by the daemon itself
     daemon = start(home, config=None, create_home=False, argv_prefix=UMASK_000)
     (home / "config.yaml").write_text(model_config(model.url))
@@ -52,8 +53,9 @@ def test_state_db_env_and_socket_stay_private_under_umask_000(
     with daemon.client() as c:
         c.call("config.reload")
         sid = c.call("session.create", {"title": "private"})["id"]
-        result = c.call("session.send", {"session_id": sid, "message": "calc secret",
-                                         "wait": True}, timeout=30)
+        result = c.call(
+            "session.send", {"session_id": sid, "message": "calc secret", "wait": True}, timeout=30
+        )
         assert result["status"] == "completed", result
         written = c.call("plugins.set_env", {"values": {"MY_TOKEN": "s3cret"}})
         assert written["written"] == ["MY_TOKEN"]

@@ -162,14 +162,21 @@ def model() -> Iterator[ScriptedModelServer]:
 @pytest.fixture(scope="module")
 def hostile(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     home = short_tmpdir()
-    for folder, source in (("hostile", HOSTILE), ("good", GOOD), ("reg_raises", REGISTER_RAISES),
-                           ("reg_hangs", REGISTER_HANGS), ("reg_slow", REGISTER_SLOW)):
+    for folder, source in (
+        ("hostile", HOSTILE),
+        ("good", GOOD),
+        ("reg_raises", REGISTER_RAISES),
+        ("reg_hangs", REGISTER_HANGS),
+        ("reg_slow", REGISTER_SLOW),
+    ):
         write_plugin(home / "plugins", folder, source)
-    config = (f"plugins:\n  load_timeout: {LOAD_TIMEOUT}\n"
-              f"tools:\n  timeout: {TOOL_TIMEOUT}\n  hook_timeout: {HOOK_TIMEOUT}\n"
-              "  result_budget: 5000\ncommands:\n  timeout: 1\n"
-              f"model:\n  base_url: {model.url}\n  default: scripted\n  timeout: 5\n"
-              "  max_retries: 0\n")
+    config = (
+        f"plugins:\n  load_timeout: {LOAD_TIMEOUT}\n"
+        f"tools:\n  timeout: {TOOL_TIMEOUT}\n  hook_timeout: {HOOK_TIMEOUT}\n"
+        "  result_budget: 5000\ncommands:\n  timeout: 1\n"
+        f"model:\n  base_url: {model.url}\n  default: scripted\n  timeout: 5\n"
+        "  max_retries: 0\n"
+    )
     began = time.monotonic()
     daemon = start_daemon(home, config=config, env={"HOSTILE_VICTIM": "present"})
     daemon.ready_after = time.monotonic() - began  # type: ignore[attr-defined]
@@ -215,20 +222,24 @@ class PingProbe:
         assert self.failure is None, f"ping failed during {self.label}: {self.failure!r}"
         assert len(self.latencies) >= 3, f"too few pings during {self.label}"
         worst = max(self.latencies)
-        FIGURES[self.label] = {"pings": len(self.latencies),
-                               "p50_ms": round(statistics.median(self.latencies) * 1000, 2),
-                               "max_ms": round(worst * 1000, 2)}
+        FIGURES[self.label] = {
+            "pings": len(self.latencies),
+            "p50_ms": round(statistics.median(self.latencies) * 1000, 2),
+            "max_ms": round(worst * 1000, 2),
+        }
         assert worst < PING_BOUND, f"ping took {worst:.3f}s during {self.label}"
 
 
-def call_tool(d: DaemonProcess, name: str, args: dict[str, Any] | None = None,
-              timeout: float = 30) -> Any:
+def call_tool(
+    d: DaemonProcess, name: str, args: dict[str, Any] | None = None, timeout: float = 30
+) -> Any:
     with d.client(timeout=timeout) as c:
         return json.loads(c.call("tools.call", {"name": name, "args": args or {}})["result"])
 
 
-def timed_tool(d: DaemonProcess, label: str, name: str, args: dict[str, Any] | None = None
-               ) -> tuple[Any, float]:
+def timed_tool(
+    d: DaemonProcess, label: str, name: str, args: dict[str, Any] | None = None
+) -> tuple[Any, float]:
     with PingProbe(d, label):
         began = time.monotonic()
         result = call_tool(d, name, args)
@@ -250,7 +261,8 @@ def listed(d: DaemonProcess, key: str) -> dict[str, Any]:
 
 
 def test_ready_arrives_in_bounded_time_despite_register_that_raises_hangs_or_takes_10s(
-        hostile: DaemonProcess) -> None:
+    hostile: DaemonProcess,
+) -> None:
     # three bad register()s, each abandoned after plugins.load_timeout (1 s)
     assert hostile.ready_after < 3 * LOAD_TIMEOUT + 8  # type: ignore[attr-defined]
     assert listed(hostile, "reg_raises")["state"] == "error"
@@ -271,7 +283,8 @@ def test_raising_tool_gets_an_error_result_and_ping_stays_fast(hostile: DaemonPr
 
 
 def test_hanging_tool_times_out_at_tools_timeout_and_ping_stays_fast(
-        hostile: DaemonProcess) -> None:
+    hostile: DaemonProcess,
+) -> None:
     result, took = timed_tool(hostile, "tool hangs forever", "hang_forever")
     assert result == {"error": f"Tool 'hang_forever' timed out after {TOOL_TIMEOUT:g}s"}
     assert TOOL_TIMEOUT - 0.1 <= took < TOOL_TIMEOUT + 3
@@ -279,17 +292,20 @@ def test_hanging_tool_times_out_at_tools_timeout_and_ping_stays_fast(
 
 
 @pytest.mark.parametrize(("kind", "type_name"), [("int", "int"), ("set", "set")])
-def test_tool_returning_a_non_string_gets_a_contract_error(hostile: DaemonProcess, kind: str,
-                                                           type_name: str) -> None:
+def test_tool_returning_a_non_string_gets_a_contract_error(
+    hostile: DaemonProcess, kind: str, type_name: str
+) -> None:
     result, _ = timed_tool(hostile, "tool returns non-string", "non_string", {"kind": kind})
     assert result == {"error": f"Tool 'non_string' returned {type_name}, not a JSON string"}
     others_unaffected(hostile)
 
 
-@pytest.mark.parametrize(("kind", "expected"), [
-    ("str", "bad \ufffd result"), ("dict", '{"text": "bad \ufffd"}')])
+@pytest.mark.parametrize(
+    ("kind", "expected"), [("str", "bad \ufffd result"), ("dict", '{"text": "bad \ufffd"}')]
+)
 def test_tool_returning_half_a_surrogate_pair_gets_a_replacement_character(
-        hostile: DaemonProcess, kind: str, expected: str) -> None:
+    hostile: DaemonProcess, kind: str, expected: str
+) -> None:
     # It used to be "internal error in encoding the result" (msgpack, SQLite: UTF-8 only).
     with hostile.client(timeout=30) as c:
         result = c.call("tools.call", {"name": "half_pair", "args": {"kind": kind}})["result"]
@@ -306,7 +322,8 @@ def test_tool_returning_50_mb_is_cut_to_the_budget(hostile: DaemonProcess) -> No
 
 
 def test_tool_printing_to_stdout_goes_to_the_daemon_log_not_the_protocol(
-        hostile: DaemonProcess) -> None:
+    hostile: DaemonProcess,
+) -> None:
     result, _ = timed_tool(hostile, "tool prints to stdout", "print_stdout")
     assert result == {"printed": 1000}
     deadline = time.monotonic() + 5
@@ -317,21 +334,22 @@ def test_tool_printing_to_stdout_goes_to_the_daemon_log_not_the_protocol(
 
 
 def test_tool_calling_sys_exit_is_an_error_result_and_the_daemon_lives(
-        hostile: DaemonProcess) -> None:
+    hostile: DaemonProcess,
+) -> None:
     result, _ = timed_tool(hostile, "tool calls sys.exit()", "call_sys_exit")
     assert result == {"error": "Tool execution failed: PluginAbort: SystemExit: 3"}
     others_unaffected(hostile)
 
 
-def test_tool_spawning_threads_returns_and_the_daemon_keeps_serving(
-        hostile: DaemonProcess) -> None:
+def test_tool_spawning_threads_returns_and_the_daemon_keeps_serving(hostile: DaemonProcess) -> None:
     result, _ = timed_tool(hostile, "tool spawns 20 threads", "spawn_threads")
     assert result == {"spawned": 20}
     others_unaffected(hostile)
 
 
 def test_tool_changing_os_environ_is_not_contained_and_the_daemon_keeps_serving(
-        hostile: DaemonProcess) -> None:
+    hostile: DaemonProcess,
+) -> None:
     # Documented limit (docs/plugins.md): os.environ is the process's; a plugin changing it
     # changes it for every plugin. This test pins that behaviour down.
     assert call_tool(hostile, "env_read") == {"mark": None, "victim": "present"}
@@ -342,7 +360,8 @@ def test_tool_changing_os_environ_is_not_contained_and_the_daemon_keeps_serving(
 
 
 def test_forty_hanging_tool_calls_do_not_starve_ping_or_a_normal_tool_call(
-        hostile: DaemonProcess) -> None:
+    hostile: DaemonProcess,
+) -> None:
     # 40 concurrent calls stuck in plugin code: more than the worker pool's 32 threads. The
     # pool's per-plugin share (16 threads) leaves room for everyone else.
     with PingProbe(hostile, "40 hanging tool calls"), ThreadPoolExecutor(40) as pool:
@@ -360,7 +379,8 @@ def test_forty_hanging_tool_calls_do_not_starve_ping_or_a_normal_tool_call(
 
 
 def test_after_hanging_calls_time_out_the_plugin_itself_gets_threads_again(
-        hostile: DaemonProcess) -> None:
+    hostile: DaemonProcess,
+) -> None:
     # Stuck threads are abandoned and replaced, so the hostile plugin's own fine tools work.
     with ThreadPoolExecutor(20) as pool:
         for f in [pool.submit(call_tool, hostile, "hang_forever") for _ in range(20)]:
@@ -380,7 +400,8 @@ def test_raising_pre_tool_call_hook_does_not_block_the_call(hostile: DaemonProce
 
 
 def test_hanging_pre_tool_call_hook_blocks_the_call_after_hook_timeout(
-        hostile: DaemonProcess) -> None:
+    hostile: DaemonProcess,
+) -> None:
     result, took = timed_tool(hostile, "pre_tool_call hangs", "trigger_pre_hang")
     assert "did not answer within 1s" in result["error"]
     assert took < HOOK_TIMEOUT + 3
@@ -398,7 +419,8 @@ def test_raising_post_tool_call_hook_keeps_the_result(hostile: DaemonProcess) ->
 
 
 def test_hanging_post_tool_call_hook_keeps_the_result_after_hook_timeout(
-        hostile: DaemonProcess) -> None:
+    hostile: DaemonProcess,
+) -> None:
     result, took = timed_tool(hostile, "post_tool_call hangs", "trigger_post_hang")
     assert result == {"ok": True}
     assert HOOK_TIMEOUT - 0.1 <= took < HOOK_TIMEOUT + 3
@@ -410,11 +432,15 @@ def test_transform_hook_returning_a_non_string_leaves_the_result(hostile: Daemon
 
 
 def test_turn_with_wrong_typed_and_hanging_llm_hooks_completes_and_session_stays_usable(
-        hostile: DaemonProcess, model: ScriptedModelServer) -> None:
-    model.push(call_tools(tool_call("raise_always", {})), reply("done despite hooks"),
-               reply("second turn"))
-    with PingProbe(hostile, "turn with hostile hooks and a raising tool"), \
-            hostile.client(timeout=30) as c:
+    hostile: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    model.push(
+        call_tools(tool_call("raise_always", {})), reply("done despite hooks"), reply("second turn")
+    )
+    with (
+        PingProbe(hostile, "turn with hostile hooks and a raising tool"),
+        hostile.client(timeout=30) as c,
+    ):
         sid = c.call("session.create")["id"]
         events = send_and_follow(c, sid, "hostile hooks please")
         assert events[-1]["status"] == "completed", events[-1]
@@ -488,7 +514,7 @@ def test_pool_replaces_abandoned_threads_up_to_the_cap() -> None:
     assert pool.call(lambda: 9, timeout=2, key="k") == 9
 
 
-HALF_PAIR = '''
+HALF_PAIR = """
     import json
 
     BAD = "bad " + chr(0xD800) + " text"  # half a surrogate pair: no UTF-8 encoder takes it
@@ -531,17 +557,24 @@ HALF_PAIR = '''
     def SCHEMA(name):
         return {"name": name, "description": name,
                 "parameters": {"type": "object", "properties": {}}}
-'''
+"""
 
 
 def test_plugin_text_with_half_a_surrogate_pair_is_stored_and_sent_as_a_replacement_character(
-        start: Any) -> None:
+    start: Any,
+) -> None:
     # Each of these failed before: the turn ("internal error: UnicodeEncodeError"), the RPC
     # ("internal error in encoding the result") or, for inject_message, silently.
     home = short_tmpdir()
     write_plugin(home / "plugins", "halfpair", textwrap.dedent(HALF_PAIR))
-    steps = [reply("please transform me"), call_tools(tool_call("transformed")), reply("one"),
-             call_tools(tool_call("blocked")), reply("two"), reply("next")]
+    steps = [
+        reply("please transform me"),
+        call_tools(tool_call("transformed")),
+        reply("one"),
+        call_tools(tool_call("blocked")),
+        reply("two"),
+        reply("next"),
+    ]
     bad = "bad \ufffd text"
     with ScriptedModelServer(steps) as model:
         d = start(home, config=model_config(model.url))
@@ -552,12 +585,15 @@ def test_plugin_text_with_half_a_surrogate_pair_is_stored_and_sent_as_a_replacem
             events = send_and_follow(c, sid, "a tool whose result is transformed")
             assert [e["preview"] for e in events if e["type"] == "tool.finished"] == [bad]
             events = send_and_follow(c, sid, "a tool a hook blocks")
-            assert [e["preview"] for e in events if e["type"] == "tool.finished"] == \
-                [json.dumps({"error": bad}, ensure_ascii=False)]
+            assert [e["preview"] for e in events if e["type"] == "tool.finished"] == [
+                json.dumps({"error": bad}, ensure_ascii=False)
+            ]
             ran = c.call("command.run", {"line": "/halfpair", "session_id": sid})
             assert (ran["ok"], ran["output"]) == (True, bad)
-            assert c.call("command.run", {"line": "/halfpair inject",
-                                          "session_id": sid})["output"] == "True"
+            assert (
+                c.call("command.run", {"line": "/halfpair inject", "session_id": sid})["output"]
+                == "True"
+            )
             cli = c.call("cli.run", {"argv": ["halfpair"]})
             assert (cli["exit_status"], cli["stdout"]) == (0, bad + "\n")
             deadline = time.monotonic() + 5

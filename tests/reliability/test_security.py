@@ -29,8 +29,18 @@ from tests.unit.test_calculator import ESCAPES, SAFETY_BOUND_S
 
 Start = Callable[..., DaemonProcess]
 
-HOSTILE_IDS = ["../../etc/passwd", "..", "/etc/passwd", "a/b", "x\0y", "\0", "é" * 5000,
-               "A" * 10_000, "%2e%2e%2fetc", "..\\..\\windows"]
+HOSTILE_IDS = [
+    "../../etc/passwd",
+    "..",
+    "/etc/passwd",
+    "a/b",
+    "x\0y",
+    "\0",
+    "é" * 5000,
+    "A" * 10_000,
+    "%2e%2e%2fetc",
+    "..\\..\\windows",
+]
 
 
 @pytest.fixture(scope="module")
@@ -60,19 +70,20 @@ def rpc_error(d: DaemonProcess, method: str, params: dict[str, Any]) -> RpcError
 
 
 def test_calculator_escape_corpus_end_to_end_has_no_escape_and_each_call_is_bounded(
-        secd: DaemonProcess) -> None:
+    secd: DaemonProcess,
+) -> None:
     assert len(ESCAPES) >= 50
     slowest = 0.0
     escaped: list[tuple[str, Any]] = []
     with secd.client(timeout=30) as c:
         for expression in ESCAPES:
             began = time.monotonic()
-            reply_ = c.call("tools.call", {"name": "calculate",
-                                           "args": {"expression": expression}})
+            reply_ = c.call("tools.call", {"name": "calculate", "args": {"expression": expression}})
             result = json.loads(reply_["result"])
             slowest = max(slowest, time.monotonic() - began)
             if "result" in result or not str(result.get("error", "")).startswith(
-                    ("Invalid:", "Division by zero")):
+                ("Invalid:", "Division by zero")
+            ):
                 escaped.append((expression[:80], result))
     print(f"calculator corpus: {len(ESCAPES)} expressions, slowest call {slowest * 1000:.1f} ms")
     assert escaped == []
@@ -83,10 +94,20 @@ def test_calculator_escape_corpus_end_to_end_has_no_escape_and_each_call_is_boun
 # --- path traversal ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("file_path", [
-    "../../.env", "refs/../../../.env", "/etc/passwd", "etc_link/passwd", "passwd_link",
-    "home_env", "refs/\0notes.md", "refs/" + "a" * 10_000, "refs/../refs/../../demo/../../.env",
-])
+@pytest.mark.parametrize(
+    "file_path",
+    [
+        "../../.env",
+        "refs/../../../.env",
+        "/etc/passwd",
+        "etc_link/passwd",
+        "passwd_link",
+        "home_env",
+        "refs/\0notes.md",
+        "refs/" + "a" * 10_000,
+        "refs/../refs/../../demo/../../.env",
+    ],
+)
 def test_skill_file_path_cannot_leave_the_skill_folder(secd: DaemonProcess, file_path: str) -> None:
     view = secd.call("skills.view", {"name": "demo", "file_path": file_path})
     assert view["success"] is False and "content" not in view, view
@@ -104,20 +125,26 @@ def test_hostile_skill_names_are_not_found(secd: DaemonProcess, name: str) -> No
     assert view["success"] is False and "content" not in view
 
 
-@pytest.mark.parametrize("method", ["plugins.info", "plugins.remove", "plugins.enable",
-                                    "plugins.disable", "plugins.update"])
+@pytest.mark.parametrize(
+    "method",
+    ["plugins.info", "plugins.remove", "plugins.enable", "plugins.disable", "plugins.update"],
+)
 @pytest.mark.parametrize("name", HOSTILE_IDS)
 def test_hostile_plugin_names_are_not_found_and_touch_nothing(
-        secd: DaemonProcess, method: str, name: str) -> None:
+    secd: DaemonProcess, method: str, name: str
+) -> None:
     assert rpc_error(secd, method, {"name": name}).code == Codes.NOT_FOUND
     assert (secd.home / "skills" / "demo" / "SKILL.md").exists()
     assert not (secd.home / "config.yaml").exists()  # enable/disable did not write anything
 
 
-@pytest.mark.parametrize("manifest_name", ["../escape", "/tmp/abs-escape", "a/b", "..", ".",
-                                           "x\n", "sub/../../escape", " x", "x\0"])
-def test_install_refuses_manifest_names_that_are_paths(secd: DaemonProcess,
-                                                       manifest_name: str) -> None:
+@pytest.mark.parametrize(
+    "manifest_name",
+    ["../escape", "/tmp/abs-escape", "a/b", "..", ".", "x\n", "sub/../../escape", " x", "x\0"],
+)
+def test_install_refuses_manifest_names_that_are_paths(
+    secd: DaemonProcess, manifest_name: str
+) -> None:
     source = short_tmpdir("hsrc-")
     write_plugin(source, "src", manifest={"name": manifest_name, "version": "1"})
     (secd.home / "plugins").mkdir(exist_ok=True)
@@ -126,15 +153,17 @@ def test_install_refuses_manifest_names_that_are_paths(secd: DaemonProcess,
     err = rpc_error(secd, "plugins.install", {"source": str(source / "src"), "force": True})
     assert err.code == Codes.INVALID_PARAMS
     assert "plugin name" in err.message or "does not parse" in err.message
-    assert sorted(p.name for p in secd.home.iterdir()
-                  if not p.name.startswith("state.db")) == before
+    assert (
+        sorted(p.name for p in secd.home.iterdir() if not p.name.startswith("state.db")) == before
+    )
     assert sorted(p.name for p in (secd.home / "plugins").iterdir()) == installed
     assert not Path("/tmp/abs-escape").exists() and not (secd.home / "escape").exists()
     assert list((secd.home / "plugins").glob("*\n*")) == []
 
 
-@pytest.mark.parametrize("method", ["session.get", "session.history", "session.delete",
-                                    "session.rename", "session.send"])
+@pytest.mark.parametrize(
+    "method", ["session.get", "session.history", "session.delete", "session.rename", "session.send"]
+)
 @pytest.mark.parametrize("sid", HOSTILE_IDS)
 def test_hostile_session_ids_are_not_found(secd: DaemonProcess, method: str, sid: str) -> None:
     params: dict[str, Any] = {"session_id": sid}
@@ -147,12 +176,22 @@ def test_hostile_session_ids_are_not_found(secd: DaemonProcess, method: str, sid
     assert secd.alive()
 
 
-@pytest.mark.parametrize("where", ["plugins/planted/__init__.py", "plugins/x/../planted.py",
-                                   "skills/demo/../../plugins/planted/__init__.py"])
+@pytest.mark.parametrize(
+    "where",
+    [
+        "plugins/planted/__init__.py",
+        "plugins/x/../planted.py",
+        "skills/demo/../../plugins/planted/__init__.py",
+    ],
+)
 def test_a_tool_cannot_plant_a_plugin(secd: DaemonProcess, where: str) -> None:
     code = "def register(ctx):\n    import os  # would run with the daemon's secrets\n"
-    got = json.loads(secd.call("tools.call", {"name": "write_file", "args": {
-        "path": f"{secd.home}/{where}", "content": code}})["result"])
+    got = json.loads(
+        secd.call(
+            "tools.call",
+            {"name": "write_file", "args": {"path": f"{secd.home}/{where}", "content": code}},
+        )["result"]
+    )
     assert got["error"].startswith("Access denied") and "plugin directory" in got["error"]
     assert not (secd.home / "plugins" / "planted").exists()
     assert not (secd.home / "plugins" / "planted.py").exists()
@@ -184,7 +223,8 @@ def linked_plugin(root: Path, folder: str, tool: str) -> Path:
 
 
 def test_symlinked_plugin_folder_and_manifest_load_but_cannot_be_removed_through_rpc(
-        start: Start) -> None:
+    start: Start,
+) -> None:
     home, elsewhere = short_tmpdir(), short_tmpdir("hel-")
     (home / "plugins").mkdir()
     target = linked_plugin(elsewhere, "real_folder", "linked_tool")
@@ -203,8 +243,7 @@ def test_symlinked_plugin_folder_and_manifest_load_but_cannot_be_removed_through
     assert (target / "__init__.py").exists()
 
 
-def test_plugin_data_symlink_to_etc_is_plugin_code_business_not_a_daemon_read(
-        start: Start) -> None:
+def test_plugin_data_symlink_to_etc_is_plugin_code_business_not_a_daemon_read(start: Start) -> None:
     # A plugin's own code may read what the daemon user can read (it runs in-process); the
     # daemon itself never serves a plugin's data files to clients, so a data -> /etc link
     # gives a client nothing a plugin could not give it anyway. Loading is allowed.
@@ -212,8 +251,10 @@ def test_plugin_data_symlink_to_etc_is_plugin_code_business_not_a_daemon_read(
     path = write_plugin(home / "plugins", "etc_data", LINKED.replace("{tool}", "etc_tool"))
     (path / "data").symlink_to("/etc")
     d = start(home)
-    assert next(p for p in d.call("plugins.list")["plugins"]
-                if p["key"] == "etc_data")["state"] == "loaded"
+    assert (
+        next(p for p in d.call("plugins.list")["plugins"] if p["key"] == "etc_data")["state"]
+        == "loaded"
+    )
 
 
 def test_install_refuses_a_source_with_symlinks_pointing_outside_it(secd: DaemonProcess) -> None:
@@ -280,11 +321,13 @@ def test_tricky_env_values_written_by_set_env_read_back_unchanged(start: Start) 
     d.stop()
     d2 = start(home)  # a restart loads them into the daemon's environment unchanged
     for name, value in TRICKY_VALUES.items():
-        got = json.loads(d2.call("tools.call", {"name": "env_digest",
-                                                "args": {"name": name}})["result"])
+        got = json.loads(
+            d2.call("tools.call", {"name": "env_digest", "args": {"name": name}})["result"]
+        )
         assert got["sha"] == hashlib.sha256(value.encode()).hexdigest(), name
-    got = json.loads(d2.call("tools.call", {"name": "env_digest",
-                                            "args": {"name": "INJECTED"}})["result"])
+    got = json.loads(
+        d2.call("tools.call", {"name": "env_digest", "args": {"name": "INJECTED"}})["result"]
+    )
     assert got["sha"] == hashlib.sha256(b"<unset>").hexdigest()
 
 
@@ -333,8 +376,11 @@ def test_planted_secrets_never_reach_the_log_notifications_or_the_model(start: S
     (home / ".env").write_text(f"MY_DOTENV_SECRET={DOTENV_SECRET}\n")
     write_plugin(home / "plugins", "spiller", SPILLER)
     with ScriptedModelServer() as model:
-        d = start(home, env={"DEPLOY_TOKEN": TOKEN_SECRET}, config=(
-            f"model:\n  base_url: {model.url}\n  default: scripted\nlog_level: DEBUG\n"))
+        d = start(
+            home,
+            env={"DEPLOY_TOKEN": TOKEN_SECRET},
+            config=(f"model:\n  base_url: {model.url}\n  default: scripted\nlog_level: DEBUG\n"),
+        )
         script = [
             (call_tools(tool_call("sk_output"), tool_call("failing")), "show me the key"),
             (call_tools(tool_call("noisy")), "make noise with context"),
@@ -345,12 +391,16 @@ def test_planted_secrets_never_reach_the_log_notifications_or_the_model(start: S
             sid = c.call("session.create")["id"]
             for step, message in script:
                 model.push(step, reply("answered"))
-                result = c.call("session.send", {"session_id": sid, "message": message,
-                                                 "wait": True}, timeout=30)
+                result = c.call(
+                    "session.send",
+                    {"session_id": sid, "message": message, "wait": True},
+                    timeout=30,
+                )
                 assert result["status"] == "completed", result
             model.push(reply("after the injected note"))
-            c.call("session.send", {"session_id": sid, "message": "again", "wait": True},
-                   timeout=30)
+            c.call(
+                "session.send", {"session_id": sid, "message": "again", "wait": True}, timeout=30
+            )
             notes = [n.params for n in c.notifications(timeout=0.3)]
             history = c.call("session.history", {"session_id": sid})["messages"]
         d.stop()
@@ -360,7 +410,7 @@ def test_planted_secrets_never_reach_the_log_notifications_or_the_model(start: S
     assert len(model.requests) >= 7
     for secret in PLANTED:
         at = bodies.find(secret)
-        assert at < 0, f"{secret} reached the model: {bodies[max(0, at - 300):at + 50]}"
+        assert at < 0, f"{secret} reached the model: {bodies[max(0, at - 300) : at + 50]}"
         assert secret not in json.dumps(notes), f"{secret} reached a notification"
         assert secret not in json.dumps(history), f"{secret} reached the stored history"
         assert secret not in log, f"{secret} reached the daemon log"

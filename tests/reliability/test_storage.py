@@ -59,8 +59,11 @@ def _fill_until_refused(daemon: DaemonProcess, sid: str) -> RpcError:
         for _ in range(60):
             try:
                 c.call("session.create", {"title": big[:200]})
-                result = c.call("session.send", {"session_id": sid, "wait": True,
-                                                 "message": f"echo full {big}"}, timeout=30)
+                result = c.call(
+                    "session.send",
+                    {"session_id": sid, "wait": True, "message": f"echo full {big}"},
+                    timeout=30,
+                )
             except RpcError as exc:
                 return exc
             assert result["status"] == "completed" or "full" in (result["error"] or ""), result
@@ -68,12 +71,17 @@ def _fill_until_refused(daemon: DaemonProcess, sid: str) -> RpcError:
 
 
 def test_full_disk_gives_a_clear_error_and_works_again_once_space_is_freed(
-        start: Callable[..., DaemonProcess], small_home: Path, model: ScriptedModelServer) -> None:
+    start: Callable[..., DaemonProcess], small_home: Path, model: ScriptedModelServer
+) -> None:
     daemon = start(small_home, config=model_config(model.url))
     with daemon.client() as c:
         sid = c.call("session.create", {"title": "before"})["id"]
-        assert c.call("session.send", {"session_id": sid, "message": "echo before",
-                                       "wait": True})["status"] == "completed"
+        assert (
+            c.call("session.send", {"session_id": sid, "message": "echo before", "wait": True})[
+                "status"
+            ]
+            == "completed"
+        )
     filler = small_home / "filler"
     fill_disk(filler)
     error = _fill_until_refused(daemon, sid)
@@ -81,8 +89,9 @@ def test_full_disk_gives_a_clear_error_and_works_again_once_space_is_freed(
     assert "full" in error.message and error.data == {"reason": "full"}
     print(f"\nfull disk: {error.code}: {error.message}")
     with daemon.client() as c:
-        result = c.call("session.send", {"session_id": sid, "message": "echo refused",
-                                         "wait": True}, timeout=30)
+        result = c.call(
+            "session.send", {"session_id": sid, "message": "echo refused", "wait": True}, timeout=30
+        )
         assert result["status"] == "failed" and "disk" in result["error"], result
         assert not result["error"].startswith("internal error"), result  # a plain sentence
         print(f"turn on a full disk: {result['error']}")
@@ -95,8 +104,9 @@ def test_full_disk_gives_a_clear_error_and_works_again_once_space_is_freed(
     filler.unlink()
     with daemon.client() as c:
         new = c.call("session.create", {"title": "after"})["id"]
-        result = c.call("session.send", {"session_id": new, "message": "echo after",
-                                         "wait": True}, timeout=30)
+        result = c.call(
+            "session.send", {"session_id": new, "message": "echo after", "wait": True}, timeout=30
+        )
         assert result["status"] == "completed", result
     assert daemon.stop() == 0
     report = db_report(small_home / "state.db")
@@ -108,12 +118,12 @@ def _start_failing(home: Path) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "hermesd", "--socket", str(short_tmpdir("hr-") / "s.sock")]
     if os.geteuid() == 0:
         argv.append("--allow-root")
-    return subprocess.run(argv, env=daemon_env(home), capture_output=True, text=True,
-                          timeout=30, check=False)
+    return subprocess.run(
+        argv, env=daemon_env(home), capture_output=True, text=True, timeout=30, check=False
+    )
 
 
-def test_read_only_state_dir_at_start_is_a_clear_error_and_exit_status_73(
-        small_home: Path) -> None:
+def test_read_only_state_dir_at_start_is_a_clear_error_and_exit_status_73(small_home: Path) -> None:
     daemon = start_daemon(small_home)
     with daemon.client() as c:
         sid = c.call("session.create", {"title": "kept"})["id"]
@@ -134,9 +144,9 @@ def test_read_only_state_dir_at_start_is_a_clear_error_and_exit_status_73(
         daemon.stop()
 
 
-
 def test_another_process_holding_the_database_lock_delays_turns_but_never_the_loop(
-        start: Callable[..., DaemonProcess], model: ScriptedModelServer) -> None:
+    start: Callable[..., DaemonProcess], model: ScriptedModelServer
+) -> None:
     # `sqlite3 state.db` in a shell, a backup tool: another process holds the write lock. A
     # turn's store calls run on the event loop, which must not wait for that lock: they go
     # to the DB thread (which waits up to its busy timeout) and everything else is served.
@@ -147,17 +157,23 @@ def test_another_process_holding_the_database_lock_delays_turns_but_never_the_lo
     daemon = start(config=model_config(model.url))
     with daemon.client() as c:
         sid = c.call("session.create")["id"]
-        assert c.call("session.send", {"session_id": sid, "message": "echo warm",
-                                       "wait": True})["status"] == "completed"
-        other = sqlite3.connect(daemon.home / "state.db", isolation_level=None, timeout=5,
-                                check_same_thread=False)
+        assert (
+            c.call("session.send", {"session_id": sid, "message": "echo warm", "wait": True})[
+                "status"
+            ]
+            == "completed"
+        )
+        other = sqlite3.connect(
+            daemon.home / "state.db", isolation_level=None, timeout=5, check_same_thread=False
+        )
         other.execute("BEGIN IMMEDIATE")
         released = threading.Timer(1.5, other.execute, ("COMMIT",))
         started = time.monotonic()
         released.start()
         try:
-            turn_id = c.call("session.send", {"session_id": sid, "message": "echo held"},
-                             timeout=10)["turn_id"]
+            turn_id = c.call(
+                "session.send", {"session_id": sid, "message": "echo held"}, timeout=10
+            )["turn_id"]
             pings = []
             while time.monotonic() - started < 1.2:
                 sent = time.monotonic()

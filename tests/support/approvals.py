@@ -28,8 +28,9 @@ class Answering:
         return answer
 
 
-def client_answering(daemon: DaemonProcess, choice: str | None,
-                     reason: str | None = None) -> tuple[Client, Answering]:
+def client_answering(
+    daemon: DaemonProcess, choice: str | None, reason: str | None = None
+) -> tuple[Client, Answering]:
     """A connected client whose approval answer is ``choice``."""
     client = daemon.client()
     handler = Answering(choice, reason)
@@ -37,8 +38,13 @@ def client_answering(daemon: DaemonProcess, choice: str | None,
     return client, handler
 
 
-def tool(client: Client, name: str, args: dict[str, Any], session_id: str | None = None,
-         timeout: float = 30.0) -> Any:
+def tool(
+    client: Client,
+    name: str,
+    args: dict[str, Any],
+    session_id: str | None = None,
+    timeout: float = 30.0,
+) -> Any:
     """``tools.call``; the tool's parsed JSON result."""
     params: dict[str, Any] = {"name": name, "args": args}
     if session_id:
@@ -50,8 +56,9 @@ def tool(client: Client, name: str, args: dict[str, Any], session_id: str | None
         return result
 
 
-def terminal(client: Client, command: str, session_id: str | None = None,
-             timeout: float = 30.0) -> Any:
+def terminal(
+    client: Client, command: str, session_id: str | None = None, timeout: float = 30.0
+) -> Any:
     """Run ``command`` with the terminal tool through ``tools.call``."""
     return tool(client, "terminal", {"command": command}, session_id, timeout)
 
@@ -84,8 +91,9 @@ class Background:
         return not self._thread.is_alive()
 
 
-def wait_pending(daemon: DaemonProcess, count: int = 1, timeout: float = 10.0
-                 ) -> list[dict[str, Any]]:
+def wait_pending(
+    daemon: DaemonProcess, count: int = 1, timeout: float = 10.0
+) -> list[dict[str, Any]]:
     """Poll ``approvals.pending`` until ``count`` approvals wait; return them."""
     import time
 

@@ -101,9 +101,13 @@ def remove_scratch_dirs() -> None:
 
 def daemon_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """A clean environment for a test daemon."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("HERMES_", "OPENAI_", "NOTIFY_", "LISTEN_", "WATCHDOG_",
-                                "JOURNAL_", "XDG_RUNTIME"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(
+            ("HERMES_", "OPENAI_", "NOTIFY_", "LISTEN_", "WATCHDOG_", "JOURNAL_", "XDG_RUNTIME")
+        )
+    }
     env["HERMES_HOME"] = str(home)
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = checkout_pythonpath(env.get("PYTHONPATH"))
@@ -119,8 +123,14 @@ def child_pids(pid: int) -> list[int]:
 class DaemonProcess:
     """A running hermesd with its home, socket, log and notify messages."""
 
-    def __init__(self, home: Path, socket_path: Path, proc: subprocess.Popen[bytes],
-                 notify: NotifyListener, log_path: Path) -> None:
+    def __init__(
+        self,
+        home: Path,
+        socket_path: Path,
+        proc: subprocess.Popen[bytes],
+        notify: NotifyListener,
+        log_path: Path,
+    ) -> None:
         self.home = home
         self.socket = socket_path
         self.proc = proc
@@ -192,8 +202,14 @@ def start_daemon(
         argv.append("--allow-root")
     argv += args or []
     with open(log_path, "wb") as log_file:
-        proc = subprocess.Popen(argv, env=full_env, stdout=log_file, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, cwd=str(run))
+        proc = subprocess.Popen(
+            argv,
+            env=full_env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=str(run),
+        )
     daemon = DaemonProcess(home, sock, proc, notify, log_path)
     if wait_ready:
         deadline = time.monotonic() + timeout
@@ -213,14 +229,24 @@ def start_daemon(
     return daemon
 
 
-def run_hermesctl(args: list[str], env: dict[str, str] | None = None,
-                  input: str | None = None, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+def run_hermesctl(
+    args: list[str],
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+    timeout: float = 60.0,
+) -> subprocess.CompletedProcess[str]:
     """Run the hermesctl CLI as a separate process."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
     full_env["PYTHONPATH"] = checkout_pythonpath(full_env.get("PYTHONPATH"))
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "hermesctl", *args], env=full_env,
-                          capture_output=True, text=True, input=input, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "hermesctl", *args],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        input=input,
+        timeout=timeout,
+    )
 
 
 def follow_turn(c: Client, turn_id: str, timeout: float = 20) -> list[dict[str, Any]]:
@@ -238,8 +264,7 @@ def follow_turn(c: Client, turn_id: str, timeout: float = 20) -> list[dict[str, 
     raise AssertionError(f"turn {turn_id} did not finish; events: {events}")
 
 
-def send_and_follow(c: Client, sid: str, message: str, timeout: float = 20
-                    ) -> list[dict[str, Any]]:
+def send_and_follow(c: Client, sid: str, message: str, timeout: float = 20) -> list[dict[str, Any]]:
     """Start a turn with ``session.send`` and return its events (see ``follow_turn``)."""
     turn_id = c.call("session.send", {"session_id": sid, "message": message})["turn_id"]
     return follow_turn(c, turn_id, timeout)

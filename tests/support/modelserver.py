@@ -53,17 +53,17 @@ class Step:
 
     content: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
-    finish_reason: str | None = None      # default: tool_calls when there are any, else stop
-    usage: dict[str, int] | None = None   # default: a rough count
-    send_usage: bool = True               # only sent when the request asks for it
-    delay: float = 0.0                    # seconds before the response starts
-    chunk_delay: float = 0.0              # seconds between streamed chunks
-    chunk_chars: int = 8                  # text and argument pieces per streamed chunk
-    repeat_ids: bool = False              # llama.cpp style: id, type, name in every chunk
-    cut_after: int | None = None          # streaming: drop the connection after N chunks
+    finish_reason: str | None = None  # default: tool_calls when there are any, else stop
+    usage: dict[str, int] | None = None  # default: a rough count
+    send_usage: bool = True  # only sent when the request asks for it
+    delay: float = 0.0  # seconds before the response starts
+    chunk_delay: float = 0.0  # seconds between streamed chunks
+    chunk_chars: int = 8  # text and argument pieces per streamed chunk
+    repeat_ids: bool = False  # llama.cpp style: id, type, name in every chunk
+    cut_after: int | None = None  # streaming: drop the connection after N chunks
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
-    body: bytes | None = None             # sent verbatim, e.g. a non-JSON body
+    body: bytes | None = None  # sent verbatim, e.g. a non-JSON body
     content_type: str | None = None
     empty_choices: bool = False
 
@@ -73,8 +73,9 @@ def reply(text: str, **kw: Any) -> Step:
     return Step(content=text, **kw)
 
 
-def tool_call(name: str, arguments: dict[str, Any] | str | None = None,
-              call_id: str | None = None) -> ToolCall:
+def tool_call(
+    name: str, arguments: dict[str, Any] | str | None = None, call_id: str | None = None
+) -> ToolCall:
     """One tool call; pass a str to send arguments that are not valid JSON."""
     return ToolCall(name, {} if arguments is None else arguments, call_id)
 
@@ -84,18 +85,24 @@ def call_tools(*calls: ToolCall, content: str | None = None, **kw: Any) -> Step:
     return Step(content=content, tool_calls=list(calls), **kw)
 
 
-def http_error(status: int, message: str = "scripted failure", *,
-               retry_after: float | str | None = None, **kw: Any) -> Step:
+def http_error(
+    status: int,
+    message: str = "scripted failure",
+    *,
+    retry_after: float | str | None = None,
+    **kw: Any,
+) -> Step:
     """An HTTP error with an OpenAI-style JSON error body."""
     headers = {"retry-after": str(retry_after)} if retry_after is not None else {}
-    body = json.dumps({"error": {"message": message, "type": "server_error",
-                                 "code": str(status)}}).encode()
-    return Step(status=status, body=body, headers=headers, content_type="application/json",
-                **kw)
+    body = json.dumps(
+        {"error": {"message": message, "type": "server_error", "code": str(status)}}
+    ).encode()
+    return Step(status=status, body=body, headers=headers, content_type="application/json", **kw)
 
 
-def raw(body: bytes | str, *, status: int = 200, content_type: str = "text/html",
-        **kw: Any) -> Step:
+def raw(
+    body: bytes | str, *, status: int = 200, content_type: str = "text/html", **kw: Any
+) -> Step:
     """A response body sent verbatim (non-JSON, wrong content type)."""
     data = body.encode() if isinstance(body, str) else body
     return Step(status=status, body=data, content_type=content_type, **kw)
@@ -122,9 +129,16 @@ def model_config(url: str, **model: Any) -> str:
 class ScriptedModelServer:
     """OpenAI-compatible ``/v1/chat/completions`` answering from a script or a rule."""
 
-    def __init__(self, steps: Iterable[Step] = (), *, rules: Rule | None = None,
-                 latency: float = 0.0, model: str = "scripted-model",
-                 reject_stream_options: bool = False, port: int = 0) -> None:
+    def __init__(
+        self,
+        steps: Iterable[Step] = (),
+        *,
+        rules: Rule | None = None,
+        latency: float = 0.0,
+        model: str = "scripted-model",
+        reject_stream_options: bool = False,
+        port: int = 0,
+    ) -> None:
         self.steps: deque[Step] = deque(steps)
         self.rules = rules
         self.latency = latency
@@ -133,7 +147,7 @@ class ScriptedModelServer:
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []  # lower-cased names, one per request
         self.hung_up = 0  # streams the client closed before their end
-        self.request_times: list[float] = []    # time.monotonic() when each request arrived
+        self.request_times: list[float] = []  # time.monotonic() when each request arrived
         self.response_end_times: list[float] = []  # ... and when its answer was fully sent
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -167,9 +181,12 @@ class ScriptedModelServer:
         return self.requests[-1]
 
     def start(self) -> Self:
-        self._thread = threading.Thread(target=self._httpd.serve_forever,
-                                        kwargs={"poll_interval": 0.01},
-                                        name="scripted-model", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.01},
+            name="scripted-model",
+            daemon=True,
+        )
         self._thread.start()
         return self
 
@@ -214,8 +231,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") in ("/v1/models", "/models"):
-            self._json(200, {"object": "list", "data": [
-                {"id": self.owner.model, "object": "model", "created": 0, "owned_by": "test"}]})
+            self._json(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {
+                            "id": self.owner.model,
+                            "object": "model",
+                            "created": 0,
+                            "owned_by": "test",
+                        }
+                    ],
+                },
+            )
         else:
             self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
@@ -235,19 +264,29 @@ class _Handler(BaseHTTPRequestHandler):
             owner.request_headers.append({k.lower(): v for k, v in self.headers.items()})
         if owner.reject_stream_options and "stream_options" in request:
             owner.requests.append(request)
-            self._json(400, {"error": {"message": "Unrecognized request argument supplied: "
-                                       "stream_options", "type": "invalid_request_error"}})
+            self._json(
+                400,
+                {
+                    "error": {
+                        "message": "Unrecognized request argument supplied: stream_options",
+                        "type": "invalid_request_error",
+                    }
+                },
+            )
             return
         step = owner._next_step(request)
         if step is None:
-            self._json(500, {"error": {"message": "scripted model: script exhausted",
-                                       "type": "server_error"}})
+            self._json(
+                500,
+                {"error": {"message": "scripted model: script exhausted", "type": "server_error"}},
+            )
             return
         if owner.latency or step.delay:
             time.sleep(owner.latency + step.delay)
         if step.body is not None or step.status != 200:
-            self._send(step.status, step.body or b"", step.content_type or "application/json",
-                       step.headers)
+            self._send(
+                step.status, step.body or b"", step.content_type or "application/json", step.headers
+            )
         elif request.get("stream"):
             self._stream(request, step)
         else:
@@ -255,8 +294,9 @@ class _Handler(BaseHTTPRequestHandler):
         with owner._lock:
             owner.response_end_times.append(time.monotonic())
 
-    def _send(self, status: int, body: bytes, content_type: str,
-              headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(body)))
@@ -305,10 +345,16 @@ def _usage(request: dict[str, Any], step: Step) -> dict[str, int]:
     if step.usage is not None:
         return step.usage
     prompt = sum(len(str(m.get("content") or "")) for m in request.get("messages", [])) // 4
-    completion = len(step.content or "") // 4 + sum(
-        len(c.arguments_text()) // 4 + 1 for c in step.tool_calls) + 1
-    return {"prompt_tokens": prompt + 1, "completion_tokens": completion,
-            "total_tokens": prompt + 1 + completion}
+    completion = (
+        len(step.content or "") // 4
+        + sum(len(c.arguments_text()) // 4 + 1 for c in step.tool_calls)
+        + 1
+    )
+    return {
+        "prompt_tokens": prompt + 1,
+        "completion_tokens": completion,
+        "total_tokens": prompt + 1 + completion,
+    }
 
 
 def _finish(step: Step) -> str:
@@ -320,16 +366,24 @@ def _call_id(call: ToolCall, completion_id: int, index: int) -> str:
 
 
 def _completion(request: dict[str, Any], step: Step, n: int) -> dict[str, Any]:
-    body: dict[str, Any] = {"id": f"chatcmpl-{n}", "object": "chat.completion",
-                            "created": int(time.time()),
-                            "model": request.get("model") or "scripted-model", "choices": []}
+    body: dict[str, Any] = {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.get("model") or "scripted-model",
+        "choices": [],
+    }
     if not step.empty_choices:
         message: dict[str, Any] = {"role": "assistant", "content": step.content}
         if step.tool_calls:
             message["tool_calls"] = [
-                {"id": _call_id(c, n, i), "type": "function",
-                 "function": {"name": c.name, "arguments": c.arguments_text()}}
-                for i, c in enumerate(step.tool_calls)]
+                {
+                    "id": _call_id(c, n, i),
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments_text()},
+                }
+                for i, c in enumerate(step.tool_calls)
+            ]
         body["choices"] = [{"index": 0, "message": message, "finish_reason": _finish(step)}]
     if step.send_usage:
         body["usage"] = _usage(request, step)
@@ -338,16 +392,19 @@ def _completion(request: dict[str, Any], step: Step, n: int) -> dict[str, Any]:
 
 def _pieces(text: str, size: int) -> list[str]:
     size = max(1, size)
-    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
 def _chunks(request: dict[str, Any], step: Step, n: int, include_usage: bool) -> list[str]:
-    base = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk",
-            "created": int(time.time()), "model": request.get("model") or "scripted-model"}
+    base = {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": request.get("model") or "scripted-model",
+    }
 
     def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> str:
-        choices = [] if delta is None else [
-            {"index": 0, "delta": delta, "finish_reason": finish}]
+        choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
         return fastjson.dumps({**base, "choices": choices}).decode()
 
     out: list[str] = []
@@ -359,8 +416,10 @@ def _chunks(request: dict[str, Any], step: Step, n: int, include_usage: bool) ->
             head = {"index": index, "id": _call_id(call, n, index), "type": "function"}
             for j, piece in enumerate(_pieces(call.arguments_text(), step.chunk_chars)):
                 if j == 0 or step.repeat_ids:
-                    entry: dict[str, Any] = {**head, "function": {"name": call.name,
-                                                                 "arguments": piece}}
+                    entry: dict[str, Any] = {
+                        **head,
+                        "function": {"name": call.name, "arguments": piece},
+                    }
                 else:
                     entry = {"index": index, "function": {"arguments": piece}}
                 out.append(chunk({"tool_calls": [entry]}))
@@ -377,8 +436,10 @@ def _chunks(request: dict[str, Any], step: Step, n: int, include_usage: bool) ->
 # -- rules ----------------------------------------------------------------------------------
 
 _NUMBER = r"(\d+(?:\.\d+)?)"
-_DATA = re.compile(_NUMBER + r"\s*(TB|GB|MB|KB)(?![A-Za-z]).*?(?<![A-Za-z])(TB|GB|MB|KB|B)"
-                   r"(?![A-Za-z])")
+_DATA = re.compile(
+    _NUMBER + r"\s*(TB|GB|MB|KB)(?![A-Za-z]).*?(?<![A-Za-z])(TB|GB|MB|KB|B)"
+    r"(?![A-Za-z])"
+)
 _UNITS = re.compile(_NUMBER + r"\s*°?([A-Za-z]+)\s+(?:to|in|into)\s+°?([A-Za-z]+)", re.IGNORECASE)
 _POWER = re.compile(_NUMBER + r"\s*(?:的|to the power of|\^|\*\*)\s*" + _NUMBER + r"\s*(?:次方)?")
 _EXPR = re.compile(r"[-+*/().\d\s^]*\d\s*[-+*/^]\s*[-+*/().\d\s^]*\d[)\s]*")
@@ -386,15 +447,27 @@ _EXPR = re.compile(r"[-+*/().\d\s^]*\d\s*[-+*/^]\s*[-+*/().\d\s^]*\d[)\s]*")
 
 def _user_step(text: str) -> Step:
     if m := _DATA.search(text):
-        return call_tools(tool_call("unit_convert", {
-            "value": float(m.group(1)), "from_unit": m.group(2), "to_unit": m.group(3)}))
+        return call_tools(
+            tool_call(
+                "unit_convert",
+                {"value": float(m.group(1)), "from_unit": m.group(2), "to_unit": m.group(3)},
+            )
+        )
     if "华氏" in text or "fahrenheit" in text.lower():
         value = re.search(_NUMBER, text)
-        return call_tools(tool_call("unit_convert", {
-            "value": float(value.group(1)) if value else 0, "from_unit": "F", "to_unit": "C"}))
+        return call_tools(
+            tool_call(
+                "unit_convert",
+                {"value": float(value.group(1)) if value else 0, "from_unit": "F", "to_unit": "C"},
+            )
+        )
     if m := _UNITS.search(text):
-        return call_tools(tool_call("unit_convert", {
-            "value": float(m.group(1)), "from_unit": m.group(2), "to_unit": m.group(3)}))
+        return call_tools(
+            tool_call(
+                "unit_convert",
+                {"value": float(m.group(1)), "from_unit": m.group(2), "to_unit": m.group(3)},
+            )
+        )
     if "平方根" in text or "square root" in text.lower():
         factor = re.search(_NUMBER, text)
         inner = "pi" if ("π" in text or "pi" in text.lower()) else "2"
@@ -403,8 +476,9 @@ def _user_step(text: str) -> Step:
     if m := _POWER.search(text):
         return call_tools(tool_call("calculate", {"expression": f"{m.group(1)}**{m.group(2)}"}))
     if m := _EXPR.search(text):
-        return call_tools(tool_call("calculate",
-                                    {"expression": m.group(0).strip().replace("^", "**")}))
+        return call_tools(
+            tool_call("calculate", {"expression": m.group(0).strip().replace("^", "**")})
+        )
     return reply(f"You said: {text.strip()}")
 
 
@@ -432,16 +506,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--script", choices=sorted(SCRIPTS), default="rules")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per response")
-    parser.add_argument("--engine", choices=("threads", "asyncio"), default="threads",
-                        help="a thread per connection (as in the tests), or one asyncio loop "
-                             "(tests.support.modelserver_async: less CPU for many at once)")
+    parser.add_argument(
+        "--engine",
+        choices=("threads", "asyncio"),
+        default="threads",
+        help="a thread per connection (as in the tests), or one asyncio loop "
+        "(tests.support.modelserver_async: less CPU for many at once)",
+    )
     args = parser.parse_args(argv)
     if args.engine == "asyncio":
         from tests.support.modelserver_async import serve
 
         return serve(SCRIPTS[args.script], args.latency, args.port)
-    server = ScriptedModelServer(rules=SCRIPTS[args.script], latency=args.latency,
-                                 port=args.port)
+    server = ScriptedModelServer(rules=SCRIPTS[args.script], latency=args.latency, port=args.port)
     print(server.url, flush=True)
     try:
         server._httpd.serve_forever(poll_interval=0.2)

@@ -56,8 +56,8 @@ class _Connection(asyncio.Protocol):
         length = int(fields.get("content-length") or 0)
         if len(self.buffer) < end + 4 + length:
             return
-        body = self.buffer[end + 4:end + 4 + length]
-        self.buffer = self.buffer[end + 4 + length:]
+        body = self.buffer[end + 4 : end + 4 + length]
+        self.buffer = self.buffer[end + 4 + length :]
         self.busy = True
         asyncio.ensure_future(self._answer(head[0].split(" ")[1], body))
 
@@ -68,10 +68,15 @@ class _Connection(asyncio.Protocol):
             request = fastjson.loads(body)
         except ValueError:
             request = None
-        if path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions") or \
-                not isinstance(request, dict):
-            self._send(transport, "400 Bad Request", "application/json",
-                       b'{"error": {"message": "not a chat completion request"}}')
+        if path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions") or not isinstance(
+            request, dict
+        ):
+            self._send(
+                transport,
+                "400 Bad Request",
+                "application/json",
+                b'{"error": {"message": "not a chat completion request"}}',
+            )
             return
         step = self.server.rule(request)
         n = next(self.server.ids)
@@ -80,8 +85,10 @@ class _Connection(asyncio.Protocol):
             return
         if request.get("stream"):
             include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
-            transport.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                            b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
+            transport.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
+            )
             for event in _chunks(request, step, n, include_usage):
                 payload = b"data: " + event.encode() + b"\n\n"
                 transport.write(b"%x\r\n%s\r\n" % (len(payload), payload))
@@ -89,12 +96,19 @@ class _Connection(asyncio.Protocol):
             self.busy = False
             self._next()
         else:
-            self._send(transport, "200 OK", "application/json",
-                       json.dumps(_completion(request, step, n)).encode())
+            self._send(
+                transport,
+                "200 OK",
+                "application/json",
+                json.dumps(_completion(request, step, n)).encode(),
+            )
 
     def _send(self, transport: asyncio.Transport, status: str, kind: str, body: bytes) -> None:
-        transport.write(f"HTTP/1.1 {status}\r\ncontent-type: {kind}\r\n"
-                        f"content-length: {len(body)}\r\n\r\n".encode() + body)
+        transport.write(
+            f"HTTP/1.1 {status}\r\ncontent-type: {kind}\r\n"
+            f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
         self.busy = False
         self._next()
 

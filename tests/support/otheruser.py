@@ -17,7 +17,9 @@ from typing import Any
 import msgpack
 
 
-def talk_as(uid: int, gid: int, path: Path, frames: list[list[Any]], timeout: float = 5.0) -> dict[str, Any]:
+def talk_as(
+    uid: int, gid: int, path: Path, frames: list[list[Any]], timeout: float = 5.0
+) -> dict[str, Any]:
     """Send ``frames`` as uid/gid; return ``{"connect_error": ...}`` or ``{"received": [...]}``."""
     if os.geteuid() != 0:
         raise RuntimeError("switching uid needs root")

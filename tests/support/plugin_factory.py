@@ -73,8 +73,12 @@ def schema(name: str, **params: str) -> dict[str, Any]:
     }
 
 
-def make_host(home: Path, env: Mapping[str, str] | None = None,
-              config: Mapping[str, Any] | None = None, **kwargs: Any) -> PluginHost:
+def make_host(
+    home: Path,
+    env: Mapping[str, str] | None = None,
+    config: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> PluginHost:
     """A plugin host over ``home`` with no bundled plugins unless ``env`` says otherwise."""
     full_env = {"HERMES_BUNDLED_PLUGINS": str(home / "no-bundled")}
     full_env.update(env or {})
@@ -86,9 +90,15 @@ def _record_line(path: str, data: bytes) -> str:
     return f"{path},sha256={digest},{len(data)}"
 
 
-def build_wheel(out_dir: Path, dist: str, version: str, files: Mapping[str, str],
-                entry_points: Mapping[str, str], summary: str = "",
-                author: str = "") -> Path:
+def build_wheel(
+    out_dir: Path,
+    dist: str,
+    version: str,
+    files: Mapping[str, str],
+    entry_points: Mapping[str, str],
+    summary: str = "",
+    author: str = "",
+) -> Path:
     """A pure-Python wheel of ``files`` (path -> source) with ``hermes_agent.plugins`` entry
     points (name -> ``module`` or ``module:attr``), written to ``out_dir``."""
     norm = re.sub(r"[-_.]+", "_", dist)
@@ -96,11 +106,15 @@ def build_wheel(out_dir: Path, dist: str, version: str, files: Mapping[str, str]
     contents: dict[str, bytes] = {p: textwrap.dedent(s).encode() for p, s in files.items()}
     contents[f"{info}/METADATA"] = (
         f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\nSummary: {summary}\n"
-        f"Author: {author}\n\n").encode()
-    contents[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: hermesd-tests\n"
-                                 b"Root-Is-Purelib: true\nTag: py3-none-any\n")
-    contents[f"{info}/entry_points.txt"] = ("[hermes_agent.plugins]\n" + "".join(
-        f"{name} = {target}\n" for name, target in entry_points.items())).encode()
+        f"Author: {author}\n\n"
+    ).encode()
+    contents[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: hermesd-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
+    contents[f"{info}/entry_points.txt"] = (
+        "[hermes_agent.plugins]\n"
+        + "".join(f"{name} = {target}\n" for name, target in entry_points.items())
+    ).encode()
     record = [_record_line(p, data) for p, data in contents.items()] + [f"{info}/RECORD,,"]
     contents[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -114,9 +128,22 @@ def build_wheel(out_dir: Path, dist: str, version: str, files: Mapping[str, str]
 def pip_install(wheels: list[Path], target: Path) -> None:
     """Install wheels into ``target`` with pip (no index, no dependencies)."""
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "--no-deps", "--no-index", "--target", str(target), *map(str, wheels)],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(target),
+            *map(str, wheels),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
 
 

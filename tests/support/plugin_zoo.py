@@ -147,12 +147,23 @@ TOOLS_JSON_BOUND = """
         ctx.register_tool("repeat_text", "repeater", schema=None, handler=repeat)
 """
 
-TOOLS_JSON = [{"type": "function", "function": {
-    "name": "repeat_text",
-    "description": "Repeat the text a number of times and return the joined result as JSON",
-    "parameters": {"type": "object", "required": ["text", "times"], "properties": {
-        "text": {"type": "string", "description": "the text to repeat"},
-        "times": {"type": "integer", "description": "how many copies, 1 to 5"}}}}}]
+TOOLS_JSON = [
+    {
+        "type": "function",
+        "function": {
+            "name": "repeat_text",
+            "description": "Repeat the text a number of times and return the joined result as JSON",
+            "parameters": {
+                "type": "object",
+                "required": ["text", "times"],
+                "properties": {
+                    "text": {"type": "string", "description": "the text to repeat"},
+                    "times": {"type": "integer", "description": "how many copies, 1 to 5"},
+                },
+            },
+        },
+    }
+]
 
 ROUGH_TOOLS = f"""
     import time
@@ -218,38 +229,75 @@ def write_zoo(root: Path) -> dict[str, Path]:
     write_plugin(user, "tools_json_bound", TOOLS_JSON_BOUND, tools_json=TOOLS_JSON)
     write_plugin(user, "hidden", HIDDEN)
     write_plugin(user, "rough_tools", ROUGH_TOOLS)
-    write_plugin(user, "skilled", SKILLED, files={
-        "skills/alpha/SKILL.md": skill_md("alpha", "first skill"),
-        "skills/alpha/notes.txt": "alpha notes\n",
-        "skills/beta/SKILL.md": skill_md("beta", "second skill"),
-    })
-    write_plugin(user, "weather", manifest={"name": "weather", "version": "1.0.0",
-                                            "requires_env": ["WEATHER_API_KEY"]})
-    write_plugin(user, "env_from_process", echo_plugin("process_env_tool", "envs"), manifest={
-        "name": "env_from_process", "version": "1.0.0",
-        "requires_env": [{"name": "ZOO_PROCESS_TOKEN", "description": "a token",
-                          "url": "https://example.invalid", "password": True}]})
-    write_plugin(user, "env_from_dotenv", echo_plugin("dotenv_tool", "envs"), manifest={
-        "name": "env_from_dotenv", "version": "1.0.0", "requires_env": ["ZOO_DOTENV_TOKEN"]})
+    write_plugin(
+        user,
+        "skilled",
+        SKILLED,
+        files={
+            "skills/alpha/SKILL.md": skill_md("alpha", "first skill"),
+            "skills/alpha/notes.txt": "alpha notes\n",
+            "skills/beta/SKILL.md": skill_md("beta", "second skill"),
+        },
+    )
+    write_plugin(
+        user,
+        "weather",
+        manifest={"name": "weather", "version": "1.0.0", "requires_env": ["WEATHER_API_KEY"]},
+    )
+    write_plugin(
+        user,
+        "env_from_process",
+        echo_plugin("process_env_tool", "envs"),
+        manifest={
+            "name": "env_from_process",
+            "version": "1.0.0",
+            "requires_env": [
+                {
+                    "name": "ZOO_PROCESS_TOKEN",
+                    "description": "a token",
+                    "url": "https://example.invalid",
+                    "password": True,
+                }
+            ],
+        },
+    )
+    write_plugin(
+        user,
+        "env_from_dotenv",
+        echo_plugin("dotenv_tool", "envs"),
+        manifest={
+            "name": "env_from_dotenv",
+            "version": "1.0.0",
+            "requires_env": ["ZOO_DOTENV_TOKEN"],
+        },
+    )
     write_plugin(user, "switched_off", echo_plugin("switched_off_tool", "off"))
-    write_plugin(user, "image_gen/openai", echo_plugin("make_image", "image_gen"),
-                 manifest={"name": "openai-images", "version": "0.1"})
+    write_plugin(
+        user,
+        "image_gen/openai",
+        echo_plugin("make_image", "image_gen"),
+        manifest={"name": "openai-images", "version": "0.1"},
+    )
     (home / ".env").write_text("# zoo secrets\nZOO_DOTENV_TOKEN=from-dotenv\n")
     (home / "skills" / "notes" / "daily-review").mkdir(parents=True)
     (home / "skills" / "notes" / "daily-review" / "SKILL.md").write_text(
-        skill_md("daily-review", "Review the day and return three lessons"))
+        skill_md("daily-review", "Review the day and return three lessons")
+    )
     (home / "skills" / "notes" / "daily-review" / "references").mkdir()
     (home / "skills" / "notes" / "daily-review" / "references" / "checklist.md").write_text(
-        "- what went well\n")
+        "- what went well\n"
+    )
     (home / "secret.txt").write_text("not for skills\n")
     (home / "skills" / "notes" / "daily-review" / "escape").symlink_to(home / "secret.txt")
 
-    path_one = write_plugin(root / "nix" / "single", "path_single",
-                            echo_plugin("path_single_tool", "nix"))
+    path_one = write_plugin(
+        root / "nix" / "single", "path_single", echo_plugin("path_single_tool", "nix")
+    )
     path_many = root / "nix" / "many"
     write_plugin(path_many, "path_a", echo_plugin("path_a_tool", "nix"))
     write_plugin(path_many, "path_b", echo_plugin("path_b_tool", "nix"))
     project = root / "project"
-    write_plugin(project / ".hermes" / "plugins", "from_project",
-                 echo_plugin("project_tool", "project"))
+    write_plugin(
+        project / ".hermes" / "plugins", "from_project", echo_plugin("project_tool", "project")
+    )
     return {"home": home, "path_one": path_one, "path_many": path_many, "project": project}

@@ -45,13 +45,20 @@ class Received:
     def header(self, name: str) -> list[bytes]:
         """The values of every header line named ``name`` (any case)."""
         wanted = name.lower().encode()
-        return [value.strip() for key, _, value in
-                (line.partition(b":") for line in self.head.split(b"\r\n")[1:])
-                if key.lower() == wanted]
+        return [
+            value.strip()
+            for key, _, value in (line.partition(b":") for line in self.head.split(b"\r\n")[1:])
+            if key.lower() == wanted
+        ]
 
 
-def response(status: str = "200 OK", body: bytes = b"", *headers: str,
-             length: bool = True, version: str = "HTTP/1.1") -> bytes:
+def response(
+    status: str = "200 OK",
+    body: bytes = b"",
+    *headers: str,
+    length: bool = True,
+    version: str = "HTTP/1.1",
+) -> bytes:
     """A response's bytes; ``length`` adds a Content-Length for ``body``."""
     lines = [f"{version} {status}", *headers]
     if length:
@@ -161,8 +168,11 @@ class RawHTTPServer:
                     return
                 with self._lock:
                     self.requests.append(Received(index, request))
-                    answer = self.answers.popleft() if self.answers else Answer(
-                        response("500 Script Exhausted"))
+                    answer = (
+                        self.answers.popleft()
+                        if self.answers
+                        else Answer(response("500 Script Exhausted"))
+                    )
                 try:
                     conn.sendall(answer.data)
                 except OSError:
@@ -170,8 +180,9 @@ class RawHTTPServer:
                 if answer.close:
                     return
 
-    def _read_request(self, conn: socket.socket, index: int, pending: bytes
-                      ) -> tuple[bytes | None, bytes]:
+    def _read_request(
+        self, conn: socket.socket, index: int, pending: bytes
+    ) -> tuple[bytes | None, bytes]:
         """One request's bytes and what followed them; None when the client hung up."""
         data = pending
         while True:

@@ -25,7 +25,7 @@ from tests.support.modelserver import Step, call_tools, reply, tool_call
 from tests.support.modelserver import model_config as _server_config
 
 # A plugin with one tool that sleeps in its worker thread: tool calls stay in flight.
-SLOW_PLUGIN = '''
+SLOW_PLUGIN = """
 import json, time
 
 def register(ctx):
@@ -36,19 +36,19 @@ def register(ctx):
     ctx.register_tool("slow_tool", "slowpoke", {"name": "slow_tool",
         "description": "Sleep a while", "parameters": {"type": "object",
         "properties": {"seconds": {"type": "string"}}}}, slow_tool)
-'''
+"""
 
 _WORD = re.compile(r"^(\w+)\s+(\S+)\s*(.*)$", re.DOTALL)
 
 
 def model_config(url: str, extra: str = "") -> str:
     """config.yaml pointing at a scripted model server, plus ``extra`` YAML lines."""
-    return (_server_config(url, timeout=30, max_retries=0)
-            + f"terminal:\n  cwd: /tmp\n{extra}")
+    return _server_config(url, timeout=30, max_retries=0) + f"terminal:\n  cwd: /tmp\n{extra}"
 
 
-def turn_rules(*, delay: float = 0.0, slow_seconds: float = 30.0,
-               chunk_delay: float = 0.0) -> Callable[[dict[str, Any]], Step]:
+def turn_rules(
+    *, delay: float = 0.0, slow_seconds: float = 30.0, chunk_delay: float = 0.0
+) -> Callable[[dict[str, Any]], Step]:
     """A model script keyed on the first word of the user message.
 
     ``slow TOKEN`` calls ``slow_tool`` (``slow_seconds``); ``calc TOKEN`` calls ``calculate``;
@@ -66,16 +66,20 @@ def turn_rules(*, delay: float = 0.0, slow_seconds: float = 30.0,
         if messages[-1].get("role") == "tool":
             return reply(f"done {token} after the tool", delay=delay)
         if kind == "slow":
-            return call_tools(tool_call("slow_tool", {"seconds": str(slow_seconds)}),
-                              delay=delay)
+            return call_tools(tool_call("slow_tool", {"seconds": str(slow_seconds)}), delay=delay)
         if kind == "calc":
             return call_tools(tool_call("calculate", {"expression": "6 * 7"}), delay=delay)
         if kind == "danger":
-            return call_tools(tool_call("terminal", {"command": f"rm -rf {rest.strip()}"}),
-                              delay=delay)
+            return call_tools(
+                tool_call("terminal", {"command": f"rm -rf {rest.strip()}"}), delay=delay
+            )
         if kind == "stream":
-            return reply(f"streamed {token} " + "lorem ipsum " * 40, delay=delay,
-                         chunk_delay=chunk_delay or 0.05, chunk_chars=16)
+            return reply(
+                f"streamed {token} " + "lorem ipsum " * 40,
+                delay=delay,
+                chunk_delay=chunk_delay or 0.05,
+                chunk_chars=16,
+            )
         return reply(f"echo {token}", delay=delay)
 
     return rules
@@ -117,7 +121,9 @@ def db_report(path: Path) -> dict[str, Any]:
         try:  # rank 1: also compare the index with the external content table, once the
             # messages still listed for indexing are in it (rolled back: nothing written)
             index_pending(conn)
-            conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES('integrity-check', 1)")
+            conn.execute(
+                "INSERT INTO messages_fts(messages_fts, rank) VALUES('integrity-check', 1)"
+            )
             fts = "ok"
         except sqlite3.DatabaseError as exc:
             fts = str(exc)
@@ -126,15 +132,23 @@ def db_report(path: Path) -> dict[str, Any]:
         fts_rows = conn.execute("SELECT count(*) FROM messages_fts").fetchone()[0]
         counters = conn.execute(
             "SELECT count(*) FROM sessions s WHERE message_count !="
-            " (SELECT count(*) FROM messages m WHERE m.session_id = s.id)").fetchone()[0]
+            " (SELECT count(*) FROM messages m WHERE m.session_id = s.id)"
+        ).fetchone()[0]
         duplicates = conn.execute(
             "SELECT count(*) FROM (SELECT 1 FROM messages WHERE role IN ('user', 'tool')"
             " GROUP BY session_id, turn_id, role, coalesce(tool_call_id, ''), content"
-            " HAVING count(*) > 1)").fetchone()[0]
+            " HAVING count(*) > 1)"
+        ).fetchone()[0]
     finally:
         conn.close()
-    return {"integrity": integrity, "fts": fts, "messages": messages, "fts_rows": fts_rows,
-            "bad_counters": counters, "duplicates": duplicates}
+    return {
+        "integrity": integrity,
+        "fts": fts,
+        "messages": messages,
+        "fts_rows": fts_rows,
+        "bad_counters": counters,
+        "duplicates": duplicates,
+    }
 
 
 def fts_matches(path: Path, token: str) -> tuple[int, int]:
@@ -143,10 +157,12 @@ def fts_matches(path: Path, token: str) -> tuple[int, int]:
     try:
         conn.execute("BEGIN")  # as a search would see it: pending messages indexed first
         index_pending(conn)
-        fts = conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
-                           (f'"{token}"',)).fetchone()[0]
-        like = conn.execute("SELECT count(*) FROM messages WHERE content LIKE ?",
-                            (f"%{token}%",)).fetchone()[0]
+        fts = conn.execute(
+            "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?", (f'"{token}"',)
+        ).fetchone()[0]
+        like = conn.execute(
+            "SELECT count(*) FROM messages WHERE content LIKE ?", (f"%{token}%",)
+        ).fetchone()[0]
         conn.execute("ROLLBACK")
     finally:
         conn.close()
@@ -204,13 +220,15 @@ def _one(c: Client, kind: str, sid: str, n: int) -> None:
     elif kind == "session.list":
         assert "sessions" in c.call("session.list", {"limit": 20})
     else:
-        result = c.call("session.send", {"session_id": sid, "message": f"echo load{n}",
-                                         "wait": True}, timeout=60)
+        result = c.call(
+            "session.send",
+            {"session_id": sid, "message": f"echo load{n}", "wait": True},
+            timeout=60,
+        )
         assert result["status"] == "completed", result
 
 
-def run_load(socket: Path, clients: int, requests: int, chat_every: int = 10
-             ) -> dict[str, Any]:
+def run_load(socket: Path, clients: int, requests: int, chat_every: int = 10) -> dict[str, Any]:
     """``clients`` threads, each with its own connection and session, each sending ``requests``
     requests: every ``chat_every``-th a chat turn, the rest cycling through the other methods.
     Returns per-method latencies (ms), errors and the wall time."""
@@ -223,8 +241,7 @@ def run_load(socket: Path, clients: int, requests: int, chat_every: int = 10
         mine: dict[str, list[float]] = {k: [] for k in MIX}
         try:
             with Client.connect(socket, timeout=60) as c:
-                sid = c.call("session.create", {"title": f"load {index}",
-                                                "attach": False})["id"]
+                sid = c.call("session.create", {"title": f"load {index}", "attach": False})["id"]
                 start_gate.wait()
                 for n in range(requests):
                     kind = "chat" if n % chat_every == chat_every - 1 else MIX[n % 4]
@@ -259,8 +276,12 @@ def run_load(socket: Path, clients: int, requests: int, chat_every: int = 10
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    return {"latencies": latencies, "errors": errors, "wall_s": wall,
-            "requests": sum(len(v) for v in latencies.values()) + len(errors)}
+    return {
+        "latencies": latencies,
+        "errors": errors,
+        "wall_s": wall,
+        "requests": sum(len(v) for v in latencies.values()) + len(errors),
+    }
 
 
 def percentiles(values: list[float]) -> tuple[float, float]:
@@ -295,8 +316,12 @@ def mount_tmpfs(path: Path, size: str) -> str | None:
     import subprocess
 
     path.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs",
-                           str(path)], check=False, capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     return None if done.returncode == 0 else (done.stderr.strip() or "mount failed")
 
 

@@ -29,9 +29,16 @@ class Terminal:
         def controlling_tty() -> None:
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-        self.proc = subprocess.Popen(list(argv), stdin=slave, stdout=slave, stderr=slave,
-                                     env=env, start_new_session=True,
-                                     preexec_fn=controlling_tty, close_fds=True)
+        self.proc = subprocess.Popen(
+            list(argv),
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            start_new_session=True,
+            preexec_fn=controlling_tty,
+            close_fds=True,
+        )
         os.close(slave)
         self.master = master
         self._raw = bytearray()
@@ -67,15 +74,17 @@ class Terminal:
         with self._lock:
             while True:
                 text = ANSI.sub("", bytes(self._raw).decode("utf-8", "replace")).replace(
-                    "\r\n", "\n")
+                    "\r\n", "\n"
+                )
                 match = regex.search(text, self._pos)
                 if match:
                     self._pos = match.end()
                     return match
                 left = deadline - time.monotonic()
                 if left <= 0 or (not self._reader.is_alive() and self.proc.poll() is not None):
-                    raise AssertionError(f"{pattern!r} not shown within {timeout}s; screen:\n"
-                                         f"{text}")
+                    raise AssertionError(
+                        f"{pattern!r} not shown within {timeout}s; screen:\n{text}"
+                    )
                 self._lock.wait(min(left, 0.2))
 
     def send(self, data: str) -> None:

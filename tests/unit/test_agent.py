@@ -34,13 +34,29 @@ class FakeRegistry:
         self.turn_ids: list[str] = []
 
     def openai_tools(self, enabled_toolsets: list[str] | None = None) -> list[dict[str, Any]]:
-        return [{"type": "function", "function": {
-            "name": name, "description": f"the {name} tool",
-            "parameters": {"type": "object", "properties": {}}}} for name in self.tools]
+        return [
+            {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "description": f"the {name} tool",
+                    "parameters": {"type": "object", "properties": {}},
+                },
+            }
+            for name in self.tools
+        ]
 
-    async def call(self, name: str, args: Any, *, session_id: str,
-                   tool_call_id: str | None = None, source: str = "model",
-                   turn_id: str = "", observers: list[Any] | None = None) -> str:
+    async def call(
+        self,
+        name: str,
+        args: Any,
+        *,
+        session_id: str,
+        tool_call_id: str | None = None,
+        source: str = "model",
+        turn_id: str = "",
+        observers: list[Any] | None = None,
+    ) -> str:
         self.calls.append((name, args, tool_call_id))
         self.turn_ids.append(turn_id)
         if name not in self.tools:
@@ -75,27 +91,38 @@ def calculate(args: dict[str, Any]) -> dict[str, Any]:
 
 
 class Harness:
-    def __init__(self, tmp_path: Path, server: ScriptedModelServer, *,
-                 tools: dict[str, Callable[[dict[str, Any]], Any]] | None = None,
-                 hooks: dict[str, list[Any]] | None = None, max_iterations: int = 25,
-                 base_url: str | None = "", **model: Any) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        server: ScriptedModelServer,
+        *,
+        tools: dict[str, Callable[[dict[str, Any]], Any]] | None = None,
+        hooks: dict[str, list[Any]] | None = None,
+        max_iterations: int = 25,
+        base_url: str | None = "",
+        **model: Any,
+    ) -> None:
         self.server = server
         self.store = SessionStore(tmp_path / "state.db")
         self.registry = FakeRegistry(tools if tools is not None else {"calculate": calculate})
         self.hooks = FakeHooks(hooks)
         self.settings = ModelSettings(
-            base_url=server.url if base_url == "" else base_url, model="test-model",
-            timeout=5.0, **{"retry_max_wait": 0.05, **model})
-        self.agent_settings = AgentSettings(max_iterations=max_iterations,
-                                            system_prompt="You are a test.",
-                                            skills_index="Skills: none")
+            base_url=server.url if base_url == "" else base_url,
+            model="test-model",
+            timeout=5.0,
+            **{"retry_max_wait": 0.05, **model},
+        )
+        self.agent_settings = AgentSettings(
+            max_iterations=max_iterations,
+            system_prompt="You are a test.",
+            skills_index="Skills: none",
+        )
         self.events: list[dict[str, Any]] = []
         self.sid = self.store.create_session()["id"]
 
     def agent(self) -> tuple[AgentLoop, ModelClient]:
         client = ModelClient(self.settings)
-        return AgentLoop(self.store, self.registry, self.hooks, client,
-                         self.agent_settings), client
+        return AgentLoop(self.store, self.registry, self.hooks, client, self.agent_settings), client
 
     async def aturn(self, text: str) -> TurnResult:
         agent, client = self.agent()
@@ -150,22 +177,41 @@ def assert_valid(messages: list[dict[str, Any]]) -> None:
 
 
 def test_a_tool_call_then_a_final_answer(h: Harness) -> None:
-    h.server.push(call_tools(tool_call("calculate", {"expression": "2**16"}, "c1")),
-                  reply("2 to the 16th is 65536."))
+    h.server.push(
+        call_tools(tool_call("calculate", {"expression": "2**16"}, "c1")),
+        reply("2 to the 16th is 65536."),
+    )
     result = h.turn("What is 2**16?")
     assert (result.status, result.final_text, result.iterations) == (
-        "completed", "2 to the 16th is 65536.", 2)
-    assert h.stored() == [("user", "What is 2**16?"), ("assistant", None),
-                          ("tool", '{"result": 65536}'), ("assistant", "2 to the 16th is 65536.")]
+        "completed",
+        "2 to the 16th is 65536.",
+        2,
+    )
+    assert h.stored() == [
+        ("user", "What is 2**16?"),
+        ("assistant", None),
+        ("tool", '{"result": 65536}'),
+        ("assistant", "2 to the 16th is 65536."),
+    ]
     second = h.server.requests[1]["messages"]
     assert [m["role"] for m in second] == ["system", "user", "assistant", "tool"]
     assert second[3] == {"role": "tool", "tool_call_id": "c1", "content": '{"result": 65536}'}
-    assert h.kinds() == ["turn.started", "tool.started", "tool.finished", "message",
-                         "turn.finished"]
-    started, finished = h.events[[e["type"] for e in h.events].index("tool.started")], \
-        next(e for e in h.events if e["type"] == "tool.finished")
+    assert h.kinds() == [
+        "turn.started",
+        "tool.started",
+        "tool.finished",
+        "message",
+        "turn.finished",
+    ]
+    started, finished = (
+        h.events[[e["type"] for e in h.events].index("tool.started")],
+        next(e for e in h.events if e["type"] == "tool.finished"),
+    )
     assert (started["name"], started["tool_call_id"], json.loads(started["arguments"])) == (
-        "calculate", "c1", {"expression": "2**16"})
+        "calculate",
+        "c1",
+        {"expression": "2**16"},
+    )
     assert finished["status"] == "ok" and finished["duration_ms"] >= 0
     assert "65536" in finished["preview"]
     text = "".join(e["text"] for e in h.events if e["type"] == "text.delta")
@@ -177,8 +223,10 @@ def test_system_prompt_skills_index_and_tools_are_sent(h: Harness) -> None:
     h.server.push(reply("hi"))
     h.turn("hello")
     request = h.server.last_request
-    assert request["messages"][0] == {"role": "system",
-                                      "content": "You are a test.\n\nSkills: none"}
+    assert request["messages"][0] == {
+        "role": "system",
+        "content": "You are a test.\n\nSkills: none",
+    }
     assert [t["function"]["name"] for t in request["tools"]] == ["calculate"]
     assert request["model"] == "test-model"
 
@@ -227,7 +275,9 @@ def test_pre_llm_call_context_reaches_the_request_but_not_the_database(h: Harnes
     h.server.push(reply("first"), reply("second"))
     h.turn("question one")
     assert h.server.requests[0]["messages"][-1] == {
-        "role": "user", "content": "question one\n\nCTX-ONE\n\nCTX-TWO"}
+        "role": "user",
+        "content": "question one\n\nCTX-ONE\n\nCTX-TWO",
+    }
     assert h.server.requests[0]["messages"][0]["content"] == "You are a test.\n\nSkills: none"
     assert ("user", "question one") in h.stored()
     assert not any("CTX" in (content or "") for _, content in h.stored())
@@ -242,37 +292,60 @@ def test_pre_llm_context_joining() -> None:
 
 
 def test_turn_hooks_get_the_documented_kwargs(h: Harness) -> None:
-    h.server.push(call_tools(tool_call("calculate", {"expression": "1"})), reply("one"),
-                  reply("two"))
+    h.server.push(
+        call_tools(tool_call("calculate", {"expression": "1"})), reply("one"), reply("two")
+    )
     first = h.turn("first")
     h.turn("second")
     [start] = h.hooks.named("on_session_start")
-    assert (start["session_id"], start["model"], start["platform"]) == (
-        h.sid, "test-model", "cli")
+    assert (start["session_id"], start["model"], start["platform"]) == (h.sid, "test-model", "cli")
     pre = h.hooks.named("pre_llm_call")
     assert [p["is_first_turn"] for p in pre] == [True, False]
     assert pre[0]["user_message"] == "first" and pre[0]["conversation_history"] == []
     assert [m["role"] for m in pre[1]["conversation_history"]] == [
-        "user", "assistant", "tool", "assistant"]
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
     assert {"sender_id", "turn_id", "platform", "model"} <= set(pre[0])
     requests = h.hooks.named("pre_api_request")
     assert len(requests) == 3 and requests[0]["turn_id"] == first.turn_id
     assert requests[0]["request"]["messages"][-1]["content"] == "first"
-    assert {"api_request_id", "api_call_count", "message_count", "tool_count",
-            "approx_input_tokens", "provider", "base_url", "retry_count"} <= set(requests[0])
+    assert {
+        "api_request_id",
+        "api_call_count",
+        "message_count",
+        "tool_count",
+        "approx_input_tokens",
+        "provider",
+        "base_url",
+        "retry_count",
+    } <= set(requests[0])
     posts = h.hooks.named("post_api_request")
     assert [p["api_request_id"] for p in posts] == [r["api_request_id"] for r in requests]
     assert posts[0]["finish_reason"] == "tool_calls" and posts[0]["usage"]["total_tokens"] > 0
     ends = h.hooks.named("on_session_end")
     assert [(e["completed"], e["interrupted"], e["turn_exit_reason"]) for e in ends] == [
-        (True, False, "completed")] * 2
+        (True, False, "completed")
+    ] * 2
     [post, _] = h.hooks.named("post_llm_call")
     assert (post["user_message"], post["assistant_response"]) == ("first", "one")
     assert [m["role"] for m in post["conversation_history"]] == [
-        "user", "assistant", "tool", "assistant"]
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
     order = [name for name, _ in h.hooks.calls][:6]
-    assert order == ["on_session_start", "pre_llm_call", "pre_api_request", "post_api_request",
-                     "pre_api_request", "post_api_request"]
+    assert order == [
+        "on_session_start",
+        "pre_llm_call",
+        "pre_api_request",
+        "post_api_request",
+        "pre_api_request",
+        "post_api_request",
+    ]
 
 
 def test_transform_llm_output_replaces_the_stored_answer(h: Harness) -> None:
@@ -285,25 +358,31 @@ def test_transform_llm_output_replaces_the_stored_answer(h: Harness) -> None:
 
 
 def test_unknown_tools_and_bad_arguments_become_results(h: Harness) -> None:
-    h.server.push(call_tools(tool_call("nope", {}), tool_call("calculate", '{"expr": ')),
-                  reply("sorry"))
+    h.server.push(
+        call_tools(tool_call("nope", {}), tool_call("calculate", '{"expr": ')), reply("sorry")
+    )
     assert h.turn("q").status == "completed"
-    results = [json.loads(m["content"]) for m in h.server.requests[1]["messages"]
-               if m["role"] == "tool"]
+    results = [
+        json.loads(m["content"]) for m in h.server.requests[1]["messages"] if m["role"] == "tool"
+    ]
     assert results == [{"error": "Unknown tool: nope"}, {"error": "Invalid JSON arguments"}]
     assert [e["status"] for e in h.events if e["type"] == "tool.finished"] == ["error", "error"]
 
 
 def test_parallel_tool_calls_run_in_the_models_order(h: Harness) -> None:
     h.registry.tools["unit_convert"] = lambda a: {"result": a["v"]}
-    h.server.push(call_tools(tool_call("unit_convert", {"v": 1}, "a"),
-                             tool_call("calculate", {"expression": "2**16"}, "b"),
-                             tool_call("unit_convert", {"v": 3}, "c")), reply("done"))
+    h.server.push(
+        call_tools(
+            tool_call("unit_convert", {"v": 1}, "a"),
+            tool_call("calculate", {"expression": "2**16"}, "b"),
+            tool_call("unit_convert", {"v": 3}, "c"),
+        ),
+        reply("done"),
+    )
     turn = h.turn("q")
     assert [c[2] for c in h.registry.calls] == ["a", "b", "c"]
     assert h.registry.turn_ids == [turn.turn_id] * 3
-    assert [m.get("tool_call_id") for m in h.server.requests[1]["messages"][3:]] == [
-        "a", "b", "c"]
+    assert [m.get("tool_call_id") for m in h.server.requests[1]["messages"][3:]] == ["a", "b", "c"]
 
 
 def test_max_iterations_ends_the_turn_with_a_clear_message(tmp_path: Path) -> None:
@@ -319,8 +398,9 @@ def test_max_iterations_ends_the_turn_with_a_clear_message(tmp_path: Path) -> No
 
 
 def test_usage_is_added_to_the_session(h: Harness) -> None:
-    h.server.push(reply("a", usage={"prompt_tokens": 7, "completion_tokens": 3,
-                                    "total_tokens": 10}))
+    h.server.push(
+        reply("a", usage={"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10})
+    )
     result = h.turn("q")
     assert result.usage == {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
     assert h.store.get_session(h.sid)["total_tokens"] == 10
@@ -364,7 +444,11 @@ def test_cancel_mid_tool_answers_every_unfinished_call(h: Harness) -> None:
     asyncio.run(h.cancel_when("q", "tool.started"))
     msgs = h.store.messages(h.sid)
     assert [(m["role"], m["tool_call_id"]) for m in msgs] == [
-        ("user", None), ("assistant", None), ("tool", "s1"), ("tool", "c2")]
+        ("user", None),
+        ("assistant", None),
+        ("tool", "s1"),
+        ("tool", "c2"),
+    ]
     assert "cancelled" in json.loads(msgs[2]["content"] or "")["error"]
     assert_valid(h.store.history(h.sid))
     h.server.push(reply("ok"))
@@ -374,8 +458,14 @@ def test_cancel_mid_tool_answers_every_unfinished_call(h: Harness) -> None:
 
 def test_a_crash_mid_tool_is_repaired_before_the_next_request(h: Harness) -> None:
     h.store.append_message(h.sid, "user", "q")
-    h.store.append_message(h.sid, "assistant", None, tool_calls=[
-        {"id": "x1", "type": "function", "function": {"name": "calculate", "arguments": "{}"}}])
+    h.store.append_message(
+        h.sid,
+        "assistant",
+        None,
+        tool_calls=[
+            {"id": "x1", "type": "function", "function": {"name": "calculate", "arguments": "{}"}}
+        ],
+    )
     h.server.push(reply("resumed"))
     assert h.turn("are you there?").status == "completed"
     sent = h.server.last_request["messages"]
@@ -384,8 +474,9 @@ def test_a_crash_mid_tool_is_repaired_before_the_next_request(h: Harness) -> Non
     assert h.store.messages(h.sid)[2]["tool_call_id"] == "x1"  # the repair is persisted
 
 
-def test_a_429_is_retried_after_its_retry_after(tmp_path: Path, server: ScriptedModelServer
-                                                ) -> None:
+def test_a_429_is_retried_after_its_retry_after(
+    tmp_path: Path, server: ScriptedModelServer
+) -> None:
     harness = Harness(tmp_path, server, retry_max_wait=1.0)
     server.push(http_error(429, "slow down", retry_after=0.2), reply("ok"))
     assert harness.turn("q").final_text == "ok"
@@ -403,9 +494,9 @@ def test_retry_after_is_capped_by_configuration(h: Harness) -> None:
     assert time.monotonic() - started < 2
 
 
-def test_a_failing_model_fails_the_turn_but_keeps_the_question(tmp_path: Path,
-                                                               server: ScriptedModelServer
-                                                               ) -> None:
+def test_a_failing_model_fails_the_turn_but_keeps_the_question(
+    tmp_path: Path, server: ScriptedModelServer
+) -> None:
     harness = Harness(tmp_path, server, max_retries=1)
     server.push(http_error(500, "kaput"), http_error(500, "kaput"))
     result = harness.turn("q")
@@ -418,9 +509,9 @@ def test_a_failing_model_fails_the_turn_but_keeps_the_question(tmp_path: Path,
     assert harness.events[-1]["status"] == "failed"
 
 
-def test_an_unconfigured_model_fails_without_storing_anything(tmp_path: Path,
-                                                             server: ScriptedModelServer
-                                                             ) -> None:
+def test_an_unconfigured_model_fails_without_storing_anything(
+    tmp_path: Path, server: ScriptedModelServer
+) -> None:
     harness = Harness(tmp_path, server, base_url=None)
     result = harness.turn("q")
     assert result.status == "failed" and result.error_type == "ModelNotConfigured"
@@ -434,8 +525,9 @@ def test_an_unknown_session_fails_clearly(h: Harness) -> None:
     assert result.status == "failed" and result.error == "Session not found: missing"
 
 
-def test_runs_with_the_real_registry_and_hook_bus(tmp_path: Path,
-                                                  server: ScriptedModelServer) -> None:
+def test_runs_with_the_real_registry_and_hook_bus(
+    tmp_path: Path, server: ScriptedModelServer
+) -> None:
     from hermesd.daemon import config
     from hermesd.plugins.hooks import HookBus
     from hermesd.tools.builtin_files import register_builtin_file_tools
@@ -447,10 +539,10 @@ def test_runs_with_the_real_registry_and_hook_bus(tmp_path: Path,
     bus.register("audit", "on_session_end", lambda session_id, completed: ended.append(completed))
     registry = ToolRegistry(bus)
     store = SessionStore(tmp_path / "state.db")
-    register_builtin_file_tools(registry, home=tmp_path, store=store,
-                                config=config.parse(f"terminal:\n  cwd: {tmp_path}\n"))
-    server.push(call_tools(tool_call("terminal", {"command": "echo $((6*7))"})),
-                reply("It is 42."))
+    register_builtin_file_tools(
+        registry, home=tmp_path, store=store, config=config.parse(f"terminal:\n  cwd: {tmp_path}\n")
+    )
+    server.push(call_tools(tool_call("terminal", {"command": "echo $((6*7))"})), reply("It is 42."))
     client = ModelClient(ModelSettings(base_url=server.url, model="m", timeout=5.0))
     agent = AgentLoop(store, registry, bus, client)
     sid = store.create_session()["id"]
@@ -464,13 +556,16 @@ def test_runs_with_the_real_registry_and_hook_bus(tmp_path: Path,
     assert asyncio.run(main()).final_text == "It is 42."
     assert server.requests[0]["messages"][-1]["content"] == "what is 6*7?\n\nFROM-PLUGIN"
     assert json.loads(server.requests[1]["messages"][-1]["content"]) == {
-        "output": "42\n", "exit_code": 0}
+        "output": "42\n",
+        "exit_code": 0,
+    }
     assert ended == [True]
     store.close()
 
 
 def test_post_tool_call_runs_beside_the_next_request_but_in_hook_order(
-        tmp_path: Path, server: ScriptedModelServer) -> None:
+    tmp_path: Path, server: ScriptedModelServer
+) -> None:
     # post_tool_call callbacks are observers: the turn does not wait for them before the next
     # model request, but they finish before the turn's next hook (here the second call's
     # pre_tool_call, and on_session_end) and before turn.finished.
@@ -488,9 +583,12 @@ def test_post_tool_call_runs_beside_the_next_request_but_in_hook_order(
     bus.register("audit", "pre_tool_call", lambda tool_call_id: log.append(f"pre {tool_call_id}"))
     bus.register("audit", "on_session_end", lambda: log.append("end"))
     registry = ToolRegistry(bus)
-    registry.register("echo", "test", {"name": "echo", "description": "echo",
-                                       "parameters": {"type": "object", "properties": {}}},
-                      lambda args: "echoed")
+    registry.register(
+        "echo",
+        "test",
+        {"name": "echo", "description": "echo", "parameters": {"type": "object", "properties": {}}},
+        lambda args: "echoed",
+    )
     store = SessionStore(tmp_path / "state.db")
     client = ModelClient(ModelSettings(base_url=server.url, model="m", timeout=5.0))
     agent = AgentLoop(store, registry, bus, client)

@@ -23,12 +23,28 @@ class Registrations:
     def __init__(self) -> None:
         self.tools: dict[str, dict[str, Any]] = {}
 
-    def register(self, name: str, toolset: str, schema: dict[str, Any], handler: Any,
-                 check_fn: Any = None, requires_env: Any = None, is_async: bool = False,
-                 description: str = "", emoji: str = "", override: bool = False,
-                 owner: str = "builtin") -> None:
-        self.tools[name] = {"toolset": toolset, "schema": schema, "handler": handler,
-                            "is_async": is_async, "owner": owner, "description": description}
+    def register(
+        self,
+        name: str,
+        toolset: str,
+        schema: dict[str, Any],
+        handler: Any,
+        check_fn: Any = None,
+        requires_env: Any = None,
+        is_async: bool = False,
+        description: str = "",
+        emoji: str = "",
+        override: bool = False,
+        owner: str = "builtin",
+    ) -> None:
+        self.tools[name] = {
+            "toolset": toolset,
+            "schema": schema,
+            "handler": handler,
+            "is_async": is_async,
+            "owner": owner,
+            "description": description,
+        }
 
     def run(self, name: str, **args: Any) -> dict[str, Any]:
         entry = self.tools[name]
@@ -72,10 +88,15 @@ def reg(home: Path, work: Path, store: SessionStore) -> Registrations:
 
 # -- declarations -----------------------------------------------------------------------------
 
+
 def test_all_five_tools_register_as_builtin(reg: Registrations) -> None:
     assert {n: t["toolset"] for n, t in reg.tools.items()} == {
-        "terminal": "terminal", "read_file": "file", "write_file": "file",
-        "search_files": "file", "session_search": "session_search"}
+        "terminal": "terminal",
+        "read_file": "file",
+        "write_file": "file",
+        "search_files": "file",
+        "session_search": "session_search",
+    }
     assert all(t["owner"] == "builtin" for t in reg.tools.values())
     assert reg.tools["terminal"]["is_async"] is True
 
@@ -95,6 +116,7 @@ def test_schemas_meet_the_tool_checklist(reg: Registrations) -> None:
 
 # -- terminal ---------------------------------------------------------------------------------
 
+
 def test_terminal_runs_a_command_in_the_configured_cwd(reg: Registrations, work: Path) -> None:
     out = reg.run("terminal", command="pwd; echo err >&2; exit 3")
     assert out["exit_code"] == 3
@@ -103,7 +125,8 @@ def test_terminal_runs_a_command_in_the_configured_cwd(reg: Registrations, work:
 
 def test_terminal_cwd_argument(reg: Registrations, tmp_path: Path) -> None:
     assert reg.run("terminal", command="pwd", cwd=str(tmp_path))["output"].strip() == str(
-        tmp_path.resolve())
+        tmp_path.resolve()
+    )
     assert "not a directory" in reg.run("terminal", command="pwd", cwd="/nope")["error"]
 
 
@@ -127,17 +150,26 @@ def test_terminal_output_transform_hook(home: Path, work: Path, store: SessionSt
         return "[redacted]"
 
     r = Registrations()
-    register_builtin_file_tools(r, home=home, store=store, config=config.parse(""),
-                                transform_output=transform)
+    register_builtin_file_tools(
+        r, home=home, store=store, config=config.parse(""), transform_output=transform
+    )
     out = r.run("terminal", command="echo secret", cwd=str(work))
     assert out == {"output": "[redacted]", "exit_code": 0}
-    assert (seen["command"], seen["output"], seen["returncode"], seen["task_id"],
-            seen["env_type"]) == ("echo secret", "secret\n", 0, "s1", "local")
+    assert (
+        seen["command"],
+        seen["output"],
+        seen["returncode"],
+        seen["task_id"],
+        seen["env_type"],
+    ) == ("echo secret", "secret\n", 0, "s1", "local")
 
 
 def test_terminal_refuses_commands_naming_hermesd_files(reg: Registrations, home: Path) -> None:
-    for command in (f"cat {home}/.env", "sqlite3 ~/somewhere/state.db .dump",
-                    "cat $HERMES_HOME/config.yaml"):
+    for command in (
+        f"cat {home}/.env",
+        "sqlite3 ~/somewhere/state.db .dump",
+        "cat $HERMES_HOME/config.yaml",
+    ):
         assert "Access denied" in reg.run("terminal", command=command)["error"], command
 
 
@@ -149,12 +181,17 @@ def test_terminal_validates_arguments(reg: Registrations) -> None:
 
 # -- files ------------------------------------------------------------------------------------
 
+
 def test_read_file_pages_through_lines(reg: Registrations, work: Path) -> None:
     (work / "f.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
     out = reg.run("read_file", path="f.txt", offset=3, limit=4)
     assert out["content"] == "line 3\nline 4\nline 5\nline 6"
     assert (out["start_line"], out["end_line"], out["total_lines"], out["next_offset"]) == (
-        3, 6, 10, 7)
+        3,
+        6,
+        10,
+        7,
+    )
     assert reg.run("read_file", path=str(work / "f.txt"), offset=7)["next_offset"] is None
 
 
@@ -169,8 +206,7 @@ def test_read_file_errors_are_results(reg: Registrations, work: Path) -> None:
 
 def test_write_file_creates_parents_and_appends(reg: Registrations, work: Path) -> None:
     out = reg.run("write_file", path="a/b/c.txt", content="hello\n")
-    assert out == {"path": str((work / "a/b/c.txt").resolve()), "bytes_written": 6,
-                   "created": True}
+    assert out == {"path": str((work / "a/b/c.txt").resolve()), "bytes_written": 6, "created": True}
     reg.run("write_file", path="a/b/c.txt", content="more\n", mode="append")
     assert (work / "a/b/c.txt").read_text() == "hello\nmore\n"
     assert "'content' is required" in reg.run("write_file", path="x")["error"]
@@ -178,8 +214,7 @@ def test_write_file_creates_parents_and_appends(reg: Registrations, work: Path) 
 
 
 @pytest.mark.parametrize("name", ["config.yaml", ".env", "state.db", "state.db-wal"])
-def test_hermesd_files_are_refused(reg: Registrations, home: Path, work: Path,
-                                   name: str) -> None:
+def test_hermesd_files_are_refused(reg: Registrations, home: Path, work: Path, name: str) -> None:
     (work / "link").symlink_to(home / name)
     for path in (str(home / name), "link", f"{home}/../{home.name}/{name}"):
         for tool, args in (("read_file", {}), ("write_file", {"content": "x"})):
@@ -188,15 +223,20 @@ def test_hermesd_files_are_refused(reg: Registrations, home: Path, work: Path,
     assert (home / ".env").read_text() == "OPENAI_API_KEY=sk-secret\n"
 
 
-def test_the_plugin_directory_can_be_read_but_not_written(reg: Registrations, home: Path,
-                                                          work: Path) -> None:
+def test_the_plugin_directory_can_be_read_but_not_written(
+    reg: Registrations, home: Path, work: Path
+) -> None:
     plugin = home / "plugins" / "notes"
     plugin.mkdir(parents=True)
     (plugin / "__init__.py").write_text("def register(ctx):\n    pass\n")
     (work / "elsewhere").symlink_to(home / "plugins")
-    for path in (str(plugin / "__init__.py"), str(home / "plugins" / "new" / "__init__.py"),
-                 "elsewhere/notes/__init__.py", str(home / "plugins"),
-                 f"{home}/x/../plugins/planted.py"):
+    for path in (
+        str(plugin / "__init__.py"),
+        str(home / "plugins" / "new" / "__init__.py"),
+        "elsewhere/notes/__init__.py",
+        str(home / "plugins"),
+        f"{home}/x/../plugins/planted.py",
+    ):
         out = reg.run("write_file", path=path, content="import os  # planted\n")
         assert out["error"].startswith("Access denied"), path
         assert "plugin directory" in out["error"]
@@ -208,8 +248,9 @@ def test_the_plugin_directory_can_be_read_but_not_written(reg: Registrations, ho
     assert written["bytes_written"] == 5  # the rest of HERMES_HOME is not the plugin directory
 
 
-def test_a_hard_link_to_a_protected_file_is_refused(reg: Registrations, home: Path,
-                                                    work: Path) -> None:
+def test_a_hard_link_to_a_protected_file_is_refused(
+    reg: Registrations, home: Path, work: Path
+) -> None:
     os.link(home / ".env", work / "innocent.txt")
     assert reg.run("read_file", path="innocent.txt")["error"].startswith("Access denied")
 
@@ -223,7 +264,9 @@ def test_search_files_by_glob_and_content(reg: Registrations, work: Path) -> Non
     assert names == ["a.py"]
     hits = reg.run("search_files", contains="value")["matches"]
     assert [(Path(m["path"]).name, m["line"], m["text"]) for m in hits] == [
-        ("a.py", 2, "VALUE = 1"), ("b.txt", 1, "value in text")]
+        ("a.py", 2, "VALUE = 1"),
+        ("b.txt", 1, "value in text"),
+    ]
     assert len(reg.run("search_files", include_hidden=True, pattern="*.py")["matches"]) == 2
 
 
@@ -238,13 +281,14 @@ def test_search_files_is_bounded(reg: Registrations, work: Path) -> None:
 def test_search_files_never_lists_hermesd_files(reg: Registrations, home: Path) -> None:
     out = reg.run("search_files", root=str(home), include_hidden=True, contains="sk-")
     assert out["matches"] == []
-    listed = {Path(m["path"]).name for m in reg.run("search_files", root=str(home),
-                                                    include_hidden=True)["matches"]}
+    listed = {
+        Path(m["path"]).name
+        for m in reg.run("search_files", root=str(home), include_hidden=True)["matches"]
+    }
     assert not listed & {"config.yaml", ".env", "state.db"}
 
 
-def test_session_search_finds_past_conversations(reg: Registrations,
-                                                 store: SessionStore) -> None:
+def test_session_search_finds_past_conversations(reg: Registrations, store: SessionStore) -> None:
     sid = store.create_session()["id"]
     store.append_message(sid, "user", "remember the blue heron")
     out = reg.run("session_search", query="heron")
@@ -256,17 +300,20 @@ def test_session_search_finds_past_conversations(reg: Registrations,
 
 # -- through the real registry ------------------------------------------------------------------
 
+
 def test_schemas_pass_the_registry_lint(reg: Registrations) -> None:
     from hermesd.plugins.tool_schema import lint_tools
 
     findings = lint_tools((n, t["toolset"], t["schema"]) for n, t in reg.tools.items())
     # 'terminal' keeps the reference's name (plugins and hooks refer to it) despite verb_noun
     assert [f"{f.tool}.{f.parameter}: {f.message}" for f in findings] == [
-        "terminal.: name 'terminal' is not verb_noun (e.g. get_weather)"]
+        "terminal.: name 'terminal' is not verb_noun (e.g. get_weather)"
+    ]
 
 
-def test_tools_run_through_the_real_registry_pipeline(home: Path, work: Path,
-                                                      store: SessionStore) -> None:
+def test_tools_run_through_the_real_registry_pipeline(
+    home: Path, work: Path, store: SessionStore
+) -> None:
     from hermesd.plugins.hooks import HookBus
     from hermesd.tools.registry import ToolRegistry
 
@@ -274,13 +321,21 @@ def test_tools_run_through_the_real_registry_pipeline(home: Path, work: Path,
     cfg = config.parse(f"terminal:\n  cwd: {work}\n")
     register_builtin_file_tools(registry, home=home, store=store, config=cfg)
     names = [t["function"]["name"] for t in registry.openai_tools()]
-    assert sorted(names) == ["read_file", "search_files", "session_search", "terminal",
-                             "write_file"]
+    assert sorted(names) == [
+        "read_file",
+        "search_files",
+        "session_search",
+        "terminal",
+        "write_file",
+    ]
 
     async def main() -> list[dict[str, Any]]:
-        calls = [("write_file", '{"path": "n.txt", "content": "hi"}'),
-                 ("read_file", '{"path": "n.txt"}'), ("terminal", '{"command": "cat n.txt"}'),
-                 ("read_file", json.dumps({"path": str(home / ".env")}))]
+        calls = [
+            ("write_file", '{"path": "n.txt", "content": "hi"}'),
+            ("read_file", '{"path": "n.txt"}'),
+            ("terminal", '{"command": "cat n.txt"}'),
+            ("read_file", json.dumps({"path": str(home / ".env")})),
+        ]
         return [json.loads(await registry.call(n, a, session_id="s")) for n, a in calls]
 
     written, read, ran, refused = asyncio.run(main())

@@ -39,6 +39,7 @@ def _insert(conn: sqlite3.Connection, value: str) -> Any:
     def run() -> str:
         conn.execute("INSERT INTO t VALUES (?)", (value,))
         return value
+
     return run
 
 
@@ -60,8 +61,7 @@ async def _queue_behind_gate(thread: BatchThread, fns: list[Any]) -> list[Any]:
     return await asyncio.gather(*futures, return_exceptions=True)
 
 
-def test_queued_calls_commit_together_and_a_failing_one_rolls_back_alone(tmp_path: Path
-                                                                         ) -> None:
+def test_queued_calls_commit_together_and_a_failing_one_rolls_back_alone(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
     conn = _db(path)
     thread = BatchThread(conn, ConnectionLock(conn))
@@ -73,8 +73,9 @@ def test_queued_calls_commit_together_and_a_failing_one_rolls_back_alone(tmp_pat
         conn.execute("INSERT INTO t VALUES ('a')")  # UNIQUE: fails after a row was written
 
     try:
-        results = asyncio.run(_queue_behind_gate(
-            thread, [_insert(conn, "a"), half_then_fail, _insert(conn, "b")]))
+        results = asyncio.run(
+            _queue_behind_gate(thread, [_insert(conn, "a"), half_then_fail, _insert(conn, "b")])
+        )
     finally:
         thread.close()
     assert results[0] == "a" and results[2] == "b"
@@ -105,8 +106,9 @@ def test_a_failed_commit_fails_the_writers_and_keeps_the_readers(tmp_path: Path)
     path = tmp_path / "t.db"
     conn = _db(path)
     conn.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
-    conn.execute("CREATE TABLE child (p INTEGER REFERENCES parent(id) "
-                 "DEFERRABLE INITIALLY DEFERRED)")
+    conn.execute(
+        "CREATE TABLE child (p INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)"
+    )
     conn.execute("PRAGMA foreign_keys=ON")
     thread = BatchThread(conn, ConnectionLock(conn))
 
@@ -181,7 +183,8 @@ def test_a_call_raising_a_non_sqlite_error_is_delivered(tmp_path: Path, size: in
 
 
 def test_a_call_whose_failure_ends_the_transaction_fails_the_earlier_writers_only(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     # SQLite rolls the whole transaction back on some errors (a full disk, I/O): the writes
     # of the calls before it in the batch are gone too, and those callers must hear so.
     path = tmp_path / "t.db"
@@ -196,8 +199,11 @@ def test_a_call_whose_failure_ends_the_transaction_fails_the_earlier_writers_onl
         return int(conn.execute("SELECT count(*) FROM t").fetchone()[0])
 
     try:
-        results = asyncio.run(_queue_behind_gate(
-            thread, [_insert(conn, "lost"), read, rolled_back, _insert(conn, "kept")]))
+        results = asyncio.run(
+            _queue_behind_gate(
+                thread, [_insert(conn, "lost"), read, rolled_back, _insert(conn, "kept")]
+            )
+        )
     finally:
         thread.close()
     assert isinstance(results[0], sqlite3.OperationalError)  # its row went with the rollback
@@ -223,6 +229,7 @@ def test_calls_queued_here_run_on_the_loop_thread_in_one_transaction(tmp_path: P
             ran_on.append(threading.current_thread())
             conn.execute("INSERT INTO t VALUES (?)", (value,))
             return value
+
         return run
 
     def half_then_fail() -> None:
@@ -230,8 +237,11 @@ def test_calls_queued_here_run_on_the_loop_thread_in_one_transaction(tmp_path: P
         conn.execute("INSERT INTO t VALUES ('a')")
 
     async def main() -> list[Any]:
-        futures = [thread.submit_here(insert("a")), thread.submit_here(half_then_fail),
-                   thread.submit_here(insert("b"))]
+        futures = [
+            thread.submit_here(insert("a")),
+            thread.submit_here(half_then_fail),
+            thread.submit_here(insert("b")),
+        ]
         results = await asyncio.gather(*futures, return_exceptions=True)
         results.append(_committed(path))  # committed before any result was handed back
         return results
@@ -246,8 +256,7 @@ def test_calls_queued_here_run_on_the_loop_thread_in_one_transaction(tmp_path: P
     assert commits == ["COMMIT"]
 
 
-def test_calls_queued_here_go_to_the_thread_while_it_holds_the_connection(tmp_path: Path
-                                                                         ) -> None:
+def test_calls_queued_here_go_to_the_thread_while_it_holds_the_connection(tmp_path: Path) -> None:
     # The loop must never wait for the connection: a long call on the DB thread (a search)
     # holds it, so calls queued here meanwhile run on the thread after it, and the loop
     # keeps serving.
@@ -284,7 +293,8 @@ def test_calls_queued_here_go_to_the_thread_while_it_holds_the_connection(tmp_pa
 
 
 def test_the_lock_sets_the_busy_timeout_each_holder_needs_only_when_it_changes(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     conn = _db(tmp_path / "t.db")
     pragmas: list[str] = []
     conn.set_trace_callback(lambda sql: pragmas.append(sql) if "busy_timeout" in sql else None)
@@ -300,8 +310,7 @@ def test_the_lock_sets_the_busy_timeout_each_holder_needs_only_when_it_changes(
         assert not lock.acquire_for_loop()  # held here already: the loop must not nest
     with lock:
         pass
-    assert [p for p in pragmas if "=" in p] == ["PRAGMA busy_timeout=0",
-                                                "PRAGMA busy_timeout=5000"]
+    assert [p for p in pragmas if "=" in p] == ["PRAGMA busy_timeout=0", "PRAGMA busy_timeout=5000"]
     done = threading.Event()
 
     def hold() -> None:
@@ -318,8 +327,7 @@ def test_the_lock_sets_the_busy_timeout_each_holder_needs_only_when_it_changes(
         holder.join()
 
 
-def test_a_direct_call_from_another_thread_waits_for_another_process_lock(
-        tmp_path: Path) -> None:
+def test_a_direct_call_from_another_thread_waits_for_another_process_lock(tmp_path: Path) -> None:
     # After the loop's batches (no busy timeout), a plugin thread's direct store call still
     # waits for another process's write lock instead of failing with "database is locked".
     store = SessionStore(tmp_path / "state.db")
@@ -386,8 +394,11 @@ def test_quick_store_calls_map_storage_errors(tmp_path: Path) -> None:
     async def main() -> list[Any]:
         sid = (await store.quick(store.create_session))["id"]
         results = await asyncio.gather(
-            store.quick(store.append_message, sid, "user", "kept"), store.quick(full),
-            store.quick(store.append_message, "nope", "user", "lost"), return_exceptions=True)
+            store.quick(store.append_message, sid, "user", "kept"),
+            store.quick(full),
+            store.quick(store.append_message, "nope", "user", "lost"),
+            return_exceptions=True,
+        )
         return [*results, [m["content"] for m in await store.call(store.messages, sid)]]
 
     try:
@@ -400,8 +411,9 @@ def test_quick_store_calls_map_storage_errors(tmp_path: Path) -> None:
     assert contents == ["kept"]
 
 
-def test_checkpoints_run_on_the_thread_not_on_commit(tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_checkpoints_run_on_the_thread_not_on_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from hermesd.store import dbthread
 
     monkeypatch.setattr(dbthread, "CHECKPOINT_EVERY", 5)
@@ -410,8 +422,10 @@ def test_checkpoints_run_on_the_thread_not_on_commit(tmp_path: Path,
     thread = BatchThread(conn, ConnectionLock(conn))
     checkpoints: list[str] = []
     conn.set_trace_callback(
-        lambda sql: checkpoints.append(threading.current_thread().name)
-        if "wal_checkpoint" in sql else None)
+        lambda sql: (
+            checkpoints.append(threading.current_thread().name) if "wal_checkpoint" in sql else None
+        )
+    )
 
     async def main() -> None:
         for i in range(12):  # one commit each: each waits for the one before
@@ -427,7 +441,8 @@ def test_checkpoints_run_on_the_thread_not_on_commit(tmp_path: Path,
 
 
 def test_a_chore_runs_after_the_calls_queued_before_it_and_a_failing_one_is_only_logged(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "t.db"
     conn = _db(path)
     thread = BatchThread(conn, ConnectionLock(conn))
@@ -456,8 +471,7 @@ def test_a_chore_runs_after_the_calls_queued_before_it_and_a_failing_one_is_only
     assert _committed(path) == ["after", "before"]
 
 
-def test_a_batch_on_the_loop_is_bounded_and_the_loop_runs_between_batches(
-        tmp_path: Path) -> None:
+def test_a_batch_on_the_loop_is_bounded_and_the_loop_runs_between_batches(tmp_path: Path) -> None:
     # The loop must keep serving others (the daemon's loop-lag target is 50 ms): a batch stops
     # after MAX_HERE calls, or at the first call started past HERE_SECONDS; the rest run, in
     # order, in the next round.
@@ -476,6 +490,7 @@ def test_a_batch_on_the_loop_is_bounded_and_the_loop_runs_between_batches(
             order.append(value)
             conn.execute("INSERT INTO t VALUES (?)", (value,))
             return value
+
         return run
 
     async def main() -> list[Any]:
@@ -499,8 +514,7 @@ def test_a_batch_on_the_loop_is_bounded_and_the_loop_runs_between_batches(
     assert len(_committed(path)) == 6 + dbthread.MAX_HERE + 8
 
 
-def test_run_now_runs_at_once_when_idle_and_queues_behind_others_otherwise(
-        tmp_path: Path) -> None:
+def test_run_now_runs_at_once_when_idle_and_queues_behind_others_otherwise(tmp_path: Path) -> None:
     # A turn's first read and its answer's write: at once when nothing waits (no trip through
     # the loop), else in order behind what is queued on the loop, or on the DB thread while it
     # holds the connection or another process holds the write lock.
@@ -540,10 +554,15 @@ def test_run_now_runs_at_once_when_idle_and_queues_behind_others_otherwise(
     finally:
         thread.close()
     assert seen == {
-        "idle done at once": True, "idle committed": ["idle"],
-        "behind done at once": False, "queued": ["first", "second"],
-        "busy done at once": False, "busy": ["gate", "busy"],
-        "locked done at once": False, "locked": "locked"}
+        "idle done at once": True,
+        "idle committed": ["idle"],
+        "behind done at once": False,
+        "queued": ["first", "second"],
+        "busy done at once": False,
+        "busy": ["gate", "busy"],
+        "locked done at once": False,
+        "locked": "locked",
+    }
     with lock:
         assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
     rows = [r[0] for r in conn.execute("SELECT v FROM t ORDER BY rowid")]
@@ -573,8 +592,10 @@ def test_calls_for_the_loop_wait_behind_calls_queued_for_the_thread(tmp_path: Pa
         held = thread.submit(between_calls)
         await asyncio.to_thread(window.wait, 10)
         earlier = thread.submit(_insert(conn, "tool call"))
-        later = [thread.run_now(_insert(conn, "tool result")),
-                 thread.submit_here(_insert(conn, "answer"))]
+        later = [
+            thread.run_now(_insert(conn, "tool result")),
+            thread.submit_here(_insert(conn, "answer")),
+        ]
         for _ in range(3):  # the loop runs a few rounds before the thread goes on
             await asyncio.sleep(0.01)
         close.set()
@@ -586,7 +607,10 @@ def test_calls_for_the_loop_wait_behind_calls_queued_for_the_thread(tmp_path: Pa
         thread.close()
     other = sqlite3.connect(path)
     try:
-        assert [r[0] for r in other.execute("SELECT v FROM t ORDER BY rowid")] == \
-            ["tool call", "tool result", "answer"]
+        assert [r[0] for r in other.execute("SELECT v FROM t ORDER BY rowid")] == [
+            "tool call",
+            "tool result",
+            "answer",
+        ]
     finally:
         other.close()

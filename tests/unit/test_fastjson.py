@@ -12,10 +12,14 @@ from hypothesis import strategies as st
 from hermesd.model import fastjson
 
 JSONISH = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text()
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.text()
     | st.floats(allow_nan=False, allow_infinity=False),
     lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5),
-    max_leaves=30)
+    max_leaves=30,
+)
 
 
 @given(JSONISH)
@@ -33,20 +37,26 @@ def test_what_orjson_refuses_to_encode_is_encoded_as_json_would(value: object) -
 
 def test_keys_that_are_not_strings_become_strings_as_in_json() -> None:
     assert json.loads(fastjson.dumps({1: "a", None: "b", 2.5: "c"})) == {
-        "1": "a", "null": "b", "2.5": "c"}
+        "1": "a",
+        "null": "b",
+        "2.5": "c",
+    }
 
 
 def test_nan_is_sent_as_null() -> None:  # json refused it; a model request is better off sent
     assert fastjson.dumps({"x": math.nan, "y": math.inf}) == b'{"x":null,"y":null}'
 
 
-@pytest.mark.parametrize("text, expected", [
-    (b'"a \\ud800 b"', "a \ufffd b"),  # a lone surrogate escape, as some models send
-    (b'{"\\udc00": ["\\ud83d\\ude00 \\ud83d"]}', {"\ufffd": ["\U0001f600 \ufffd"]}),
-    (b'{"a": NaN}', {"a": math.nan}),
-    (b'{"a": "caf\xc3\xa9"}', {"a": "café"}),
-    ('{"a": 1}', {"a": 1}),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (b'"a \\ud800 b"', "a \ufffd b"),  # a lone surrogate escape, as some models send
+        (b'{"\\udc00": ["\\ud83d\\ude00 \\ud83d"]}', {"\ufffd": ["\U0001f600 \ufffd"]}),
+        (b'{"a": NaN}', {"a": math.nan}),
+        (b'{"a": "caf\xc3\xa9"}', {"a": "café"}),
+        ('{"a": 1}', {"a": 1}),
+    ],
+)
 def test_what_json_decodes_is_decoded(text: bytes | str, expected: object) -> None:
     got = fastjson.loads(text)
     if isinstance(expected, dict) and isinstance(expected.get("a"), float):

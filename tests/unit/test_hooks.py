@@ -14,11 +14,25 @@ from hermesd.plugins.hooks import HOOKS, HookBus, hook_table_markdown
 from hermesd.plugins.workers import WorkerPool
 
 REFERENCE_HOOKS = {
-    "pre_tool_call", "post_tool_call", "transform_terminal_output", "transform_tool_result",
-    "transform_llm_output", "pre_llm_call", "post_llm_call", "pre_api_request",
-    "post_api_request", "api_request_error", "on_session_start", "on_session_end",
-    "on_session_finalize", "on_session_reset", "subagent_start", "subagent_stop",
-    "pre_gateway_dispatch", "pre_approval_request", "post_approval_response",
+    "pre_tool_call",
+    "post_tool_call",
+    "transform_terminal_output",
+    "transform_tool_result",
+    "transform_llm_output",
+    "pre_llm_call",
+    "post_llm_call",
+    "pre_api_request",
+    "post_api_request",
+    "api_request_error",
+    "on_session_start",
+    "on_session_end",
+    "on_session_finalize",
+    "on_session_reset",
+    "subagent_start",
+    "subagent_stop",
+    "pre_gateway_dispatch",
+    "pre_approval_request",
+    "post_approval_response",
 }
 
 
@@ -46,10 +60,17 @@ def test_hook_table_declares_exactly_the_nineteen_reference_hooks() -> None:
 
 def test_hook_table_kwargs_include_the_contract_arguments() -> None:
     assert {"tool_name", "args", "task_id", "session_id", "tool_call_id"} <= set(
-        HOOKS["pre_tool_call"].kwargs)
+        HOOKS["pre_tool_call"].kwargs
+    )
     assert {"result", "duration_ms", "status"} <= set(HOOKS["post_tool_call"].kwargs)
-    assert {"user_message", "conversation_history", "is_first_turn", "model", "platform",
-            "sender_id"} <= set(HOOKS["pre_llm_call"].kwargs)
+    assert {
+        "user_message",
+        "conversation_history",
+        "is_first_turn",
+        "model",
+        "platform",
+        "sender_id",
+    } <= set(HOOKS["pre_llm_call"].kwargs)
 
 
 def test_docs_plugins_md_contains_the_hook_table_generated_from_HOOKS() -> None:
@@ -60,7 +81,8 @@ def test_docs_plugins_md_contains_the_hook_table_generated_from_HOOKS() -> None:
 
 
 def test_unknown_hook_is_warned_about_and_still_called(
-        bus: HookBus, caplog: pytest.LogCaptureFixture) -> None:
+    bus: HookBus, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.WARNING, "hermesd.plugins.hooks"):
         bus.register("p", "on_tuesday", lambda **kw: "called")
     valid = ", ".join(sorted(HOOKS))
@@ -81,8 +103,19 @@ def test_callback_receives_only_the_kwargs_it_declares(bus: HookBus) -> None:
         seen.update(tool_name=tool_name, task_id=task_id)
 
     bus.register("p", "post_tool_call", narrow)
-    run(bus.invoke("post_tool_call", tool_name="t", args={}, result="r", task_id="s",
-                   session_id="s", duration_ms=3, status="ok", turn_id="x"))
+    run(
+        bus.invoke(
+            "post_tool_call",
+            tool_name="t",
+            args={},
+            result="r",
+            task_id="s",
+            session_id="s",
+            duration_ms=3,
+            status="ok",
+            turn_id="x",
+        )
+    )
     assert seen == {"tool_name": "t", "task_id": "s"}
 
 
@@ -106,8 +139,9 @@ def test_declared_kwarg_the_caller_did_not_pass_arrives_as_none(bus: HookBus) ->
 
 def test_sync_callback_runs_on_a_worker_thread_not_the_loop(bus: HookBus) -> None:
     threads: list[str] = []
-    bus.register("p", "on_session_end", lambda **kw: threads.append(
-        threading.current_thread().name))
+    bus.register(
+        "p", "on_session_end", lambda **kw: threads.append(threading.current_thread().name)
+    )
 
     async def main() -> str:
         await bus.invoke("on_session_end", session_id="s")
@@ -127,7 +161,8 @@ def test_async_callback_is_awaited(bus: HookBus) -> None:
 
 
 def test_raising_callback_is_logged_and_skipped(
-        bus: HookBus, caplog: pytest.LogCaptureFixture) -> None:
+    bus: HookBus, caplog: pytest.LogCaptureFixture
+) -> None:
     def exploding(**kw: Any) -> None:
         raise RuntimeError("boom")
 
@@ -139,7 +174,8 @@ def test_raising_callback_is_logged_and_skipped(
 
 
 def test_slow_callback_times_out_and_later_callbacks_still_run(
-        bus: HookBus, release: threading.Event, caplog: pytest.LogCaptureFixture) -> None:
+    bus: HookBus, release: threading.Event, caplog: pytest.LogCaptureFixture
+) -> None:
     def hangs(**kw: Any) -> str:
         release.wait(10)
         return "too late"
@@ -234,13 +270,15 @@ def test_each_batched_callback_gets_its_own_deadline(bus: HookBus) -> None:
 
 
 def test_callback_timing_out_mid_batch_is_skipped_and_its_plugin_runs_alone_afterwards(
-        bus: HookBus, release: threading.Event, caplog: pytest.LogCaptureFixture) -> None:
+    bus: HookBus, release: threading.Event, caplog: pytest.LogCaptureFixture
+) -> None:
     threads: dict[str, int] = {}
 
     def record(name: str) -> Any:
         def callback(**kw: Any) -> str:
             threads[name] = threading.get_ident()
             return name
+
         return callback
 
     def hangs_once(**kw: Any) -> str:

@@ -59,24 +59,29 @@ class Run:
 
         self.client = ModelClient(ModelSettings(**opts), sleep=sleep)
 
-    def __call__(self, messages: list[dict[str, Any]] = USER,
-                 tools: list[dict[str, Any]] | None = None) -> Completion:
+    def __call__(
+        self, messages: list[dict[str, Any]] = USER, tools: list[dict[str, Any]] | None = None
+    ) -> Completion:
         async def on_retry(info: RetryInfo) -> None:
             self.retries.append(info)
 
         async def main() -> Completion:
             try:
                 return await self.client.stream_completion(
-                    messages, tools, on_event=self.events.append, on_retry=on_retry)
+                    messages, tools, on_event=self.events.append, on_retry=on_retry
+                )
             finally:
                 await self.client.aclose()
+
         return asyncio.run(main())
 
 
 # -- accumulator ------------------------------------------------------------------------------
 
-def chunk(*calls: dict[str, Any], content: str | None = None,
-          finish: str | None = None) -> dict[str, Any]:
+
+def chunk(
+    *calls: dict[str, Any], content: str | None = None, finish: str | None = None
+) -> dict[str, Any]:
     delta: dict[str, Any] = {}
     if content is not None:
         delta["content"] = content
@@ -85,8 +90,12 @@ def chunk(*calls: dict[str, Any], content: str | None = None,
     return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
 
-def part(index: int | None = None, id: str | None = None, name: str | None = None,
-         args: str | None = None) -> dict[str, Any]:
+def part(
+    index: int | None = None,
+    id: str | None = None,
+    name: str | None = None,
+    args: str | None = None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"function": {}}
     if index is not None:
         out["index"] = index
@@ -119,7 +128,9 @@ def test_text_of_one_read_is_one_delta_and_order_is_kept() -> None:
     acc.add(chunk(part(0, "call_1", "calculate", "{}")))  # the text goes out before the call
     acc.add(chunk(content="!"))
     assert [(e["type"], e.get("text")) for e in events] == [
-        ("text.delta", "Let me check"), ("tool_call.started", None)]
+        ("text.delta", "Let me check"),
+        ("tool_call.started", None),
+    ]
     acc.flush()
     acc.flush()  # nothing new: nothing sent
     assert events[-1] == {"type": "text.delta", "text": "!"} and len(events) == 3
@@ -132,10 +143,14 @@ def test_repeated_ids_and_names_are_kept_once() -> None:
     for piece in ('{"expr', 'ession": ', '"2**16"}'):
         acc.add(chunk(part(0, "call_1", "calculate", piece)))
     [call] = acc.message()["tool_calls"]
-    assert call == {"id": "call_1", "type": "function",
-                    "function": {"name": "calculate", "arguments": '{"expression": "2**16"}'}}
+    assert call == {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "calculate", "arguments": '{"expression": "2**16"}'},
+    }
     assert [e for e in events if e["type"] == "tool_call.started"] == [
-        {"type": "tool_call.started", "index": 0, "id": "call_1", "name": "calculate"}]
+        {"type": "tool_call.started", "index": 0, "id": "call_1", "name": "calculate"}
+    ]
 
 
 def test_parallel_tool_calls_are_kept_apart_by_index() -> None:
@@ -145,7 +160,9 @@ def test_parallel_tool_calls_are_kept_apart_by_index() -> None:
     acc.add(chunk(part(0, args=" 1}")))
     calls = acc.message()["tool_calls"]
     assert [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in calls] == [
-        ("a", "calculate", '{"x": 1}'), ("b", "unit_convert", '{"v": 2}')]
+        ("a", "calculate", '{"x": 1}'),
+        ("b", "unit_convert", '{"v": 2}'),
+    ]
 
 
 def test_chunks_without_index_continue_the_call_until_a_new_id() -> None:
@@ -154,8 +171,10 @@ def test_chunks_without_index_continue_the_call_until_a_new_id() -> None:
     acc.add(chunk(part(None, None, None, ": 1}")))
     acc.add(chunk(part(None, "b", "g", "{}")))
     calls = acc.message()["tool_calls"]
-    assert [(c["id"], c["function"]["arguments"]) for c in calls] == [("a", '{"x": 1}'),
-                                                                       ("b", "{}")]
+    assert [(c["id"], c["function"]["arguments"]) for c in calls] == [
+        ("a", '{"x": 1}'),
+        ("b", "{}"),
+    ]
 
 
 def test_missing_ids_and_arguments_get_sane_defaults() -> None:
@@ -174,6 +193,7 @@ def test_a_name_sent_in_fragments_is_joined() -> None:
 
 # -- against the server -----------------------------------------------------------------------
 
+
 def test_streams_text_and_reports_usage(server: ScriptedModelServer) -> None:
     server.push(reply("Hello from the model", chunk_chars=4))
     run = Run(server.url)
@@ -186,12 +206,19 @@ def test_streams_text_and_reports_usage(server: ScriptedModelServer) -> None:
 
 def test_tools_are_sent_and_parallel_calls_returned(server: ScriptedModelServer) -> None:
     tools = [{"type": "function", "function": {"name": "calculate", "parameters": {}}}]
-    server.push(call_tools(tool_call("calculate", {"expression": "1"}),
-                           tool_call("calculate", {"expression": "2"}), repeat_ids=True))
+    server.push(
+        call_tools(
+            tool_call("calculate", {"expression": "1"}),
+            tool_call("calculate", {"expression": "2"}),
+            repeat_ids=True,
+        )
+    )
     done = Run(server.url)(tools=tools)
     assert server.last_request["tools"] == tools
     assert [json.loads(c["function"]["arguments"]) for c in done.tool_calls] == [
-        {"expression": "1"}, {"expression": "2"}]
+        {"expression": "1"},
+        {"expression": "2"},
+    ]
     assert done.finish_reason == "tool_calls"
 
 
@@ -205,8 +232,7 @@ def test_server_errors_are_retried(server: ScriptedModelServer, status: int) -> 
 
 
 def test_retry_after_is_honoured_up_to_the_cap(server: ScriptedModelServer) -> None:
-    server.push(http_error(429, retry_after=0.25), http_error(429, retry_after=100),
-                reply("ok"))
+    server.push(http_error(429, retry_after=0.25), http_error(429, retry_after=100), reply("ok"))
     run = Run(server.url, retry_max_wait=1.0)
     assert run().content == "ok"
     assert run.sleeps == [0.25, 1.0]
@@ -245,8 +271,7 @@ def test_rejected_stream_options_fall_back_to_plain_streaming() -> None:
         assert run.sleeps == []
 
 
-def test_a_bad_request_unrelated_to_stream_options_still_fails(
-        server: ScriptedModelServer) -> None:
+def test_a_bad_request_unrelated_to_stream_options_still_fails(server: ScriptedModelServer) -> None:
     server.push(http_error(400, "context too long"), http_error(400, "context too long"))
     run = Run(server.url)
     with pytest.raises(ModelRequestFailed, match="context too long"):
@@ -279,14 +304,18 @@ def test_a_slow_endpoint_times_out(server: ScriptedModelServer) -> None:
         Run(server.url, timeout=0.2, max_retries=0)()
 
 
-@pytest.mark.parametrize("step,message", [
-    (raw("<html>502 Bad Gateway</html>"), "content-type: text/html"),
-    (raw('{"choices": []}', content_type="application/json"), "OpenAI-compatible"),
-    (empty_choices(), "empty choices"),
-    (raw("data: {not json}\n\n", content_type="text/event-stream"), "malformed"),
-])
-def test_invalid_responses_are_reported(server: ScriptedModelServer, step: Step,
-                                        message: str) -> None:
+@pytest.mark.parametrize(
+    "step,message",
+    [
+        (raw("<html>502 Bad Gateway</html>"), "content-type: text/html"),
+        (raw('{"choices": []}', content_type="application/json"), "OpenAI-compatible"),
+        (empty_choices(), "empty choices"),
+        (raw("data: {not json}\n\n", content_type="text/event-stream"), "malformed"),
+    ],
+)
+def test_invalid_responses_are_reported(
+    server: ScriptedModelServer, step: Step, message: str
+) -> None:
     server.push(step)
     with pytest.raises(ModelResponseInvalid, match=message):
         Run(server.url)()
@@ -305,7 +334,12 @@ def test_settings_come_from_config_then_environment() -> None:
     env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "sk-env"}
     s = ModelSettings.from_config(cfg, env)
     assert (s.base_url, s.model, s.api_key, s.max_retries, s.retry_max_wait) == (
-        "http://127.0.0.1:9/v1", "llama", "sk-env", 5, 2.0)
+        "http://127.0.0.1:9/v1",
+        "llama",
+        "sk-env",
+        5,
+        2.0,
+    )
     cfg = config.parse("model:\n  base_url: http://h/v1\n  api_key: sk-cfg\n")
     s = ModelSettings.from_config(cfg, env)
     assert (s.base_url, s.api_key) == ("http://h/v1", "sk-cfg")
@@ -321,12 +355,14 @@ def test_retry_after_header_forms() -> None:
 
 def test_importing_the_client_module_does_not_import_openai() -> None:
     code = "import sys, hermesd.model.client, hermesd.agent.loop; print('openai' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "False"
 
 
 # -- the event stream (hermesd.model.stream) -----------------------------------------------------------
+
 
 def sse(*events: str, end: str = "\n") -> str:
     return "".join(f"data: {e}{end}{end}" for e in events)
@@ -337,20 +373,25 @@ STOP_CHUNK = json.dumps(chunk(finish="stop"))
 
 
 @pytest.mark.parametrize("end", ["\n", "\r\n", "\r"])
-def test_event_stream_line_ends_lf_crlf_and_cr_all_work(server: ScriptedModelServer,
-                                                        end: str) -> None:
-    server.push(raw(sse(TEXT_CHUNK, STOP_CHUNK, "[DONE]", end=end),
-                    content_type="text/event-stream"))
+def test_event_stream_line_ends_lf_crlf_and_cr_all_work(
+    server: ScriptedModelServer, end: str
+) -> None:
+    server.push(
+        raw(sse(TEXT_CHUNK, STOP_CHUNK, "[DONE]", end=end), content_type="text/event-stream")
+    )
     done = Run(server.url)()
     assert done.content == "hello" and done.finish_reason == "stop"
 
 
 def test_event_stream_comments_other_fields_and_split_data_lines_are_understood(
-        server: ScriptedModelServer) -> None:
+    server: ScriptedModelServer,
+) -> None:
     half = 1  # after the opening brace: the joining newline is JSON whitespace
-    body = (": keep-alive comment\n\nevent: message\nid: 7\n"
-            f"data: {TEXT_CHUNK[:half]}\ndata:{TEXT_CHUNK[half:]}\n\n"
-            f"data: {STOP_CHUNK}\n\ndata: [DONE]\n\n")
+    body = (
+        ": keep-alive comment\n\nevent: message\nid: 7\n"
+        f"data: {TEXT_CHUNK[:half]}\ndata:{TEXT_CHUNK[half:]}\n\n"
+        f"data: {STOP_CHUNK}\n\ndata: [DONE]\n\n"
+    )
     server.push(raw(body, content_type="text/event-stream"))
     assert Run(server.url)().content == "hello"
 
@@ -362,9 +403,9 @@ def test_events_after_done_are_ignored(server: ScriptedModelServer) -> None:
 
 
 def test_an_error_event_in_the_stream_is_reported_with_its_message(
-        server: ScriptedModelServer) -> None:
+    server: ScriptedModelServer,
+) -> None:
     error = json.dumps({"error": {"message": "context length exceeded", "type": "invalid"}})
     server.push(raw(sse(TEXT_CHUNK, error), content_type="text/event-stream"))
     with pytest.raises(ModelRequestFailed, match="context length exceeded"):
         Run(server.url, max_retries=0)()
-

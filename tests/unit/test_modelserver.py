@@ -45,6 +45,7 @@ def complete(server: ScriptedModelServer, **kw: Any) -> Any:
     async def main() -> Any:
         async with client(server) as c:
             return await c.chat.completions.create(model="m", messages=USER, **kw)
+
     return asyncio.run(main())
 
 
@@ -53,6 +54,7 @@ def stream(server: ScriptedModelServer, **kw: Any) -> list[Any]:
         async with client(server) as c:
             s = await c.chat.completions.create(model="m", messages=USER, stream=True, **kw)
             return [chunk async for chunk in s]
+
     return asyncio.run(main())
 
 
@@ -83,12 +85,18 @@ def test_usage_is_sent_in_a_last_chunk_only_when_asked(server: ScriptedModelServ
 
 
 def test_parallel_tool_calls_without_streaming(server: ScriptedModelServer) -> None:
-    server.push(call_tools(tool_call("calculate", {"expression": "2**16"}, "c1"),
-                           tool_call("unit_convert", {"value": 1}, "c2")))
+    server.push(
+        call_tools(
+            tool_call("calculate", {"expression": "2**16"}, "c1"),
+            tool_call("unit_convert", {"value": 1}, "c2"),
+        )
+    )
     msg = complete(server).choices[0]
     assert msg.finish_reason == "tool_calls"
     assert [(t.id, t.function.name) for t in msg.message.tool_calls] == [
-        ("c1", "calculate"), ("c2", "unit_convert")]
+        ("c1", "calculate"),
+        ("c2", "unit_convert"),
+    ]
     assert json.loads(msg.message.tool_calls[0].function.arguments) == {"expression": "2**16"}
 
 
@@ -101,16 +109,18 @@ def test_streamed_tool_calls_send_id_and_name_once(server: ScriptedModelServer) 
 
 
 def test_llama_cpp_style_repeats_id_and_name_in_every_chunk(server: ScriptedModelServer) -> None:
-    server.push(call_tools(tool_call("calculate", {"expression": "1+2"}), repeat_ids=True,
-                           chunk_chars=3))
+    server.push(
+        call_tools(tool_call("calculate", {"expression": "1+2"}), repeat_ids=True, chunk_chars=3)
+    )
     parts = [t for c in stream(server) if c.choices for t in c.choices[0].delta.tool_calls or ()]
     assert len(parts) > 2 and all(p.function.name == "calculate" and p.id for p in parts)
 
 
 def test_invalid_tool_call_json_is_sent_verbatim(server: ScriptedModelServer) -> None:
     server.push(call_tools(tool_call("calculate", '{"expression": "2+')))
-    assert complete(server).choices[0].message.tool_calls[0].function.arguments == \
-        '{"expression": "2+'
+    assert (
+        complete(server).choices[0].message.tool_calls[0].function.arguments == '{"expression": "2+'
+    )
 
 
 @pytest.mark.parametrize("status", [500, 502, 503])
@@ -180,8 +190,11 @@ def test_models_endpoint_and_keep_alive(server: ScriptedModelServer) -> None:
     assert json.loads(conn.getresponse().read())["data"][0]["id"] == "scripted-model"
     sock = conn.sock
     for _ in range(2):
-        conn.request("POST", "/v1/chat/completions",
-                     json.dumps({"model": "m", "messages": USER, "stream": True}))
+        conn.request(
+            "POST",
+            "/v1/chat/completions",
+            json.dumps({"model": "m", "messages": USER, "stream": True}),
+        )
         resp = conn.getresponse()
         assert resp.getheader("transfer-encoding") == "chunked"
         assert resp.read().endswith(b"data: [DONE]\n\n")
@@ -196,16 +209,22 @@ def test_latency_applies_to_every_response() -> None:
         assert time.monotonic() - started >= 0.15
 
 
-@pytest.mark.parametrize("prompt,tool,args", [
-    ("2 的 16 次方是多少？", "calculate", {"expression": "2**16"}),
-    ("将 100 华氏度转换为摄氏度", "unit_convert", {"value": 100.0, "from_unit": "F",
-                                                  "to_unit": "C"}),
-    ("2 乘以 π 的平方根是多少？", "calculate", {"expression": "2 * sqrt(pi)"}),
-    ("1.5 TB 是多少 GB？", "unit_convert", {"value": 1.5, "from_unit": "TB", "to_unit": "GB"}),
-    ("what is 2 to the power of 16", "calculate", {"expression": "2**16"}),
-    ("convert 5 km to mi", "unit_convert", {"value": 5.0, "from_unit": "km", "to_unit": "mi"}),
-    ("what is (3 + 4) * 2?", "calculate", {"expression": "(3 + 4) * 2"}),
-])
+@pytest.mark.parametrize(
+    "prompt,tool,args",
+    [
+        ("2 的 16 次方是多少？", "calculate", {"expression": "2**16"}),
+        (
+            "将 100 华氏度转换为摄氏度",
+            "unit_convert",
+            {"value": 100.0, "from_unit": "F", "to_unit": "C"},
+        ),
+        ("2 乘以 π 的平方根是多少？", "calculate", {"expression": "2 * sqrt(pi)"}),
+        ("1.5 TB 是多少 GB？", "unit_convert", {"value": 1.5, "from_unit": "TB", "to_unit": "GB"}),
+        ("what is 2 to the power of 16", "calculate", {"expression": "2**16"}),
+        ("convert 5 km to mi", "unit_convert", {"value": 5.0, "from_unit": "km", "to_unit": "mi"}),
+        ("what is (3 + 4) * 2?", "calculate", {"expression": "(3 + 4) * 2"}),
+    ],
+)
 def test_calculator_rules_call_the_guide_tools(prompt: str, tool: str, args: dict) -> None:
     step = calculator_rules({"messages": [{"role": "user", "content": prompt}]})
     assert [(c.name, c.arguments) for c in step.tool_calls] == [(tool, args)]
@@ -217,9 +236,12 @@ def test_calculator_rules_answer_with_the_tool_result() -> None:
 
 
 def test_runs_as_a_separate_process_and_prints_its_url() -> None:
-    with subprocess.Popen([sys.executable, "-m", "tests.support.modelserver", "--port", "0",
-                           "--script", "rules"], cwd=REPO, stdout=subprocess.PIPE,
-                          text=True) as proc:
+    with subprocess.Popen(
+        [sys.executable, "-m", "tests.support.modelserver", "--port", "0", "--script", "rules"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
         try:
             assert proc.stdout is not None
             url = proc.stdout.readline().strip()
@@ -228,7 +250,9 @@ def test_runs_as_a_separate_process_and_prints_its_url() -> None:
             async def main() -> Any:
                 async with openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0) as c:
                     return await c.chat.completions.create(
-                        model="m", messages=[{"role": "user", "content": "1.5 TB in GB"}])
+                        model="m", messages=[{"role": "user", "content": "1.5 TB in GB"}]
+                    )
+
             msg = asyncio.run(main()).choices[0].message
             assert msg.tool_calls[0].function.name == "unit_convert"
         finally:
@@ -241,9 +265,24 @@ def test_runs_as_a_separate_process_and_prints_its_url() -> None:
 
 @pytest.fixture
 def async_url() -> Iterator[str]:
-    with subprocess.Popen([sys.executable, "-m", "tests.support.modelserver", "--engine",
-                           "asyncio", "--port", "0", "--script", "rules", "--latency", "0.05"],
-                          cwd=REPO, stdout=subprocess.PIPE, text=True) as proc:
+    with subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.support.modelserver",
+            "--engine",
+            "asyncio",
+            "--port",
+            "0",
+            "--script",
+            "rules",
+            "--latency",
+            "0.05",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
         try:
             assert proc.stdout is not None
             url = proc.stdout.readline().strip()
@@ -260,28 +299,49 @@ def test_the_asyncio_engine_answers_like_the_threaded_one(async_url: str) -> Non
     question = [{"role": "user", "content": "What is 15 * 23?"}]
 
     async def main() -> tuple[Any, list[Any], Any, float]:
-        async with openai.AsyncOpenAI(base_url=async_url, api_key="x", max_retries=0,
-                                      timeout=5) as c:
+        async with openai.AsyncOpenAI(
+            base_url=async_url, api_key="x", max_retries=0, timeout=5
+        ) as c:
             started = time.monotonic()
             plain = await c.chat.completions.create(model="m", messages=question)
             elapsed = time.monotonic() - started
-            s = await c.chat.completions.create(model="m", messages=question, stream=True,
-                                                stream_options={"include_usage": True})
+            s = await c.chat.completions.create(
+                model="m", messages=question, stream=True, stream_options={"include_usage": True}
+            )
             chunks = [chunk async for chunk in s]
-            answer = await c.chat.completions.create(model="m", messages=[
-                *question, {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": "c1", "type": "function",
-                     "function": {"name": "calculate", "arguments": "{}"}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": "345"}], stream=True)
+            answer = await c.chat.completions.create(
+                model="m",
+                messages=[
+                    *question,
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "c1",
+                                "type": "function",
+                                "function": {"name": "calculate", "arguments": "{}"},
+                            }
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": "345"},
+                ],
+                stream=True,
+            )
             return plain, chunks, [chunk async for chunk in answer], elapsed
 
     plain, chunks, answer, elapsed = asyncio.run(main())
     call = plain.choices[0].message.tool_calls[0]
     assert (call.function.name, json.loads(call.function.arguments)) == (
-        "calculate", {"expression": "15 * 23"})
+        "calculate",
+        {"expression": "15 * 23"},
+    )
     assert elapsed >= 0.05
-    streamed = [c.choices[0].delta.tool_calls[0] for c in chunks
-                if c.choices and c.choices[0].delta.tool_calls]
+    streamed = [
+        c.choices[0].delta.tool_calls[0]
+        for c in chunks
+        if c.choices and c.choices[0].delta.tool_calls
+    ]
     assert streamed[0].function.name == "calculate"
     assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
     assert text_of(answer) == "The result is: 345"
@@ -291,8 +351,12 @@ def test_the_asyncio_engine_refuses_what_is_not_a_chat_completion(async_url: str
     host, port = async_url.removeprefix("http://").removesuffix("/v1").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=5)
     try:
-        conn.request("POST", "/v1/chat/completions", body=b"{not json",
-                     headers={"content-type": "application/json"})
+        conn.request(
+            "POST",
+            "/v1/chat/completions",
+            body=b"{not json",
+            headers={"content-type": "application/json"},
+        )
         first = conn.getresponse()
         assert (first.status, b"not a chat completion" in first.read()) == (400, True)
         conn.request("POST", "/v1/embeddings", body=b"{}")  # same connection: still served

@@ -26,8 +26,14 @@ def host(tmp_path: Path) -> Iterator[PluginHost]:
 
 
 def context(host: PluginHost, key: str = "demo") -> PluginContext:
-    record = PluginRecord(key=key, name=key, source="user", path=None, version="1.2",
-                          manifest=Manifest(name=key, version="1.2", key=key))
+    record = PluginRecord(
+        key=key,
+        name=key,
+        source="user",
+        path=None,
+        version="1.2",
+        manifest=Manifest(name=key, version="1.2", key=key),
+    )
     return PluginContext(record, host.plugins.services)
 
 
@@ -49,21 +55,44 @@ def test_command_names_are_normalised(host: PluginHost) -> None:
     assert command is not None and command.owner == "demo"
 
 
-@pytest.mark.parametrize("name, shown", [("help", "help"), ("/Model", "model"),
-                                         ("reset", "reset"), ("reload-plugins", "reload-plugins")])
+@pytest.mark.parametrize(
+    "name, shown",
+    [
+        ("help", "help"),
+        ("/Model", "model"),
+        ("reset", "reset"),
+        ("reload-plugins", "reload-plugins"),
+    ],
+)
 def test_builtin_names_and_aliases_cannot_be_taken(
-        host: PluginHost, caplog: pytest.LogCaptureFixture, name: str, shown: str) -> None:
+    host: PluginHost, caplog: pytest.LogCaptureFixture, name: str, shown: str
+) -> None:
     with caplog.at_level(logging.WARNING):
         context(host).register_command(name, lambda raw: "mine")
-    assert (f"Plugin 'demo' tried to register command '/{shown}' which conflicts with a "
-            "built-in command. Skipping.") in caplog.messages
+    assert (
+        f"Plugin 'demo' tried to register command '/{shown}' which conflicts with a "
+        "built-in command. Skipping."
+    ) in caplog.messages
     assert host.commands.lookup(shown).owner == "builtin"  # type: ignore[union-attr]
 
 
 def test_builtin_commands_are_registered_through_the_same_registry(host: PluginHost) -> None:
     names = {c.name for c in host.commands.slash_commands() if c.owner == "builtin"}
-    assert {"help", "new", "plugins", "tools", "skills", "sessions", "title", "model", "status",
-            "approve", "deny", "reload-plugins", "quit"} <= names
+    assert {
+        "help",
+        "new",
+        "plugins",
+        "tools",
+        "skills",
+        "sessions",
+        "title",
+        "model",
+        "status",
+        "approve",
+        "deny",
+        "reload-plugins",
+        "quit",
+    } <= names
     assert host.commands.lookup("reset").name == "new"  # type: ignore[union-attr]
     assert host.commands.lookup("exit").name == "quit"  # type: ignore[union-attr]
 
@@ -95,11 +124,13 @@ def test_async_command_handler_is_awaited(host: PluginHost) -> None:
 def test_failing_command_handler_gives_a_message_not_an_exception(host: PluginHost) -> None:
     context(host).register_command("oops", lambda raw: 1 / 0)
     assert asyncio.run(host.commands.run("oops")) == (
-        "Command /oops failed: ZeroDivisionError: division by zero")
+        "Command /oops failed: ZeroDivisionError: division by zero"
+    )
 
 
 def test_later_plugin_wins_a_command_name_with_a_warning(
-        host: PluginHost, caplog: pytest.LogCaptureFixture) -> None:
+    host: PluginHost, caplog: pytest.LogCaptureFixture
+) -> None:
     context(host, "first").register_command("same", lambda raw: "first")
     with caplog.at_level(logging.WARNING):
         context(host, "second").register_command("same", lambda raw: "second")
@@ -112,8 +143,9 @@ def test_cli_command_setup_fn_builds_an_argparse_tree(host: PluginHost) -> None:
         subs = parser.add_subparsers(dest="action")
         subs.add_parser("status")
 
-    context(host).register_cli_command("my-plugin", "Manage it", setup,
-                                       handler_fn=lambda args: args.action)
+    context(host).register_cli_command(
+        "my-plugin", "Manage it", setup, handler_fn=lambda args: args.action
+    )
     command = host.commands.cli_command("my-plugin")
     assert command is not None and command.owner == "demo" and command.help == "Manage it"
     parser = argparse.ArgumentParser()
@@ -127,10 +159,12 @@ def test_cli_command_may_not_take_a_reserved_name(host: PluginHost) -> None:
     assert host.commands.cli_command("chat") is None
 
 
-@pytest.mark.parametrize("name, error", [("a:b", "must not contain ':'"),
-                                         ("bad name", "Must match"), ("", "Must match")])
+@pytest.mark.parametrize(
+    "name, error", [("a:b", "must not contain ':'"), ("bad name", "Must match"), ("", "Must match")]
+)
 def test_register_skill_rejects_bad_names(
-        host: PluginHost, tmp_path: Path, name: str, error: str) -> None:
+    host: PluginHost, tmp_path: Path, name: str, error: str
+) -> None:
     skill = tmp_path / "SKILL.md"
     skill.write_text("# s\n")
     with pytest.raises(ValueError, match=error):
@@ -163,10 +197,19 @@ def test_dispatch_tool_from_a_command_goes_through_hooks(tmp_path: Path) -> None
     home = tmp_path / "home"
     write_plugin(home / "plugins", "scanner", SCANNER)
     built = make_host(home)
-    built.tools.register("find_files", "files", schema("find_files", pattern="string"),
-                         lambda args: json.dumps({"found": [args["pattern"]]}))
-    built.hooks.register("guard", "pre_tool_call", lambda tool_name, args, **kw: (
-        {"action": "block", "message": "not *.key"} if args["pattern"] == "*.key" else None))
+    built.tools.register(
+        "find_files",
+        "files",
+        schema("find_files", pattern="string"),
+        lambda args: json.dumps({"found": [args["pattern"]]}),
+    )
+    built.hooks.register(
+        "guard",
+        "pre_tool_call",
+        lambda tool_name, args, **kw: (
+            {"action": "block", "message": "not *.key"} if args["pattern"] == "*.key" else None
+        ),
+    )
     seen: list[str] = []
     built.hooks.register("audit", "post_tool_call", lambda status, **kw: seen.append(status))
     built.plugins.load_all()
@@ -186,11 +229,16 @@ def test_dispatch_tool_from_a_command_goes_through_hooks(tmp_path: Path) -> None
 
 def test_dispatch_tool_uses_the_current_session(host: PluginHost) -> None:
     sessions: list[str] = []
-    host.tools.register("note_session", "t", schema("note_session"),
-                        lambda args, session_id: sessions.append(session_id) or "{}")
+    host.tools.register(
+        "note_session",
+        "t",
+        schema("note_session"),
+        lambda args, session_id: sessions.append(session_id) or "{}",
+    )
     ctx = context(host)
-    host.tools.register("outer_tool", "t", schema("outer_tool"),
-                        lambda args: ctx.dispatch_tool("note_session", {}))
+    host.tools.register(
+        "outer_tool", "t", schema("outer_tool"), lambda args: ctx.dispatch_tool("note_session", {})
+    )
     asyncio.run(host.tools.call("outer_tool", {}, session_id="sess-7"))
     ctx.dispatch_tool("note_session", {}, task_id="explicit")
     assert sessions == ["sess-7", "explicit"]
@@ -210,18 +258,25 @@ def test_inject_message_delegates_to_the_injector(host: PluginHost) -> None:
 
 
 def test_unsupported_registrations_log_and_do_not_fail_register(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     home = tmp_path / "home"
-    write_plugin(home / "plugins", "fancy", """
+    write_plugin(
+        home / "plugins",
+        "fancy",
+        """
         def register(ctx):
             ctx.register_middleware("request", lambda **kw: None)
             ctx.register_memory_provider(object())
             ctx.register_context_engine(object())
-    """)
+    """,
+    )
     built = make_host(home)
     with caplog.at_level(logging.WARNING):
         built.plugins.load_all()
     built.plugins.unload_all()
     assert sum("does not support" in m for m in caplog.messages) == 3
-    assert "Plugin 'fancy' called register_memory_provider, which hermesd does not support; " \
-           "ignored" in caplog.messages
+    assert (
+        "Plugin 'fancy' called register_memory_provider, which hermesd does not support; "
+        "ignored" in caplog.messages
+    )

@@ -45,10 +45,23 @@ CALLABLE_FORM = {
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("entrypoints")
     wheels = [
-        build_wheel(root / "dist", "hermes-plugin-modform", "2.3.1", MODULE_FORM,
-                    {"modform": "hermesd_ep_modform"}, summary="Shouts text", author="Ada"),
-        build_wheel(root / "dist", "hermes-plugin-callform", "0.4", CALLABLE_FORM,
-                    {"callform": "hermesd_ep_callform:register"}, summary="Adds context"),
+        build_wheel(
+            root / "dist",
+            "hermes-plugin-modform",
+            "2.3.1",
+            MODULE_FORM,
+            {"modform": "hermesd_ep_modform"},
+            summary="Shouts text",
+            author="Ada",
+        ),
+        build_wheel(
+            root / "dist",
+            "hermes-plugin-callform",
+            "0.4",
+            CALLABLE_FORM,
+            {"callform": "hermesd_ep_callform:register"},
+            summary="Adds context",
+        ),
     ]
     target = root / "site"
     pip_install(wheels, target)
@@ -82,8 +95,7 @@ def test_entry_point_naming_the_register_function_loads(host: PluginHost) -> Non
     assert asyncio.run(host.hooks.pre_llm_context(session_id="s")) == "from callform"
 
 
-def test_entry_point_version_and_description_come_from_the_distribution(
-        host: PluginHost) -> None:
+def test_entry_point_version_and_description_come_from_the_distribution(host: PluginHost) -> None:
     record = host.plugins.get("modform")
     assert record is not None
     assert (record.version, record.description, record.author) == ("2.3.1", "Shouts text", "Ada")

@@ -11,8 +11,14 @@ from hermesd.plugins.tool_schema import Finding
 
 
 def record(**fields: object) -> PluginRecord:
-    base: dict[str, object] = {"key": "calculator", "name": "calculator", "source": "user",
-                               "path": "/p", "version": "1.0.0", "state": "loaded"}
+    base: dict[str, object] = {
+        "key": "calculator",
+        "name": "calculator",
+        "source": "user",
+        "path": "/p",
+        "version": "1.0.0",
+        "state": "loaded",
+    }
     base.update(fields)
     return PluginRecord(**base)  # type: ignore[arg-type]
 
@@ -24,7 +30,8 @@ def test_loaded_plugin_line_matches_the_guide() -> None:
 
 def test_counts_appear_only_when_non_zero_and_commands_follow() -> None:
     assert plugin_line(record(hooks=["a", "b"], commands=["x", "y", "z"])) == (
-        "  ✓ calculator v1.0.0 (2 hooks, 3 commands)")
+        "  ✓ calculator v1.0.0 (2 hooks, 3 commands)"
+    )
     assert plugin_line(record()) == "  ✓ calculator v1.0.0"
 
 
@@ -38,26 +45,40 @@ def test_failed_plugin_line_has_a_cross_and_the_reason() -> None:
 
 
 def test_whole_listing_has_a_count_header() -> None:
-    text = plugins_text([record(tools=["t"]), record(key="b", state="error", reason="boom",
-                                                     version=None)], Path("/h"))
+    text = plugins_text(
+        [record(tools=["t"]), record(key="b", state="error", reason="boom", version=None)],
+        Path("/h"),
+    )
     assert text == "Plugins (2):\n  ✓ calculator v1.0.0 (1 tools)\n  ✗ b — boom"
 
 
 def test_empty_listing_names_the_real_plugin_folder() -> None:
     assert plugins_text([], Path("/home/ada/.hermes")) == (
         "No plugins installed.\n"
-        "Drop plugin directories into /home/ada/.hermes/plugins/ to get started.")
+        "Drop plugin directories into /home/ada/.hermes/plugins/ to get started."
+    )
 
 
 def test_dict_form_is_plain_data_with_state_reason_and_registrations() -> None:
-    r = record(tools=["t"], hooks=["post_tool_call"], skills=["calculator:s"],
-               rejected_tools=[RejectedTool("bad", "invalid tool name")],
-               warnings=[Finding("warning", "t", "x", "parameter has no description")])
+    r = record(
+        tools=["t"],
+        hooks=["post_tool_call"],
+        skills=["calculator:s"],
+        rejected_tools=[RejectedTool("bad", "invalid tool name")],
+        warnings=[Finding("warning", "t", "x", "parameter has no description")],
+    )
     data = plugin_dict(r)
     assert json.loads(json.dumps(data)) == data
     assert data["state"] == "loaded" and data["enabled"] is True
     assert data["rejected_tools"] == [{"name": "bad", "reason": "invalid tool name"}]
-    assert data["warnings"] == [{"severity": "warning", "tool": "t", "parameter": "x",
-                                 "message": "parameter has no description"}]
-    assert data["line"] == ("✓ calculator v1.0.0 (1 tools, 1 hooks) — rejected tool 'bad': "
-                            "invalid tool name")
+    assert data["warnings"] == [
+        {
+            "severity": "warning",
+            "tool": "t",
+            "parameter": "x",
+            "message": "parameter has no description",
+        }
+    ]
+    assert data["line"] == (
+        "✓ calculator v1.0.0 (1 tools, 1 hooks) — rejected tool 'bad': invalid tool name"
+    )

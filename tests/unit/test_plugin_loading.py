@@ -53,8 +53,9 @@ def host(hermes_home: Path) -> Iterator[Factory]:
     """``host(env=..., config=..., dotenv=...)`` builds a host and loads its plugins."""
     made: list[PluginHost] = []
 
-    def build(env: dict[str, str] | None = None, config: dict[str, Any] | None = None,
-              **kwargs: Any) -> PluginHost:
+    def build(
+        env: dict[str, str] | None = None, config: dict[str, Any] | None = None, **kwargs: Any
+    ) -> PluginHost:
         made.append(make_host(hermes_home, env, config, **kwargs))
         made[-1].plugins.load_all()
         return made[-1]
@@ -81,19 +82,27 @@ def test_plugin_in_home_plugins_loads_its_tool_and_hook(user_plugins: Path, host
 
 
 def test_register_runs_on_a_worker_thread(user_plugins: Path, host: Factory) -> None:
-    write_plugin(user_plugins, "where", """
+    write_plugin(
+        user_plugins,
+        "where",
+        """
         import threading
         THREAD = []
         def register(ctx):
             THREAD.append(threading.current_thread().name)
-    """)
+    """,
+    )
     host()
     assert sys.modules["hermes_plugins.where"].THREAD[0].startswith("hermesd-plugin")
 
 
 def test_plugin_imports_as_a_package_so_relative_imports_and_data_files_work(
-        user_plugins: Path, host: Factory) -> None:
-    write_plugin(user_plugins, "my-data", """
+    user_plugins: Path, host: Factory
+) -> None:
+    write_plugin(
+        user_plugins,
+        "my-data",
+        """
         from pathlib import Path
         from .helpers import greet
         DATA = (Path(__file__).parent / "data" / "words.txt").read_text().split()
@@ -101,15 +110,20 @@ def test_plugin_imports_as_a_package_so_relative_imports_and_data_files_work(
             ctx.register_tool("greet_user", "greet", {"description": greet(DATA[0]),
                               "parameters": {"type": "object", "properties": {}}},
                               lambda args: "{}")
-    """, files={"helpers.py": "def greet(w):\n    return 'hello ' + w\n",
-                "data/words.txt": "world\n"})
+    """,
+        files={
+            "helpers.py": "def greet(w):\n    return 'hello ' + w\n",
+            "data/words.txt": "world\n",
+        },
+    )
     built = host()
     assert "hermes_plugins.my_data.helpers" in sys.modules
     assert built.tools.get("greet_user").description == "hello world"  # type: ignore[union-attr]
 
 
 def test_broken_manifest_is_warned_about_and_listed_with_the_reason(
-        user_plugins: Path, host: Factory, caplog: pytest.LogCaptureFixture) -> None:
+    user_plugins: Path, host: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
     write_plugin(user_plugins, "broken", manifest="name: [unclosed\n")
     with caplog.at_level(logging.WARNING):
         built = host()
@@ -130,9 +144,13 @@ def test_manifest_version_is_coerced_to_a_string(user_plugins: Path, host: Facto
 
 
 def test_manifest_name_is_the_key_and_unknown_fields_are_ignored(
-        user_plugins: Path, host: Factory) -> None:
-    write_plugin(user_plugins, "folder-name", manifest={"name": "real-name", "version": "3",
-                                                         "homepage": "x", "kind": "standalone"})
+    user_plugins: Path, host: Factory
+) -> None:
+    write_plugin(
+        user_plugins,
+        "folder-name",
+        manifest={"name": "real-name", "version": "3", "homepage": "x", "kind": "standalone"},
+    )
     built = host()
     assert [r.key for r in built.plugins.records()] == ["real-name"]
     assert built.plugins.get("real-name").path == str(user_plugins / "folder-name")  # type: ignore[union-attr]
@@ -144,19 +162,24 @@ def test_folder_without_manifest_is_not_a_plugin(user_plugins: Path, host: Facto
 
 
 def test_import_error_fails_the_plugin_with_the_reference_log_line(
-        user_plugins: Path, host: Factory, caplog: pytest.LogCaptureFixture) -> None:
+    user_plugins: Path, host: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
     write_plugin(user_plugins, "needs-lib", "import surely_not_installed_lib\n")
     with caplog.at_level(logging.WARNING):
         built = host()
-    assert ("Failed to load plugin 'needs-lib': No module named 'surely_not_installed_lib'"
-            in caplog.messages)
+    assert (
+        "Failed to load plugin 'needs-lib': No module named 'surely_not_installed_lib'"
+        in caplog.messages
+    )
     assert line(built, "needs-lib") == (
-        "  ✗ needs-lib v1.0.0 — ModuleNotFoundError: No module named 'surely_not_installed_lib'")
+        "  ✗ needs-lib v1.0.0 — ModuleNotFoundError: No module named 'surely_not_installed_lib'"
+    )
     assert not [m for m in sys.modules if m.startswith("hermes_plugins.needs_lib")]
 
 
 def test_register_calling_sys_exit_is_an_ordinary_failure(
-        user_plugins: Path, host: Factory) -> None:
+    user_plugins: Path, host: Factory
+) -> None:
     write_plugin(user_plugins, "quitter", "import sys\ndef register(ctx):\n    sys.exit(3)\n")
     record = host().plugins.get("quitter")
     assert record is not None and record.state == "error"
@@ -182,7 +205,8 @@ RAISING = """
 
 
 def test_register_raising_rolls_back_everything_it_registered(
-        user_plugins: Path, host: Factory, caplog: pytest.LogCaptureFixture) -> None:
+    user_plugins: Path, host: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
     write_plugin(user_plugins, "doomed", RAISING, files={"SKILL.md": "---\nname: s\n---\n"})
     with caplog.at_level(logging.WARNING):
         built = host()
@@ -198,16 +222,25 @@ def test_register_raising_rolls_back_everything_it_registered(
 
 
 def test_rollback_restores_a_command_the_failed_plugin_had_replaced(
-        user_plugins: Path, host: Factory) -> None:
-    write_plugin(user_plugins, "a-first", """
+    user_plugins: Path, host: Factory
+) -> None:
+    write_plugin(
+        user_plugins,
+        "a-first",
+        """
         def register(ctx):
             ctx.register_command("shared", lambda raw: "from a")
-    """)
-    write_plugin(user_plugins, "b-second", """
+    """,
+    )
+    write_plugin(
+        user_plugins,
+        "b-second",
+        """
         def register(ctx):
             ctx.register_command("shared", lambda raw: "from b")
             raise ValueError("nope")
-    """)
+    """,
+    )
     built = host()
     assert asyncio.run(built.commands.run("shared")) == "from a"
 
@@ -225,20 +258,24 @@ HANGING = """
 
 
 def test_hanging_register_times_out_rolls_back_and_ignores_late_registrations(
-        user_plugins: Path, host: Factory, caplog: pytest.LogCaptureFixture) -> None:
+    user_plugins: Path, host: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
     write_plugin(user_plugins, "slowpoke", HANGING)
     started = time.monotonic()
     with caplog.at_level(logging.WARNING):
         built = host(config={"plugins": {"load_timeout": 0.3}})
         assert time.monotonic() - started < 0.8
-        assert ("Failed to load plugin 'slowpoke': register() did not finish within 0.3s"
-                in caplog.messages)
+        assert (
+            "Failed to load plugin 'slowpoke': register() did not finish within 0.3s"
+            in caplog.messages
+        )
         assert built.tools.get("early_tool") is None
         time.sleep(1.0)  # the abandoned thread wakes up and tries to register more
     assert built.tools.get("late_tool") is None and not built.hooks.has("post_llm_call")
     assert any("after its load was abandoned" in m for m in caplog.messages)
     assert line(built, "slowpoke") == (
-        "  ✗ slowpoke v1.0.0 — TimeoutError: register() did not finish within 0.3s")
+        "  ✗ slowpoke v1.0.0 — TimeoutError: register() did not finish within 0.3s"
+    )
 
 
 def test_slow_register_within_the_timeout_loads(user_plugins: Path, host: Factory) -> None:
@@ -249,31 +286,46 @@ def test_slow_register_within_the_timeout_loads(user_plugins: Path, host: Factor
 
 
 def test_async_register_is_run_to_completion(user_plugins: Path, host: Factory) -> None:
-    write_plugin(user_plugins, "asyncy", """
+    write_plugin(
+        user_plugins,
+        "asyncy",
+        """
         import asyncio
         async def register(ctx):
             await asyncio.sleep(0)
             ctx.register_hook("on_session_start", lambda **kw: None)
-    """)
+    """,
+    )
     assert host().plugins.get("asyncy").hooks == ["on_session_start"]  # type: ignore[union-attr]
 
 
 def test_unknown_hook_is_warned_about_and_the_plugin_still_loads(
-        user_plugins: Path, host: Factory, caplog: pytest.LogCaptureFixture) -> None:
-    write_plugin(user_plugins, "future", """
+    user_plugins: Path, host: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_plugin(
+        user_plugins,
+        "future",
+        """
         def register(ctx):
             ctx.register_hook("on_full_moon", lambda **kw: None)
-    """)
+    """,
+    )
     with caplog.at_level(logging.WARNING):
         built = host()
-    assert any(m.startswith("Plugin 'future' registered unknown hook 'on_full_moon' (valid: ")
-               for m in caplog.messages)
+    assert any(
+        m.startswith("Plugin 'future' registered unknown hook 'on_full_moon' (valid: ")
+        for m in caplog.messages
+    )
     assert line(built, "future") == "  ✓ future v1.0.0 (1 hooks)"
 
 
 def test_bad_tool_schemas_are_rejected_with_reasons_and_the_plugin_still_loads(
-        user_plugins: Path, host: Factory) -> None:
-    write_plugin(user_plugins, "sloppy", """
+    user_plugins: Path, host: Factory
+) -> None:
+    write_plugin(
+        user_plugins,
+        "sloppy",
+        """
         GOOD = {"description": "ok", "parameters": {"type": "object", "properties": {}}}
         def register(ctx):
             ctx.register_tool("good_tool", "s", GOOD, lambda args: "{}")
@@ -281,7 +333,8 @@ def test_bad_tool_schemas_are_rejected_with_reasons_and_the_plugin_still_loads(
             ctx.register_tool("no_params", "s", {"description": "x"}, lambda args: "{}")
             ctx.register_tool("array_params", "s", {"parameters": {"type": "array"}},
                               lambda args: "{}")
-    """)
+    """,
+    )
     built = host()
     record = built.plugins.get("sloppy")
     assert record is not None and record.state == "loaded" and record.tools == ["good_tool"]
@@ -291,7 +344,8 @@ def test_bad_tool_schemas_are_rejected_with_reasons_and_the_plugin_still_loads(
 
 
 def test_tool_name_clash_without_override_is_rejected_naming_both_toolsets(
-        user_plugins: Path, host: Factory, caplog: pytest.LogCaptureFixture) -> None:
+    user_plugins: Path, host: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
     body = """
         def register(ctx):
             ctx.register_tool("search_web", "{ts}", {{"description": "d", "parameters":
@@ -308,7 +362,8 @@ def test_tool_name_clash_without_override_is_rejected_naming_both_toolsets(
 
 
 def test_tool_name_clash_with_override_replaces_the_earlier_tool(
-        user_plugins: Path, host: Factory) -> None:
+    user_plugins: Path, host: Factory
+) -> None:
     body = """
         def register(ctx):
             ctx.register_tool("search_web", "{ts}", {{"description": "d", "parameters":
@@ -321,10 +376,15 @@ def test_tool_name_clash_with_override_replaces_the_earlier_tool(
 
 
 def test_missing_env_disables_the_plugin_with_the_guide_message(
-        user_plugins: Path, host: Factory, caplog: pytest.LogCaptureFixture) -> None:
-    write_plugin(user_plugins, "weather", TOOL_PLUGIN, files={"schemas.py": SCHEMAS},
-                 manifest={"name": "weather", "version": "1.0.0",
-                           "requires_env": ["WEATHER_API_KEY"]})
+    user_plugins: Path, host: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_plugin(
+        user_plugins,
+        "weather",
+        TOOL_PLUGIN,
+        files={"schemas.py": SCHEMAS},
+        manifest={"name": "weather", "version": "1.0.0", "requires_env": ["WEATHER_API_KEY"]},
+    )
     with caplog.at_level(logging.WARNING):
         built = host(env={})
     assert "Plugin weather disabled (missing: WEATHER_API_KEY)" in caplog.messages
@@ -334,10 +394,20 @@ def test_missing_env_disables_the_plugin_with_the_guide_message(
 
 
 def test_env_from_process_or_dotenv_satisfies_requires_env(
-        user_plugins: Path, host: Factory) -> None:
-    write_plugin(user_plugins, "weather", manifest={
-        "name": "weather", "requires_env": ["FROM_ENV", {"name": "FROM_DOTENV", "secret": True},
-                                            {"name": "STILL_MISSING", "password": True}]})
+    user_plugins: Path, host: Factory
+) -> None:
+    write_plugin(
+        user_plugins,
+        "weather",
+        manifest={
+            "name": "weather",
+            "requires_env": [
+                "FROM_ENV",
+                {"name": "FROM_DOTENV", "secret": True},
+                {"name": "STILL_MISSING", "password": True},
+            ],
+        },
+    )
     built = host(env={"FROM_ENV": "1"}, dotenv={"FROM_DOTENV": "2"})
     record = built.plugins.get("weather")
     assert record is not None and record.missing_env == ["STILL_MISSING"]
@@ -348,12 +418,15 @@ def test_env_from_process_or_dotenv_satisfies_requires_env(
 
 
 def test_enabled_list_restricts_loading_and_others_are_listed_not_enabled(
-        user_plugins: Path, host: Factory) -> None:
+    user_plugins: Path, host: Factory
+) -> None:
     for name in ("alpha", "beta"):
         write_plugin(user_plugins, name)
     built = host(config={"plugins": {"enabled": ["beta"]}})
     assert [(r.key, r.state) for r in built.plugins.records()] == [
-        ("alpha", "not-enabled"), ("beta", "loaded")]
+        ("alpha", "not-enabled"),
+        ("beta", "loaded"),
+    ]
     assert line(built, "alpha") == "  ✗ alpha v1.0.0 — not enabled in config"
 
 
@@ -371,7 +444,8 @@ def test_disabled_always_wins(user_plugins: Path, host: Factory) -> None:
 
 
 def test_category_layout_gives_category_slash_folder_keys(
-        user_plugins: Path, host: Factory) -> None:
+    user_plugins: Path, host: Factory
+) -> None:
     write_plugin(user_plugins, "image_gen/openai", manifest={"name": "openai"})
     write_plugin(user_plugins, "tts/openai", manifest={"name": "openai"})
     write_plugin(user_plugins, "deep/er/still", manifest={"name": "still"})
@@ -381,14 +455,18 @@ def test_category_layout_gives_category_slash_folder_keys(
 
 
 def test_hermes_plugin_path_takes_one_plugin_or_a_folder_of_plugins(
-        tmp_path: Path, host: Factory) -> None:
+    tmp_path: Path, host: Factory
+) -> None:
     single = write_plugin(tmp_path / "nix", "single")
     write_plugin(tmp_path / "many", "one")
     write_plugin(tmp_path / "many", "two")
     env = {"HERMES_PLUGIN_PATH": f"{single}:{tmp_path / 'many'}"}
     built = host(env=env, config={"plugins": {"enabled": []}})
     assert [(r.key, r.source, r.state) for r in built.plugins.records()] == [
-        ("single", "path", "loaded"), ("one", "path", "loaded"), ("two", "path", "loaded")]
+        ("single", "path", "loaded"),
+        ("one", "path", "loaded"),
+        ("two", "path", "loaded"),
+    ]
 
 
 def test_project_plugins_load_only_when_opted_in(tmp_path: Path, host: Factory) -> None:
@@ -406,7 +484,8 @@ def test_safe_mode_skips_discovery(user_plugins: Path, host: Factory) -> None:
 
 
 def test_later_source_wins_a_key_collision(
-        tmp_path: Path, user_plugins: Path, host: Factory) -> None:
+    tmp_path: Path, user_plugins: Path, host: Factory
+) -> None:
     write_plugin(tmp_path / "bundled", "dup", manifest={"name": "dup", "version": "1"})
     write_plugin(user_plugins, "dup", manifest={"name": "dup", "version": "2"})
     built = host(env={"HERMES_BUNDLED_PLUGINS": str(tmp_path / "bundled")})
@@ -415,7 +494,8 @@ def test_later_source_wins_a_key_collision(
 
 
 def test_load_order_is_sources_in_scan_order_then_alphabetical(
-        tmp_path: Path, user_plugins: Path, host: Factory) -> None:
+    tmp_path: Path, user_plugins: Path, host: Factory
+) -> None:
     inject = """
         def register(ctx):
             ctx.register_hook("pre_llm_call", lambda **kw: {{"context": "{name}"}})
@@ -424,31 +504,55 @@ def test_load_order_is_sources_in_scan_order_then_alphabetical(
     for name in ("beta", "alpha"):
         write_plugin(user_plugins, name, inject.format(name=name))
     write_plugin(tmp_path / "path", "mid", inject.format(name="mid"))
-    built = host(env={"HERMES_BUNDLED_PLUGINS": str(tmp_path / "bundled"),
-                      "HERMES_PLUGIN_PATH": str(tmp_path / "path")})
+    built = host(
+        env={
+            "HERMES_BUNDLED_PLUGINS": str(tmp_path / "bundled"),
+            "HERMES_PLUGIN_PATH": str(tmp_path / "path"),
+        }
+    )
     context = asyncio.run(built.hooks.pre_llm_context(session_id="s", user_message="hi"))
     assert context == "zeta\n\nmid\n\nalpha\n\nbeta"
 
 
 def test_tools_json_supplies_schemas_and_register_tool_only_binds_handlers(
-        user_plugins: Path, host: Factory) -> None:
+    user_plugins: Path, host: Factory
+) -> None:
     declared = [
-        {"name": "get_weather", "description": "Get the weather of a city and return it",
-         "parameters": {"type": "object", "required": ["city"],
-                        "properties": {"city": {"type": "string", "description": "city"}}}},
-        {"type": "function", "function": {
-            "name": "send_alert", "description": "Send an alert and return its id",
-            "parameters": {"type": "object", "properties": {}}}},
-        {"name": "never_bound", "description": "Declared but unused and returns nothing",
-         "parameters": {"type": "object", "properties": {}}},
+        {
+            "name": "get_weather",
+            "description": "Get the weather of a city and return it",
+            "parameters": {
+                "type": "object",
+                "required": ["city"],
+                "properties": {"city": {"type": "string", "description": "city"}},
+            },
+        },
+        {
+            "type": "function",
+            "function": {
+                "name": "send_alert",
+                "description": "Send an alert and return its id",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        },
+        {
+            "name": "never_bound",
+            "description": "Declared but unused and returns nothing",
+            "parameters": {"type": "object", "properties": {}},
+        },
     ]
-    write_plugin(user_plugins, "declared", """
+    write_plugin(
+        user_plugins,
+        "declared",
+        """
         def register(ctx):
             ctx.register_tool("get_weather", "weather", None, lambda args: "sunny")
             ctx.register_tool(name="send_alert", toolset="weather",
                               schema={"parameters": {"type": "array"}},
                               handler=lambda args: "sent")
-    """, tools_json=declared)
+    """,
+        tools_json=declared,
+    )
     built = host()
     record = built.plugins.get("declared")
     assert record is not None and record.tools == ["get_weather", "send_alert"]
@@ -466,13 +570,21 @@ def test_malformed_tools_json_fails_the_plugin(user_plugins: Path, host: Factory
 
 
 def test_tool_lint_and_manifest_drift_become_warnings(user_plugins: Path, host: Factory) -> None:
-    write_plugin(user_plugins, "drifty", """
+    write_plugin(
+        user_plugins,
+        "drifty",
+        """
         def register(ctx):
             ctx.register_tool("weather", "w", {"description": "Weather",
                               "parameters": {"type": "object", "properties": {}}},
                               lambda args: "{}")
-    """, manifest={"name": "drifty", "provides_tools": ["get_weather"],
-                   "provides_hooks": ["post_tool_call"]})
+    """,
+        manifest={
+            "name": "drifty",
+            "provides_tools": ["get_weather"],
+            "provides_hooks": ["post_tool_call"],
+        },
+    )
     record = host().plugins.get("drifty")
     assert record is not None and record.loaded
     text = [w.message for w in record.warnings]
@@ -484,7 +596,8 @@ def test_tool_lint_and_manifest_drift_become_warnings(user_plugins: Path, host: 
 
 
 def test_unload_all_removes_registrations_and_plugin_modules(
-        user_plugins: Path, host: Factory) -> None:
+    user_plugins: Path, host: Factory
+) -> None:
     write_plugin(user_plugins, "echo", TOOL_PLUGIN, files={"schemas.py": SCHEMAS})
     built = host()
     built.plugins.unload_all()
@@ -527,12 +640,14 @@ def test_bundled_calculator_lists_as_the_guide_shows(hermes_home: Path) -> None:
 def test_guide_listing_for_the_calculator_alone(hermes_home: Path, tmp_path: Path) -> None:
     bundled = tmp_path / "only-calculator"
     bundled.mkdir()
-    (bundled / "calculator").symlink_to(Path(__file__).resolve().parents[2] / "plugins" /
-                                        "calculator")
+    (bundled / "calculator").symlink_to(
+        Path(__file__).resolve().parents[2] / "plugins" / "calculator"
+    )
     built = make_host(hermes_home, env={"HERMES_BUNDLED_PLUGINS": str(bundled)})
     try:
         built.plugins.load_all()
         assert built.plugins.listing_text() == (
-            "Plugins (1):\n  ✓ calculator v1.0.0 (2 tools, 1 hooks)")
+            "Plugins (1):\n  ✓ calculator v1.0.0 (2 tools, 1 hooks)"
+        )
     finally:
         built.plugins.unload_all()

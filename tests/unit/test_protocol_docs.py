@@ -26,14 +26,20 @@ def test_every_documented_method_is_declared() -> None:
 
 def test_every_parameter_is_documented_under_its_method() -> None:
     docs = _documented_methods()
-    missing = [f"{name}.{p.name}" for name, spec in METHODS.items() for p in spec.params
-               if f"`{p.name}`" not in docs.get(name, "")]
+    missing = [
+        f"{name}.{p.name}"
+        for name, spec in METHODS.items()
+        for p in spec.params
+        if f"`{p.name}`" not in docs.get(name, "")
+    ]
     assert missing == []
 
 
 def test_owner_only_methods_say_so() -> None:
     docs = _documented_methods()
-    assert [n for n, s in METHODS.items() if s.owner_only and "owner only" not in docs[n].lower()] == []
+    assert [
+        n for n, s in METHODS.items() if s.owner_only and "owner only" not in docs[n].lower()
+    ] == []
 
 
 def test_every_error_code_is_documented() -> None:

@@ -53,7 +53,8 @@ def served() -> Iterator[tuple[Path, dict[str, Any]]]:
 
 
 def test_an_error_that_names_its_wire_code_is_sent_as_that_error(
-        served: tuple[Path, dict[str, Any]]) -> None:
+    served: tuple[Path, dict[str, Any]],
+) -> None:
     path, behaviour = served
     behaviour["raise"] = StorageUnavailable("the disk holding state.db is full", "full")
     with Client.connect(path) as c:
@@ -67,7 +68,8 @@ def test_an_error_that_names_its_wire_code_is_sent_as_that_error(
 
 
 def test_any_other_exception_is_internal_without_its_text(
-        served: tuple[Path, dict[str, Any]]) -> None:
+    served: tuple[Path, dict[str, Any]],
+) -> None:
     path, behaviour = served
     behaviour["raise"] = KeyError("secret detail")
     with Client.connect(path) as c, pytest.raises(RpcError) as err:
@@ -82,7 +84,8 @@ def test_the_store_names_the_wire_error_the_protocol_declares() -> None:
 
 
 def test_a_code_the_protocol_does_not_declare_is_not_trusted(
-        served: tuple[Path, dict[str, Any]]) -> None:
+    served: tuple[Path, dict[str, Any]],
+) -> None:
     path, behaviour = served
 
     class Odd(Exception):

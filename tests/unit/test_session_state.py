@@ -27,8 +27,11 @@ class Conn:
 
 
 def service(tmp_path: Path) -> SessionService:
-    return SessionService(SessionStore(tmp_path / "state.db"), agent=None,  # type: ignore[arg-type]
-                          hooks=HookBus())
+    return SessionService(
+        SessionStore(tmp_path / "state.db"),
+        agent=None,  # type: ignore[arg-type]
+        hooks=HookBus(),
+    )
 
 
 def test_reset_drops_the_old_session_from_the_attachment_table(tmp_path: Path) -> None:
@@ -68,4 +71,3 @@ def test_deleting_a_session_forgets_its_state_elsewhere(tmp_path: Path) -> None:
         assert conn.notes[-1][1][0] == {"type": "session.deleted", "session_id": sid}
     finally:
         svc.store.close()
-

@@ -48,6 +48,7 @@ def mode(path: Path) -> int:
 
 # -- file, pragmas, schema ----------------------------------------------------------------------
 
+
 def test_database_and_its_wal_files_are_private(tmp_path: Path) -> None:
     old = os.umask(0o022)
     store = SessionStore(tmp_path / "state.db")
@@ -81,8 +82,10 @@ def test_migrates_a_version_1_database_and_indexes_its_old_messages(tmp_path: Pa
     db = sqlite3.connect(path)
     db.executescript(MIGRATIONS[0] + "PRAGMA user_version = 1;")
     db.execute("INSERT INTO sessions (id, created_at, updated_at) VALUES ('old', 1, 1)")
-    db.execute("INSERT INTO messages (session_id, seq, role, content, created_at)"
-               " VALUES ('old', 1, 'user', 'the ancient aardvark', 1)")
+    db.execute(
+        "INSERT INTO messages (session_id, seq, role, content, created_at)"
+        " VALUES ('old', 1, 'user', 'the ancient aardvark', 1)"
+    )
     db.commit()
     db.close()
     store = SessionStore(path)
@@ -102,6 +105,7 @@ def test_a_database_from_a_newer_hermesd_is_refused(tmp_path: Path) -> None:
 
 # -- sessions -------------------------------------------------------------------------------
 
+
 def test_session_ids_are_short_and_path_safe(store: SessionStore) -> None:
     ids = {store.create_session()["id"] for _ in range(20)}
     assert len(ids) == 20
@@ -110,10 +114,16 @@ def test_session_ids_are_short_and_path_safe(store: SessionStore) -> None:
 
 
 def test_unknown_session_raises_session_not_found(store: SessionStore) -> None:
-    for op in (lambda: store.get_session("nope"), lambda: store.rename("nope", "x"),
-               lambda: store.delete("nope"), lambda: store.append_message("nope", "user", "x"),
-               lambda: store.add_usage("nope", 1, 1), lambda: store.history("nope"),
-               lambda: store.fork("nope"), lambda: store.create_session(parent_id="nope")):
+    for op in (
+        lambda: store.get_session("nope"),
+        lambda: store.rename("nope", "x"),
+        lambda: store.delete("nope"),
+        lambda: store.append_message("nope", "user", "x"),
+        lambda: store.add_usage("nope", 1, 1),
+        lambda: store.history("nope"),
+        lambda: store.fork("nope"),
+        lambda: store.create_session(parent_id="nope"),
+    ):
         with pytest.raises(SessionNotFound, match="Session not found: nope"):
             op()
 
@@ -202,6 +212,7 @@ def test_fork_refuses_a_message_of_another_session(store: SessionStore) -> None:
 
 # -- search ---------------------------------------------------------------------------------
 
+
 def test_search_returns_snippets_with_highlights(store: SessionStore) -> None:
     sid = store.create_session(title="units")["id"]
     add_turn(store, sid, "how many gigabytes are in 1.5 terabytes", "1536 gigabytes")
@@ -259,8 +270,7 @@ def test_new_messages_wait_for_indexing_yet_search_finds_them(store: SessionStor
     assert pending(store.path) == 0 and fts_check(store.path) == "ok"
 
 
-def test_deleting_or_editing_unindexed_messages_keeps_the_index_sound(
-        store: SessionStore) -> None:
+def test_deleting_or_editing_unindexed_messages_keeps_the_index_sound(store: SessionStore) -> None:
     sid = store.create_session()["id"]
     old = store.append_message(sid, "user", "indexed heron")["id"]
     store.index_pending()
@@ -285,9 +295,13 @@ def test_messages_a_killed_process_left_unindexed_are_indexed_at_open(tmp_path: 
         "s = SessionStore(__import__('pathlib').Path(sys.argv[1]))\n"
         "sid = s.create_session(session_id='killed')['id']\n"
         "s.append_message(sid, 'user', 'orphaned pelican')\n"
-        "os._exit(0)\n")  # no close(): what SIGKILL leaves
-    subprocess.run([sys.executable, "-c", script, str(path)], check=True,
-                   cwd=Path(__file__).resolve().parents[2])
+        "os._exit(0)\n"
+    )  # no close(): what SIGKILL leaves
+    subprocess.run(
+        [sys.executable, "-c", script, str(path)],
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert pending(path) == 1
     store = SessionStore(path)
     try:
@@ -306,8 +320,8 @@ def test_close_indexes_what_is_pending(tmp_path: Path) -> None:
 
 
 def test_a_failed_indexing_run_at_open_is_logged_not_fatal(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     import hermesd.store.sessions as store_module
 
     def full(conn: sqlite3.Connection) -> int:
@@ -323,14 +337,17 @@ def test_a_failed_indexing_run_at_open_is_logged_not_fatal(
         store.close()
 
 
-def test_the_db_thread_indexes_every_few_hundred_messages(
-        store: SessionStore) -> None:
+def test_the_db_thread_indexes_every_few_hundred_messages(store: SessionStore) -> None:
     from hermesd.store.search import INDEX_EVERY
 
     threads: list[str] = []
     store._conn.set_trace_callback(
-        lambda sql: threads.append(threading.current_thread().name)
-        if sql.startswith("INSERT INTO messages_fts") else None)
+        lambda sql: (
+            threads.append(threading.current_thread().name)
+            if sql.startswith("INSERT INTO messages_fts")
+            else None
+        )
+    )
 
     async def main() -> None:
         sid = (await store.call(store.create_session))["id"]
@@ -346,12 +363,13 @@ def test_the_db_thread_indexes_every_few_hundred_messages(
 
 def _fail_unlisting(store: SessionStore) -> None:
     """Make the next indexing step fail after it indexed (a real SQLite error mid-step)."""
-    store._conn.execute("CREATE TEMP TRIGGER fail_unlisting BEFORE DELETE ON fts_pending"
-                        " BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+    store._conn.execute(
+        "CREATE TEMP TRIGGER fail_unlisting BEFORE DELETE ON fts_pending"
+        " BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+    )
 
 
-def test_a_failed_indexing_step_leaves_index_and_list_as_they_were(
-        store: SessionStore) -> None:
+def test_a_failed_indexing_step_leaves_index_and_list_as_they_were(store: SessionStore) -> None:
     sid = store.create_session()["id"]
     store.append_message(sid, "user", "an indexed gannet")
     store.index_pending()
@@ -369,7 +387,8 @@ def test_a_failed_indexing_step_leaves_index_and_list_as_they_were(
 
 
 def test_a_search_whose_indexing_fails_searches_what_is_indexed(
-        store: SessionStore, caplog: pytest.LogCaptureFixture) -> None:
+    store: SessionStore, caplog: pytest.LogCaptureFixture
+) -> None:
     sid = store.create_session()["id"]
     store.append_message(sid, "user", "an indexed skua")
     store.index_pending()
@@ -411,8 +430,10 @@ def test_a_version_4_database_keeps_its_index_through_the_upgrade(tmp_path: Path
     for version, script in enumerate(MIGRATIONS[:4], start=1):
         db.executescript(f"BEGIN; {script} PRAGMA user_version = {version}; COMMIT;")
     db.execute("INSERT INTO sessions (id, created_at, updated_at) VALUES ('v4', 1, 1)")
-    db.execute("INSERT INTO messages (session_id, seq, role, content, created_at)"
-               " VALUES ('v4', 1, 'user', 'an indexed puffin', 1)")  # indexed by v4's trigger
+    db.execute(
+        "INSERT INTO messages (session_id, seq, role, content, created_at)"
+        " VALUES ('v4', 1, 'user', 'an indexed puffin', 1)"
+    )  # indexed by v4's trigger
     db.commit()
     db.close()
     store = SessionStore(path)
@@ -425,9 +446,34 @@ def test_a_version_4_database_keeps_its_index_through_the_upgrade(tmp_path: Path
         store.close()
 
 
-@pytest.mark.parametrize("query", ['"', '""', "AND OR", "*", "NEAR(", "NEAR(a b", 'a"b',
-                                   "NOT", "-x", "(", ")", "a:b", "content:x", "^", "{x}",
-                                   "'", "AND", "x OR", "\\", "", "   ", "🙂", "a AND NOT b"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"',
+        '""',
+        "AND OR",
+        "*",
+        "NEAR(",
+        "NEAR(a b",
+        'a"b',
+        "NOT",
+        "-x",
+        "(",
+        ")",
+        "a:b",
+        "content:x",
+        "^",
+        "{x}",
+        "'",
+        "AND",
+        "x OR",
+        "\\",
+        "",
+        "   ",
+        "🙂",
+        "a AND NOT b",
+    ],
+)
 def test_hostile_queries_never_raise(store: SessionStore, query: str) -> None:
     sid = store.create_session()["id"]
     store.append_message(sid, "user", 'a "quoted" NEAR( AND OR b x')
@@ -442,12 +488,12 @@ def test_query_words_are_quoted_terms() -> None:
 
 # -- history for the model ----------------------------------------------------------------------
 
+
 def test_history_is_openai_shaped(store: SessionStore) -> None:
     sid = store.create_session()["id"]
     store.append_message(sid, "user", "2**16?")
     store.append_message(sid, "assistant", None, tool_calls=[call("c1")])
-    store.append_message(sid, "tool", '{"result": 65536}', tool_call_id="c1",
-                         tool_name="calculate")
+    store.append_message(sid, "tool", '{"result": 65536}', tool_call_id="c1", tool_name="calculate")
     store.append_message(sid, "assistant", "65536")
     assert store.history(sid) == [
         {"role": "user", "content": "2**16?"},
@@ -458,12 +504,15 @@ def test_history_is_openai_shaped(store: SessionStore) -> None:
 
 
 def test_trimming_starts_at_a_user_message_and_never_splits_tool_calls() -> None:
-    msgs = [{"role": "user", "content": "old"}, {"role": "assistant", "content": "x"},
-            {"role": "user", "content": "q"},
-            {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]},
-            {"role": "tool", "tool_call_id": "a", "content": "1"},
-            {"role": "tool", "tool_call_id": "b", "content": "2"},
-            {"role": "assistant", "content": "done"}]
+    msgs = [
+        {"role": "user", "content": "old"},
+        {"role": "assistant", "content": "x"},
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]},
+        {"role": "tool", "tool_call_id": "a", "content": "1"},
+        {"role": "tool", "tool_call_id": "b", "content": "2"},
+        {"role": "assistant", "content": "done"},
+    ]
     assert trim_history(msgs, 4, 10**6)[0] == {"role": "user", "content": "q"}
     assert trim_history(msgs, 100, 10**6) == msgs
     # a budget smaller than the current turn keeps that whole turn
@@ -478,27 +527,33 @@ def test_history_limit_is_applied(store: SessionStore) -> None:
 
 
 def test_repair_answers_unanswered_tool_calls_in_place() -> None:
-    msgs = [{"role": "user", "content": "q"},
-            {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]},
-            {"role": "tool", "tool_call_id": "a", "content": "1"},
-            {"role": "user", "content": "next"}]
+    msgs = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]},
+        {"role": "tool", "tool_call_id": "a", "content": "1"},
+        {"role": "user", "content": "next"},
+    ]
     fixed = repair_history(msgs)
     assert [m.get("tool_call_id") for m in fixed] == [None, None, "a", "b", None]
     assert json.loads(fixed[3]["content"]) == {"error": INTERRUPTED_RESULT}
 
 
 def test_repair_drops_tool_results_that_answer_nothing() -> None:
-    msgs = [{"role": "user", "content": "q"},
-            {"role": "tool", "tool_call_id": "ghost", "content": "1"},
-            {"role": "assistant", "content": "hi"}]
+    msgs = [
+        {"role": "user", "content": "q"},
+        {"role": "tool", "tool_call_id": "ghost", "content": "1"},
+        {"role": "assistant", "content": "hi"},
+    ]
     assert repair_history(msgs) == [msgs[0], msgs[2]]
 
 
 def test_repair_leaves_a_valid_history_alone() -> None:
-    msgs = [{"role": "user", "content": "q"},
-            {"role": "assistant", "content": None, "tool_calls": [call("a")]},
-            {"role": "tool", "tool_call_id": "a", "content": "1"},
-            {"role": "assistant", "content": "ok"}]
+    msgs = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": [call("a")]},
+        {"role": "tool", "tool_call_id": "a", "content": "1"},
+        {"role": "assistant", "content": "ok"},
+    ]
     assert repair_history(msgs) == msgs
 
 

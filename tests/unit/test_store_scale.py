@@ -19,10 +19,13 @@ def v3_database(path: Path) -> None:
     db = sqlite3.connect(path)
     db.executescript("".join(MIGRATIONS[:3]) + "PRAGMA user_version = 3;")
     db.execute("INSERT INTO sessions (id, title, created_at, updated_at) VALUES ('p', 'x', 1, 1)")
-    db.execute("INSERT INTO sessions (id, created_at, updated_at, parent_id)"
-               " VALUES ('child', 2, 2, 'p')")
-    db.execute("INSERT INTO messages (session_id, seq, role, content, created_at)"
-               " VALUES ('p', 1, 'user', 'an old platypus question', 1)")
+    db.execute(
+        "INSERT INTO sessions (id, created_at, updated_at, parent_id) VALUES ('child', 2, 2, 'p')"
+    )
+    db.execute(
+        "INSERT INTO messages (session_id, seq, role, content, created_at)"
+        " VALUES ('p', 1, 'user', 'an old platypus question', 1)"
+    )
     db.commit()
     db.close()
 
@@ -35,7 +38,8 @@ def test_upgrade_from_version_3_keeps_data_and_indexes_parent_ids(tmp_path: Path
         assert store.get_session("child")["parent_id"] == "p"
         assert [h["session_id"] for h in store.search("platypus")] == ["p"]
         plan = store._conn.execute(
-            "EXPLAIN QUERY PLAN SELECT id FROM sessions WHERE parent_id = ?", ("p",)).fetchall()
+            "EXPLAIN QUERY PLAN SELECT id FROM sessions WHERE parent_id = ?", ("p",)
+        ).fetchall()
         assert "sessions_by_parent" in str([tuple(r) for r in plan])
         store.delete("p")
         assert store.get_session("child")["parent_id"] is None
@@ -45,7 +49,8 @@ def test_upgrade_from_version_3_keeps_data_and_indexes_parent_ids(tmp_path: Path
 
 
 def test_upgraded_version_3_database_is_served_by_a_daemon(
-        tmp_path: Path, start: Callable[..., DaemonProcess]) -> None:
+    tmp_path: Path, start: Callable[..., DaemonProcess]
+) -> None:
     home = tmp_path / "home"
     home.mkdir()
     v3_database(home / "state.db")
@@ -62,12 +67,14 @@ def small_rank_limit(monkeypatch: pytest.MonkeyPatch) -> int:
 
 
 def test_search_matching_more_than_the_ranked_limit_lists_the_newest_matches(
-        tmp_path: Path, small_rank_limit: int) -> None:
+    tmp_path: Path, small_rank_limit: int
+) -> None:
     store = SessionStore(tmp_path / "state.db")
     try:
         sid = store.create_session()["id"]
-        ids = [store.append_message(sid, "user", f"common word number {i}")["id"]
-               for i in range(12)]
+        ids = [
+            store.append_message(sid, "user", f"common word number {i}")["id"] for i in range(12)
+        ]
         hits = store.search("common", limit=3)
         assert [h["message_id"] for h in hits] == ids[::-1][:3]
         assert "«common»" in hits[0]["snippet"]
@@ -76,21 +83,26 @@ def test_search_matching_more_than_the_ranked_limit_lists_the_newest_matches(
 
 
 def test_search_matching_few_messages_is_ranked_best_first(
-        tmp_path: Path, small_rank_limit: int) -> None:
+    tmp_path: Path, small_rank_limit: int
+) -> None:
     store = SessionStore(tmp_path / "state.db")
     try:
         sid = store.create_session()["id"]
         best = store.append_message(sid, "user", "kestrel kestrel kestrel")["id"]
         for i in range(3):
-            store.append_message(sid, "user", f"a kestrel among many other words here {i} "
-                                 "and more filler text to make it longer")
+            store.append_message(
+                sid,
+                "user",
+                f"a kestrel among many other words here {i} and more filler text to make it longer",
+            )
         assert store.search("kestrel")[0]["message_id"] == best
     finally:
         store.close()
 
 
 def test_search_in_one_session_finds_only_its_messages_beyond_the_ranked_limit(
-        tmp_path: Path, small_rank_limit: int) -> None:
+    tmp_path: Path, small_rank_limit: int
+) -> None:
     store = SessionStore(tmp_path / "state.db")
     try:
         a = store.create_session()["id"]

@@ -43,11 +43,19 @@ def observe(registry: ToolRegistry, hook: str = "post_tool_call") -> list[dict[s
     return seen
 
 
-COUNT = {"name": "count_things", "description": "Count things and return the count",
-         "parameters": {"type": "object", "required": ["count"], "properties": {
-             "count": {"type": "integer", "description": "how many"},
-             "mode": {"type": "string", "enum": ["fast", "slow"], "description": "speed"},
-             "note": {"type": "string", "description": "optional note"}}}}
+COUNT = {
+    "name": "count_things",
+    "description": "Count things and return the count",
+    "parameters": {
+        "type": "object",
+        "required": ["count"],
+        "properties": {
+            "count": {"type": "integer", "description": "how many"},
+            "mode": {"type": "string", "enum": ["fast", "slow"], "description": "speed"},
+            "note": {"type": "string", "description": "optional note"},
+        },
+    },
+}
 
 
 def test_unknown_tool_returns_the_reference_error(registry: ToolRegistry) -> None:
@@ -79,18 +87,23 @@ def test_empty_argument_string_means_no_arguments(registry: ToolRegistry) -> Non
 def test_missing_required_parameter_is_named(registry: ToolRegistry) -> None:
     registry.register("count_things", "t", COUNT, echo)
     assert call(registry, "count_things", {"mode": "fast"}) == {
-        "error": "Invalid arguments for tool 'count_things': missing required parameter 'count'"}
+        "error": "Invalid arguments for tool 'count_things': missing required parameter 'count'"
+    }
 
 
-@pytest.mark.parametrize("args, message", [
-    ({"count": "3"}, "parameter 'count' must be integer, got string"),
-    ({"count": True}, "parameter 'count' must be integer, got boolean"),
-    ({"count": 1.5}, "parameter 'count' must be integer, got number"),
-    ({"count": 1, "note": 7}, "parameter 'note' must be string, got integer"),
-    ({"count": 1, "mode": "warp"}, "parameter 'mode' must be one of \"fast\", \"slow\""),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ({"count": "3"}, "parameter 'count' must be integer, got string"),
+        ({"count": True}, "parameter 'count' must be integer, got boolean"),
+        ({"count": 1.5}, "parameter 'count' must be integer, got number"),
+        ({"count": 1, "note": 7}, "parameter 'note' must be string, got integer"),
+        ({"count": 1, "mode": "warp"}, 'parameter \'mode\' must be one of "fast", "slow"'),
+    ],
+)
 def test_wrong_argument_types_are_an_error_naming_the_parameter(
-        registry: ToolRegistry, args: dict[str, Any], message: str) -> None:
+    registry: ToolRegistry, args: dict[str, Any], message: str
+) -> None:
     registry.register("count_things", "t", COUNT, echo)
     assert call(registry, "count_things", args)["error"].endswith(message)
 
@@ -104,8 +117,9 @@ def test_integral_float_and_null_optional_arguments_pass(registry: ToolRegistry)
 def test_pre_tool_call_block_stops_the_tool(registry: ToolRegistry) -> None:
     ran: list[bool] = []
     registry.register("rm_files", "t", schema("rm_files"), lambda a: ran.append(True) or "{}")
-    registry.hooks.register("guard", "pre_tool_call",
-                            lambda tool_name, **kw: {"action": "block", "message": "no rm"})
+    registry.hooks.register(
+        "guard", "pre_tool_call", lambda tool_name, **kw: {"action": "block", "message": "no rm"}
+    )
     seen = observe(registry)
     assert call(registry, "rm_files", {}) == {"error": "no rm"}
     assert not ran and seen[0]["status"] == "blocked"
@@ -115,10 +129,15 @@ def test_pre_tool_call_hook_receives_the_call_ids(registry: ToolRegistry) -> Non
     registry.register("echo_args", "t", schema("echo_args"), echo)
     seen = observe(registry, "pre_tool_call")
     call(registry, "echo_args", {}, tool_call_id="call_1")
-    assert {k: seen[0][k] for k in ("tool_name", "args", "task_id", "session_id",
-                                    "tool_call_id")} == {
-        "tool_name": "echo_args", "args": {}, "task_id": "s1", "session_id": "s1",
-        "tool_call_id": "call_1"}
+    assert {
+        k: seen[0][k] for k in ("tool_name", "args", "task_id", "session_id", "tool_call_id")
+    } == {
+        "tool_name": "echo_args",
+        "args": {},
+        "task_id": "s1",
+        "session_id": "s1",
+        "tool_call_id": "call_1",
+    }
 
 
 def test_approver_can_block_and_sees_the_call(registry: ToolRegistry) -> None:
@@ -145,19 +164,29 @@ def test_approver_that_raises_blocks_the_call(registry: ToolRegistry) -> None:
 
 def test_handler_gets_only_the_kwargs_it_accepts(registry: ToolRegistry) -> None:
     registry.register("bare_args", "t", schema("bare_args"), lambda args: json.dumps(args))
-    registry.register("with_task", "t", schema("with_task"),
-                      lambda args, task_id: json.dumps({"task_id": task_id}))
-    registry.register("with_all", "t", schema("with_all"),
-                      lambda args, **kw: json.dumps(kw))
+    registry.register(
+        "with_task",
+        "t",
+        schema("with_task"),
+        lambda args, task_id: json.dumps({"task_id": task_id}),
+    )
+    registry.register("with_all", "t", schema("with_all"), lambda args, **kw: json.dumps(kw))
     assert call(registry, "bare_args", {}) == {}
     assert call(registry, "with_task", {}) == {"task_id": "s1"}
     assert call(registry, "with_all", {}, tool_call_id="c") == {
-        "task_id": "s1", "session_id": "s1", "tool_call_id": "c"}
+        "task_id": "s1",
+        "session_id": "s1",
+        "tool_call_id": "c",
+    }
 
 
 def test_sync_handler_runs_on_a_worker_thread(registry: ToolRegistry) -> None:
-    registry.register("where_am_i", "t", schema("where_am_i"),
-                      lambda args: json.dumps(threading.current_thread().name))
+    registry.register(
+        "where_am_i",
+        "t",
+        schema("where_am_i"),
+        lambda args: json.dumps(threading.current_thread().name),
+    )
 
     async def main() -> tuple[str, str]:
         return (await registry.call("where_am_i", {}), threading.current_thread().name)
@@ -175,10 +204,14 @@ def test_async_handler_is_awaited(registry: ToolRegistry) -> None:
     assert call(registry, "async_tool", {}) == {"session": "s1"}
 
 
-def test_is_async_flag_on_a_sync_handler_still_runs_it_off_the_loop(
-        registry: ToolRegistry) -> None:
-    registry.register("liar_tool", "t", schema("liar_tool"),
-                      lambda args: json.dumps(threading.current_thread().name), is_async=True)
+def test_is_async_flag_on_a_sync_handler_still_runs_it_off_the_loop(registry: ToolRegistry) -> None:
+    registry.register(
+        "liar_tool",
+        "t",
+        schema("liar_tool"),
+        lambda args: json.dumps(threading.current_thread().name),
+        is_async=True,
+    )
     assert call(registry, "liar_tool", {}).startswith("hermesd-plugin")
 
 
@@ -189,7 +222,8 @@ def test_raising_handler_gives_the_reference_error(registry: ToolRegistry) -> No
     registry.register("broken_tool", "t", schema("broken_tool"), broken)
     seen = observe(registry)
     assert call(registry, "broken_tool", {}) == {
-        "error": "Tool execution failed: ValueError: bad input"}
+        "error": "Tool execution failed: ValueError: bad input"
+    }
     assert seen[0]["status"] == "error" and seen[0]["error_type"] == "ValueError"
 
 
@@ -199,17 +233,20 @@ def test_handler_calling_sys_exit_does_not_stop_the_daemon(registry: ToolRegistr
 
     registry.register("quit_tool", "t", schema("quit_tool"), quitter)
     assert call(registry, "quit_tool", {}) == {
-        "error": "Tool execution failed: PluginAbort: SystemExit: 2"}
+        "error": "Tool execution failed: PluginAbort: SystemExit: 2"
+    }
 
 
 def test_handler_raising_its_own_timeout_error_is_not_a_pipeline_timeout(
-        registry: ToolRegistry) -> None:
+    registry: ToolRegistry,
+) -> None:
     def upstream(args: dict[str, Any]) -> str:
         raise TimeoutError("upstream API")
 
     registry.register("slow_api", "t", schema("slow_api"), upstream)
     assert call(registry, "slow_api", {}) == {
-        "error": "Tool execution failed: TimeoutError: upstream API"}
+        "error": "Tool execution failed: TimeoutError: upstream API"
+    }
 
 
 def test_hanging_sync_handler_times_out(registry: ToolRegistry, release: threading.Event) -> None:
@@ -222,13 +259,15 @@ def test_hanging_sync_handler_times_out(registry: ToolRegistry, release: threadi
 
 
 def test_a_stuck_handler_does_not_hold_up_other_calls(
-        registry: ToolRegistry, release: threading.Event) -> None:
+    registry: ToolRegistry, release: threading.Event
+) -> None:
     registry.register("hang_tool", "t", schema("hang_tool"), lambda args: release.wait(10) and "")
     registry.register("echo_args", "t", schema("echo_args"), echo)
 
     async def main() -> list[str]:
-        return await asyncio.gather(registry.call("hang_tool", {}),
-                                    registry.call("echo_args", {"n": 1}))
+        return await asyncio.gather(
+            registry.call("hang_tool", {}), registry.call("echo_args", {"n": 1})
+        )
 
     started = time.monotonic()
     stuck, fine = asyncio.run(main())
@@ -253,8 +292,7 @@ def test_hanging_async_handler_times_out(registry: ToolRegistry) -> None:
         return "{}"
 
     registry.register("sleepy_tool", "t", schema("sleepy_tool"), sleepy)
-    assert call(registry, "sleepy_tool", {}) == {
-        "error": "Tool 'sleepy_tool' timed out after 0.5s"}
+    assert call(registry, "sleepy_tool", {}) == {"error": "Tool 'sleepy_tool' timed out after 0.5s"}
 
 
 def test_dict_and_list_results_are_serialized(registry: ToolRegistry) -> None:
@@ -266,10 +304,12 @@ def test_dict_and_list_results_are_serialized(registry: ToolRegistry) -> None:
 
 @pytest.mark.parametrize("value, kind", [(42, "int"), (None, "NoneType"), (b"x", "bytes")])
 def test_other_non_string_results_are_an_error(
-        registry: ToolRegistry, value: Any, kind: str) -> None:
+    registry: ToolRegistry, value: Any, kind: str
+) -> None:
     registry.register("odd_tool", "t", schema("odd_tool"), lambda args: value)
     assert call(registry, "odd_tool", {}) == {
-        "error": f"Tool 'odd_tool' returned {kind}, not a JSON string"}
+        "error": f"Tool 'odd_tool' returned {kind}, not a JSON string"
+    }
 
 
 def test_unserializable_dict_result_is_an_error(registry: ToolRegistry) -> None:
@@ -288,8 +328,9 @@ def test_huge_result_is_cut_to_the_budget_with_a_note(registry: ToolRegistry) ->
 
 
 def test_post_tool_call_reports_duration_and_status(registry: ToolRegistry) -> None:
-    registry.register("nap_tool", "t", schema("nap_tool"),
-                      lambda args: time.sleep(0.05) or '{"ok": true}')
+    registry.register(
+        "nap_tool", "t", schema("nap_tool"), lambda args: time.sleep(0.05) or '{"ok": true}'
+    )
     seen = observe(registry)
     call(registry, "nap_tool", {"a": 1}, tool_call_id="c9")
     [event] = seen
@@ -307,8 +348,11 @@ def test_tool_reporting_an_error_in_its_json_has_status_error(registry: ToolRegi
 
 def test_transform_tool_result_replaces_the_result(registry: ToolRegistry) -> None:
     registry.register("echo_args", "t", schema("echo_args"), echo)
-    registry.hooks.register("t", "transform_tool_result",
-                            lambda result, **kw: json.dumps({"wrapped": json.loads(result)}))
+    registry.hooks.register(
+        "t",
+        "transform_tool_result",
+        lambda result, **kw: json.dumps({"wrapped": json.loads(result)}),
+    )
     assert call(registry, "echo_args", {"a": 1}) == {"wrapped": {"args": {"a": 1}}}
 
 
@@ -321,8 +365,9 @@ def test_redactor_applies_before_hooks_and_model_see_the_result(registry: ToolRe
 
 
 def test_handler_thread_sees_the_current_session(registry: ToolRegistry) -> None:
-    registry.register("who_tool", "t", schema("who_tool"),
-                      lambda args: json.dumps(current_session.get()))
+    registry.register(
+        "who_tool", "t", schema("who_tool"), lambda args: json.dumps(current_session.get())
+    )
     assert call(registry, "who_tool", {}) == "s1"
 
 
@@ -336,8 +381,11 @@ def test_call_sync_from_a_plugin_thread_runs_on_the_daemon_loop(registry: ToolRe
 
     async def main() -> None:
         registry.attach_loop(asyncio.get_running_loop())
-        thread = threading.Thread(target=lambda: results.append(
-            registry.call_sync("loop_tool", {"x": 1}, session_id="s2")))
+        thread = threading.Thread(
+            target=lambda: results.append(
+                registry.call_sync("loop_tool", {"x": 1}, session_id="s2")
+            )
+        )
         thread.start()
         while thread.is_alive():
             await asyncio.sleep(0.01)
@@ -357,11 +405,14 @@ def test_call_sync_on_the_loop_thread_does_not_deadlock(registry: ToolRegistry) 
     assert json.loads(asyncio.run(main())) == {"args": {"y": 2}}
 
 
-def test_call_sync_from_inside_a_handler_goes_through_the_pipeline(
-        registry: ToolRegistry) -> None:
+def test_call_sync_from_inside_a_handler_goes_through_the_pipeline(registry: ToolRegistry) -> None:
     registry.register("inner_tool", "t", schema("inner_tool"), echo)
-    registry.register("outer_tool", "t", schema("outer_tool"),
-                      lambda args: registry.call_sync("inner_tool", {"n": 1}))
+    registry.register(
+        "outer_tool",
+        "t",
+        schema("outer_tool"),
+        lambda args: registry.call_sync("inner_tool", {"n": 1}),
+    )
     seen = observe(registry)
     assert call(registry, "outer_tool", {}) == {"args": {"n": 1}}
     assert [e["tool_name"] for e in seen] == ["inner_tool", "outer_tool"]

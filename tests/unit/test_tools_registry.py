@@ -25,10 +25,13 @@ def registry() -> ToolRegistry:
 
 def test_builtin_and_plugin_tools_share_one_registry(registry: ToolRegistry) -> None:
     registry.register("read_file", "files", schema("read_file", path="string"), handler)
-    registry.register("get_weather", "weather", schema("get_weather", city="string"), handler,
-                      owner="weather")
+    registry.register(
+        "get_weather", "weather", schema("get_weather", city="string"), handler, owner="weather"
+    )
     assert [(e.name, e.owner) for e in registry.entries()] == [
-        ("read_file", BUILTIN), ("get_weather", "weather")]
+        ("read_file", BUILTIN),
+        ("get_weather", "weather"),
+    ]
 
 
 @pytest.mark.parametrize("name", ["", "has space", "x" * 65, "ünicode", "semi;colon", None])
@@ -38,15 +41,19 @@ def test_invalid_tool_names_are_rejected(registry: ToolRegistry, name: Any) -> N
     assert registry.entries() == []
 
 
-@pytest.mark.parametrize("bad, reason", [
-    ("not a dict", "must be a dict"),
-    ({"description": "no params"}, "no 'parameters' dict"),
-    ({"parameters": {"type": "array"}}, "must have \"type\": \"object\""),
-    ({"parameters": {"properties": {}}}, "must have \"type\": \"object\""),
-    ({"parameters": {"type": "object", "properties": []}}, "properties' of tool"),
-])
+@pytest.mark.parametrize(
+    "bad, reason",
+    [
+        ("not a dict", "must be a dict"),
+        ({"description": "no params"}, "no 'parameters' dict"),
+        ({"parameters": {"type": "array"}}, 'must have "type": "object"'),
+        ({"parameters": {"properties": {}}}, 'must have "type": "object"'),
+        ({"parameters": {"type": "object", "properties": []}}, "properties' of tool"),
+    ],
+)
 def test_schemas_without_an_object_parameters_dict_are_rejected(
-        registry: ToolRegistry, bad: Any, reason: str) -> None:
+    registry: ToolRegistry, bad: Any, reason: str
+) -> None:
     with pytest.raises(ToolRejected, match=reason):
         registry.register("get_thing", "t", bad, handler)
 
@@ -113,8 +120,9 @@ def test_falsy_or_raising_check_fn_hides_the_tool(registry: ToolRegistry, check:
 
 def test_check_fn_that_hangs_hides_the_tool(registry: ToolRegistry) -> None:
     release = threading.Event()
-    registry.register("slow_tool", "t", schema("slow_tool"), handler,
-                      check_fn=lambda: release.wait(10))
+    registry.register(
+        "slow_tool", "t", schema("slow_tool"), handler, check_fn=lambda: release.wait(10)
+    )
     try:
         assert registry.openai_tools() == []
     finally:
@@ -123,8 +131,9 @@ def test_check_fn_that_hangs_hides_the_tool(registry: ToolRegistry) -> None:
 
 def test_check_fn_result_is_cached_for_its_ttl(registry: ToolRegistry) -> None:
     calls: list[int] = []
-    registry.register("a_tool", "t", schema("a_tool"), handler,
-                      check_fn=lambda: calls.append(1) or True)
+    registry.register(
+        "a_tool", "t", schema("a_tool"), handler, check_fn=lambda: calls.append(1) or True
+    )
     for _ in range(3):
         assert len(registry.openai_tools()) == 1
     assert calls == [1]
@@ -135,29 +144,41 @@ def test_check_fn_result_is_cached_for_its_ttl(registry: ToolRegistry) -> None:
 
 def test_check_fn_runs_off_the_calling_thread(registry: ToolRegistry) -> None:
     threads: list[str] = []
-    registry.register("a_tool", "t", schema("a_tool"), handler,
-                      check_fn=lambda: threads.append(threading.current_thread().name) or True)
+    registry.register(
+        "a_tool",
+        "t",
+        schema("a_tool"),
+        handler,
+        check_fn=lambda: threads.append(threading.current_thread().name) or True,
+    )
     registry.openai_tools()
     assert threads and threads[0] != threading.current_thread().name
 
 
 def test_tool_requires_env_hides_it_until_the_variable_is_set(registry: ToolRegistry) -> None:
-    registry.register("get_weather", "w", schema("get_weather"), handler,
-                      requires_env=["WEATHER_KEY"])
+    registry.register(
+        "get_weather", "w", schema("get_weather"), handler, requires_env=["WEATHER_KEY"]
+    )
     assert registry.openai_tools() == []
     registry.env = {"WEATHER_KEY": "k"}
     assert len(registry.openai_tools()) == 1
 
 
 def test_tool_requires_env_accepts_rich_entries(registry: ToolRegistry) -> None:
-    registry.register("get_weather", "w", schema("get_weather"), handler,
-                      requires_env=[{"name": "WEATHER_KEY", "secret": True}])
+    registry.register(
+        "get_weather",
+        "w",
+        schema("get_weather"),
+        handler,
+        requires_env=[{"name": "WEATHER_KEY", "secret": True}],
+    )
     assert registry.get("get_weather").requires_env == ("WEATHER_KEY",)  # type: ignore[union-attr]
 
 
 def test_describe_lists_hidden_tools_with_their_availability(registry: ToolRegistry) -> None:
-    registry.register("a_tool", "t", schema("a_tool"), handler, check_fn=lambda: False,
-                      emoji="🔧", owner="p")
+    registry.register(
+        "a_tool", "t", schema("a_tool"), handler, check_fn=lambda: False, emoji="🔧", owner="p"
+    )
     [row] = registry.describe()
     assert row["name"] == "a_tool" and row["available"] is False and row["owner"] == "p"
     assert row["emoji"] == "🔧" and row["enabled"] is True

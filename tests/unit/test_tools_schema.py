@@ -24,10 +24,19 @@ GOOD = {
         "required": ["message"],
         "properties": {
             "message": {"type": "string", "description": "Text of the notification"},
-            "priority": {"type": "string", "enum": ["low", "normal", "high"],
-                         "description": "Priority; high alerts loudly", "default": "normal"},
-            "max_results": {"type": "integer", "description": "Most results to return",
-                            "default": 10, "minimum": 1, "maximum": 50},
+            "priority": {
+                "type": "string",
+                "enum": ["low", "normal", "high"],
+                "description": "Priority; high alerts loudly",
+                "default": "normal",
+            },
+            "max_results": {
+                "type": "integer",
+                "description": "Most results to return",
+                "default": 10,
+                "minimum": 1,
+                "maximum": 50,
+            },
         },
     },
 }
@@ -65,8 +74,10 @@ def test_missing_tool_description_is_flagged() -> None:
 
 def test_vague_short_description_is_flagged() -> None:
     for text in ("Weather tool", "天气工具"):
-        assert any("too short" in m for m in
-                   messages(lint_tool("get_weather", dict(GOOD, description=text))))
+        assert any(
+            "too short" in m
+            for m in messages(lint_tool("get_weather", dict(GOOD, description=text)))
+        )
 
 
 def test_description_not_saying_what_comes_out_is_flagged() -> None:
@@ -86,8 +97,9 @@ def test_required_name_missing_from_properties_is_flagged() -> None:
     assert finding.parameter == "ghost" and "not defined" in finding.message
 
 
-@pytest.mark.parametrize("text", ["One of low, normal, high", "low|normal|high",
-                                  "优先级：低、中、高"])
+@pytest.mark.parametrize(
+    "text", ["One of low, normal, high", "low|normal|high", "优先级：低、中、高"]
+)
 def test_values_listed_in_prose_instead_of_enum_are_flagged(text: str) -> None:
     findings = lint_tool("send_notification", with_param(type="string", description=text))
     assert any("enum" in m for m in messages(findings))
@@ -98,13 +110,16 @@ def test_examples_in_a_description_are_not_mistaken_for_an_enum() -> None:
     assert lint_tool("send_notification", with_param(type="string", description=text)) == []
 
 
-@pytest.mark.parametrize("spec, fragment", [
-    ({"type": "integer", "default": "ten"}, "does not match type"),
-    ({"type": "string", "enum": ["a", "b"], "default": "c"}, "not one of the enum"),
-    ({"type": "integer", "minimum": 5, "maximum": 1}, "greater than maximum"),
-    ({"type": "integer", "minimum": 1, "maximum": 5, "default": 9}, "above maximum"),
-    ({"type": "number", "minimum": 1, "default": 0}, "below minimum"),
-])
+@pytest.mark.parametrize(
+    "spec, fragment",
+    [
+        ({"type": "integer", "default": "ten"}, "does not match type"),
+        ({"type": "string", "enum": ["a", "b"], "default": "c"}, "not one of the enum"),
+        ({"type": "integer", "minimum": 5, "maximum": 1}, "greater than maximum"),
+        ({"type": "integer", "minimum": 1, "maximum": 5, "default": 9}, "above maximum"),
+        ({"type": "number", "minimum": 1, "default": 0}, "below minimum"),
+    ],
+)
 def test_bad_defaults_and_ranges_are_flagged(spec: dict[str, Any], fragment: str) -> None:
     findings = lint_tool("send_notification", with_param(description="An extra knob", **spec))
     assert any(fragment in m for m in messages(findings))
@@ -115,7 +130,8 @@ def test_more_than_eight_tools_in_a_toolset_is_flagged() -> None:
     tools.append(("send_notification", "small", GOOD))
     findings = [f for f in lint_tools(tools) if "toolset" in f.message]
     assert messages(findings) == [
-        "toolset 'big' has 9 tools; more than 8 makes it hard for the model to choose"]
+        "toolset 'big' has 9 tools; more than 8 makes it hard for the model to choose"
+    ]
 
 
 def test_tools_json_plain_list_is_read(tmp_path: Path) -> None:

@@ -10,11 +10,17 @@ from hermesd.rpc import wire
 
 def test_request_response_and_notification_round_trip() -> None:
     dec = wire.Decoder()
-    data = (wire.pack_request(7, "ping", [{}]) + wire.pack_response(7, None, {"pong": True})
-            + wire.pack_notification("turn.event", [{"x": 1}]))
+    data = (
+        wire.pack_request(7, "ping", [{}])
+        + wire.pack_response(7, None, {"pong": True})
+        + wire.pack_notification("turn.event", [{"x": 1}])
+    )
     msgs = [wire.classify(o) for o in dec.feed(data)]
-    assert msgs == [wire.Request(7, "ping", [{}]), wire.Response(7, None, {"pong": True}),
-                    wire.Notification("turn.event", [{"x": 1}])]
+    assert msgs == [
+        wire.Request(7, "ping", [{}]),
+        wire.Response(7, None, {"pong": True}),
+        wire.Notification("turn.event", [{"x": 1}]),
+    ]
 
 
 def test_messages_split_across_reads_are_reassembled() -> None:
@@ -22,16 +28,28 @@ def test_messages_split_across_reads_are_reassembled() -> None:
     data = wire.pack_request(1, "status", [])
     got = []
     for i in range(len(data)):
-        got += list(dec.feed(data[i:i + 1]))
+        got += list(dec.feed(data[i : i + 1]))
     assert [wire.classify(o) for o in got] == [wire.Request(1, "status", [])]
 
 
-@pytest.mark.parametrize("obj, has_id", [
-    ({"a": 1}, False), ([], False), ([9, 1, "x", []], False), ([0, "1", "ping", []], False),
-    ([0, -1, "ping", []], False), ([0, 2**40, "ping", []], False), ([0, 1, 5, []], True),
-    ([0, 1, "ping", {}], True), ([0, 1, "ping"], True), ([1, 1, None], False),
-    ([2, "m"], False), ([2, 5, []], False), ([True, 1, "ping", []], False),
-])
+@pytest.mark.parametrize(
+    "obj, has_id",
+    [
+        ({"a": 1}, False),
+        ([], False),
+        ([9, 1, "x", []], False),
+        ([0, "1", "ping", []], False),
+        ([0, -1, "ping", []], False),
+        ([0, 2**40, "ping", []], False),
+        ([0, 1, 5, []], True),
+        ([0, 1, "ping", {}], True),
+        ([0, 1, "ping"], True),
+        ([1, 1, None], False),
+        ([2, "m"], False),
+        ([2, 5, []], False),
+        ([True, 1, "ping", []], False),
+    ],
+)
 def test_wrong_shapes_raise_frame_error(obj: object, has_id: bool) -> None:
     with pytest.raises(wire.FrameError) as err:
         wire.classify(obj)

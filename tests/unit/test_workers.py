@@ -120,8 +120,8 @@ def test_outcomes_reach_each_jobs_own_loop() -> None:
 
     def in_loop(base: int) -> None:
         async def main() -> list[int]:
-            return await asyncio.gather(*(pool.run(lambda i=i: base + i, 5.0)
-                                          for i in range(50)))
+            return await asyncio.gather(*(pool.run(lambda i=i: base + i, 5.0) for i in range(50)))
+
         results.append(asyncio.run(main()))
 
     threads = [threading.Thread(target=in_loop, args=(b,)) for b in (0, 1000)]

@@ -4,25 +4,40 @@ from __future__ import annotations
 
 from hermesd.rpc.protocol import MethodSpec, Param, declare
 
-declare(MethodSpec(
-    "approvals.pending", "Tool calls waiting for a person's answer, oldest first.",
-    (Param("session_id", "str", doc="only this session's"),),
-    "{pending: [{id, session_id, tool, command, pattern_key, pattern_keys, description, "
-    "choices, deadline}]}",
-))
-declare(MethodSpec(
-    "approvals.respond", "Answer a pending approval (owner, root or approvals.approvers only).",
-    (Param("id", "str", required=True, doc="the approval's id"),
-     Param("choice", "str", required=True, doc="once, session, always or deny"),
-     Param("reason", "str", doc="with deny: told to the model")),
-    "{id, choice}",
-))
-declare(MethodSpec(
-    "approvals.list", "The remembered \"always\" rules.", (),
-    "{rules: [{pattern_key, decision, decided_by, description, created_at}]}",
-))
-declare(MethodSpec(
-    "approvals.revoke", "Forget an \"always\" rule (owner, root or approvals.approvers only).",
-    (Param("pattern_key", "str", required=True, doc="the rule's pattern key"),),
-    "{revoked: true, pattern_key}",
-))
+declare(
+    MethodSpec(
+        "approvals.pending",
+        "Tool calls waiting for a person's answer, oldest first.",
+        (Param("session_id", "str", doc="only this session's"),),
+        "{pending: [{id, session_id, tool, command, pattern_key, pattern_keys, description, "
+        "choices, deadline}]}",
+    )
+)
+declare(
+    MethodSpec(
+        "approvals.respond",
+        "Answer a pending approval (owner, root or approvals.approvers only).",
+        (
+            Param("id", "str", required=True, doc="the approval's id"),
+            Param("choice", "str", required=True, doc="once, session, always or deny"),
+            Param("reason", "str", doc="with deny: told to the model"),
+        ),
+        "{id, choice}",
+    )
+)
+declare(
+    MethodSpec(
+        "approvals.list",
+        'The remembered "always" rules.',
+        (),
+        "{rules: [{pattern_key, decision, decided_by, description, created_at}]}",
+    )
+)
+declare(
+    MethodSpec(
+        "approvals.revoke",
+        'Forget an "always" rule (owner, root or approvals.approvers only).',
+        (Param("pattern_key", "str", required=True, doc="the rule's pattern key"),),
+        "{revoked: true, pattern_key}",
+    )
+)

@@ -4,22 +4,38 @@ from __future__ import annotations
 
 from hermesd.rpc.protocol import MethodSpec, Param, declare
 
-declare(MethodSpec(
-    "command.run", "Run a slash command (built-in or plugin); never sent to the model.",
-    (Param("line", "str", required=True, doc="\"/name args\" or \"name args\""),
-     Param("session_id", "str", doc="the session the command is run in")),
-    "{command, output, ok, action, session}",
-))
-declare(MethodSpec(
-    "commands.list", "Every active slash command (for /help and completion).", (),
-    "{commands: [{name, aliases, description, args_hint, owner, builtin}]}",
-))
-declare(MethodSpec(
-    "cli.list", "Plugin CLI commands (hermesctl NAME ...).", (),
-    "{commands: [{name, help, description, plugin}]}",
-))
-declare(MethodSpec(
-    "cli.run", "Run a plugin CLI command with argv; its output and exit status.",
-    (Param("argv", "array", required=True, doc="the command name, then its arguments"),),
-    "{stdout, stderr, exit_status}",
-))
+declare(
+    MethodSpec(
+        "command.run",
+        "Run a slash command (built-in or plugin); never sent to the model.",
+        (
+            Param("line", "str", required=True, doc='"/name args" or "name args"'),
+            Param("session_id", "str", doc="the session the command is run in"),
+        ),
+        "{command, output, ok, action, session}",
+    )
+)
+declare(
+    MethodSpec(
+        "commands.list",
+        "Every active slash command (for /help and completion).",
+        (),
+        "{commands: [{name, aliases, description, args_hint, owner, builtin}]}",
+    )
+)
+declare(
+    MethodSpec(
+        "cli.list",
+        "Plugin CLI commands (hermesctl NAME ...).",
+        (),
+        "{commands: [{name, help, description, plugin}]}",
+    )
+)
+declare(
+    MethodSpec(
+        "cli.run",
+        "Run a plugin CLI command with argv; its output and exit status.",
+        (Param("argv", "array", required=True, doc="the command name, then its arguments"),),
+        "{stdout, stderr, exit_status}",
+    )
+)

@@ -4,74 +4,141 @@ from __future__ import annotations
 
 from hermesd.rpc.protocol import MethodSpec, Param, declare
 
-declare(MethodSpec(
-    "plugins.list", "Every discovered plugin with its state, and the /plugins text.", (),
-    "{plugins: [{key, name, version, description, source, path, state, reason, tools, hooks,"
-    " commands, cli_commands, skills, rejected_tools, warnings, missing_env, line}], text}",
-))
-declare(MethodSpec(
-    "tools.list", "Every registered tool (built-in and plugin), including hidden ones.",
-    (Param("toolset", "str", doc="only this toolset"),),
-    "{tools: [{name, toolset, description, owner, available, enabled, parameters}]}",
-))
-declare(MethodSpec(
-    "tools.call", "Run a tool through the same pipeline as a model's call (hooks, approvals).",
-    (Param("name", "str", required=True, doc="tool name"),
-     Param("args", "any", doc="arguments: a map, or a JSON string of one (default {})"),
-     Param("session_id", "str", doc="session the call belongs to (default: none)")),
-    "{result: str} — the tool's JSON result text, errors included",
-))
-declare(MethodSpec("skills.list", "User skills and plugin skills.", (),
-                   "{skills: [{name, description, source, plugin, path}]}"))
-declare(MethodSpec(
-    "skills.view", "A skill's content (the skill_view tool's result).",
-    (Param("name", "str", required=True, doc="skill name, or <plugin>:<skill>"),
-     Param("file_path", "str", doc="a file inside the skill's folder")),
-    "{success, name, content, description, linked_files, ...} or {success: false, error}",
-))
+declare(
+    MethodSpec(
+        "plugins.list",
+        "Every discovered plugin with its state, and the /plugins text.",
+        (),
+        "{plugins: [{key, name, version, description, source, path, state, reason, tools, hooks,"
+        " commands, cli_commands, skills, rejected_tools, warnings, missing_env, line}], text}",
+    )
+)
+declare(
+    MethodSpec(
+        "tools.list",
+        "Every registered tool (built-in and plugin), including hidden ones.",
+        (Param("toolset", "str", doc="only this toolset"),),
+        "{tools: [{name, toolset, description, owner, available, enabled, parameters}]}",
+    )
+)
+declare(
+    MethodSpec(
+        "tools.call",
+        "Run a tool through the same pipeline as a model's call (hooks, approvals).",
+        (
+            Param("name", "str", required=True, doc="tool name"),
+            Param("args", "any", doc="arguments: a map, or a JSON string of one (default {})"),
+            Param("session_id", "str", doc="session the call belongs to (default: none)"),
+        ),
+        "{result: str} — the tool's JSON result text, errors included",
+    )
+)
+declare(
+    MethodSpec(
+        "skills.list",
+        "User skills and plugin skills.",
+        (),
+        "{skills: [{name, description, source, plugin, path}]}",
+    )
+)
+declare(
+    MethodSpec(
+        "skills.view",
+        "A skill's content (the skill_view tool's result).",
+        (
+            Param("name", "str", required=True, doc="skill name, or <plugin>:<skill>"),
+            Param("file_path", "str", doc="a file inside the skill's folder"),
+        ),
+        "{success, name, content, description, linked_files, ...} or {success: false, error}",
+    )
+)
 
 # --- plugin management (hermesd.plugins.admin) ---------------------------------------------------
 
 _NAME = Param("name", "str", required=True, doc="plugin key or name")
 
-declare(MethodSpec(
-    "plugins.info", "One plugin in detail, with its requires_env and whether each is set.",
-    (_NAME,), "plugins.list entry + {requires_env: [{name, description, url, secret, present}], git}",
-))
-declare(MethodSpec(
-    "plugins.enable", "Enable a plugin in config.yaml and reload (owner only).", (_NAME,),
-    "{message, comments_kept, state, reason, missing_env}", owner_only=True,
-))
-declare(MethodSpec(
-    "plugins.disable", "Disable a plugin in config.yaml and reload (owner only).", (_NAME,),
-    "{message, comments_kept, state, reason, missing_env}", owner_only=True,
-))
-declare(MethodSpec(
-    "plugins.install", "Install a plugin into $HERMES_HOME/plugins and load it (owner only).",
-    (Param("source", "str", required=True, doc="folder, git URL (file:// too) or owner/repo"),
-     Param("force", "bool", doc="replace an installed plugin of the same name")),
-    "{name, path, replaced, missing_env: [{name, description, url, secret}], plugin}",
-    owner_only=True,
-))
-declare(MethodSpec(
-    "plugins.set_env", "Set variables in $HERMES_HOME/.env (owner only).",
-    (Param("values", "map", required=True, doc="variable name -> value"),),
-    "{written: [name], path}", owner_only=True,
-))
-declare(MethodSpec(
-    "plugins.update", "git pull --ff-only an installed plugin and reload (owner only).",
-    (_NAME,), "{output, plugin}", owner_only=True,
-))
-declare(MethodSpec(
-    "plugins.remove", "Unload and delete an installed plugin (owner only).", (_NAME,),
-    "{removed, path}", owner_only=True,
-))
-declare(MethodSpec(
-    "plugins.reload", "Hot reload: unload every plugin and load again (owner only).", (),
-    "{summary, loaded, failed, plugins, text}", owner_only=True,
-))
-declare(MethodSpec(
-    "plugins.lint", "Check a plugin folder without loading it into the daemon (owner only).",
-    (Param("path", "str", required=True, doc="the plugin folder"),),
-    "{findings: [{severity, tool, parameter, message}], text, errors}", owner_only=True,
-))
+declare(
+    MethodSpec(
+        "plugins.info",
+        "One plugin in detail, with its requires_env and whether each is set.",
+        (_NAME,),
+        "plugins.list entry + {requires_env: [{name, description, url, secret, present}], git}",
+    )
+)
+declare(
+    MethodSpec(
+        "plugins.enable",
+        "Enable a plugin in config.yaml and reload (owner only).",
+        (_NAME,),
+        "{message, comments_kept, state, reason, missing_env}",
+        owner_only=True,
+    )
+)
+declare(
+    MethodSpec(
+        "plugins.disable",
+        "Disable a plugin in config.yaml and reload (owner only).",
+        (_NAME,),
+        "{message, comments_kept, state, reason, missing_env}",
+        owner_only=True,
+    )
+)
+declare(
+    MethodSpec(
+        "plugins.install",
+        "Install a plugin into $HERMES_HOME/plugins and load it (owner only).",
+        (
+            Param(
+                "source", "str", required=True, doc="folder, git URL (file:// too) or owner/repo"
+            ),
+            Param("force", "bool", doc="replace an installed plugin of the same name"),
+        ),
+        "{name, path, replaced, missing_env: [{name, description, url, secret}], plugin}",
+        owner_only=True,
+    )
+)
+declare(
+    MethodSpec(
+        "plugins.set_env",
+        "Set variables in $HERMES_HOME/.env (owner only).",
+        (Param("values", "map", required=True, doc="variable name -> value"),),
+        "{written: [name], path}",
+        owner_only=True,
+    )
+)
+declare(
+    MethodSpec(
+        "plugins.update",
+        "git pull --ff-only an installed plugin and reload (owner only).",
+        (_NAME,),
+        "{output, plugin}",
+        owner_only=True,
+    )
+)
+declare(
+    MethodSpec(
+        "plugins.remove",
+        "Unload and delete an installed plugin (owner only).",
+        (_NAME,),
+        "{removed, path}",
+        owner_only=True,
+    )
+)
+declare(
+    MethodSpec(
+        "plugins.reload",
+        "Hot reload: unload every plugin and load again (owner only).",
+        (),
+        "{summary, loaded, failed, plugins, text}",
+        owner_only=True,
+    )
+)
+declare(
+    MethodSpec(
+        "plugins.lint",
+        "Check a plugin folder without loading it into the daemon (owner only).",
+        (Param("path", "str", required=True, doc="the plugin folder"),),
+        "{findings: [{severity, tool, parameter, message}], text, errors}",
+        owner_only=True,
+    )
+)

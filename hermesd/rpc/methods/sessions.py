@@ -6,61 +6,128 @@ from hermesd.rpc.protocol import MethodSpec, Param, declare
 
 _SID = Param("session_id", "str", required=True, doc="session id")
 
-declare(MethodSpec(
-    "session.create", "Create an empty session.",
-    (Param("title", "str", doc="title (default: derived from the first message)"),
-     Param("model", "str", doc="model for this session (default: model.default)"),
-     Param("platform", "str", doc="where the session comes from (default \"cli\")"),
-     Param("attach", "bool", doc="also attach the caller (default true)")),
-    "session",
-))
-declare(MethodSpec(
-    "session.list", "Sessions, most recently updated first, a page at a time.",
-    (Param("limit", "int", doc="page size, 1-1000 (default 50)"),
-     Param("before", "str", doc="the next_cursor of the previous page")),
-    "{sessions: [session], next_cursor}",
-))
-declare(MethodSpec("session.get", "One session, with whether a turn is running.", (_SID,),
-                   "session + {running, turn_id, attached}"))
-declare(MethodSpec(
-    "session.history", "Stored messages of a session, in order.",
-    (_SID, Param("limit", "int", doc="only the newest N messages"),
-     Param("after_seq", "int", doc="only messages after this sequence number")),
-    "{messages: [message]}",
-))
-declare(MethodSpec("session.rename", "Set a session's title.",
-                   (_SID, Param("title", "str", required=True, doc="new title; empty clears it")),
-                   "session"))
-declare(MethodSpec("session.delete", "Delete a session and its messages (stops its turn).",
-                   (_SID,), "{deleted: true}"))
-declare(MethodSpec(
-    "session.fork", "Copy a session up to a message into a new session.",
-    (_SID, Param("upto_message_id", "int", doc="last message to copy (default: all)"),
-     Param("title", "str", doc="title of the new session")),
-    "session",
-))
-declare(MethodSpec(
-    "session.search", "Full-text search over all messages (FTS5), best first.",
-    (Param("query", "str", required=True, doc="words to find"),
-     Param("limit", "int", doc="most hits, 1-200 (default 20)"),
-     Param("session_id", "str", doc="search only this session")),
-    "{hits: [{message_id, session_id, session_title, role, snippet, created_at}]}",
-))
-declare(MethodSpec(
-    "session.reset", "The /new semantics: a fresh session for this client.",
-    (Param("session_id", "str", doc="the session being left (fires on_session_reset)"),),
-    "session",
-))
-declare(MethodSpec("session.attach", "Receive this session's events on this connection.",
-                   (_SID,), "session + {running, turn_id, attached}"))
-declare(MethodSpec("session.detach", "Stop receiving this session's events.", (_SID,),
-                   "{detached: bool}"))
-declare(MethodSpec(
-    "session.send", "Start a turn: the user's message goes to the model (attaches the caller).",
-    (_SID, Param("message", "str", required=True, doc="the user's message"),
-     Param("wait", "bool", doc="reply only when the turn has finished (default false)")),
-    "{turn_id} or, with wait, the turn result {turn_id, status, final_text, error, ...}",
-))
-declare(MethodSpec("session.cancel", "Stop the running turn of a session cleanly.", (_SID,),
-                   "{cancelled: bool, turn_id}"))
-
+declare(
+    MethodSpec(
+        "session.create",
+        "Create an empty session.",
+        (
+            Param("title", "str", doc="title (default: derived from the first message)"),
+            Param("model", "str", doc="model for this session (default: model.default)"),
+            Param("platform", "str", doc='where the session comes from (default "cli")'),
+            Param("attach", "bool", doc="also attach the caller (default true)"),
+        ),
+        "session",
+    )
+)
+declare(
+    MethodSpec(
+        "session.list",
+        "Sessions, most recently updated first, a page at a time.",
+        (
+            Param("limit", "int", doc="page size, 1-1000 (default 50)"),
+            Param("before", "str", doc="the next_cursor of the previous page"),
+        ),
+        "{sessions: [session], next_cursor}",
+    )
+)
+declare(
+    MethodSpec(
+        "session.get",
+        "One session, with whether a turn is running.",
+        (_SID,),
+        "session + {running, turn_id, attached}",
+    )
+)
+declare(
+    MethodSpec(
+        "session.history",
+        "Stored messages of a session, in order.",
+        (
+            _SID,
+            Param("limit", "int", doc="only the newest N messages"),
+            Param("after_seq", "int", doc="only messages after this sequence number"),
+        ),
+        "{messages: [message]}",
+    )
+)
+declare(
+    MethodSpec(
+        "session.rename",
+        "Set a session's title.",
+        (_SID, Param("title", "str", required=True, doc="new title; empty clears it")),
+        "session",
+    )
+)
+declare(
+    MethodSpec(
+        "session.delete",
+        "Delete a session and its messages (stops its turn).",
+        (_SID,),
+        "{deleted: true}",
+    )
+)
+declare(
+    MethodSpec(
+        "session.fork",
+        "Copy a session up to a message into a new session.",
+        (
+            _SID,
+            Param("upto_message_id", "int", doc="last message to copy (default: all)"),
+            Param("title", "str", doc="title of the new session"),
+        ),
+        "session",
+    )
+)
+declare(
+    MethodSpec(
+        "session.search",
+        "Full-text search over all messages (FTS5), best first.",
+        (
+            Param("query", "str", required=True, doc="words to find"),
+            Param("limit", "int", doc="most hits, 1-200 (default 20)"),
+            Param("session_id", "str", doc="search only this session"),
+        ),
+        "{hits: [{message_id, session_id, session_title, role, snippet, created_at}]}",
+    )
+)
+declare(
+    MethodSpec(
+        "session.reset",
+        "The /new semantics: a fresh session for this client.",
+        (Param("session_id", "str", doc="the session being left (fires on_session_reset)"),),
+        "session",
+    )
+)
+declare(
+    MethodSpec(
+        "session.attach",
+        "Receive this session's events on this connection.",
+        (_SID,),
+        "session + {running, turn_id, attached}",
+    )
+)
+declare(
+    MethodSpec(
+        "session.detach", "Stop receiving this session's events.", (_SID,), "{detached: bool}"
+    )
+)
+declare(
+    MethodSpec(
+        "session.send",
+        "Start a turn: the user's message goes to the model (attaches the caller).",
+        (
+            _SID,
+            Param("message", "str", required=True, doc="the user's message"),
+            Param("wait", "bool", doc="reply only when the turn has finished (default false)"),
+        ),
+        "{turn_id} or, with wait, the turn result {turn_id, status, final_text, error, ...}",
+    )
+)
+declare(
+    MethodSpec(
+        "session.cancel",
+        "Stop the running turn of a session cleanly.",
+        (_SID,),
+        "{cancelled: bool, turn_id}",
+    )
+)
