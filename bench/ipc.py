@@ -181,9 +181,8 @@ def in_process(rounds: int, per_round: int) -> dict[str, dict[str, list[float]]]
     import echo_server
 
     from hermesd.daemon import config
-
-    from hermesd.rpc import wire
     from hermesd.daemon.main import Daemon
+    from hermesd.rpc import wire
     from hermesd.rpc.connection import Connection, Limits
 
     async def measure() -> dict[str, dict[str, list[float]]]:

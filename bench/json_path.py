@@ -29,10 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common
 from common import interleaved, machine, median, now_utc
 
-from hermesd.model import fastjson
-
 from hermesd.model import client as llm
-
+from hermesd.model import fastjson
 from hermesd.model import stream as sse
 from hermesd.model.client import ModelClient, ModelSettings
 

@@ -12,8 +12,6 @@ import argparse
 import os
 import sys
 
-from hermesd.rpc.protocol import Codes, RpcError
-
 from hermesctl.client import Client, ConnectionClosed, DaemonNotRunning
 from hermesctl.subcommands import INDEX, areas
 from hermesctl.subcommands.base import (
@@ -25,6 +23,7 @@ from hermesctl.subcommands.base import (
     command,
     emit_json,
 )
+from hermesd.rpc.protocol import Codes, RpcError
 
 __all__ = ["COMMANDS", "build_parser", "command", "emit_json", "main"]
 

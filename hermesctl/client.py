@@ -16,9 +16,7 @@ import collections
 import os
 import time
 
-from hermesd.rpc import paths
-
-from hermesd.rpc import wire
+from hermesd.rpc import paths, wire
 from hermesd.rpc.protocol import PROTOCOL_VERSION, Codes, RpcError
 
 TYPE_CHECKING = False

@@ -247,7 +247,7 @@ class RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a broken format string: the handler reports it
+        except Exception:
             return True
         cleaned = redact(message)
         if cleaned != message:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
-
-import os
 
 import pytest
 

@@ -11,7 +11,6 @@ import argparse
 import time
 
 from hermesctl.client import Client
-
 from hermesctl.subcommands.base import COMMANDS, EXIT_OK, emit_json
 
 TYPE_CHECKING = False

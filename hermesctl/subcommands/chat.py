@@ -18,9 +18,8 @@ import time
 from typing import Any
 
 from hermesctl.client import Client
-from hermesd.rpc.protocol import Codes, RpcError
-
 from hermesctl.subcommands.base import EXIT_ERROR, EXIT_OK, UsageError, command
+from hermesd.rpc.protocol import Codes, RpcError
 
 CANCEL_GRACE_S = 15.0
 LOCAL_HELP = [

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from hermesctl.client import Client
-
 from hermesctl.subcommands.base import EXIT_OK, command, emit_json, positive_int
 
 

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     from hermesctl.client import Client
-
     from hermesctl.subcommands.base import Command
 
     Setup = Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]

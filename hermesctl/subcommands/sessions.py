@@ -13,7 +13,6 @@ import time
 from typing import Any
 
 from hermesctl.client import Client
-
 from hermesctl.subcommands.base import EXIT_OK, command, emit_json, positive_int
 
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from hermesd import redact
-from hermesd.model.fastjson import valid_text
 from hermesd.model.client import Completion, ConfigLike, ModelError, OnEvent, OnRetry, RetryInfo
+from hermesd.model.fastjson import valid_text
 from hermesd.store.sessions import SessionNotFound, SessionStore, StorageUnavailable
 
 log = logging.getLogger(__name__)

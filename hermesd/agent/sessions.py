@@ -14,13 +14,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from hermesd.rpc import wire
 from hermesd.agent.loop import AgentLoop, TurnResult, new_id
+from hermesd.model.client import ModelError
 from hermesd.model.fastjson import valid_text
 from hermesd.plugins.hooks import HookBus
-from hermesd.model.client import ModelError
-from hermesd.rpc.protocol import Codes, RpcError
+from hermesd.rpc import wire
 from hermesd.rpc.connection import Call, Connection, Router
+from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.store.sessions import (
     MessageNotFound,
     SessionNotFound,

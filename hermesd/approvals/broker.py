@@ -29,10 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hermesd import redact
-
-from hermesd.rpc import wire
 from hermesd.approvals import patterns
 from hermesd.plugins.hooks import HookBus
+from hermesd.rpc import wire
 from hermesd.rpc.connection import Connection, current_connection
 from hermesd.store.sessions import SessionStore, StoreError
 
@@ -320,7 +319,7 @@ class ApprovalBroker:
         except (ConnectionError, TimeoutError) as exc:
             log.debug("approval %s: connection %d gave no answer (%s)", pending.id, conn.id, exc)
             return
-        except Exception as exc:  # noqa: BLE001 - an error response: not an answer
+        except Exception as exc:
             log.debug("approval %s: connection %d answered an error: %s", pending.id, conn.id, exc)
             return
         choice = parse_choice(answer.get("choice")) if isinstance(answer, dict) else None

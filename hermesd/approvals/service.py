@@ -18,8 +18,8 @@ from typing import Any
 from hermesd import redact
 from hermesd.approvals.broker import ApprovalBroker
 from hermesd.daemon.config import load_dotenv_file
-from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.rpc.connection import Call, Router, current_connection
+from hermesd.rpc.protocol import Codes, RpcError
 
 log = logging.getLogger(__name__)
 

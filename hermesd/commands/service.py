@@ -22,16 +22,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hermesd.agent.sessions import SessionService
 from hermesd.commands.cli_runner import install_output_router, run_cli_command
 from hermesd.commands.registry import BUILTIN, SlashCommand, normalize_command_name
 from hermesd.model.fastjson import valid_text
 from hermesd.plugins.host import PluginHost
-from hermesd.rpc.protocol import Codes, RpcError
+from hermesd.plugins.workers import WorkTimeout, call_bounded
 from hermesd.rpc.connection import Call, Router
-from hermesd.agent.sessions import SessionService
+from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.store.sessions import SessionNotFound
 from hermesd.tools.registry import current_session
-from hermesd.plugins.workers import WorkTimeout, call_bounded
 
 log = logging.getLogger(__name__)
 

@@ -110,7 +110,7 @@ def _edit_lines(lines: list[str], lists: Mapping[str, list[str] | None]) -> list
     return lines[: start + 1] + body + lines[end:]
 
 
-def set_plugin_lists(path: Path, enabled: list[str] | None | bool, disabled: list[str]) -> bool:
+def set_plugin_lists(path: Path, enabled: list[str] | bool | None, disabled: list[str]) -> bool:
     """Write ``plugins.enabled`` (None: remove the key; False: leave it) and
     ``plugins.disabled``; True when comments were kept, False when the file was re-dumped."""
     text = path.read_text(encoding="utf-8") if path.exists() else ""

@@ -18,17 +18,11 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from hermesd.daemon import config
-
-from hermesd.daemon import logs
-
-from hermesd.rpc import paths
-
-from hermesd.daemon import sdnotify
-
 from hermesd import __version__
-from hermesd.rpc.protocol import PROTOCOL_MAJOR, PROTOCOL_VERSION, Codes, RpcError
+from hermesd.daemon import config, logs, sdnotify
+from hermesd.rpc import paths
 from hermesd.rpc.connection import Call, Limits, Router
+from hermesd.rpc.protocol import PROTOCOL_MAJOR, PROTOCOL_VERSION, Codes, RpcError
 from hermesd.rpc.server import EX_UNAVAILABLE, Gatekeeper, SocketInUse, SocketServer, resolve_group
 from hermesd.store.sessions import StorageUnavailable
 

@@ -11,18 +11,17 @@ import functools
 import os
 from typing import TYPE_CHECKING, Any, cast
 
-from hermesd.daemon import config
-
 from hermesd import redact
 from hermesd.agent.loop import AgentLoop, AgentSettings
+from hermesd.agent.sessions import SessionService
 from hermesd.approvals.broker import ApprovalBroker
 from hermesd.approvals.service import ApprovalService
 from hermesd.commands.service import CommandService, hermesctl_subcommands
+from hermesd.daemon import config
 from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.plugins.admin import PluginAdminService
-from hermesd.plugins.service import PluginService
 from hermesd.plugins.host import build_plugin_host
-from hermesd.agent.sessions import SessionService
+from hermesd.plugins.service import PluginService
 from hermesd.store.sessions import SessionStore
 from hermesd.tools.builtin_files import register_builtin_file_tools
 

@@ -175,7 +175,7 @@ class _ToDaemon(logging.Handler):
                 self.server.link.send(frame)
             else:
                 self.loop.call_soon_threadsafe(self.server.link.send, frame)
-        except Exception:  # noqa: BLE001 - logging's own way to report a failed handler
+        except Exception:
             self.handleError(record)
 
 

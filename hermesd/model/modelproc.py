@@ -333,7 +333,7 @@ class ModelProcess:
         if kind == EVENT:
             try:
                 pending.on_event(frame[2])
-            except Exception as exc:  # noqa: BLE001 - the caller's handler: ends its attempt
+            except Exception as exc:
                 pending.future.set_exception(exc)
         elif kind == DONE:
             _, _, message, finish_reason, usage, model = frame

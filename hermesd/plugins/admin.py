@@ -19,16 +19,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hermesd.daemon import config
-
 from hermesd import redact
+from hermesd.daemon import config
 from hermesd.daemon.config_edit import EditError, check_env_value, set_env_values, set_plugin_lists
-from hermesd.plugins.host import PluginHost, PluginRecord
 from hermesd.plugins import install as installer
+from hermesd.plugins.host import PluginHost, PluginRecord
 from hermesd.plugins.lint import format_findings, lint_folder
 from hermesd.plugins.listing import plugin_dict
-from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.rpc.connection import Call, Router
+from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.store.sessions import storage_error
 
 log = logging.getLogger(__name__)
@@ -189,7 +188,7 @@ class PluginAdminService:
         disabled = [
             k for k in cfg.get("plugins.disabled") or [] if k not in (record.key, record.name)
         ]
-        new_enabled: list[str] | None | bool = False
+        new_enabled: list[str] | bool | None = False
         if enable and enabled is not None and record.key not in enabled:
             new_enabled = [*enabled, record.key]
         elif not enable:

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Self
 
 from hermesd.commands.registry import CommandRegistry
-from hermesd.plugins.hooks import DEFAULT_HOOK_TIMEOUT, HookBus
 from hermesd.plugins.context import Injector, PluginContext, PluginServices
+from hermesd.plugins.hooks import DEFAULT_HOOK_TIMEOUT, HookBus
 from hermesd.plugins.listing import plugins_payload, plugins_text
 from hermesd.plugins.loader import (
     Candidate,
@@ -36,10 +36,10 @@ from hermesd.plugins.loader import (
 )
 from hermesd.plugins.manifest import PluginRecord
 from hermesd.plugins.skills import SkillCatalog
-from hermesd.tools.builtin_skills import register_skill_tools
-from hermesd.tools.registry import DEFAULT_RESULT_BUDGET, DEFAULT_TOOL_TIMEOUT, ToolRegistry
 from hermesd.plugins.tool_schema import Finding, ToolsJsonError, lint_tools, load_tools_json
 from hermesd.plugins.workers import WorkerPool, shared_pool
+from hermesd.tools.builtin_skills import register_skill_tools
+from hermesd.tools.registry import DEFAULT_RESULT_BUDGET, DEFAULT_TOOL_TIMEOUT, ToolRegistry
 
 __all__ = ["PluginHost", "PluginManager", "PluginRecord", "build_plugin_host"]
 

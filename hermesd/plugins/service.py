@@ -13,8 +13,8 @@ import logging
 from typing import Any
 
 from hermesd.plugins.host import PluginHost
-from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.rpc.connection import Call, Router
+from hermesd.rpc.protocol import Codes, RpcError
 
 log = logging.getLogger(__name__)
 

@@ -220,10 +220,10 @@ class WorkerPool:
                 continue
             try:
                 result = job.fn()
-            except Exception as exc:  # noqa: BLE001 - handed to the waiter
+            except Exception as exc:
                 job.future.set_exception(exc)
                 self._hand_back(job, False, exc)
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:
                 # SystemExit & co. from plugin code mean nothing in a worker thread; re-raised
                 # in the waiter they would stop the daemon. Report them as ordinary failures.
                 abort = PluginAbort(f"{type(exc).__name__}: {exc}")

@@ -251,7 +251,3 @@ declare(
 
 # Each service area declares its methods in its own module (one file per area, so the table
 # reads by topic); importing them here completes METHODS for everyone who imports protocol.
-from hermesd.rpc.methods import approvals
-from hermesd.rpc.methods import commands
-from hermesd.rpc.methods import plugins
-from hermesd.rpc.methods import sessions

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.rpc.connection import Connection, Limits, Peer, Router
+from hermesd.rpc.protocol import Codes, RpcError
 
 log = logging.getLogger(__name__)
 

@@ -365,7 +365,7 @@ class BatchThread:
         try:
             with self._lock:
                 chore.fn()
-        except Exception as exc:  # noqa: BLE001 - a full disk, say: tried again later
+        except Exception as exc:
             log.warning(
                 "store housekeeping (%s) failed: %s", getattr(chore.fn, "__name__", "?"), exc
             )
@@ -394,7 +394,7 @@ class BatchThread:
             conn.execute("SAVEPOINT call")
         try:
             job.value, job.ok = job.fn(), True
-        except Exception as exc:  # noqa: BLE001 - delivered to the caller
+        except Exception as exc:
             job.value, job.ok = exc, False
             if savepoint:
                 if not conn.in_transaction:

@@ -48,8 +48,8 @@ from hermesd.store.dbfile import (
     storage_error,
 )
 from hermesd.store.dbthread import BatchThread, ConnectionLock
-from hermesd.store.search import INDEX_EVERY, RANKED_MATCHES, SearchHit, fts_query, index_pending
 from hermesd.store.history import INTERRUPTED_RESULT, repair_history, to_openai, trim_history
+from hermesd.store.search import INDEX_EVERY, RANKED_MATCHES, SearchHit, fts_query, index_pending
 
 log = logging.getLogger(__name__)
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hermesd.plugins.hooks import HookBus
+from hermesd.plugins.tool_schema import check_args, normalize_schema, openai_form, validate_tool
+from hermesd.plugins.workers import CallShape, WorkerPool, WorkTimeout, call_bounded, shared_pool
 from hermesd.tools.checks import CheckCache
 from hermesd.tools.results import (
     Redactor,
@@ -37,8 +39,6 @@ from hermesd.tools.results import (
     parse_args,
     redact_and_clip,
 )
-from hermesd.plugins.tool_schema import check_args, normalize_schema, openai_form, validate_tool
-from hermesd.plugins.workers import CallShape, WorkerPool, WorkTimeout, call_bounded, shared_pool
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ def calculate(args: dict[str, Any], **kwargs: Any) -> str:
         return _dumps({"expression": shown, "error": "Division by zero"})
     except OverflowError:
         return _dumps({"expression": shown, "error": "Invalid: number too large"})
-    except Exception as exc:  # noqa: BLE001 - a handler returns every failure as JSON
+    except Exception as exc:
         return _dumps({"expression": shown, "error": f"Invalid: {_reason(exc)}"})
     return _dumps({"expression": shown, "result": result})
 
@@ -56,7 +56,7 @@ def unit_convert(args: dict[str, Any], **kwargs: Any) -> str:
         result, src, dst = units.convert(number, from_unit.strip(), to_unit.strip())
     except units.UnitError as exc:
         return _dumps({"error": str(exc)})
-    except Exception as exc:  # noqa: BLE001 - a handler returns every failure as JSON
+    except Exception as exc:
         return _dumps({"error": f"Conversion failed: {_reason(exc)}"})
     shown = value.strip() if isinstance(value, str) else value
     return _dumps({"input": f"{shown} {src}", "result": result, "output": f"{result} {dst}"})

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.daemon import REPO
 from tests.nix.test_module import STORE_PATH, needs_nix, nix_eval
+from tests.support.daemon import REPO
 
 NIX = shutil.which("nix")
 SYSTEMS = ["aarch64-linux", "x86_64-linux"]

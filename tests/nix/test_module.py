@@ -106,7 +106,7 @@ ISSUE_OPTIONS = {
 
 def test_every_option_of_the_issue_exists_with_type_default_description_and_example() -> None:
     options = {o["path"]: o for o in evaluate("{ }", OPTIONS_EXPR)}
-    assert ISSUE_OPTIONS <= set(options), ISSUE_OPTIONS - set(options)
+    assert set(options) >= ISSUE_OPTIONS, ISSUE_OPTIONS - set(options)
     for name in ISSUE_OPTIONS:
         opt = options[name]
         assert opt["hasDefault"], name

@@ -30,9 +30,9 @@ from typing import Any
 import pytest
 
 from hermesctl.client import Client
+from tests.nix.test_module import evaluate, needs_nix, store_writable
 from tests.support.daemon import NotifyListener, short_tmpdir
 from tests.support.otheruser import talk_as
-from tests.nix.test_module import evaluate, needs_nix, store_writable
 
 ACTIVATE = shutil.which("systemd-socket-activate")
 

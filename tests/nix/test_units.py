@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.daemon import REPO
 from tests.nix.test_module import STORE_PATH, enabled, evaluate, needs_nix
+from tests.support.daemon import REPO
 
 CONTRIB = REPO / "contrib" / "systemd"
 RENDER = REPO / "nix" / "render_units.py"

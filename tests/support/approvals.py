@@ -73,7 +73,7 @@ class Background:
         def run() -> None:
             try:
                 self._box.append(fn(*args, **kwargs))
-            except BaseException as exc:  # noqa: BLE001 - re-raised by result()
+            except BaseException as exc:
                 self._error.append(exc)
 
         self._thread = threading.Thread(target=run, daemon=True)

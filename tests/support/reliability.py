@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from hermesctl.client import Client
-from hermesd.store.search import index_pending
 from hermesd.rpc.protocol import RpcError
+from hermesd.store.search import index_pending
 from hermesd.store.sessions import SessionStore
 from tests.support.modelserver import Step, call_tools, reply, tool_call
 from tests.support.modelserver import model_config as _server_config
@@ -257,7 +257,7 @@ def run_load(socket: Path, clients: int, requests: int, chat_every: int = 10) ->
                         pass
         except threading.BrokenBarrierError:
             return
-        except Exception as exc:  # noqa: BLE001 - a failed client is an error of the run
+        except Exception as exc:
             with lock:
                 errors.append(f"client {index}: {exc!r}")
             start_gate.abort()

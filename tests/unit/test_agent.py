@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from hermesd.agent.loop import AgentLoop, AgentSettings, TurnResult, pre_llm_context
-from hermesd.store.history import repair_history
 from hermesd.model.client import ModelClient, ModelSettings
+from hermesd.store.history import repair_history
 from hermesd.store.sessions import SessionStore
 from tests.support.modelserver import (
     ScriptedModelServer,

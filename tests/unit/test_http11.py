@@ -18,10 +18,8 @@ from typing import Any, TypeVar
 import openai
 import pytest
 
-from hermesd.model import fastjson
-
 from hermesd.model import client as llm
-from hermesd.model.http11 import MAX_HEAD, READ_HIGH_WATER, Http11Transport, http
+from hermesd.model import fastjson
 from hermesd.model.client import (
     Completion,
     ModelClient,
@@ -29,6 +27,7 @@ from hermesd.model.client import (
     ModelRequestFailed,
     ModelSettings,
 )
+from hermesd.model.http11 import MAX_HEAD, READ_HIGH_WATER, Http11Transport, http
 from tests.support.modelserver import ScriptedModelServer, reply
 from tests.support.rawhttp import Answer, RawHTTPServer, chunked, response
 

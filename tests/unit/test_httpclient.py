@@ -10,9 +10,9 @@ from typing import Any
 import openai
 import pytest
 
+from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.model.http11 import Http11Transport
 from hermesd.model.httpclient import LeanAsyncClient, http
-from hermesd.model.client import ModelClient, ModelSettings
 from tests.support.modelserver import ScriptedModelServer, reply
 
 URL = "http://127.0.0.1:9/v1/chat/completions"

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from hermesctl.client import Client
-from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.rpc.connection import Call, Limits, Router
+from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.rpc.server import Gatekeeper, SocketServer
 from hermesd.store.sessions import StorageUnavailable
 from tests.support.daemon import short_tmpdir

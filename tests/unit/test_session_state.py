@@ -10,9 +10,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from hermesd.agent.sessions import SessionService
 from hermesd.plugins.hooks import HookBus
 from hermesd.rpc.connection import Call
-from hermesd.agent.sessions import SessionService
 from hermesd.store.sessions import SessionStore
 
 

@@ -12,9 +12,9 @@ import pytest
 
 from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.skills import SkillCatalog
+from hermesd.plugins.workers import WorkerPool
 from hermesd.tools.builtin_skills import register_skill_tools
 from hermesd.tools.registry import ToolRegistry
-from hermesd.plugins.workers import WorkerPool
 
 
 def write_skill(

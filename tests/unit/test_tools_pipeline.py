@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from hermesd.plugins.hooks import HookBus
-from hermesd.tools.registry import ToolRegistry, current_session
 from hermesd.plugins.workers import WorkerPool
+from hermesd.tools.registry import ToolRegistry, current_session
 from tests.support.plugin_factory import schema
 
 

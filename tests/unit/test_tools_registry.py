@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from hermesd.plugins.hooks import HookBus
-from hermesd.tools.registry import BUILTIN, ToolRegistry, ToolRejected
 from hermesd.plugins.workers import WorkerPool
+from hermesd.tools.registry import BUILTIN, ToolRegistry, ToolRejected
 from tests.support.plugin_factory import schema
 
 
