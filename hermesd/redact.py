@@ -226,6 +226,11 @@ def configure(environ: Mapping[str, str], dotenv: Mapping[str, str]) -> Redactor
     return _current[0]
 
 
+def secret_count() -> int:
+    """How many distinct secret values the daemon-wide redactor hides."""
+    return _current[0].count
+
+
 def redact(text: str) -> str:
     """``text`` through the daemon-wide redactor."""
     return _current[0](text)

@@ -17,6 +17,7 @@ from typing import Any
 from hermesd.agent.loop import AgentLoop, TurnResult, new_id
 from hermesd.model.client import ModelError
 from hermesd.model.fastjson import valid_text
+from hermesd.plugins.context import current_session
 from hermesd.plugins.hooks import HookBus
 from hermesd.rpc import wire
 from hermesd.rpc.connection import Call, Connection, Router
@@ -28,7 +29,6 @@ from hermesd.store.sessions import (
     StorageUnavailable,
     StoreError,
 )
-from hermesd.tools.registry import current_session
 
 log = logging.getLogger(__name__)
 
@@ -47,25 +47,34 @@ class SessionService:
     """Sessions over RPC; one per daemon."""
 
     def __init__(
-        self, store: SessionStore, agent: AgentLoop, hooks: HookBus, platform: str = "cli"
+        self,
+        store: SessionStore,
+        agent: AgentLoop,
+        hooks: HookBus,
+        platform: str = "cli",
+        *,
+        attached: dict[str, set[Connection]] | None = None,
+        on_attach: Callable[[str, Connection], None] | None = None,
+        on_forget: Callable[[str], None] | None = None,
+        redact_event: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
+        """``attached`` is shared with whoever must reach a session's clients (approvals);
+        ``on_attach(session_id, conn)`` runs whenever a connection attaches, ``on_forget``
+        with the id of a deleted session, ``redact_event`` on every event before it is sent."""
         self.store = store
         self.agent = agent
         self.hooks = hooks
         self.platform = platform
-        self.attached: dict[str, set[Connection]] = {}
+        self.attached: dict[str, set[Connection]] = {} if attached is None else attached
         self.turns: dict[str, tuple[str, asyncio.Task[TurnResult]]] = {}
         self.touched: set[str] = set()  # sessions used since start: finalized at stop
         self._count = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._injections: dict[str, list[tuple[str, str]]] = {}
         self._warm_up: asyncio.Task[None] | None = None
-        #: Called with (session_id, connection) whenever a connection attaches (approvals).
-        self.on_attach: Callable[[str, Connection], None] | None = None
-        #: Applied to every session.event before it is sent (secret redaction).
-        self.redact_event: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-        #: Called with the id of a deleted session, to drop per-session state kept elsewhere.
-        self.on_forget: Callable[[str], None] | None = None
+        self.on_attach = on_attach
+        self.redact_event = redact_event
+        self.on_forget = on_forget
 
     # --- wiring ------------------------------------------------------------------------------
 

@@ -3,21 +3,16 @@
 Translates RPC to broker calls and back (permission checks included: only the owner, root and
 ``approvals.approvers`` may answer or revoke), and ``/approve``/``/deny`` (`slash_command`),
 answered as the connection running the command (``rpc.current_connection``). Decisions live in
-``hermesd.approvals.broker``. On config reload it also rebuilds the secret redactor
-(``hermesd.redact``) from the new ``.env``.
+``hermesd.approvals.broker``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-from pathlib import Path
 from typing import Any
 
-from hermesd import redact
 from hermesd.approvals.broker import ApprovalBroker
-from hermesd.daemon.config import load_dotenv_file
 from hermesd.rpc.connection import Call, Router, current_connection
 from hermesd.rpc.protocol import Codes, RpcError
 
@@ -27,10 +22,8 @@ log = logging.getLogger(__name__)
 class ApprovalService:
     """approvals.pending|respond|list|revoke."""
 
-    def __init__(self, broker: ApprovalBroker, home: Path, secrets_count: int = 0) -> None:
+    def __init__(self, broker: ApprovalBroker) -> None:
         self.broker = broker
-        self.home = home
-        self.secrets_count = secrets_count
 
     def bind(self, router: Router) -> None:
         router.bind("approvals.pending", self.rpc_pending)
@@ -49,13 +42,11 @@ class ApprovalService:
         return {
             "approvals_pending": len(self.broker.pending),
             "approval_rules": len(self.broker.rules),
-            "redacted_secrets": self.secrets_count,
         }
 
     def reload(self, cfg: Any) -> None:
-        """New approval settings; the redactor also re-reads .env (its values may change)."""
+        """New approval settings."""
         self.broker.reload(cfg)
-        self.secrets_count = redact.configure(os.environ, load_dotenv_file(self.home)).count
 
     def _check(self, call: Call, what: str) -> None:
         if not self.broker.may_answer_uid(call.conn.peer.uid):
@@ -103,7 +94,7 @@ class ApprovalService:
             )
         return {"revoked": True, "pattern_key": p["pattern_key"]}
 
-    # --- /approve and /deny (CommandService.set_approval_handler) --------------------------
+    # --- /approve and /deny (handed to CommandService as ``approvals``) --------------------------
 
     async def slash_command(self, verb: str, session_id: str, raw_args: str) -> str:
         """``/approve [session|always]`` or ``/deny [reason]`` for the session's oldest

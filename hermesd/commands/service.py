@@ -8,8 +8,8 @@ and running plugin commands with the calling session as ``current_session`` — 
 model. ``/new`` is done server-side for the calling connection (the result carries the new
 session). Plugin CLI commands run through `hermesd.commands.cli_runner`.
 
-Hook-up points for other services: `set_approval_handler` (the approvals service answers
-``/approve`` and ``/deny``); until one is set both print ``No pending approvals.``.
+``/approve`` and ``/deny`` are answered by the approvals service, handed in as ``approvals``;
+without one both print ``No pending approvals.``.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from hermesd.agent.sessions import SessionService
 from hermesd.commands.cli_runner import install_output_router, run_cli_command
 from hermesd.commands.registry import BUILTIN, SlashCommand, normalize_command_name
 from hermesd.model.fastjson import valid_text
+from hermesd.plugins.context import current_session
 from hermesd.plugins.host import PluginHost
 from hermesd.plugins.workers import WorkTimeout, call_bounded
 from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.store.sessions import SessionNotFound
-from hermesd.tools.registry import current_session
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,9 @@ class CommandService:
         reload_plugins: Callable[[], Awaitable[dict[str, Any]]],
         timeout: float,
         cli_timeout: float = DEFAULT_CLI_TIMEOUT,
+        approvals: ApprovalHandler | None = None,
     ) -> None:
+        """``approvals`` answers ``/approve`` and ``/deny`` (the approvals service)."""
         self.host = host
         self.registry = host.commands
         self.sessions = sessions
@@ -88,14 +90,10 @@ class CommandService:
         self._reload_plugins = reload_plugins
         self.registry.timeout = timeout
         self.cli_timeout = cli_timeout
-        self.approval_handler: ApprovalHandler | None = None
+        self.approval_handler = approvals
         install_output_router()  # before plugins load, so handlers see the routing streams
         for name, handler in self._builtin_handlers().items():
             self.registry.set_handler(name, handler)
-
-    def set_approval_handler(self, handler: ApprovalHandler | None) -> None:
-        """Hook-up for the approvals service: it answers ``/approve`` and ``/deny``."""
-        self.approval_handler = handler
 
     # --- service protocol --------------------------------------------------------------------
 

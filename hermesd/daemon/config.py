@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 EX_CONFIG = 78
 
 
-class ConfigError(Exception):
+class ConfigError(ValueError):
     """config.yaml cannot be used; the message names the key."""
 
 
@@ -272,3 +272,49 @@ def ensure_home(home: Path) -> None:
     if not home.exists():
         home.mkdir(mode=0o700, parents=True)
         log.info("created %s", home)
+
+
+class SettingsFiles:
+    """config.yaml and .env of one ``HERMES_HOME``, for the services that read or edit them.
+
+    Handed to services by the daemon (they sit below this package): loading goes through the
+    schema, edits through `hermesd.daemon.config_edit`. Every method reads the files anew.
+    Errors are ``ValueError`` subclasses (``ConfigError``, ``EditError``) or ``OSError``.
+    """
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+
+    @property
+    def config_path(self) -> Path:
+        return self.home / "config.yaml"
+
+    @property
+    def dotenv_path(self) -> Path:
+        return self.home / ".env"
+
+    def load(self) -> Config:
+        """config.yaml, validated (``ConfigError`` when it cannot be used)."""
+        return load(self.home)
+
+    def dotenv(self) -> dict[str, str]:
+        """The values of .env."""
+        return load_dotenv_file(self.home)
+
+    def set_plugin_lists(self, enabled: list[str] | bool | None, disabled: list[str]) -> bool:
+        """Rewrite ``plugins.enabled``/``disabled``; False when comments could not be kept."""
+        from hermesd.daemon.config_edit import set_plugin_lists
+
+        return set_plugin_lists(self.config_path, enabled, disabled)
+
+    def check_env_value(self, name: str, value: Any) -> str | None:
+        """Why ``name=value`` cannot go into .env, or None."""
+        from hermesd.daemon.config_edit import check_env_value
+
+        return check_env_value(name, value)
+
+    def set_env(self, values: dict[str, str]) -> None:
+        """Replace or add variables in .env (written atomically, mode 0600)."""
+        from hermesd.daemon.config_edit import set_env_values
+
+        set_env_values(self.dotenv_path, values)

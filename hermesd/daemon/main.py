@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from hermesd import __version__
+from hermesd import __version__, redact
 from hermesd.daemon import config, logs, sdnotify
 from hermesd.rpc import paths
 from hermesd.rpc.connection import Call, Limits, Router
@@ -141,6 +141,7 @@ class Daemon:
             "sessions": 0,
             "plugins": 0,
             "config_warnings": list(self.config.warnings),
+            "redacted_secrets": redact.secret_count(),
         }
         for service in self.services:
             out.update(service.status())
@@ -176,11 +177,13 @@ class Daemon:
         """Reload configuration; on error the running configuration stays."""
         sdnotify.reloading()
         try:
-            config.apply_dotenv(config.load_dotenv_file(self.home))
+            dotenv = config.load_dotenv_file(self.home)
+            config.apply_dotenv(dotenv)
             cfg = config.load(self.home)
         except config.ConfigError:
             sdnotify.ready(self._status_line())
             raise
+        redact.configure(os.environ, dotenv)  # .env's values may have changed
         self.config = cfg
         logs.set_level(self.log_level or cfg.get("log_level"))
         sys.setswitchinterval(float(cfg.get("switch_interval")))
@@ -316,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hermesd: configuration OK ({where})")
         return 0
     config.apply_dotenv(dotenv)
+    redact.configure(os.environ, dotenv)
     logs.setup(args.log_level or cfg.get("log_level"))
     for warning in cfg.warnings:
         log.warning("config: %s", warning)

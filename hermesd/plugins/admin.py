@@ -17,11 +17,9 @@ import errno
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermesd import redact
-from hermesd.daemon import config
-from hermesd.daemon.config_edit import EditError, check_env_value, set_env_values, set_plugin_lists
 from hermesd.plugins import install as installer
 from hermesd.plugins.host import PluginHost, PluginRecord
 from hermesd.plugins.lint import format_findings, lint_folder
@@ -30,15 +28,21 @@ from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.store.sessions import storage_error
 
+if TYPE_CHECKING:
+    from hermesd.daemon.config import SettingsFiles
+
 log = logging.getLogger(__name__)
 
 
 class PluginAdminService:
     """Enable, disable, install, update, remove and reload plugins."""
 
-    def __init__(self, host: PluginHost, home: Path, dotenv_at_start: dict[str, str]) -> None:
+    def __init__(
+        self, host: PluginHost, files: SettingsFiles, dotenv_at_start: dict[str, str]
+    ) -> None:
         self.host = host
-        self.home = home
+        self.files = files
+        self.home = files.home
         # Variables the daemon was started with (not from .env) win over .env, as at start-up.
         self._protected = {k for k in os.environ if k not in dotenv_at_start}
         self._lock: asyncio.Lock | None = None
@@ -87,8 +91,8 @@ class PluginAdminService:
     def _refresh_settings(self) -> None:
         manager = self.host.plugins
         try:
-            cfg = config.load(self.home)
-        except config.ConfigError as exc:
+            cfg = self.files.load()
+        except ValueError as exc:
             log.warning("config.yaml not re-read for the plugin reload: %s", exc)
         else:
             manager.settings = {
@@ -97,7 +101,7 @@ class PluginAdminService:
                 "load_timeout": cfg.get("plugins.load_timeout"),
             }
             manager.load_timeout = float(cfg.get("plugins.load_timeout"))
-        dotenv = config.load_dotenv_file(self.home)
+        dotenv = self.files.dotenv()
         manager.dotenv = dotenv
         self.host.tools.env = {**dotenv, **os.environ}
 
@@ -137,7 +141,7 @@ class PluginAdminService:
 
     def _present_env(self) -> set[str]:
         return {k for k, v in os.environ.items() if v} | {
-            k for k, v in config.load_dotenv_file(self.home).items() if v
+            k for k, v in self.files.dotenv().items() if v
         }
 
     def _missing_rows(self, record: PluginRecord) -> list[dict[str, object]]:
@@ -179,10 +183,9 @@ class PluginAdminService:
 
     async def _set_enabled(self, name: str, enable: bool) -> dict[str, Any]:
         record = self._record(name)
-        cfg_path = self.home / "config.yaml"
         try:
-            cfg = config.load(self.home)
-        except config.ConfigError as exc:
+            cfg = self.files.load()
+        except ValueError as exc:
             raise RpcError(Codes.CONFLICT, f"config.yaml cannot be edited: {exc}") from None
         enabled = cfg.get("plugins.enabled")
         disabled = [
@@ -196,8 +199,8 @@ class PluginAdminService:
                 new_enabled = [k for k in enabled if k not in (record.key, record.name)]
             disabled.append(record.key)
         try:
-            kept = await asyncio.to_thread(set_plugin_lists, cfg_path, new_enabled, disabled)
-        except (EditError, OSError) as exc:
+            kept = await asyncio.to_thread(self.files.set_plugin_lists, new_enabled, disabled)
+        except (ValueError, OSError) as exc:
             raise RpcError(Codes.CONFLICT, f"config.yaml not changed: {exc}") from None
         if not kept:
             log.warning(
@@ -250,7 +253,7 @@ class PluginAdminService:
     async def rpc_set_env(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         values = p["values"]
         for name, value in values.items():
-            problem = check_env_value(name, value)
+            problem = self.files.check_env_value(name, value)
             if problem:
                 raise RpcError(
                     Codes.INVALID_PARAMS,
@@ -258,18 +261,18 @@ class PluginAdminService:
                     {"param": "values", "name": name if isinstance(name, str) else None},
                 )
         try:
-            await asyncio.to_thread(set_env_values, self.home / ".env", values)
+            await asyncio.to_thread(self.files.set_env, values)
         except OSError as exc:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):  # as the store says it
                 raise storage_error(exc, self.home / ".env") or exc from None
             raise RpcError(Codes.CONFLICT, f".env not changed: {exc}") from None
-        except EditError as exc:
+        except ValueError as exc:  # an EditError
             raise RpcError(Codes.CONFLICT, f".env not changed: {exc}") from None
         for name, value in values.items():
             if name not in self._protected:
                 os.environ[name] = value
         # New secrets are redacted from tool results at once, not only after a config reload.
-        redact.configure(os.environ, config.load_dotenv_file(self.home))
+        redact.configure(os.environ, self.files.dotenv())
         log.info(
             "set %d variable(s) in %s: %s",
             len(values),

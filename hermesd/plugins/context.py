@@ -10,6 +10,7 @@ gave up on a hung ``register()``), late registrations from the still-running thr
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import logging
@@ -17,16 +18,25 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermesd import redact
-from hermesd.commands.registry import CommandRegistry
 from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.manifest import Manifest, PluginRecord, RejectedTool
 from hermesd.plugins.skills import SkillCatalog
-from hermesd.tools.registry import ToolRegistry, ToolRejected, current_session
+from hermesd.plugins.tool_schema import ToolRejected
+
+if TYPE_CHECKING:  # the registries sit above this layer; the daemon hands them in
+    from hermesd.commands.registry import CommandRegistry
+    from hermesd.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
+
+#: The session a tool call or plugin command runs for; plugin threads inherit it, so
+#: ``ctx.dispatch_tool`` or ``ctx.inject_message`` from plugin code acts on that session.
+current_session: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "hermesd_current_session", default=""
+)
 
 #: Puts a message into the active session: ``(content, role) -> accepted``.
 Injector = Callable[[str, str], bool]

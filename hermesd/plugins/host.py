@@ -7,8 +7,8 @@ not in ``plugins.enabled`` (when that list exists; HERMES_PLUGIN_PATH plugins co
 ``$HERMES_HOME/.env`` → missing-env. Otherwise the plugin is imported and its ``register(ctx)``
 runs on a worker thread, bounded by ``plugins.load_timeout``; if it raises or times out,
 everything it registered is rolled back and it is listed with the reason. ``HERMES_SAFE_MODE``
-skips all of this. `build_plugin_host` wires the registries, the built-in skill tools and the
-manager from the daemon's configuration: it is the one call the daemon needs.
+skips all of this. The registries it loads plugins into are built by the daemon
+(`hermesd.daemon.services.build_plugin_host`) and handed in.
 """
 
 from __future__ import annotations
@@ -20,11 +20,10 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-from hermesd.commands.registry import CommandRegistry
 from hermesd.plugins.context import Injector, PluginContext, PluginServices
-from hermesd.plugins.hooks import DEFAULT_HOOK_TIMEOUT, HookBus
+from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.listing import plugins_payload, plugins_text
 from hermesd.plugins.loader import (
     Candidate,
@@ -38,10 +37,12 @@ from hermesd.plugins.manifest import PluginRecord
 from hermesd.plugins.skills import SkillCatalog
 from hermesd.plugins.tool_schema import Finding, ToolsJsonError, lint_tools, load_tools_json
 from hermesd.plugins.workers import WorkerPool, shared_pool
-from hermesd.tools.builtin_skills import register_skill_tools
-from hermesd.tools.registry import DEFAULT_RESULT_BUDGET, DEFAULT_TOOL_TIMEOUT, ToolRegistry
 
-__all__ = ["PluginHost", "PluginManager", "PluginRecord", "build_plugin_host"]
+if TYPE_CHECKING:  # the registries sit above this layer; the daemon hands them in
+    from hermesd.commands.registry import CommandRegistry
+    from hermesd.tools.registry import ToolRegistry
+
+__all__ = ["PluginHost", "PluginManager", "PluginRecord"]
 
 log = logging.getLogger(__name__)
 
@@ -355,66 +356,3 @@ class PluginHost:
     skills: SkillCatalog
     plugins: PluginManager
     gate: ReloadGate = field(default_factory=ReloadGate)
-
-
-def _setting(config: Any, dotted: str, default: Any) -> Any:
-    getter: Callable[..., Any] | None = getattr(config, "get", None)
-    if getter is not None and not isinstance(config, Mapping):
-        return getter(dotted, default)  # hermesd.daemon.config.Config: dotted lookups
-    node: Any = config
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or node.get(part) is None:
-            return default
-        node = node[part]
-    return node
-
-
-def build_plugin_host(
-    home: Path,
-    config: Any,
-    env: Mapping[str, str],
-    dotenv: Mapping[str, str] | None = None,
-    *,
-    injector: Injector | None = None,
-    pool: WorkerPool | None = None,
-    cwd: Path | None = None,
-) -> PluginHost:
-    """Build the hook bus, tool registry (with the skill tools), command registry, skill
-    catalog and plugin manager from ``config`` (a `hermesd.daemon.config.Config` or a nested dict).
-
-    Plugins are not loaded yet: call ``host.plugins.load_all()``.
-    """
-    pool = pool or WorkerPool()
-    dotenv = dict(dotenv or {})
-    hooks = HookBus(
-        pool, timeout=float(_setting(config, "tools.hook_timeout", DEFAULT_HOOK_TIMEOUT))
-    )
-    tools = ToolRegistry(
-        hooks,
-        pool=pool,
-        timeout=float(_setting(config, "tools.timeout", DEFAULT_TOOL_TIMEOUT)),
-        result_budget=int(_setting(config, "tools.result_budget", DEFAULT_RESULT_BUDGET)),
-        env={**dotenv, **env},
-    )
-    commands = CommandRegistry(pool=pool)
-    skills = SkillCatalog(home)
-    register_skill_tools(tools, skills)
-    settings = {
-        "enabled": _setting(config, "plugins.enabled", None),
-        "disabled": _setting(config, "plugins.disabled", []),
-        "load_timeout": _setting(config, "plugins.load_timeout", DEFAULT_LOAD_TIMEOUT),
-    }
-    manager = PluginManager(
-        home,
-        settings,
-        env,
-        tools,
-        hooks,
-        commands,
-        skills,
-        dotenv=dotenv,
-        pool=pool,
-        cwd=cwd,
-        injector=injector,
-    )
-    return PluginHost(pool, hooks, tools, commands, skills, manager)

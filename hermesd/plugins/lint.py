@@ -5,7 +5,7 @@ message): the manifest (present, parses, a usable name, version and description,
 ``requires_env`` entries with a description), ``__init__.py`` (present, valid Python, defines
 ``register``), ``tools.json`` (parses; every schema valid), and then — because most plugins build
 their schemas in Python — loads the plugin in a **separate, throw-away process**
-(``python -m hermesd.plugins.lint --child``) with a temporary HERMES_HOME, so the registration
+(``python -m hermesd.daemon.lint_child``, which builds the daemon's registries) with a temporary HERMES_HOME, so the registration
 checks, rejected tools and the seeds-002 self-check list apply to what the plugin really
 registers, while the daemon never imports it. That process gets no variables of the daemon's
 but the ones Python needs; ``requires_env`` variables get a placeholder value there.
@@ -26,7 +26,6 @@ from hermesd.plugins.manifest import ManifestError, find_manifest, parse_manifes
 from hermesd.plugins.tool_schema import (
     Finding,
     ToolsJsonError,
-    lint_tools,
     load_tools_json,
     validate_tool,
 )
@@ -130,7 +129,7 @@ def _load_in_child(folder: Path, env_names: list[str]) -> list[Finding]:
     with tempfile.TemporaryDirectory(prefix="hermes-lint-") as tmp:
         try:
             proc = subprocess.run(
-                [sys.executable, "-m", "hermesd.plugins.lint", "--child", str(folder)],
+                [sys.executable, "-m", "hermesd.daemon.lint_child", str(folder)],
                 env=_child_env(Path(tmp), folder, env_names),
                 capture_output=True,
                 text=True,
@@ -146,29 +145,6 @@ def _load_in_child(folder: Path, env_names: list[str]) -> list[Finding]:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         return [_error(f"loading the plugin failed: {tail}")]
     return [Finding(r["severity"], r["tool"], r["parameter"], r["message"]) for r in rows]
-
-
-def _child(folder: Path) -> list[dict[str, str]]:
-    """In the throw-away process: load the plugin and report what went wrong."""
-    import logging
-
-    from hermesd.plugins.host import build_plugin_host
-
-    logging.disable(logging.CRITICAL)
-    home = Path(os.environ["HERMES_HOME"])
-    host = build_plugin_host(home, {}, os.environ)
-    records = host.plugins.load_all()
-    findings: list[Finding] = []
-    for record in records:
-        if record.state != "loaded":
-            findings.append(_error(f"the plugin did not load: {record.reason}"))
-        for rejected in record.rejected_tools:
-            findings.append(_error(f"tool rejected: {rejected.reason}", tool=rejected.name))
-        entries = [e for e in host.tools.entries() if e.owner == record.key]
-        findings.extend(
-            record.warnings or lint_tools((e.name, e.toolset, e.schema) for e in entries)
-        )
-    return [f.as_dict() for f in findings]
 
 
 def lint_folder(path: Path) -> list[Finding]:
@@ -195,10 +171,7 @@ def format_findings(findings: list[Finding]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m hermesd.plugins.lint [--child] PATH``."""
-    if argv[:1] == ["--child"]:
-        print(json.dumps(_child(Path(argv[1]))))
-        return 0
+    """``python -m hermesd.plugins.lint PATH``."""
     findings = lint_folder(Path(argv[0]))
     print(format_findings(findings))
     return 1 if any(f.severity == "error" for f in findings) else 0

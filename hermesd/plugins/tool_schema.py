@@ -95,6 +95,10 @@ class Finding:
         }
 
 
+class ToolRejected(ValueError):
+    """A tool registration was refused; the message says why."""
+
+
 class ToolsJsonError(ValueError):
     """A plugin's tools.json could not be read or has the wrong shape."""
 

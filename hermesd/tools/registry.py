@@ -28,8 +28,15 @@ from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from hermesd.plugins.context import current_session
 from hermesd.plugins.hooks import HookBus
-from hermesd.plugins.tool_schema import check_args, normalize_schema, openai_form, validate_tool
+from hermesd.plugins.tool_schema import (
+    ToolRejected,
+    check_args,
+    normalize_schema,
+    openai_form,
+    validate_tool,
+)
 from hermesd.plugins.workers import CallShape, WorkerPool, WorkTimeout, call_bounded, shared_pool
 from hermesd.tools.checks import CheckCache
 from hermesd.tools.results import (
@@ -53,11 +60,6 @@ ToolSource = Literal["model", "client", "plugin"]
 #: the keywords are passed only when a ``pre_tool_call`` hook returned ``action: approve``.
 Approver = Callable[..., Awaitable[str | None]]
 
-#: The session a tool call or plugin command runs for; plugin threads inherit it, so
-#: ``ctx.dispatch_tool`` from a handler runs its nested call for the same session.
-current_session: contextvars.ContextVar[str] = contextvars.ContextVar(
-    "hermesd_current_session", default=""
-)
 #: Tool entries pinned by a running turn (`ToolRegistry.pin`): its calls use these, so a turn
 #: keeps the tools it started with across a plugin hot reload.
 pinned_tools: contextvars.ContextVar[Mapping[str, ToolEntry] | None] = contextvars.ContextVar(
@@ -68,10 +70,6 @@ pinned_tools: contextvars.ContextVar[Mapping[str, ToolEntry] | None] = contextva
 _pipeline_loop: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
     "hermesd_pipeline_loop", default=None
 )
-
-
-class ToolRejected(ValueError):
-    """A registration was refused; the message says why."""
 
 
 @dataclass(eq=False)

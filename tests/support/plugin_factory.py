@@ -23,7 +23,8 @@ from typing import Any
 
 import yaml
 
-from hermesd.plugins.host import PluginHost, build_plugin_host
+from hermesd.daemon.services import build_plugin_host
+from hermesd.plugins.host import PluginHost
 
 DEFAULT_INIT = "def register(ctx):\n    pass\n"
 

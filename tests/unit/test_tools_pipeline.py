@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from hermesd.plugins.context import current_session
 from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.workers import WorkerPool
-from hermesd.tools.registry import ToolRegistry, current_session
+from hermesd.tools.registry import ToolRegistry
 from tests.support.plugin_factory import schema
 
 

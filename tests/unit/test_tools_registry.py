@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from hermesd.plugins.hooks import HookBus
+from hermesd.plugins.tool_schema import ToolRejected
 from hermesd.plugins.workers import WorkerPool
-from hermesd.tools.registry import BUILTIN, ToolRegistry, ToolRejected
+from hermesd.tools.registry import BUILTIN, ToolRegistry
 from tests.support.plugin_factory import schema
 
 

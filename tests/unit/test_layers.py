@@ -1,0 +1,89 @@
+"""The package layout is the architecture: imports flow downward only (docs/architecture.md).
+
+Each subpackage of hermesd has a rank; a module may import, at run time, only modules of its own
+package or of a lower rank. A name needed only for type checking may come from anywhere (under
+``if TYPE_CHECKING:``), since nothing is loaded for it. `hermesctl` may import only the parts of
+the RPC layer that a client needs.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+RANKS = {
+    "redact": 0,
+    "rpc": 0,
+    "store": 0,
+    "model": 0,
+    "plugins": 1,
+    "tools": 2,
+    "approvals": 3,
+    "agent": 4,
+    "commands": 5,
+    "daemon": 6,
+}
+# the compatibility names at the top of the package (re-export shims)
+SHIMS = {"wire": "rpc", "protocol": "rpc"}
+CLIENT_MAY_IMPORT = {"hermesd", "hermesd.rpc", "hermesd.rpc.wire", "hermesd.rpc.protocol",
+                     "hermesd.rpc.paths", "hermesd.rpc.methods"}
+
+
+def _runtime_imports(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, module) of every import not guarded by ``if TYPE_CHECKING``."""
+    found: list[tuple[int, str]] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for other in child.orelse:
+                    visit(other)
+                continue
+            if isinstance(child, ast.Import):
+                found.extend((child.lineno, a.name) for a in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                found.append((child.lineno, child.module))
+                found.extend((child.lineno, f"{child.module}.{a.name}") for a in child.names)
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _package(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "hermesd" or len(parts) < 2:
+        return None
+    top = SHIMS.get(parts[1], parts[1])
+    return top if top in RANKS else None
+
+
+def _modules(root: str) -> list[Path]:
+    return sorted((REPO / root).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", _modules("hermesd"), ids=lambda p: str(p.relative_to(REPO)))
+def test_hermesd_imports_flow_downward(path: Path) -> None:
+    own = _package(".".join(path.relative_to(REPO).with_suffix("").parts))
+    if own is None:  # hermesd/__init__, __main__, the shims
+        return
+    tree = ast.parse(path.read_text())
+    wrong = []
+    for line, module in _runtime_imports(tree):
+        target = _package(module)
+        if target is not None and target != own and RANKS[target] >= RANKS[own]:
+            wrong.append(f"line {line}: {module} ({target}, rank {RANKS[target]})")
+    assert not wrong, f"{own} (rank {RANKS[own]}) imports upward or sideways: {wrong}"
+
+
+@pytest.mark.parametrize("path", _modules("hermesctl"), ids=lambda p: str(p.relative_to(REPO)))
+def test_hermesctl_imports_only_the_client_side_of_the_rpc_layer(path: Path) -> None:
+    tree = ast.parse(path.read_text())
+    wrong = [f"line {line}: {module}" for line, module in _runtime_imports(tree)
+             if module.startswith("hermesd") and module not in CLIENT_MAY_IMPORT
+             and module.rsplit(".", 1)[0] not in CLIENT_MAY_IMPORT - {"hermesd", "hermesd.rpc"}]
+    assert not wrong, wrong
