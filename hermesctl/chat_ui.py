@@ -181,7 +181,8 @@ class TurnPrinter:
         label, _ = self._tools.pop(call_id, (str(ev.get("name")), ""))
         ok = ev.get("status") == "ok"
         mark = self.style.green("✓") if ok else self.style.red("✗")
-        text = f"{self.style.cyan('⚙')} {label} {mark} {format_duration(float(ev.get('duration_ms') or 0))}"
+        took = format_duration(float(ev.get("duration_ms") or 0))
+        text = f"{self.style.cyan('⚙')} {label} {mark} {took}"
         if not ok:
             text += self.style.dim("  " + _error_of(str(ev.get("preview") or "")))
         if self.tty and self._pending_tool == call_id:

@@ -34,7 +34,8 @@ def _terminal_width() -> int:
     except (KeyError, ValueError):
         pass
     try:
-        return os.get_terminal_size(sys.__stdout__.fileno()).columns
+        stdout = sys.__stdout__
+        return os.get_terminal_size(stdout.fileno()).columns if stdout else 80
     except (AttributeError, OSError, ValueError):
         return 80
 

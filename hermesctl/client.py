@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import _socket  # the C module: socket.py adds enum and selectors, milliseconds at start-up
 import collections
+import contextlib
 import os
 import time
 
@@ -89,7 +90,7 @@ class Client:
             raise RpcError(
                 Codes.PERMISSION_DENIED,
                 f"no permission to open {sock_path}; are you in the daemon's group?",
-            )
+            ) from None
         except OSError as exc:
             sock.close()
             raise DaemonNotRunning(sock_path, exc.strerror or str(exc)) from None
@@ -106,10 +107,8 @@ class Client:
 
     def close(self) -> None:
         """Close the connection."""
-        try:
+        with contextlib.suppress(OSError):
             self.sock.close()
-        except OSError:
-            pass
 
     def hello(self, client_name: str = "hermesctl") -> dict[str, Any]:
         """Negotiate the protocol; raises RpcError(IncompatibleVersion) on a major mismatch."""
@@ -207,15 +206,15 @@ class Client:
 
     def _answer(self, req: wire.Request) -> None:
         if self.on_request is None:
-            err = RpcError(Codes.METHOD_NOT_FOUND, f"client does not handle '{req.method}'")
-            self._write(wire.pack_response(req.msgid, err.to_wire(), None))
+            refusal = RpcError(Codes.METHOD_NOT_FOUND, f"client does not handle '{req.method}'")
+            self._write(wire.pack_response(req.msgid, refusal.to_wire(), None))
             return
         try:
             result = self.on_request(req.method, req.params)
         except RpcError as err:
             self._write(wire.pack_response(req.msgid, err.to_wire(), None))
         except Exception as exc:  # the handler is user code; report, don't die
-            err = RpcError(Codes.INTERNAL, f"client handler failed: {exc}")
-            self._write(wire.pack_response(req.msgid, err.to_wire(), None))
+            failure = RpcError(Codes.INTERNAL, f"client handler failed: {exc}")
+            self._write(wire.pack_response(req.msgid, failure.to_wire(), None))
         else:
             self._write(wire.pack_response(req.msgid, None, result))

@@ -5,9 +5,9 @@ environment variable named ``*_KEY``, ``*_TOKEN``, ``*_SECRET`` or ``*PASSWORD*`
 common key *formats* (``sk-…``, ``ghp_…``, ``xoxb-…``, ``AKIA…``, private-key blocks,
 ``NAME_TOKEN=value`` assignments). The daemon applies the current one to tool results (the
 registry's redactor), to ``session.event`` notifications and approval requests, and to log
-records (`RedactingFilter`, installed by ``hermesd.daemon.logs``). `StreamRedactor` does the same for
-text that arrives in pieces (a model's streamed deltas), catching a secret split between two
-pieces. Standard library only.
+records (`RedactingFilter`, installed by ``hermesd.daemon.logs``). `StreamRedactor` does the
+same for text that arrives in pieces (a model's streamed deltas), catching a secret split
+between two pieces. Standard library only.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ daemon's ``approval.request``. Presentation is ``hermesctl.chat_ui``'s job.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -30,7 +31,7 @@ LOCAL_HELP = [
 ]
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "chat",
         help="talk to the agent (interactive, or one-shot with -m)",
@@ -136,7 +137,7 @@ def run_turn(
             continue
         if note.method != "session.event" or not note.params:
             continue
-        event = note.params[0]
+        event: dict[str, Any] = note.params[0]
         if event.get("type") == "session.deleted" and event.get("session_id") == session_id:
             on_event(event)
             return {
@@ -161,16 +162,16 @@ def _approval_handler(interactive: bool, default: str, before_prompt: Any = None
             raise RpcError(Codes.METHOD_NOT_FOUND, f"hermesctl chat does not handle '{method}'")
         request = params[0] if params and isinstance(params[0], dict) else {}
         try:
-            from hermesctl import approval_prompt  # type: ignore[attr-defined]
+            from hermesctl import approval_prompt
         except ImportError:
             return {"choice": "deny", "reason": "this hermesctl cannot ask for approvals"}
         if before_prompt is not None:
             before_prompt()
         previous = None
-        try:  # the user must be able to answer; Ctrl-C at the prompt means deny
+        # the user must be able to answer; Ctrl-C at the prompt means deny (ValueError: not
+        # the main thread, where the handler cannot be changed)
+        with contextlib.suppress(ValueError):
             previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-        except ValueError:
-            pass
         try:
             answer: dict[str, Any] = approval_prompt.ask(
                 request, interactive=interactive, default=default
@@ -281,10 +282,8 @@ class Repl:
         self._setup_completion(readline)
         path = paths.hermes_home() / "chat_history"
         self._history_file = str(path)
-        try:
+        with contextlib.suppress(FileNotFoundError, OSError):
             readline.read_history_file(self._history_file)
-        except (FileNotFoundError, OSError):
-            pass
         readline.set_history_length(1000)
 
     def _setup_completion(self, readline: Any) -> None:

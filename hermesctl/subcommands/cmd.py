@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from hermesctl.client import Client
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("cmd", help="run a slash command (/help, /plugins, …) and print its output")
     p.add_argument("line", nargs="+", help='the command, e.g. "/plugins" or: title My chat')
     p.add_argument("--session", help="session the command runs in (for /title, /model, …)")
@@ -66,8 +66,10 @@ _hermesctl() {
 }
 compdef _hermesctl hermesctl
 """
-_FISH = """complete -c hermesctl -f -n '__fish_use_subcommand' -a '(hermesctl completion names 2>/dev/null)'
-"""
+_FISH = (
+    "complete -c hermesctl -f -n '__fish_use_subcommand'"
+    " -a '(hermesctl completion names 2>/dev/null)'\n"
+)
 
 
 def subcommand_names(socket_path: str | None = None) -> list[str]:

@@ -8,7 +8,7 @@ from hermesctl.client import Client
 from hermesctl.subcommands.base import EXIT_OK, command, emit_json, positive_int
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sub.add_parser("status", help="show daemon status")
     p = sub.add_parser("ping", help="measure round-trip time to the daemon")
     p.add_argument(
@@ -27,7 +27,8 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
         f"up {duration(info['uptime_s'])}"
     )
     print(
-        f"  socket:      {info['socket']}{' (socket-activated)' if info.get('socket_activated') else ''}"
+        f"  socket:      {info['socket']}"
+        + (" (socket-activated)" if info.get("socket_activated") else "")
     )
     print(f"  home:        {info['home']}")
     print(f"  connections: {info['connections']}")

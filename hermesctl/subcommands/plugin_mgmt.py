@@ -29,7 +29,7 @@ def _json_flag(parser: argparse.ArgumentParser) -> None:
 
 
 @plugins_subcommand
-def add_plugin_subcommands(psub: argparse._SubParsersAction) -> None:
+def add_plugin_subcommands(psub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     for name, text in (
         ("info", "show one plugin in detail"),
         ("enable", "enable a plugin (config.yaml) and load it"),
@@ -60,7 +60,7 @@ def add_plugin_subcommands(psub: argparse._SubParsersAction) -> None:
     _json_flag(p)
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Nothing at the top level: the subcommands join the ``plugins`` group."""
 
 
@@ -90,7 +90,8 @@ def cmd_info(args: argparse.Namespace, client: Client) -> int:
     for env in info.get("requires_env") or []:
         mark = "set" if env["present"] else "MISSING"
         print(
-            f"  {'env:':<13}{env['name']} ({mark}){' — ' + env['description'] if env['description'] else ''}"
+            f"  {'env:':<13}{env['name']} ({mark})"
+            + (" — " + env["description"] if env["description"] else "")
         )
     for warning in info.get("warnings") or []:
         where = "/".join(p for p in (warning["tool"], warning["parameter"]) if p)

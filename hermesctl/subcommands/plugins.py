@@ -3,8 +3,8 @@
 The daemon renders what people read (the ``/plugins`` text, skill content); this module only
 parses arguments, calls ``plugins.list``, ``tools.list``, ``tools.call``, ``skills.list`` and
 ``skills.view``, and prints. ``plugins`` is a group of subcommands that other modules extend:
-an area module (``hermesctl.subcommands.INDEX``) calls `plugins_subcommand` at import time with a function that adds
-its sub-parsers to the ``plugins`` group, and registers each handler with
+an area module (``hermesctl.subcommands.INDEX``) calls `plugins_subcommand` at import time
+with a function that adds its sub-parsers to the ``plugins`` group, and registers each handler with
 ``@plugins_command("NAME")`` (see docs/plugins.md, "Adding plugins subcommands").
 """
 

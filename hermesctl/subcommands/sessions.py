@@ -16,7 +16,7 @@ from hermesctl.client import Client
 from hermesctl.subcommands.base import EXIT_OK, command, emit_json, positive_int
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("sessions", help="list, show, search and manage stored sessions")
     s = p.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
 
@@ -66,7 +66,8 @@ def _when(ts: Any) -> str:
 def _summary(s: dict[str, Any]) -> str:
     title = s.get("title") or "(untitled)"
     extra = " running" if s.get("running") else ""
-    return f"{s['id']}  {_when(s.get('updated_at'))}  {s.get('message_count', 0):>4} msgs{extra}  {title}"
+    when = _when(s.get("updated_at"))
+    return f"{s['id']}  {when}  {s.get('message_count', 0):>4} msgs{extra}  {title}"
 
 
 @command("sessions")

@@ -17,6 +17,7 @@ the call waits up to ``approvals.timeout`` and is then denied. RPC translation l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import json
 import logging
@@ -125,6 +126,7 @@ class ApprovalBroker:
         self.rules: dict[str, dict[str, Any]] = {}
         self._session_keys: dict[str, set[str]] = {}
         self._waiting = 0  # approve() calls not yet returned
+        self._none_waiting: asyncio.Event | None = None  # set by close() for its wait
         self._loop: asyncio.AbstractEventLoop | None = None  # the daemon's, set by load()
         self.closed = False
         self.reload(config)
@@ -252,6 +254,8 @@ class ApprovalBroker:
             return await self._ask(subject, session_id)
         finally:
             self._waiting -= 1
+            if not self._waiting and self._none_waiting is not None:
+                self._none_waiting.set()
 
     # --- asking ----------------------------------------------------------------------------
 
@@ -448,9 +452,10 @@ class ApprovalBroker:
                 pending.session_id or "-",
             )
             self._resolve(pending, "stopped", None, None, None)
-        deadline = time.monotonic() + timeout
-        while self._waiting and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        if self._waiting:
+            self._none_waiting = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._none_waiting.wait(), timeout)
 
 
 def _user_name(uid: int | None) -> str:

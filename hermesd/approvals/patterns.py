@@ -36,7 +36,10 @@ _SYS = (
 )
 _END = r"(?=\s|$|[;&|)])"
 _FIRST_DISKS = r"/dev/(?:sda|hda|vda|xvda|nvme0n1|mmcblk0)(?:p?\d+)?"
-_DISKS = r"/dev/(?:sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d+n\d+|mmcblk\d+|md\d+|dm-\d+|mapper/\S+|disk/\S+)"
+_DISKS = (
+    r"/dev/(?:sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d+n\d+|mmcblk\d+|md\d+|dm-\d+"
+    r"|mapper/\S+|disk/\S+)"
+)
 _WRITE_TO = r"(?:>>?|\btee(?:\s+-a)?)\s*"
 
 DANGEROUS: tuple[Pattern, ...] = _table(
@@ -101,8 +104,8 @@ DANGEROUS: tuple[Pattern, ...] = _table(
         (
             "write_etc",
             "writing under /etc",
-            _WRITE_TO
-            + r"/etc/|\b(?:cp|mv|install|ln|rsync|rm|touch|truncate)\b[^;&|]*\s/etc/\S*\s*(?:$|[;&|])"
+            _WRITE_TO + r"/etc/|\b(?:cp|mv|install|ln|rsync|rm|touch|truncate)\b[^;&|]*"
+            r"\s/etc/\S*\s*(?:$|[;&|])"
             r"|\bsed\s+(?:-\S+\s+)*-i\S*\b[^;&|]*\s/etc/|\b(?:vi|vim|nano|ed)\s+/etc/",
         ),
         (
@@ -122,14 +125,14 @@ DANGEROUS: tuple[Pattern, ...] = _table(
         (
             "power",
             "shutting down or rebooting the machine",
-            _CMD
-            + r"(?:shutdown|reboot|poweroff|halt)\b|\binit\s+[06]\b|\bsystemctl\s+(?:poweroff|reboot|halt)\b",
+            _CMD + r"(?:shutdown|reboot|poweroff|halt)\b|\binit\s+[06]\b"
+            r"|\bsystemctl\s+(?:poweroff|reboot|halt)\b",
         ),
         (
             "process_kill",
             "killing processes (kill -9, killall, pkill)",
-            _CMD
-            + r"(?:killall|pkill)\b|\bkill\s+(?:-s\s+)?-?(?:9|KILL|SIGKILL)\b|\bkill\s+(?:-\S+\s+)*-1\b",
+            _CMD + r"(?:killall|pkill)\b|\bkill\s+(?:-s\s+)?-?(?:9|KILL|SIGKILL)\b"
+            r"|\bkill\s+(?:-\S+\s+)*-1\b",
         ),
         (
             "pipe_to_shell",
@@ -185,8 +188,8 @@ DANGEROUS: tuple[Pattern, ...] = _table(
         (
             "user_admin",
             "changing users, groups or passwords",
-            _CMD
-            + r"(?:useradd|userdel|usermod|groupadd|groupdel|passwd|chpasswd|visudo|adduser|deluser)\b",
+            _CMD + r"(?:useradd|userdel|usermod|groupadd|groupdel|passwd|chpasswd|visudo|adduser"
+            r"|deluser)\b",
         ),
         ("firewall", "changing firewall rules", _CMD + r"(?:iptables|ip6tables|nft|ufw)\s+\S"),
         (
@@ -250,9 +253,8 @@ FLOOR: tuple[Pattern, ...] = _table(
         (
             "floor_perm_root",
             "recursive chmod/chown of /",
-            _CMD
-            + r"(?:chmod|chown|chgrp)\s+(?:\S+\s+)*(?:-[a-z]*R[a-z]*|--recursive)\s+(?:\S+\s+)*/(?:\*)?"
-            + _END,
+            _CMD + r"(?:chmod|chown|chgrp)\s+(?:\S+\s+)*(?:-[a-z]*R[a-z]*|--recursive)\s+"
+            r"(?:\S+\s+)*/(?:\*)?" + _END,
         ),
     ]
 )

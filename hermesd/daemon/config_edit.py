@@ -184,6 +184,9 @@ def set_env_values(path: Path, values: Mapping[str, str]) -> None:
     done: set[str] = set()
     for binding in parse_stream(io.StringIO(text)):
         original = binding.original.string
+        if binding.key is None:  # a comment or blank line: kept as it was
+            out.append(original)
+            continue
         if binding.key in values and binding.key not in done:
             line = f"{binding.key}={_quote(values[binding.key])}"
             out.append(line + ("\n" if original.endswith("\n") else ""))

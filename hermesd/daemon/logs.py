@@ -28,14 +28,15 @@ def stderr_is_journal() -> bool:
 def setup(level: str = "INFO") -> str:
     """Install the root handler; returns ``"journal"`` or ``"stderr"``."""
     root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
+    for old in list(root.handlers):
+        root.removeHandler(old)
     target = "stderr"
+    handler: logging.Handler
     if stderr_is_journal():
         try:
             from systemd.journal import JournalHandler
 
-            handler: logging.Handler = JournalHandler(SYSLOG_IDENTIFIER="hermesd")
+            handler = JournalHandler(SYSLOG_IDENTIFIER="hermesd")
             handler.setFormatter(logging.Formatter("%(message)s"))
             target = "journal"
         except ImportError:

@@ -91,7 +91,9 @@ class Daemon:
         try:
             major = int(str(wanted).split(".")[0])
         except ValueError:
-            raise RpcError(Codes.INVALID_PARAMS, f"hello: protocol '{wanted}' is not a version")
+            raise RpcError(
+                Codes.INVALID_PARAMS, f"hello: protocol '{wanted}' is not a version"
+            ) from None
         if major != PROTOCOL_MAJOR:
             raise RpcError(
                 Codes.INCOMPATIBLE_VERSION,

@@ -438,7 +438,7 @@ class HookBus:
             log.warning("Hook '%s' batch stopped: %s", hook_name, waiter.exception())
         outcomes: list[HookOutcome] = []
         done = batch.results if timed_out < 0 else batch.results[:timed_out]
-        for (entry, _), (returned, value) in zip(calls, list(done)):
+        for (entry, _), (returned, value) in zip(calls, list(done), strict=False):
             if returned and inspect.isawaitable(value):
                 outcomes += await self._one_by_one(hook_name, [(entry, {})], value)
             elif returned:

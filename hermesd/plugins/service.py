@@ -78,7 +78,9 @@ class PluginService:
             try:
                 parsed = json.loads(args) if args.strip() else {}
             except ValueError as exc:
-                raise RpcError(Codes.INVALID_PARAMS, f"tools.call: args is not JSON: {exc}")
+                raise RpcError(
+                    Codes.INVALID_PARAMS, f"tools.call: args is not JSON: {exc}"
+                ) from None
             if not isinstance(parsed, dict):
                 raise RpcError(Codes.INVALID_PARAMS, "tools.call: args must be a JSON object")
             args = parsed

@@ -48,7 +48,8 @@ class PluginAbort(RuntimeError):
 
 
 async def bounded(awaitable: Awaitable[T], timeout: float | None) -> T:
-    """Await ``awaitable`` for at most ``timeout`` seconds; cancel it and raise `WorkTimeout` past it.
+    """Await ``awaitable`` for at most ``timeout`` seconds; past it, cancel it and raise
+    `WorkTimeout`.
 
     Unlike `asyncio.wait_for`, a `TimeoutError` raised by the awaited code itself passes through
     unchanged, so callers can tell "too slow" from "failed with a timeout of its own".

@@ -151,11 +151,10 @@ class MethodSpec:
                 f"{self.name}: params must be an empty array or an array holding one map",
             )
         given = params[0] if params else None
-        if not given:  # [], [None], [{}]: the common no-argument call
-            if given is None or given == {}:
-                if not self._required:
-                    return {}
-                given = {}
+        if not given and (given is None or given == {}):  # [], [None], [{}]: no arguments
+            if not self._required:
+                return {}
+            given = {}
         if not isinstance(given, dict):
             raise RpcError(
                 Codes.INVALID_PARAMS, f"{self.name}: params[0] must be a map of named parameters"

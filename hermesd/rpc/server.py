@@ -8,6 +8,7 @@ connection and hands admitted connections to ``rpc.Connection``. It does not kno
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import grp
 import logging
@@ -94,11 +95,8 @@ def _probe_live(path: Path) -> bool:
     try:
         probe.connect(str(path))
     except OSError as exc:
-        if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
-            return False
-        if exc.errno in (errno.EACCES, errno.EPERM):
-            return True  # cannot tell; assume live rather than delete someone else's socket
-        return False
+        # EACCES/EPERM: cannot tell; assume live rather than delete someone else's socket
+        return exc.errno in (errno.EACCES, errno.EPERM)
     else:
         return True
     finally:
@@ -254,10 +252,8 @@ class SocketServer:
         if self._server is not None:
             self._server.close()
         if self._owns_file and self.path is not None:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
-            except FileNotFoundError:
-                pass
             self._owns_file = False
 
     async def drain(self, timeout: float) -> None:

@@ -134,7 +134,7 @@ class Decoder:
             strict_map_key=False,
         )
 
-    def feed(self, data: bytes) -> Iterator[Any]:
+    def feed(self, data: bytes | bytearray | memoryview) -> Iterator[Any]:
         """Add bytes and yield every complete object; raise StreamError on undecodable input."""
         try:
             self._unpacker.feed(data)
@@ -178,32 +178,39 @@ class Encoder:
 
     def response(self, msgid: int, error: Any, result: Any) -> bytes:
         """Encode ``[1, msgid, error, result]``."""
-        return self._pack([RESPONSE, msgid, error, result])
+        data: bytes = self._pack([RESPONSE, msgid, error, result])
+        return data
 
     def notification(self, method: str, params: list[Any]) -> bytes:
         """Encode ``[2, method, params]``."""
-        return self._pack([NOTIFICATION, method, params])
+        data: bytes = self._pack([NOTIFICATION, method, params])
+        return data
 
     def request(self, msgid: int, method: str, params: list[Any]) -> bytes:
         """Encode ``[0, msgid, method, params]``."""
-        return self._pack([REQUEST, msgid, method, params])
+        data: bytes = self._pack([REQUEST, msgid, method, params])
+        return data
 
 
 def pack(obj: Any) -> bytes:
     """Encode one object."""
-    return msgpack.packb(obj, **_packer_opts)
+    data: bytes = msgpack.packb(obj, **_packer_opts)
+    return data
 
 
 def pack_request(msgid: int, method: str, params: list[Any]) -> bytes:
     """Encode ``[0, msgid, method, params]``."""
-    return msgpack.packb([REQUEST, msgid, method, params], **_packer_opts)
+    data: bytes = msgpack.packb([REQUEST, msgid, method, params], **_packer_opts)
+    return data
 
 
 def pack_response(msgid: int, error: Any, result: Any) -> bytes:
     """Encode ``[1, msgid, error, result]``."""
-    return msgpack.packb([RESPONSE, msgid, error, result], **_packer_opts)
+    data: bytes = msgpack.packb([RESPONSE, msgid, error, result], **_packer_opts)
+    return data
 
 
 def pack_notification(method: str, params: list[Any]) -> bytes:
     """Encode ``[2, method, params]``."""
-    return msgpack.packb([NOTIFICATION, method, params], **_packer_opts)
+    data: bytes = msgpack.packb([NOTIFICATION, method, params], **_packer_opts)
+    return data

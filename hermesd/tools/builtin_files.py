@@ -13,6 +13,7 @@ layer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import json
 import os
@@ -564,10 +565,8 @@ async def _run_shell(command: str, cwd: Path, timeout: float) -> tuple[str, int 
         timed_out = True
     finally:
         if proc.returncode is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             await proc.wait()
     output = b"".join(chunks).decode("utf-8", errors="replace")
     if size > OUTPUT_CAP * 4:

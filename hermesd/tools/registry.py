@@ -127,7 +127,7 @@ class ToolRegistry:
         name: str,
         toolset: str,
         schema: Mapping[str, Any],
-        handler: Callable[..., Any],
+        handler: Any,  # plugin code passes anything; checked below
         check_fn: Callable[[], Any] | None = None,
         requires_env: list[Any] | tuple[Any, ...] | None = None,
         is_async: bool = False,

@@ -29,8 +29,14 @@ RANKS = {
 }
 # the compatibility names at the top of the package (re-export shims)
 SHIMS = {"wire": "rpc", "protocol": "rpc"}
-CLIENT_MAY_IMPORT = {"hermesd", "hermesd.rpc", "hermesd.rpc.wire", "hermesd.rpc.protocol",
-                     "hermesd.rpc.paths", "hermesd.rpc.methods"}
+CLIENT_MAY_IMPORT = {
+    "hermesd",
+    "hermesd.rpc",
+    "hermesd.rpc.wire",
+    "hermesd.rpc.protocol",
+    "hermesd.rpc.paths",
+    "hermesd.rpc.methods",
+}
 
 
 def _runtime_imports(tree: ast.Module) -> list[tuple[int, str]]:
@@ -83,7 +89,11 @@ def test_hermesd_imports_flow_downward(path: Path) -> None:
 @pytest.mark.parametrize("path", _modules("hermesctl"), ids=lambda p: str(p.relative_to(REPO)))
 def test_hermesctl_imports_only_the_client_side_of_the_rpc_layer(path: Path) -> None:
     tree = ast.parse(path.read_text())
-    wrong = [f"line {line}: {module}" for line, module in _runtime_imports(tree)
-             if module.startswith("hermesd") and module not in CLIENT_MAY_IMPORT
-             and module.rsplit(".", 1)[0] not in CLIENT_MAY_IMPORT - {"hermesd", "hermesd.rpc"}]
+    wrong = [
+        f"line {line}: {module}"
+        for line, module in _runtime_imports(tree)
+        if module.startswith("hermesd")
+        and module not in CLIENT_MAY_IMPORT
+        and module.rsplit(".", 1)[0] not in CLIENT_MAY_IMPORT - {"hermesd", "hermesd.rpc"}
+    ]
     assert not wrong, wrong
