@@ -2,9 +2,9 @@
 #
 # A pure function (builtins only, no nixpkgs) from a few parameters to the directives of
 # hermesd.socket and hermesd.service, in the order they are written out. Its defaults are the
-# paths of a conventional Linux install: `nix/render-units.py` writes contrib/systemd/* from
+# paths of a conventional Linux install: `nix/render_units.py` writes contrib/systemd/* from
 # `import ./units.nix { }`, and nix/module.nix calls it with store paths and the module's
-# options. So the shipped units and the NixOS units cannot drift apart; tests/test_nix_units.py
+# options. So the shipped units and the NixOS units cannot drift apart; tests/nix/test_units.py
 # checks both.
 #
 # Result: { socket, service } each { header, sections = [ { name, entries } ] }, where an entry

@@ -2,8 +2,8 @@
 
 nix/link_plugins.py builds the extraPlugins folder, nix/check_python_env.py refuses two versions
 of one distribution in hermesd's Python environment. Both run here as the module's builders run
-them (a JSON file in, messages on stderr, exit status 1 on refusal); tests/test_nix_module.py
-runs the plugin builder through the module itself.
+them (a JSON file in, messages on stderr, exit status 1 on refusal); tests/nix/test_module.py
+runs the plugin builder through the module itself. Neither Nix nor nixpkgs' lib is needed here.
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 
 Nothing is built (no nixpkgs, no network): `nix flake show`, `nix flake check --no-build` and
 `nix eval` run on copies of the flake and the stub, because a flake inside a git checkout only
-sees tracked files. The VM test's machine is evaluated with the stub module system, and its test
-script, rendered for that machine, must at least be valid Python.
+sees tracked files. The stub flake's `lib` is nixpkgs' real lib (found as tests/nix/test_module.py
+finds it, and copied in beside the stub), its packages are the stub ones. The VM test's machine is
+evaluated with the real module system, and its test script, rendered for that machine, must at
+least be valid Python.
 """
 
 from __future__ import annotations
@@ -17,14 +19,22 @@ from typing import Any
 
 import pytest
 
-from tests.nix.test_module import STORE_PATH, needs_nix, nix_eval
+from tests.nix.test_module import (
+    EVAL_MODULE,
+    STORE_PATH,
+    needs_lib,
+    needs_nix,
+    nix_eval,
+    nix_path,
+    nixpkgs_lib,
+)
 from tests.support.daemon import REPO
 
 NIX = shutil.which("nix")
 SYSTEMS = ["aarch64-linux", "x86_64-linux"]
 STUBS = REPO / "nix" / "tests" / "stubs"
 
-pytestmark = [needs_nix, pytest.mark.skipif(NIX is None, reason="nix missing")]
+pytestmark = [needs_nix, needs_lib, pytest.mark.skipif(NIX is None, reason="nix missing")]
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +48,7 @@ def flakes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         REPO / "nix", repo / "nix", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
     )
     shutil.copytree(STUBS, stub)
+    shutil.copytree(nixpkgs_lib(), stub / "lib")
     return repo, stub
 
 
@@ -100,7 +111,7 @@ def test_apps_run_hermesd_and_hermesctl(flakes: tuple[Path, Path]) -> None:
 def test_overlay_adds_hermesd(flakes: tuple[Path, Path]) -> None:
     repo, stub = flakes
     name = nix_eval(
-        f"let pkgs = import {stub}/pkgs.nix {{ }}; "
+        f"let pkgs = import {stub}/pkgs.nix {{ lib = import {stub}/lib; }}; "
         f"overlay = (import {repo}/flake.nix).outputs; in "
         f"((overlay {{ self = {{ }}; nixpkgs = {{ }}; }}).overlays.default pkgs pkgs)"
         f".hermesd.name"
@@ -110,17 +121,22 @@ def test_overlay_adds_hermesd(flakes: tuple[Path, Path]) -> None:
 
 # --- the VM test, evaluated --------------------------------------------------------------------
 
-VM_TEST = f"""
+
+def vm_test_expr() -> str:
+    """The VM test's machine, evaluated as eval-module.nix evaluates the module."""
+    return f"""
 let
-  lib = import {STUBS}/lib.nix;
-  pkgs = import {STUBS}/pkgs.nix {{ inherit lib; }};
-  test = import {REPO}/nix/tests/hermes-agent.nix {{ inherit lib pkgs; }};
-  node = lib.evalModules {{ modules = [ test.nodes.machine ]; specialArgs = {{ inherit pkgs; }}; }};
+  lib = import {nix_path(nixpkgs_lib())};
+  test = import {nix_path(REPO / "nix" / "tests" / "hermes-agent.nix")} {{
+    inherit lib;
+    inherit (node) pkgs;
+  }};
+  node = import {nix_path(EVAL_MODULE)} {{ inherit lib; configuration = test.nodes.machine; }};
   cfg = node.config.services.hermes-agent;
 in {{
   inherit (test) name;
   script = test.testScript {{ nodes.machine = node.config; }};
-  failed = map (a: a.message) (builtins.filter (a: !a.assertion) node.config.assertions);
+  failed = node.failedAssertions;
   plugins = builtins.fromJSON (builtins.unsafeDiscardStringContext cfg.pluginDir.stub.sources);
   pythonLibs = map (d: d.name) cfg.pythonEnv.extraLibs;
   environmentFile = node.config.systemd.services.hermesd.serviceConfig.EnvironmentFile;
@@ -131,7 +147,7 @@ in {{
 
 
 def test_vm_test_machine_evaluates_with_both_plugins_and_a_valid_script() -> None:
-    vm = nix_eval(VM_TEST)
+    vm = nix_eval(vm_test_expr())
     assert vm["name"] == "hermes-agent"
     assert vm["failed"] == []
     [plugin] = vm["plugins"]

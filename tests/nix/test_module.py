@@ -1,10 +1,13 @@
-"""services.hermes-agent, evaluated with stand-ins for nixpkgs' lib and pkgs (nix/tests/stubs).
+"""services.hermes-agent, evaluated by nixpkgs' real module system.
 
-No nixpkgs here, so nix/module.nix is evaluated by a small module system written for these tests
-(`nix/tests/stubs/lib.nix`: option types that check and merge, mkIf/mkMerge/mkOverride, defaults)
-against stub packages that are real but unbuildable derivations. What a builder would run (the
-plugin folder's script, the environment's conflict check) is kept on the stubs and, where it
-matters, run here for real. The helpers at the top are shared by the other test_nix_* files.
+nix/module.nix is evaluated with `lib.evalModules` of nixpkgs' own lib, found as `$NIXPKGS_LIB`
+(nixpkgs' `lib` directory itself, or a directory holding it as `lib/`, such as a nixpkgs checkout
+or a nixpkgs.lib clone), else as `<nixpkgs/lib>` on NIX_PATH; without either these tests skip,
+and a NIXPKGS_LIB that holds no lib fails them. Only two stand-ins remain (nix/tests/stubs): the
+NixOS options the module defines (`nixos.nix`, declared with NixOS's types) and the packages
+(`pkgs.nix`, real but unbuildable derivations). What a builder would run (the plugin folder's
+script, the environment's conflict check) is kept on the stub packages and, where it matters,
+run here for real. The helpers at the top are shared by the other tests/nix files.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -24,32 +28,84 @@ from tests.support.daemon import REPO
 
 NIX_INSTANTIATE = shutil.which("nix-instantiate")
 needs_nix = pytest.mark.skipif(NIX_INSTANTIATE is None, reason="nix-instantiate missing")
+MODULE = REPO / "nix" / "module.nix"
 EVAL_MODULE = REPO / "nix" / "tests" / "stubs" / "eval-module.nix"
 STORE_PATH = r"/nix/store/[0-9a-z]{32}-"
 
-pytestmark = needs_nix
+
+def find_nixpkgs_lib() -> tuple[Path | None, str | None]:
+    """nixpkgs' lib directory (or None), and why a NIXPKGS_LIB that was given cannot be used."""
+    given = os.environ.get("NIXPKGS_LIB")
+    if given:
+        # A directory holding lib/ first: a nixpkgs checkout's own default.nix is not the lib.
+        for candidate in (Path(given) / "lib", Path(given)):
+            if (candidate / "default.nix").is_file():
+                return candidate.resolve(), None
+        return None, f"NIXPKGS_LIB={given} holds neither lib/default.nix nor default.nix"
+    if NIX_INSTANTIATE is None:
+        return None, None
+    found = subprocess.run(
+        [NIX_INSTANTIATE, "--find-file", "nixpkgs/lib"], capture_output=True, text=True, timeout=60
+    )
+    lib = Path(found.stdout.strip())
+    if found.returncode == 0 and (lib / "default.nix").is_file():
+        return lib, None
+    return None, None
+
+
+NIXPKGS_LIB, NIXPKGS_LIB_ERROR = find_nixpkgs_lib()
+needs_lib = pytest.mark.skipif(
+    NIXPKGS_LIB is None and NIXPKGS_LIB_ERROR is None,
+    reason=(
+        "no nixpkgs lib: set NIXPKGS_LIB to nixpkgs' lib directory "
+        "(e.g. ../shared/nixpkgs-lib/lib) or put nixpkgs on NIX_PATH"
+    ),
+)
+
+pytestmark = [needs_nix, needs_lib]
+
+
+def nixpkgs_lib() -> Path:
+    """The lib the module is evaluated with; fails the test when NIXPKGS_LIB names no lib."""
+    if NIXPKGS_LIB is None:
+        pytest.fail(NIXPKGS_LIB_ERROR or "no nixpkgs lib (the test should have been skipped)")
+    return NIXPKGS_LIB
+
+
+def nix_path(path: Path) -> str:
+    """A Nix expression for an absolute path, whatever characters it holds."""
+    return "(/. + " + json.dumps(str(path), ensure_ascii=False).replace("${", "\\${") + ")"
 
 
 class NixError(Exception):
     """nix-instantiate failed; the message is its stderr."""
 
 
-def nix_eval(expr: str, *, store: bool = False) -> Any:
-    """Evaluate a Nix expression to JSON. ``store``: copy the paths it names into the store."""
+def nix_instantiate(expr: str, *, store: bool = False) -> subprocess.CompletedProcess[str]:
+    """nix-instantiate --eval --strict --json on ``expr``; ``store``: may copy paths it names."""
     argv = [NIX_INSTANTIATE or "nix-instantiate", "--eval", "--strict", "--json", "--expr", expr]
     argv.insert(1, "--read-write-mode" if store else "--readonly-mode")
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+
+def nix_eval(expr: str, *, store: bool = False) -> Any:
+    """Evaluate a Nix expression to JSON. ``store``: copy the paths it names into the store."""
+    proc = nix_instantiate(expr, store=store)
     if proc.returncode != 0:
         raise NixError(proc.stderr)
     return json.loads(proc.stdout)
 
 
+def module_expr(configuration: str, select: str) -> str:
+    """``select``, an expression over ``e``: the module evaluated with ``configuration``."""
+    lib = f"import {nix_path(nixpkgs_lib())}"
+    args = f"{{ lib = {lib}; configuration = {configuration}; }}"
+    return f"let e = import {nix_path(EVAL_MODULE)} {args}; in {select}"
+
+
 def evaluate(configuration: str, select: str = "e.config", *, store: bool = False) -> Any:
     """``select`` (an expression over ``e``, the evaluated module) for one configuration module."""
-    return nix_eval(
-        f"let e = import {EVAL_MODULE} {{ configuration = {configuration}; }}; in {select}",
-        store=store,
-    )
+    return nix_eval(module_expr(configuration, select), store=store)
 
 
 def enabled(body: str = "", args: str = "{ pkgs, ... }") -> str:
@@ -115,14 +171,66 @@ def test_every_option_of_the_issue_exists_with_type_default_description_and_exam
     assert {n for n, o in options.items() if o["readOnly"]} == {"pythonEnv", "pluginDir"}
 
 
-def test_disabled_module_defines_nothing() -> None:
-    defined = evaluate(
+def test_option_docs_render_without_building_anything() -> None:
+    # What NixOS's manual does with the options; a default that is a package must have a
+    # defaultText, or the manual would have to build it.
+    docs = evaluate(
         "{ }",
-        '{ systemd = e.isDefined [ "systemd" ]; '
-        'users = e.isDefined [ "users" ]; '
-        'etc = e.isDefined [ "environment" ]; }',
+        "map (o: { inherit (o) name type description; default = o.default or null; }) "
+        "(e.lib.optionAttrSetToDocList e.options.services.hermes-agent)",
     )
-    assert defined == {"systemd": False, "users": False, "etc": False}
+    assert {d["name"].removeprefix("services.hermes-agent.") for d in docs} >= ISSUE_OPTIONS
+    for doc in docs:
+        assert doc["default"] is None or "/nix/store" not in json.dumps(doc["default"]), doc
+
+
+def test_every_option_set_evaluates_without_a_warning_from_lib() -> None:
+    # lib reports deprecated functions and types on stderr (`evaluation warning:`, `trace:`).
+    body = """
+      user = "agent"; group = "agents"; stateDir = "/srv/hermes"; logLevel = "DEBUG";
+      socket = { path = "/run/agents/h.sock"; mode = "0600"; };
+      settings.model.base_url = "http://127.0.0.1:8080/v1";
+      environmentFiles = [ "-/run/secrets/hermes.env" ];
+      extraPlugins = [ (pkgs.runCommand "weather" { } "") ];
+      extraPythonPackages = ps: [ ps.requests ];
+      extraArgs = [ "--log-level" "DEBUG" ];
+    """
+    select = (
+        '{ config = removeAttrs e.config [ "services" ]; '
+        "failed = e.failedAssertions; "
+        "docs = map (o: o.name) (e.lib.optionAttrSetToDocList e.options.services.hermes-agent); "
+        "env = e.config.services.hermes-agent.pythonEnv.outPath; }"
+    )
+    proc = nix_instantiate(module_expr(enabled(body), select))
+    assert proc.returncode == 0, proc.stderr
+    noise = [line for line in proc.stderr.splitlines() if "warning:" in line or "trace:" in line]
+    assert [line for line in noise if "build-users-group" not in line] == [], proc.stderr
+    assert json.loads(proc.stdout)["failed"] == []
+
+
+# Every option nix/module.nix gives a value above the option's default priority (1500).
+DEFINED_BY_MODULE = f"""
+let
+  module = toString {nix_path(MODULE)};
+  walk = prefix: set: builtins.concatMap (name:
+    let v = set.${{name}}; p = prefix ++ [ name ]; in
+    if e.lib.isOption v then
+      e.lib.optional (builtins.elem module v.files && v.highestPrio < 1500)
+        (builtins.concatStringsSep "." p)
+    else walk p v) (builtins.attrNames set);
+in walk [ ] (removeAttrs e.options [ "_module" ])
+"""
+
+
+def test_disabled_module_defines_nothing() -> None:
+    assert evaluate("{ }", DEFINED_BY_MODULE) == []
+    assert set(evaluate(enabled(), DEFINED_BY_MODULE)) >= {
+        "assertions",
+        "environment.etc",
+        "services.hermes-agent.settings",
+        "systemd.services",
+        "users.users",
+    }
 
 
 # --- config.yaml --------------------------------------------------------------------------------
@@ -296,11 +404,10 @@ def test_default_user_and_group_are_created_and_others_are_not() -> None:
     users = evaluate(enabled(), "{ u = e.config.users.users; g = e.config.users.groups; }")
     assert users["u"]["hermes"]["isSystemUser"] is True
     assert users["u"]["hermes"]["group"] == "hermes"
-    assert users["g"] == {"hermes": {}}
+    assert list(users["g"]) == ["hermes"]
     other = evaluate(
         enabled('user = "alice"; group = "users";'),
-        '{ u = e.isDefined [ "users" "users" "hermes" ]; '
-        'g = e.isDefined [ "users" "groups" "hermes" ]; }',
+        "{ u = e.config.users.users ? hermes; g = e.config.users.groups ? hermes; }",
     )
     assert other == {"u": False, "g": False}
 
@@ -316,10 +423,12 @@ def test_hermesctl_on_path_links_the_package_for_the_default_socket() -> None:
 
 def test_hermesctl_on_path_defaults_to_a_non_default_socket() -> None:
     script = evaluate(
-        enabled('socket.path = "/run/agents/h.sock";'),
+        enabled('socket.path = "/run/hermes agents/h.sock";'),
         "(builtins.head e.config.environment.systemPackages).stub.buildCommand",
     )
-    assert "--set-default HERMES_SOCKET '/run/agents/h.sock'" in script
+    words = shlex.split(script.replace("\\\n", " "))
+    at = words.index("--set-default")
+    assert words[at : at + 3] == ["--set-default", "HERMES_SOCKET", "/run/hermes agents/h.sock"]
 
 
 # --- assertions ----------------------------------------------------------------------------------
@@ -330,8 +439,9 @@ def failed(body: str) -> list[str]:
     return result
 
 
-def test_a_default_configuration_passes_every_assertion() -> None:
+def test_a_default_configuration_passes_every_assertion_without_warnings() -> None:
     assert failed("") == []
+    assert evaluate(enabled(), "e.warnings") == []
 
 
 def test_root_is_refused() -> None:
@@ -361,7 +471,9 @@ def test_an_environment_file_in_the_store_is_refused() -> None:
 
 
 def test_an_environment_file_given_as_a_nix_path_is_a_type_error() -> None:
-    with pytest.raises(NixError, match="environmentFiles' is not of type"):
+    with pytest.raises(
+        NixError, match=r"option `services\.hermes-agent\.environmentFiles\..*' is not of type"
+    ):
         evaluate(enabled("environmentFiles = [ ./secret.env ];"), "e.config.systemd")
 
 

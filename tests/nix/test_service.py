@@ -1,10 +1,11 @@
 """hermesd started exactly as the NixOS module's units start it, with both kinds of plugin.
 
-The unit comes from evaluating nix/module.nix (tests/test_nix_module.py's stand-ins): its
-ExecStartPre, ExecStart, Environment, EnvironmentFile, WorkingDirectory and UMask, and the socket
-unit's ListenStream, are carried out here with `systemd-socket-activate` and a NOTIFY_SOCKET. The
-module's own plugin-folder build step makes the HERMES_PLUGIN_PATH folder; the entry-point
-plugin is installed into one Python environment with hermesd, as the module's buildEnv does.
+The unit comes from evaluating nix/module.nix with nixpkgs' real lib (as tests/nix/test_module.py
+does; skipped without one): its ExecStartPre, ExecStart, Environment, EnvironmentFile,
+WorkingDirectory and UMask, and the socket unit's ListenStream, are carried out here with
+`systemd-socket-activate` and a NOTIFY_SOCKET. The module's own plugin-folder build step makes
+the HERMES_PLUGIN_PATH folder; the entry-point plugin is installed into one Python environment
+with hermesd, as the module's buildEnv does.
 What differs from a real system is only where things live: store paths and /etc map to a
 temporary directory, and as root the daemon gets `--allow-root` (the unit runs it as `hermes`).
 """
@@ -30,7 +31,7 @@ from typing import Any
 import pytest
 
 from hermesctl.client import Client
-from tests.nix.test_module import evaluate, needs_nix, store_writable
+from tests.nix.test_module import evaluate, needs_lib, needs_nix, store_writable
 from tests.support.daemon import NotifyListener, short_tmpdir
 from tests.support.otheruser import talk_as
 
@@ -38,6 +39,7 @@ ACTIVATE = shutil.which("systemd-socket-activate")
 
 pytestmark = [
     needs_nix,
+    needs_lib,
     pytest.mark.skipif(ACTIVATE is None, reason="systemd-socket-activate missing"),
     pytest.mark.skipif(not store_writable(), reason="needs a writable /nix/store"),
 ]

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.nix.test_module import STORE_PATH, enabled, evaluate, needs_nix
+from tests.nix.test_module import STORE_PATH, enabled, evaluate, needs_lib, needs_nix
 from tests.support.daemon import REPO
 
 CONTRIB = REPO / "contrib" / "systemd"
@@ -109,6 +109,7 @@ PARAMETERS: dict[tuple[str, str], Any] = {
 }
 
 
+@needs_lib
 @pytest.mark.parametrize("kind", ["service", "socket"])
 def test_module_units_agree_with_contrib_on_every_directive(kind: str) -> None:
     shipped = parse_unit((CONTRIB / f"hermesd.{kind}").read_text())
@@ -129,6 +130,7 @@ def test_module_units_agree_with_contrib_on_every_directive(kind: str) -> None:
             assert rendered[section].get(key) == shipped[section].get(key), (section, key)
 
 
+@needs_lib
 def test_every_parameter_is_used_by_one_of_the_units() -> None:
     service = parse_unit((CONTRIB / "hermesd.service").read_text())
     nixos = nixos_sections(module_units()["service"], "service")
@@ -188,6 +190,7 @@ def analyze(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@needs_lib
 @needs_analyze
 @pytest.mark.parametrize(
     "body",
@@ -216,6 +219,7 @@ def exposure(path: Path) -> float:
     return float(line[0].split(":")[1].split()[0])
 
 
+@needs_lib
 @needs_analyze
 def test_module_service_exposure_matches_contrib_and_is_at_most_2(tmp_path: Path) -> None:
     _, service = render_module_units(tmp_path)

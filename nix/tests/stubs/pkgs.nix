@@ -1,11 +1,11 @@
-# A stand-in for a nixpkgs package set, for tests on a machine without nixpkgs.
+# A stand-in for a nixpkgs package set, for tests on a machine with nixpkgs' lib but no nixpkgs.
 #
 # Every package is a real (but unbuildable) derivation, so store paths, string contexts and
 # `nix flake check --no-build` behave as with nixpkgs. What a builder would have received is
 # kept under `stub` (e.g. `runCommand`'s script and environment, `buildEnv`'s extraLibs), for
-# tests to inspect or to run themselves.
+# tests to inspect or to run themselves. `lib` is nixpkgs' real lib.
 {
-  lib ? import ./lib.nix,
+  lib,
   system ? "x86_64-linux",
 }:
 
@@ -138,10 +138,31 @@ let
     writeScriptBin = name: text: mkStub name { inherit text; } { };
     mkShell = args: mkStub (args.name or "nix-shell") (removeAttrs args [ "name" "shellHook" ]) { };
 
+    # The type nixpkgs' formats give a YAML/JSON document: attribute sets merge key by key, lists
+    # concatenate, two different scalars for one key conflict.
     formats.yaml =
       { }:
       {
-        type = lib.types.attrsOf lib.types.anything;
+        type =
+          let
+            inherit (lib) types;
+            value =
+              types.nullOr (
+                types.oneOf [
+                  types.bool
+                  types.int
+                  types.float
+                  types.str
+                  types.path
+                  (types.attrsOf value)
+                  (types.listOf value)
+                ]
+              )
+              // {
+                description = "YAML value";
+              };
+          in
+          value;
         generate = name: value: mkStub name { json = builtins.toJSON value; } { inherit value; };
       };
 
