@@ -1,13 +1,16 @@
 """Package list for setuptools (everything else is in pyproject.toml).
 
 The repository's top-level ``plugins/`` folder ships inside the wheel as
-``hermesd/bundled_plugins``, where the plugin loader finds it outside a checkout.
+``hermesd/bundled_plugins``, where the plugin loader finds it outside a checkout. Every folder
+in it is listed (as a namespace package where it has no ``__init__.py``, e.g. a skill's folder)
+so that setuptools copies its files without warning that a folder would be ignored.
 """
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, find_packages, setup
 
 BUNDLED = ["hermesd.bundled_plugins"] + [
-    f"hermesd.bundled_plugins.{name}" for name in find_packages("plugins")
+    f"hermesd.bundled_plugins.{name}"
+    for name in find_namespace_packages("plugins", exclude=["*__pycache__*"])
 ]
 
 setup(
