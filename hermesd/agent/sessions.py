@@ -76,7 +76,7 @@ class SessionService:
         self.redact_event = redact_event
         self.on_forget = on_forget
 
-    # --- wiring ------------------------------------------------------------------------------
+    # --- the service protocol ------------------------------------------------------------------------------
 
     def bind(self, router: Router) -> None:
         for name in (

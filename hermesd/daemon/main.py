@@ -1,4 +1,4 @@
-"""The hermesd process: command line, configuration, wiring of services, signals, systemd.
+"""The hermesd process: command line, configuration, the services it runs, signals, systemd.
 
 Owns start-up order (config → logging → services → socket → READY=1), the core methods
 (``hello``, ``ping``, ``status``, ``shutdown``, ``config.reload``) and the graceful stop. It holds
@@ -360,9 +360,9 @@ async def _run(
     home: Path, cfg: config.Config, socket_path: Path, log_level: str | None = None
 ) -> int:
     daemon = Daemon(home, cfg, socket_path, log_level)
-    from hermesd.daemon.services import wire_services
+    from hermesd.daemon.services import build_services
 
-    wire_services(daemon)
+    build_services(daemon)
     return await daemon.run()
 
 

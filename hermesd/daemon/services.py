@@ -152,7 +152,7 @@ def build_plugin_host(
     return PluginHost(parts.pool, parts.hooks, parts.tools, parts.commands, parts.skills, manager)
 
 
-def wire_services(daemon: Daemon) -> None:
+def build_services(daemon: Daemon) -> None:
     """Build every service for ``daemon`` and append the RPC-facing ones to its list."""
     cfg = daemon.config
     home = daemon.home
