@@ -76,7 +76,7 @@ class SessionService:
         self.redact_event = redact_event
         self.on_forget = on_forget
 
-    # --- the service protocol ------------------------------------------------------------------------------
+    # --- the service protocol ------------------------------------------------------------
 
     def bind(self, router: Router) -> None:
         for name in (
