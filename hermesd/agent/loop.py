@@ -1,6 +1,6 @@
 """One turn of one session: the OpenAI tool-calling loop.
 
-Owns the order of a turn: commit the user message, run the turn's hooks (HERMES_API.md §5),
+Owns the order of a turn: commit the user message, run the turn's hooks (docs/hermes-compat.md §5),
 stream model responses, run the model's tool calls through the tool registry in the model's
 order, commit every message as soon as it exists, and report progress as events. It does not
 own transport (events go to an ``emit`` callback), the tool pipeline (the registry's job:

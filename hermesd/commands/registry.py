@@ -2,7 +2,7 @@
 
 One `CommandRegistry` holds both. Built-in commands register through the same `register` call as
 plugin ones, with owner ``builtin``; the daemon replaces their placeholder handlers when it wires
-the real ones (`set_handler`). Rules (HERMES_API.md §4): names are normalised
+the real ones (`set_handler`). Rules (docs/hermes-compat.md §4): names are normalised
 ``lower().strip().lstrip("/").replace(" ", "-")``; a plugin may not take a built-in name or alias
 (warning, skipped); when two plugins register one name the later one wins, with a warning, and
 removing it (rollback, reload) brings the earlier one back. `run` calls a slash command's handler

@@ -1,4 +1,4 @@
-"""The ``ctx`` object a plugin's ``register(ctx)`` receives (HERMES_API.md §4).
+"""The ``ctx`` object a plugin's ``register(ctx)`` receives (docs/hermes-compat.md §4).
 
 `PluginContext` keeps the reference's method names and parameter names, because real plugins call
 them by keyword. Every registration goes to the shared registries under the plugin's key (so the

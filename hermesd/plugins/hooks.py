@@ -1,8 +1,9 @@
 """Lifecycle hooks: the one table of hook names and the bus that calls plugin callbacks.
 
-`HOOKS` declares every hook name plugins may register (HERMES_API.md §5): the keyword arguments
-the daemon passes, how a callback's return value is used, and a one-line description. The
-invoker, the docs (docs/plugins.md, checked by a test) and the plugin loader all read it.
+`HOOKS` declares every hook name plugins may register (docs/hermes-compat.md §5): the keyword
+arguments the daemon passes, how a callback's return value is used, and a one-line description.
+The invoker, the docs (docs/plugins.md and docs/hermes-compat.md, each checked by a test) and the
+plugin loader all read it.
 
 `HookBus` stores callbacks in registration order (= plugin load order) and calls them with
 keyword arguments only, each callback getting just the parameters it declares unless it takes

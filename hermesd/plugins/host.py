@@ -1,9 +1,9 @@
 """The plugin host: which plugins load, in what order, and what happens when one misbehaves.
 
 `PluginManager.load_all` takes the candidates `loader.discover` found and, for each in load
-order, decides (HERMES_API.md §2–3): manifest broken → error; ``plugins.disabled`` → disabled;
-not in ``plugins.enabled`` (when that list exists; HERMES_PLUGIN_PATH plugins count as enabled)
-→ not-enabled; a ``requires_env`` variable missing from both the process environment and
+order, decides (docs/hermes-compat.md §2–3): manifest broken → error; ``plugins.disabled`` →
+disabled; not in ``plugins.enabled`` (when that list exists; HERMES_PLUGIN_PATH plugins count as
+enabled) → not-enabled; a ``requires_env`` variable missing from both the process environment and
 ``$HERMES_HOME/.env`` → missing-env. Otherwise the plugin is imported and its ``register(ctx)``
 runs on a worker thread, bounded by ``plugins.load_timeout``; if it raises or times out,
 everything it registered is rolled back and it is listed with the reason. ``HERMES_SAFE_MODE``

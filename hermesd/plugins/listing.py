@@ -1,5 +1,5 @@
-"""What users see of plugins: the ``/plugins`` text (HERMES_API.md §8) and the ``plugins.list``
-dict form. Pure functions of `PluginRecord`s.
+"""What users see of plugins: the ``/plugins`` text (docs/hermes-compat.md §8) and the
+``plugins.list`` dict form. Pure functions of `PluginRecord`s.
 """
 
 from __future__ import annotations

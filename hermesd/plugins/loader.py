@@ -1,4 +1,4 @@
-"""Finding plugins and importing them (HERMES_API.md §1).
+"""Finding plugins and importing them (docs/hermes-compat.md §1).
 
 `discover` walks the sources in scan order — bundled (``HERMES_BUNDLED_PLUGINS``, else the
 repo's ``plugins/``, else ``hermesd/bundled_plugins``) → each folder of ``HERMES_PLUGIN_PATH``

@@ -1,10 +1,10 @@
 """What a plugin declares (its manifest) and what became of it (its record).
 
-`parse_manifest` reads ``plugin.yaml``/``plugin.yml`` (HERMES_API.md §1, §3): version coerced to
-str, ``requires_env`` in the simple (``- NAME``) and rich (``{name, description, url, secret}``,
-``password:`` meaning ``secret:``) forms, unknown fields ignored with a debug log. `PluginRecord`
-is one row of the plugin listing: identity, where it came from, its state and reason, and what it
-registered. Nothing here imports plugin code or touches a registry.
+`parse_manifest` reads ``plugin.yaml``/``plugin.yml`` (docs/hermes-compat.md §1, §3): version
+coerced to str, ``requires_env`` in the simple (``- NAME``) and rich (``{name, description, url,
+secret}``, ``password:`` meaning ``secret:``) forms, unknown fields ignored with a debug log.
+`PluginRecord` is one row of the plugin listing: identity, where it came from, its state and
+reason, and what it registered. Nothing here imports plugin code or touches a registry.
 """
 
 from __future__ import annotations

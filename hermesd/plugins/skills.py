@@ -1,4 +1,4 @@
-"""Skills: markdown playbooks the model loads on demand (HERMES_API.md §7).
+"""Skills: markdown playbooks the model loads on demand (docs/hermes-compat.md §7).
 
 User skills live in ``$HERMES_HOME/skills/<name>/SKILL.md`` (or one category deeper,
 ``skills/<category>/<name>/SKILL.md``), with YAML front matter giving ``name`` and

@@ -2,10 +2,12 @@
 
 Three jobs, all pure functions over plain dicts:
 
-- `validate_tool` — the hard rules a tool must meet to be registered (HERMES_API.md §4): a name
-  matching ``^[a-zA-Z0-9_-]{1,64}$`` and ``parameters`` a dict with ``"type": "object"``.
-- `lint_tools` — the tools.json self-check list of seeds/002 as `Finding` warnings; heuristics
-  are kept modest and documented in docs/plugins.md, and never reject a tool.
+- `validate_tool` — the hard rules a tool must meet to be registered (docs/hermes-compat.md
+  §4): a name matching ``^[a-zA-Z0-9_-]{1,64}$`` and ``parameters`` a dict with
+  ``"type": "object"``.
+- `lint_tools` — the tools.json self-check list (docs/hermes-compat.md §4) as `Finding`
+  warnings; heuristics are kept modest and documented in docs/plugins.md, and never reject a
+  tool.
 - `check_args` — a light check of a call's arguments against ``parameters`` (required present,
   JSON types, enum), so a model's wrong call becomes an error result naming the parameter.
 
@@ -247,7 +249,7 @@ def _lint_param(tool: str, param: str, spec: Mapping[str, Any]) -> list[Finding]
 
 
 def lint_tool(name: str, schema: Mapping[str, Any]) -> list[Finding]:
-    """Self-check findings (seeds/002) for one valid tool schema."""
+    """Self-check findings (docs/hermes-compat.md §4) for one valid tool schema."""
     findings: list[Finding] = []
     problem = _lint_name(name)
     if problem:

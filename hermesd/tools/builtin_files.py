@@ -179,7 +179,7 @@ def _cap(text: str, limit: int = OUTPUT_CAP) -> tuple[str, bool]:
     return (text[:half] + f"\n… [{len(text) - limit} characters omitted] …\n" + text[-half:]), True
 
 
-# -- schemas (seeds/002 checklist: input → output, every parameter described) ------------------
+# -- schemas (the tools.json self-check: input → output, every parameter described) -----------
 
 TERMINAL_SCHEMA: dict[str, Any] = {
     "name": "terminal",

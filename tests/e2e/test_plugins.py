@@ -25,7 +25,7 @@ import pytest
 from hermesd.rpc.protocol import Codes, RpcError
 from tests.support import plugin_zoo
 from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir, start_daemon
-from tests.support.guide_seed import extract_guide_calculator, find_guide_seed
+from tests.support.guide_seed import MISSING_REASON, extract_guide_calculator, find_guide_seed
 from tests.support.plugin_factory import build_wheel, pip_install, write_plugin
 
 LOAD_TIMEOUT = 1.0
@@ -729,7 +729,7 @@ def test_hermesctl_plugin_commands_need_a_subcommand() -> None:
 def guide_calculator_home() -> Callable[[], Path]:
     seed = find_guide_seed()
     if seed is None:
-        pytest.skip("the plugin guide seed (shared/seeds/000_*.txt) is not available")
+        pytest.skip(MISSING_REASON)
 
     def make() -> Path:
         home = short_tmpdir()

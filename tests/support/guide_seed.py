@@ -1,9 +1,12 @@
 """Extract the plugin guide's calculator from the guide seed, at test time only.
 
-The guide (`shared/seeds/000_*.txt`, beside the repository in CI) is prose with unfenced code: each
-file follows an intro line such as `创建 tools.py —— …` and runs until the next prose line. This
-module finds those blocks and writes them verbatim, so tests can check the bundled plugin against
-the guide's original. The repository itself never contains the guide's code.
+The guide seed is the upstream Hermes plugin guide as text. It is not part of the repository:
+`HERMESD_GUIDE_SEED` names the file, else it is looked for as `seeds/000_*.txt` in a `shared`
+folder beside the checkout, where CI puts it. Tests that need it skip, with `MISSING_REASON`,
+when it is not there. The guide is prose with unfenced code: each file follows an intro line such
+as `创建 tools.py —— …` and runs until the next prose line. This module finds those blocks and
+writes them verbatim, so tests can check the bundled plugin against the guide's original. The
+repository itself never contains the guide's code.
 """
 
 from __future__ import annotations
@@ -25,12 +28,24 @@ GUIDE_FILES: dict[str, str] = {
 
 _FULLWIDTH_COLON = "\uff1a"
 
+#: Why a test that needs the guide seed was skipped.
+MISSING_REASON = (
+    "the Hermes plugin guide is not part of the repository and was not found: set "
+    f"{SEED_ENV} to its text file (or put it in ../shared/seeds/ beside the checkout)"
+)
+
 
 def find_guide_seed() -> Path | None:
-    """Return the guide seed file (`<repo>/../shared/seeds/000_*.txt`), or None if absent."""
+    """Return the guide seed file, or None when it is not available.
+
+    ``HERMESD_GUIDE_SEED``, when set, is the only place looked at (a path that does not exist
+    means no seed); otherwise ``seeds/000_*.txt`` in the ``shared`` folder beside the checkout.
+    """
     override = os.environ.get(SEED_ENV)
-    candidates = [Path(override)] if override else []
-    candidates += sorted((REPO_ROOT.parent / "shared" / "seeds").glob("000_*.txt"))
+    if override:
+        candidates = [Path(override)]
+    else:
+        candidates = sorted((REPO_ROOT.parent / "shared" / "seeds").glob("000_*.txt"))
     for candidate in candidates:
         if candidate.is_file() and _intro_line("plugin.yaml") in candidate.read_text("utf-8"):
             return candidate

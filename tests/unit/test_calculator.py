@@ -629,10 +629,7 @@ def test_call_log_hook_keeps_only_recent_calls() -> None:
 # --- the guide's original, extracted from the seed ----------------------------------------------
 
 GUIDE_SEED = guide_seed.find_guide_seed()
-needs_seed = pytest.mark.skipif(
-    GUIDE_SEED is None,
-    reason="guide seed (<repo>/../shared/seeds/000_*.txt) not found; set HERMESD_GUIDE_SEED",
-)
+needs_seed = pytest.mark.skipif(GUIDE_SEED is None, reason=guide_seed.MISSING_REASON)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The ``/plugins`` text (HERMES_API.md §8) and the ``plugins.list`` dict form."""
+"""The ``/plugins`` text (docs/hermes-compat.md §8) and the ``plugins.list`` dict form."""
 
 from __future__ import annotations
 
