@@ -91,5 +91,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Scratch directories (homes, sockets, repos) go with the session; HERMES_KEEP_TMP=1 keeps them."""
+    """Scratch directories (homes, sockets, repos) go with the session (HERMES_KEEP_TMP=1 keeps
+    them)."""
     remove_scratch_dirs()

@@ -1,4 +1,5 @@
-"""Plugin CLI commands: ``hermesctl <name> …`` forwarded to the daemon (``cli.list``/``cli.run``)."""
+"""Plugin CLI commands: ``hermesctl <name> …`` forwarded to the daemon (``cli.list``,
+``cli.run``)."""
 
 from __future__ import annotations
 

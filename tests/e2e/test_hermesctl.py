@@ -100,7 +100,8 @@ def test_hot_path_does_not_import_asyncio_openai_or_daemon_services(daemon: Daem
         f"rc = main(['--socket', {str(daemon.socket)!r}, 'status'])\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('asyncio', 'openai', 'yaml', 'httpx', 'httpx2') or m in "
-        "('hermesd.daemon.main', 'hermesd.rpc.connection', 'hermesd.rpc.server', 'hermesd.daemon.config'))\n"
+        "('hermesd.daemon.main', 'hermesd.rpc.connection', 'hermesd.rpc.server',"
+        " 'hermesd.daemon.config'))\n"
         "print(rc, heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)

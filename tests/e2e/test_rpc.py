@@ -40,7 +40,7 @@ def test_a_generic_client_may_skip_hello(daemon: DaemonProcess) -> None:
 
 def test_params_may_be_an_empty_array(daemon: DaemonProcess) -> None:
     peer = RawPeer(daemon.socket)
-    kind, msgid, err, result = peer.request(3, "status", [])
+    _kind, _msgid, err, result = peer.request(3, "status", [])
     assert err is None and result["pid"] == daemon.proc.pid
 
 

@@ -105,7 +105,9 @@ def _wrong_type_frames() -> list[bytes]:
 
 
 def _nasty_frames() -> list[bytes]:
-    pk = lambda o: msgpack.packb(o, use_bin_type=True)
+    def pk(o):
+        return msgpack.packb(o, use_bin_type=True)
+
     return [
         b"\x94\x00\x01\xa4ping\x91\xdb\xff\xff\xff\xff",  # str32 announcing 4 GiB
         b"\x94\x00\x01\xa4ping\xdd\xff\xff\xff\xff",  # array32 of 4 G elements

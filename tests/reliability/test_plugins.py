@@ -118,7 +118,8 @@ HOSTILE = f"""
 
     def register(ctx):
         tools = {{"hang_forever": hang, "raise_always": raise_it, "non_string": non_string,
-                 "fifty_mb": fifty_mb, "half_pair": half_pair, "print_stdout": chatty, "call_sys_exit": exits,
+                 "fifty_mb": fifty_mb, "half_pair": half_pair, "print_stdout": chatty,
+                 "call_sys_exit": exits,
                  "spawn_threads": spawns, "env_set": env_set, "env_read": env_read}}
         for name in ("trigger_pre_raise", "trigger_pre_hang", "trigger_pre_wrong",
                      "trigger_post_raise", "trigger_post_hang", "trigger_transform_wrong"):

@@ -166,7 +166,9 @@ class DaemonProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-                raise AssertionError(f"hermesd did not stop within {timeout}s:\n{self.log()}")
+                raise AssertionError(
+                    f"hermesd did not stop within {timeout}s:\n{self.log()}"
+                ) from None
         self.notify.close()
         while self._clients:
             self._clients.pop().close()
@@ -225,7 +227,9 @@ def start_daemon(
                     ) from None
                 if time.monotonic() > deadline:
                     proc.kill()
-                    raise AssertionError(f"hermesd not ready in {timeout}s:\n{daemon.log()}")
+                    raise AssertionError(
+                        f"hermesd not ready in {timeout}s:\n{daemon.log()}"
+                    ) from None
     return daemon
 
 

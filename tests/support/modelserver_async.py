@@ -17,6 +17,7 @@ took CPU the daemon was being measured on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 
@@ -32,6 +33,7 @@ class _Connection(asyncio.Protocol):
         self.buffer = b""
         self.transport: asyncio.Transport | None = None
         self.busy = False  # answering a request: the next one waits in the buffer
+        self.answering: asyncio.Future[None] | None = None  # kept: a task needs a reference
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -59,7 +61,7 @@ class _Connection(asyncio.Protocol):
         body = self.buffer[end + 4 : end + 4 + length]
         self.buffer = self.buffer[end + 4 + length :]
         self.busy = True
-        asyncio.ensure_future(self._answer(head[0].split(" ")[1], body))
+        self.answering = asyncio.ensure_future(self._answer(head[0].split(" ")[1], body))
 
     async def _answer(self, path: str, body: bytes) -> None:
         transport = self.transport
@@ -132,8 +134,6 @@ class AsyncModelServer:
 
 def serve(rule: Rule, latency: float, port: int) -> int:
     """Serve until interrupted (``python -m tests.support.modelserver --engine asyncio``)."""
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(AsyncModelServer(rule, latency).serve(port))
-    except KeyboardInterrupt:
-        pass
     return 0

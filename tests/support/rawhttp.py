@@ -9,6 +9,7 @@ reconnects and pool clean-up from the outside.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
 import threading
@@ -121,10 +122,8 @@ class RawHTTPServer:
         with self._lock:
             conns = list(self._conns)
         for conn in conns:
-            try:
+            with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         for thread in self._threads:
             thread.join(timeout=2)
 

@@ -7,6 +7,7 @@ The load driver is shared by ``tests/test_reliability_load.py`` (small) and ``be
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sqlite3
@@ -268,10 +269,8 @@ def run_load(socket: Path, clients: int, requests: int, chat_every: int = 10) ->
     threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(clients)]
     for t in threads:
         t.start()
-    try:
+    with contextlib.suppress(threading.BrokenBarrierError):
         start_gate.wait(timeout=120)
-    except threading.BrokenBarrierError:
-        pass
     t0 = time.perf_counter()
     for t in threads:
         t.join()

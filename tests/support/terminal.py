@@ -7,6 +7,7 @@ The child gets the pty as stdin, stdout, stderr and controlling terminal (its ow
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
@@ -102,7 +103,5 @@ class Terminal:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        try:
+        with contextlib.suppress(OSError):
             os.close(self.master)
-        except OSError:
-            pass

@@ -388,8 +388,8 @@ def test_call_sync_from_a_plugin_thread_runs_on_the_daemon_loop(registry: ToolRe
             )
         )
         thread.start()
-        while thread.is_alive():
-            await asyncio.sleep(0.01)
+        # the nested call runs on this loop, so wait without blocking it
+        await asyncio.to_thread(thread.join)
 
     asyncio.run(main())
     assert json.loads(results[0]) == {"args": {"x": 1}}
