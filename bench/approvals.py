@@ -67,7 +67,7 @@ async def pipeline(rounds: int, calls: int, home: Path) -> dict[str, list[float]
             t0 = time.perf_counter()
             await reg.call("terminal", args, session_id="s")
             samples[name].append(time.perf_counter() - t0)
-    store.close()
+    await store.aclose()
     return samples
 
 

@@ -2,14 +2,15 @@
 
 Owns the order of a turn: commit the user message, run the turn's hooks (docs/hermes-compat.md §5),
 stream model responses, run the model's tool calls through the tool registry in the model's
-order, commit every message as soon as it exists, and report progress as events. It does not
+order, commit every message as soon as it exists (each write awaited before the turn goes
+on, so messages are stored in the order they happened), and report progress as events. It does not
 own transport (events go to an ``emit`` callback), the tool pipeline (the registry's job:
 hooks, approvals, argument parsing, unknown tools) or the one-turn-per-session rule (the
 daemon's ``SessionBusy``).
 
-Invariant: the stored history is valid for the next model request whatever happens: tool
-results are committed before the next request, and a cancelled or failed turn answers its
-unfinished tool calls with error results.
+Invariant: the stored history is valid for the next model request whatever happens: a tool
+runs only after the message calling it is committed, its result is committed before the next
+request, and a cancelled or failed turn answers its unfinished tool calls with error results.
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ from typing import Any, Literal, Protocol
 from hermesd import redact
 from hermesd.model.client import Completion, ConfigLike, ModelError, OnEvent, OnRetry, RetryInfo
 from hermesd.model.fastjson import valid_text
-from hermesd.store.sessions import SessionNotFound, SessionStore, StorageUnavailable
+from hermesd.store.sessions import (
+    MessageRecord,
+    SessionNotFound,
+    SessionStore,
+    StorageUnavailable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -211,8 +217,7 @@ class _Turn:
         self._emit_fn, self.sender_id, self.platform = emit, sender_id, platform
         self.result = TurnResult(turn_id=turn_id, status="completed")
         self.model = ""
-        self._usage_due: tuple[int, int, Any] | None = None  # token counts not yet stored
-        self._pending_writes: list[asyncio.Future[Any]] = []  # submitted, not yet awaited
+        self._usage: tuple[int, int, Any] | None = None  # the last completion's, not yet stored
         self._observers: list[asyncio.Task[Any]] = []  # post_tool_call hooks still running
         self.messages: list[dict[str, Any]] = []  # what the model is sent
         self.stored_history: list[dict[str, Any]] = []  # the same, minus system and context
@@ -260,42 +265,22 @@ class _Turn:
                 log.exception("post_tool_call observers failed")
 
     async def db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run ``fn`` on the store after the writes submitted before it, and wait for it (at
-        once when the store is idle: ``store.now``)."""
-        await self.flush()
-        return await self._write(fn, *args, now=True, **kwargs)
+        """Run ``fn`` on the store's thread and wait for it (committed when it returns)."""
+        return await self.store.run(fn, *args, **kwargs)
 
-    async def flush(self) -> None:
-        """Wait for the writes submitted so far; the first failure fails the turn here."""
-        pending, self._pending_writes = self._pending_writes, []
-        if not all(write.done() for write in pending):  # usually all long committed
-            await asyncio.wait(pending)
-        failure: BaseException | None = None
-        for write in pending:
-            if not write.cancelled():
-                exc = write.exception()  # read each one: none goes unreported
-                failure = failure or exc
-        if failure is not None:
-            raise failure
+    async def commit(self, role: str, content: str | None, **fields: Any) -> MessageRecord:
+        """Commit one message of this turn and wait for it; the token counts of the completion
+        that produced it go with it (one trip to the DB thread, not two)."""
+        store, usage, self._usage = self.store, self._usage, None
 
-    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        """Queue a write without waiting for it: the store runs calls in the order they were
-        queued, and the next ``db()`` or ``flush()`` of this turn waits for it."""
-        self._pending_writes.append(self._write(fn, *args, **kwargs))
+        def write() -> MessageRecord:
+            if usage is not None:
+                store.add_usage(self.session_id, *usage)
+            return store.append_message(
+                self.session_id, role, content, turn_id=self.turn_id, **fields
+            )
 
-    def _write(
-        self, fn: Callable[..., Any], *args: Any, now: bool = False, **kwargs: Any
-    ) -> asyncio.Future[Any]:
-        run = self.store.now if now else self.store.quick
-        usage, self._usage_due = self._usage_due, None
-        if usage is None:
-            return run(fn, *args, **kwargs)
-
-        def with_usage() -> Any:  # the counters ride along with the round's next write
-            self.store.add_usage(self.session_id, *usage)
-            return fn(*args, **kwargs)
-
-        return run(with_usage)
+        return await self.db(write)
 
     async def run(self) -> TurnResult:
         self.emit("turn.started", user_message=self.user_message)
@@ -327,12 +312,15 @@ class _Turn:
         self.result.status = status
         if status != "completed":
             self.result.exit_reason = status
+            store, usage, self._usage = self.store, self._usage, None
+
+            def close() -> None:  # the last completion's counts, if its message never was
+                if usage is not None:
+                    store.add_usage(self.session_id, *usage)
+                store.close_dangling_tool_calls(self.session_id, reason, self.turn_id)
+
             try:  # shielded: a second cancel must not leave unanswered tool calls behind
-                await asyncio.shield(
-                    self.db(
-                        self.store.close_dangling_tool_calls, self.session_id, reason, self.turn_id
-                    )
-                )
+                await asyncio.shield(self.db(close))
             except Exception:
                 log.exception("could not close tool calls of session %s", self.session_id)
         await self.settle_observers()
@@ -359,7 +347,7 @@ class _Turn:
         if self.loop.reloads is not None:  # hooks and tools half unloaded: wait for them
             await self.loop.reloads.wait()
 
-        def begin() -> tuple[Any, list[dict[str, Any]]]:  # one trip to the DB thread
+        def begin() -> tuple[Any, list[dict[str, Any]]]:  # one trip to the DB thread, not four
             session = store.get_session(self.session_id)  # SessionNotFound: nothing stored
             store.close_dangling_tool_calls(self.session_id)
             history = store.history(self.session_id)
@@ -406,15 +394,7 @@ class _Turn:
             if not calls:
                 await self._answer(completion.content)
                 return
-            # Committed while the first tool runs: off the round's critical path.
-            self.submit(
-                store.append_message,
-                self.session_id,
-                "assistant",
-                completion.content or None,
-                tool_calls=calls,
-                turn_id=self.turn_id,
-            )
+            await self.commit("assistant", completion.content or None, tool_calls=calls)
             self._remember(completion.message)
             for call in calls:
                 await self._run_tool(call)
@@ -491,8 +471,8 @@ class _Turn:
         if usage:
             for key in self.result.usage:
                 self.result.usage[key] += int(usage.get(key) or 0)
-            # Written with the next message of this round (``db``): one trip, not two.
-            self._usage_due = (
+            # committed with the message this completion produced (``commit``)
+            self._usage = (
                 int(usage.get("prompt_tokens") or 0),
                 int(usage.get("completion_tokens") or 0),
                 usage.get("total_tokens"),
@@ -539,17 +519,7 @@ class _Turn:
             observers=self._observers,
         )
         duration_ms = round((time.monotonic() - started) * 1000, 1)
-        # Not waited for: the next round's request does not need it on disk; the answer's
-        # write (or the turn's end) waits for every write before it.
-        self.submit(
-            self.store.append_message,
-            self.session_id,
-            "tool",
-            result,
-            tool_call_id=call["id"],
-            tool_name=name,
-            turn_id=self.turn_id,
-        )
+        await self.commit("tool", result, tool_call_id=call["id"], tool_name=name)
         self._remember({"role": "tool", "tool_call_id": call["id"], "content": result})
         self.emit(
             "tool.finished",
@@ -568,9 +538,7 @@ class _Turn:
         await self._store_answer(text)
 
     async def _store_answer(self, text: str) -> None:
-        record = await self.db(
-            self.store.append_message, self.session_id, "assistant", text, turn_id=self.turn_id
-        )
+        record = await self.commit("assistant", text)
         self.result.final_text = text
         self.emit("message", role="assistant", content=text, message_id=record["id"])
         self._remember({"role": "assistant", "content": text})

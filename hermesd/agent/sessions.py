@@ -98,7 +98,7 @@ class SessionService:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._count = await self.store.call(self.store.count_sessions)
+        self._count = await self.store.run(self.store.count_sessions)
         # Import the model SDK in the background now, not during the first turn (~0.5 s).
         self._warm_up = self._loop.create_task(self._warm_model_client())
 
@@ -125,7 +125,7 @@ class SessionService:
         for sid in sorted(self.touched):
             await self.hooks.invoke("on_session_finalize", session_id=sid, platform=self.platform)
         await self.agent.client.aclose()
-        self.store.close()
+        await self.store.aclose()
 
     def reload_settings(self, settings: Any, model_settings: Any) -> None:
         """Apply new agent and model settings to the turns that start from now on."""
@@ -159,7 +159,7 @@ class SessionService:
     async def _flush_injections(self, sid: str) -> None:
         for role, content in self._injections.pop(sid, []):
             try:
-                record = await self.store.call(self.store.append_message, sid, role, content)
+                record = await self.store.run(self.store.append_message, sid, role, content)
             except StoreError as exc:
                 log.warning("inject_message into %s failed: %s", sid, exc)
                 return
@@ -226,10 +226,9 @@ class SessionService:
         if self.on_attach is not None:
             self.on_attach(sid, conn)
 
-    async def _db(self, fn: Any, *args: Any, quick: bool = False, **kwargs: Any) -> Any:
+    async def _db(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            run = self.store.quick if quick else self.store.call
-            return await run(fn, *args, **kwargs)
+            return await self.store.run(fn, *args, **kwargs)
         except (SessionNotFound, MessageNotFound) as exc:
             raise _not_found(exc) from None
         except ValueError as exc:
@@ -356,7 +355,7 @@ class SessionService:
                 {"turn_id": running[0]},
             )
         if sid not in self.touched:  # a session that ran a turn exists until it is deleted
-            await self._db(self.store.get_session, sid, quick=True)
+            await self._db(self.store.get_session, sid)
         try:
             self.agent.check_ready()
         except ModelError as exc:

@@ -143,7 +143,7 @@ class ApprovalBroker:
     async def load(self) -> None:
         """Read the "always" rules from state.db."""
         self._loop = asyncio.get_running_loop()
-        rows = await self.store.call(self.store.approval_rules)
+        rows = await self.store.run(self.store.approval_rules)
         self.rules = {r["pattern_key"]: r for r in rows}
 
     # --- who may answer --------------------------------------------------------------------
@@ -374,7 +374,7 @@ class ApprovalBroker:
             who = _user_name(uid) if uid is not None else "unknown"
             for key in keys:
                 try:
-                    self.rules[key] = await self.store.call(
+                    self.rules[key] = await self.store.run(
                         self.store.add_approval_rule,
                         key,
                         f"{who} (uid {uid})",
@@ -432,7 +432,7 @@ class ApprovalBroker:
 
     async def revoke(self, pattern_key: str) -> bool:
         """Forget an "always" rule; False when there was none."""
-        removed = await self.store.call(self.store.revoke_approval_rule, pattern_key)
+        removed = await self.store.run(self.store.revoke_approval_rule, pattern_key)
         self.rules.pop(pattern_key, None)
         return bool(removed)
 

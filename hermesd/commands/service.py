@@ -304,7 +304,7 @@ class CommandService:
 
     async def _sessions(self, raw_args: str) -> str:
         store = self.sessions.store
-        page = await store.call(store.list_sessions, 20)
+        page = await store.run(store.list_sessions, 20)
         sessions = page["sessions"]
         if not sessions:
             return "No sessions yet."
@@ -343,7 +343,7 @@ class CommandService:
             session = await self.sessions.rpc_get(outcome.call, {"session_id": outcome.session_id})
             return f"Model: {session['model'] or default}"
         try:
-            info = await store.call(store.set_model, outcome.session_id, raw_args)
+            info = await store.run(store.set_model, outcome.session_id, raw_args)
         except SessionNotFound:
             raise CommandFailed(f"no session '{outcome.session_id}'") from None
         outcome.session = dict(info)

@@ -16,7 +16,7 @@ from hermesd.store.migrations import MIGRATIONS
 
 log = logging.getLogger(__name__)
 
-BUSY_TIMEOUT_MS = 5000  # how long a write waits for another process's lock (DB thread only)
+BUSY_TIMEOUT_MS = 5000  # how long a write waits for another process's lock (on the DB thread)
 
 
 class StoreError(Exception):
@@ -46,7 +46,8 @@ class StorageUnavailable(StoreError):
     working once the cause is gone.
     """
 
-    #: The error any RPC method hitting this reports (``hermesd.rpc.connection`` reads ``rpc_code``).
+    #: The error any RPC method hitting this reports (``hermesd.rpc.connection`` reads
+    #: ``rpc_code``).
     rpc_code = "hermes.error.StorageUnavailable"
 
     def __init__(self, message: str, reason: str) -> None:
@@ -117,7 +118,8 @@ def _open_db_file(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.close(os.open(path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600))
     os.chmod(path, 0o600)
-    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    # used only by the thread that opens it (the store's DB thread): sqlite3 refuses any other
+    conn = sqlite3.connect(path, check_same_thread=True, isolation_level=None)
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")

@@ -2,27 +2,25 @@
 
 Every read and write of sessions, messages, full-text search and token counters. The file
 itself (creation with mode 0600, pragmas, schema migrations) and the store's errors are
-``hermesd.store.dbfile``, re-exported here; the search query, the search and the deferred index are
-``hermesd.store.search``. ``history()`` hands what the model sees of a session to ``hermesd.store.history``,
-which trims old messages and repairs tool calls left without results. It knows nothing of RPC,
-clients or models.
+``hermesd.store.dbfile``, re-exported here; the search query, the search and the deferred index
+are ``hermesd.store.search``. ``history()`` hands what the model is sent of a session to
+``hermesd.store.history``, which trims old messages and repairs tool calls left without results.
+It knows nothing of RPC, clients or models.
 
-Threads: the API is synchronous. The daemon owns one dedicated DB thread (``call()`` runs a
-method there, so the event loop never waits on a long query; calls waiting together run as one
-batch in one transaction, see ``hermesd.store.dbthread``). A turn's small reads and writes go through
-``quick()`` instead, batched on the loop's own thread, which costs less than the trip to the
-DB thread and back. A lock also makes direct calls from other threads safe, e.g. a tool
-handler running in a worker thread.
+Threads: every statement runs on the store's one DB thread (``hermesd.store.dbthread``), which
+opened the connection and is the only one that may use it. Code on the event loop awaits
+``store.run(store.method, ...)``. The public methods may also be called directly from any
+other thread (a tool handler on a worker, a test): the call is handed to the DB thread and
+waited for; called on a thread that runs an event loop, they raise instead of blocking it.
 
-Durability: WAL with ``synchronous=NORMAL``. Every write is committed before ``call()`` or
-``quick()`` returns (a batch commits before any of its results is handed back); a committed write
-survives the process being killed. An OS crash or power loss may lose the last few commits
-(never corrupt the file); that is the price of not calling fsync on every message.
+Durability: WAL with ``synchronous=NORMAL``. Every write is its own transaction, committed
+before the call returns; a committed write survives the process being killed. An OS crash or
+power loss may lose the last few commits (never corrupt the file); that is the price of not
+calling fsync on every message.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
@@ -33,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypedDict, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypedDict, TypeVar
 
 from hermesd.store import search as fts
 from hermesd.store.dbfile import (
@@ -47,13 +45,14 @@ from hermesd.store.dbfile import (
     open_db_file,
     storage_error,
 )
-from hermesd.store.dbthread import BatchThread, ConnectionLock
+from hermesd.store.dbthread import DbThread
 from hermesd.store.history import INTERRUPTED_RESULT, repair_history, to_openai, trim_history
 from hermesd.store.search import INDEX_EVERY, RANKED_MATCHES, SearchHit, fts_query, index_pending
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 # with the database file's names (hermesd.store.dbfile), which callers know from here
 __all__ = [
@@ -162,6 +161,18 @@ def _message(row: sqlite3.Row) -> MessageRecord:
 MAX_TITLE = 200
 
 
+def _on_db_thread(
+    method: Callable[Concatenate[SessionStore, P], T],
+) -> Callable[Concatenate[SessionStore, P], T]:
+    """Make a store method run on the DB thread whichever thread calls it (`DbThread.call`)."""
+
+    @functools.wraps(method)
+    def run(self: SessionStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._db.call(method, self, *args, **kwargs)
+
+    return run
+
+
 class SessionStore:
     """Sessions, messages, search and usage counters in one SQLite file."""
 
@@ -171,10 +182,15 @@ class SessionStore:
         self.path = path
         self.history_messages = history_messages
         self.history_chars = history_chars
-        self._conn = open_db_file(path)
-        self._lock = ConnectionLock(self._conn, BUSY_TIMEOUT_MS)
-        self._thread: BatchThread | None = None  # started by the first ``call()``
-        self._unindexed = 0  # messages written since the last indexing run was queued
+        self._db = DbThread(map_error=self._storage_error)
+        self._unindexed = 0  # messages written since the last indexing run (DB thread only)
+        # Waits for the file to open (the daemon builds the store before it serves anything),
+        # so a disk that refuses it fails the start-up with StorageUnavailable.
+        self._conn: sqlite3.Connection
+        self._db.submit(self._open).result()
+
+    def _open(self) -> None:
+        self._conn = open_db_file(self.path)
         self._index_quietly("at open")  # what a killed daemon wrote and did not index
 
     @classmethod
@@ -182,35 +198,13 @@ class SessionStore:
         """The store at ``home/state.db``."""
         return cls(home / "state.db", **kwargs)
 
-    def _batches(self) -> BatchThread:
-        thread = self._thread
-        if thread is None:
-            with self._lock:
-                if self._thread is None:
-                    self._thread = BatchThread(
-                        self._conn, self._lock, map_error=self._storage_error
-                    )
-                thread = self._thread
-        return thread
+    async def run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run ``fn(*args, **kwargs)`` (a method of this store, or a function calling several)
+        on the DB thread after the calls handed over before it; await the result, which
+        comes back once its write committed."""
+        return await self._db.run(fn, *args, **kwargs)
 
-    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
-        """Run ``fn(*args, **kwargs)`` (a method of this store) on the DB thread, batched with
-        the other calls waiting there (see ``hermesd.store.dbthread``); await the result."""
-        return self._batches().submit(functools.partial(fn, *args, **kwargs))
-
-    def quick(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
-        """Like `call`, for calls that touch a few rows of one session (a turn's reads and
-        writes): batched on the event loop's thread instead of the DB thread. Queued at once,
-        so calls run in the order they were made; committed before the future resolves."""
-        return self._batches().submit_here(functools.partial(fn, *args, **kwargs))
-
-    def now(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
-        """Like `quick`, but run at once (its own transaction) when nothing else waits to
-        run on the loop: the result is ready without a trip through the loop. A turn's first
-        read and its answer's write use it."""
-        return self._batches().run_now(functools.partial(fn, *args, **kwargs))
-
-    def _storage_error(self, exc: BaseException) -> BaseException:
+    def _storage_error(self, exc: Exception) -> Exception:
         """A full disk, a read-only or vanished file as `StorageUnavailable` (logged)."""
         if not isinstance(exc, OSError | sqlite3.OperationalError):
             return exc
@@ -218,35 +212,37 @@ class SessionStore:
         if mapped is None:
             return exc
         log.error("%s", mapped)
-        mapped.__cause__ = exc
         return mapped
 
     def close(self) -> None:
-        """Finish pending DB-thread work, index what is left, close the connection."""
-        if self._thread is not None:
-            self._thread.close()
-        with self._lock:
-            self._index_quietly("at close")
-            self._conn.close()
+        """Finish the calls queued, index what is left, close the connection (not from a
+        thread running an event loop: there, await `aclose`)."""
+        self._db.call(self._shut)
+        self._db.close()
 
-    # -- the search index (hermesd.store.search) -------------------------------------------------------
+    async def aclose(self) -> None:
+        """`close` for the event loop: the loop waits for the DB thread, never blocks on it."""
+        await self._db.run(self._shut)
+        self._db.close()  # idle by now: the join is immediate
+
+    def _shut(self) -> None:
+        self._index_quietly("at close")
+        self._conn.close()
+
+    # -- the search index (hermesd.store.search) ----------------------------------------------
 
     def _written(self, count: int) -> None:
-        """Count messages written (lock held); every ``INDEX_EVERY``, queue an indexing run on
-        the DB thread (inline when there is none, as for direct callers)."""
+        """Count messages committed; every ``INDEX_EVERY``, index them (on the DB thread, as
+        every call here; the write that makes it due waits for it, ~10 ms)."""
         self._unindexed += count
-        if self._unindexed < INDEX_EVERY:
-            return
-        self._unindexed = 0
-        if self._thread is not None:
-            self._thread.chore(self.index_pending)
-        else:
-            index_pending(self._conn)
+        if self._unindexed >= INDEX_EVERY:
+            self._unindexed = 0
+            self._index_quietly("in the background")
 
+    @_on_db_thread
     def index_pending(self) -> int:
         """Index the messages written since the last run; return how many."""
-        with self._lock:
-            return index_pending(self._conn)
+        return index_pending(self._conn)
 
     def _index_quietly(self, when: str) -> None:
         """`index_pending`, a failure (a full disk) only logged: search catches up later."""
@@ -257,28 +253,24 @@ class SessionStore:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            thread = self._thread
-            if thread is not None and thread.in_batch:  # the batch's transaction is ours
-                yield self._conn
-                return
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-                self._conn.execute("COMMIT")
-            except BaseException:
-                # SQLite may already have rolled back (e.g. SQLITE_FULL at COMMIT).
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                raise
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            # SQLite may already have rolled back (e.g. SQLITE_FULL at COMMIT).
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
 
     def _row(self, sql: str, args: tuple[Any, ...]) -> sqlite3.Row | None:
-        with self._lock:
-            row: sqlite3.Row | None = self._conn.execute(sql, args).fetchone()
-            return row
+        row: sqlite3.Row | None = self._conn.execute(sql, args).fetchone()
+        return row
 
     # -- sessions ---------------------------------------------------------------------------
 
+    @_on_db_thread
     def create_session(
         self,
         *,
@@ -309,6 +301,7 @@ class SessionStore:
                     raise ValueError(f"session {session_id} already exists") from None
         raise StoreError("could not allocate a unique session id")
 
+    @_on_db_thread
     def get_session(self, session_id: str) -> SessionInfo:
         """The session's metadata; ``SessionNotFound`` if there is none."""
         row = self._row("SELECT * FROM sessions WHERE id = ?", (session_id,))
@@ -316,6 +309,7 @@ class SessionStore:
             raise SessionNotFound(session_id)
         return _session(row)
 
+    @_on_db_thread
     def list_sessions(
         self, limit: int = 50, *, before: str | None = None, offset: int = 0
     ) -> SessionPage:
@@ -330,23 +324,23 @@ class SessionStore:
                 raise ValueError(f"invalid cursor: {before!r}") from None
             where = "WHERE updated_at < ? OR (updated_at = ? AND id < ?)"
             args = [key, key, sid]
-        with self._lock:
-            rows = self._conn.execute(
-                f"SELECT * FROM sessions {where} ORDER BY updated_at DESC, id DESC"
-                " LIMIT ? OFFSET ?",
-                (*args, limit, max(0, offset)),
-            ).fetchall()
+        rows = self._conn.execute(
+            f"SELECT * FROM sessions {where} ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
+            (*args, limit, max(0, offset)),
+        ).fetchall()
         sessions = [_session(r) for r in rows]
         cursor = None
         if len(sessions) == limit:
             cursor = f"{sessions[-1]['updated_at']!r}~{sessions[-1]['id']}"
         return SessionPage(sessions=sessions, next_cursor=cursor)
 
+    @_on_db_thread
     def count_sessions(self) -> int:
         """How many sessions exist."""
         row = self._row("SELECT count(*) FROM sessions", ())
         return int(row[0]) if row else 0
 
+    @_on_db_thread
     def rename(self, session_id: str, title: str) -> SessionInfo:
         """Set the title (whitespace collapsed; empty clears it; at most MAX_TITLE characters)."""
         clean = " ".join(title.split()) or None
@@ -363,6 +357,7 @@ class SessionStore:
                 raise SessionNotFound(session_id)
         return self.get_session(session_id)
 
+    @_on_db_thread
     def set_model(self, session_id: str, model: str | None) -> SessionInfo:
         """Set the model of later turns (None: the configured default)."""
         with self._tx() as db:
@@ -376,12 +371,14 @@ class SessionStore:
                 raise SessionNotFound(session_id)
         return self.get_session(session_id)
 
+    @_on_db_thread
     def delete(self, session_id: str) -> None:
         """Delete the session and its messages (forks keep their copies)."""
         with self._tx() as db:
             if db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount == 0:
                 raise SessionNotFound(session_id)
 
+    @_on_db_thread
     def fork(
         self, session_id: str, upto_message_id: int | None = None, *, title: str | None = None
     ) -> SessionInfo:
@@ -413,9 +410,10 @@ class SessionStore:
             db.execute(
                 "UPDATE sessions SET message_count = ? WHERE id = ?", (cur.rowcount, new["id"])
             )
-            self._written(cur.rowcount)
+        self._written(cur.rowcount)
         return self.get_session(new["id"])
 
+    @_on_db_thread
     def add_usage(
         self,
         session_id: str,
@@ -438,6 +436,7 @@ class SessionStore:
 
     # -- messages ---------------------------------------------------------------------------
 
+    @_on_db_thread
     def append_message(
         self,
         session_id: str,
@@ -487,7 +486,7 @@ class SessionStore:
                 ),
             )
             message_id = cur.lastrowid
-            self._written(1)
+        self._written(1)
         return MessageRecord(
             id=int(message_id or 0),
             session_id=session_id,
@@ -501,25 +500,26 @@ class SessionStore:
             created_at=now,
         )
 
+    @_on_db_thread
     def messages(
         self, session_id: str, *, limit: int | None = None, after_seq: int = 0
     ) -> list[MessageRecord]:
         """Stored messages in order (the newest ``limit`` when given), for display and export."""
         self.get_session(session_id)
-        with self._lock:
-            if limit is None:
-                rows = self._conn.execute(
-                    "SELECT * FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
-                    (session_id, after_seq),
-                ).fetchall()
-            else:
-                rows = self._conn.execute(
-                    "SELECT * FROM (SELECT * FROM messages WHERE session_id = ? AND seq > ?"
-                    " ORDER BY seq DESC LIMIT ?) ORDER BY seq",
-                    (session_id, after_seq, max(0, limit)),
-                ).fetchall()
+        if limit is None:
+            rows = self._conn.execute(
+                "SELECT * FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
+                (session_id, after_seq),
+            ).fetchall()
+        else:
+            rows = self._conn.execute(
+                "SELECT * FROM (SELECT * FROM messages WHERE session_id = ? AND seq > ?"
+                " ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+                (session_id, after_seq, max(0, limit)),
+            ).fetchall()
         return [_message(r) for r in rows]
 
+    @_on_db_thread
     def history(self, session_id: str, limit: int | None = None) -> list[dict[str, Any]]:
         """What the model is sent of this session: trimmed, repaired, OpenAI-shaped."""
         budget = self.history_messages if limit is None else limit
@@ -527,6 +527,7 @@ class SessionStore:
         shaped = [to_openai(r) for r in records]
         return repair_history(trim_history(shaped, budget, self.history_chars))
 
+    @_on_db_thread
     def close_dangling_tool_calls(
         self, session_id: str, reason: str = INTERRUPTED_RESULT, turn_id: str | None = None
     ) -> int:
@@ -535,68 +536,65 @@ class SessionStore:
         Only when nothing but tool results follows that message (otherwise ``history()``
         repairs the sequence on the fly). Returns how many results were written.
         """
-        with self._lock:
-            last = self._conn.execute(
-                "SELECT * FROM messages WHERE session_id = ? AND role != 'tool'"
-                " ORDER BY seq DESC LIMIT 1",
-                (session_id,),
-            ).fetchone()
-            if last is None or last["role"] != "assistant" or not last["tool_calls"]:
-                return 0
-            answered = {
-                r[0]
-                for r in self._conn.execute(
-                    "SELECT tool_call_id FROM messages WHERE session_id = ? AND seq > ?",
-                    (session_id, last["seq"]),
-                )
-            }
-            missing = [c for c in json.loads(last["tool_calls"]) if c.get("id") not in answered]
-            for call in missing:
-                name = (call.get("function") or {}).get("name")
-                self.append_message(
-                    session_id,
-                    "tool",
-                    json.dumps({"error": reason}),
-                    tool_call_id=str(call.get("id")),
-                    tool_name=name,
-                    turn_id=turn_id or last["turn_id"],
-                )
+        last = self._conn.execute(
+            "SELECT * FROM messages WHERE session_id = ? AND role != 'tool'"
+            " ORDER BY seq DESC LIMIT 1",
+            (session_id,),
+        ).fetchone()
+        if last is None or last["role"] != "assistant" or not last["tool_calls"]:
+            return 0
+        answered = {
+            r[0]
+            for r in self._conn.execute(
+                "SELECT tool_call_id FROM messages WHERE session_id = ? AND seq > ?",
+                (session_id, last["seq"]),
+            )
+        }
+        missing = [c for c in json.loads(last["tool_calls"]) if c.get("id") not in answered]
+        for call in missing:
+            name = (call.get("function") or {}).get("name")
+            self.append_message(
+                session_id,
+                "tool",
+                json.dumps({"error": reason}),
+                tool_call_id=str(call.get("id")),
+                tool_name=name,
+                turn_id=turn_id or last["turn_id"],
+            )
         if missing:
             log.info("session %s: closed %d unanswered tool call(s)", session_id, len(missing))
         return len(missing)
 
     # -- search -----------------------------------------------------------------------------
 
+    @_on_db_thread
     def search(
         self, query: str, limit: int = 20, *, session_id: str | None = None
     ) -> list[SearchHit]:
         """Messages matching every word of ``query``, with highlighted snippets
-        (`hermesd.store.search.search`). Messages not yet indexed are indexed first, so every committed
-        message can be found; when that fails (a full disk, say) the search runs on what is
-        indexed."""
+        (`hermesd.store.search.search`). Messages not yet indexed are indexed first, so every
+        committed message can be found; when that fails (a full disk, say) the search runs on
+        what is indexed."""
         if fts_query(query) is None:
             return []
-        with self._lock:
-            try:
-                index_pending(self._conn)
-            except sqlite3.DatabaseError as exc:
-                thread = self._thread
-                if thread is not None and thread.in_batch and not self._conn.in_transaction:
-                    raise  # the batch's transaction went with it: the batch must fail
-                log.warning("searching without the newest messages: indexing them failed: %s", exc)
-            return fts.search(self._conn, query, limit, session_id=session_id)
+        try:
+            index_pending(self._conn)
+        except sqlite3.DatabaseError as exc:
+            log.warning("searching without the newest messages: indexing them failed: %s", exc)
+        return fts.search(self._conn, query, limit, session_id=session_id)
 
     # -- approval rules ("always" answers; hermesd.approvals) -------------------------------
 
+    @_on_db_thread
     def approval_rules(self) -> list[dict[str, Any]]:
         """Remembered "always" approvals, oldest first."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT pattern_key, decision, decided_by, description, created_at"
-                " FROM approvals ORDER BY created_at, pattern_key"
-            ).fetchall()
+        rows = self._conn.execute(
+            "SELECT pattern_key, decision, decided_by, description, created_at"
+            " FROM approvals ORDER BY created_at, pattern_key"
+        ).fetchall()
         return [dict(r) for r in rows]
 
+    @_on_db_thread
     def add_approval_rule(
         self, pattern_key: str, decided_by: str, description: str = ""
     ) -> dict[str, Any]:
@@ -617,6 +615,7 @@ class SessionStore:
             "created_at": now,
         }
 
+    @_on_db_thread
     def revoke_approval_rule(self, pattern_key: str) -> bool:
         """Forget the rule for ``pattern_key``; False when there was none."""
         with self._tx() as conn:

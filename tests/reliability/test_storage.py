@@ -148,8 +148,8 @@ def test_another_process_holding_the_database_lock_delays_turns_but_never_the_lo
     start: Callable[..., DaemonProcess], model: ScriptedModelServer
 ) -> None:
     # `sqlite3 state.db` in a shell, a backup tool: another process holds the write lock. A
-    # turn's store calls run on the event loop, which must not wait for that lock: they go
-    # to the DB thread (which waits up to its busy timeout) and everything else is served.
+    # turn's writes wait for it on the DB thread (up to its busy timeout); the event loop
+    # never does, and serves everything else meanwhile.
     import sqlite3
     import threading
     import time

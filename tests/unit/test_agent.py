@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -231,20 +232,12 @@ def test_system_prompt_skills_index_and_tools_are_sent(h: Harness) -> None:
     assert request["model"] == "test-model"
 
 
-def test_tool_results_are_committed_while_the_next_request_runs(tmp_path: Path) -> None:
-    # The tool result's write is queued before the next request and is not waited for; it
-    # commits in the loop's next round, while the request is on its way.
+def test_each_message_is_committed_before_the_model_is_asked_again(tmp_path: Path) -> None:
     seen: list[list[str]] = []
     harness: Harness
 
     def rules(request: dict[str, Any]) -> Any:
-        roles = [m["role"] for m in harness.store.messages(harness.sid)]
-        deadline = time.monotonic() + 5
-        while request["messages"][-1]["role"] == "tool" and "tool" not in roles:
-            assert time.monotonic() < deadline, "the tool result was never committed"
-            time.sleep(0.005)
-            roles = [m["role"] for m in harness.store.messages(harness.sid)]
-        seen.append(roles)
+        seen.append([m["role"] for m in harness.store.messages(harness.sid)])
         if request["messages"][-1]["role"] == "tool":
             return reply("done")
         return call_tools(tool_call("calculate", {"expression": "1"}))
@@ -252,21 +245,62 @@ def test_tool_results_are_committed_while_the_next_request_runs(tmp_path: Path) 
     with ScriptedModelServer(rules=rules) as srv:
         harness = Harness(tmp_path, srv)
         assert harness.turn("go").status == "completed"
+        harness.store.close()
     assert seen == [["user"], ["user", "assistant", "tool"]]
-    assert [role for role, _ in harness.stored()] == ["user", "assistant", "tool", "assistant"]
 
 
-def test_a_tool_result_that_cannot_be_stored_fails_the_turn(h: Harness) -> None:
-    # The write is not waited for, but its failure is not lost: the turn ends failed at the
-    # answer's write, which waits for every write queued before it.
-    def delete_session(args: dict[str, Any]) -> str:
-        h.store.delete(h.sid)
+def test_a_tool_runs_only_after_its_call_is_committed_even_behind_a_busy_db_thread(
+    tmp_path: Path,
+) -> None:
+    # The old ordering bug: the tool call's write queued behind a long call on the DB thread
+    # (indexing, a search) while the tool result's write ran elsewhere and committed first.
+    harness: Harness
+    held = threading.Event()
+    seen_by_tool: list[list[str]] = []
+
+    def hold_the_db_thread() -> None:
+        held.set()
+        time.sleep(0.3)  # a long search, say
+
+    def rules(request: dict[str, Any]) -> Any:
+        if request["messages"][-1]["role"] == "tool":
+            return reply("done")
+        harness.store._db.submit(hold_the_db_thread)  # busy when the tool call is written
+        assert held.wait(5)
+        return call_tools(tool_call("look", {}))
+
+    async def look(args: dict[str, Any]) -> str:
+        messages = await harness.store.run(harness.store.messages, harness.sid)
+        seen_by_tool.append([m["role"] for m in messages])
+        return "looked"
+
+    with ScriptedModelServer(rules=rules) as srv:
+        harness = Harness(tmp_path, srv, tools={"look": look})
+        assert harness.turn("go").status == "completed"
+        stored = harness.store.messages(harness.sid)
+        harness.store.close()
+    assert seen_by_tool == [["user", "assistant"]]
+    assert [(m["seq"], m["role"]) for m in stored] == [
+        (1, "user"),
+        (2, "assistant"),
+        (3, "tool"),
+        (4, "assistant"),
+    ]
+    assert stored[1]["tool_calls"] and stored[2]["tool_call_id"] == stored[1]["tool_calls"][0]["id"]
+
+
+def test_a_tool_result_that_cannot_be_stored_fails_the_turn_before_the_next_request(
+    h: Harness,
+) -> None:
+    async def delete_session(args: dict[str, Any]) -> str:
+        await h.store.run(h.store.delete, h.sid)
         return "gone"
 
     h.registry.tools["wipe"] = delete_session
-    h.server.push(call_tools(tool_call("wipe", {})), reply("never stored"))
+    h.server.push(call_tools(tool_call("wipe", {})), reply("never asked for"))
     result = h.turn("q")
     assert result.status == "failed" and result.error_type == "SessionNotFound"
+    assert len(h.server.requests) == 1
     assert h.kinds()[-1] == "turn.finished"
 
 

@@ -1,29 +1,32 @@
-"""The store's DB thread: calls waiting together run as one batch in one transaction."""
+"""The store's one DB thread: every SQLite statement runs there, one call at a time, in order."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
 import threading
-import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from hermesd.store.dbthread import BatchThread, ConnectionLock
-from hermesd.store.sessions import SessionNotFound, SessionStore
+from hermesd.agent.sessions import SessionService
+from hermesd.plugins.hooks import HookBus
+from hermesd.store.dbthread import DbThread
+from hermesd.store.sessions import SessionNotFound, SessionStore, StorageUnavailable
 
 
-def _db(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("CREATE TABLE t (v TEXT UNIQUE)")
-    return conn
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SessionStore]:
+    s = SessionStore(tmp_path / "state.db")
+    yield s
+    s.close()
 
 
 class _Gate:
-    """Holds the DB thread in its first call until released, so the next calls queue up."""
+    """Holds the DB thread in one call until released, so the next calls queue up."""
 
     def __init__(self) -> None:
         self.entered = threading.Event()
@@ -35,582 +38,189 @@ class _Gate:
         return "gate"
 
 
-def _insert(conn: sqlite3.Connection, value: str) -> Any:
-    def run() -> str:
-        conn.execute("INSERT INTO t VALUES (?)", (value,))
-        return value
-
-    return run
-
-
-def _committed(path: Path) -> list[str]:
-    other = sqlite3.connect(path)  # a second connection sees only committed rows
-    try:
-        return sorted(r[0] for r in other.execute("SELECT v FROM t"))
-    finally:
-        other.close()
-
-
-async def _queue_behind_gate(thread: BatchThread, fns: list[Any]) -> list[Any]:
-    gate = _Gate()
-    first = thread.submit(gate)
-    await asyncio.to_thread(gate.entered.wait, 10)
-    futures = [thread.submit(fn) for fn in fns]
-    gate.release.set()
-    await first
-    return await asyncio.gather(*futures, return_exceptions=True)
-
-
-def test_queued_calls_commit_together_and_a_failing_one_rolls_back_alone(tmp_path: Path) -> None:
-    path = tmp_path / "t.db"
-    conn = _db(path)
-    thread = BatchThread(conn, ConnectionLock(conn))
-    commits: list[int] = []
-    conn.set_trace_callback(lambda sql: commits.append(1) if sql == "COMMIT" else None)
-
-    def half_then_fail() -> None:
-        conn.execute("INSERT INTO t VALUES ('half')")
-        conn.execute("INSERT INTO t VALUES ('a')")  # UNIQUE: fails after a row was written
-
-    try:
-        results = asyncio.run(
-            _queue_behind_gate(thread, [_insert(conn, "a"), half_then_fail, _insert(conn, "b")])
-        )
-    finally:
-        thread.close()
-    assert results[0] == "a" and results[2] == "b"
-    assert isinstance(results[1], sqlite3.IntegrityError)
-    assert _committed(path) == ["a", "b"]  # the failed call's 'half' row is gone
-    assert len(commits) == 1  # the three queued calls: one transaction
-
-
-def test_results_are_delivered_only_after_the_commit(tmp_path: Path) -> None:
-    path = tmp_path / "t.db"
-    conn = _db(path)
-    thread = BatchThread(conn, ConnectionLock(conn))
-    seen: list[list[str]] = []
-
-    async def main() -> None:
-        value = await thread.submit(_insert(conn, "x"))
-        seen.append([value])
-        seen.append(_committed(path))
-
-    try:
-        asyncio.run(main())
-    finally:
-        thread.close()
-    assert seen == [["x"], ["x"]]
-
-
-def test_a_failed_commit_fails_the_writers_and_keeps_the_readers(tmp_path: Path) -> None:
-    path = tmp_path / "t.db"
-    conn = _db(path)
-    conn.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
-    conn.execute(
-        "CREATE TABLE child (p INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)"
+def _statement_threads(store: SessionStore) -> list[int]:
+    """The thread of every statement the store's connection runs from now on (the test hook:
+    sqlite3's trace callback runs on the thread executing the statement)."""
+    threads: list[int] = []
+    store._db.call(
+        store._conn.set_trace_callback, lambda sql: threads.append(threading.get_ident())
     )
-    conn.execute("PRAGMA foreign_keys=ON")
-    thread = BatchThread(conn, ConnectionLock(conn))
-
-    def orphan() -> str:  # a deferred foreign key: only COMMIT notices
-        conn.execute("INSERT INTO child VALUES (42)")
-        return "orphan"
-
-    def read() -> int:
-        return int(conn.execute("SELECT count(*) FROM t").fetchone()[0])
-
-    try:
-        results = asyncio.run(_queue_behind_gate(thread, [orphan, read, _insert(conn, "y")]))
-    finally:
-        thread.close()
-    assert isinstance(results[0], sqlite3.IntegrityError)
-    assert results[1] == 0  # read-only: its answer stands
-    assert isinstance(results[2], sqlite3.IntegrityError)  # its write went with the batch
-    assert _committed(path) == []
-    assert not conn.in_transaction
+    return threads
 
 
-def test_store_calls_still_map_errors_and_keep_order(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "state.db")
-
-    async def main() -> list[Any]:
-        sid = (await store.call(store.create_session))["id"]
-        writes = [store.call(store.append_message, sid, "user", f"m{i}") for i in range(50)]
-        missing = store.call(store.append_message, "nope", "user", "lost")
-        results = await asyncio.gather(*writes, missing, return_exceptions=True)
-        history = await store.call(store.messages, sid)
-        return [results, [m["content"] for m in history]]
-
-    try:
-        results, contents = asyncio.run(main())
-    finally:
-        store.close()
-    assert isinstance(results[-1], SessionNotFound)
-    assert contents == [f"m{i}" for i in range(50)]
+def _db_thread(store: SessionStore) -> int:
+    return store._db.call(threading.get_ident)
 
 
-def test_close_runs_what_is_queued(tmp_path: Path) -> None:
-    path = tmp_path / "t.db"
-    conn = _db(path)
-    thread = BatchThread(conn, ConnectionLock(conn))
+def test_calls_run_in_the_order_they_were_handed_over(store: SessionStore) -> None:
+    async def main() -> list[str | None]:
+        sid = (await store.run(store.create_session))["id"]
+        gate = _Gate()
+        held = asyncio.ensure_future(store.run(gate))
+        await asyncio.to_thread(gate.entered.wait, 10)
+        writes = [
+            asyncio.ensure_future(store.run(store.append_message, sid, "user", f"m{i}"))
+            for i in range(100)
+        ]
+        await asyncio.sleep(0)  # all handed over while the thread is held
+        gate.release.set()
+        await held
+        await asyncio.gather(*writes)
+        return [m["content"] for m in await store.run(store.messages, sid)]
 
-    async def main() -> list[Any]:
-        futures = [thread.submit(_insert(conn, f"v{i}")) for i in range(20)]
-        await asyncio.to_thread(thread.close)
-        return await asyncio.gather(*futures)
-
-    assert len(asyncio.run(main())) == 20
-    assert len(_committed(path)) == 20
-
-
-@pytest.mark.parametrize("size", [1, 2])
-def test_a_call_raising_a_non_sqlite_error_is_delivered(tmp_path: Path, size: int) -> None:
-    conn = _db(tmp_path / "t.db")
-    thread = BatchThread(conn, ConnectionLock(conn))
-
-    def boom() -> None:
-        raise KeyError("boom")
-
-    async def main() -> list[Any]:
-        return await _queue_behind_gate(thread, [boom] + [_insert(conn, "z")] * (size - 1))
-
-    try:
-        results = asyncio.run(main())
-    finally:
-        thread.close()
-    assert isinstance(results[0], KeyError)
-    assert results[1:] == ["z"] * (size - 1)
+    assert asyncio.run(main()) == [f"m{i}" for i in range(100)]
 
 
-def test_a_call_whose_failure_ends_the_transaction_fails_the_earlier_writers_only(
-    tmp_path: Path,
+def test_results_and_exceptions_reach_the_awaiting_caller(store: SessionStore) -> None:
+    async def main() -> tuple[Any, BaseException | None]:
+        sid = (await store.run(store.create_session, title="t"))["id"]
+        record = await store.run(store.append_message, sid, "user", "hello")
+        try:
+            await store.run(store.append_message, "nope", "user", "lost")
+        except SessionNotFound as exc:
+            return record, exc
+        return record, None
+
+    record, error = asyncio.run(main())
+    assert record["content"] == "hello" and record["seq"] == 1
+    assert isinstance(error, SessionNotFound) and error.session_id == "nope"
+
+
+def test_a_direct_call_from_another_thread_runs_on_the_db_thread_and_waits(
+    store: SessionStore,
 ) -> None:
-    # SQLite rolls the whole transaction back on some errors (a full disk, I/O): the writes
-    # of the calls before it in the batch are gone too, and those callers must hear so.
-    path = tmp_path / "t.db"
-    conn = _db(path)
-    thread = BatchThread(conn, ConnectionLock(conn))
+    threads = _statement_threads(store)
+    sid = store.create_session()["id"]  # this test's thread: no event loop here
+    assert store.append_message(sid, "user", "from a worker")["seq"] == 1
+    with pytest.raises(SessionNotFound):
+        store.get_session("nope")
+    assert threads and set(threads) == {_db_thread(store)} != {threading.get_ident()}
 
-    def rolled_back() -> None:
-        conn.execute("ROLLBACK")  # what SQLite does by itself on SQLITE_FULL
+
+def test_no_sqlite_statement_runs_on_the_event_loop_thread(tmp_path: Path) -> None:
+    # start-up, RPC calls, a turn's writes, a worker thread's search and the shutdown of the
+    # session service that owns the store
+    store = SessionStore(tmp_path / "state.db")
+    db_thread = _db_thread(store)
+    threads = _statement_threads(store)
+
+    async def aclose() -> None:
+        return None
+
+    agent = SimpleNamespace(client=SimpleNamespace(aclose=aclose))  # what start/stop touch
+    service = SessionService(store, agent=agent, hooks=HookBus())  # type: ignore[arg-type]
+
+    async def main() -> int:
+        await service.start()
+        sid = (await store.run(store.create_session))["id"]
+        await store.run(store.append_message, sid, "user", "a grebe")
+        await asyncio.to_thread(store.search, "grebe")  # a sync tool handler's way
+        await service.stop()
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert threads and set(threads) == {db_thread}
+    assert loop_thread not in threads
+
+
+def test_a_store_method_called_on_the_event_loop_thread_raises_instead_of_blocking(
+    store: SessionStore,
+) -> None:
+    async def main() -> None:
+        with pytest.raises(RuntimeError, match=r"await store\.run"):
+            store.count_sessions()
+        with pytest.raises(sqlite3.ProgrammingError):  # nor may anyone bypass the thread
+            store._conn.execute("SELECT 1")
+
+    asyncio.run(main())
+
+
+def test_storage_errors_reach_callers_as_storage_unavailable(store: SessionStore) -> None:
+    def full() -> None:
         raise sqlite3.OperationalError("database or disk is full")
 
-    def read() -> int:
-        return int(conn.execute("SELECT count(*) FROM t").fetchone()[0])
+    async def main() -> BaseException:
+        try:
+            await store.run(full)
+        except StorageUnavailable as exc:
+            return exc
+        raise AssertionError("not mapped")
 
-    try:
-        results = asyncio.run(
-            _queue_behind_gate(
-                thread, [_insert(conn, "lost"), read, rolled_back, _insert(conn, "kept")]
-            )
-        )
-    finally:
-        thread.close()
-    assert isinstance(results[0], sqlite3.OperationalError)  # its row went with the rollback
-    assert results[1] == 1  # a read: its answer stands
-    assert isinstance(results[2], sqlite3.OperationalError)
-    assert results[3] == "kept"  # after it, a new transaction
-    assert _committed(path) == ["kept"]
+    error = asyncio.run(main())
+    assert error.reason == "full" and isinstance(error.__cause__, sqlite3.OperationalError)
+    assert str(store.path) in str(error)
+    with pytest.raises(StorageUnavailable):  # a direct call from another thread too
+        store._db.call(full)
+    assert store.count_sessions() == 0  # and the store keeps working
 
 
-# -- calls run on the loop's thread (submit_here / SessionStore.quick) --------------------------
-
-
-def test_calls_queued_here_run_on_the_loop_thread_in_one_transaction(tmp_path: Path) -> None:
-    path = tmp_path / "t.db"
-    conn = _db(path)
-    thread = BatchThread(conn, ConnectionLock(conn))
-    commits: list[str] = []
-    conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
-    ran_on: list[threading.Thread] = []
-
-    def insert(value: str) -> Any:
-        def run() -> str:
-            ran_on.append(threading.current_thread())
-            conn.execute("INSERT INTO t VALUES (?)", (value,))
-            return value
-
-        return run
-
-    def half_then_fail() -> None:
-        conn.execute("INSERT INTO t VALUES ('half')")
-        conn.execute("INSERT INTO t VALUES ('a')")
-
-    async def main() -> list[Any]:
-        futures = [
-            thread.submit_here(insert("a")),
-            thread.submit_here(half_then_fail),
-            thread.submit_here(insert("b")),
-        ]
-        results = await asyncio.gather(*futures, return_exceptions=True)
-        results.append(_committed(path))  # committed before any result was handed back
-        return results
-
-    try:
-        a, failed, b, committed = asyncio.run(main())
-    finally:
-        thread.close()
-    assert (a, b) == ("a", "b") and isinstance(failed, sqlite3.IntegrityError)
-    assert committed == ["a", "b"]
-    assert ran_on == [threading.main_thread()] * 2
-    assert commits == ["COMMIT"]
-
-
-def test_calls_queued_here_go_to_the_thread_while_it_holds_the_connection(tmp_path: Path) -> None:
-    # The loop must never wait for the connection: a long call on the DB thread (a search)
-    # holds it, so calls queued here meanwhile run on the thread after it, and the loop
-    # keeps serving.
-    path = tmp_path / "t.db"
-    conn = _db(path)
-    thread = BatchThread(conn, ConnectionLock(conn))
-    gate = _Gate()
-    ran_on: list[str] = []
-
-    def insert() -> str:
-        ran_on.append(threading.current_thread().name)
-        conn.execute("INSERT INTO t VALUES ('late')")
-        return "late"
-
-    async def main() -> list[Any]:
-        held = thread.submit(gate)
-        await asyncio.to_thread(gate.entered.wait, 10)
-        here = thread.submit_here(insert)
-        ticks = 0
-        while not here.done() and ticks < 5:  # the loop keeps running meanwhile
-            await asyncio.sleep(0.01)
-            ticks += 1
-        assert not here.done()
-        gate.release.set()
-        return [await held, await here, ticks]
-
-    try:
-        held, value, ticks = asyncio.run(main())
-    finally:
-        thread.close()
-    assert (held, value, ticks) == ("gate", "late", 5)
-    assert ran_on == ["hermesd-db"]
-    assert _committed(path) == ["late"]
-
-
-def test_the_lock_sets_the_busy_timeout_each_holder_needs_only_when_it_changes(
-    tmp_path: Path,
+def test_a_call_handed_over_runs_to_its_end_when_its_caller_is_cancelled(
+    store: SessionStore,
 ) -> None:
-    conn = _db(tmp_path / "t.db")
-    pragmas: list[str] = []
-    conn.set_trace_callback(lambda sql: pragmas.append(sql) if "busy_timeout" in sql else None)
-    lock = ConnectionLock(conn, 5000)
-    for _ in range(3):  # the loop's batches, one after another: one PRAGMA
-        assert lock.acquire_for_loop()
-        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 0
-        lock.release()
-    with lock:
-        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
-        with lock:  # reentrant: nothing changes
-            pass
-        assert not lock.acquire_for_loop()  # held here already: the loop must not nest
-    with lock:
-        pass
-    assert [p for p in pragmas if "=" in p] == ["PRAGMA busy_timeout=0", "PRAGMA busy_timeout=5000"]
-    done = threading.Event()
+    async def main() -> str:
+        sid = (await store.run(store.create_session))["id"]
+        gate = _Gate()
+        held = asyncio.ensure_future(store.run(gate))
+        await asyncio.to_thread(gate.entered.wait, 10)
+        write = asyncio.ensure_future(store.run(store.append_message, sid, "user", "kept"))
+        await asyncio.sleep(0)
+        write.cancel()
+        gate.release.set()
+        await held
+        return sid
 
-    def hold() -> None:
-        with lock:
-            done.wait(10)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        time.sleep(0.05)
-        assert not lock.acquire_for_loop()  # another thread holds it: never waits
-    finally:
-        done.set()
-        holder.join()
+    sid = asyncio.run(main())
+    assert [m["content"] for m in store.messages(sid)] == ["kept"]
 
 
-def test_a_direct_call_from_another_thread_waits_for_another_process_lock(tmp_path: Path) -> None:
-    # After the loop's batches (no busy timeout), a plugin thread's direct store call still
-    # waits for another process's write lock instead of failing with "database is locked".
+def test_close_runs_every_call_queued_before_it(tmp_path: Path) -> None:
     store = SessionStore(tmp_path / "state.db")
     sid = store.create_session()["id"]
-
-    async def loop_batches() -> None:
-        for i in range(3):
-            await store.quick(store.append_message, sid, "user", f"from the loop {i}")
-
-    asyncio.run(loop_batches())
-    other = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
-    other.execute("BEGIN IMMEDIATE")
-    threading.Timer(0.3, other.execute, ("COMMIT",)).start()
-    started = time.monotonic()
-    try:
-        hits = store.search("loop")  # indexes first: a write, so it needs the write lock
-    finally:
-        store.close()
-        other.close()
-    assert len(hits) == 3 and time.monotonic() - started >= 0.25
-
-
-def test_calls_queued_here_do_not_wait_for_another_process_lock(tmp_path: Path) -> None:
-    # Another connection (another process, say `sqlite3 state.db`) holds the write lock: the
-    # batch goes to the DB thread, which waits with its busy timeout; the loop does not.
-    path = tmp_path / "t.db"
-    conn = _db(path)
-    lock = ConnectionLock(conn, 5000)
-    thread = BatchThread(conn, lock)
-    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    other.execute("BEGIN IMMEDIATE")
-
-    async def main() -> tuple[Any, float]:
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        here = thread.submit_here(_insert(conn, "after"))
-        await asyncio.sleep(0)  # the batch is tried at the start of the next round
-        blocked_for = loop.time() - started
-        await asyncio.sleep(0.1)
-        assert not here.done()
-        other.execute("COMMIT")
-        return await here, blocked_for
-
-    try:
-        value, blocked_for = asyncio.run(main())
-    finally:
-        thread.close()
-        other.close()
-    assert value == "after"
-    assert blocked_for < 1.0  # far below the 5 s busy timeout the thread waits with
-    with lock:  # any holder but the loop's batches waits 5 s for a lock
-        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
-    assert _committed(path) == ["after"]
-
-
-def test_quick_store_calls_map_storage_errors(tmp_path: Path) -> None:
-    from hermesd.store.sessions import StorageUnavailable
-
-    store = SessionStore(tmp_path / "state.db")
-
-    def full() -> None:
-        raise sqlite3.OperationalError("database or disk is full")
-
-    async def main() -> list[Any]:
-        sid = (await store.quick(store.create_session))["id"]
-        results = await asyncio.gather(
-            store.quick(store.append_message, sid, "user", "kept"),
-            store.quick(full),
-            store.quick(store.append_message, "nope", "user", "lost"),
-            return_exceptions=True,
-        )
-        return [*results, [m["content"] for m in await store.call(store.messages, sid)]]
-
-    try:
-        kept, failed, missing, contents = asyncio.run(main())
-    finally:
-        store.close()
-    assert kept["content"] == "kept"
-    assert isinstance(failed, StorageUnavailable) and failed.reason == "full"
-    assert isinstance(missing, SessionNotFound)
-    assert contents == ["kept"]
-
-
-def test_checkpoints_run_on_the_thread_not_on_commit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from hermesd.store import dbthread
-
-    monkeypatch.setattr(dbthread, "CHECKPOINT_EVERY", 5)
-    path = tmp_path / "t.db"
-    conn = _db(path)
-    thread = BatchThread(conn, ConnectionLock(conn))
-    checkpoints: list[str] = []
-    conn.set_trace_callback(
-        lambda sql: (
-            checkpoints.append(threading.current_thread().name) if "wal_checkpoint" in sql else None
-        )
-    )
-
-    async def main() -> None:
-        for i in range(12):  # one commit each: each waits for the one before
-            await thread.submit_here(_insert(conn, f"v{i}"))
-
-    try:
-        assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
-        asyncio.run(main())
-    finally:
-        thread.close()
-    assert checkpoints == ["hermesd-db", "hermesd-db"]  # after commits 5 and 10
-    assert len(_committed(path)) == 12
-
-
-def test_a_chore_runs_after_the_calls_queued_before_it_and_a_failing_one_is_only_logged(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    path = tmp_path / "t.db"
-    conn = _db(path)
-    thread = BatchThread(conn, ConnectionLock(conn))
-    seen: list[list[str]] = []
-
-    def full() -> None:
-        raise sqlite3.OperationalError("database or disk is full")
-
-    async def main() -> list[Any]:
-        gate = _Gate()
-        first = thread.submit(gate)
-        await asyncio.to_thread(gate.entered.wait, 10)
-        queued = thread.submit(_insert(conn, "before"))
-        thread.chore(full)
-        thread.chore(lambda: seen.append(_committed(path)))
-        gate.release.set()
-        await first
-        return [await queued, await thread.submit(_insert(conn, "after"))]
-
-    try:
-        assert asyncio.run(main()) == ["before", "after"]  # the thread kept serving
-    finally:
-        thread.close()
-    assert seen == [["before"]]  # the write queued before the chore was committed first
-    assert "store housekeeping (full) failed: database or disk is full" in caplog.text
-    assert _committed(path) == ["after", "before"]
-
-
-def test_a_batch_on_the_loop_is_bounded_and_the_loop_runs_between_batches(tmp_path: Path) -> None:
-    # The loop must keep serving others (the daemon's loop-lag target is 50 ms): a batch stops
-    # after MAX_HERE calls, or at the first call started past HERE_SECONDS; the rest run, in
-    # order, in the next round.
-    from hermesd.store import dbthread
-
-    path = tmp_path / "t.db"
-    conn = _db(path)
-    thread = BatchThread(conn, ConnectionLock(conn))
-    commits: list[str] = []
-    conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
-    order: list[str] = []
-
-    def slow(value: str) -> Any:
-        def run() -> str:
-            time.sleep(dbthread.HERE_SECONDS / 2)
-            order.append(value)
-            conn.execute("INSERT INTO t VALUES (?)", (value,))
-            return value
-
-        return run
-
-    async def main() -> list[Any]:
-        loop = asyncio.get_running_loop()
-        slow_calls = [thread.submit_here(slow(f"s{i}")) for i in range(6)]
-        loop.call_soon(order.append, "other work")
-        results = await asyncio.gather(*slow_calls)
-        del commits[:]
-        many = [thread.submit_here(_insert(conn, f"m{i}")) for i in range(dbthread.MAX_HERE + 8)]
-        return results + await asyncio.gather(*many)
-
-    try:
-        results = asyncio.run(main())
-    finally:
-        thread.close()
-    assert results[:6] == [f"s{i}" for i in range(6)]
-    assert len(results) == 6 + dbthread.MAX_HERE + 8
-    assert 0 < order.index("other work") < 6  # it ran between two batches of the slow calls
-    assert [v for v in order if v != "other work"] == [f"s{i}" for i in range(6)]
-    assert commits == ["COMMIT", "COMMIT"]  # 40 quick calls: a batch of 32, then 8
-    assert len(_committed(path)) == 6 + dbthread.MAX_HERE + 8
-
-
-def test_run_now_runs_at_once_when_idle_and_queues_behind_others_otherwise(tmp_path: Path) -> None:
-    # A turn's first read and its answer's write: at once when nothing waits (no trip through
-    # the loop), else in order behind what is queued on the loop, or on the DB thread while it
-    # holds the connection or another process holds the write lock.
-    path = tmp_path / "t.db"
-    conn = _db(path)
-    lock = ConnectionLock(conn, 5000)
-    thread = BatchThread(conn, lock)
     gate = _Gate()
-
-    async def main() -> dict[str, Any]:
-        seen: dict[str, Any] = {}
-        now = thread.run_now(_insert(conn, "idle"))
-        seen["idle done at once"] = now.done()
-        seen["idle committed"] = _committed(path)
-        queued = thread.submit_here(_insert(conn, "first"))
-        behind = thread.run_now(_insert(conn, "second"))
-        seen["behind done at once"] = behind.done()
-        seen["queued"] = [await queued, await behind]
-        held = thread.submit(gate)
-        await asyncio.to_thread(gate.entered.wait, 10)
-        busy = thread.run_now(_insert(conn, "busy"))
-        seen["busy done at once"] = busy.done()
-        gate.release.set()
-        seen["busy"] = [await held, await busy]
-        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        other.execute("BEGIN IMMEDIATE")
-        locked = thread.run_now(_insert(conn, "locked"))
-        seen["locked done at once"] = locked.done()
-        await asyncio.sleep(0.1)
-        other.execute("COMMIT")
-        other.close()
-        seen["locked"] = await locked
-        return seen
-
+    store._db.submit(gate)
+    assert gate.entered.wait(10)
+    queued = [store._db.submit(store.append_message, sid, "user", f"m{i}") for i in range(20)]
+    closing = threading.Thread(target=store.close)
+    closing.start()
+    gate.release.set()
+    closing.join(10)
+    assert not closing.is_alive() and all(f.result()["content"] for f in queued)
+    other = sqlite3.connect(tmp_path / "state.db")
     try:
-        seen = asyncio.run(main())
+        assert other.execute("SELECT count(*) FROM messages").fetchone()[0] == 20
     finally:
-        thread.close()
-    assert seen == {
-        "idle done at once": True,
-        "idle committed": ["idle"],
-        "behind done at once": False,
-        "queued": ["first", "second"],
-        "busy done at once": False,
-        "busy": ["gate", "busy"],
-        "locked done at once": False,
-        "locked": "locked",
-    }
-    with lock:
-        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
-    rows = [r[0] for r in conn.execute("SELECT v FROM t ORDER BY rowid")]
-    assert rows == ["idle", "first", "second", "busy", "locked"]
+        other.close()
 
 
-def test_calls_for_the_loop_wait_behind_calls_queued_for_the_thread(tmp_path: Path) -> None:
-    # A turn's tool call handed to the DB thread (the connection was busy) and its tool result
-    # queued later on the loop: the result must not commit first, even when the connection is
-    # free by then and the thread has not yet taken the tool call from its queue.
-    path = tmp_path / "t.db"
-    conn = _db(path)
-    lock = ConnectionLock(conn)
-    thread = BatchThread(conn, lock)
-    window, close = threading.Event(), threading.Event()
+def test_a_write_waits_for_another_process_lock_on_the_db_thread_while_the_loop_serves(
+    store: SessionStore,
+) -> None:
+    sid = store.create_session()["id"]
+    other = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # `sqlite3 state.db` in another process, say
 
-    def between_calls() -> str:  # the thread between two calls: connection free, queue not
-        lock.release()
-        window.set()
-        try:
-            assert close.wait(10)
-        finally:
-            lock.acquire()
-        return "between"
-
-    async def main() -> list[Any]:
-        held = thread.submit(between_calls)
-        await asyncio.to_thread(window.wait, 10)
-        earlier = thread.submit(_insert(conn, "tool call"))
-        later = [
-            thread.run_now(_insert(conn, "tool result")),
-            thread.submit_here(_insert(conn, "answer")),
-        ]
-        for _ in range(3):  # the loop runs a few rounds before the thread goes on
+    async def main() -> tuple[int, Any]:
+        write = asyncio.ensure_future(store.run(store.append_message, sid, "user", "after"))
+        ticks = 0
+        while ticks < 10:  # the loop keeps running meanwhile
             await asyncio.sleep(0.01)
-        close.set()
-        return [await held, await earlier, *[await f for f in later]]
+            ticks += 1
+        assert not write.done()
+        other.execute("COMMIT")
+        return ticks, await write
 
     try:
-        assert asyncio.run(main()) == ["between", "tool call", "tool result", "answer"]
-    finally:
-        thread.close()
-    other = sqlite3.connect(path)
-    try:
-        assert [r[0] for r in other.execute("SELECT v FROM t ORDER BY rowid")] == [
-            "tool call",
-            "tool result",
-            "answer",
-        ]
+        ticks, record = asyncio.run(main())
     finally:
         other.close()
+    assert ticks == 10 and record["content"] == "after"
+
+
+def test_a_bare_db_thread_runs_any_function_there() -> None:
+    thread = DbThread(name="test-db")
+    try:
+        name = asyncio.run(thread.run(lambda: threading.current_thread().name))
+        assert name.startswith("test-db")
+        assert thread.call(lambda: thread.on_thread()) and not thread.on_thread()
+    finally:
+        thread.close()

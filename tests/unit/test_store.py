@@ -221,11 +221,21 @@ def test_search_returns_snippets_with_highlights(store: SessionStore) -> None:
     assert hits[0]["session_title"] == "units" and "«terabytes»" in hits[0]["snippet"]
 
 
+def on_db(store: SessionStore, sql: str, *args: Any) -> None:
+    """Run one statement on the store's connection, in a transaction (on its DB thread, the
+    only one sqlite3 lets use it)."""
+
+    def run() -> None:
+        with store._tx() as db:
+            db.execute(sql, args)
+
+    store._db.call(run)
+
+
 def test_search_index_follows_content_updates(store: SessionStore) -> None:
     sid = store.create_session()["id"]
     mid = store.append_message(sid, "user", "original kestrel")["id"]
-    with store._tx() as db:
-        db.execute("UPDATE messages SET content = 'renamed falcon' WHERE id = ?", (mid,))
+    on_db(store, "UPDATE messages SET content = 'renamed falcon' WHERE id = ?", mid)
     assert store.search("kestrel") == [] and len(store.search("falcon")) == 1
 
 
@@ -275,9 +285,9 @@ def test_deleting_or_editing_unindexed_messages_keeps_the_index_sound(store: Ses
     old = store.append_message(sid, "user", "indexed heron")["id"]
     store.index_pending()
     new = store.append_message(sid, "user", "pending egret")["id"]
-    with store._tx() as db:  # one edit of each kind of message
-        db.execute("UPDATE messages SET content = 'indexed crane' WHERE id = ?", (old,))
-        db.execute("UPDATE messages SET content = 'pending ibis' WHERE id = ?", (new,))
+    # one edit of each kind of message
+    on_db(store, "UPDATE messages SET content = 'indexed crane' WHERE id = ?", old)
+    on_db(store, "UPDATE messages SET content = 'pending ibis' WHERE id = ?", new)
     assert fts_check(store.path) == "ok"
     assert store.search("heron") == [] and store.search("egret") == []
     assert len(store.search("crane")) == 1 and len(store.search("ibis")) == 1
@@ -341,19 +351,17 @@ def test_the_db_thread_indexes_every_few_hundred_messages(store: SessionStore) -
     from hermesd.store.search import INDEX_EVERY
 
     threads: list[str] = []
-    store._conn.set_trace_callback(
-        lambda sql: (
+
+    def trace(sql: str) -> None:
+        if sql.startswith("INSERT INTO messages_fts"):
             threads.append(threading.current_thread().name)
-            if sql.startswith("INSERT INTO messages_fts")
-            else None
-        )
-    )
+
+    store._db.call(store._conn.set_trace_callback, trace)
 
     async def main() -> None:
-        sid = (await store.call(store.create_session))["id"]
-        for i in range(INDEX_EVERY):  # the way a turn writes: batched on the loop's thread
-            await store.quick(store.append_message, sid, "user", f"message {i} of a flock")
-        await store.call(lambda: None)  # the run queued after the last write is done
+        sid = (await store.run(store.create_session))["id"]
+        for i in range(INDEX_EVERY):  # the way a turn writes
+            await store.run(store.append_message, sid, "user", f"message {i} of a flock")
 
     asyncio.run(main())
     assert pending(store.path) == 0  # no search asked for it
@@ -363,10 +371,15 @@ def test_the_db_thread_indexes_every_few_hundred_messages(store: SessionStore) -
 
 def _fail_unlisting(store: SessionStore) -> None:
     """Make the next indexing step fail after it indexed (a real SQLite error mid-step)."""
-    store._conn.execute(
+    store._db.call(
+        store._conn.execute,
         "CREATE TEMP TRIGGER fail_unlisting BEFORE DELETE ON fts_pending"
-        " BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+        " BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END",
     )
+
+
+def _heal_unlisting(store: SessionStore) -> None:
+    store._db.call(store._conn.execute, "DROP TRIGGER temp.fail_unlisting")
 
 
 def test_a_failed_indexing_step_leaves_index_and_list_as_they_were(store: SessionStore) -> None:
@@ -377,10 +390,15 @@ def test_a_failed_indexing_step_leaves_index_and_list_as_they_were(store: Sessio
     _fail_unlisting(store)
     with pytest.raises(sqlite3.DatabaseError, match="full"):
         store.index_pending()  # its own transaction
-    with pytest.raises(sqlite3.DatabaseError, match="full"), store._tx() as db:
-        db.execute("UPDATE sessions SET title = 'kept?' WHERE id = ?", (sid,))
-        store.index_pending()  # inside a transaction of the caller's: a savepoint
-    store._conn.execute("DROP TRIGGER temp.fail_unlisting")
+
+    def inside_a_transaction() -> None:
+        with store._tx() as db:
+            db.execute("UPDATE sessions SET title = 'kept?' WHERE id = ?", (sid,))
+            store.index_pending()  # inside a transaction of the caller's: a savepoint
+
+    with pytest.raises(sqlite3.DatabaseError, match="full"):
+        store._db.call(inside_a_transaction)
+    _heal_unlisting(store)
     assert pending(store.path) == 1 and fts_check(store.path) == "ok"
     assert store.get_session(sid)["title"] != "kept?"
     assert store.index_pending() == 1 and len(store.search("tern")) == 1
@@ -394,33 +412,10 @@ def test_a_search_whose_indexing_fails_searches_what_is_indexed(
     store.index_pending()
     store.append_message(sid, "user", "a listed skua")
     _fail_unlisting(store)
-
-    async def in_a_batch() -> list[Any]:  # the way session.search runs: on the DB thread,
-        # in one transaction with the calls queued beside it
-        entered, release = threading.Event(), threading.Event()
-
-        def gate() -> None:
-            entered.set()
-            release.wait(10)
-
-        held = store.call(gate)
-        await asyncio.to_thread(entered.wait, 10)
-        renamed = store.call(store.rename, sid, "renamed beside the search")
-        hits = store.call(store.search, "skua")
-        release.set()
-        await held
-        assert (await renamed)["title"] == "renamed beside the search"
-        return await hits
-
-    assert len(store.search("skua")) == 1  # direct: the indexed one
-    steps: list[str] = []
-    store._conn.set_trace_callback(lambda sql: steps.append(sql) if "fts_step" in sql else None)
-    assert len(asyncio.run(in_a_batch())) == 1
-    store._conn.set_trace_callback(None)
-    assert steps[:2] == ["SAVEPOINT fts_step", "ROLLBACK TO fts_step"]  # the batch's savepoint
-    assert store.get_session(sid)["title"] == "renamed beside the search"  # committed
+    assert len(store.search("skua")) == 1  # the indexed one
     assert "searching without the newest messages" in caplog.text
-    store._conn.execute("DROP TRIGGER temp.fail_unlisting")
+    assert store.rename(sid, "renamed after the search")["title"] == "renamed after the search"
+    _heal_unlisting(store)
     assert len(store.search("skua")) == 2
 
 
@@ -586,13 +581,13 @@ def test_usage_accumulates(store: SessionStore) -> None:
     assert (info["prompt_tokens"], info["completion_tokens"], info["total_tokens"]) == (15, 3, 19)
 
 
-def test_call_runs_methods_on_the_db_thread(store: SessionStore) -> None:
+def test_run_runs_methods_on_the_db_thread(store: SessionStore) -> None:
     def where() -> str:
         return threading.current_thread().name
 
     async def main() -> str:
-        sid = (await store.call(store.create_session))["id"]
-        await store.call(store.append_message, sid, "user", "hi")
-        return await store.call(where)
+        sid = (await store.run(store.create_session))["id"]
+        await store.run(store.append_message, sid, "user", "hi")
+        return await store.run(where)
 
     assert asyncio.run(main()).startswith("hermesd-db")

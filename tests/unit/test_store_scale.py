@@ -37,9 +37,11 @@ def test_upgrade_from_version_3_keeps_data_and_indexes_parent_ids(tmp_path: Path
     try:
         assert store.get_session("child")["parent_id"] == "p"
         assert [h["session_id"] for h in store.search("platypus")] == ["p"]
-        plan = store._conn.execute(
-            "EXPLAIN QUERY PLAN SELECT id FROM sessions WHERE parent_id = ?", ("p",)
-        ).fetchall()
+        plan = store._db.call(
+            lambda: store._conn.execute(
+                "EXPLAIN QUERY PLAN SELECT id FROM sessions WHERE parent_id = ?", ("p",)
+            ).fetchall()
+        )
         assert "sessions_by_parent" in str([tuple(r) for r in plan])
         store.delete("p")
         assert store.get_session("child")["parent_id"] is None
