@@ -217,7 +217,7 @@ class _Turn:
         self._emit_fn, self.sender_id, self.platform = emit, sender_id, platform
         self.result = TurnResult(turn_id=turn_id, status="completed")
         self.model = ""
-        self._usage: tuple[int, int, Any] | None = None  # the last completion's, not yet stored
+        self._usage: tuple[int, int, int | None] | None = None  # the last completion's, unstored
         self._observers: list[asyncio.Task[Any]] = []  # post_tool_call hooks still running
         self.messages: list[dict[str, Any]] = []  # what the model is sent
         self.stored_history: list[dict[str, Any]] = []  # the same, minus system and context
@@ -270,17 +270,18 @@ class _Turn:
 
     async def commit(self, role: str, content: str | None, **fields: Any) -> MessageRecord:
         """Commit one message of this turn and wait for it; the token counts of the completion
-        that produced it go with it (one trip to the DB thread, not two)."""
-        store, usage, self._usage = self.store, self._usage, None
-
-        def write() -> MessageRecord:
-            if usage is not None:
-                store.add_usage(self.session_id, *usage)
-            return store.append_message(
-                self.session_id, role, content, turn_id=self.turn_id, **fields
-            )
-
-        return await self.db(write)
+        that produced it are added in the same write."""
+        usage, self._usage = self._usage, None
+        record: MessageRecord = await self.db(
+            self.store.append_message,
+            self.session_id,
+            role,
+            content,
+            turn_id=self.turn_id,
+            usage=usage,
+            **fields,
+        )
+        return record
 
     async def run(self) -> TurnResult:
         self.emit("turn.started", user_message=self.user_message)
@@ -472,10 +473,11 @@ class _Turn:
             for key in self.result.usage:
                 self.result.usage[key] += int(usage.get(key) or 0)
             # committed with the message this completion produced (``commit``)
+            total = usage.get("total_tokens")
             self._usage = (
                 int(usage.get("prompt_tokens") or 0),
                 int(usage.get("completion_tokens") or 0),
-                usage.get("total_tokens"),
+                None if total is None else int(total),
             )
             self.emit("usage", **{k: int(usage.get(k) or 0) for k in self.result.usage})
         return completion

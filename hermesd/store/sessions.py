@@ -447,8 +447,11 @@ class SessionStore:
         tool_call_id: str | None = None,
         tool_name: str | None = None,
         turn_id: str | None = None,
+        usage: tuple[int, int, int | None] | None = None,
     ) -> MessageRecord:
-        """Append one message and commit it before returning."""
+        """Append one message and commit it before returning; ``usage`` (prompt, completion,
+        total tokens of the completion that produced it; total None: their sum) is added to
+        the session's counters in the same transaction."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
         if role == "tool" and not tool_call_id:
@@ -457,6 +460,8 @@ class SessionStore:
             raise ValueError("tool_calls must be a list on an assistant message")
         now = time.time()
         title = _derive_title(content) if role == "user" and content else None
+        prompt, completion, total = usage or (0, 0, 0)
+        total = prompt + completion if total is None else total
         with self._tx() as db:
             row = db.execute(
                 "SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = ?", (session_id,)
@@ -464,18 +469,21 @@ class SessionStore:
             if (
                 db.execute(
                     "UPDATE sessions SET updated_at = ?, message_count = message_count + 1,"
-                    " title = coalesce(title, ?) WHERE id = ?",
-                    (now, title, session_id),
+                    " title = coalesce(title, ?), prompt_tokens = prompt_tokens + ?,"
+                    " completion_tokens = completion_tokens + ?, total_tokens = total_tokens + ?"
+                    " WHERE id = ?",
+                    (now, title, prompt, completion, total, session_id),
                 ).rowcount
                 == 0
             ):
                 raise SessionNotFound(session_id)
-            cur = db.execute(
+            seq = row[0] + 1
+            message_id = db.execute(
                 "INSERT INTO messages (session_id, seq, turn_id, role, content, tool_calls,"
                 " tool_call_id, tool_name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     session_id,
-                    row[0] + 1,
+                    seq,
                     turn_id,
                     role,
                     content,
@@ -484,13 +492,12 @@ class SessionStore:
                     tool_name,
                     now,
                 ),
-            )
-            message_id = cur.lastrowid
+            ).lastrowid
         self._written(1)
         return MessageRecord(
             id=int(message_id or 0),
             session_id=session_id,
-            seq=row[0] + 1,
+            seq=seq,
             turn_id=turn_id,
             role=role,
             content=content,

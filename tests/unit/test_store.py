@@ -581,6 +581,18 @@ def test_usage_accumulates(store: SessionStore) -> None:
     assert (info["prompt_tokens"], info["completion_tokens"], info["total_tokens"]) == (15, 3, 19)
 
 
+def test_a_message_carries_the_token_counts_of_the_completion_that_produced_it(
+    store: SessionStore,
+) -> None:
+    sid = store.create_session()["id"]
+    store.append_message(sid, "assistant", "one", usage=(10, 2, None))  # total: the sum
+    store.append_message(sid, "assistant", "two", usage=(5, 1, 7))
+    store.append_message(sid, "user", "no counts")
+    info = store.get_session(sid)
+    assert (info["prompt_tokens"], info["completion_tokens"], info["total_tokens"]) == (15, 3, 19)
+    assert info["message_count"] == 3
+
+
 def test_run_runs_methods_on_the_db_thread(store: SessionStore) -> None:
     def where() -> str:
         return threading.current_thread().name
