@@ -144,9 +144,6 @@ class _Response:
             raise StopAsyncIteration from None
 
 
-_Response.__module__ = type(sse).__module__  # read_chunks looks its HTTP errors up by module
-
-
 def time_encode(client: ModelClient, payload: dict[str, Any], calls: int) -> float:
     started = time.perf_counter()
     for _ in range(calls):

@@ -36,13 +36,6 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
     print(f"  plugins:     {info.get('plugins', 0)}")
     if info.get("model"):
         print(f"  model:       {info['model']}")
-    process = info.get("model_process") or {}
-    if process.get("pid"):
-        print(
-            f"  model process: pid {process['pid']} "
-            f"({'ready' if process.get('ready') else 'starting'}; "
-            f"model.process: {process.get('mode')})"
-        )
     for warning in info.get("config_warnings") or []:
         print(f"  warning:     {warning}")
     return EXIT_OK

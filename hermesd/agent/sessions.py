@@ -9,7 +9,6 @@ is ``store.SessionStore``'s job and the turn itself is ``agent.AgentLoop``'s.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -111,10 +110,6 @@ class SessionService:
         except Exception:  # the first turn will report the problem properly
             log.warning("could not prepare the model client", exc_info=True)
             return
-        # What start-up and the SDK import built lives as long as the daemon: out of the
-        # collector's sight, a full collection no longer walks it (~40 ms on the event loop
-        # with the SDK loaded, more on a busy machine; turns make full collections happen).
-        gc.freeze()
 
     async def stop(self) -> None:
         running = [task for _, task in self.turns.values()]
@@ -176,15 +171,11 @@ class SessionService:
             )
 
     def status(self) -> dict[str, Any]:
-        out = {
+        return {
             "sessions": self._count,
             "turns_running": len(self.turns),
             "model": self.agent.client.settings.model,
         }
-        process_status = getattr(self.agent.client, "process_status", None)
-        if process_status is not None:
-            out["model_process"] = process_status()
-        return out
 
     def reload(self, cfg: Any) -> None:
         """Config reload: ``model.*`` and ``agent.*`` apply to the turns that start from now on."""

@@ -58,12 +58,6 @@ SCHEMA: dict[str, Any] = {
         (str,), "INFO", "DEBUG, INFO, WARNING or ERROR", ("DEBUG", "INFO", "WARNING", "ERROR")
     ),
     "shutdown_timeout": _S(_num, 10.0, "seconds in-flight requests get on SIGTERM"),
-    "switch_interval": _S(
-        _num,
-        0.001,
-        "seconds a plugin thread may hold Python's "
-        "interpreter lock while the event loop waits for it (0 < x ≤ 0.1)",
-    ),
     "model": {
         "provider": _S((str,), "custom", "informational; any OpenAI-compatible endpoint works"),
         "base_url": _S((str,), None, "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1"),
@@ -72,28 +66,6 @@ SCHEMA: dict[str, Any] = {
         "timeout": _S(_num, 120.0, "seconds per model request"),
         "max_retries": _S((int,), 3, "retries for 429/5xx/connection errors"),
         "retry_max_wait": _S(_num, 30.0, "cap on one retry wait, seconds"),
-        "transport": _S(
-            (str,),
-            "hermesd",
-            "HTTP under the openai SDK: hermesd's lean HTTP/1.1 "
-            "transport, or the SDK's default httpx one",
-            ("hermesd", "httpx"),
-        ),
-        "process": _S(
-            (str,),
-            "auto",
-            "where model requests are sent and read: a child process "
-            "of the daemon (separate), the daemon's event loop (inline), or the loop "
-            "until 8 are in flight there and the child beyond, when the daemon may use "
-            "2+ CPUs (auto)",
-            ("auto", "separate", "inline"),
-        ),
-        "process_idle_exit": _S(
-            _num,
-            300.0,
-            "seconds the model client process started by "
-            "model.process: auto may sit idle before it exits",
-        ),
     },
     "agent": {
         "max_iterations": _S((int,), 25, "model rounds per turn"),
@@ -129,6 +101,15 @@ SCHEMA: dict[str, Any] = {
     "command_allowlist": _S(_strlist, [], "reference-compatible: commands never prompting"),
 }
 
+# Settings that no longer do anything, accepted (with a warning naming them) for one release
+# after the one that removed them, then unknown like any other key.
+DEPRECATED: dict[str, str] = {
+    "model.transport": "hermesd has one HTTP client, the openai SDK's own",
+    "model.process": "model requests are always sent from the daemon's event loop",
+    "model.process_idle_exit": "there is no model client process any more",
+    "switch_interval": "Python's own interpreter-lock switch interval is used",
+}
+
 
 @dataclass
 class Config:
@@ -162,6 +143,11 @@ def _validate(
 ) -> None:
     for key, value in data.items():
         dotted = f"{prefix}{key}"
+        if dotted in DEPRECATED:
+            warnings.append(
+                f"'{dotted}' is deprecated and has no effect ({DEPRECATED[dotted]}); remove it"
+            )
+            continue
         spec = schema.get(key) if isinstance(key, str) else None
         if spec is None:
             warnings.append(f"unknown setting '{dotted}' ignored")
@@ -216,11 +202,6 @@ def parse(text: str, path: Path | None = None) -> Config:
     mode = (data.get("socket") or {}).get("mode")
     if mode is not None and parse_mode(mode) is None:
         raise ConfigError("'socket.mode' must be an octal mode such as '0660'")
-    switch = data.get("switch_interval")
-    if switch is not None and not 0 < switch <= 0.1:
-        raise ConfigError(
-            f"'switch_interval' must be more than 0 and at most 0.1 seconds, got {switch}"
-        )
     return Config(data, warnings, path)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
 import os
 import signal
@@ -25,8 +24,6 @@ from hermesd.rpc.connection import Call, Limits, Router
 from hermesd.rpc.protocol import PROTOCOL_MAJOR, PROTOCOL_VERSION, Codes, RpcError
 from hermesd.rpc.server import EX_UNAVAILABLE, Gatekeeper, SocketInUse, SocketServer, resolve_group
 from hermesd.store.sessions import StorageUnavailable
-
-YOUNG_COLLECTION_EVERY = 10_000  # the collector's first threshold (CPython's default: 700)
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +185,6 @@ class Daemon:
         redact.configure(os.environ, dotenv)  # .env's values may have changed
         self.config = cfg
         logs.set_level(self.log_level or cfg.get("log_level"))
-        sys.setswitchinterval(float(cfg.get("switch_interval")))
         for warning in cfg.warnings:
             log.warning("config: %s", warning)
         for service in self.services:
@@ -235,11 +231,6 @@ class Daemon:
         interval = sdnotify.watchdog_interval()
         if interval:
             self._watchdog = loop.create_task(sdnotify.watchdog_loop(interval))
-        # A young-generation collection every 10,000 container allocations instead of 700: a
-        # model round allocates thousands of short-lived objects that reference counting
-        # frees anyway, and each collection walked the few that were still alive (100 turns
-        # at once: 35 ms of collections per second on the loop, 5 ms with this).
-        gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
         log.info("hermesd %s ready on %s (pid %d)", __version__, self.server.path, os.getpid())
         sdnotify.ready(self._status_line())
         await self._stop.wait()
@@ -327,10 +318,6 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("config: %s", warning)
     socket_path = paths.daemon_socket(home, args.socket, cfg.get("socket.path"))
     raise_fd_limit()
-    # Plugin code runs on worker threads beside the event loop; a thread running Python holds
-    # the interpreter lock for up to this long before the loop gets it back (Python's default
-    # is 5 ms; docs/systemd.md, "Plugin threads and the event loop").
-    sys.setswitchinterval(float(cfg.get("switch_interval")))
     try:
         return asyncio.run(_run(home, cfg, socket_path, args.log_level))
     except KeyboardInterrupt:

@@ -78,6 +78,19 @@ def _error_message(exc: Any) -> str:
     return str(getattr(exc, "message", None) or exc)
 
 
+def _timed_out(exc: BaseException) -> bool:
+    """Whether a ``TimeoutError`` is behind ``exc``. The SDK's aiohttp adapter reports every
+    lost or refused connection as a connect timeout, whose causes show what it was."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc.__cause__ or exc.__context__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, TimeoutError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 def classify(exc: BaseException, base_url: str | None, timeout: float) -> ModelError | None:
     """The ``ModelError`` for an SDK or decoding exception; None when it is not one."""
     import openai
@@ -90,11 +103,11 @@ def classify(exc: BaseException, base_url: str | None, timeout: float) -> ModelE
             retryable=status in _RETRY_STATUSES or status >= 500,
             retry_after=parse_retry_after(exc.response.headers),
         )
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, openai.APITimeoutError) and _timed_out(exc):
         return ModelRequestFailed(
             None, f"model request timed out after {timeout:g}s", retryable=True
         )
-    if isinstance(exc, openai.APIConnectionError):
+    if isinstance(exc, openai.APIConnectionError):  # an APITimeoutError that was no timeout too
         cause = exc.__cause__ or exc.__context__
         detail = f": {cause}" if cause else ""
         return ModelRequestFailed(

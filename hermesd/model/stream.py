@@ -1,14 +1,19 @@
 """Server-sent events of a streamed chat completion, read from the SDK's raw HTTP response and
 folded into one assistant message (`StreamAccumulator`).
 
-`hermesd.model.client` asks the ``openai`` SDK for the raw response of ``POST /chat/completions`` (the
-SDK still builds, sends and authenticates the request and turns error statuses into its
-exceptions) and reads the event stream here: a plain byte splitter and one JSON decode per
-event, instead of the SDK's decoder, per-event objects and post-``[DONE]`` clean-up, which
-together cost more CPU than the rest of a model round. Behaviour matches the SDK's stream:
-``[DONE]`` ends it, an event whose data carries ``error`` raises ``openai.APIError``, read
-timeouts and transport errors become ``APITimeoutError`` / ``APIConnectionError``, and after
-``[DONE]`` the rest of an HTTP/1.1 body is read (briefly) so the connection can be reused.
+`hermesd.model.client` asks the ``openai`` SDK for the raw response of ``POST
+/chat/completions`` (the SDK still builds, sends and authenticates the request and turns error
+statuses into its exceptions) and reads the event stream here: a plain byte splitter and one
+JSON decode per event, instead of the SDK's decoder, per-event objects and post-``[DONE]``
+clean-up, which together cost more CPU than the rest of a model round. Behaviour matches the
+SDK's stream: ``[DONE]`` ends it, an event whose data carries ``error`` raises
+``openai.APIError``, read timeouts and transport errors become ``APITimeoutError`` /
+``APIConnectionError``, and after ``[DONE]`` the rest of an HTTP/1.1 body is read (briefly) so
+the connection can be reused.
+
+An event may be up to ``MAX_EVENT_BYTES`` long: a stream that goes on longer without the blank
+line that ends an event is not an event stream, and fails as ``ModelResponseInvalid`` instead of
+growing the daemon's memory without bound.
 """
 
 from __future__ import annotations
@@ -18,11 +23,16 @@ import secrets
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from hermesd.model import fastjson
+from hermesd.model.errors import ModelResponseInvalid
 
 DRAIN_SECONDS = 0.1  # how long to wait for the end of the body after [DONE]
+# The longest event (or unfinished run of lines) held while waiting for its end. A chunk
+# carries a few tokens, or at most one whole tool call: far less than this.
+MAX_EVENT_BYTES = 8 << 20
 
 StreamEvent = dict[str, Any]
 OnEvent = Callable[[StreamEvent], None]
@@ -58,18 +68,30 @@ async def read_chunks(
     ``on_read`` is called after the chunks of each read from the connection."""
     import openai
 
-    http = _http_module(response)
+    http = http_library()
     chunks: AsyncIterator[bytes] = response.aiter_bytes()
-    buffer = b""
+    # An event begun in earlier reads whose end has not come yet: appended to while no end
+    # arrives (each byte copied once, however long it grows), joined with the read that ends it.
+    pending = bytearray()
+    held = b""  # a CR that ended the last read: the next may start with its LF
     done = False
     try:
         async for data in chunks:
-            buffer += data
-            if b"\r" in buffer:  # CRLF or CR line ends; a trailing CR may start a CRLF
-                held = buffer.endswith(b"\r")
-                buffer = buffer[:-1] if held else buffer
-                buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-                buffer += b"\r" if held else b""
+            if held or b"\r" in data:  # CRLF or CR line ends
+                data = held + data
+                held = b"\r" if data.endswith(b"\r") else b""
+                data = data[:-1] if held else data
+                data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if not pending:
+                buffer = data
+            elif b"\n\n" in data or (pending[-1:] == b"\n" and data[:1] == b"\n"):
+                buffer = b"".join((pending, data))
+                pending.clear()
+            else:
+                pending += data
+                if len(pending) > MAX_EVENT_BYTES:
+                    raise _too_long()
+                continue
             start = 0
             while not done:
                 end = buffer.find(b"\n\n", start)
@@ -92,7 +114,10 @@ async def read_chunks(
                         _stream_error(obj) or "", response.request, body=obj["error"]
                     )
                 on_chunk(obj)
-            buffer = buffer[start:]
+            if not done and start < len(buffer):
+                pending += buffer[start:] if start else buffer
+                if len(pending) > MAX_EVENT_BYTES:
+                    raise _too_long()
             if on_read is not None:
                 on_read()
             if done:
@@ -110,9 +135,20 @@ async def read_chunks(
         raise openai.APIConnectionError(request=response.request) from exc
 
 
-def _http_module(response: Any) -> Any:
-    """The HTTP library the SDK uses (``httpx``, or a fork of it), for its exception types."""
-    return sys.modules[type(response).__module__.split(".")[0]]
+def _too_long() -> ModelResponseInvalid:
+    return ModelResponseInvalid(
+        f"the model endpoint sent more than {MAX_EVENT_BYTES >> 20} MiB without ending an "
+        "event (a blank line); is model.base_url an OpenAI-compatible endpoint?"
+    )
+
+
+def http_library() -> ModuleType:
+    """The HTTP library the ``openai`` SDK is built on (``httpx2`` in openai 3): a raw post
+    returns its ``Response``, and reading one raises its exceptions."""
+    import openai
+
+    # the SDK's default client is that library's AsyncClient with the SDK's defaults
+    return sys.modules[openai.DefaultAsyncHttpxClient.__bases__[0].__module__.partition(".")[0]]
 
 
 def _int(value: Any) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -12,9 +11,9 @@ import time
 import pytest
 
 from hermesd.daemon import config
-from hermesd.daemon.main import YOUNG_COLLECTION_EVERY
 from hermesd.rpc.protocol import Codes, RpcError
-from tests.support.daemon import DaemonProcess, daemon_env
+from tests.support.daemon import DaemonProcess, child_pids, daemon_env, send_and_follow
+from tests.support.modelserver import ScriptedModelServer, calculator_rules, model_config
 from tests.support.plugin_factory import write_plugin
 
 
@@ -36,9 +35,6 @@ def _run_hermesd(
         ("approvals:\n  mode: sometimes\n", "approvals.mode"),
         ("agent: 5\n", "agent"),
         ("shutdown_timeout: true\n", "shutdown_timeout"),
-        ("switch_interval: fast\n", "switch_interval"),
-        ("switch_interval: 0\n", "switch_interval"),
-        ("switch_interval: 0.5\n", "switch_interval"),
     ],
 )
 def test_wrong_types_exit_78_naming_the_key(home, text: str, key: str) -> None:
@@ -108,30 +104,31 @@ def test_dotenv_fills_unset_variables_only(home, monkeypatch) -> None:
     monkeypatch.delenv("HERMES_T_A")
 
 
-def test_the_running_daemon_collects_young_objects_less_often(start, home) -> None:
-    # Read from inside the daemon, by a plugin tool: what the collector of the process is set to.
-    write_plugin(
-        home / "plugins",
-        "gcprobe",
-        """
-        import gc, json
-
-        def register(ctx):
-            ctx.register_tool(name="gc_threshold", toolset="gcprobe",
-                              schema={"name": "gc_threshold", "description": "threshold",
-                                      "parameters": {"type": "object", "properties": {}}},
-                              handler=lambda args, **kw: json.dumps(gc.get_threshold()))
-        """,
-    )
-    daemon = start(home=home)
-    result = daemon.call("tools.call", {"name": "gc_threshold", "args": {}})["result"]
-    assert json.loads(result)[0] == YOUNG_COLLECTION_EVERY > 700
+# Settings that did something before and nothing now, with a value they once refused too.
+DEPRECATED = {
+    "model.transport": "httpx",
+    "model.process": "separate",
+    "model.process_idle_exit": -1,
+    "switch_interval": 0.5,
+}
 
 
-def test_switch_interval_is_set_at_start_and_on_reload_and_a_bad_one_is_refused(
-    start, home
-) -> None:
-    # Read from inside the daemon by a plugin tool, which runs on a worker thread.
+def deprecated_yaml(model_url: str | None = None) -> str:
+    model = model_config(model_url) if model_url else "model:\n"
+    keys = [f"  {key.split('.')[1]}: {v}" for key, v in DEPRECATED.items() if "." in key]
+    return model + "\n".join(keys) + "\nswitch_interval: 0.5\n"
+
+
+def test_check_config_accepts_deprecated_settings_with_a_warning_naming_each(home) -> None:
+    (home / "config.yaml").write_text(deprecated_yaml())
+    proc = _run_hermesd(home, "--check-config")
+    assert proc.returncode == 0, proc.stderr
+    for key in DEPRECATED:
+        assert f"warning: '{key}' is deprecated and has no effect" in proc.stderr
+
+
+def test_deprecated_settings_are_logged_and_change_nothing(start, home) -> None:
+    # Read from inside the daemon by a plugin tool: the interpreter's switch interval.
     write_plugin(
         home / "plugins",
         "gilprobe",
@@ -145,23 +142,19 @@ def test_switch_interval_is_set_at_start_and_on_reload_and_a_bad_one_is_refused(
                               handler=lambda args, **kw: repr(sys.getswitchinterval()))
         """,
     )
-    enabled = "plugins:\n  enabled: [gilprobe]\n"
-    (home / "config.yaml").write_text(enabled)
-    daemon = start(home=home)
-
-    def interval() -> float:
-        return float(daemon.call("tools.call", {"name": "switch_interval", "args": {}})["result"])
-
-    assert interval() == pytest.approx(config.SCHEMA["switch_interval"].default)
-    assert interval() < 0.005  # below Python's default
-    (home / "config.yaml").write_text(enabled + "switch_interval: 0.002\n")
-    daemon.call("config.reload")
-    assert interval() == pytest.approx(0.002)
-    (home / "config.yaml").write_text(enabled + "switch_interval: -1\n")
-    with daemon.client() as c, pytest.raises(RpcError) as err:
-        c.call("config.reload")
-    assert "'switch_interval'" in err.value.message
-    assert interval() == pytest.approx(0.002)  # the running one stays
+    with ScriptedModelServer(rules=calculator_rules) as model:
+        (home / "config.yaml").write_text(deprecated_yaml(model.url))
+        daemon = start(home=home)
+        warnings = daemon.call("status")["config_warnings"]
+        for key in DEPRECATED:
+            assert any(w.startswith(f"'{key}' is deprecated") for w in warnings), warnings
+            assert f"'{key}' is deprecated" in daemon.log()
+        with daemon.client() as c:
+            sid = c.call("session.create")["id"]
+            assert send_and_follow(c, sid, "What is 15 * 23?")[-1]["status"] == "completed"
+        assert child_pids(daemon.proc.pid) == []  # no model client process, "separate" or not
+        probe = daemon.call("tools.call", {"name": "switch_interval", "args": {}})["result"]
+        assert float(probe) == pytest.approx(0.005)  # Python's own
 
 
 def test_sigterm_lets_in_flight_requests_finish_then_exits_0(daemon: DaemonProcess) -> None:

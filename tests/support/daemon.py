@@ -116,7 +116,7 @@ def daemon_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str
 
 
 def child_pids(pid: int) -> list[int]:
-    """The child processes of ``pid`` (a hermesd's: its model client process, if it runs)."""
+    """The child processes of ``pid``."""
     return [int(kid) for kid in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 

@@ -146,6 +146,7 @@ class ScriptedModelServer:
         self.reject_stream_options = reject_stream_options
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []  # lower-cased names, one per request
+        self.request_paths: list[str] = []  # the path of each chat request, as sent
         self.hung_up = 0  # streams the client closed before their end
         self.request_times: list[float] = []  # time.monotonic() when each request arrived
         self.response_end_times: list[float] = []  # ... and when its answer was fully sent
@@ -165,6 +166,11 @@ class ScriptedModelServer:
     def url(self) -> str:
         """Base URL for ``openai.AsyncOpenAI(base_url=...)``."""
         return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """The base URL without a path (``/chat/completions`` is served there too)."""
+        return f"http://127.0.0.1:{self.port}"
 
     def push(self, *steps: Step) -> None:
         """Append steps to the script."""
@@ -262,6 +268,7 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.owner
         with owner._lock:
             owner.request_headers.append({k.lower(): v for k, v in self.headers.items()})
+            owner.request_paths.append(self.path)
         if owner.reject_stream_options and "stream_options" in request:
             owner.requests.append(request)
             self._json(

@@ -7,7 +7,7 @@ import json
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -24,6 +24,7 @@ from hermesd.model.client import (
     StreamAccumulator,
     parse_retry_after,
 )
+from hermesd.model.stream import read_chunks
 from tests.support.modelserver import (
     ScriptedModelServer,
     Step,
@@ -300,7 +301,7 @@ def test_an_unreachable_endpoint_fails_after_retries() -> None:
 
 def test_a_slow_endpoint_times_out(server: ScriptedModelServer) -> None:
     server.push(reply("late", delay=1.0))
-    with pytest.raises(ModelRequestFailed, match="timed out after 0.2s"):
+    with pytest.raises(ModelRequestFailed, match=r"timed out after 0\.2s"):
         Run(server.url, timeout=0.2, max_retries=0)()
 
 
@@ -323,9 +324,9 @@ def test_invalid_responses_are_reported(
 
 
 def test_not_configured_says_what_to_set() -> None:
-    with pytest.raises(ModelNotConfigured, match="model.base_url and model.default"):
+    with pytest.raises(ModelNotConfigured, match=r"model\.base_url and model\.default"):
         Run("")()
-    with pytest.raises(ModelNotConfigured, match="model.default"):
+    with pytest.raises(ModelNotConfigured, match=r"model\.default"):
         ModelSettings(base_url="http://x/v1", model=None).check()
 
 
@@ -361,7 +362,7 @@ def test_importing_the_client_module_does_not_import_openai() -> None:
     assert out.strip() == "False"
 
 
-# -- the event stream (hermesd.model.stream) -----------------------------------------------------------
+# -- the event stream (hermesd.model.stream) -------------------------------------------------------
 
 
 def sse(*events: str, end: str = "\n") -> str:
@@ -409,3 +410,28 @@ def test_an_error_event_in_the_stream_is_reported_with_its_message(
     server.push(raw(sse(TEXT_CHUNK, error), content_type="text/event-stream"))
     with pytest.raises(ModelRequestFailed, match="context length exceeded"):
         Run(server.url, max_retries=0)()
+
+
+class Reads:
+    """A response whose body arrives in the given reads (what ``read_chunks`` is handed)."""
+
+    http_version = "HTTP/2"  # nothing to drain after [DONE]
+    request = None
+
+    def __init__(self, reads: list[bytes]) -> None:
+        self.reads = reads
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        for data in self.reads:
+            yield data
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"])
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 64])
+def test_events_split_across_reads_anywhere_are_read_whole(end: str, size: int) -> None:
+    body = sse(TEXT_CHUNK, json.dumps(chunk(content=" world")), STOP_CHUNK, "[DONE]", end=end)
+    data = body.encode()
+    acc = StreamAccumulator()
+    reads = [data[i : i + size] for i in range(0, len(data), size)]
+    asyncio.run(read_chunks(Reads(reads), acc.add, acc.flush))
+    assert acc.message()["content"] == "hello world" and acc.finish_reason == "stop"
