@@ -213,11 +213,12 @@ def main() -> int:
     body = "\n".join(
         [
             (
-                "hermesd's own hot-path functions with `hermesd.model.fastjson` (orjson, with the standard "
-                "library behind it for what orjson refuses) and with `json` in its place, alternated "
-                f"A B B A over {rounds} rounds, median per call. Encoding covers everything but the "
-                "tools list (encoded once and cached, as in the daemon); reading covers splitting the "
-                "event stream, decoding each chunk and folding it into the answer."
+                "hermesd's own hot-path functions with `hermesd.model.fastjson` (orjson, with "
+                "the standard library behind it for what orjson refuses) and with `json` in its "
+                f"place, alternated A B B A over {rounds} rounds, median per call. Encoding covers "
+                "everything but the tools list (encoded once and cached, as in the daemon); "
+                "reading covers splitting the event stream, decoding each chunk and folding it "
+                "into the answer."
             ),
             "",
             *rows,

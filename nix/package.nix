@@ -30,7 +30,8 @@ let
   ps = python3Packages;
   # nixpkgs renamed the binding to systemd-python (its PyPI name) in November 2025.
   systemd-python = ps.systemd-python or ps.systemd;
-  dependencies = [ ps.pyyaml ps.openai ps.msgpack systemd-python ps.python-dotenv ps.orjson ];
+  # openai[aiohttp]: the SDK and the HTTP client hermesd runs it on
+  dependencies = [ ps.pyyaml ps.openai ps.aiohttp ps.msgpack systemd-python ps.python-dotenv ps.orjson ];
   build-system = [ ps.setuptools ps.wheel ];
   checkInputs = [ ps.pytest ps.pytest-timeout ps.hypothesis ];
 in

@@ -23,7 +23,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hermesd.model import fastjson
 from hermesd.model.errors import (
@@ -41,6 +41,9 @@ from hermesd.model.stream import (
     http_library,
     read_chunks,
 )
+
+if TYPE_CHECKING:
+    from openai import Omit, RequestOptions
 
 log = logging.getLogger(__name__)
 
@@ -172,8 +175,9 @@ class _Endpoint:
         omit = openai.Omit()
         # Without the SDK's X-Stainless-* headers (OS, architecture, runtime and package
         # versions, retry count, read timeout): the endpoint does not need to know the host.
-        self.options: dict[str, Any] = {
-            "headers": {"x-stainless-retry-count": omit, "x-stainless-read-timeout": omit}
+        self.headers: dict[str, str | Omit] = {
+            "x-stainless-retry-count": omit,
+            "x-stainless-read-timeout": omit,
         }
         sdk = openai.AsyncOpenAI(
             base_url=settings.base_url,
@@ -182,11 +186,10 @@ class _Endpoint:
             max_retries=0,
             http_client=openai.DefaultAioHttpClient(),
         )
-        self.sdk = sdk.with_options(
-            default_headers={
-                name: omit for name in sdk.default_headers if name.lower().startswith("x-stainless")
-            }
-        )
+        unsent: dict[str, Any] = {  # typed as str, but the SDK drops a header set to Omit
+            name: omit for name in sdk.default_headers if name.lower().startswith("x-stainless")
+        }
+        self.sdk = sdk.with_options(default_headers=unsent)
 
     async def close(self) -> None:
         await self.sdk.close()
@@ -397,13 +400,16 @@ class ModelClient:
         # the base URL, with or without a path or a trailing slash.
         # An idempotency key of ours: the SDK otherwise makes a uuid4 for every request (it
         # sends none to OpenAI-compatible endpoints, but would if a version sent one).
-        key = f"{_KEY_PREFIX}{next(_key_numbers)}"
-        response = await endpoint.sdk.post(
+        options: RequestOptions = {
+            "headers": endpoint.headers,
+            "idempotency_key": f"{_KEY_PREFIX}{next(_key_numbers)}",
+        }
+        response: Any = await endpoint.sdk.post(
             "chat/completions",
             cast_to=endpoint.raw_response,
             stream=True,
             content=body,
-            options={**endpoint.options, "idempotency_key": key},
+            options=options,
         )
         try:
             await read_chunks(response, acc.add, acc.flush)

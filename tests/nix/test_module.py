@@ -523,7 +523,15 @@ def test_the_conflict_check_sees_every_root_with_its_closure() -> None:
     names = [r["name"] for r in spec["roots"]]
     assert names == ["hermesd", "requests"]
     hermesd_closure = " ".join(spec["roots"][0]["closure"])
-    for dep in ("pyyaml", "openai", "msgpack", "systemd-python", "python-dotenv", "orjson"):
+    for dep in (
+        "pyyaml",
+        "openai",
+        "aiohttp",
+        "msgpack",
+        "systemd-python",
+        "python-dotenv",
+        "orjson",
+    ):
         assert f"python3.13-{dep}-" in hermesd_closure, dep
     postbuild = evaluate(enabled(), "e.config.services.hermes-agent.pythonEnv.stub.postBuild")
     check = evaluate(enabled(), "e.config.services.hermes-agent.pythonEnv.conflictCheck")

@@ -15,6 +15,7 @@ prints the base URL (``http://127.0.0.1:PORT/v1``) on one line, then serves unti
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import re
@@ -342,10 +343,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _drop(self) -> None:
         self.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 def _usage(request: dict[str, Any], step: Step) -> dict[str, int]:

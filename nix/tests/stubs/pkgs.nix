@@ -91,7 +91,8 @@ let
         setuptools = leaf "setuptools" "75.0.0";
         wheel = leaf "wheel" "0.44.0";
         pyyaml = leaf "pyyaml" "6.0.2";
-        openai = leaf "openai" "1.60.0";
+        openai = leaf "openai" "3.57.0";
+        aiohttp = leaf "aiohttp" "3.14.5";
         msgpack = leaf "msgpack" "1.1.0";
         systemd-python = leaf "systemd-python" "235";
         python-dotenv = leaf "python-dotenv" "1.0.1";
