@@ -4,19 +4,22 @@
     whole process against a running hermesd, vs the reference Hermes Agent (``hermes -z`` from
     ``pip install hermes-agent==0.19.0`` in a throwaway venv outside the repository, REF_VENV,
     default /tmp/refvenv) doing the same turn against the same scripted model server at zero
-    latency with the same calculator plugin; interleaved A/B/B/A. Target ≥ 25× faster.
+    latency with the same calculator plugin; interleaved A/B/B/A. Guard: ≥ 25× faster.
 (b) Daemon-side overhead per model round with 20 plugins loaded that each register a
     ``pre_llm_call`` and a ``post_tool_call`` hook (and without them), timed from outside with
     one clock (``time.monotonic``, shared by every process): round 1 = client sends
     ``session.send`` → the model server receives the request; round 2 = the model's response
     ends → the next request arrives (the ``calculate`` tool and its hooks included, nothing
-    subtracted). Target p50 ≤ 2 ms.
+    subtracted). Guard: p50 ≤ 2 ms.
 (c) 100 sessions × 5 turns at once on one connection, each turn two model rounds with 100 ms
-    model latency: total wall vs the ideal 5 × 2 × 100 ms (target ≤ 1.3×), and turn latency p99;
-    meanwhile a ``ping`` every 10 ms on another connection measures event-loop lag (≤ 50 ms).
-    The model stand-in runs on one asyncio loop; MODEL_ENGINE=threads uses the threaded one.
+    model latency: total wall vs the ideal 5 × 2 × 100 ms (guard ≤ 1.6×), hermesd's CPU per
+    round and the turn latency. The model stand-in runs on one asyncio loop in its own process.
 
-    python bench/turn.py [--quick] [--no-write] [--ref-runs N]
+``--versus DIR`` also measures (b) and (c) on the hermesd tree in DIR (a worktree of another
+commit, say), interleaved with this one, to show what a change costs; such a run prints its
+figures and writes nothing.
+
+    python bench/turn.py [--quick] [--no-write] [--ref-runs N] [--c-runs N] [--versus DIR]
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -39,7 +42,6 @@ from common import (
     SOURCE,
     clean_env,
     cpu_seconds,
-    fmt_ratio,
     interleaved,
     machine,
     median,
@@ -49,24 +51,13 @@ from common import (
 )
 
 from hermesctl.client import Client
-from hermesd.model.client import OFFLOAD_AFTER
-from tests.support.daemon import DaemonProcess, child_pids, start_daemon
+from tests.support.daemon import DaemonProcess, start_daemon
 from tests.support.modelserver import ScriptedModelServer, calculator_rules
 
 PROMPT = "What is 15 * 23?"
-# (c)'s model stand-in: one asyncio loop, not a thread per connection (MODEL_ENGINE=threads)
-MODEL_ENGINE = os.environ.get("MODEL_ENGINE", "asyncio")
 REF_VENV = Path(os.environ.get("REF_VENV", "/tmp/refvenv"))
 CALCULATOR = REPO / "plugins" / "calculator"
-
-
-def model_config(url: str, process: str = "auto") -> str:
-    return (
-        f"model:\n  provider: custom\n  base_url: {url}\n  default: scripted-model\n"
-        f"  process: {process}\n"
-    )
-
-
+HOOK_PLUGINS = 20
 HOOK_PLUGIN = """\
 def _context(user_message, **kwargs):
     return None
@@ -80,15 +71,19 @@ def register(ctx):
     ctx.register_hook("pre_llm_call", _context)
     ctx.register_hook("post_tool_call", _after_tool)
 """
+# the guards of issue 17
+SPEEDUP_AT_LEAST = 25.0
+OVERHEAD_AT_MOST_MS = 2.0
+WALL_AT_MOST = 1.6
 
 
-HOOK_PLUGINS = 20
-PROCESS_MODES = ("inline", "auto", "separate")  # model.process, each measured in (c)
+def model_config(url: str) -> str:
+    return f"model:\n  provider: custom\n  base_url: {url}\n  default: scripted-model\n"
 
 
-def start(url: str, hook_plugins: int = 0, process: str = "auto") -> DaemonProcess:
-    """A daemon on ``url``; ``hook_plugins`` plugins each register pre_llm_call + post_tool_call;
-    ``process``: its ``model.process`` setting."""
+def start(url: str, hook_plugins: int = 0, source: Path = SOURCE) -> DaemonProcess:
+    """A daemon of the tree ``source`` on ``url``; ``hook_plugins`` plugins each register
+    pre_llm_call + post_tool_call."""
     home = None
     if hook_plugins:
         home = scratch_dir("hbh-")
@@ -97,7 +92,7 @@ def start(url: str, hook_plugins: int = 0, process: str = "auto") -> DaemonProce
             folder.mkdir(parents=True)
             (folder / "plugin.yaml").write_text(f"name: hook{i:02d}\nversion: 1.0.0\n")
             (folder / "__init__.py").write_text(HOOK_PLUGIN)
-    return start_daemon(home, config=model_config(url, process), env={"PYTHONPATH": str(SOURCE)})
+    return start_daemon(home, config=model_config(url), env={"PYTHONPATH": str(source)})
 
 
 def run_timed(argv: list[str], env: dict[str, str], cwd: Path, expect: str) -> float:
@@ -120,12 +115,22 @@ def run_timed(argv: list[str], env: dict[str, str], cwd: Path, expect: str) -> f
     return elapsed
 
 
+def follow(c: Client, sids: set[str]) -> None:
+    """Wait until every session in ``sids`` has finished a turn."""
+    left = set(sids)
+    while left:
+        note = c.next_notification(timeout=60)
+        if note is None:
+            raise RuntimeError("turns stopped progressing")
+        ev = note.params[0] if note.params else {}
+        if ev.get("type") == "turn.finished":
+            left.discard(ev.get("session_id"))
+
+
 # --- (a) whole process vs the reference ------------------------------------------------------
 
 
 def reference_home(url: str) -> Path:
-    import shutil
-
     home = scratch_dir("href-")
     (home / "plugins").mkdir()
     shutil.copytree(
@@ -149,15 +154,13 @@ def bench_whole_process(url: str, rounds: int, ref_rounds: int) -> dict[str, Any
         if not hermes.exists():
             out["ref_error"] = f"{hermes} does not exist (pip install hermes-agent==0.19.0 there)"
         else:
-            home = reference_home(url)
-            ref_env = clean_env({"HERMES_HOME": str(home)})
+            ref_env = clean_env({"HERMES_HOME": str(reference_home(url))})
             try:
                 run_timed([str(hermes), "-z", PROMPT], ref_env, scratch, "345")
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 out["ref_error"] = str(exc)
                 ref_env = None
-        order = interleaved(max(rounds, ref_rounds), ["ours", "ref"])
-        for name in order:
+        for name in interleaved(max(rounds, ref_rounds), ["ours", "ref"]):
             if name == "ours" and len(out["ours"]) < rounds:
                 out["ours"].append(run_timed(ours, ours_env, scratch, "345"))
             elif name == "ref" and ref_env is not None and len(out["ref"]) < ref_rounds:
@@ -170,43 +173,27 @@ def bench_whole_process(url: str, rounds: int, ref_rounds: int) -> dict[str, Any
 # --- (b) daemon overhead per model round -------------------------------------------------------
 
 
-def bench_overhead(turns: int, hook_plugins: int = 0) -> dict[str, list[float]]:
+def bench_overhead(turns: int, hook_plugins: int = 0, source: Path = SOURCE) -> dict[str, Any]:
     first: list[float] = []
     second: list[float] = []
     with ScriptedModelServer(rules=calculator_rules) as server:
-        d = start(server.url, hook_plugins)
+        d = start(server.url, hook_plugins, source)
         try:
             with Client.connect(d.socket, hello=True) as c:
-                if hook_plugins:
-                    loaded = [
-                        p
-                        for p in c.call("plugins.list")["plugins"]
-                        if str(p.get("name", "")).startswith("hook")
-                        and p.get("state") == "loaded"
-                        and set(p.get("hooks", ())) >= {"pre_llm_call", "post_tool_call"}
-                    ]
-                    if len(loaded) != hook_plugins:
-                        raise RuntimeError(f"{len(loaded)} of {hook_plugins} hook plugins loaded")
+                loaded = [
+                    p
+                    for p in c.call("plugins.list")["plugins"]
+                    if str(p.get("name", "")).startswith("hook") and p.get("state") == "loaded"
+                ]
+                if len(loaded) != hook_plugins:
+                    raise RuntimeError(f"{len(loaded)} of {hook_plugins} hook plugins loaded")
                 for i in range(turns + 5):
                     sid = c.call("session.create")["id"]
                     n = len(server.request_times)
                     sent = time.monotonic()
-                    turn_id = c.call("session.send", {"session_id": sid, "message": PROMPT})[
-                        "turn_id"
-                    ]
-                    tool_ms = None
-                    while True:
-                        note = c.next_notification(timeout=30)
-                        if note is None:
-                            raise RuntimeError("turn did not finish")
-                        ev = note.params[0]
-                        if ev.get("turn_id") != turn_id:
-                            continue
-                        if ev["type"] == "tool.finished":
-                            tool_ms = ev["duration_ms"]
-                        if ev["type"] == "turn.finished":
-                            break
-                    if i < 5 or tool_ms is None:  # warm-up
+                    c.call("session.send", {"session_id": sid, "message": PROMPT})
+                    follow(c, {sid})
+                    if i < 5:  # warm-up
                         continue
                     arrivals = server.request_times[n : n + 2]
                     ends = server.response_end_times[n : n + 2]
@@ -220,136 +207,35 @@ def bench_overhead(turns: int, hook_plugins: int = 0) -> dict[str, list[float]]:
 # --- (c) 100 sessions × 5 turns ---------------------------------------------------------------
 
 
-class LagProbe:
-    """Pings the daemon every 10 ms on its own connection: an answer late by X means the
-    daemon's event loop was busy (blocked, or saturated) for up to X."""
-
-    def __init__(self, socket: Path) -> None:
-        self.socket = socket
-        self.rtts: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        with Client.connect(self.socket, timeout=30) as c:
-            while not self._stop.is_set():
-                began = time.monotonic()
-                c.call("ping")
-                self.rtts.append((time.monotonic() - began) * 1000)
-                self._stop.wait(0.01)
-
-    def __enter__(self) -> LagProbe:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-
-def confine(pid: int, cpu: int) -> None:
-    """Put every thread of ``pid`` and of its children (and so the threads they start) on one
-    CPU, as ``taskset -a -c CPU -p PID`` would for each."""
-    for proc in (pid, *child_pids(pid)):
-        for tid in os.listdir(f"/proc/{proc}/task"):
-            os.sched_setaffinity(int(tid), {cpu})
-
-
-def hermesd_cpu(pid: int) -> float:
-    """CPU seconds of hermesd: the daemon and its model client process."""
-    return sum(cpu_seconds(proc) for proc in (pid, *child_pids(pid)))
-
-
-def burst(c: Client, count: int) -> None:
-    """``count`` one-turn sessions at once, waited for."""
-    sids = [c.call("session.create")["id"] for _ in range(count)]
-    for sid in sids:
-        c.send("session.send", {"session_id": sid, "message": PROMPT})
-    left = set(sids)
-    while left:
-        note = c.next_notification(timeout=60)
-        if note is None:
-            raise RuntimeError("warm-up turns stopped progressing")
-        ev = note.params[0] if note.params else {}
-        if ev.get("type") == "turn.finished":
-            left.discard(ev.get("session_id"))
-
-
 def bench_concurrent(
-    sessions: int,
-    turns: int,
-    latency: float,
-    cpu: int | None = None,
-    isolate: bool = False,
-    process: str = "auto",
-    warm_burst: bool = True,
+    sessions: int, turns: int, latency: float, source: Path = SOURCE
 ) -> dict[str, Any]:
-    """``sessions`` × ``turns`` at once. Placement: by default every process may use every
-    CPU; ``cpu`` confines hermesd (all its threads, and its model client process) to that
-    CPU; ``isolate`` confines hermesd to CPU 0 and the model stand-in and this process (the
-    client) to CPU 1, so hermesd has a CPU of its own, as with a model that runs elsewhere.
-    A confined hermesd is started on its CPU, so ``auto`` sends from the loop there, as it
-    would under systemd's ``CPUAffinity=``. ``process``: hermesd's ``model.process``."""
+    """``sessions`` × ``turns`` at once against the asyncio model stand-in (own process)."""
+    argv = [sys.executable, "-m", "tests.support.modelserver", "--engine", "asyncio"]
+    argv += ["--port", "0", "--script", "rules", "--latency", str(latency)]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.support.modelserver",
-            "--engine",
-            MODEL_ENGINE,
-            "--port",
-            "0",
-            "--script",
-            "rules",
-            "--latency",
-            str(latency),
-        ],
+        argv,
         stdout=subprocess.PIPE,
         text=True,
         cwd=str(REPO),
         env=clean_env({"PYTHONPATH": str(REPO)}),
     )
-    own_cpus = os.sched_getaffinity(0)
     try:
         assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        if isolate or cpu is not None:
-            # hermesd starts on the CPU it will run on, as under systemd's CPUAffinity=, so
-            # `auto` sees one CPU and sends every request from its loop
-            os.sched_setaffinity(0, {0 if isolate else cpu})
-        try:
-            d = start(url, process=process)
-        finally:
-            os.sched_setaffinity(0, own_cpus)
+        d = start(proc.stdout.readline().strip(), source=source)
         try:
             with Client.connect(d.socket, hello=True, timeout=60) as c:
-                # warm the daemon (lazy imports, first connection, the model client process)
-                # outside the measurement
-                warm = c.call("session.create")["id"]
-                c.call("session.send", {"session_id": warm, "message": "hi", "wait": True})
-                if warm_burst:  # worker threads, pooled connections, the model client process
-                    burst(c, 2 * OFFLOAD_AFTER)
-                    deadline = time.monotonic() + 30
-                    child = c.call("status")["model_process"]
-                    while child["pid"] is not None and not child["ready"]:  # none: inline
-                        if time.monotonic() > deadline:
-                            raise RuntimeError("the model client process did not get ready")
-                        time.sleep(0.05)
-                        child = c.call("status")["model_process"]
-                    burst(c, 2 * OFFLOAD_AFTER)
-                if isolate:
-                    confine(d.proc.pid, 0)
-                    confine(proc.pid, 1)
-                    os.sched_setaffinity(0, {1})
-                elif cpu is not None:
-                    confine(d.proc.pid, cpu)
+                # outside the measurement: lazy imports, worker threads, kept-alive connections
+                warm = [c.call("session.create")["id"] for _ in range(16)]
+                for sid in warm:
+                    c.send("session.send", {"session_id": sid, "message": PROMPT})
+                follow(c, set(warm))
                 sids = [c.call("session.create")["id"] for _ in range(sessions)]
-                done = {sid: 0 for sid in sids}
+                done = dict.fromkeys(sids, 0)
                 sent_at: dict[str, float] = {}
                 latencies: list[float] = []
                 failed = 0
-                cpu0 = {"daemon": hermesd_cpu(d.proc.pid), "model server": cpu_seconds(proc.pid)}
-                probe = LagProbe(d.socket).__enter__()
+                cpu0 = cpu_seconds(d.proc.pid)
                 t0 = time.monotonic()
                 for sid in sids:
                     sent_at[sid] = time.monotonic()
@@ -372,28 +258,137 @@ def bench_concurrent(
                     else:
                         remaining -= 1
                 wall = time.monotonic() - t0
-                probe.__exit__()
-                cpu = {
-                    "daemon": hermesd_cpu(d.proc.pid) - cpu0["daemon"],
-                    "model server": cpu_seconds(proc.pid) - cpu0["model server"],
-                }
+                cpu = cpu_seconds(d.proc.pid) - cpu0
         finally:
             d.stop()
     finally:
-        os.sched_setaffinity(0, own_cpus)
         stop_process(proc)
+    rounds = sessions * turns * 2
     return {
+        "ratio": wall / (turns * 2 * latency),
         "wall": wall,
-        "ideal": turns * 2 * latency,
+        "cpu_per_round_ms": cpu * 1000 / rounds,
         "latencies": latencies,
-        "cpu": cpu,
         "failed": failed,
-        "turns": sessions * turns,
-        "pings": probe.rtts,
     }
 
 
 # --- report ------------------------------------------------------------------------------------
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def report_a(whole: dict[str, Any]) -> list[str]:
+    ours_ms = median(whole["ours"]) * 1000
+    lines = [
+        "**(a) One turn with one tool call, whole process** (`hermesctl chat -m "
+        f'"{PROMPT}"` against a running hermesd vs the reference `hermes -z "{PROMPT}"`,'
+        " hermes-agent 0.19.0 with `model.provider: custom`; same scripted model server at "
+        f"zero latency, same calculator plugin; interleaved, {len(whole['ours'])} + "
+        f"{len(whole['ref'])} runs after warm-up).",
+        "",
+        "| command | median | min | max |",
+        "|---|---|---|---|",
+        f"| `hermesctl chat -m` | {ours_ms:.0f} ms | {min(whole['ours']) * 1000:.0f} ms | "
+        f"{max(whole['ours']) * 1000:.0f} ms |",
+    ]
+    if not whole["ref"]:
+        return [*lines, "", f"Reference not measured: {whole['ref_error']}"]
+    ref_ms = median(whole["ref"]) * 1000
+    speedup = ref_ms / ours_ms
+    return [
+        *lines,
+        f"| `hermes -z` (reference) | {ref_ms:.0f} ms | {min(whole['ref']) * 1000:.0f} ms | "
+        f"{max(whole['ref']) * 1000:.0f} ms |",
+        "",
+        f"hermesctl is **{speedup:.1f}× faster** (guard ≥ {SPEEDUP_AT_LEAST:g}×: "
+        f"{verdict(speedup >= SPEEDUP_AT_LEAST)}). The daemon is already running; its start-up "
+        "is not part of a turn.",
+    ]
+
+
+def report_b(overhead: dict[int, dict[str, Any]]) -> list[str]:
+    runs = len(overhead[HOOK_PLUGINS]["first"])
+    lines = [
+        f"**(b) Daemon-side overhead per model round** with {HOOK_PLUGINS} plugins loaded that "
+        "each register a `pre_llm_call` and a `post_tool_call` hook (plain sync functions), "
+        f"and without them; {runs} turns, each in a new session, after 5 warm-up turns; one "
+        "monotonic clock across processes. Round 1: the client sends `session.send` → the "
+        "model request arrives (socket hop, storing the user message, `pre_llm_call`, building "
+        "and sending the request). Round 2: the model's answer ends → the next request arrives "
+        "(reading the stream's end, storing the answer, the `calculate` tool itself with its "
+        "`post_tool_call` hooks, storing the result, the next request). Both include the HTTP "
+        "hop and the model server reading the request.",
+        "",
+        "| interval | plugins | p50 | p90 | p99 |",
+        "|---|---|---|---|---|",
+    ]
+    for n, found in overhead.items():
+        for key, name in (("first", "round 1"), ("second", "round 2")):
+            v = found[key]
+            lines.append(
+                f"| {name} | {n} | {median(v):.2f} ms | {percentile(v, 90):.2f} ms | "
+                f"{percentile(v, 99):.2f} ms |"
+            )
+    worst = max(median(overhead[HOOK_PLUGINS][k]) for k in ("first", "second"))
+    return [
+        *lines,
+        "",
+        f"Guard p50 ≤ {OVERHEAD_AT_MOST_MS:g} ms per round with {HOOK_PLUGINS} plugins: "
+        f"{verdict(worst <= OVERHEAD_AT_MOST_MS)} (the slower round: {worst:.2f} ms).",
+    ]
+
+
+def report_c(runs: list[dict[str, Any]]) -> list[str]:
+    ratios = sorted(r["ratio"] for r in runs)
+    mid = sorted(runs, key=lambda r: r["ratio"])[len(runs) // 2]
+    every = [x for r in runs for x in r["latencies"]]
+    failed = sum(r["failed"] for r in runs)
+    return [
+        "**(c) 100 sessions × 5 turns at once**, one connection, each turn two model rounds "
+        "(a `calculate` call, then the answer) at 100 ms model latency; ideal 1000 ms "
+        "(5 × 2 × 100 ms). Before each run 16 one-turn sessions at once warm the daemon "
+        "(imports, worker threads, kept-alive model connections). The model stand-in is "
+        "`tests.support.modelserver_async` in its own process, sharing the machine's CPUs with "
+        f"hermesd and the client. {len(runs)} runs, {failed} failed turns.",
+        "",
+        "| wall / ideal (each run) | median wall | hermesd CPU per round (median run) | "
+        "turn p50 | turn p99 |",
+        "|---|---|---|---|---|",
+        f"| {', '.join(f'{x:.2f}×' for x in ratios)} | {mid['wall'] * 1000:.0f} ms | "
+        f"{mid['cpu_per_round_ms']:.2f} ms | {median(every):.0f} ms | "
+        f"{percentile(every, 99):.0f} ms |",
+        "",
+        f"Guard ≤ {WALL_AT_MOST:g}× the ideal (median run): "
+        f"{verdict(mid['ratio'] <= WALL_AT_MOST)}.",
+    ]
+
+
+def report_versus(
+    versus: Path, overhead: dict[str, list[dict[str, Any]]], conc: dict[str, list[dict[str, Any]]]
+) -> list[str]:
+    lines = [
+        f"**This tree vs {versus}**, interleaved: (b) with {HOOK_PLUGINS} hook plugins, "
+        "medians of each run; (c) each run.",
+        "",
+        "| tree | (b) round 1 p50 | (b) round 2 p50 | (c) wall / ideal | (c) CPU per round |",
+        "|---|---|---|---|---|",
+    ]
+
+    def each(values: list[float], unit: str) -> str:
+        return ", ".join(f"{v:.2f}" for v in values) + unit
+
+    for name in ("this", "versus"):
+        b, c = overhead[name], conc[name]
+        lines.append(
+            f"| {name} | {each([median(r['first']) for r in b], ' ms')} | "
+            f"{each([median(r['second']) for r in b], ' ms')} | "
+            f"{each([r['ratio'] for r in c], '×')} | "
+            f"{each([r['cpu_per_round_ms'] for r in c], ' ms')} |"
+        )
+    return lines
 
 
 def main() -> int:
@@ -401,211 +396,37 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
     parser.add_argument("--no-write", action="store_true", help="do not touch docs/benchmarks.md")
     parser.add_argument("--ref-runs", type=int, default=None, help="reference runs (default 5)")
+    parser.add_argument("--c-runs", type=int, default=None, help="runs of (c) (default 3)")
+    parser.add_argument(
+        "--versus", type=Path, help="also measure (b) and (c) on the hermesd tree in this directory"
+    )
     args = parser.parse_args()
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M")
     machine_line = machine()
     quick = args.quick
     ref_runs = args.ref_runs if args.ref_runs is not None else (2 if quick else 5)
+    c_runs = args.c_runs if args.c_runs is not None else (1 if quick else 3)
+    sessions = 20 if quick else 100
+    b_turns = 20 if quick else 200
+
+    if args.versus:
+        args.no_write = True
+        trees = {"this": SOURCE, "versus": args.versus.resolve()}
+        b_runs: dict[str, list[dict[str, Any]]] = {"this": [], "versus": []}
+        c_found: dict[str, list[dict[str, Any]]] = {"this": [], "versus": []}
+        for name in interleaved(c_runs, list(trees)):
+            b_runs[name].append(bench_overhead(b_turns // 2, HOOK_PLUGINS, trees[name]))
+            c_found[name].append(bench_concurrent(sessions, 5, 0.1, trees[name]))
+            print(f"{name}: (c) {c_found[name][-1]['ratio']:.2f}×", flush=True)
+        body = "\n".join(report_versus(args.versus, b_runs, c_found))
+        common.publish(args, "turn-versus", "", body, started, machine_line)
+        return 0
 
     with ScriptedModelServer(rules=calculator_rules) as server:
         whole = bench_whole_process(server.url, 4 if quick else 20, ref_runs)
-    overhead = {n: bench_overhead(20 if quick else 200, n) for n in (HOOK_PLUGINS, 0)}
-    # (c) varies ±15% from run to run on a shared 2-CPU machine, and a slow spell of the machine
-    # slows every run of one round: five runs of each placement and model.process, interleaved,
-    # the median shown (two slow rounds do not move it)
-    count = 20 if quick else 100
-    two_cpus = len(os.sched_getaffinity(0)) >= 2
-    placements: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for _ in range(1 if quick else 5):
-        for process in PROCESS_MODES:
-            runs_now = {"shared": {}, "confined": {"cpu": 0}}
-            if two_cpus:
-                runs_now["isolated"] = {"isolate": True}
-            for name, how in runs_now.items():
-                placements.setdefault((name, process), []).append(
-                    bench_concurrent(count, 5, 0.1, process=process, **how)
-                )
-    runs = {key: sorted(found, key=lambda r: r["wall"]) for key, found in placements.items()}
-    chosen = {key: found[len(found) // 2] for key, found in runs.items()}
-    conc = chosen[("shared", "auto")]  # the default
-    light = bench_concurrent(20, 5, 0.1)  # the loop has time to spare: lag = blocking
-    middle = bench_concurrent(50, 5, 0.1)
-
-    ours_ms = median(whole["ours"]) * 1000
-    lines = [
-        "**(a) One turn with one tool call, whole process** (`hermesctl chat -m "
-        f'"{PROMPT}"` against a running hermesd vs the reference `hermes -z "{PROMPT}"`,'
-        " hermes-agent 0.19.0 with `model.provider: custom`; same scripted model server at "
-        "zero latency, same calculator plugin; interleaved, "
-        f"{len(whole['ours'])} + {len(whole['ref'])} runs after warm-up).",
-        "",
-        "| command | median | min | max |",
-        "|---|---|---|---|",
-        f"| `hermesctl chat -m` | {ours_ms:.0f} ms | {min(whole['ours']) * 1000:.0f} ms | "
-        f"{max(whole['ours']) * 1000:.0f} ms |",
-    ]
-    if whole["ref"]:
-        ref_ms = median(whole["ref"]) * 1000
-        lines.append(
-            f"| `hermes -z` (reference) | {ref_ms:.0f} ms | "
-            f"{min(whole['ref']) * 1000:.0f} ms | {max(whole['ref']) * 1000:.0f} ms |"
-        )
-        speedup = ref_ms / ours_ms
-        lines += [
-            "",
-            f"hermesctl is **{speedup:.1f}× faster** (target ≥ 25×: "
-            f"{'met' if speedup >= 25 else 'MISSED'}). The daemon is already running; its "
-            "start-up is not part of a turn (see the plugins section for start-up).",
-        ]
-    else:
-        lines += ["", f"Reference not measured: {whole['ref_error']}"]
-
-    first, second = overhead[HOOK_PLUGINS]["first"], overhead[HOOK_PLUGINS]["second"]
-    p50_1, p50_2 = median(first), median(second)
-    lines += [
-        "",
-        f"**(b) Daemon-side overhead per model round** with {HOOK_PLUGINS} plugins "
-        "loaded that each register a `pre_llm_call` and a `post_tool_call` hook (plain "
-        f"sync functions, as most plugins write them; {len(first)} turns, each in a new "
-        "session, after 5 warm-up turns; one monotonic clock across processes), and "
-        "without them.",
-        "",
-        "| interval | plugins | p50 | p90 | p99 |",
-        "|---|---|---|---|---|",
-    ]
-    for n in (HOOK_PLUGINS, 0):
-        one, two = overhead[n]["first"], overhead[n]["second"]
-        lines += [
-            f"| round 1: client sends `session.send` → model request arrives | {n} | "
-            f"{median(one):.2f} ms | {percentile(one, 90):.2f} ms | "
-            f"{percentile(one, 99):.2f} ms |",
-            f"| round 2: model response ends → next model request arrives | {n} | "
-            f"{median(two):.2f} ms | {percentile(two, 90):.2f} ms | "
-            f"{percentile(two, 99):.2f} ms |",
-        ]
-    lines += [
-        "",
-        f"Target p50 ≤ 2 ms with {HOOK_PLUGINS} plugins: round 1 "
-        f"{'met' if p50_1 <= 2 else 'MISSED'}, round 2 {'met' if p50_2 <= 2 else 'MISSED'}."
-        " Round 1 covers the socket hop, storing the user message, `pre_llm_call` (20 "
-        "callbacks) and building and sending the request; round 2 covers reading the "
-        "stream's end, storing the assistant message, running the `calculate` tool itself"
-        " (nothing is subtracted for it) with its `post_tool_call` hooks (21 callbacks: "
-        "the calculator plugin has one too), storing the result, and the next request. "
-        "Both include the HTTP hop and the model server reading the request.",
-    ]
-
-    ratio = conc["wall"] / conc["ideal"]
-    stand_in_ms = conc["cpu"]["model server"] * 1000 / (conc["turns"] * 2)
-    order = [
-        key
-        for key in (
-            (name, process)
-            for name in ("isolated", "shared", "confined")
-            for process in PROCESS_MODES
-        )
-        if key in chosen
-    ]
-    lag_table = [
-        "| placement | `model.process` | ping p50 | p99 | max | target ≤ 50 ms |",
-        "|---|---|---|---|---|---|",
-    ]
-    for key in order:
-        every = [rtt for run in placements[key] for rtt in run["pings"]]
-        lag_table.append(
-            f"| {key[0]} | {key[1]} | {median(every):.1f} ms | "
-            f"{percentile(every, 99):.1f} ms | {max(every):.1f} ms | "
-            f"{'met' if max(every) <= 50 else 'MISSED'} |"
-        )
-    where = {
-        "isolated": "hermesd on CPU 0, the model stand-in and the client on CPU 1",
-        "shared": "every process on either CPU",
-        "confined": "hermesd on CPU 0, the stand-in and the client on either",
-    }
-    table = [
-        "| placement | `model.process` | total wall | ratio to the ideal (each run) | "
-        "hermesd CPU per round | turn p50 | turn p99 | ≤ 1.3× |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for key in order:
-        run = chosen[key]
-        every = ", ".join(f"{r['wall'] / r['ideal']:.2f}" for r in placements[key])
-        table.append(
-            f"| {key[0]}: {where[key[0]]} | {key[1]} | {run['wall'] * 1000:.0f} ms | "
-            f"{run['wall'] / run['ideal']:.2f}× ({every}) | "
-            f"{run['cpu']['daemon'] * 1000 / (run['turns'] * 2):.2f} ms | "
-            f"{median(run['latencies']):.0f} ms | {percentile(run['latencies'], 99):.0f} ms | "
-            f"{'met' if run['wall'] / run['ideal'] <= 1.3 else 'MISSED'} |"
-        )
-    failed = sum(r["failed"] for found in placements.values() for r in found)
-    total = sum(len(found) for found in placements.values())
-    lines += [
-        "",
-        f"**(c) {conc['turns'] // 5} sessions × 5 turns at once**, one connection, "
-        "each turn two model rounds (a `calculate` call, then the answer) at 100 ms model"
-        f" latency; ideal {conc['ideal'] * 1000:.0f} ms (5 × 2 × 100 ms). Three "
-        "placements on this machine, each with every `model.process` setting: `inline` "
-        "(every request sent and read on the daemon's event loop), `separate` (all in the "
-        "model client process) and `auto`, the default (on the loop while fewer than "
-        f"{OFFLOAD_AFTER} are in flight there, the rest in the model client process). "
-        "Interleaved, the median run of "
-        f"{len(placements[('shared', 'auto')])} runs each shown; {failed} failed "
-        f"turns in {total} runs. Before each run, after one turn, two bursts of "
-        f"{2 * OFFLOAD_AFTER} one-turn sessions at once (the second once `status` reports "
-        "the model client process ready) warm what a daemon under load keeps: worker "
-        "threads, kept-alive model connections, the model client process. "
-        "The model stand-in is `tests.support.modelserver_async` "
-        "(one asyncio loop, the answers of the threaded one the tests use). A real model "
-        f"runs elsewhere; this one needed {stand_in_ms:.2f} ms of CPU per round here "
-        "(median run, shared), so the *isolated* placement gives hermesd (both of its "
-        "processes) a CPU of its own and the stand-in and the client the other: hermesd "
-        "measured alone, as it would run with a remote model on a one-CPU machine. "
-        "*Shared* lets the kernel place everything; *confined* puts all of hermesd on "
-        "one CPU (`taskset -a -c 0`, systemd's `CPUAffinity=0`) and leaves the others "
-        "free. hermesd's CPU counts both of its processes.",
-        "",
-        *table,
-        "",
-        f"Target ≤ 1.3× with the default (`auto`), shared: "
-        f"{'met' if ratio <= 1.3 else 'MISSED'}. The wall is the session that "
-        "finishes last, and the sessions keep their place in the order from the first "
-        "turn to the last (traced in the sixth round below), so what the first turn costs"
-        " the last of the 100 to start counts in full: all 100 start at once and 84 of "
-        "their first requests need a new model connection (the warm-up kept 16). They go "
-        "out first come, first served: the connection is opened before the `openai` SDK "
-        "builds the request, and the model client process starts one request per pass of "
-        "its loop. After the first turn a round costs a session a few ms over the "
-        "model's 100 ms. Inline, one event loop does all of a round (~1.0 ms of CPU), so "
-        "100 rounds keep it busy for most of each 100 ms; with `auto` and `separate` the "
-        "SDK's part runs in the model client process beside the loop, whose share of a "
-        "round is about half (the loop lag below shows it).",
-        "",
-        "Ratio by number of sessions (5 turns each, same 100 ms latency, shared): "
-        f"20 sessions {fmt_ratio(light['wall'] / light['ideal'])}, "
-        f"50 sessions {fmt_ratio(middle['wall'] / middle['ideal'])}, "
-        f"{conc['turns'] // 5} sessions {fmt_ratio(ratio, 1.3)}.",
-        "",
-        "Event-loop lag while these turns run (tools on worker threads, a turn's SQLite "
-        "batches on the loop): a `ping` every 10 ms on its own connection, through every "
-        "run of each placement (target: the loop never blocks longer than 50 ms).",
-        "",
-        *lag_table,
-        "",
-        "A ping's round trip bounds the longest time the loop went without serving it, "
-        "and includes the queue of turn work ahead of it at that moment: with 100 turns "
-        "at once the loop is saturated (see the CPU figures), so this measures queueing "
-        "more than blocking; sharing a CPU with the stand-in adds the time the loop "
-        "waits for the CPU.",
-        "",
-        f"The same with 20 sessions × 5 turns (wall {light['wall'] * 1000:.0f} ms, "
-        f"{fmt_ratio(light['wall'] / light['ideal'])} the ideal; daemon "
-        f"{light['cpu']['daemon'] * 1000 / (light['turns'] * 2):.1f} ms CPU per round), "
-        "where the loop has time to spare and a late ping means a blocked loop: "
-        f"{median(light['pings']):.1f} ms p50, {percentile(light['pings'], 99):.1f} ms "
-        f"p99, {max(light['pings']):.1f} ms max ({len(light['pings'])} pings; "
-        f"{'met' if max(light['pings']) <= 50 else 'MISSED'}).",
-    ]
-    body = "\n".join(lines)
+    overhead = {n: bench_overhead(b_turns, n) for n in (HOOK_PLUGINS, 0)}
+    conc = [bench_concurrent(sessions, 5, 0.1) for _ in range(c_runs)]
+    body = "\n".join([*report_a(whole), "", *report_b(overhead), "", *report_c(conc)])
     common.publish(
         args,
         "turn",
