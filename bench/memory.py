@@ -1,8 +1,8 @@
 """Daemon memory: RSS with 1,000 idle sessions attached by 100 clients, and over 10,000 turns.
 
 (a) A real hermesd; 100 client connections each create (and so attach to) 10 sessions; the
-    daemon's RSS (``VmRSS``, plus its model client process's while one runs: see
-    hermesd/modelproc.py) before, with all of them attached, and after the clients close.
+    daemon's RSS (``VmRSS``, with any child processes it has) before, with all of them
+    attached, and after the clients close.
     Target ≤ 100 MB with the 1,000 sessions attached.
 (b) 10,000 chat turns against the scripted model server at zero latency, 8 sessions at a time
     on one connection (``session.send`` with ``wait``), each session used for 10 turns and then
@@ -46,7 +46,7 @@ LEAK_LIMIT_MB = 2.0
 
 
 def rss_mb(pid: int) -> float:
-    """RSS of hermesd: the daemon plus its model client process while one runs."""
+    """RSS of hermesd: the daemon plus any child processes (a plugin's lint run, say)."""
     return sum(_own_rss_mb(proc) for proc in (pid, *child_pids(pid)))
 
 

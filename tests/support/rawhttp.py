@@ -21,11 +21,13 @@ from typing import Self
 
 @dataclass
 class Answer:
-    """What the server does with one request: send ``data``, then (``close``) hang up, or keep
-    the connection and wait for the next request. ``b""`` without ``close`` says nothing."""
+    """What the server does with one request: send ``data`` (after ``delay`` seconds), then
+    (``close``) hang up, or keep the connection and wait for the next request. ``b""`` without
+    ``close`` says nothing."""
 
     data: bytes = b""
     close: bool = False
+    delay: float = 0.0
 
 
 @dataclass
@@ -172,6 +174,8 @@ class RawHTTPServer:
                         if self.answers
                         else Answer(response("500 Script Exhausted"))
                     )
+                if answer.delay:
+                    time.sleep(answer.delay)
                 try:
                     conn.sendall(answer.data)
                 except OSError:

@@ -154,3 +154,33 @@ def test_a_stream_that_never_ends_an_event_fails_past_the_cap_and_is_not_retried
         with pytest.raises(ModelResponseInvalid, match="MiB without ending an event"):
             complete(server.url + "/v1", max_retries=3)
         assert len(server.requests) == 1
+
+
+# --- a new endpoint on reload --------------------------------------------------------------------
+
+
+def test_a_new_endpoint_on_reload_lets_requests_in_flight_finish_then_closes_the_old_client() -> (
+    None
+):
+    async def main(old: RawHTTPServer, new: RawHTTPServer) -> list[str]:
+        client = ModelClient(ModelSettings(base_url=old.url, model="m", max_retries=0))
+        try:
+            in_flight = asyncio.create_task(client.stream_completion(USER))
+            # the old endpoint has the connection (and answers the request after 0.5 s)
+            assert await asyncio.to_thread(old.wait_for, "accepted", 1)
+            client.settings = ModelSettings(base_url=new.url, model="m", max_retries=0)
+            after = await client.stream_completion(USER)
+            assert old.client_closed == 0  # still serving the request in flight
+            before = await in_flight
+            # closed once its last request is done, not only when the daemon stops
+            assert await asyncio.to_thread(old.wait_for, "client_closed", 1)
+            return [before.content, after.content]
+        finally:
+            await client.aclose()
+
+    with (
+        RawHTTPServer(Answer(streamed("from the old one"), delay=0.5)) as old,
+        RawHTTPServer(Answer(streamed("from the new one"))) as new,
+    ):
+        assert asyncio.run(main(old, new)) == ["from the old one", "from the new one"]
+        assert len(old.requests) == 1 and len(new.requests) == 1
