@@ -132,6 +132,19 @@ def test_with_retries_each_copy_of_a_post_the_server_sees_is_an_announced_retry(
         assert all("connection" in str(r.error) for r in retries)
 
 
+def test_requests_go_through_the_proxy_the_environment_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with RawHTTPServer(Answer(streamed("via the proxy"))) as proxy:
+        for name in ("http_proxy", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        (done,), _ = complete("http://model.invalid:9/v1")
+        assert isinstance(done, Completion) and done.content == "via the proxy"
+        (request,) = proxy.requests
+        assert request.head.startswith(b"POST http://model.invalid:9/v1/chat/completions ")
+
+
 # --- the event stream ----------------------------------------------------------------------------
 
 
