@@ -86,6 +86,8 @@ class ModelClientLike(Protocol):
         on_retry: OnRetry | None = None,
     ) -> Completion: ...
 
+    async def aclose(self) -> None: ...
+
 
 @dataclass
 class AgentSettings:
