@@ -90,7 +90,7 @@ def reloads(client: Client, socket: str, times: int) -> tuple[list[float], list[
     for _ in range(times):
         done = threading.Event()
 
-        def ping_during() -> None:
+        def ping_during(done: threading.Event = done) -> None:
             with Client.connect(socket) as other:
                 time.sleep(0.005)
                 t0 = time.perf_counter()
@@ -134,7 +134,8 @@ def report(
         "",
         f"**Processes**, {args.proc_rounds} interleaved runs each: `hermesctl status` "
         f"{median(status) * 1000:.0f} ms, `hermesctl bench-cli say x` (forwarded to the daemon) "
-        f"{median(forwarded) * 1000:.0f} ms p50 — ratio **{median(forwarded) / median(status):.2f}×**.",
+        f"{median(forwarded) * 1000:.0f} ms p50 — ratio "
+        f"**{median(forwarded) / median(status):.2f}×**.",
         "",
         f"**Hot reload** of {plugins} plugins (`plugins.reload`, {len(took)} times): "
         f"{median(took) * 1000:.0f} ms p50; a `ping` from another connection started 5 ms "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import datetime
 import fcntl
 import os
@@ -38,7 +39,7 @@ DOC = REPO / "docs" / "benchmarks.md"
 SOURCE = Path(os.environ.get("BENCH_SOURCE") or REPO).resolve()
 sys.path.insert(0, str(SOURCE))
 
-from hermesctl.client import Client
+from hermesctl.client import Client  # noqa: E402  (after SOURCE is on sys.path)
 
 # run_all bounds each script with timeout(1), which sends SIGTERM: unwind through the finally
 # blocks and context managers that stop the daemons and baselines, instead of orphaning them.
@@ -181,10 +182,8 @@ def pin(pid: int, cpus: set[int]) -> None:
     """Restrict every thread of process ``pid`` (0: this one) to ``cpus``."""
     tasks = Path(f"/proc/{pid or os.getpid()}/task")
     for tid in (int(t.name) for t in tasks.iterdir()):
-        try:
+        with contextlib.suppress(ProcessLookupError):  # a thread that just ended
             os.sched_setaffinity(tid, cpus)
-        except ProcessLookupError:  # a thread that just ended
-            pass
 
 
 def cpu_seconds(pid: int) -> float:
@@ -201,10 +200,8 @@ def live_threads_cpu_seconds(pid: int) -> float:
     """
     total = 0
     for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
+        with contextlib.suppress(OSError, ValueError, IndexError):  # a thread that just ended
             total += int((task / "schedstat").read_text().split()[0])
-        except (OSError, ValueError, IndexError):  # a thread that just ended
-            pass
     return total / 1e9
 
 

@@ -259,7 +259,8 @@ def report(
     for placement, res in lat.items():
         s_h, s_e = res["samples"]["hermesd"], res["samples"]["echo"]
         p50_h, p50_e = median(s_h), median(s_e)
-        rounds = [h / e for h, e in zip(res["round_p50"]["hermesd"], res["round_p50"]["echo"])]
+        pairs = zip(res["round_p50"]["hermesd"], res["round_p50"]["echo"], strict=True)
+        rounds = [h / e for h, e in pairs]
         lines.append(
             f"| {placement} | {p50_h * us:.1f} µs | {percentile(s_h, 99) * us:.1f} µs "
             f"| {p50_e * us:.1f} µs | {percentile(s_e, 99) * us:.1f} µs "

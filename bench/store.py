@@ -188,7 +188,8 @@ def generate(path: Path, sessions: int, messages: int, big: int) -> float:
             db.execute("COMMIT")
             db.execute("BEGIN")
     db.execute("COMMIT")
-    # what the daemon's deferred indexing (hermesd.store.search) would do, as one rebuild: faster in bulk
+    # what the daemon's deferred indexing (hermesd.store.search) would do, as one rebuild (faster
+    # in bulk)
     db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
     db.execute("DELETE FROM fts_pending")
     db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
@@ -261,7 +262,7 @@ def measure(db_path: Path, rounds: int, per_round: int) -> dict[str, Any]:
             for _ in range(19):
                 cursor = client.call("session.list", {"before": cursor})["next_cursor"]
             cases["`session.list` page 20 (cursor)"] = ("session.list", {"before": cursor})
-            for name, (method, params) in cases.items():  # warm the page cache
+            for method, params in cases.values():  # warm the page cache
                 client.call(method, params, timeout=60)
             for name in interleaved(rounds, list(cases)):
                 method, params = cases[name]

@@ -178,13 +178,19 @@ def main() -> int:
     body = "\n".join(
         [
             (
-                f"One turn streaming {chunks} text chunks (a 5-character word each) at full speed from "
-                "the scripted model server (own process), watched by N attached clients (one process "
-                f"and connection each); median of {rounds} turns per N, interleaved, after one warm-up "
-                "turn. Chunks per second are the model's chunks delivered (characters received / 5), "
+                f"One turn streaming {chunks} text chunks (a 5-character word each) at full speed "
+                "from "
+                "the scripted model server (own process), watched by N attached clients (one "
+                "process "
+                f"and connection each); median of {rounds} turns per N, interleaved, after one "
+                "warm-up "
+                "turn. Chunks per second are the model's chunks delivered (characters received / "
+                "5), "
                 "from a reader's first `text.delta` to its `turn.finished`; daemon CPU is for the "
-                "whole turn, per chunk delivered to one client. hermesd sends the chunks of one read "
-                "from the model as one `text.delta`, so at full speed a turn takes far fewer events "
+                "whole turn, per chunk delivered to one client. hermesd sends the chunks of one "
+                "read "
+                "from the model as one `text.delta`, so at full speed a turn takes far fewer "
+                "events "
                 "than chunks (a model streaming at its own pace gets one event per chunk)."
             ),
             "",
@@ -197,8 +203,10 @@ def main() -> int:
             *rows,
             "",
             (
-                f"10 clients receive **{ten / one:.1f}×** the text per second of one client in total "
-                f"({ten / 10 / one:.2f}× per client): each event is redacted and encoded once, and the "
+                f"10 clients receive **{ten / one:.1f}×** the text per second of one client in "
+                "total "
+                f"({ten / 10 / one:.2f}× per client): each event is redacted and encoded once, and "
+                "the "
                 "events of a loop iteration go to each connection in one write. The readers are 10 "
                 "Python processes on the same 2 CPUs: part of the per-client drop is theirs."
             ),

@@ -22,17 +22,20 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from hermesd import redact
-from hermesd.model.client import Completion, ConfigLike, ModelError, OnEvent, OnRetry, RetryInfo
+from hermesd.model.client import Completion, ConfigLike, ModelClient, ModelError, RetryInfo
 from hermesd.model.fastjson import valid_text
+from hermesd.plugins.hooks import HookBus
+from hermesd.plugins.host import ReloadGate
 from hermesd.store.sessions import (
     MessageRecord,
     SessionNotFound,
     SessionStore,
     StorageUnavailable,
 )
+from hermesd.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -47,46 +50,6 @@ DEFAULT_SYSTEM_PROMPT = (
 CANCELLED_RESULT = "Tool call cancelled: the user stopped this turn before it finished"
 FAILED_RESULT = "Tool call abandoned: the turn failed before it finished"
 PREVIEW_CHARS = 200
-
-
-class ToolRegistryLike(Protocol):
-    def openai_tools(self, enabled_toolsets: list[str] | None = None) -> list[dict[str, Any]]: ...
-
-    async def call(
-        self,
-        name: str,
-        args: Any,
-        *,
-        session_id: str,
-        tool_call_id: str | None = None,
-        source: str = "model",
-        turn_id: str = "",
-        observers: list[asyncio.Task[Any]] | None = None,
-    ) -> str: ...
-
-
-class HookBusLike(Protocol):
-    async def invoke(self, hook_name: str, **kwargs: Any) -> list[Any]: ...
-
-
-class ReloadGateLike(Protocol):  # hermesd.plugins.host.ReloadGate
-    async def wait(self) -> None: ...
-
-
-class ModelClientLike(Protocol):
-    settings: Any
-
-    async def stream_completion(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
-        *,
-        model: str | None = None,
-        on_event: OnEvent | None = None,
-        on_retry: OnRetry | None = None,
-    ) -> Completion: ...
-
-    async def aclose(self) -> None: ...
 
 
 @dataclass
@@ -161,11 +124,11 @@ class AgentLoop:
     def __init__(
         self,
         store: SessionStore,
-        registry: ToolRegistryLike,
-        hooks: HookBusLike,
-        client: ModelClientLike,
+        registry: ToolRegistry,
+        hooks: HookBus,
+        client: ModelClient,
         settings: AgentSettings | None = None,
-        reloads: ReloadGateLike | None = None,
+        reloads: ReloadGate | None = None,
     ) -> None:
         self.store = store
         self.registry = registry

@@ -9,6 +9,7 @@ is ``store.SessionStore``'s job and the turn itself is ``agent.AgentLoop``'s.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -253,7 +254,7 @@ class SessionService:
         return self._live(session)
 
     async def rpc_list(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        page = await self._db(
+        page: dict[str, Any] = await self._db(
             self.store.list_sessions, p.get("limit") or 50, before=p.get("before")
         )
         page["sessions"] = [self._live(s) for s in page["sessions"]]
@@ -365,7 +366,7 @@ class SessionService:
             )
         )
         self.turns[sid] = (turn_id, task)
-        task.add_done_callback(lambda t, sid=sid: self._turn_done(sid, turn_id, t))
+        task.add_done_callback(functools.partial(self._turn_done, sid, turn_id))
         if not p.get("wait"):
             return {"turn_id": turn_id}
         try:

@@ -1,8 +1,9 @@
 """What the model is sent of a session: stored messages in chat-completions form, trimmed to
 the history budgets and repaired so every tool call has exactly one result.
 
-Pure functions over lists of message dicts; ``hermesd.store.sessions`` calls them for ``history()``, and
-the crash tests use them to check what a session would send. Standard library only.
+Pure functions over lists of message dicts; ``hermesd.store.sessions`` calls them for
+``history()``, and the crash tests use them to check what a session would send. Standard
+library only.
 """
 
 from __future__ import annotations

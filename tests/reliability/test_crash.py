@@ -162,7 +162,8 @@ def test_kill_9_during_50_turns_loses_nothing_and_every_session_continues(
     final = db_report(db)
     assert final["duplicates"] == 0 and final["fts"] == "ok" and final["bad_counters"] == 0
     print(
-        f"\nkill -9: {SESSIONS} sessions, {running} turns running at the kill, {len(before)} messages committed before the kill, "
+        f"\nkill -9: {SESSIONS} sessions, {running} turns running at the kill, {len(before)} "
+        "messages committed before the kill, "
         f"{report['messages']} after restart, {len(orphaned)} sessions with unanswered tool "
         f"calls ({len(slow)} slow tool, {len(danger)} waiting for approval); restart to READY "
         f"{restart_s:.2f} s; next turn completed in {SESSIONS}/{SESSIONS} sessions"
