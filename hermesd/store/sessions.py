@@ -21,6 +21,7 @@ calling fsync on every message.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -161,6 +162,11 @@ def _message(row: sqlite3.Row) -> MessageRecord:
 MAX_TITLE = 200
 
 
+def _in_transaction(conn: sqlite3.Connection) -> bool:
+    """Whether a transaction is open now (a statement may have ended it: read it afresh)."""
+    return conn.in_transaction
+
+
 def _on_db_thread(
     method: Callable[Concatenate[SessionStore, P], T],
 ) -> Callable[Concatenate[SessionStore, P], T]:
@@ -182,11 +188,12 @@ class SessionStore:
         self.path = path
         self.history_messages = history_messages
         self.history_chars = history_chars
-        self._db = DbThread(map_error=self._storage_error)
+        self._db = DbThread(connection=self._open_connection, map_error=self._storage_error)
         self._unindexed = 0  # messages written since the last indexing run (DB thread only)
         # Waits for the file to open (the daemon builds the store before it serves anything),
         # so a disk that refuses it fails the start-up with StorageUnavailable.
         self._conn: sqlite3.Connection
+        self._closed = False
         self._db.submit(self._open).result()
 
     def _open(self) -> None:
@@ -217,17 +224,28 @@ class SessionStore:
     def close(self) -> None:
         """Finish the calls queued, index what is left, close the connection (not from a
         thread running an event loop: there, await `aclose`)."""
-        self._db.call(self._shut)
-        self._db.close()
+        self._db.close(last=self._shut)
 
     async def aclose(self) -> None:
         """`close` for the event loop: the loop waits for the DB thread, never blocks on it."""
-        await self._db.run(self._shut)
-        self._db.close()  # idle by now: the join is immediate
+        await asyncio.to_thread(self._db.close, self._shut)
 
     def _shut(self) -> None:
         self._index_quietly("at close")
+        self._closed = True
         self._conn.close()
+
+    def run_in_transaction(self, fn: Callable[[], T]) -> T:
+        """``fn()`` (several store calls) as one transaction: all of its writes or none (on
+        the DB thread: hand it to `run`)."""
+        with self._tx():
+            return fn()
+
+    def _open_connection(self) -> sqlite3.Connection | None:
+        """The connection calls are batched on (the DB thread asks), None when there is none."""
+        if self._closed:
+            return None
+        return getattr(self, "_conn", None)
 
     # -- the search index (hermesd.store.search) ----------------------------------------------
 
@@ -253,14 +271,27 @@ class SessionStore:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
+        """A write's transaction: its own, or a savepoint when it runs inside another (a
+        group commit of the DB thread, or a call made of several store methods)."""
         conn = self._conn
+        if conn.in_transaction:
+            conn.execute("SAVEPOINT tx")
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:  # else SQLite rolled all of it back (a full disk)
+                    conn.execute("ROLLBACK TO tx")
+                    conn.execute("RELEASE tx")
+                raise
+            conn.execute("RELEASE tx")
+            return
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
             conn.execute("COMMIT")
         except BaseException:
             # SQLite may already have rolled back (e.g. SQLITE_FULL at COMMIT).
-            if conn.in_transaction:
+            if _in_transaction(conn):
                 conn.execute("ROLLBACK")
             raise
 

@@ -224,3 +224,39 @@ def test_a_bare_db_thread_runs_any_function_there() -> None:
         assert thread.call(lambda: thread.on_thread()) and not thread.on_thread()
     finally:
         thread.close()
+
+
+def test_calls_waiting_together_commit_in_one_transaction(store: SessionStore) -> None:
+    sid = store.create_session()["id"]
+    statements: list[str] = []
+    store._db.call(store._conn.set_trace_callback, statements.append)
+    gate = _Gate()
+    store._db.submit(gate)
+    assert gate.entered.wait(10)
+    queued = [store._db.submit(store.append_message, sid, "user", f"m{i}") for i in range(10)]
+    gate.release.set()
+    assert [f.result()["seq"] for f in queued] == list(range(1, 11))
+    store._db.call(store._conn.set_trace_callback, None)
+    commits = [s for s in statements if s.strip().upper() == "COMMIT"]
+    assert len(commits) == 1, statements
+    assert sum(s.startswith("SAVEPOINT") for s in statements) == 10
+
+
+def test_a_call_that_fails_in_a_group_loses_only_its_own_writes(store: SessionStore) -> None:
+    sid = store.create_session()["id"]
+
+    def write_then_fail() -> None:
+        store.append_message(sid, "user", "rolled back")
+        raise ValueError("this call fails after writing")
+
+    gate = _Gate()
+    store._db.submit(gate)
+    assert gate.entered.wait(10)
+    before = store._db.submit(store.append_message, sid, "user", "kept 1")
+    failing = store._db.submit(store.run_in_transaction, write_then_fail)
+    after = store._db.submit(store.append_message, sid, "user", "kept 2")
+    gate.release.set()
+    assert before.result()["content"] == "kept 1" and after.result()["content"] == "kept 2"
+    with pytest.raises(ValueError, match="fails after writing"):
+        failing.result()
+    assert [m["content"] for m in store.messages(sid)] == ["kept 1", "kept 2"]
