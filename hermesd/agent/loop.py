@@ -313,14 +313,15 @@ class _Turn:
         if self.loop.reloads is not None:  # hooks and tools half unloaded: wait for them
             await self.loop.reloads.wait()
 
-        def begin() -> tuple[Any, list[dict[str, Any]]]:  # one trip to the DB thread, not four
+        # one trip to the DB thread, and one transaction, not four
+        def begin() -> tuple[Any, list[dict[str, Any]]]:
             session = store.get_session(self.session_id)  # SessionNotFound: nothing stored
             store.close_dangling_tool_calls(self.session_id)
             history = store.history(self.session_id)
             store.append_message(self.session_id, "user", self.user_message, turn_id=self.turn_id)
             return session, history
 
-        session, prior = await self.db(begin)
+        session, prior = await self.db(store.run_in_transaction, begin)
         self.model = session["model"] or self.model
         first = session["message_count"] == 0
         if first:
