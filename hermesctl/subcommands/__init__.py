@@ -2,7 +2,7 @@
 
 ``INDEX`` maps each command word to the area modules that define it, so ``hermesctl status``
 imports one small module instead of all of them; ``--help``, completion and unknown words load
-every area (``ORDER`` is their order in --help). ``tests/test_hermesctl.py`` checks that
+every area (``ORDER`` is their order in --help). ``tests/e2e/test_hermesctl.py`` checks that
 ``INDEX`` matches what the modules really register.
 """
 

@@ -4,7 +4,7 @@
 megabytes of text and never reads its notifications: the daemon disconnects it once its queued
 output passes ``limits.max_output``, keeps answering everyone else (``ping`` latency measured
 during the flood), and its RSS stays bounded. The connection limit itself answers with a clear
-error (``tests/test_socket.py`` covers it for a tiny limit; here it is hit with 1,000 open).
+error (``tests/e2e/test_socket.py`` covers it for a tiny limit; here it is hit with 1,000 open).
 """
 
 from __future__ import annotations

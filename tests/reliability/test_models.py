@@ -2,7 +2,7 @@
 with a clear error, the stored history stays valid, and the session's next turn succeeds.
 
 Faults already covered end to end elsewhere are not repeated here (docs/reliability.md has the
-full table): a 500 retried and a 429 with ``retry-after`` (tests/test_e2e_chat.py), persistent
+full table): a 500 retried and a 429 with ``retry-after`` (tests/e2e/test_chat.py), persistent
 503, a stream cut once, invalid tool-call JSON, unknown tools and timeouts (same file). This
 module adds what was only unit-tested or not tested at all: 429 without ``retry-after``,
 502/503 retried, persistent 429, connection refused, a stream cut on every attempt, 100 tool

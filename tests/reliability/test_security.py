@@ -3,9 +3,9 @@ traversal in skill files, plugin names and session ids, symlink tricks in plugin
 ``.env`` values, and planted secrets that must not reach the log, notifications or the model.
 
 The unit-level pieces live elsewhere and are not repeated: the calculator corpus itself
-(tests/test_calculator.py, imported here), basic ``skills.view`` traversal and ``set_env``
-round trip (tests/test_e2e_plugins.py, tests/test_e2e_plugin_mgmt.py), and the terminal-``env``
-redaction scenario (tests/test_redaction.py). docs/reliability.md says what is allowed.
+(tests/unit/test_calculator.py, imported here), basic ``skills.view`` traversal and ``set_env``
+round trip (tests/e2e/test_plugins.py, tests/e2e/test_plugin_mgmt.py), and the terminal-``env``
+redaction scenario (tests/e2e/test_redaction.py). docs/reliability.md says what is allowed.
 """
 
 from __future__ import annotations

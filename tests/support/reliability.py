@@ -1,7 +1,7 @@
 """Helpers for the reliability suites: a slow plugin tool, a model script that exercises every
 kind of turn, checks of a state.db after a crash, and a mixed-request load driver.
 
-The load driver is shared by ``tests/test_reliability_load.py`` (small) and ``bench/load.py``
+The load driver is shared by ``tests/reliability/test_load.py`` (small) and ``bench/load.py``
 (50 clients x 1,000 requests).
 """
 
