@@ -33,8 +33,8 @@ from hermesd.daemon.config import Config
 from hermesd.plugins.hooks import HookBus
 from hermesd.redact import Redactor
 from hermesd.store.sessions import SessionStore
-from hermesd.tools.builtin_files import TERMINAL_SCHEMA
 from hermesd.tools.registry import ToolRegistry
+from hermesd.tools.terminal import TERMINAL_SCHEMA
 
 CORPUS = json.loads((common.REPO / "tests" / "data" / "approval_corpus.json").read_text())
 SECRETS = {f"SERVICE_{n}_TOKEN": f"tok-{n:02d}-{'x' * 20}" for n in range(20)}

@@ -1,4 +1,5 @@
-"""Built-in tools: terminal, read_file, write_file, search_files, session_search.
+"""Built-in tools: read_file, write_file, search_files, session_search, and the terminal
+(`hermesd.tools.terminal`), registered together.
 
 They register through the same ``registry.register(...)`` call plugins use (owner
 ``"builtin"``). Each validates its arguments and returns a JSON string; a bad argument is an
@@ -12,21 +13,25 @@ layer.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import fnmatch
 import json
 import os
-import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-TransformOutput = Callable[..., Awaitable[str | None]]
+from hermesd.tools.arguments import (
+    BadArgs,
+    TransformOutput,
+    cap_middle,
+    error,
+    int_arg,
+    str_arg,
+)
+from hermesd.tools.terminal import TERMINAL_SCHEMA, Terminal
 
 READ_MAX_BYTES = 20 * 1024 * 1024
-OUTPUT_CAP = 50_000
 WRITE_MAX_CHARS = 5 * 1024 * 1024
 SEARCH_MAX_FILES = 20_000
 SEARCH_MAX_FILE_BYTES = 2 * 1024 * 1024
@@ -60,38 +65,6 @@ class SearchableStore(Protocol):
     ) -> list[Any]: ...
 
 
-def _error(message: str) -> str:
-    return json.dumps({"error": message})
-
-
-class _BadArgs(Exception):
-    pass
-
-
-def _str_arg(
-    args: dict[str, Any], key: str, *, required: bool = False, default: str | None = None
-) -> str | None:
-    value = args.get(key, default)
-    if value is None or value == "":
-        if required:
-            raise _BadArgs(f"'{key}' is required")
-        return default
-    if not isinstance(value, str):
-        raise _BadArgs(f"'{key}' must be a string")
-    return value
-
-
-def _int_arg(args: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
-    value = args.get(key, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
-        raise _BadArgs(f"'{key}' must be an integer")
-    if not low <= value <= high:
-        raise _BadArgs(f"'{key}' must be between {low} and {high}")
-    return int(value)
-
-
 class PathGuard:
     """Resolves tool paths and refuses hermesd's own files."""
 
@@ -111,15 +84,15 @@ class PathGuard:
         return [self.home / n for n in names]
 
     def resolve(self, raw: str, *, base: Path | None = None) -> Path:
-        """The absolute, symlink-free path; raises ``_BadArgs`` for a protected file."""
+        """The absolute, symlink-free path; raises ``BadArgs`` for a protected file."""
         if "\x00" in raw:
-            raise _BadArgs("path contains a NUL byte")
+            raise BadArgs("path contains a NUL byte")
         path = Path(raw).expanduser()
         if not path.is_absolute():
             path = (base or self.base) / path
         resolved = path.resolve()
         if self.is_protected(resolved):
-            raise _BadArgs(
+            raise BadArgs(
                 f"Access denied: {raw} is hermesd's own "
                 f"{resolved.name} (config, secrets and session database are "
                 "off limits to tools)"
@@ -132,7 +105,7 @@ class PathGuard:
         resolved = self.resolve(raw)
         plugins = self.home / "plugins"
         if resolved == plugins or resolved.is_relative_to(plugins):
-            raise _BadArgs(
+            raise BadArgs(
                 f"Access denied: {raw} is in hermesd's plugin directory "
                 f"({plugins}); plugins are code the daemon runs, so tools may read "
                 "them but not write them (install plugins with `hermesctl plugins "
@@ -172,46 +145,7 @@ class PathGuard:
         return "state.db" if "state.db" in command else None
 
 
-def _cap(text: str, limit: int = OUTPUT_CAP) -> tuple[str, bool]:
-    if len(text) <= limit:
-        return text, False
-    half = limit // 2
-    return (text[:half] + f"\n… [{len(text) - limit} characters omitted] …\n" + text[-half:]), True
-
-
 # -- schemas (the tools.json self-check: input → output, every parameter described) -----------
-
-TERMINAL_SCHEMA: dict[str, Any] = {
-    "name": "terminal",
-    "description": (
-        "Run a shell command on the user's machine and return its combined stdout and stderr "
-        "as 'output' plus its 'exit_code'. Use for listing, building, testing and inspecting "
-        "things. Long output is cut in the middle; a command is killed at its timeout."
-    ),
-    "parameters": {
-        "type": "object",
-        "required": ["command"],
-        "properties": {
-            "command": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 20000,
-                "description": "Shell command to run with /bin/sh, e.g. 'ls -la'",
-            },
-            "cwd": {
-                "type": "string",
-                "description": "Working directory (default: the configured terminal.cwd, "
-                "else the user's home directory)",
-            },
-            "timeout": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": 600,
-                "description": "Seconds before the command is killed (default 60)",
-            },
-        },
-    },
-}
 
 READ_FILE_SCHEMA: dict[str, Any] = {
     "name": "read_file",
@@ -351,58 +285,35 @@ class BuiltinFileTools:
         self.base = Path(cwd).expanduser() if cwd else Path.home()
         self.guard = PathGuard(home, self.base)
         self.store = store
-        self.timeout = float(config.get("terminal.timeout", 60.0))
-        self.transform_output = transform_output
-
-    async def terminal(self, args: dict[str, Any], task_id: str | None = None, **_: Any) -> str:
-        """Run a shell command; ``{"output", "exit_code"}``."""
-        try:
-            command = _str_arg(args, "command", required=True) or ""
-            cwd_raw = _str_arg(args, "cwd")
-            cwd = self.guard.resolve(cwd_raw) if cwd_raw else self.base
-            timeout = _int_arg(args, "timeout", int(self.timeout), 1, 600)
-        except _BadArgs as exc:
-            return _error(str(exc))
-        if not cwd.is_dir():
-            return _error(f"cwd is not a directory: {cwd}")
-        named = self.guard.mentions_protected(command)
-        if named:
-            return _error(f"Access denied: the command touches hermesd's own {named}")
-        output, code, timed_out = await _run_shell(command, cwd, timeout)
-        if self.transform_output is not None:
-            replaced = await self.transform_output(
-                command=command, output=output, returncode=code, task_id=task_id, env_type="local"
-            )
-            if isinstance(replaced, str):
-                output = replaced
-        output = _cap(output)[0]
-        result: dict[str, Any] = {"output": output, "exit_code": code}
-        if timed_out:
-            result["error"] = f"Command timed out after {timeout}s and was killed"
-        return json.dumps(result)
+        self.terminal = Terminal(
+            self.guard,
+            self.base,
+            timeout=float(config.get("terminal.timeout", 60.0)),
+            transform_output=transform_output,
+        )
 
     def read_file(self, args: dict[str, Any], **_: Any) -> str:
         """A range of lines of a text file."""
         try:
-            path = self.guard.resolve(_str_arg(args, "path", required=True) or "")
-            offset = _int_arg(args, "offset", 1, 1, 10**9)
-            limit = _int_arg(args, "limit", 500, 1, 5000)
-        except _BadArgs as exc:
-            return _error(str(exc))
+            path = self.guard.resolve(str_arg(args, "path", required=True) or "")
+            offset = int_arg(args, "offset", 1, 1, 10**9)
+            limit = int_arg(args, "limit", 500, 1, 5000)
+        except BadArgs as exc:
+            return error(str(exc))
         try:
             if path.is_dir():
-                return _error(f"{path} is a directory; use search_files to list it")
+                return error(f"{path} is a directory; use search_files to list it")
             if path.stat().st_size > READ_MAX_BYTES:
-                return _error(f"{path} is larger than {READ_MAX_BYTES // 2**20} MiB")
+                return error(f"{path} is larger than {READ_MAX_BYTES // 2**20} MiB")
             with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as fh:
                 data = fh.read()  # O_NOFOLLOW: no symlink swapped in after the check
         except OSError as exc:
-            return _error(f"cannot read {path}: {exc.strerror or exc}")
+            return error(f"cannot read {path}: {exc.strerror or exc}")
         if b"\x00" in data[:8192]:
-            return _error(f"{path} looks like a binary file")
+            return error(f"{path} looks like a binary file")
         lines = data.decode("utf-8", errors="replace").splitlines()
         chunk = lines[offset - 1 : offset - 1 + limit]
-        content, truncated = _cap("\n".join(chunk), 100_000)
+        content, truncated = cap_middle("\n".join(chunk), 100_000)
         end = offset - 1 + len(chunk)
         return json.dumps(
             {
@@ -419,22 +330,22 @@ class BuiltinFileTools:
     def write_file(self, args: dict[str, Any], **_: Any) -> str:
         """Write (or append) text, creating parents."""
         try:
-            path = self.guard.resolve_for_write(_str_arg(args, "path", required=True) or "")
+            path = self.guard.resolve_for_write(str_arg(args, "path", required=True) or "")
             content = args.get("content")
             if not isinstance(content, str):
-                raise _BadArgs("'content' is required and must be a string")
+                raise BadArgs("'content' is required and must be a string")
             if len(content) > WRITE_MAX_CHARS:
-                raise _BadArgs(f"'content' is longer than {WRITE_MAX_CHARS} characters")
-            mode = _str_arg(args, "mode", default="overwrite")
+                raise BadArgs(f"'content' is longer than {WRITE_MAX_CHARS} characters")
+            mode = str_arg(args, "mode", default="overwrite")
             if mode not in ("overwrite", "append"):
-                raise _BadArgs("'mode' must be 'overwrite' or 'append'")
-        except _BadArgs as exc:
-            return _error(str(exc))
+                raise BadArgs("'mode' must be 'overwrite' or 'append'")
+        except BadArgs as exc:
+            return error(str(exc))
         created = not path.exists()
         data = content.encode()
         try:
             if path.is_dir():
-                return _error(f"{path} is a directory")
+                return error(f"{path} is a directory")
             path.parent.mkdir(parents=True, exist_ok=True)
             flags = (
                 os.O_WRONLY
@@ -447,22 +358,22 @@ class BuiltinFileTools:
             ) as fh:  # O_NOFOLLOW: no symlink swapped in after the check
                 fh.write(data)
         except OSError as exc:
-            return _error(f"cannot write {path}: {exc.strerror or exc}")
+            return error(f"cannot write {path}: {exc.strerror or exc}")
         return json.dumps({"path": str(path), "bytes_written": len(data), "created": created})
 
     def search_files(self, args: dict[str, Any], **_: Any) -> str:
         """Files under a root by name glob and optional contained text."""
         try:
-            root_raw = _str_arg(args, "root")
+            root_raw = str_arg(args, "root")
             root = self.guard.resolve(root_raw) if root_raw else self.base.resolve()
-            pattern = _str_arg(args, "pattern", default="*") or "*"
-            needle = _str_arg(args, "contains")
-            limit = _int_arg(args, "max_results", 50, 1, 500)
+            pattern = str_arg(args, "pattern", default="*") or "*"
+            needle = str_arg(args, "contains")
+            limit = int_arg(args, "max_results", 50, 1, 500)
             hidden = bool(args.get("include_hidden", False))
-        except _BadArgs as exc:
-            return _error(str(exc))
+        except BadArgs as exc:
+            return error(str(exc))
         if not root.is_dir():
-            return _error(f"root is not a directory: {root}")
+            return error(f"root is not a directory: {root}")
         matches: list[dict[str, Any]] = []
         scanned, truncated = 0, False
         for dirpath, dirnames, filenames in os.walk(root):
@@ -490,12 +401,12 @@ class BuiltinFileTools:
     def session_search(self, args: dict[str, Any], session_id: str | None = None, **_: Any) -> str:
         """Past messages matching a query, via the session store's FTS index."""
         try:
-            query = _str_arg(args, "query", required=True) or ""
-            limit = _int_arg(args, "limit", 10, 1, 50)
-        except _BadArgs as exc:
-            return _error(str(exc))
+            query = str_arg(args, "query", required=True) or ""
+            limit = int_arg(args, "limit", 10, 1, 50)
+        except BadArgs as exc:
+            return error(str(exc))
         if self.store is None:
-            return _error("session search is not available")
+            return error("session search is not available")
         hits = self.store.search(query, limit)
         return json.dumps(
             {
@@ -534,46 +445,6 @@ def _grep(path: Path, needle: str, room: int) -> list[dict[str, Any]]:
     return out
 
 
-async def _run_shell(command: str, cwd: Path, timeout: float) -> tuple[str, int | None, bool]:
-    """Run ``command``; return (output, exit code, timed out). The process group is killed
-    on timeout and when the calling task is cancelled."""
-    proc = await asyncio.create_subprocess_shell(
-        command,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-    )
-    chunks: list[bytes] = []
-    size = 0
-    stdout = proc.stdout
-    assert stdout is not None
-
-    async def read_all() -> None:
-        nonlocal size
-        while data := await stdout.read(65536):
-            if size < OUTPUT_CAP * 4:  # keep enough for head + tail; drain the rest
-                chunks.append(data)
-            size += len(data)
-        await proc.wait()
-
-    timed_out = False
-    try:
-        await asyncio.wait_for(read_all(), timeout)
-    except TimeoutError:
-        timed_out = True
-    finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
-    output = b"".join(chunks).decode("utf-8", errors="replace")
-    if size > OUTPUT_CAP * 4:
-        output += f"\n… [{size - OUTPUT_CAP * 4} more bytes not kept]"
-    return output, proc.returncode, timed_out
-
-
 def register_builtin_file_tools(
     registry: RegistryLike,
     *,
@@ -589,7 +460,7 @@ def register_builtin_file_tools(
         home=home, store=store, config=config, transform_output=transform_output
     )
     entries: list[tuple[dict[str, Any], str, Callable[..., Any], bool, str]] = [
-        (TERMINAL_SCHEMA, "terminal", tools.terminal, True, "💻"),
+        (TERMINAL_SCHEMA, "terminal", tools.terminal.run, True, "💻"),
         (READ_FILE_SCHEMA, "file", tools.read_file, False, "📖"),
         (WRITE_FILE_SCHEMA, "file", tools.write_file, False, "✍️"),
         (SEARCH_FILES_SCHEMA, "file", tools.search_files, False, "🔎"),

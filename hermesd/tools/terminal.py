@@ -1,0 +1,145 @@
+"""The built-in ``terminal`` tool: one shell command, its combined output and exit status.
+
+The command runs with ``/bin/sh -c`` in its own process group, killed at its timeout and when
+the calling task is cancelled; output is capped in the middle. ``transform_terminal_output``
+hooks may replace the output before the result is built.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hermesd.tools.arguments import (
+    OUTPUT_CAP,
+    BadArgs,
+    TransformOutput,
+    cap_middle,
+    error,
+    int_arg,
+    str_arg,
+)
+
+if TYPE_CHECKING:
+    from hermesd.tools.builtin_files import PathGuard
+
+TERMINAL_SCHEMA: dict[str, Any] = {
+    "name": "terminal",
+    "description": (
+        "Run a shell command on the user's machine and return its combined stdout and stderr "
+        "as 'output' plus its 'exit_code'. Use for listing, building, testing and inspecting "
+        "things. Long output is cut in the middle; a command is killed at its timeout."
+    ),
+    "parameters": {
+        "type": "object",
+        "required": ["command"],
+        "properties": {
+            "command": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 20000,
+                "description": "Shell command to run with /bin/sh, e.g. 'ls -la'",
+            },
+            "cwd": {
+                "type": "string",
+                "description": "Working directory (default: the configured terminal.cwd, "
+                "else the user's home directory)",
+            },
+            "timeout": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 600,
+                "description": "Seconds before the command is killed (default 60)",
+            },
+        },
+    },
+}
+
+
+class Terminal:
+    """The terminal tool's handler, bound to a path guard, a default directory and a timeout."""
+
+    def __init__(
+        self,
+        guard: PathGuard,
+        base: Path,
+        *,
+        timeout: float = 60.0,
+        transform_output: TransformOutput | None = None,
+    ) -> None:
+        self.guard = guard
+        self.base = base
+        self.timeout = timeout
+        self.transform_output = transform_output
+
+    async def run(self, args: dict[str, Any], task_id: str | None = None, **_: Any) -> str:
+        """Run a shell command; ``{"output", "exit_code"}``."""
+        try:
+            command = str_arg(args, "command", required=True) or ""
+            cwd_raw = str_arg(args, "cwd")
+            cwd = self.guard.resolve(cwd_raw) if cwd_raw else self.base
+            timeout = int_arg(args, "timeout", int(self.timeout), 1, 600)
+        except BadArgs as exc:
+            return error(str(exc))
+        if not cwd.is_dir():
+            return error(f"cwd is not a directory: {cwd}")
+        named = self.guard.mentions_protected(command)
+        if named:
+            return error(f"Access denied: the command touches hermesd's own {named}")
+        output, code, timed_out = await _run_shell(command, cwd, timeout)
+        if self.transform_output is not None:
+            replaced = await self.transform_output(
+                command=command, output=output, returncode=code, task_id=task_id, env_type="local"
+            )
+            if isinstance(replaced, str):
+                output = replaced
+        output = cap_middle(output)[0]
+        result: dict[str, Any] = {"output": output, "exit_code": code}
+        if timed_out:
+            result["error"] = f"Command timed out after {timeout}s and was killed"
+        return json.dumps(result)
+
+
+async def _run_shell(command: str, cwd: Path, timeout: float) -> tuple[str, int | None, bool]:
+    """Run ``command``; return (output, exit code, timed out). The process group is killed
+    on timeout and when the calling task is cancelled."""
+    proc = await asyncio.create_subprocess_shell(
+        command,
+        cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
+    )
+    chunks: list[bytes] = []
+    size = 0
+    stdout = proc.stdout
+    assert stdout is not None
+
+    async def read_all() -> None:
+        nonlocal size
+        while data := await stdout.read(65536):
+            if size < OUTPUT_CAP * 4:  # keep enough for head + tail; drain the rest
+                chunks.append(data)
+            size += len(data)
+        await proc.wait()
+
+    timed_out = False
+    try:
+        await asyncio.wait_for(read_all(), timeout)
+    except TimeoutError:
+        timed_out = True
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+    output = b"".join(chunks).decode("utf-8", errors="replace")
+    if size > OUTPUT_CAP * 4:
+        output += f"\n… [{size - OUTPUT_CAP * 4} more bytes not kept]"
+    return output, proc.returncode, timed_out
