@@ -95,6 +95,8 @@ class SessionInfo(TypedDict):
     completion_tokens: int
     total_tokens: int
     message_count: int
+    owner_uid: int | None
+    cwd: str | None
 
 
 class MessageRecord(TypedDict):
@@ -140,6 +142,8 @@ def _session(row: sqlite3.Row) -> SessionInfo:
         completion_tokens=row["completion_tokens"],
         total_tokens=row["total_tokens"],
         message_count=row["message_count"],
+        owner_uid=row["owner_uid"],
+        cwd=row["cwd"],
     )
 
 
@@ -310,8 +314,11 @@ class SessionStore:
         platform: str = "cli",
         parent_id: str | None = None,
         session_id: str | None = None,
+        owner_uid: int | None = None,
+        cwd: str | None = None,
     ) -> SessionInfo:
-        """A new empty session; ``session_id`` is generated unless given."""
+        """A new empty session; ``session_id`` is generated unless given. ``owner_uid``: the
+        uid it belongs to; ``cwd``: the directory its tools work in (None: the default)."""
         if session_id is not None and not _SESSION_ID.match(session_id):
             raise ValueError("session id must be 1-64 characters of A-Z a-z 0-9 _ -")
         if parent_id is not None:
@@ -323,8 +330,8 @@ class SessionStore:
                 with self._tx() as db:
                     db.execute(
                         "INSERT INTO sessions (id, title, created_at, updated_at, model, platform,"
-                        " parent_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (sid, title, now, now, model, platform, parent_id),
+                        " parent_id, owner_uid, cwd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (sid, title, now, now, model, platform, parent_id, owner_uid, cwd),
                     )
                 return self.get_session(sid)
             except sqlite3.IntegrityError:
@@ -429,6 +436,8 @@ class SessionStore:
             model=src["model"],
             platform=src["platform"],
             parent_id=session_id,
+            owner_uid=src["owner_uid"],
+            cwd=src["cwd"],
         )
         with self._tx() as db:
             cur = db.execute(

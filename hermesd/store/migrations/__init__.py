@@ -105,4 +105,12 @@ CREATE TRIGGER messages_fts_au AFTER UPDATE OF content ON messages BEGIN
 END;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]
+# v6: who a session belongs to (the uid of the peer that created it; NULL for sessions made
+# before, which count as the daemon owner's) and the working directory its tools run in (the
+# creating client's, when the owner gave one; NULL: the configured default).
+_V6 = """
+ALTER TABLE sessions ADD COLUMN owner_uid INTEGER;
+ALTER TABLE sessions ADD COLUMN cwd TEXT;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6]
