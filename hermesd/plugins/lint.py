@@ -5,15 +5,9 @@ message): the manifest (present, parses, a usable name, version and description,
 ``requires_env`` entries with a description), ``__init__.py`` (present, valid Python, defines
 ``register``), ``tools.json`` (parses; every schema valid), and then — because most plugins build
 their schemas in Python — loads the plugin in a **separate, throw-away process**
-<<<<<<< HEAD
 (``python -m hermesd.daemon.lint_child``, which builds the daemon's registries) with a
-temporary HERMES_HOME, so the registration
-checks, rejected tools and the seeds-002 self-check list apply to what the plugin really
-=======
-(``python -m hermesd.plugins.lint --child``) with a temporary HERMES_HOME, so the registration
-checks, rejected tools and the tools.json self-check list apply to what the plugin really
->>>>>>> wt-docs
-registers, while the daemon never imports it. That process gets no variables of the daemon's
+temporary HERMES_HOME, so the registration checks, rejected tools and the tools.json self-check
+list apply to what the plugin really registers, while the daemon never imports it. That process gets no variables of the daemon's
 but the ones Python needs; ``requires_env`` variables get a placeholder value there.
 """
 
