@@ -7,8 +7,9 @@ message): the manifest (present, parses, a usable name, version and description,
 their schemas in Python — loads the plugin in a **separate, throw-away process**
 (``python -m hermesd.daemon.lint_child``, which builds the daemon's registries) with a
 temporary HERMES_HOME, so the registration checks, rejected tools and the tools.json self-check
-list apply to what the plugin really registers, while the daemon never imports it. That process gets no variables of the daemon's
-but the ones Python needs; ``requires_env`` variables get a placeholder value there.
+list apply to what the plugin really registers, while the daemon never imports it. That process
+gets no variables of the daemon's but the ones Python needs; ``requires_env`` variables get a
+placeholder value there.
 """
 
 from __future__ import annotations
