@@ -11,8 +11,10 @@ loses its comments, and the caller is told so.
 
 `set_env_values` rewrites ``.env`` through python-dotenv's own parser: other lines stay as they
 were, the named variables are replaced or appended double-quoted with escapes, so values with
-newlines, quotes and backslashes round-trip through ``dotenv_values``. The file is written
-atomically with mode 0600. Values are never logged.
+newlines, quotes and backslashes round-trip through ``dotenv_values``. Names that change how
+programs are loaded or run (``LD_*``, ``PYTHON*``, ``PATH``, ``HERMES_*``, … —
+`hermesd.plugins.manifest.refused_env_name`) are refused: the values reach ``os.environ``. The
+file is written atomically with mode 0600. Values are never logged.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from hermesd.plugins.manifest import refused_env_name
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TOP_KEY = re.compile(r"^(?P<key>[^\s#][^:]*):(?P<rest>.*)$")
@@ -162,6 +166,9 @@ def check_env_value(name: str, value: Any) -> str | None:
     """Why ``name=value`` cannot be stored in .env, or None."""
     if not isinstance(name, str) or not ENV_NAME.match(name):
         return f"'{name}' is not a valid environment variable name"
+    refused = refused_env_name(name)  # .env values reach os.environ and every child process
+    if refused:
+        return refused
     if not isinstance(value, str):
         return f"the value of {name} must be a string"
     if "\0" in value:

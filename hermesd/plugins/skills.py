@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from hermesd.plugins.plain_yaml import PlainYamlError, load_plain
 
 log = logging.getLogger(__name__)
 
@@ -50,14 +50,19 @@ class Skill:
         return self.name.split(":", 1)[1] if self.plugin else self.name
 
 
-def read_front_matter(text: str) -> dict[str, Any]:
-    """The YAML front matter of a SKILL.md ({} when absent or unparseable)."""
+def read_front_matter(text: str, where: object = SKILL_FILE) -> dict[str, Any]:
+    """The YAML front matter of a SKILL.md ({} when absent, unparseable or refused).
+
+    Parsed as plain YAML (no anchors or aliases, at most 64 KiB): a skill may come with a
+    plugin, and its front matter is read before anyone asked for the skill.
+    """
     match = _FRONT_MATTER_RE.match(text)
     if not match:
         return {}
     try:
-        data = yaml.safe_load(match.group(1))
-    except yaml.YAMLError:
+        data = load_plain(match.group(1))
+    except PlainYamlError as exc:
+        log.warning("Ignoring the front matter of %s: %s", where, exc)
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -91,7 +96,7 @@ class SkillCatalog:
         if not path.is_file():
             raise FileNotFoundError(f"SKILL.md not found at {path}")
         if not description:
-            front = read_front_matter(path.read_text(encoding="utf-8", errors="replace"))
+            front = read_front_matter(path.read_text(encoding="utf-8", errors="replace"), path)
             description = str(front.get("description") or "")
         skill = Skill(f"{plugin_key}:{name}", description, path, plugin=plugin_key)
         with self._lock:
@@ -133,7 +138,7 @@ class SkillCatalog:
     @staticmethod
     def _user_skill(path: Path, category: str | None) -> Skill:
         try:
-            front = read_front_matter(path.read_text(encoding="utf-8", errors="replace"))
+            front = read_front_matter(path.read_text(encoding="utf-8", errors="replace"), path)
         except OSError as exc:
             log.warning("Cannot read skill %s: %s", path, exc)
             front = {}
