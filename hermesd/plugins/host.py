@@ -283,6 +283,8 @@ def _record_for(candidate: Candidate) -> PluginRecord:
         description=manifest.description if manifest else "",
         author=manifest.author if manifest else "",
         manifest=manifest,
+        shadows=list(candidate.shadows),
+        warnings=[s.warning for s in candidate.shadows],
     )
 
 

@@ -14,7 +14,9 @@ from hermesd.plugins.manifest import PluginRecord
 def plugin_line(record: PluginRecord) -> str:
     """One line: ``  ✓ calculator v1.0.0 (2 tools, 1 hooks)`` or ``  ✗ x v1 — reason``.
 
-    A loaded plugin some of whose tools were refused gets `` — rejected tool 'n': why``.
+    A loaded plugin some of whose tools were refused gets `` — rejected tool 'n': why``; one
+    that took the key of another gets ``shadows the bundled plugin`` there (or after its
+    reason), so the listing shows what the later source replaced.
     """
     mark = "✓" if record.loaded else "✗"
     version = f" v{record.version}" if record.version else ""
@@ -28,11 +30,11 @@ def plugin_line(record: PluginRecord) -> str:
         if n
     ]
     detail = f" ({', '.join(counts)})" if counts else ""
-    if record.loaded:
-        rejected = "; ".join(f"rejected tool '{r.name}': {r.reason}" for r in record.rejected_tools)
-        reason = f" — {rejected}" if rejected else ""
-    else:
-        reason = f" — {record.reason}" if record.reason else ""
+    notes = [f"rejected tool '{r.name}': {r.reason}" for r in record.rejected_tools]
+    if not record.loaded:
+        notes = [record.reason] if record.reason else []
+    notes += [f"shadows the {s.source} plugin" for s in record.shadows]
+    reason = f" — {'; '.join(notes)}" if notes else ""
     return f"  {mark} {record.key}{version}{detail}{reason}"
 
 
@@ -67,6 +69,7 @@ def plugin_dict(record: PluginRecord) -> dict[str, Any]:
         "rejected_tools": [{"name": r.name, "reason": r.reason} for r in record.rejected_tools],
         "warnings": [w.as_dict() for w in record.warnings],
         "missing_env": list(record.missing_env),
+        "shadows": [{"source": s.source, "location": s.location} for s in record.shadows],
         "line": plugin_line(record).strip(),
     }
 

@@ -4,9 +4,10 @@
 repo's ``plugins/``, else ``hermesd/bundled_plugins``) → each folder of ``HERMES_PLUGIN_PATH``
 (one plugin, or a folder of plugins) → ``$HERMES_HOME/plugins`` → ``./.hermes/plugins`` (only
 with ``HERMES_ENABLE_PROJECT_PLUGINS``) → entry points of group ``hermes_agent.plugins`` — and
-returns one `Candidate` per key, later sources winning a key collision. Within a folder plugins
-are taken alphabetically by folder name (entry points by name), one category level deep
-(``<category>/<dir>`` keys). The resulting order is the load order, hence the hook order.
+returns one `Candidate` per key, later sources winning a key collision; the winner keeps the
+list of the plugins it shadows (`Shadowed`), which the log and the listing warn about. Within a
+folder plugins are taken alphabetically by folder name (entry points by name), one category
+level deep (``<category>/<dir>`` keys). The resulting order is the load order, hence the hook order.
 
 `import_plugin` imports a folder plugin as the package ``hermes_plugins.<slug>`` (relative
 imports and ``Path(__file__)`` work) or loads an entry point, and returns its ``register``
@@ -23,12 +24,19 @@ import re
 import sys
 import types
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import hermesd
-from hermesd.plugins.manifest import Manifest, ManifestError, Source, find_manifest, parse_manifest
+from hermesd.plugins.manifest import (
+    Manifest,
+    ManifestError,
+    Shadowed,
+    Source,
+    find_manifest,
+    parse_manifest,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +60,17 @@ class Candidate:
     error: str | None = None
     entry_point: importlib.metadata.EntryPoint | None = None
     declared: bool = False  # handed in through HERMES_PLUGIN_PATH: enabled by being declared
+    shadows: list[Shadowed] = field(default_factory=list)  # same key, earlier: not loaded
+
+    @property
+    def location(self) -> str:
+        """Where the plugin is: its folder, or its entry point."""
+        if self.folder is not None:
+            return str(self.folder)
+        if self.entry_point is not None:
+            dist = self.entry_point.dist
+            return f"entry point {self.entry_point.value}" + (f" of {dist.name}" if dist else "")
+        return "?"
 
 
 def env_flag(env: Mapping[str, str], name: str) -> bool:
@@ -162,12 +181,22 @@ def discover(home: Path, env: Mapping[str, str], cwd: Path | None = None) -> lis
     for candidate in scanned:
         previous = winners.pop(candidate.key, None)
         if previous is not None:
-            log.info(
-                "Plugin '%s' from the %s source overrides the one from the %s source",
+            # A plugin named like another takes its place silently otherwise: a user plugin
+            # called "calculator" would replace the bundled one, tools and hooks included.
+            log.warning(
+                "Plugin '%s' from the %s source overrides the one from the %s source "
+                "(%s is loaded, %s is not)",
                 candidate.key,
                 candidate.source,
                 previous.source,
+                candidate.location,
+                previous.location,
             )
+            candidate.shadows = [
+                *previous.shadows,
+                Shadowed(previous.source, previous.location),
+                *candidate.shadows,
+            ]
         winners[candidate.key] = candidate  # re-inserted: it loads at its own source's place
     return list(winners.values())
 
