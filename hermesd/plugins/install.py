@@ -1,12 +1,16 @@
 """Installing, updating and removing user plugins in ``$HERMES_HOME/plugins``.
 
-`resolve_source` tells a local folder, a git URL (``https://``, ``ssh://``, ``git@…``,
-``file://``, ``git://``, anything ending in ``.git``) and the ``owner/repo`` shorthand
-(→ ``https://github.com/owner/repo.git``) apart. `install` copies or clones (real ``git``, no
-prompts, bounded in time) into a staging folder next to the target, validates the manifest,
-and only then moves it to ``plugins/<name>``, so a failed install leaves nothing behind and an
-existing plugin is replaced only with ``force``. `update` is ``git pull --ff-only``. Nothing here
-loads plugin code; the caller reloads the plugin host afterwards.
+`resolve_source` tells a local folder, a git source and the ``owner/repo`` shorthand
+(→ ``https://github.com/owner/repo.git``) apart. Git sources are limited to the transports that
+only fetch: ``https://``, ``ssh://`` and scp-like ``user@host:path``, ``git://``, ``file://``
+and local paths. Anything else is refused before git runs — above all git's remote helpers
+(``ext::<command>`` runs a command, ``fd::<n>`` talks to a file descriptor and waits forever),
+and a source starting with ``-`` (git would read it as an option). `git` runs with the same
+limit enforced by git itself (``GIT_ALLOW_PROTOCOL``, ``protocol.ext.allow=never``), no prompts,
+and a timeout. `install` copies or clones into a staging folder next to the target, validates
+the manifest, and only then moves it to ``plugins/<name>``, so a failed install leaves nothing
+behind and an existing plugin is replaced only with ``force``. `update` is ``git pull
+--ff-only``. Nothing here loads plugin code; the caller reloads the plugin host afterwards.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ from hermesd.plugins.manifest import (
 )
 
 GIT_TIMEOUT = 120.0
-_URL = re.compile(r"^(https?|ssh|git|file)://|^[\w.-]+@[\w.-]+:")
+GIT_PROTOCOLS = ("https", "ssh", "git", "file")
+_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$", re.DOTALL)
+_SCP_LIKE = re.compile(r"^[A-Za-z0-9_][\w.-]*@[A-Za-z0-9][\w.-]*:(?!:)")
 _SHORTHAND = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -52,27 +58,74 @@ class Installed:
     replaced: bool
 
 
+def _git_source(text: str, source: str) -> str | None:
+    """``text`` as a git source git may fetch; None when it is not one; InstallError when it
+    is one we refuse."""
+    if text.startswith("-"):
+        raise InstallError(
+            f"'{source}' starts with '-', which git would read as an option", "source"
+        )
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise InstallError("the source contains control characters", "source")
+    scheme = _SCHEME.match(text)
+    if scheme is not None:
+        if scheme["scheme"] not in GIT_PROTOCOLS:  # spelled exactly, lower case
+            raise InstallError(
+                f"git transport '{scheme['scheme']}://' is not allowed; use "
+                + ", ".join(f"{p}://" for p in GIT_PROTOCOLS)
+                + ", user@host:path or a local path",
+                "source",
+            )
+        if scheme["rest"].startswith("-"):
+            raise InstallError(f"'{source}' names a host starting with '-'", "source")
+        return text
+    if "::" in text:  # <transport>::<address>: a git remote helper, e.g. ext:: or fd::
+        helper = text.split("::", 1)[0]
+        raise InstallError(
+            f"git remote helpers ('{helper}::') are not allowed as a source: they can run "
+            "commands or wait forever; use https://, ssh://, git://, file:// or a path",
+            "source",
+        )
+    if _SCP_LIKE.match(text):
+        return text
+    if text.endswith(".git") and ":" not in text:  # a local repository path
+        return text
+    return None
+
+
 def resolve_source(source: str) -> tuple[str, str]:
-    """``("folder", path)`` or ``("git", url)``."""
+    """``("folder", path)`` or ``("git", url)``; InstallError for a source not allowed."""
     text = source.strip()
     if not text:
         raise InstallError("the source is empty", "source")
     folder = Path(text).expanduser()
-    if folder.is_dir():
+    if not text.startswith("-") and "::" not in text and folder.is_dir():
         return "folder", str(folder.resolve())
-    if _URL.match(text) or text.endswith(".git"):
-        return "git", text
+    url = _git_source(text, source)
+    if url is not None:
+        return "git", url
     if _SHORTHAND.match(text):
         return "git", f"https://github.com/{text}.git"
     raise InstallError(f"'{source}' is neither a folder, a git URL nor owner/repo", "source")
 
 
 def git(args: list[str], cwd: Path | None = None) -> str:
-    """Run git without prompts; its output, or InstallError with git's message."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/false", "LC_ALL": "C"}
+    """Run git without prompts, limited to `GIT_PROTOCOLS`; its output, or InstallError with
+    git's message."""
+    env = {
+        **os.environ,
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_ASKPASS": "/bin/false",
+        "SSH_ASKPASS": "/bin/false",
+        # git's own enforcement of the same list, also for redirects and submodules
+        "GIT_ALLOW_PROTOCOL": ":".join(GIT_PROTOCOLS),
+        "GIT_PROTOCOL_FROM_USER": "0",
+        "LC_ALL": "C",
+    }
+    argv = ["git", "-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never", *args]
     try:
         proc = subprocess.run(
-            ["git", *args],
+            argv,
             cwd=cwd,
             env=env,
             capture_output=True,
