@@ -74,8 +74,9 @@ def load_plain(text: str, *, limit: int = MAX_BYTES) -> Any:
     size = len(text.encode("utf-8", errors="surrogatepass"))
     if size > limit:
         raise PlainYamlError(f"the YAML is {size} bytes; the limit is {limit}")
-    loader = _PlainLoader(text)
+    loader = None
     try:
+        loader = _PlainLoader(text)  # the reader checks for unprintable characters at once
         return loader.get_single_data()
     except PlainYamlError:
         raise
@@ -84,7 +85,8 @@ def load_plain(text: str, *, limit: int = MAX_BYTES) -> Any:
     except (ValueError, RecursionError) as exc:  # e.g. an integer of 5,000 digits
         raise PlainYamlError(f"unreadable value: {' '.join(str(exc).split())}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_capped(path: Path, *, limit: int = MAX_BYTES) -> str:
