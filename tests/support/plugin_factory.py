@@ -61,6 +61,20 @@ def write_plugin(
     return path
 
 
+def alias_bomb(levels: int = 8) -> str:
+    """A few hundred bytes that stand for 10**levels strings once the aliases are followed.
+
+    Eight levels are 10**8 strings: about 700 MB once anything prints them (as ``str(name)``
+    did), enough to fail a 200 MB bound yet not to take the test machine down if the
+    protection were missing."""
+    lines = ['l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for n in range(1, levels):
+        refs = ",".join([f"*l{n - 1}"] * 10)
+        lines.append(f"l{n}: &l{n} [{refs}]")
+    lines.append(f"name: *l{levels - 1}")
+    return "\n".join(lines) + "\n"
+
+
 def schema(name: str, **params: str) -> dict[str, Any]:
     """A small valid tool schema with string parameters (all required)."""
     return {

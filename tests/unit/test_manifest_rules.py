@@ -67,7 +67,7 @@ def test_fields_are_capped_in_length(tmp_path: Path, field: str, limit: int) -> 
 
 @pytest.mark.parametrize("name", ["my plugin", "../up", "-dash", ".hidden", "café", "a/b", "x;y"])
 def test_a_name_outside_the_charset_is_refused(tmp_path: Path, name: str) -> None:
-    with pytest.raises(ManifestError, match="plugin name .* must be 1 to 64 letters"):
+    with pytest.raises(ManifestError, match=r"plugin name .* must be 1 to 64 letters"):
         parse(tmp_path, f'name: "{name}"\n')
 
 
