@@ -1,11 +1,14 @@
 """A corpus of hostile plugin manifests in one real hermesd: every one fails with a reason (or,
 for a manifest that is not a regular file, is not a plugin at all), no plugin code runs, the
 well-behaved plugin beside them loads, the daemon stays under 200 MB across reloads and
-``plugins.list`` keeps answering. docs/reliability.md lists the corpus and the outcomes."""
+``plugins.list`` keeps answering. docs/reliability.md lists the corpus and the outcomes; with
+``HERMES_RELIABILITY_FIGURES=path`` the measured figures are written there as JSON."""
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,6 +55,15 @@ HOSTILE: dict[str, tuple[str, str]] = {
 }
 
 
+FIGURES: dict[str, float] = {}  # written out for docs/reliability.md
+
+
+def start_timed(home: Path) -> tuple[DaemonProcess, float]:
+    began = time.monotonic()
+    daemon = start_daemon(home, env={"HERMES_BUNDLED_PLUGINS": str(short_tmpdir("nob-"))})
+    return daemon, time.monotonic() - began
+
+
 @pytest.fixture(scope="module")
 def hostile() -> Iterator[DaemonProcess]:
     home = short_tmpdir()
@@ -66,9 +78,13 @@ def hostile() -> Iterator[DaemonProcess]:
     zero = write_plugin(plugins, "dev_zero", MARKER_INIT, no_manifest=True)
     (zero / "plugin.yaml").symlink_to("/dev/zero")  # a reader would never reach the end
     write_plugin(plugins, "good")
-    daemon = start_daemon(home, env={"HERMES_BUNDLED_PLUGINS": str(short_tmpdir("nob-"))})
+    daemon, FIGURES["ready_s"] = start_timed(home)
     yield daemon
     daemon.stop()
+    out = os.environ.get("HERMES_RELIABILITY_FIGURES")
+    if out:
+        with open(out, "w") as f:
+            json.dump(FIGURES, f, indent=1, sort_keys=True)
 
 
 def rows(daemon: DaemonProcess) -> dict[str, dict]:
@@ -97,12 +113,31 @@ def test_a_manifest_that_is_not_a_regular_file_makes_no_plugin(hostile: DaemonPr
 
 
 def test_the_daemon_stays_small_across_reloads(hostile: DaemonProcess) -> None:
+    FIGURES["rss_mb_at_start"] = rss_kb(hostile.proc.pid) / 1024
     for _ in range(3):
+        began = time.monotonic()
         result = hostile.call("plugins.reload")
+        FIGURES["reload_s"] = time.monotonic() - began
         assert result["loaded"] == ["good"]
         assert len(result["failed"]) == len(HOSTILE)
         assert rss_kb(hostile.proc.pid) < RSS_BOUND_KB
+    FIGURES["rss_mb_after_3_reloads"] = rss_kb(hostile.proc.pid) / 1024
+    began = time.monotonic()
+    hostile.call("plugins.list")
+    FIGURES["list_ms"] = (time.monotonic() - began) * 1000
     assert hostile.call("ping")["pong"] is True
+
+
+def test_a_daemon_with_the_good_plugin_alone_gives_the_baseline() -> None:
+    home = short_tmpdir()
+    write_plugin(home / "plugins", "good")
+    daemon, FIGURES["baseline_ready_s"] = start_timed(home)
+    try:
+        FIGURES["baseline_rss_mb"] = rss_kb(daemon.proc.pid) / 1024
+        assert daemon.call("plugins.list")["plugins"][0]["state"] == "loaded"
+    finally:
+        daemon.stop()
+    assert FIGURES["baseline_rss_mb"] < RSS_BOUND_KB / 1024
 
 
 def test_the_text_listing_answers_with_one_line_per_plugin(hostile: DaemonProcess) -> None:
