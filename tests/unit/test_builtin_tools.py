@@ -36,6 +36,8 @@ class Registrations:
         emoji: str = "",
         override: bool = False,
         owner: str = "builtin",
+        *,
+        prepare: Any = None,
     ) -> None:
         self.tools[name] = {
             "toolset": toolset,
@@ -44,6 +46,7 @@ class Registrations:
             "is_async": is_async,
             "owner": owner,
             "description": description,
+            "prepare": prepare,
         }
 
     def run(self, name: str, **args: Any) -> dict[str, Any]:
@@ -223,7 +226,7 @@ def test_hermesd_files_are_refused(reg: Registrations, home: Path, work: Path, n
     assert (home / ".env").read_text() == "OPENAI_API_KEY=sk-secret\n"
 
 
-def test_the_plugin_directory_can_be_read_but_not_written(
+def test_the_plugin_directory_can_be_read_but_not_written_without_approval(
     reg: Registrations, home: Path, work: Path
 ) -> None:
     plugin = home / "plugins" / "notes"
@@ -234,18 +237,18 @@ def test_the_plugin_directory_can_be_read_but_not_written(
         str(plugin / "__init__.py"),
         str(home / "plugins" / "new" / "__init__.py"),
         "elsewhere/notes/__init__.py",
-        str(home / "plugins"),
         f"{home}/x/../plugins/planted.py",
     ):
         out = reg.run("write_file", path=path, content="import os  # planted\n")
-        assert out["error"].startswith("Access denied"), path
-        assert "plugin directory" in out["error"]
+        assert out["error"].startswith("BLOCKED: write_file to "), path
+        assert "plugin directory" in out["error"] and "approval" in out["error"]
+    assert "is a directory" in reg.run("write_file", path=str(home / "plugins"), content="")["error"]
     assert (plugin / "__init__.py").read_text() == "def register(ctx):\n    pass\n"
     assert not (home / "plugins" / "new").exists()
     assert not (home / "plugins" / "planted.py").exists()
     assert "register" in reg.run("read_file", path=str(plugin / "__init__.py"))["content"]
-    written = reg.run("write_file", path=str(home / "notes.txt"), content="fine\n")
-    assert written["bytes_written"] == 5  # the rest of HERMES_HOME is not the plugin directory
+    elsewhere = reg.run("write_file", path=str(home / "notes.txt"), content="fine\n")
+    assert "state directory" in elsewhere["error"] and not (home / "notes.txt").exists()
 
 
 def test_a_hard_link_to_a_protected_file_is_refused(
