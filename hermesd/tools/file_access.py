@@ -56,7 +56,10 @@ class PathGuard:
         path = Path(raw).expanduser()
         if not path.is_absolute():
             path = (base or self.base) / path
-        return Path(os.path.realpath(path))
+        try:
+            return Path(os.path.realpath(path))
+        except OSError as exc:  # a link on the way changed while it was being read
+            raise BadArgs(f"cannot resolve {raw}: {exc.strerror or exc}; nothing done") from None
 
     def resolve(self, raw: str, *, base: Path | None = None) -> Path:
         """The absolute, symlink-free path; raises ``BadArgs`` for one of hermesd's own files."""
@@ -177,7 +180,10 @@ class WritePlan:
 
 def plan_write(guard: PathGuard, raw: str, workspace: Path) -> Consent:
     """Resolve and classify a write target (nothing is touched): refuse, ask, or go."""
-    path = guard.canonical(raw, base=workspace)
+    try:
+        path = guard.canonical(raw, base=workspace)
+    except BadArgs as exc:
+        return Consent(refuse=str(exc))
     verdict = write_verdict(path, guard.places, workspace)
     if verdict is not None and verdict.refuse:
         return Consent(refuse=_denied(raw, verdict))

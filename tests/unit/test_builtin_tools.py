@@ -242,7 +242,8 @@ def test_the_plugin_directory_can_be_read_but_not_written_without_approval(
         out = reg.run("write_file", path=path, content="import os  # planted\n")
         assert out["error"].startswith("BLOCKED: write_file to "), path
         assert "plugin directory" in out["error"] and "approval" in out["error"]
-    assert "is a directory" in reg.run("write_file", path=str(home / "plugins"), content="")["error"]
+    folder = reg.run("write_file", path=str(home / "plugins"), content="")
+    assert "is a directory" in folder["error"]
     assert (plugin / "__init__.py").read_text() == "def register(ctx):\n    pass\n"
     assert not (home / "plugins" / "new").exists()
     assert not (home / "plugins" / "planted.py").exists()
