@@ -346,3 +346,34 @@ def test_tools_run_through_the_real_registry_pipeline(
     assert written["bytes_written"] == 2 and read["content"] == "hi"
     assert ran == {"output": "hi", "exit_code": 0}
     assert refused["error"].startswith("Access denied")
+
+
+# -- the workspace ------------------------------------------------------------------------------
+
+
+def test_a_sessions_own_directory_is_its_workspace(
+    reg: Registrations, store: SessionStore, work: Path, tmp_path: Path
+) -> None:
+    own = tmp_path / "own-project"
+    own.mkdir()
+    sid = store.create_session(cwd=str(own))["id"]
+    write = reg.tools["write_file"]["handler"]
+    out = json.loads(write({"path": "x.txt", "content": "hi"}, session_id=sid))
+    assert out["path"] == str(own.resolve() / "x.txt")
+    outside = json.loads(write({"path": str(work / "y.txt"), "content": "hi"}, session_id=sid))
+    assert "outside the workspace" in outside["error"] and not (work / "y.txt").exists()
+    other = json.loads(write({"path": "z.txt", "content": "hi"}, session_id="no-such-session"))
+    assert other["path"] == str(work.resolve() / "z.txt")  # no session: terminal.cwd
+
+
+def test_without_terminal_cwd_the_workspace_is_a_private_folder_in_hermes_home(
+    home: Path, store: SessionStore
+) -> None:
+    r = Registrations()
+    register_builtin_file_tools(r, home=home, store=store, config=config.parse(""))
+    out = r.run("write_file", path="hello.txt", content="hi\n")
+    assert out["path"] == str(home.resolve() / "workspace" / "hello.txt")
+    assert (home / "workspace").stat().st_mode & 0o777 == 0o700
+    escape = r.run("write_file", path="../config.yaml", content="approvals: {mode: 'off'}\n")
+    assert escape["error"].startswith("Access denied")
+    assert (home / "config.yaml").read_text() == "model: {}\n"
