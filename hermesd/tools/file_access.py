@@ -224,7 +224,10 @@ def write(guard: PathGuard, plan: WritePlan, data: bytes, append: bool) -> bool:
     if not parts:
         raise BadArgs(f"{plan.path} is a directory")
     flags = os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_APPEND if append else 0)
-    root_fd = open_dir(plan.root)
+    try:
+        root_fd = open_dir(plan.root)
+    except OSError as exc:
+        raise BadArgs(f"cannot write {plan.path}: {plan.root}: {exc.strerror or exc}") from None
     try:
         parent = make_dirs(root_fd, parts[:-1], DIR_MODE)
     except OSError as exc:

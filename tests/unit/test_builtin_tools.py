@@ -377,3 +377,14 @@ def test_without_terminal_cwd_the_workspace_is_a_private_folder_in_hermes_home(
     escape = r.run("write_file", path="../config.yaml", content="approvals: {mode: 'off'}\n")
     assert escape["error"].startswith("Access denied")
     assert (home / "config.yaml").read_text() == "model: {}\n"
+
+
+def test_a_missing_configured_workspace_is_a_clear_error(home: Path, tmp_path: Path) -> None:
+    r = Registrations()
+    missing = tmp_path / "not-there"
+    register_builtin_file_tools(
+        r, home=home, store=None, config=config.parse(f"terminal:\n  cwd: {missing}\n")
+    )
+    out = r.run("write_file", path="a.txt", content="x")
+    assert out["error"].startswith(f"cannot write {missing / 'a.txt'}") and not missing.exists()
+    assert "cannot read" in r.run("read_file", path="a.txt")["error"]
