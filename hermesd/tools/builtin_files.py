@@ -3,12 +3,14 @@
 
 They register through the same ``registry.register(...)`` call plugins use (owner
 ``"builtin"``). Each validates its arguments and returns a JSON string; a bad argument is an
-``{"error": ...}`` result the model can read, never an exception. hermesd's own files under
-``$HERMES_HOME`` (``config.yaml``, ``.env``, ``state.db*``) are refused outright, after
-resolving symlinks and also when reached through a hard link; ``write_file`` also refuses the
-plugin directory ``$HERMES_HOME/plugins`` (code the daemon would run). The terminal's check is only
-best effort (a shell can name a file in many ways); dangerous-command approval is a separate
-layer.
+``{"error": ...}`` result the model can read, never an exception. The file tools work in the
+session's workspace (`hermesd.tools.workspace`): relative paths start there and writes stay
+there unless a person approves. What they refuse or ask about is `hermesd.tools.file_policy`;
+how they open files so that no symlink or swapped directory redirects them is
+`hermesd.tools.file_access`. ``write_file`` registers a ``prepare`` step, so the registry asks
+for approval before the file is touched and the handler writes exactly the target that was
+approved. The terminal's check of hermesd's own files is only best effort (a shell can name a
+file in many ways); dangerous-command approval and the sandbox are separate layers.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import fnmatch
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
+from hermesd.tools import file_access
 from hermesd.tools.arguments import (
     BadArgs,
     TransformOutput,
@@ -29,7 +32,12 @@ from hermesd.tools.arguments import (
     int_arg,
     str_arg,
 )
+from hermesd.tools.consent import Consent
+from hermesd.tools.file_access import PathGuard
 from hermesd.tools.terminal import TERMINAL_SCHEMA, Terminal
+from hermesd.tools.workspace import resolve_workspace
+
+__all__ = ["BuiltinFileTools", "PathGuard", "register_builtin_file_tools"]
 
 READ_MAX_BYTES = 20 * 1024 * 1024
 WRITE_MAX_CHARS = 5 * 1024 * 1024
@@ -52,6 +60,8 @@ class RegistryLike(Protocol):
         emoji: str = "",
         override: bool = False,
         owner: str = "builtin",
+        *,
+        prepare: Callable[..., Consent] | None = None,
     ) -> Any: ...
 
 
@@ -63,86 +73,6 @@ class SearchableStore(Protocol):
     def search(
         self, query: str, limit: int = 20, *, session_id: str | None = None
     ) -> list[Any]: ...
-
-
-class PathGuard:
-    """Resolves tool paths and refuses hermesd's own files."""
-
-    def __init__(self, home: Path, base: Path) -> None:
-        self.home = home.expanduser().resolve()
-        self.base = base
-
-    def _protected(self) -> list[Path]:
-        names = [
-            "config.yaml",
-            ".env",
-            "state.db",
-            "state.db-wal",
-            "state.db-shm",
-            "state.db-journal",
-        ]
-        return [self.home / n for n in names]
-
-    def resolve(self, raw: str, *, base: Path | None = None) -> Path:
-        """The absolute, symlink-free path; raises ``BadArgs`` for a protected file."""
-        if "\x00" in raw:
-            raise BadArgs("path contains a NUL byte")
-        path = Path(raw).expanduser()
-        if not path.is_absolute():
-            path = (base or self.base) / path
-        resolved = path.resolve()
-        if self.is_protected(resolved):
-            raise BadArgs(
-                f"Access denied: {raw} is hermesd's own "
-                f"{resolved.name} (config, secrets and session database are "
-                "off limits to tools)"
-            )
-        return resolved
-
-    def resolve_for_write(self, raw: str) -> Path:
-        """Like ``resolve``, and also refuses the plugin directory: a file written there is
-        code the daemon runs at its next start or reload, with the daemon's secrets."""
-        resolved = self.resolve(raw)
-        plugins = self.home / "plugins"
-        if resolved == plugins or resolved.is_relative_to(plugins):
-            raise BadArgs(
-                f"Access denied: {raw} is in hermesd's plugin directory "
-                f"({plugins}); plugins are code the daemon runs, so tools may read "
-                "them but not write them (install plugins with `hermesctl plugins "
-                "install`)"
-            )
-        return resolved
-
-    def is_protected(self, resolved: Path) -> bool:
-        if resolved.parent == self.home and (
-            resolved.name in ("config.yaml", ".env") or resolved.name.startswith("state.db")
-        ):
-            return True
-        try:
-            st = resolved.stat()
-        except OSError:
-            return False
-        for other in self._protected():
-            try:
-                if os.path.samestat(st, other.stat()):
-                    return True
-            except OSError:
-                continue
-        return False
-
-    def mentions_protected(self, command: str) -> str | None:
-        """A protected file a shell command names literally, if any (best effort)."""
-        for target in self._protected():
-            spellings = {
-                str(target),
-                f"$HERMES_HOME/{target.name}",
-                f"${{HERMES_HOME}}/{target.name}",
-            }
-            if self.home == (Path.home() / ".hermes").resolve():
-                spellings.add(f"~/.hermes/{target.name}")
-            if any(s in command for s in spellings):
-                return target.name
-        return "state.db" if "state.db" in command else None
 
 
 # -- schemas (the tools.json self-check: input → output, every parameter described) -----------
@@ -270,6 +200,11 @@ SESSION_SEARCH_SCHEMA: dict[str, Any] = {
 }
 
 
+@runtime_checkable
+class SessionLookup(Protocol):
+    def get_session(self, session_id: str) -> Mapping[str, object]: ...
+
+
 class BuiltinFileTools:
     """The handlers, bound to one HERMES_HOME, store and configuration."""
 
@@ -281,10 +216,13 @@ class BuiltinFileTools:
         config: ConfigLike,
         transform_output: TransformOutput | None = None,
     ) -> None:
-        cwd = config.get("terminal.cwd")
+        self.home = home
+        self.configured_cwd: str | None = config.get("terminal.cwd")
+        cwd = self.configured_cwd
         self.base = Path(cwd).expanduser() if cwd else Path.home()
         self.guard = PathGuard(home, self.base)
         self.store = store
+        self.sessions: SessionLookup | None = store if isinstance(store, SessionLookup) else None
         self.terminal = Terminal(
             self.guard,
             self.base,
@@ -292,23 +230,28 @@ class BuiltinFileTools:
             transform_output=transform_output,
         )
 
-    def read_file(self, args: dict[str, Any], **_: Any) -> str:
+    def workspace(self, session_id: str | None) -> Path:
+        """The session's workspace (`hermesd.tools.workspace`)."""
+        session_cwd = None
+        if session_id and self.sessions is not None:
+            try:
+                cwd = self.sessions.get_session(session_id).get("cwd")
+                session_cwd = cwd if isinstance(cwd, str) else None
+            except Exception:  # no such session (a bare tools.call), or the store is closing
+                session_cwd = None
+        return resolve_workspace(self.home, self.configured_cwd, session_cwd)
+
+    def read_file(self, args: dict[str, Any], session_id: str | None = None, **_: Any) -> str:
         """A range of lines of a text file."""
         try:
-            path = self.guard.resolve(str_arg(args, "path", required=True) or "")
+            raw = str_arg(args, "path", required=True) or ""
             offset = int_arg(args, "offset", 1, 1, 10**9)
             limit = int_arg(args, "limit", 500, 1, 5000)
+            path, data = file_access.read_bytes(
+                self.guard, raw, self.workspace(session_id), READ_MAX_BYTES
+            )
         except BadArgs as exc:
             return error(str(exc))
-        try:
-            if path.is_dir():
-                return error(f"{path} is a directory; use search_files to list it")
-            if path.stat().st_size > READ_MAX_BYTES:
-                return error(f"{path} is larger than {READ_MAX_BYTES // 2**20} MiB")
-            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as fh:
-                data = fh.read()  # O_NOFOLLOW: no symlink swapped in after the check
-        except OSError as exc:
-            return error(f"cannot read {path}: {exc.strerror or exc}")
         if b"\x00" in data[:8192]:
             return error(f"{path} looks like a binary file")
         lines = data.decode("utf-8", errors="replace").splitlines()
@@ -327,75 +270,76 @@ class BuiltinFileTools:
             }
         )
 
-    def write_file(self, args: dict[str, Any], **_: Any) -> str:
-        """Write (or append) text, creating parents."""
+    def prepare_write(self, args: dict[str, Any], session_id: str | None = None) -> Consent:
+        """The registry's ``prepare`` step for write_file: refuse, ask, or a plan to carry out."""
         try:
-            path = self.guard.resolve_for_write(str_arg(args, "path", required=True) or "")
-            content = args.get("content")
-            if not isinstance(content, str):
-                raise BadArgs("'content' is required and must be a string")
-            if len(content) > WRITE_MAX_CHARS:
-                raise BadArgs(f"'content' is longer than {WRITE_MAX_CHARS} characters")
-            mode = str_arg(args, "mode", default="overwrite")
-            if mode not in ("overwrite", "append"):
-                raise BadArgs("'mode' must be 'overwrite' or 'append'")
+            raw = str_arg(args, "path", required=True) or ""
+            _write_content(args)
+        except BadArgs as exc:
+            return Consent(refuse=str(exc))
+        return file_access.plan_write(self.guard, raw, self.workspace(session_id))
+
+    def write_file(
+        self,
+        args: dict[str, Any],
+        session_id: str | None = None,
+        plan: file_access.WritePlan | None = None,
+        **_: Any,
+    ) -> str:
+        """Write (or append) text, creating parents, at the target ``plan`` decided on."""
+        try:
+            data, append = _write_content(args)
+            if plan is None:  # called without the registry's prepare step: decide here
+                consent = self.prepare_write(args, session_id)
+                if consent.refuse is not None:
+                    raise BadArgs(consent.refuse)
+                if consent.ask is not None:
+                    raise BadArgs(f"BLOCKED: {consent.ask} needs a person's approval")
+                plan = consent.plan
+            assert isinstance(plan, file_access.WritePlan)
+            created = file_access.write(self.guard, plan, data, append)
         except BadArgs as exc:
             return error(str(exc))
-        created = not path.exists()
-        data = content.encode()
-        try:
-            if path.is_dir():
-                return error(f"{path} is a directory")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            flags = (
-                os.O_WRONLY
-                | os.O_CREAT
-                | os.O_NOFOLLOW
-                | (os.O_APPEND if mode == "append" else os.O_TRUNC)
-            )
-            with os.fdopen(
-                os.open(path, flags, 0o666), "ab" if mode == "append" else "wb"
-            ) as fh:  # O_NOFOLLOW: no symlink swapped in after the check
-                fh.write(data)
-        except OSError as exc:
-            return error(f"cannot write {path}: {exc.strerror or exc}")
-        return json.dumps({"path": str(path), "bytes_written": len(data), "created": created})
+        return json.dumps({"path": str(plan.path), "bytes_written": len(data), "created": created})
 
-    def search_files(self, args: dict[str, Any], **_: Any) -> str:
+    def search_files(self, args: dict[str, Any], session_id: str | None = None, **_: Any) -> str:
         """Files under a root by name glob and optional contained text."""
         try:
             root_raw = str_arg(args, "root")
-            root = self.guard.resolve(root_raw) if root_raw else self.base.resolve()
             pattern = str_arg(args, "pattern", default="*") or "*"
             needle = str_arg(args, "contains")
             limit = int_arg(args, "max_results", 50, 1, 500)
             hidden = bool(args.get("include_hidden", False))
+            root, root_fd = file_access.open_search_root(
+                self.guard, root_raw, self.workspace(session_id)
+            )
         except BadArgs as exc:
             return error(str(exc))
-        if not root.is_dir():
-            return error(f"root is not a directory: {root}")
         matches: list[dict[str, Any]] = []
         scanned, truncated = 0, False
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(
-                d for d in dirnames if d not in _SKIP_DIRS and (hidden or not d.startswith("."))
-            )
-            for name in sorted(filenames):
-                if (not hidden and name.startswith(".")) or not fnmatch.fnmatch(name, pattern):
-                    continue
-                scanned += 1
-                path = Path(dirpath) / name
-                if self.guard.is_protected(path.resolve()):
-                    continue
-                if needle is None:
-                    matches.append({"path": str(path)})
-                else:
-                    matches.extend(_grep(path, needle, limit - len(matches)))
-                if len(matches) >= limit or scanned >= SEARCH_MAX_FILES:
-                    truncated = True
+        try:
+            for here, dir_fd, names in file_access.walk(
+                self.guard, root, root_fd, _SKIP_DIRS, hidden
+            ):
+                for name in names:
+                    if not fnmatch.fnmatch(name, pattern):
+                        continue
+                    scanned += 1
+                    path = here / name
+                    if needle is None:
+                        matches.append({"path": str(path)})
+                    else:
+                        data = file_access.read_beneath(
+                            self.guard, dir_fd, name, SEARCH_MAX_FILE_BYTES
+                        )
+                        matches.extend(_grep(path, data, needle, limit - len(matches)))
+                    if len(matches) >= limit or scanned >= SEARCH_MAX_FILES:
+                        truncated = True
+                        break
+                if truncated:
                     break
-            if truncated:
-                break
+        finally:
+            os.close(root_fd)
         return json.dumps({"root": str(root), "matches": matches[:limit], "truncated": truncated})
 
     def session_search(self, args: dict[str, Any], session_id: str | None = None, **_: Any) -> str:
@@ -426,14 +370,21 @@ class BuiltinFileTools:
         )
 
 
-def _grep(path: Path, needle: str, room: int) -> list[dict[str, Any]]:
-    try:
-        if path.stat().st_size > SEARCH_MAX_FILE_BYTES:
-            return []
-        data = path.read_bytes()
-    except OSError:
-        return []
-    if b"\x00" in data[:8192]:
+def _write_content(args: dict[str, Any]) -> tuple[bytes, bool]:
+    """The bytes to write and whether to append, from write_file's arguments."""
+    content = args.get("content")
+    if not isinstance(content, str):
+        raise BadArgs("'content' is required and must be a string")
+    if len(content) > WRITE_MAX_CHARS:
+        raise BadArgs(f"'content' is longer than {WRITE_MAX_CHARS} characters")
+    mode = str_arg(args, "mode", default="overwrite")
+    if mode not in ("overwrite", "append"):
+        raise BadArgs("'mode' must be 'overwrite' or 'append'")
+    return content.encode(), mode == "append"
+
+
+def _grep(path: Path, data: bytes | None, needle: str, room: int) -> list[dict[str, Any]]:
+    if data is None or b"\x00" in data[:8192]:
         return []
     lowered = needle.lower()
     out = []
@@ -459,14 +410,15 @@ def register_builtin_file_tools(
     tools = BuiltinFileTools(
         home=home, store=store, config=config, transform_output=transform_output
     )
-    entries: list[tuple[dict[str, Any], str, Callable[..., Any], bool, str]] = [
-        (TERMINAL_SCHEMA, "terminal", tools.terminal.run, True, "💻"),
-        (READ_FILE_SCHEMA, "file", tools.read_file, False, "📖"),
-        (WRITE_FILE_SCHEMA, "file", tools.write_file, False, "✍️"),
-        (SEARCH_FILES_SCHEMA, "file", tools.search_files, False, "🔎"),
-        (SESSION_SEARCH_SCHEMA, "session_search", tools.session_search, False, "🗂️"),
+    Prepare = Callable[..., Consent] | None
+    entries: list[tuple[dict[str, Any], str, Callable[..., Any], bool, str, Prepare]] = [
+        (TERMINAL_SCHEMA, "terminal", tools.terminal.run, True, "💻", None),
+        (READ_FILE_SCHEMA, "file", tools.read_file, False, "📖", None),
+        (WRITE_FILE_SCHEMA, "file", tools.write_file, False, "✍️", tools.prepare_write),
+        (SEARCH_FILES_SCHEMA, "file", tools.search_files, False, "🔎", None),
+        (SESSION_SEARCH_SCHEMA, "session_search", tools.session_search, False, "🗂️", None),
     ]
-    for schema, toolset, handler, is_async, emoji in entries:
+    for schema, toolset, handler, is_async, emoji, prepare in entries:
         registry.register(
             name=schema["name"],
             toolset=toolset,
@@ -476,5 +428,6 @@ def register_builtin_file_tools(
             description=schema["description"],
             emoji=emoji,
             owner="builtin",
+            prepare=prepare,
         )
     return tools

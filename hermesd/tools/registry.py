@@ -7,8 +7,9 @@ name another owns unless ``override=True``. Registrations stack per name, so rem
 
 `ToolRegistry.call` is THE pipeline for a model's tool call, a client's ``tools.call`` and a
 plugin's ``ctx.dispatch_tool`` alike: parse and check arguments → ``pre_tool_call`` hooks →
-approval (injectable) → the handler, bounded in time, off the event loop → coercion to a string
-→ redaction (injectable) → size budget → ``post_tool_call`` → ``transform_tool_result``. Every
+the tool's own ``prepare`` step, if it has one (`hermesd.tools.consent`) → approval (injectable)
+→ the handler, bounded in time, off the event loop → coercion to a string → redaction
+(injectable) → size budget → ``post_tool_call`` → ``transform_tool_result``. Every
 failure becomes a ``{"error": ...}`` JSON string; nothing raises to the caller. `call_sync` is
 the same pipeline for plugin threads. The result's coercion, redaction and budget are
 `hermesd.tools.results`; which tools the model may see (``check_fn``) is
@@ -39,6 +40,7 @@ from hermesd.plugins.tool_schema import (
 )
 from hermesd.plugins.workers import CallShape, WorkerPool, WorkTimeout, call_bounded, shared_pool
 from hermesd.tools.checks import CheckCache
+from hermesd.tools.consent import Consent
 from hermesd.tools.results import (
     Redactor,
     as_result,
@@ -87,6 +89,8 @@ class ToolEntry:
     emoji: str
     owner: str
     shape: CallShape = field(repr=False)
+    #: ``prepare(args, session_id=...) -> Consent``, run before approval (`hermesd.tools.consent`)
+    prepare: Callable[..., Consent] | None = field(default=None, repr=False)
 
 
 class ToolRegistry:
@@ -135,10 +139,14 @@ class ToolRegistry:
         emoji: str = "",
         override: bool = False,
         owner: str = BUILTIN,
+        *,
+        prepare: Callable[..., Consent] | None = None,
     ) -> ToolEntry:
         """Add a tool; raises `ToolRejected` (nothing registered) when it may not be added.
 
-        Parameters are the reference's, in its order, plus ``owner`` (``builtin`` or a plugin key).
+        Parameters are the reference's, in its order, plus ``owner`` (``builtin`` or a plugin key)
+        and ``prepare``: a check run before approval that may refuse the call, ask a person about
+        it, and hand the handler a ``plan=`` (`hermesd.tools.consent`).
 
         ``is_async`` is informational: whether the handler is awaited or run on a worker thread
         is decided from the callable itself, so a wrong flag cannot put sync code on the loop.
@@ -160,6 +168,7 @@ class ToolRegistry:
             emoji=emoji,
             owner=owner,
             shape=CallShape.of(handler, positional=1),
+            prepare=prepare,
         )
         with self._lock:
             stack = self._stacks.get(name, [])
@@ -323,17 +332,27 @@ class ToolRegistry:
         else:
             verdict = await self.hooks.pre_tool_verdict(tool_name=name, args=args, **ids)
             block = verdict.block
+            consent = None
+            if block is None and entry.prepare is not None:
+                consent, block = await self._prepare(entry, args, session_id)
+            asks = consent.ask if consent is not None else None
             if block is None and self.approver is not None:
                 block = await self._approve(
                     name, args, session_id, verdict.approve, verdict.rule_key
                 )
+                if block is None and consent is not None and asks is not None:
+                    block = await self._approve(name, args, session_id, asks, consent.rule_key)
             elif block is None and verdict.approve is not None:  # nobody to ask: fail closed
                 block = f"BLOCKED: plugin approval required for {name}"
+            elif block is None and asks is not None:
+                block = f"BLOCKED: {asks} needs approval and nobody can be asked"
             if block is not None:
                 result, status = error_result(block), "blocked"
                 error_type, error_message = "blocked", block
             else:
-                result, status, error_type, error_message = await self._run(entry, args, ids)
+                result, status, error_type, error_message = await self._run(
+                    entry, args, ids, consent
+                )
         result = self._redact_and_clip(result)
         duration_ms = int((time.monotonic() - started) * 1000)
         log.debug(
@@ -389,10 +408,38 @@ class ToolRegistry:
             log.exception("Approval check for tool '%s' failed; blocking the call", name)
             return f"BLOCKED: approval check failed for {name}"
 
+    async def _prepare(
+        self, entry: ToolEntry, args: dict[str, Any], session_id: str
+    ) -> tuple[Consent | None, str | None]:
+        """The tool's consent step on a worker thread: the `Consent`, or a block message."""
+        assert entry.prepare is not None
+        try:
+            consent = await call_bounded(
+                self._pool,
+                entry.prepare,
+                (dict(args),),
+                {"session_id": session_id},
+                self.timeout,
+                f"tool:{entry.owner}",
+            )
+        except Exception:
+            log.exception("The prepare step of tool '%s' failed; blocking the call", entry.name)
+            return None, f"BLOCKED: could not check the call to {entry.name}"
+        if not isinstance(consent, Consent):
+            log.error("The prepare step of tool '%s' returned %r", entry.name, consent)
+            return None, f"BLOCKED: could not check the call to {entry.name}"
+        return consent, consent.refuse
+
     async def _run(
-        self, entry: ToolEntry, args: dict[str, Any], ids: dict[str, str]
+        self,
+        entry: ToolEntry,
+        args: dict[str, Any],
+        ids: dict[str, str],
+        consent: Consent | None = None,
     ) -> tuple[str, str, str | None, str | None]:
-        offered = {k: ids[k] for k in ("task_id", "session_id", "tool_call_id")}
+        offered: dict[str, Any] = {k: ids[k] for k in ("task_id", "session_id", "tool_call_id")}
+        if consent is not None:
+            offered["plan"] = consent.plan  # what was decided (and maybe approved) on
         try:
             value = await call_bounded(
                 self._pool,

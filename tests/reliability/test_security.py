@@ -22,6 +22,7 @@ from dotenv import dotenv_values
 
 from hermesd.daemon.config import load_dotenv_file
 from hermesd.rpc.protocol import Codes, RpcError
+from tests.support.approvals import client_answering, tool
 from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 from tests.support.plugin_factory import schema, write_plugin
@@ -186,13 +187,13 @@ def test_hostile_session_ids_are_not_found(secd: DaemonProcess, method: str, sid
 )
 def test_a_tool_cannot_plant_a_plugin(secd: DaemonProcess, where: str) -> None:
     code = "def register(ctx):\n    import os  # would run with the daemon's secrets\n"
-    got = json.loads(
-        secd.call(
-            "tools.call",
-            {"name": "write_file", "args": {"path": f"{secd.home}/{where}", "content": code}},
-        )["result"]
-    )
-    assert got["error"].startswith("Access denied") and "plugin directory" in got["error"]
+    client, asked = client_answering(secd, "deny")
+    with client:
+        got = tool(client, "write_file", {"path": f"{secd.home}/{where}", "content": code})
+    assert got["error"].startswith("BLOCKED: Command denied by user.")
+    [request] = asked.requests  # a person was asked, about the resolved plugin path
+    assert "plugin directory" in request["description"]
+    assert f"{secd.home}/plugins/" in request["description"] and ".." not in request["description"]
     assert not (secd.home / "plugins" / "planted").exists()
     assert not (secd.home / "plugins" / "planted.py").exists()
 

@@ -36,6 +36,8 @@ class Registrations:
         emoji: str = "",
         override: bool = False,
         owner: str = "builtin",
+        *,
+        prepare: Any = None,
     ) -> None:
         self.tools[name] = {
             "toolset": toolset,
@@ -44,6 +46,7 @@ class Registrations:
             "is_async": is_async,
             "owner": owner,
             "description": description,
+            "prepare": prepare,
         }
 
     def run(self, name: str, **args: Any) -> dict[str, Any]:
@@ -223,7 +226,7 @@ def test_hermesd_files_are_refused(reg: Registrations, home: Path, work: Path, n
     assert (home / ".env").read_text() == "OPENAI_API_KEY=sk-secret\n"
 
 
-def test_the_plugin_directory_can_be_read_but_not_written(
+def test_the_plugin_directory_can_be_read_but_not_written_without_approval(
     reg: Registrations, home: Path, work: Path
 ) -> None:
     plugin = home / "plugins" / "notes"
@@ -234,18 +237,19 @@ def test_the_plugin_directory_can_be_read_but_not_written(
         str(plugin / "__init__.py"),
         str(home / "plugins" / "new" / "__init__.py"),
         "elsewhere/notes/__init__.py",
-        str(home / "plugins"),
         f"{home}/x/../plugins/planted.py",
     ):
         out = reg.run("write_file", path=path, content="import os  # planted\n")
-        assert out["error"].startswith("Access denied"), path
-        assert "plugin directory" in out["error"]
+        assert out["error"].startswith("BLOCKED: write_file to "), path
+        assert "plugin directory" in out["error"] and "approval" in out["error"]
+    folder = reg.run("write_file", path=str(home / "plugins"), content="")
+    assert "is a directory" in folder["error"]
     assert (plugin / "__init__.py").read_text() == "def register(ctx):\n    pass\n"
     assert not (home / "plugins" / "new").exists()
     assert not (home / "plugins" / "planted.py").exists()
     assert "register" in reg.run("read_file", path=str(plugin / "__init__.py"))["content"]
-    written = reg.run("write_file", path=str(home / "notes.txt"), content="fine\n")
-    assert written["bytes_written"] == 5  # the rest of HERMES_HOME is not the plugin directory
+    elsewhere = reg.run("write_file", path=str(home / "notes.txt"), content="fine\n")
+    assert "state directory" in elsewhere["error"] and not (home / "notes.txt").exists()
 
 
 def test_a_hard_link_to_a_protected_file_is_refused(
@@ -342,3 +346,45 @@ def test_tools_run_through_the_real_registry_pipeline(
     assert written["bytes_written"] == 2 and read["content"] == "hi"
     assert ran == {"output": "hi", "exit_code": 0}
     assert refused["error"].startswith("Access denied")
+
+
+# -- the workspace ------------------------------------------------------------------------------
+
+
+def test_a_sessions_own_directory_is_its_workspace(
+    reg: Registrations, store: SessionStore, work: Path, tmp_path: Path
+) -> None:
+    own = tmp_path / "own-project"
+    own.mkdir()
+    sid = store.create_session(cwd=str(own))["id"]
+    write = reg.tools["write_file"]["handler"]
+    out = json.loads(write({"path": "x.txt", "content": "hi"}, session_id=sid))
+    assert out["path"] == str(own.resolve() / "x.txt")
+    outside = json.loads(write({"path": str(work / "y.txt"), "content": "hi"}, session_id=sid))
+    assert "outside the workspace" in outside["error"] and not (work / "y.txt").exists()
+    other = json.loads(write({"path": "z.txt", "content": "hi"}, session_id="no-such-session"))
+    assert other["path"] == str(work.resolve() / "z.txt")  # no session: terminal.cwd
+
+
+def test_without_terminal_cwd_the_workspace_is_a_private_folder_in_hermes_home(
+    home: Path, store: SessionStore
+) -> None:
+    r = Registrations()
+    register_builtin_file_tools(r, home=home, store=store, config=config.parse(""))
+    out = r.run("write_file", path="hello.txt", content="hi\n")
+    assert out["path"] == str(home.resolve() / "workspace" / "hello.txt")
+    assert (home / "workspace").stat().st_mode & 0o777 == 0o700
+    escape = r.run("write_file", path="../config.yaml", content="approvals: {mode: 'off'}\n")
+    assert escape["error"].startswith("Access denied")
+    assert (home / "config.yaml").read_text() == "model: {}\n"
+
+
+def test_a_missing_configured_workspace_is_a_clear_error(home: Path, tmp_path: Path) -> None:
+    r = Registrations()
+    missing = tmp_path / "not-there"
+    register_builtin_file_tools(
+        r, home=home, store=None, config=config.parse(f"terminal:\n  cwd: {missing}\n")
+    )
+    out = r.run("write_file", path="a.txt", content="x")
+    assert out["error"].startswith(f"cannot write {missing / 'a.txt'}") and not missing.exists()
+    assert "cannot read" in r.run("read_file", path="a.txt")["error"]
