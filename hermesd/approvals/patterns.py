@@ -290,10 +290,24 @@ def _find_delete_vital(inv: Invocation, where: Where) -> bool:
     ]
     if "-delete" not in inv.values() and not removers:
         return False
+    # only an unfiltered walk deletes everything: `find ~ -name '*.pyc' -delete` does not
+    allowed = {"-delete", "-depth", "-xdev", "-mount", "-P", "-L", "-H", "-print", "-print0"}
+    exec_words = {id(w) for body in commands.find_execs(inv) for w in body}
+    for i, word in enumerate(inv.args):
+        value = word.value or ""
+        if value.startswith("-") and value not in allowed and value not in _FIND_EXEC_WORDS:
+            if value in ("-maxdepth", "-mindepth") or id(word) in exec_words:
+                continue
+            previous = inv.args[i - 1].value if i else None
+            if previous not in ("-maxdepth", "-mindepth"):
+                return False
     starts = [
         w for w in inv.args if w.value is not None and not w.value.startswith(("-", "!", "("))
     ]
     return any(_vital(p, where) for p in _paths(inv, starts[:8], where))
+
+
+_FIND_EXEC_WORDS = frozenset({"-exec", "-execdir", "-ok", "-okdir", ";", "+"})
 
 
 def _system_disk(path: str | None) -> bool:
@@ -458,15 +472,20 @@ _SYSTEM_TREES = (
 )
 
 
-def _system_path(path: str) -> bool:
-    return path == "/" or _everything_in(path, "/") or any(_under(path, d) for d in _SYSTEM_TREES)
+def _system_path(path: str, where: Where) -> bool:
+    if path == "/" or _everything_in(path, "/"):
+        return True
+    # a home under a system tree (/root, /var/lib/hermesd) is the user's, not the system's
+    if where.home != "/" and _under(path, where.home):
+        return False
+    return any(_under(path, d) for d in _SYSTEM_TREES)
 
 
 def _chmod_system(inv: Invocation, where: Where) -> bool:
     if inv.name not in ("chmod", "chown", "chgrp"):
         return False
     rest = options(inv.args, "", ("--reference", "--from"))[1][1:]
-    return any(_system_path(p) for p in _paths(inv, rest, where))
+    return any(_system_path(p, where) for p in _paths(inv, rest, where))
 
 
 def _chown_recursive(inv: Invocation, where: Where) -> bool:
