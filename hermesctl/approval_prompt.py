@@ -44,9 +44,7 @@ _GUTTER = "│ "
 def visible(text: str) -> str:
     """``text`` with every character a terminal would act on or not draw shown as ``\\uXXXX``
     (newlines kept)."""
-    return "".join(
-        ch if ch == "\n" or not _hidden(ch) else f"\\u{ord(ch):04x}" for ch in str(text)
-    )
+    return "".join(ch if ch == "\n" or not _hidden(ch) else f"\\u{ord(ch):04x}" for ch in str(text))
 
 
 def _hidden(ch: str) -> bool:

@@ -269,6 +269,10 @@ def _inner(
             return rest, {}, False
         code.append(_joined(rest))
         return None
+    if name == "coproc":  # a keyword the grammar does not know: read what follows as code
+        body = args[2:] if len(args) > 2 and args[1].value == "{" else args
+        code.append(_joined(body))
+        return None
     if name in ("eval", "trap"):
         operands = args if name == "eval" else args[:1]
         if name == "trap" and (not operands or operands[0].value in ("-", "-l", "-p")):

@@ -61,7 +61,7 @@ class Assessment:
 
     floor: Pattern | None
     dangerous: list[Pattern]
-    texts: list[str]  # every simple command as words joined by spaces (for approvals.deny)
+    texts: list[str]  # every program started, its words joined by spaces (for approvals.deny)
 
 
 def assess(command: str, where: Where | None = None) -> Assessment:
@@ -114,8 +114,9 @@ def _assess(
         invs, codes = commands.invocations(cmd)
         if not invs:
             invs = [Invocation("", (), cmd)]
-        texts.append(" ".join(w.value if w.value is not None else w.text for w in cmd.words))
         for inv in invs:
+            if inv.argv:
+                texts.append(" ".join(w.text if w.value is None else w.value for w in inv.argv))
             _check(inv, where, found, floors)
             code = code_of(inv)
             if code is not None and code.shell and code.kind == "inline":
