@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 CHOICES = ("once", "session", "always", "deny")
 _SHORT = {"o": "once", "s": "session", "a": "always", "d": "deny"}
 REQUEST = "approval.request"
+INLINE_CHECK = 512  # characters; a longer terminal command is judged on a worker thread
 RESOLVED = "approval.resolved"
 
 _NOT_CONSENTED = " The user has NOT consented to this action."
@@ -277,7 +278,13 @@ class ApprovalBroker:
         rule_key: str | None = None,
     ) -> str | None:
         """The registry's approver: None lets the call run, a str blocks it."""
-        decision, message, subject = self.verdict(tool, args, session_id, asked, rule_key)
+        if tool == "terminal" and len(str(args.get("command") or "")) > INLINE_CHECK:
+            # parsing a long command can take tens of milliseconds: not on the event loop
+            decision, message, subject = await asyncio.to_thread(
+                self.verdict, tool, args, session_id, asked, rule_key
+            )
+        else:
+            decision, message, subject = self.verdict(tool, args, session_id, asked, rule_key)
         if decision != "ask":
             if decision == "block":
                 log.info("tool %s for session %s refused: %s", tool, session_id or "-", message)

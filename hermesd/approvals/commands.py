@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from hermesd.approvals.shell import SimpleCommand, Word
 
-MAX_DEPTH = 12  # wrappers inside wrappers beyond this are not followed (the rest asks)
+MAX_DEPTH = 64  # wrappers inside wrappers beyond this are not followed (the rest asks)
 MAX_FED = 64  # words of known input that xargs is taken to append
 
 
@@ -206,6 +206,8 @@ def _unwrap(
     inv = Invocation(name, tuple(words), cmd, via, dict(env), more)
     out.append(inv)
     if depth >= MAX_DEPTH:
+        if _inner(inv, []) is not None:  # still wrapping something: that cannot be told
+            out.append(Invocation(None, tuple(words[1:]), cmd, via, env, more, "too deep"))
         return
     if name == "find":
         for body in find_execs(inv):

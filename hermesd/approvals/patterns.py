@@ -70,7 +70,12 @@ def assess(command: str, where: Where | None = None) -> Assessment:
     found: dict[str, Pattern] = {}
     floors: list[Pattern] = []
     texts: list[str] = []
-    _assess(_normalize(command), where, found, floors, texts, 0)
+    text = _normalize(command)
+    try:
+        _assess(text, where, found, floors, texts, 0)
+    except RecursionError:  # nesting deeper than the walk goes: read it the simple way
+        found.setdefault(UNPARSED.key, UNPARSED)
+        _fallback(text, where, found, floors)
     return Assessment(floors[0] if floors else None, list(found.values()), texts)
 
 

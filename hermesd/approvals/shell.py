@@ -17,6 +17,7 @@ import dataclasses
 import itertools
 import posixpath
 import re
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,9 +25,11 @@ from typing import Any
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-_PARSER = Parser(Language(tree_sitter_bash.language()))
+_LANGUAGE = Language(tree_sitter_bash.language())
+_LOCAL = threading.local()  # a Parser is not safe to share between threads
 
 MAX_WORDS = 256  # brace expansion beyond this is cut (the first words are what the table reads)
+MAX_BRACES = 16  # a word with more brace groups than this is not expanded
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ class SimpleCommand:
     redirects: list[Redirect] = field(default_factory=list)
     stdin: str = ""  # "", "pipe", "file", "heredoc", "herestring"
     fed: str | None = None  # the literal text on its stdin (heredoc, here-string, echo |), if known
-    upstream: tuple[str, ...] = ()  # words (basenames) of the commands earlier in its pipeline
+    upstream: frozenset[str] = frozenset()  # words (basenames) of the earlier pipeline stages
     cwd: str | None = None  # its working directory, when known
     function: str = ""  # the function whose body holds it
     piped_out: bool = False
@@ -93,7 +96,7 @@ class _Context:
     function: str = ""
     stdin: str = ""
     fed: str | None = None
-    upstream: tuple[str, ...] = ()
+    upstream: frozenset[str] = frozenset()
     piped_out: bool = False
     background: bool = False
 
@@ -109,7 +112,10 @@ def parse(
     text: str, home: str, cwd: str | None = None, env: dict[str, str] | None = None
 ) -> Script:
     """Every simple command of ``text``; ``home`` and ``env`` give ``~`` and known variables."""
-    tree = _PARSER.parse(text.encode("utf-8", "surrogatepass"))
+    parser = getattr(_LOCAL, "parser", None)
+    if parser is None:
+        parser = _LOCAL.parser = Parser(_LANGUAGE)
+    tree = parser.parse(text.encode("utf-8", "surrogatepass"))
     known: dict[str, str | None] = {"HOME": home, **(env or {})}
     if cwd:
         known["PWD"] = cwd
@@ -208,7 +214,9 @@ class _Walker:
         elif kind in _SUBSTITUTIONS:
             self.children(
                 node,
-                ctx.subshell(stdin="", fed=None, upstream=(), piped_out=True, background=False),
+                ctx.subshell(
+                    stdin="", fed=None, upstream=frozenset(), piped_out=True, background=False
+                ),
             )
         elif kind in _CONDITIONAL:
             self.children(node, ctx.derive(certain=False))
@@ -239,7 +247,7 @@ class _Walker:
             self.walk(child, ctx if certain == ctx.certain else ctx.derive(certain=certain))
 
     def pipeline(self, node: Node, ctx: _Context) -> None:
-        upstream: list[str] = list(ctx.upstream)
+        upstream = ctx.upstream
         piped = False
         fed: str | None = ctx.fed
         stages = [c for c in node.children if c.is_named]
@@ -254,11 +262,11 @@ class _Walker:
                 ctx.subshell(
                     stdin="pipe" if piped else ctx.stdin,
                     fed=fed if piped or ctx.stdin else None,
-                    upstream=tuple(upstream),
+                    upstream=upstream,
                     piped_out=child is not stages[-1] or ctx.piped_out,
                 ),
             )
-            upstream.extend(_names(found))
+            upstream = upstream | _names(found)
             fed = _output_of(found[-1]) if len(found) == 1 else None
 
     def redirected(self, node: Node, ctx: _Context) -> None:
@@ -297,9 +305,7 @@ class _Walker:
             if op in ("|", "|&"):
                 self.walk(
                     statement,
-                    ctx.subshell(
-                        stdin="pipe", fed=producer, upstream=ctx.upstream + tuple(_names(found))
-                    ),
+                    ctx.subshell(stdin="pipe", fed=producer, upstream=ctx.upstream | _names(found)),
                 )
             else:
                 self.walk(statement, ctx.derive(certain=False) if op == "||" else ctx)
@@ -555,9 +561,9 @@ def _output_of(cmd: SimpleCommand) -> str | None:
     return None
 
 
-def _names(found: list[SimpleCommand]) -> list[str]:
+def _names(found: list[SimpleCommand]) -> frozenset[str]:
     # every literal word, not just the command's: `busybox wget … | sh`, `sudo curl … | sh`
-    return [_basename(w.value) for c in found for w in c.words if w.value]
+    return frozenset(_basename(w.value) for c in found for w in c.words if w.value)
 
 
 def _basename(value: str) -> str:
@@ -619,6 +625,8 @@ def _has_brace(text: str | None) -> bool:
 
 
 def _expand_marked(text: str, budget: int = MAX_WORDS) -> list[str]:
+    if text.count(_OPEN) > MAX_BRACES:  # each group is a level of recursion: leave it as text
+        return [_plain(text)]
     start = text.find(_OPEN)
     while start >= 0:
         depth, commas, end = 0, [], -1

@@ -340,8 +340,9 @@ def test_config_reload_applies_new_approval_settings(start, work: Path) -> None:
         "echo ~ | xargs rm -rf",
         "X=rm; $X -rf ~/",
         "env -i /bin/rm -rf ${HOME}/*",
+        "echo " + "x" * 600 + "\nrm -rf ~",  # long: judged on a worker thread
     ],
-    ids=["second-line", "quoted", "sh-c-cd", "xargs", "variable", "env-glob"],
+    ids=["second-line", "quoted", "sh-c-cd", "xargs", "variable", "env-glob", "long"],
 )
 def test_floor_holds_however_the_command_is_spelled(start, command) -> None:
     # HOME is a scratch directory: were the floor to fail, only it would go

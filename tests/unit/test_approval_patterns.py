@@ -171,3 +171,17 @@ def test_formatting_the_root_device_is_floor_wherever_root_lives() -> None:
 def test_deny_texts_hold_every_simple_command_unquoted_and_unwrapped() -> None:
     texts = patterns.assess('true\n"r"m -rf x; sudo nice rm -rf y', WHERE).texts
     assert "rm -rf x" in texts and "sudo nice rm -rf y" in texts and "rm -rf y" in texts
+
+
+def test_nesting_deeper_than_the_walk_asks_and_keeps_the_floor() -> None:
+    deep = "$(" * 3000 + "rm -rf /" + ")" * 3000
+    assert "unparsed" in keys(deep) and floor_key(deep) == "floor_rm_root"
+
+
+def test_more_wrappers_than_are_followed_asks() -> None:
+    assert floor_key("nice " * 20 + "rm -rf /") == "floor_rm_root"
+    assert "dynamic_command" in keys("nice " * 100 + "rm -rf /")
+
+
+def test_many_brace_groups_are_left_unexpanded_not_exploded() -> None:
+    assert keys("echo " + "{a,b}" * 3000) == []
