@@ -185,7 +185,7 @@ class ApprovalBroker:
         base = os.path.expanduser(str(self.terminal_cwd)) if self.terminal_cwd else home
         raw = args.get("cwd")
         cwd = os.path.join(base, os.path.expanduser(raw)) if isinstance(raw, str) and raw else base
-        return patterns.Where(home, str(self.hermes_home), os.getpid(), os.path.normpath(cwd))
+        return patterns.Where(home, str(self.hermes_home), os.getpid(), os.path.abspath(cwd))
 
     def assess(self, tool: str, args: dict[str, Any]) -> patterns.Assessment | None:
         """The table's findings for a terminal call (None for other tools)."""
