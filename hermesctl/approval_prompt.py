@@ -3,12 +3,18 @@
 `ask` shows the reference's prompt and returns the answer map the daemon expects
 (``{"choice": ..., "reason": ...}``); without a terminal it returns the default the user chose
 on the command line (``--approve deny|once``, default deny). `request_handler` wraps it as a
-``Client.on_request`` handler. Standard library only: this is on hermesctl's start-up path.
+``Client.on_request`` handler. `command_lines` is how a command is drawn here and in
+``hermesctl approvals pending``: the daemon sends it with control characters already escaped
+and only known secret values hidden, plus its length and notes; this side escapes again
+whatever a terminal would act on (an older or foreign daemon), frames a multi-line command so
+no line of it can pass for the prompt, and prints the notes. Standard library only: this is
+on hermesctl's start-up path.
 """
 
 from __future__ import annotations
 
 import sys
+import unicodedata
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,6 +38,35 @@ _FEEDBACK = {
     "deny": "✗ Denied",
 }
 _PAD = "      "
+_GUTTER = "│ "
+
+
+def visible(text: str) -> str:
+    """``text`` with every character a terminal would act on or not draw shown as ``\\uXXXX``
+    (newlines kept)."""
+    return "".join(ch if ch == "\n" or not _hidden(ch) else f"\\u{ord(ch):04x}" for ch in str(text))
+
+
+def _hidden(ch: str) -> bool:
+    code = ord(ch)
+    if code < 0x20 or 0x7F <= code <= 0x9F:
+        return True
+    return code > 0x7F and unicodedata.category(ch) in ("Cf", "Zl", "Zp", "Co", "Cn", "Cs")
+
+
+def command_lines(params: dict[str, Any], pad: str = _PAD) -> list[str]:
+    """The lines that show a request's command: the command (framed when it spans lines),
+    its length, and the daemon's notes (secrets hidden, characters escaped)."""
+    command = visible(params.get("command") or params.get("tool") or "")
+    parts = command.split("\n")
+    lines = [f"{pad}{_GUTTER if len(parts) > 1 else ''}{part}" for part in parts]
+    length = params.get("command_length")
+    if isinstance(length, int):
+        extra = f", {len(parts)} lines" if len(parts) > 1 else ""
+        lines.append(f"{pad}({length} characters{extra})")
+    for note in params.get("notes") or []:
+        lines.append(f"{pad}⚠️  {visible(note)}")
+    return lines
 
 
 def ask(
@@ -56,10 +91,10 @@ def ask(
         )
     stdin = stdin or sys.stdin
     out = out or sys.stdout
-    description = str(params.get("description") or params.get("pattern_key") or "")
+    description = visible(params.get("description") or params.get("pattern_key") or "")
     choices = params.get("choices") or ["once", "session", "always", "deny"]
     out.write(f"\n  ⚠️  DANGEROUS COMMAND: {description}\n")
-    out.write(f"{_PAD}{params.get('command') or params.get('tool') or ''}\n\n")
+    out.write("\n".join(command_lines(params)) + "\n\n")
     if "always" in choices:
         out.write(f"{_PAD}[o]nce  |  [s]ession  |  [a]lways  |  [d]eny\n\n")
         out.write(f"{_PAD}Choice [o/s/a/D]: ")

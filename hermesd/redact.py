@@ -109,6 +109,12 @@ class Redactor:
         text = _ASSIGNMENT.sub(_keep_name, text)
         return _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
 
+    def values_only(self, text: str) -> str:
+        """``text`` with the known secret values replaced, and nothing else: what an approval
+        prompt shows, where hiding secret-*shaped* text (``X_TOKEN=$(curl …)``) would hide
+        what runs."""
+        return self._values.sub(REDACTED, text) if self._values is not None else text
+
     def match_start_before(self, text: str, cut: int) -> int:
         """``cut``, or the start of the earliest secret in ``text`` that ``cut`` would split."""
         patterns = [p for p in (self._values, _FORMATS, _ASSIGNMENT, _BEARER) if p is not None]
@@ -236,6 +242,11 @@ def redact(text: str) -> str:
     return _current[0](text)
 
 
+def redact_values(text: str) -> str:
+    """``text`` with the daemon-wide redactor's known secret values replaced (only those)."""
+    return _current[0].values_only(text)
+
+
 def redact_obj(obj: Any) -> Any:
     """``obj`` through the daemon-wide redactor."""
     return _current[0].redact_obj(obj)
@@ -246,15 +257,22 @@ def redact_event(event: dict[str, Any]) -> dict[str, Any]:
     return _current[0].redact_event(event)
 
 
+VALUES_ONLY = "hermes_values_only"  # a log record's attribute: see RedactingFilter
+
+
 class RedactingFilter(logging.Filter):
-    """Redacts log records (message and traceback) before any handler writes them."""
+    """Redacts log records (message and traceback) before any handler writes them.
+
+    A record carrying ``extra={VALUES_ONLY: True}`` has only known secret values replaced: the
+    approval log line shows a command as the approver saw it.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
         except Exception:
             return True
-        cleaned = redact(message)
+        cleaned = redact_values(message) if getattr(record, VALUES_ONLY, False) else redact(message)
         if cleaned != message:
             record.msg, record.args = cleaned, None
         if record.exc_info and not record.exc_text:

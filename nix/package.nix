@@ -31,7 +31,12 @@ let
   # nixpkgs renamed the binding to systemd-python (its PyPI name) in November 2025.
   systemd-python = ps.systemd-python or ps.systemd;
   # openai[aiohttp]: the SDK and the HTTP client hermesd runs it on
-  dependencies = [ ps.pyyaml ps.openai ps.aiohttp ps.msgpack systemd-python ps.python-dotenv ps.orjson ];
+  # the approval table parses commands with tree-sitter's Python binding and nixpkgs' Python
+  # package of the bash grammar (python3Packages.tree-sitter-grammars.tree-sitter-bash)
+  dependencies = [
+    ps.pyyaml ps.openai ps.aiohttp ps.msgpack systemd-python ps.python-dotenv ps.orjson
+    ps.tree-sitter ps.tree-sitter-grammars.tree-sitter-bash
+  ];
   build-system = [ ps.setuptools ps.wheel ];
   checkInputs = [ ps.pytest ps.pytest-timeout ps.hypothesis ];
 in

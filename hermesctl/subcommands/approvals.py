@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from hermesctl.approval_prompt import command_lines, visible
 from hermesctl.client import Client
 from hermesctl.subcommands.base import COMMANDS, EXIT_OK, emit_json
 
@@ -74,10 +75,10 @@ def cmd_pending(args: argparse.Namespace, client: Client) -> int:
     for p in pending:
         left = max(0, int(float(p["deadline"]) - time.time()))
         print(
-            f"{p['id']}  session {p['session_id'] or '-'}  {p['tool']}  "
-            f"({p['description']}; {left}s left)"
+            f"{p['id']}  session {p['session_id'] or '-'}  {visible(p['tool'])}  "
+            f"({visible(p['description'])}; {left}s left)"
         )
-        print(f"    {p['command']}")
+        print("\n".join(command_lines(p, pad="    ")))
     return EXIT_OK
 
 

@@ -27,10 +27,11 @@ import secrets
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hermesd import redact
-from hermesd.approvals import patterns
+from hermesd.approvals import display, patterns
 from hermesd.plugins.hooks import HookBus
 from hermesd.rpc import wire
 from hermesd.rpc.connection import Connection, current_connection
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 CHOICES = ("once", "session", "always", "deny")
 _SHORT = {"o": "once", "s": "session", "a": "always", "d": "deny"}
 REQUEST = "approval.request"
+INLINE_CHECK = 512  # characters; a longer terminal command is judged on a worker thread
 RESOLVED = "approval.resolved"
 
 _NOT_CONSENTED = " The user has NOT consented to this action."
@@ -80,6 +82,13 @@ class Subject:
     def description(self) -> str:
         return "; ".join(self.descriptions)
 
+    def shown(self) -> display.Shown:
+        """The command as the approver sees it (``hermesd.approvals.display``)."""
+        return display.show(self.command, redact.redact_values)
+
+    def shown_description(self) -> str:
+        return display.escape(redact.redact_values(self.description))[0]
+
 
 @dataclass(eq=False)
 class Pending:
@@ -95,14 +104,18 @@ class Pending:
 
     def public(self) -> dict[str, Any]:
         """The ``approval.request`` params / ``approvals.pending`` entry."""
+        shown = self.subject.shown()
         return {
             "id": self.id,
             "session_id": self.session_id,
             "tool": self.subject.tool,
-            "command": redact.redact(self.subject.command),
+            "command": shown.text,
+            "command_length": shown.length,
+            "notes": shown.notes,
+            "secrets_hidden": shown.secrets_hidden,
             "pattern_key": self.subject.keys[0],
             "pattern_keys": list(self.subject.keys),
-            "description": redact.redact(self.subject.description),
+            "description": self.subject.shown_description(),
             "choices": list(CHOICES),
             "deadline": self.deadline,
         }
@@ -117,8 +130,11 @@ class ApprovalBroker:
         hooks: HookBus,
         config: Any,
         attached: Callable[[str], Iterable[Connection]],
+        hermes_home: Path | None = None,
     ) -> None:
         self.store = store
+        # the table needs it for hermes_state/hermes_plugins (the store lives in it)
+        self.hermes_home = hermes_home or Path(store.path).parent
         self.hooks = hooks
         self.attached = attached
         self.owner_uid = os.geteuid()
@@ -139,6 +155,7 @@ class ApprovalBroker:
         self.require = {str(t) for t in config.get("approvals.require") or []}
         self.approvers = {str(a) for a in config.get("approvals.approvers") or []}
         self.allowlist = {str(k) for k in config.get("command_allowlist") or []}
+        self.terminal_cwd = config.get("terminal.cwd")
 
     async def load(self) -> None:
         """Read the "always" rules from state.db."""
@@ -158,8 +175,31 @@ class ApprovalBroker:
 
     # --- the decision ----------------------------------------------------------------------
 
+    def where(self, args: dict[str, Any]) -> patterns.Where:
+        """What the table is told about a terminal call: homes, our pid, its directory.
+
+        The directory is the terminal's own choice (its ``cwd`` argument, else
+        ``terminal.cwd``, else the home), so that ``rm -rf *`` is judged where it runs.
+        """
+        home = os.path.expanduser("~")
+        base = os.path.expanduser(str(self.terminal_cwd)) if self.terminal_cwd else home
+        raw = args.get("cwd")
+        cwd = os.path.join(base, os.path.expanduser(raw)) if isinstance(raw, str) and raw else base
+        return patterns.Where(home, str(self.hermes_home), os.getpid(), os.path.abspath(cwd))
+
+    def assess(self, tool: str, args: dict[str, Any]) -> patterns.Assessment | None:
+        """The table's findings for a terminal call (None for other tools)."""
+        if tool != "terminal":
+            return None
+        return patterns.assess(str(args.get("command") or ""), self.where(args))
+
     def subject(
-        self, tool: str, args: dict[str, Any], asked: str | None = None, rule_key: str | None = None
+        self,
+        tool: str,
+        args: dict[str, Any],
+        asked: str | None = None,
+        rule_key: str | None = None,
+        assessment: patterns.Assessment | None = None,
     ) -> Subject | None:
         """What needs consent in this call, or None when nothing does."""
         command = (
@@ -170,7 +210,8 @@ class ApprovalBroker:
         keys: list[str] = []
         descriptions: list[str] = []
         if tool == "terminal":
-            for pattern in patterns.dangerous(command):
+            found = assessment or self.assess(tool, args)
+            for pattern in found.dangerous if found else []:
                 keys.append(pattern.key)
                 descriptions.append(pattern.description)
         always = False
@@ -196,8 +237,9 @@ class ApprovalBroker:
     ) -> tuple[str, str | None, Subject | None]:
         """``("allow"|"block"|"ask", block message, subject)`` without asking anyone."""
         command = str(args.get("command") or "") if tool == "terminal" else ""
-        if command:
-            hard = patterns.floor(command)
+        assessment = self.assess(tool, args) if command else None
+        if assessment is not None:
+            hard = assessment.floor
             if hard is not None:
                 return (
                     "block",
@@ -207,15 +249,17 @@ class ApprovalBroker:
                     ),
                     None,
                 )
-        target = command if tool == "terminal" else tool
+        # a deny glob meets the whole command and each simple command in it, unquoted and
+        # unwrapped, so `true⏎rm -rf x` or `"rm" -rf x` cannot slip past "rm -rf *"
+        targets = [command, *assessment.texts] if assessment is not None else [tool]
         for glob in self.deny_globs:
-            if fnmatch.fnmatchcase(target, glob):
+            if any(fnmatch.fnmatchcase(target, glob) for target in targets):
                 return (
                     "block",
                     (f"BLOCKED: denied by the approvals.deny rule '{glob}'." + _NOT_CONSENTED),
                     None,
                 )
-        subject = self.subject(tool, args, asked, rule_key)
+        subject = self.subject(tool, args, asked, rule_key, assessment)
         if subject is None:
             return "allow", None, None
         granted = set(self.rules) | self.allowlist | self._session_keys.get(session_id, set())
@@ -234,7 +278,13 @@ class ApprovalBroker:
         rule_key: str | None = None,
     ) -> str | None:
         """The registry's approver: None lets the call run, a str blocks it."""
-        decision, message, subject = self.verdict(tool, args, session_id, asked, rule_key)
+        if tool == "terminal" and len(str(args.get("command") or "")) > INLINE_CHECK:
+            # parsing a long command can take tens of milliseconds: not on the event loop
+            decision, message, subject = await asyncio.to_thread(
+                self.verdict, tool, args, session_id, asked, rule_key
+            )
+        else:
+            decision, message, subject = self.verdict(tool, args, session_id, asked, rule_key)
         if decision != "ask":
             if decision == "block":
                 log.info("tool %s for session %s refused: %s", tool, session_id or "-", message)
@@ -269,9 +319,10 @@ class ApprovalBroker:
             loop.create_future(),
         )
         self.pending[pending.id] = pending
+        shown = subject.shown()
         hook_kwargs = {
-            "command": redact.redact(subject.command),
-            "description": subject.description,
+            "command": shown.text,
+            "description": subject.shown_description(),
             "pattern_key": subject.keys[0],
             "pattern_keys": list(subject.keys),
             "session_key": session_id,
@@ -281,11 +332,15 @@ class ApprovalBroker:
         try:
             await self.hooks.invoke("pre_approval_request", **hook_kwargs)
             log.info(
-                "approval %s: %s for session %s waits for an answer (%s)",
+                "approval %s: %s for session %s waits for an answer (%s): %d characters: %s%s",
                 pending.id,
                 subject.tool,
                 session_id or "-",
                 ", ".join(subject.keys),
+                shown.length,
+                shown.text,
+                "".join(f" [{note}]" for note in shown.notes),
+                extra={redact.VALUES_ONLY: True},
             )
             # The client whose request led here (tools.call, a command, session.send) is asked
             # too, even when it is not attached: it is the one waiting.

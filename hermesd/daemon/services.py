@@ -163,7 +163,9 @@ def build_services(daemon: Daemon) -> None:
     attached: dict[str, set[Connection]] = {}
     pool = WorkerPool()
     hooks = HookBus(pool, timeout=float(cfg.get("tools.hook_timeout")))
-    broker = ApprovalBroker(store, hooks, cfg, attached=lambda sid: list(attached.get(sid, ())))
+    broker = ApprovalBroker(
+        store, hooks, cfg, attached=lambda sid: list(attached.get(sid, ())), hermes_home=home
+    )
     parts = _registries(
         home,
         cfg,

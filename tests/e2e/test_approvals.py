@@ -329,3 +329,40 @@ def test_config_reload_applies_new_approval_settings(start, work: Path) -> None:
         result = terminal(client, f"rm -r {_tree(work)}")
     assert "approvals.deny rule 'rm -r *'" in result["error"]
     assert len(asked.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "true\nrm -rf ~",
+        '"r"m -rf "$HOME"',
+        "sh -c 'cd && rm -rf *'",
+        "echo ~ | xargs rm -rf",
+        "X=rm; $X -rf ~/",
+        "env -i /bin/rm -rf ${HOME}/*",
+        "echo " + "x" * 600 + "\nrm -rf ~",  # long: judged on a worker thread
+    ],
+    ids=["second-line", "quoted", "sh-c-cd", "xargs", "variable", "env-glob", "long"],
+)
+def test_floor_holds_however_the_command_is_spelled(start, command) -> None:
+    # HOME is a scratch directory: were the floor to fail, only it would go
+    home = short_tmpdir("fh-")
+    (home / "keep").write_text("still here\n")
+    daemon = start(config=CONFIG + "approvals:\n  mode: 'off'\n", env={"HOME": str(home)})
+    client, asked = client_answering(daemon, "always")
+    with client:
+        result = terminal(client, command)
+    assert "hard floor" in result["error"]
+    assert asked.requests == [] and (home / "keep").exists()
+
+
+def test_deny_globs_meet_each_command_unquoted_and_unwrapped(start, work: Path) -> None:
+    daemon = start(config=CONFIG + "approvals:\n  mode: 'off'\n  deny: ['rm -rf *']\n")
+    target = _tree(work)
+    client, _ = client_answering(daemon, "once")
+    with client:
+        spelled = terminal(client, f'true\n"r"m -rf {target}')
+        wrapped = terminal(client, f"nice -n 5 rm -rf {target}")
+    assert "approvals.deny rule 'rm -rf *'" in spelled["error"]
+    assert "approvals.deny rule 'rm -rf *'" in wrapped["error"]
+    assert target.exists()

@@ -186,7 +186,8 @@ def test_terminal_naming_own_files_is_refused(start) -> None:
         spelled = terminal(client, "echo ~/.hermes/.env")  # another home's spelling: asks
     assert "Access denied" in result["error"]
     assert spelled["output"].endswith("/.hermes/.env\n")
-    assert [r["pattern_key"] for r in asked.requests] == ["hermes_state"]
+    # the table knows this daemon's home, so both ask; the literal one is refused after that
+    assert [r["pattern_key"] for r in asked.requests] == ["hermes_state", "hermes_state"]
 
 
 # --- plugins ----------------------------------------------------------------------------------

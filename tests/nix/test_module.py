@@ -531,6 +531,8 @@ def test_the_conflict_check_sees_every_root_with_its_closure() -> None:
         "systemd-python",
         "python-dotenv",
         "orjson",
+        "tree-sitter",
+        "python-tree-sitter-bash",
     ):
         assert f"python3.13-{dep}-" in hermesd_closure, dep
     postbuild = evaluate(enabled(), "e.config.services.hermes-agent.pythonEnv.stub.postBuild")

@@ -97,6 +97,10 @@ let
         systemd-python = leaf "systemd-python" "235";
         python-dotenv = leaf "python-dotenv" "1.0.1";
         orjson = leaf "orjson" "3.10.7";
+        tree-sitter = leaf "tree-sitter" "0.26.1";
+        tree-sitter-grammars = {
+          tree-sitter-bash = leaf "python-tree-sitter-bash" "0.25.1";
+        };
         pytestCheckHook = leaf "pytest-check-hook" "8.3.0";
         pytest-timeout = leaf "pytest-timeout" "2.3.1";
         hypothesis = leaf "hypothesis" "6.100.0";
