@@ -46,3 +46,19 @@ def test_every_file_of_the_bundled_plugins_is_shipped() -> None:
         assert path in matched or is_module, (
             f"{path.relative_to(REPO)} is in no package-data pattern for the bundled plugins"
         )
+
+
+def test_every_console_script_names_a_callable() -> None:
+    """`hermesd` once named the package `hermesd.daemon`, so the installed command raised
+    TypeError while every test (which runs `python -m hermesd`) passed."""
+    import importlib
+
+    scripts: dict[str, str] = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))[
+        "project"
+    ]["scripts"]
+    assert set(scripts) == {"hermesd", "hermesctl"}
+    for name, target in scripts.items():
+        module_name, _, attr = target.partition(":")
+        target_obj = getattr(importlib.import_module(module_name), attr)
+        assert callable(target_obj), f"{name} = {target!r} is not callable"
+        assert not isinstance(target_obj, type(importlib)), f"{name} = {target!r} is a module"
