@@ -4,6 +4,11 @@ Owns attachment (which connections receive a session's ``session.event`` notific
 one-turn-per-session rule (a second ``session.send`` gets ``SessionBusy``; nothing is queued),
 turn tasks that outlive the connection that started them, and session teardown hooks. Storage
 is ``store.SessionStore``'s job and the turn itself is ``agent.AgentLoop``'s.
+
+Sessions have owners: a session records the uid of the peer that created it, and a peer that
+is not the daemon's owner (a member of ``socket.group``) sees and touches only its own — another
+user's session answers ``NotFound``, like one that does not exist (`SessionService.check_access`,
+which ``tools.call`` and ``command.run`` use too).
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ class SessionService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._injections: dict[str, list[tuple[str, str]]] = {}
         self._warm_up: asyncio.Task[None] | None = None
+        self._owners: dict[str, int | None] = {}  # owner uid of sessions looked up: never changes
         self.on_attach = on_attach
         self.redact_event = redact_event
         self.on_forget = on_forget
@@ -230,6 +236,26 @@ class SessionService:
         except StoreError as exc:
             raise RpcError(Codes.INTERNAL, f"session store: {exc}") from None
 
+    async def check_access(self, conn: Connection, sid: str) -> None:
+        """Raise ``NotFound`` unless ``conn`` may use session ``sid`` (it exists, and the peer
+        is the daemon's owner or the session's)."""
+        scope = conn.scope_uid
+        if scope is None:
+            return
+        if sid not in self._owners:
+            session = await self._db(self.store.get_session, sid)
+            self._owners[sid] = session["owner_uid"]
+        if self._owners[sid] != scope:
+            log.info("uid %d asked for session %s of another user: not found", scope, sid)
+            raise _not_found(SessionNotFound(sid))
+
+    async def _owned(self, conn: Connection, sid: str) -> dict[str, Any]:
+        """The session, when ``conn`` may use it (`check_access`)."""
+        session: dict[str, Any] = await self._db(self.store.get_session, sid)
+        self._owners[sid] = session["owner_uid"]
+        await self.check_access(conn, sid)
+        return session
+
     def _live(self, session: dict[str, Any]) -> dict[str, Any]:
         turn = self.turns.get(session["id"])
         return {
@@ -241,12 +267,23 @@ class SessionService:
 
     # --- methods -----------------------------------------------------------------------------
 
+    def _check_model_choice(self, conn: Connection, model: str | None) -> None:
+        """Which model the daemon's key pays for is the owner's choice (``/model`` too)."""
+        if model and conn.scope_uid is not None and model != self.agent.client.settings.model:
+            raise RpcError(
+                Codes.PERMISSION_DENIED,
+                "only the daemon's owner may choose a session's model",
+                {"peer_uid": conn.peer.uid},
+            )
+
     async def rpc_create(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        self._check_model_choice(call.conn, p.get("model"))
         session = await self._db(
             self.store.create_session,
             title=p.get("title"),
             model=p.get("model"),
             platform=p.get("platform") or "cli",
+            owner_uid=call.conn.peer.uid,
         )
         self._count += 1
         if p.get("attach", True):
@@ -255,15 +292,19 @@ class SessionService:
 
     async def rpc_list(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         page: dict[str, Any] = await self._db(
-            self.store.list_sessions, p.get("limit") or 50, before=p.get("before")
+            self.store.list_sessions,
+            p.get("limit") or 50,
+            before=p.get("before"),
+            owner_uid=call.conn.scope_uid,
         )
         page["sessions"] = [self._live(s) for s in page["sessions"]]
         return page
 
     async def rpc_get(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        return self._live(await self._db(self.store.get_session, p["session_id"]))
+        return self._live(await self._owned(call.conn, p["session_id"]))
 
     async def rpc_history(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self.check_access(call.conn, p["session_id"])
         messages = await self._db(
             self.store.messages,
             p["session_id"],
@@ -273,16 +314,18 @@ class SessionService:
         return {"messages": messages}
 
     async def rpc_rename(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self.check_access(call.conn, p["session_id"])
         return self._live(await self._db(self.store.rename, p["session_id"], p["title"]))
 
     async def rpc_delete(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         sid = p["session_id"]
-        await self._db(self.store.get_session, sid)
+        await self._owned(call.conn, sid)
         await self._cancel(sid)
         await self.hooks.invoke("on_session_finalize", session_id=sid, platform=self.platform)
         await self._db(self.store.delete, sid)
         self._count -= 1
         self.touched.discard(sid)
+        self._owners.pop(sid, None)
         if self.on_forget is not None:
             self.on_forget(sid)
         for conn in self.attached.pop(sid, set()):
@@ -290,6 +333,7 @@ class SessionService:
         return {"deleted": True}
 
     async def rpc_fork(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self.check_access(call.conn, p["session_id"])
         session = await self._db(
             self.store.fork, p["session_id"], p.get("upto_message_id"), title=p.get("title")
         )
@@ -297,8 +341,14 @@ class SessionService:
         return self._live(session)
 
     async def rpc_search(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        if p.get("session_id"):
+            await self.check_access(call.conn, p["session_id"])
         hits = await self._db(
-            self.store.search, p["query"], p.get("limit") or 20, session_id=p.get("session_id")
+            self.store.search,
+            p["query"],
+            p.get("limit") or 20,
+            session_id=p.get("session_id"),
+            owner_uid=call.conn.scope_uid,
         )
         return {"hits": hits}
 
@@ -306,7 +356,7 @@ class SessionService:
         old = p.get("session_id")
         model = None
         if old:
-            previous = await self._db(self.store.get_session, old)
+            previous = await self._owned(call.conn, old)
             model = previous["model"]
             await self.hooks.invoke("on_session_reset", session_id=old, platform=self.platform)
             conns = self.attached.get(old)
@@ -314,13 +364,18 @@ class SessionService:
                 conns.discard(call.conn)
                 if not conns:
                     del self.attached[old]
-        session = await self._db(self.store.create_session, model=model, platform=self.platform)
+        session = await self._db(
+            self.store.create_session,
+            model=model,
+            platform=self.platform,
+            owner_uid=call.conn.peer.uid,
+        )
         self._count += 1
         self._attach(session["id"], call.conn)
         return self._live(session)
 
     async def rpc_attach(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        session = await self._db(self.store.get_session, p["session_id"])
+        session = await self._owned(call.conn, p["session_id"])
         self._attach(session["id"], call.conn)
         return self._live(session)
 
@@ -338,6 +393,10 @@ class SessionService:
         message = p["message"]
         if not message.strip():
             raise RpcError(Codes.INVALID_PARAMS, "session.send: message is empty")
+        if sid not in self.touched:  # a session that ran a turn exists until it is deleted
+            await self._owned(call.conn, sid)
+        else:
+            await self.check_access(call.conn, sid)
         running = self.turns.get(sid)
         if running is not None:
             raise RpcError(
@@ -346,8 +405,6 @@ class SessionService:
                 "to finish or cancel it",
                 {"turn_id": running[0]},
             )
-        if sid not in self.touched:  # a session that ran a turn exists until it is deleted
-            await self._db(self.store.get_session, sid)
         try:
             self.agent.check_ready()
         except ModelError as exc:
@@ -393,7 +450,7 @@ class SessionService:
             log.error("turn %s of session %s crashed", turn_id, sid, exc_info=task.exception())
 
     async def rpc_cancel(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        await self._db(self.store.get_session, p["session_id"])
+        await self._owned(call.conn, p["session_id"])
         turn_id = await self._cancel(p["session_id"])
         return {"cancelled": turn_id is not None, "turn_id": turn_id}
 

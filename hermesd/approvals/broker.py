@@ -10,7 +10,12 @@ connection attached to the session that may answer (the owner, root, ``approvals
 and to the connection whose ``tools.call`` triggered it; a connection attaching later is asked
 then. The first valid answer (or ``approvals.respond``) wins; the other asked connections get
 ``approval.resolved``. A connection that disconnects answers nothing. With nobody answering
-the call waits up to ``approvals.timeout`` and is then denied. RPC translation lives in
+the call waits up to ``approvals.timeout`` and is then denied.
+
+Every call has a requester: the uid of the client whose request led to it (``tools.call``,
+``session.send``), the daemon's owner when there is none. A "session" answer is kept for
+(session, requester), so another user passing the same ``session_id`` gets nothing from it;
+a peer that may not answer sees only the pending approvals it requested. RPC translation lives in
 ``hermesd.approvals.service``; the pattern table in ``hermesd.approvals.patterns``.
 """
 
@@ -99,8 +104,14 @@ class Pending:
     subject: Subject
     deadline: float  # Unix time
     future: asyncio.Future[tuple[str, str | None, int | None]]
+    requester: int  # the uid the call runs for (`ApprovalBroker.requester`)
     asked: dict[Connection, asyncio.Task[None]] = field(default_factory=dict)
     winner: Connection | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """Where a "session" answer is kept: (session, requester)."""
+        return (self.session_id, self.requester)
 
     def public(self) -> dict[str, Any]:
         """The ``approval.request`` params / ``approvals.pending`` entry."""
@@ -108,6 +119,7 @@ class Pending:
         return {
             "id": self.id,
             "session_id": self.session_id,
+            "requested_by_uid": self.requester,
             "tool": self.subject.tool,
             "command": shown.text,
             "command_length": shown.length,
@@ -140,7 +152,7 @@ class ApprovalBroker:
         self.owner_uid = os.geteuid()
         self.pending: dict[str, Pending] = {}
         self.rules: dict[str, dict[str, Any]] = {}
-        self._session_keys: dict[str, set[str]] = {}
+        self._session_keys: dict[tuple[str, int], set[str]] = {}  # (session, requester)
         self._waiting = 0  # approve() calls not yet returned
         self._none_waiting: asyncio.Event | None = None  # set by close() for its wait
         self._loop: asyncio.AbstractEventLoop | None = None  # the daemon's, set by load()
@@ -172,6 +184,14 @@ class ApprovalBroker:
         if uid in (self.owner_uid, 0) or str(uid) in self.approvers:
             return True
         return _user_name(uid) in self.approvers
+
+    def requester(self) -> int:
+        """The uid the current call runs for: the peer whose request led here (the owner and
+        root count as the owner), or the owner when no client did."""
+        conn = current_connection.get()
+        if conn is None or conn.peer.uid in (self.owner_uid, 0):
+            return self.owner_uid
+        return conn.peer.uid
 
     # --- the decision ----------------------------------------------------------------------
 
@@ -262,7 +282,8 @@ class ApprovalBroker:
         subject = self.subject(tool, args, asked, rule_key, assessment)
         if subject is None:
             return "allow", None, None
-        granted = set(self.rules) | self.allowlist | self._session_keys.get(session_id, set())
+        answered = self._session_keys.get((session_id, self.requester()), set())
+        granted = set(self.rules) | self.allowlist | answered
         if all(key in granted for key in subject.keys):
             return "allow", None, subject
         if self.mode == "off" and not subject.always_asks:
@@ -317,6 +338,7 @@ class ApprovalBroker:
             subject,
             time.time() + self.timeout,
             loop.create_future(),
+            self.requester(),
         )
         self.pending[pending.id] = pending
         shown = subject.shown()
@@ -332,10 +354,12 @@ class ApprovalBroker:
         try:
             await self.hooks.invoke("pre_approval_request", **hook_kwargs)
             log.info(
-                "approval %s: %s for session %s waits for an answer (%s): %d characters: %s%s",
+                "approval %s: %s for session %s (uid %d) waits for an answer (%s): %d characters: "
+                "%s%s",
                 pending.id,
                 subject.tool,
                 session_id or "-",
+                pending.requester,
                 ", ".join(subject.keys),
                 shown.length,
                 shown.text,
@@ -423,7 +447,7 @@ class ApprovalBroker:
             return None
         if choice == "session":
             if pending.session_id:  # with no session, "session" means just this once
-                self._session_keys.setdefault(pending.session_id, set()).update(keys)
+                self._session_keys.setdefault(pending.key, set()).update(keys)
             return None
         if choice == "always":
             who = _user_name(uid) if uid is not None else "unknown"
@@ -442,7 +466,7 @@ class ApprovalBroker:
                         exc,
                     )
                     if pending.session_id:
-                        self._session_keys.setdefault(pending.session_id, set()).add(key)
+                        self._session_keys.setdefault(pending.key, set()).add(key)
             return None
         if choice == "stopped":
             return STOPPED_TEXT
@@ -458,12 +482,16 @@ class ApprovalBroker:
             if pending.session_id == session_id:
                 self._send_request(pending, conn)
 
-    def pending_for(self, session_id: str | None = None) -> list[dict[str, Any]]:
-        """Pending approvals (of one session, or all), oldest first."""
+    def pending_for(
+        self, session_id: str | None = None, uid: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Pending approvals (of one session, or all), oldest first; all of them for a uid
+        that may answer, else only those ``uid`` requested (None: no filter)."""
+        mine = uid is None or self.may_answer_uid(uid)
         return [
             p.public()
             for p in self.pending.values()
-            if session_id is None or p.session_id == session_id
+            if (session_id is None or p.session_id == session_id) and (mine or p.requester == uid)
         ]
 
     def respond(
@@ -493,7 +521,8 @@ class ApprovalBroker:
 
     def forget_session(self, session_id: str) -> None:
         """Drop the "session" answers of a session (deleted or reset)."""
-        self._session_keys.pop(session_id, None)
+        for key in [k for k in self._session_keys if k[0] == session_id]:
+            del self._session_keys[key]
 
     async def close(self, timeout: float = 2.0) -> None:
         """Daemon stopping: every pending approval is answered "stopped" (a denial), and the

@@ -60,7 +60,7 @@ class ApprovalService:
     # --- methods -----------------------------------------------------------------------------
 
     def rpc_pending(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        return {"pending": self.broker.pending_for(p.get("session_id") or None)}
+        return {"pending": self.broker.pending_for(p.get("session_id") or None, call.conn.peer.uid)}
 
     def rpc_respond(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         self._check(call, "approvals.respond")

@@ -10,6 +10,11 @@ session). Plugin CLI commands run through `hermesd.commands.cli_runner`.
 
 ``/approve`` and ``/deny`` are answered by the approvals service, handed in as ``approvals``;
 without one both print ``No pending approvals.``.
+
+A command runs for the peer that asked: its ``session_id`` must be one the peer may use
+(sessions have owners), ``/sessions`` lists the peer's own, and a built-in that does what an
+owner-only method does (``/reload-plugins`` is ``plugins.reload``; ``/model NAME`` chooses what
+the daemon's key pays for) is refused to anyone but the daemon's owner, as the method is.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from hermesd.plugins.context import current_session
 from hermesd.plugins.host import PluginHost
 from hermesd.plugins.workers import WorkTimeout, call_bounded
 from hermesd.rpc.connection import Call, Router
-from hermesd.rpc.protocol import Codes, RpcError
+from hermesd.rpc.protocol import METHODS, Codes, RpcError
 from hermesd.store.sessions import SessionNotFound
 
 log = logging.getLogger(__name__)
@@ -39,6 +44,9 @@ DEFAULT_CLI_TIMEOUT = 120.0
 
 #: ``(verb, session_id, raw_args) -> text``: verb is "approve" or "deny".
 ApprovalHandler = Callable[[str, str, str], Awaitable[str]]
+
+#: Built-in commands that do what an RPC method does: they are owner-only when it is.
+BUILTIN_METHODS = {"reload-plugins": "plugins.reload"}
 
 
 @dataclass
@@ -135,6 +143,9 @@ class CommandService:
                 f"Unknown command: /{name}. Type /help for the list.",
                 {"command": name},
             )
+        self._check_owner_only(command, call)
+        if p.get("session_id"):
+            await self.sessions.check_access(call.conn, p["session_id"])
         outcome = _Outcome(call, p.get("session_id") or "")
         token = _outcome.set(outcome)
         session_token = current_session.set(outcome.session_id)
@@ -151,6 +162,16 @@ class CommandService:
             "session": outcome.session,
             **outcome.extra,
         }
+
+    def _check_owner_only(self, command: SlashCommand, call: Call) -> None:
+        method = BUILTIN_METHODS.get(command.name) if command.owner == BUILTIN else None
+        if method is not None and METHODS[method].owner_only and not call.conn.is_owner:
+            log.warning("uid %d may not run /%s (owner only)", call.conn.peer.uid, command.name)
+            raise RpcError(
+                Codes.PERMISSION_DENIED,
+                f"/{command.name} may only be run by the daemon's owner (like {method})",
+                {"peer_uid": call.conn.peer.uid, "command": command.name},
+            )
 
     async def _invoke(self, command: SlashCommand, raw_args: str, outcome: _Outcome) -> str:
         timeout = self.registry.timeout
@@ -304,7 +325,8 @@ class CommandService:
 
     async def _sessions(self, raw_args: str) -> str:
         store = self.sessions.store
-        page = await store.run(store.list_sessions, 20)
+        scope = _outcome.get().call.conn.scope_uid
+        page = await store.run(store.list_sessions, 20, owner_uid=scope)
         sessions = page["sessions"]
         if not sessions:
             return "No sessions yet."
@@ -342,6 +364,12 @@ class CommandService:
         if not raw_args:
             session = await self.sessions.rpc_get(outcome.call, {"session_id": outcome.session_id})
             return f"Model: {session['model'] or default}"
+        if not outcome.call.conn.is_owner:
+            raise RpcError(
+                Codes.PERMISSION_DENIED,
+                "/model NAME may only be run by the daemon's owner",
+                {"peer_uid": outcome.call.conn.peer.uid, "command": "model"},
+            )
         try:
             info = await store.run(store.set_model, outcome.session_id, raw_args)
         except SessionNotFound:

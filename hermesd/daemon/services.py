@@ -206,7 +206,9 @@ def build_services(daemon: Daemon) -> None:
     admin = PluginAdminService(host, files, dotenv)
     approvals = ApprovalService(broker)
     host.commands.reserve_cli_names(hermesctl_subcommands())
-    daemon.services.append(PluginService(host, cfg.get("tools.enabled_toolsets")))
+    daemon.services.append(
+        PluginService(host, cfg.get("tools.enabled_toolsets"), session_access=sessions.check_access)
+    )
     daemon.services.append(sessions)
     daemon.services.append(admin)
     daemon.services.append(

@@ -10,21 +10,33 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from hermesd.plugins.host import PluginHost
-from hermesd.rpc.connection import Call, Router
+from hermesd.rpc.connection import Call, Connection, Router
 from hermesd.rpc.protocol import Codes, RpcError
 
 log = logging.getLogger(__name__)
+
+#: ``(connection, session_id)``: raises ``RpcError`` unless the peer may use that session.
+SessionAccess = Callable[[Connection, str], Awaitable[None]]
 
 
 class PluginService:
     """Plugin host over RPC."""
 
-    def __init__(self, host: PluginHost, enabled_toolsets: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        host: PluginHost,
+        enabled_toolsets: list[str] | None = None,
+        session_access: SessionAccess | None = None,
+    ) -> None:
+        """``session_access`` checks the ``session_id`` of a ``tools.call`` (sessions have
+        owners: `hermesd.agent.sessions.SessionService.check_access`)."""
         self.host = host
         self.enabled_toolsets = enabled_toolsets
+        self.session_access = session_access
 
     def bind(self, router: Router) -> None:
         guard = self.host.gate.guard  # each waits while a plugin reload runs
@@ -86,6 +98,8 @@ class PluginService:
             args = parsed
         if self.host.tools.get(p["name"]) is None:
             raise RpcError(Codes.NOT_FOUND, f"Unknown tool: {p['name']}", {"name": p["name"]})
+        if p.get("session_id") and self.session_access is not None:
+            await self.session_access(call.conn, p["session_id"])
         result = await self.host.tools.call(
             p["name"], args, session_id=p.get("session_id") or "", source="client"
         )

@@ -362,6 +362,12 @@ class Connection(asyncio.BufferedProtocol):
             self._pending.pop(msgid, None)
 
     @property
+    def scope_uid(self) -> int | None:
+        """Whose sessions and approvals this peer may see: None (all) for the daemon's owner
+        and root, else the peer's own uid (members of ``socket.group``)."""
+        return None if self.is_owner else self.peer.uid
+
+    @property
     def inflight(self) -> int:
         return len(self._tasks)
 

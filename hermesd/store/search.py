@@ -53,7 +53,12 @@ def fts_query(text: str) -> str | None:
 
 
 def search(
-    conn: sqlite3.Connection, query: str, limit: int = 20, *, session_id: str | None = None
+    conn: sqlite3.Connection,
+    query: str,
+    limit: int = 20,
+    *,
+    session_id: str | None = None,
+    owner_uid: int | None = None,
 ) -> list[SearchHit]:
     """Messages matching every word of ``query``, with highlighted snippets, as indexed now
     (the store runs `index_pending` first, so the newest messages are included).
@@ -62,7 +67,7 @@ def search(
     do. Ranking needs every match scored (BM25 also counts the whole match list once per
     query), which for a word in most messages costs a scan of most of the index; a word that
     common says little, and the newest matches are the useful ones. Both orders read a bounded
-    number of index entries.
+    number of index entries. ``owner_uid`` keeps only messages of sessions that uid created.
     """
     match = fts_query(query)
     if match is None:
@@ -78,10 +83,15 @@ def search(
             return []
         scope = " AND messages_fts.rowid BETWEEN ? AND ? AND m.session_id = ?"
         args += [lo, hi, session_id]
+    owners = ""
+    if owner_uid is not None:
+        owners = " JOIN sessions s ON s.id = m.session_id"
+        scope += " AND s.owner_uid = ?"
+        args.append(owner_uid)
     many = (
         conn.execute(
             "SELECT count(*) FROM (SELECT 1 FROM messages_fts"
-            " JOIN messages m ON m.id = messages_fts.rowid"
+            f" JOIN messages m ON m.id = messages_fts.rowid{owners}"
             f" WHERE messages_fts MATCH ?{scope} LIMIT ?)",
             (*args, RANKED_MATCHES + 1),
         ).fetchone()[0]

@@ -349,19 +349,30 @@ class SessionStore:
 
     @_on_db_thread
     def list_sessions(
-        self, limit: int = 50, *, before: str | None = None, offset: int = 0
+        self,
+        limit: int = 50,
+        *,
+        before: str | None = None,
+        offset: int = 0,
+        owner_uid: int | None = None,
     ) -> SessionPage:
-        """Sessions, most recently updated first; pass ``next_cursor`` as ``before`` to page."""
+        """Sessions, most recently updated first; pass ``next_cursor`` as ``before`` to page.
+        With ``owner_uid``, only the sessions that uid created."""
         limit = max(1, min(int(limit), 1000))
-        where, args = "", []
+        conditions: list[str] = []
+        args: list[Any] = []
         if before:
             stamp, _, sid = before.partition("~")
             try:
                 key = float(stamp)
             except ValueError:
                 raise ValueError(f"invalid cursor: {before!r}") from None
-            where = "WHERE updated_at < ? OR (updated_at = ? AND id < ?)"
-            args = [key, key, sid]
+            conditions.append("(updated_at < ? OR (updated_at = ? AND id < ?))")
+            args += [key, key, sid]
+        if owner_uid is not None:
+            conditions.append("owner_uid = ?")
+            args.append(owner_uid)
+        where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
         rows = self._conn.execute(
             f"SELECT * FROM sessions {where} ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
             (*args, limit, max(0, offset)),
@@ -616,19 +627,24 @@ class SessionStore:
 
     @_on_db_thread
     def search(
-        self, query: str, limit: int = 20, *, session_id: str | None = None
+        self,
+        query: str,
+        limit: int = 20,
+        *,
+        session_id: str | None = None,
+        owner_uid: int | None = None,
     ) -> list[SearchHit]:
         """Messages matching every word of ``query``, with highlighted snippets
-        (`hermesd.store.search.search`). Messages not yet indexed are indexed first, so every
-        committed message can be found; when that fails (a full disk, say) the search runs on
-        what is indexed."""
+        (`hermesd.store.search.search`); with ``owner_uid``, only in that uid's sessions.
+        Messages not yet indexed are indexed first, so every committed message can be found;
+        when that fails (a full disk, say) the search runs on what is indexed."""
         if fts_query(query) is None:
             return []
         try:
             index_pending(self._conn)
         except sqlite3.DatabaseError as exc:
             log.warning("searching without the newest messages: indexing them failed: %s", exc)
-        return fts.search(self._conn, query, limit, session_id=session_id)
+        return fts.search(self._conn, query, limit, session_id=session_id, owner_uid=owner_uid)
 
     # -- approval rules ("always" answers; hermesd.approvals) -------------------------------
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from hermesd.rpc.connection import current_connection
 from hermesd.tools import file_access
 from hermesd.tools.arguments import (
     BadArgs,
@@ -71,7 +72,12 @@ class ConfigLike(Protocol):
 
 class SearchableStore(Protocol):
     def search(
-        self, query: str, limit: int = 20, *, session_id: str | None = None
+        self,
+        query: str,
+        limit: int = 20,
+        *,
+        session_id: str | None = None,
+        owner_uid: int | None = None,
     ) -> list[Any]: ...
 
 
@@ -342,6 +348,22 @@ class BuiltinFileTools:
             os.close(root_fd)
         return json.dumps({"root": str(root), "matches": matches[:limit], "truncated": truncated})
 
+    def search_scope(self, session_id: str | None) -> int | None:
+        """Whose sessions ``session_search`` reads: the calling peer's own when it is not the
+        daemon's owner, else those of the session's owner when that is another user; None: all.
+        """
+        conn = current_connection.get()
+        if conn is not None and conn.scope_uid is not None:
+            return conn.scope_uid
+        if session_id and self.sessions is not None:
+            try:
+                owner = self.sessions.get_session(session_id).get("owner_uid")
+            except Exception:  # no such session (a bare tools.call), or the store is closing
+                owner = None
+            if isinstance(owner, int) and owner not in (os.geteuid(), 0):
+                return owner
+        return None
+
     def session_search(self, args: dict[str, Any], session_id: str | None = None, **_: Any) -> str:
         """Past messages matching a query, via the session store's FTS index."""
         try:
@@ -351,7 +373,7 @@ class BuiltinFileTools:
             return error(str(exc))
         if self.store is None:
             return error("session search is not available")
-        hits = self.store.search(query, limit)
+        hits = self.store.search(query, limit, owner_uid=self.search_scope(session_id))
         return json.dumps(
             {
                 "query": query,
