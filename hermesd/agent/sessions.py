@@ -196,8 +196,13 @@ class SessionService:
 
     def connection_closed(self, conn: Connection) -> None:
         """Forget a closed connection; its sessions' turns keep running."""
-        for sid in list(self.attached):
-            conns = self.attached[sid]
+        for sid in list(conn.attachments):
+            self._detach(sid, conn)
+
+    def _detach(self, sid: str, conn: Connection) -> None:
+        conn.attachments.discard(sid)
+        conns = self.attached.get(sid)
+        if conns is not None:
             conns.discard(conn)
             if not conns:
                 del self.attached[sid]
@@ -221,6 +226,7 @@ class SessionService:
 
     def _attach(self, sid: str, conn: Connection) -> None:
         self.attached.setdefault(sid, set()).add(conn)
+        conn.attachments.add(sid)  # an attached connection waits for events: never idle
         if self.on_attach is not None:
             self.on_attach(sid, conn)
 
@@ -329,6 +335,7 @@ class SessionService:
         if self.on_forget is not None:
             self.on_forget(sid)
         for conn in self.attached.pop(sid, set()):
+            conn.attachments.discard(sid)
             conn.notify(EVENT, [{"type": "session.deleted", "session_id": sid}])
         return {"deleted": True}
 
@@ -359,11 +366,7 @@ class SessionService:
             previous = await self._owned(call.conn, old)
             model = previous["model"]
             await self.hooks.invoke("on_session_reset", session_id=old, platform=self.platform)
-            conns = self.attached.get(old)
-            if conns:
-                conns.discard(call.conn)
-                if not conns:
-                    del self.attached[old]
+            self._detach(old, call.conn)
         session = await self._db(
             self.store.create_session,
             model=model,
@@ -383,9 +386,7 @@ class SessionService:
         conns = self.attached.get(p["session_id"])
         if not conns or call.conn not in conns:
             return {"detached": False}
-        conns.discard(call.conn)
-        if not conns:
-            del self.attached[p["session_id"]]
+        self._detach(p["session_id"], call.conn)
         return {"detached": True}
 
     async def rpc_send(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:

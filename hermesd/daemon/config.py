@@ -53,6 +53,25 @@ SCHEMA: dict[str, Any] = {
         ),
         "max_connections": _S((int,), 1024, "simultaneous client connections"),
         "max_inflight": _S((int,), 256, "requests in flight per connection"),
+        # per peer (docs/protocol.md, "Limits and bad input")
+        "max_connections_per_uid": _S(
+            (int,), 64, "connections of one uid other than the owner's (0: no limit)"
+        ),
+        "owner_reserved_connections": _S(
+            (int,), 16, "of max_connections, kept for the daemon's owner and root"
+        ),
+        "frame_timeout": _S(
+            _num, 30.0, "seconds a partial message may wait for its rest (0: forever)"
+        ),
+        "idle_timeout": _S(
+            _num, 900.0, "seconds a connection with nothing in flight or attached may stay silent"
+        ),
+        "input_per_uid": _S((int,), 64 << 20, "bytes of partial messages one uid may make us hold"),
+        "input_total": _S((int,), 256 << 20, "bytes of partial messages of all peers"),
+        "inflight_per_uid": _S((int,), 64 << 20, "bytes of requests in flight of one uid"),
+        "inflight_total": _S((int,), 256 << 20, "bytes of requests in flight of all peers"),
+        "output_per_uid": _S((int,), 64 << 20, "bytes queued to the slow readers of one uid"),
+        "output_total": _S((int,), 256 << 20, "bytes queued to all slow readers"),
     },
     "log_level": _S(
         (str,), "INFO", "DEBUG, INFO, WARNING or ERROR", ("DEBUG", "INFO", "WARNING", "ERROR")

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from hermesd import __version__, redact
 from hermesd.daemon import config, logs, sdnotify
 from hermesd.rpc import paths
+from hermesd.rpc.budgets import BudgetLimits, Budgets
 from hermesd.rpc.connection import Call, Limits, Router
 from hermesd.rpc.protocol import PROTOCOL_MAJOR, PROTOCOL_VERSION, Codes, RpcError
 from hermesd.rpc.server import EX_UNAVAILABLE, Gatekeeper, SocketInUse, SocketServer, resolve_group
@@ -63,6 +64,15 @@ class Daemon:
             max_message=cfg.get("limits.max_message"),
             max_output=cfg.get("limits.max_output"),
             max_inflight=cfg.get("limits.max_inflight"),
+            frame_timeout=float(cfg.get("limits.frame_timeout")),
+            idle_timeout=float(cfg.get("limits.idle_timeout")),
+        )
+        budgets = BudgetLimits(
+            **{
+                f"{kind}_{scope}": int(cfg.get(f"limits.{kind}_{scope}"))
+                for kind in ("input", "inflight", "output")
+                for scope in ("per_uid", "total")
+            }
         )
         self.server = SocketServer(
             self.router,
@@ -70,6 +80,9 @@ class Daemon:
             Gatekeeper(self.gid),
             cfg.get("limits.max_connections"),
             on_close=self._connection_closed,
+            max_per_uid=cfg.get("limits.max_connections_per_uid"),
+            owner_reserved=cfg.get("limits.owner_reserved_connections"),
+            budgets=Budgets(budgets),
         )
         self._bind_core()
 
@@ -141,6 +154,7 @@ class Daemon:
             "plugins": 0,
             "config_warnings": list(self.config.warnings),
             "redacted_secrets": redact.secret_count(),
+            **self.server.status(),
         }
         for service in self.services:
             out.update(service.status())

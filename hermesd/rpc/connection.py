@@ -2,23 +2,30 @@
 
 Owns message ids in both directions, the futures of requests we sent, the handler tasks of
 requests we received (many in flight, answered in completion order), notifications, and the
-bounds on a connection: in-flight requests and bytes waiting to be written to a slow reader.
-It knows the method table only through a ``Router``; it never touches sockets beyond its
-transport and knows nothing about sessions, plugins or systemd.
+bounds on a connection: in-flight requests and bytes waiting to be written to a slow reader,
+and its share of the daemon's memory budgets (``rpc.budgets``: bytes of a partial message,
+of requests in flight and of queued output, per uid and in all). Its handlers are cancelled
+when the peer goes away. It tells the server when it is overdue (a partial message stalled,
+or idle with nothing in flight and no session attached). It knows the method table only
+through a ``Router``; it never touches sockets beyond its transport and knows nothing about
+sessions, plugins or systemd.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import inspect
 import itertools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from hermesd.rpc import wire
+from hermesd.rpc.budgets import Budgets, OverBudget
 from hermesd.rpc.protocol import METHODS, Codes, MethodSpec, RpcError
 
 log = logging.getLogger(__name__)
@@ -43,6 +50,8 @@ class Limits:
     max_output: int = 4 * wire.DEFAULT_MAX_MESSAGE
     max_inflight: int = 256
     request_timeout: float = 300.0
+    frame_timeout: float = 30.0  # a partial message with no whole one for this long: closed
+    idle_timeout: float = 900.0  # nothing in flight, nothing attached, silent: closed (0: never)
 
 
 @dataclass(slots=True)
@@ -84,6 +93,9 @@ class Router:
 
 
 READ_BUFFER = 65536
+# Queued output is counted against the budgets exactly once it passes this mark (asyncio tells
+# the protocol when such a backlog has drained); below it, a connection's count may lag.
+OUTPUT_MARK = 64 * 1024
 _DECLARED_CODES = frozenset(v for k, v in vars(Codes).items() if k.isupper())
 
 
@@ -107,6 +119,7 @@ class Connection(asyncio.BufferedProtocol):
         on_close: Callable[[Connection], None] | None = None,
         on_notification: Callable[[Connection, str, list[Any]], None] | None = None,
         read_buffer: memoryview | None = None,
+        budgets: Budgets | None = None,
     ) -> None:
         self.id = next(self._ids)
         self.router = router
@@ -128,12 +141,22 @@ class Connection(asyncio.BufferedProtocol):
         self._next_id = 0
         self._corked: list[bytes] | None = None  # output waiting for the end of a loop round
         self.refusing = False  # set while the daemon drains: new requests get ShuttingDown
+        self._budgets = budgets
+        self._input_held = 0  # bytes of a partial message counted against the budget
+        self._output_held = 0  # queued output counted against the budget
+        #: sessions this connection is attached to (kept by the session service): an attached
+        #: connection waits for events, so it is never idle
+        self.attachments: set[str] = set()
+        self.last_active = time.monotonic()
+        self.partial_since: float | None = None  # when the current partial message began
+        self.cancelled_on_close = 0  # handlers cancelled because the peer went away
 
     # --- transport callbacks ---------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        transport.set_write_buffer_limits(high=OUTPUT_MARK, low=0)
         refusal = self._admit(self, transport)  # sets peer and is_owner
         if refusal is not None:
             self.notify("hermes.error", [refusal.to_wire()])
@@ -148,16 +171,67 @@ class Connection(asyncio.BufferedProtocol):
     def data_received(self, data: bytes | memoryview) -> None:
         if self._transport is None or self._transport.is_closing():
             return  # refused or closing: read nothing more
+        self.last_active = time.monotonic()
+        if self._budgets is not None:
+            try:  # counted before the decoder copies it
+                self._budgets.take("input", self.peer.uid, len(data))
+            except OverBudget as exc:
+                self._close_with(Codes.OVER_BUDGET, str(exc), {"budget": exc.kind})
+                return
+            self._input_held += len(data)
+        whole = False
         try:
             for obj in self._decoder.feed(data):
+                whole = True
                 self._handle(obj)
                 if self._transport is None or self._transport.is_closing():
                     return
         except wire.StreamError as exc:
             code = Codes.PAYLOAD_TOO_LARGE if exc.too_large else Codes.PARSE
-            log.warning("connection %d (uid %d): %s; closing it", self.id, self.peer.uid, exc)
-            self.notify("hermes.error", [{"code": code, "message": str(exc), "data": None}])
-            self.close()
+            self._close_with(code, str(exc))
+        finally:
+            self._settle_input(whole)
+
+    def _settle_input(self, whole: bool) -> None:
+        """Count only what still waits for the rest of a message; note when that began."""
+        buffered = self._decoder.buffered
+        if self._budgets is not None:
+            self._budgets.give("input", self.peer.uid, self._input_held - buffered)
+            self._input_held = buffered
+        if not buffered:
+            self.partial_since = None
+        elif whole or self.partial_since is None:
+            self.partial_since = time.monotonic()
+
+    def _close_with(self, code: str, message: str, data: Any = None) -> None:
+        log.warning("connection %d (uid %d): %s; closing it", self.id, self.peer.uid, message)
+        self.notify("hermes.error", [{"code": code, "message": message, "data": data}])
+        self.close()
+
+    def overdue(self, now: float) -> tuple[str, str] | None:
+        """(kind, reason) when the server should close this connection now: a partial message with
+        no whole one for ``frame_timeout``, or idle (nothing in flight, no request of ours
+        unanswered, no session attached, silent) for ``idle_timeout``."""
+        limits = self.limits
+        if self.partial_since is not None:
+            if limits.frame_timeout and now - self.partial_since > limits.frame_timeout:
+                return "partial_message", (
+                    f"a partial message was not completed within {limits.frame_timeout:g}s"
+                )
+            return None
+        if (
+            limits.idle_timeout
+            and now - self.last_active > limits.idle_timeout
+            and not self._tasks
+            and not self._pending
+            and not self.attachments
+        ):
+            return "idle", f"idle for {limits.idle_timeout:g}s"
+        return None
+
+    def expire(self, reason: str) -> None:
+        """Close an overdue connection, telling the peer why (``hermes.error.Timeout``)."""
+        self._close_with(Codes.TIMEOUT, f"hermesd closed the connection: {reason}")
 
     def eof_received(self) -> bool | None:
         return False  # close our side too; pending handler results are dropped
@@ -165,6 +239,22 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
         self._corked = None
+        # Nobody can read the answers any more: stop the work and free what it holds.
+        for task in list(self._tasks):
+            if not task.done():
+                task.cancel()
+                self.cancelled_on_close += 1
+        if self.cancelled_on_close:
+            log.info(
+                "connection %d (uid %d) went away: %d request(s) cancelled",
+                self.id,
+                self.peer.uid,
+                self.cancelled_on_close,
+            )
+        if self._budgets is not None:
+            self._budgets.give("input", self.peer.uid, self._input_held)
+            self._budgets.give("output", self.peer.uid, self._output_held)
+        self._input_held = self._output_held = 0
         for fut in self._pending.values():
             if not fut.done():
                 fut.set_exception(ConnectionError("client disconnected"))
@@ -218,17 +308,23 @@ class Connection(asyncio.BufferedProtocol):
                 )
             if is_async and len(self._tasks) >= self.limits.max_inflight:
                 raise self._too_many()
+            size = self._hold_params(req.method)
             call = Call(self, req.msgid, req.method)
             token = current_connection.set(self)
             try:
                 pending = handler(call, params)
+            except BaseException:
+                self._release_params(size)
+                raise
             finally:
                 current_connection.reset(token)
             if not is_async:
                 if not inspect.isawaitable(pending):
+                    self._release_params(size)
                     self._reply(req.msgid, None, pending)
                     return
                 if len(self._tasks) >= self.limits.max_inflight:
+                    self._release_params(size)
                     if inspect.iscoroutine(pending):
                         pending.close()
                     raise self._too_many()
@@ -243,7 +339,34 @@ class Connection(asyncio.BufferedProtocol):
         task = asyncio.get_running_loop().create_task(self._run(req, pending))
         current_connection.reset(token)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(functools.partial(self._finished, size))
+
+    def _hold_params(self, method: str) -> int:
+        """Count the request just decoded against the in-flight budget; its size."""
+        if self._budgets is None:
+            return 0
+        size = self._decoder.last_size
+        try:
+            self._budgets.take("inflight", self.peer.uid, size)
+        except OverBudget as exc:
+            log.warning(
+                "connection %d (uid %d): %s refused: %s", self.id, self.peer.uid, method, exc
+            )
+            raise RpcError(
+                Codes.OVER_BUDGET,
+                f"{method} not run: {exc}; retry when requests in flight have finished",
+                {"budget": exc.kind, "scope": exc.scope, "limit": exc.limit},
+            ) from None
+        return size
+
+    def _release_params(self, size: int) -> None:
+        if self._budgets is not None:
+            self._budgets.give("inflight", self.peer.uid, size)
+
+    def _finished(self, size: int, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._release_params(size)
+        self.last_active = time.monotonic()
 
     def _too_many(self) -> RpcError:
         return RpcError(
@@ -329,15 +452,49 @@ class Connection(asyncio.BufferedProtocol):
         if transport is None or transport.is_closing():
             return
         transport.write(data)
-        if transport.get_write_buffer_size() > self.limits.max_output:
+        queued = transport.get_write_buffer_size()
+        if queued == self._output_held:
+            return
+        if queued > self.limits.max_output:
             log.warning(
                 "connection %d (uid %d) is not reading its messages (%d bytes queued); "
                 "disconnecting it",
                 self.id,
                 self.peer.uid,
-                transport.get_write_buffer_size(),
+                queued,
             )
             transport.abort()
+            return
+        if self._budgets is None:
+            return
+        try:
+            self._account_output(queued)
+        except OverBudget as exc:
+            log.warning(
+                "connection %d (uid %d) is not reading its messages (%d bytes queued): %s; "
+                "disconnecting it",
+                self.id,
+                self.peer.uid,
+                queued,
+                exc,
+            )
+            transport.abort()
+
+    def _account_output(self, queued: int) -> None:
+        assert self._budgets is not None
+        if queued > self._output_held:
+            self._budgets.take("output", self.peer.uid, queued - self._output_held)
+        else:
+            self._budgets.give("output", self.peer.uid, self._output_held - queued)
+        self._output_held = queued
+
+    def pause_writing(self) -> None:
+        pass  # the peer reads slowly; max_output and the output budget bound what waits
+
+    def resume_writing(self) -> None:
+        """The queue has drained (asyncio calls this after a backlog): stop counting it."""
+        if self._budgets is not None and self._transport is not None:
+            self._account_output(self._transport.get_write_buffer_size())
 
     def send_packed(self, data: bytes) -> None:
         """Send an already-encoded message (one encoding fanned out to many connections)."""

@@ -30,6 +30,7 @@ class Codes:
     INCOMPATIBLE_VERSION = _E + "IncompatibleVersion"
     TOO_MANY_CONNECTIONS = _E + "TooManyConnections"
     TOO_MANY_REQUESTS = _E + "TooManyRequests"
+    OVER_BUDGET = _E + "OverBudget"
     SHUTTING_DOWN = _E + "ShuttingDown"
     NOT_FOUND = _E + "NotFound"
     CONFLICT = _E + "Conflict"

@@ -1,8 +1,11 @@
-"""The listening Unix socket: creation or activation, peer credentials, the connection limit.
+"""The listening Unix socket: creation or activation, peer credentials, the connection limits.
 
 Owns the socket file (safe parent directory, stale-socket detection, 0600/0660 mode, group),
 adopts a socket passed by systemd instead when there is one, checks ``SO_PEERCRED`` on every
-connection and hands admitted connections to ``rpc.Connection``. It does not know any method.
+connection and hands admitted connections to ``rpc.Connection``. It limits connections in all
+and per uid, keeps the last slots for the daemon's owner, holds the memory budgets every
+connection shares (``rpc.budgets``) and closes connections that are overdue (a stalled partial
+message, or idle). It does not know any method.
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ import os
 import socket
 import stat
 import struct
+import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hermesd.rpc.budgets import Budgets
 from hermesd.rpc.connection import Connection, Limits, Peer, Router
 from hermesd.rpc.protocol import Codes, RpcError
 
@@ -154,12 +160,25 @@ class SocketServer:
         gatekeeper: Gatekeeper,
         max_connections: int,
         on_close: Callable[[Connection], None] | None = None,
+        *,
+        max_per_uid: int = 0,
+        owner_reserved: int = 0,
+        budgets: Budgets | None = None,
     ) -> None:
+        """``max_per_uid`` bounds the connections of each uid but the owner's (0: no bound);
+        the last ``owner_reserved`` of ``max_connections`` are the owner's alone."""
         self.router = router
         self.limits = limits
         self.gatekeeper = gatekeeper
         self.max_connections = max_connections
+        self.max_per_uid = max_per_uid
+        self.owner_reserved = min(owner_reserved, max_connections)
+        self.budgets = budgets if budgets is not None else Budgets()
         self.connections: set[Connection] = set()
+        self._per_uid: Counter[int] = Counter()
+        self.cancelled_on_disconnect = 0  # handlers cancelled because their peer went away
+        self.expired: Counter[str] = Counter()  # connections closed as overdue, by reason
+        self._sweeper: asyncio.TimerHandle | None = None
         self.path: Path | None = None
         self.activated = False
         self._owns_file = False
@@ -189,6 +208,7 @@ class SocketServer:
         self._server = await loop.create_unix_server(
             self._new_connection, sock=sock, backlog=BACKLOG
         )
+        self._schedule_sweep()
 
     def _adopt_socket_group(self) -> None:
         """Admit the group systemd gave an activated socket (``SocketGroup=``, mode 0660).
@@ -208,7 +228,12 @@ class SocketServer:
 
     def _new_connection(self) -> Connection:
         return Connection(
-            self.router, self.limits, self._admit, self._closed, read_buffer=self._read_buffer
+            self.router,
+            self.limits,
+            self._admit,
+            self._closed,
+            read_buffer=self._read_buffer,
+            budgets=self.budgets,
         )
 
     def _admit(self, conn: Connection, transport: asyncio.Transport) -> RpcError | None:
@@ -230,25 +255,79 @@ class SocketServer:
                 f"uid {conn.peer.uid} is not allowed to use this hermesd",
                 {"uid": conn.peer.uid},
             )
-        if len(self.connections) >= self.max_connections:
-            log.warning(
-                "connection limit %d reached; refusing uid %d", self.max_connections, conn.peer.uid
-            )
-            return RpcError(
-                Codes.TOO_MANY_CONNECTIONS,
-                f"hermesd is at its limit of {self.max_connections} connections",
-            )
         conn.is_owner = self.gatekeeper.is_owner(conn.peer)
+        refusal = self._over_limit(conn)
+        if refusal is not None:
+            conn.is_owner = False
+            log.warning("%s; refusing uid %d", refusal, conn.peer.uid)
+            return RpcError(Codes.TOO_MANY_CONNECTIONS, refusal, {"uid": conn.peer.uid})
         self.connections.add(conn)
+        self._per_uid[conn.peer.uid] += 1
+        return None
+
+    def _over_limit(self, conn: Connection) -> str | None:
+        """Why ``conn`` cannot be admitted now, or None."""
+        count = len(self.connections)
+        if count >= self.max_connections:
+            return f"hermesd is at its limit of {self.max_connections} connections"
+        if conn.is_owner:
+            return None
+        if count >= self.max_connections - self.owner_reserved:
+            return (
+                f"hermesd is at its limit of {self.max_connections - self.owner_reserved} "
+                f"connections for users other than its owner"
+            )
+        if self.max_per_uid and self._per_uid[conn.peer.uid] >= self.max_per_uid:
+            return f"uid {conn.peer.uid} is at its limit of {self.max_per_uid} connections"
         return None
 
     def _closed(self, conn: Connection) -> None:
-        self.connections.discard(conn)
+        if conn in self.connections:
+            self.connections.discard(conn)
+            self._per_uid[conn.peer.uid] -= 1
+            if self._per_uid[conn.peer.uid] <= 0:
+                del self._per_uid[conn.peer.uid]
+        self.cancelled_on_disconnect += conn.cancelled_on_close
         if self._on_close is not None:
             self._on_close(conn)
 
+    # --- overdue connections ---------------------------------------------------------------
+
+    def _sweep_interval(self) -> float | None:
+        bounds = [t for t in (self.limits.frame_timeout, self.limits.idle_timeout) if t]
+        return min(5.0, max(0.05, min(bounds) / 4)) if bounds else None
+
+    def _schedule_sweep(self) -> None:
+        interval = self._sweep_interval()
+        if interval is not None:
+            loop = asyncio.get_running_loop()
+            self._sweeper = loop.call_later(interval, self._sweep)
+
+    def _sweep(self) -> None:
+        """Close every connection that is overdue (`Connection.overdue`)."""
+        now = time.monotonic()
+        for conn in list(self.connections):
+            overdue = conn.overdue(now)
+            if overdue is not None:
+                self.expired[overdue[0]] += 1
+                conn.expire(overdue[1])
+        self._schedule_sweep()
+
+    def status(self) -> dict[str, Any]:
+        """Connection and budget figures for ``status``."""
+        return {
+            "connections_by_uid": {str(uid): n for uid, n in sorted(self._per_uid.items())},
+            "requests_in_flight": sum(c.inflight for c in self.connections),
+            "requests_cancelled_on_disconnect": self.cancelled_on_disconnect,
+            "connections_expired": dict(self.expired),
+            "budgets": self.budgets.status(),
+        }
+
     def stop_accepting(self) -> None:
         """Close the listening socket; remove its file when we created it."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         if self._server is not None:
             self._server.close()
         if self._owns_file and self.path is not None:

@@ -116,10 +116,16 @@ class Decoder:
 
     Limits: a single message may not exceed ``max_message`` bytes; strings, binaries, arrays
     and maps are bounded by the same figure, so a tiny frame cannot announce a giant container.
+    ``buffered`` is what waits for the rest of a message; ``last_size`` the encoded size of the
+    object last yielded.
     """
 
     def __init__(self, max_message: int = DEFAULT_MAX_MESSAGE) -> None:
         self.max_message = max_message
+        self._fed = 0  # bytes fed so far
+        self._done = 0  # bytes of the whole messages among them (msgpack's tell() counts the
+        # part of an unfinished message it has already parsed too)
+        self.last_size = 0
         self._unpacker = msgpack.Unpacker(
             raw=False,
             read_size=min(
@@ -138,13 +144,15 @@ class Decoder:
         """Add bytes and yield every complete object; raise StreamError on undecodable input."""
         try:
             self._unpacker.feed(data)
+            self._fed += len(data)
         except msgpack.BufferFull:
             raise StreamError(
                 f"message larger than the {self.max_message}-byte limit", too_large=True
             ) from None
+        unpacker = self._unpacker
         while True:
             try:
-                obj = next(self._unpacker)
+                obj = next(unpacker)
             except StopIteration:
                 return
             except msgpack.BufferFull:
@@ -155,7 +163,14 @@ class Decoder:
                 raise StreamError(f"undecodable msgpack: {exc}") from None
             except Exception as exc:  # msgpack may raise other types on hostile input
                 raise StreamError(f"undecodable msgpack: {type(exc).__name__}: {exc}") from None
+            end = unpacker.tell()
+            self.last_size, self._done = end - self._done, end
             yield obj
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received that do not yet make a whole message."""
+        return self._fed - self._done
 
 
 def _default(obj: Any) -> Any:

@@ -7,12 +7,13 @@ These check the service's own tables, which no RPC exposes; the daemon-level fig
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
 from hermesd.agent.sessions import SessionService
 from hermesd.plugins.hooks import HookBus
-from hermesd.rpc.connection import Call
+from hermesd.rpc.connection import Call, Peer
 from hermesd.store.sessions import SessionStore
 
 
@@ -21,6 +22,10 @@ class Conn:
 
     def __init__(self) -> None:
         self.notes: list[tuple[str, Any]] = []
+        self.peer = Peer(1, os.geteuid(), os.getegid())
+        self.is_owner = True
+        self.scope_uid = None
+        self.attachments: set[str] = set()
 
     def notify(self, method: str, params: Any) -> None:
         self.notes.append((method, params))
@@ -47,7 +52,7 @@ def test_reset_drops_the_old_session_from_the_attachment_table(tmp_path: Path) -
     try:
         old, new = asyncio.run(run())
         assert old not in svc.attached
-        assert svc.attached[new] == {conn}
+        assert svc.attached[new] == {conn} and conn.attachments == {new}
     finally:
         svc.store.close()
 
