@@ -26,7 +26,7 @@ from hermesd.rpc.protocol import Codes
 from tests.support.daemon import DaemonProcess
 from tests.support.otheruser import hold_connections_as
 from tests.support.raw import RawPeer
-from tests.support.reliability import wait_until
+from tests.support.reliability import rss_kb, wait_until
 
 Start = Callable[..., DaemonProcess]
 NOBODY = pwd.getpwnam("nobody")
@@ -71,6 +71,32 @@ def test_disconnect_cancels_the_connections_handlers_and_frees_their_params(
     assert status["requests_in_flight"] == 0
     assert status["budgets"]["inflight"]["held"] < 64 * KIB
     assert "went away: 1 request(s) cancelled" in daemon.log()
+
+
+def test_large_requests_then_leaving_hold_at_most_the_budget_and_nothing_after(
+    start: Start,
+) -> None:
+    """The issue's case: one client sends large requests that wait, then disconnects."""
+    daemon = start()  # default budgets: 64 MiB in flight per uid
+    baseline = rss_kb(daemon.proc.pid)
+    peer = RawPeer(daemon.socket, timeout=20)
+    big = b"x" * (6 << 20)
+    for n in range(20):  # 120 MiB of parameters, each waiting 60 s
+        peer.send([wire.REQUEST, n, "ping", [{"delay_ms": 60_000, "data": big}]])
+    refused = [peer.recv(20) for _ in range(10)]  # past 64 MiB: answered at once
+    assert {r[2]["code"] for r in refused} == {Codes.OVER_BUDGET}
+    held = _held(daemon)["inflight"]
+    peak = rss_kb(daemon.proc.pid)
+    peer.close()
+    wait_until(lambda: _held(daemon)["inflight"] < 64 * KIB, 10, "the handlers cancelled")
+    after = rss_kb(daemon.proc.pid)
+    print(
+        f"\n20 x 6 MiB requests: {len(refused)} refused, {held / 2**20:.1f} MiB held in flight;"
+        f" RSS {baseline / 1024:.1f} -> {peak / 1024:.1f} -> {after / 1024:.1f} MiB after leaving"
+    )
+    assert held <= 64 << 20
+    assert _status(daemon)["requests_cancelled_on_disconnect"] == 10
+    assert after - baseline < 48 * 1024  # KiB: what the handlers held is gone
 
 
 # --- connections per uid -----------------------------------------------------------------------
