@@ -289,7 +289,7 @@ class SessionService:
             title=p.get("title"),
             model=p.get("model"),
             platform=p.get("platform") or "cli",
-            owner_uid=call.conn.peer.uid,
+            owner_uid=_owner_uid(call.conn),
         )
         self._count += 1
         if p.get("attach", True):
@@ -371,7 +371,7 @@ class SessionService:
             self.store.create_session,
             model=model,
             platform=self.platform,
-            owner_uid=call.conn.peer.uid,
+            owner_uid=_owner_uid(call.conn),
         )
         self._count += 1
         self._attach(session["id"], call.conn)
@@ -463,6 +463,12 @@ class SessionService:
         task.cancel()
         await asyncio.wait([task], timeout=10)
         return turn_id
+
+
+def _owner_uid(conn: Connection) -> int:
+    """The uid a session created by ``conn`` belongs to (the one it is scoped to)."""
+    scope = conn.scope_uid
+    return conn.peer.uid if scope is None else scope
 
 
 def _result(result: TurnResult) -> dict[str, Any]:

@@ -189,9 +189,8 @@ class ApprovalBroker:
         """The uid the current call runs for: the peer whose request led here (the owner and
         root count as the owner), or the owner when no client did."""
         conn = current_connection.get()
-        if conn is None or conn.peer.uid in (self.owner_uid, 0):
-            return self.owner_uid
-        return conn.peer.uid
+        scope = conn.scope_uid if conn is not None else None
+        return self.owner_uid if scope is None else scope
 
     # --- the decision ----------------------------------------------------------------------
 

@@ -60,7 +60,9 @@ class ApprovalService:
     # --- methods -----------------------------------------------------------------------------
 
     def rpc_pending(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        return {"pending": self.broker.pending_for(p.get("session_id") or None, call.conn.peer.uid)}
+        conn = call.conn
+        viewer = conn.peer.uid if conn.scope_uid is None else conn.scope_uid
+        return {"pending": self.broker.pending_for(p.get("session_id") or None, viewer)}
 
     def rpc_respond(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         self._check(call, "approvals.respond")

@@ -19,6 +19,7 @@ import functools
 import inspect
 import itertools
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -93,6 +94,7 @@ class Router:
 
 
 READ_BUFFER = 65536
+NO_ONE = -1  # `Connection.scope_uid` of a same-uid connection not trusted as the owner
 # Queued output is counted against the budgets exactly once it passes this mark (asyncio tells
 # the protocol when such a backlog has drained); below it, a connection's count may lag.
 OUTPUT_MARK = 64 * 1024
@@ -521,8 +523,14 @@ class Connection(asyncio.BufferedProtocol):
     @property
     def scope_uid(self) -> int | None:
         """Whose sessions and approvals this peer may see: None (all) for the daemon's owner
-        and root, else the peer's own uid (members of ``socket.group``)."""
-        return None if self.is_owner else self.peer.uid
+        and root, else the peer's own uid (members of ``socket.group``). A connection from the
+        daemon's own uid (or root) that is not trusted as the owner gets ``NO_ONE``: it must not
+        pass for the owner's sessions."""
+        if self.is_owner:
+            return None
+        if self.peer.uid in (os.geteuid(), 0):
+            return NO_ONE
+        return self.peer.uid
 
     @property
     def inflight(self) -> int:
