@@ -213,3 +213,17 @@ def test_owners_session_answer_does_not_cover_a_member_in_the_same_session(share
         approver.call("approvals.respond", {"id": pending[0]["id"], "choice": "deny"})
     assert "denied by user" in json.loads(running.result()[0][1]["result"])["error"]
     assert second.exists()
+
+
+def test_member_cannot_reuse_the_owners_session_answer_by_passing_its_session_id(shared) -> None:
+    daemon, sid = shared
+    first, second = short_tmpdir("own-"), short_tmpdir("own-")
+    owner, asked = client_answering(daemon, "session")
+    with owner:
+        assert "error" not in terminal(owner, f"rm -r {first}", sid)
+        assert "error" not in terminal(owner, f"rm -r {short_tmpdir('own-')}", sid)
+    assert len(asked.requests) == 1  # the owner's answer covers the owner's next call
+    call = {"name": "terminal", "args": {"command": f"rm -r {second}"}, "session_id": sid}
+    replies = as_member(daemon, ("tools.call", call))
+    assert replies[0][0]["code"] == Codes.NOT_FOUND
+    assert second.exists()
