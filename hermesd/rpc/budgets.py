@@ -50,7 +50,9 @@ class Budgets:
     """What every uid holds of each kind, against `BudgetLimits`. Event-loop only."""
 
     def __init__(self, limits: BudgetLimits | None = None) -> None:
-        self.limits = limits or BudgetLimits()
+        self.limits = limits = limits or BudgetLimits()
+        self._per_uid = {kind: limits.per_uid(kind) for kind in KINDS}
+        self._total = {kind: limits.total(kind) for kind in KINDS}
         self.totals = dict.fromkeys(KINDS, 0)
         self._by_uid: dict[str, defaultdict[int, int]] = {k: defaultdict(int) for k in KINDS}
         self.refused = dict.fromkeys(KINDS, 0)  # times a take was refused, for status
@@ -60,14 +62,16 @@ class Budgets:
         if nbytes <= 0:
             return
         held = self._by_uid[kind]
-        if held[uid] + nbytes > self.limits.per_uid(kind):
+        mine = held[uid] + nbytes
+        if mine > self._per_uid[kind]:
             self.refused[kind] += 1
-            raise OverBudget(kind, "uid", self.limits.per_uid(kind))
-        if self.totals[kind] + nbytes > self.limits.total(kind):
+            raise OverBudget(kind, "uid", self._per_uid[kind])
+        total = self.totals[kind] + nbytes
+        if total > self._total[kind]:
             self.refused[kind] += 1
-            raise OverBudget(kind, "total", self.limits.total(kind))
-        held[uid] += nbytes
-        self.totals[kind] += nbytes
+            raise OverBudget(kind, "total", self._total[kind])
+        held[uid] = mine
+        self.totals[kind] = total
 
     def give(self, kind: str, uid: int, nbytes: int) -> None:
         """Release ``nbytes`` ``uid`` held."""

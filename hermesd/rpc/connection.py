@@ -14,6 +14,7 @@ sessions, plugins or systemd.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -158,7 +159,8 @@ class Connection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
-        transport.set_write_buffer_limits(high=OUTPUT_MARK, low=0)
+        with contextlib.suppress(NotImplementedError):  # a stand-in transport (bench/ipc.py)
+            transport.set_write_buffer_limits(high=OUTPUT_MARK, low=0)
         refusal = self._admit(self, transport)  # sets peer and is_owner
         if refusal is not None:
             self.notify("hermes.error", [refusal.to_wire()])
@@ -174,13 +176,6 @@ class Connection(asyncio.BufferedProtocol):
         if self._transport is None or self._transport.is_closing():
             return  # refused or closing: read nothing more
         self.last_active = time.monotonic()
-        if self._budgets is not None:
-            try:  # counted before the decoder copies it
-                self._budgets.take("input", self.peer.uid, len(data))
-            except OverBudget as exc:
-                self._close_with(Codes.OVER_BUDGET, str(exc), {"budget": exc.kind})
-                return
-            self._input_held += len(data)
         whole = False
         try:
             for obj in self._decoder.feed(data):
@@ -195,11 +190,19 @@ class Connection(asyncio.BufferedProtocol):
             self._settle_input(whole)
 
     def _settle_input(self, whole: bool) -> None:
-        """Count only what still waits for the rest of a message; note when that began."""
+        """Count what waits for the rest of a message against the input budget (closing the
+        connection past it: one read, at most the read buffer, may overshoot); note when
+        that partial message began."""
         buffered = self._decoder.buffered
-        if self._budgets is not None:
-            self._budgets.give("input", self.peer.uid, self._input_held - buffered)
-            self._input_held = buffered
+        if self._budgets is not None and buffered != self._input_held:
+            try:
+                if buffered > self._input_held:
+                    self._budgets.take("input", self.peer.uid, buffered - self._input_held)
+                else:
+                    self._budgets.give("input", self.peer.uid, self._input_held - buffered)
+                self._input_held = buffered
+            except OverBudget as exc:
+                self._close_with(Codes.OVER_BUDGET, str(exc), {"budget": exc.kind})
         if not buffered:
             self.partial_since = None
         elif whole or self.partial_since is None:
@@ -310,7 +313,8 @@ class Connection(asyncio.BufferedProtocol):
                 )
             if is_async and len(self._tasks) >= self.limits.max_inflight:
                 raise self._too_many()
-            size = self._hold_params(req.method)
+            # a request whose handler outlives this call keeps its params alive: counted
+            size = self._hold_params(req.method) if is_async else 0
             call = Call(self, req.msgid, req.method)
             token = current_connection.set(self)
             try:
@@ -322,14 +326,16 @@ class Connection(asyncio.BufferedProtocol):
                 current_connection.reset(token)
             if not is_async:
                 if not inspect.isawaitable(pending):
-                    self._release_params(size)
                     self._reply(req.msgid, None, pending)
                     return
-                if len(self._tasks) >= self.limits.max_inflight:
-                    self._release_params(size)
+                try:  # a sync handler that returned work to wait for (ping with a delay)
+                    if len(self._tasks) >= self.limits.max_inflight:
+                        raise self._too_many()
+                    size = self._hold_params(req.method)
+                except RpcError:
                     if inspect.iscoroutine(pending):
                         pending.close()
-                    raise self._too_many()
+                    raise
         except RpcError as err:
             self._send(wire.pack_response(req.msgid, err.to_wire(), None))
             return
