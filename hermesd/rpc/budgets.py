@@ -15,11 +15,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 KINDS = ("input", "inflight", "output")
+UNLIMITED = 2**63  # a limit of 0 in the configuration
 
 
 @dataclass(frozen=True, slots=True)
 class BudgetLimits:
-    """Bytes of each kind one uid, and all peers together, may make the daemon hold."""
+    """Bytes of each kind one uid, and all peers together, may make the daemon hold (0: no
+    limit)."""
 
     input_per_uid: int = 64 * 1024 * 1024
     input_total: int = 256 * 1024 * 1024
@@ -51,8 +53,8 @@ class Budgets:
 
     def __init__(self, limits: BudgetLimits | None = None) -> None:
         self.limits = limits = limits or BudgetLimits()
-        self._per_uid = {kind: limits.per_uid(kind) for kind in KINDS}
-        self._total = {kind: limits.total(kind) for kind in KINDS}
+        self._per_uid = {kind: limits.per_uid(kind) or UNLIMITED for kind in KINDS}
+        self._total = {kind: limits.total(kind) or UNLIMITED for kind in KINDS}
         self.totals = dict.fromkeys(KINDS, 0)
         self._by_uid: dict[str, defaultdict[int, int]] = {k: defaultdict(int) for k in KINDS}
         self.refused = dict.fromkeys(KINDS, 0)  # times a take was refused, for status
