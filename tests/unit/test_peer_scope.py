@@ -51,6 +51,12 @@ def test_budget_refuses_past_the_total_limit() -> None:
     assert refused.value.scope == "total"
 
 
+def test_a_budget_of_zero_is_no_limit() -> None:
+    budgets = Budgets(BudgetLimits(input_per_uid=0, input_total=0))
+    budgets.take("input", 5, 1 << 40)
+    assert budgets.held("input", 5) == 1 << 40
+
+
 def test_budget_given_back_returns_to_zero() -> None:
     budgets = Budgets()
     budgets.take("output", 3, 500)
