@@ -23,7 +23,8 @@ import pytest
 
 from hermesd.rpc import wire
 from hermesd.rpc.protocol import Codes
-from tests.support.daemon import DaemonProcess
+from tests.support.approvals import Background, client_answering, terminal, wait_pending
+from tests.support.daemon import DaemonProcess, short_tmpdir
 from tests.support.otheruser import hold_connections_as
 from tests.support.raw import RawPeer
 from tests.support.reliability import rss_kb, wait_until
@@ -227,3 +228,19 @@ def test_a_slow_reader_past_the_output_budget_is_dropped_and_others_are_served(
     assert daemon.call("ping", {"data": "still here"})["data"] == "still here"
     assert _held(daemon)["output"] < 64 * KIB
     assert "not reading its messages" in daemon.log()
+
+
+def test_a_client_waiting_for_an_approval_is_not_idle(start: Start) -> None:
+    daemon = start(config="limits:\n  idle_timeout: 0.3\nterminal:\n  cwd: /tmp\n")
+    target = short_tmpdir("pb-")
+    caller, _ = client_answering(daemon, None)  # its own prompt declines to answer
+    with caller:
+        running = Background(terminal, caller, f"rm -r {target}")
+        approval = wait_pending(daemon)[0]["id"]
+        idle = RawPeer(daemon.socket, timeout=10)  # opened after the caller went quiet
+        assert idle.closed_by_peer(10)
+        with daemon.client() as owner:
+            owner.call("approvals.respond", {"id": approval, "choice": "deny"})
+        assert "denied by user" in running.result()["error"]
+        assert caller.call("ping")["pong"]
+    assert target.exists()
