@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from hermesctl.client import Client
 from hermesctl.subcommands.base import EXIT_OK, command, emit_json, positive_int
@@ -33,12 +34,20 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
     print(f"  home:        {info['home']}")
     print(f"  connections: {info['connections']}")
     print(f"  sessions:    {info.get('sessions', 0)}")
-    print(f"  plugins:     {info.get('plugins', 0)}")
+    print(f"  plugins:     {info.get('plugins', 0)}{_plugins_note(info)}")
     if info.get("model"):
         print(f"  model:       {info['model']}")
     for warning in info.get("config_warnings") or []:
         print(f"  warning:     {warning}")
     return EXIT_OK
+
+
+def _plugins_note(info: dict[str, Any]) -> str:
+    if info.get("safe_mode"):
+        return " (safe mode: HERMES_SAFE_MODE=1, no plugins are loaded)"
+    if info.get("plugins_loading"):
+        return " (loading)"
+    return ""
 
 
 @command("ping")

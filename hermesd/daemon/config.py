@@ -255,6 +255,19 @@ def ensure_home(home: Path) -> None:
         log.info("created %s", home)
 
 
+def home_problem(home: Path) -> str | None:
+    """Create HERMES_HOME if needed; a sentence saying why it cannot be used, or None."""
+    try:
+        ensure_home(home)
+    except OSError as exc:
+        return f"cannot create the state directory {home}: {exc.strerror or exc}"
+    if not home.is_dir():
+        return f"the state directory {home} is not a directory"
+    if not os.access(home, os.R_OK | os.W_OK | os.X_OK):
+        return f"the state directory {home} is not readable and writable by this user"
+    return None
+
+
 class SettingsFiles:
     """config.yaml and .env of one ``HERMES_HOME``, for the services that read or edit them.
 

@@ -294,9 +294,12 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EX_NOPERM
+    if not args.check_config:
+        unusable = config.home_problem(home)
+        if unusable:
+            print(f"hermesd: {unusable}", file=sys.stderr)
+            return EX_CANTCREAT
     try:
-        if not args.check_config:
-            config.ensure_home(home)
         dotenv = config.load_dotenv_file(home)
         cfg = config.load(home)
         if args.log_level and args.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):

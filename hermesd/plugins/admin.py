@@ -34,6 +34,33 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+_STATE_WORDS = {
+    "loaded": "loaded",
+    "error": "failed",
+    "missing-env": "missing env",
+    "disabled": "disabled",
+    "not-enabled": "not enabled",
+}
+
+
+def state_counts(records: list[PluginRecord]) -> dict[str, int]:
+    """How many plugins are in each state."""
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record.state] = counts.get(record.state, 0) + 1
+    return counts
+
+
+def reload_summary(records: list[PluginRecord]) -> str:
+    """``Reloaded plugins: 4 found — 2 loaded, 1 failed, 1 missing env``: every plugin counted."""
+    counts = state_counts(records)
+    if not records:
+        return "Reloaded plugins: none found"
+    parts = [f"{counts.pop(s)} {word}" for s, word in _STATE_WORDS.items() if s in counts]
+    parts += [f"{n} {state}" for state, n in counts.items()]
+    return f"Reloaded plugins: {len(records)} found — {', '.join(parts)}"
+
+
 class PluginAdminService:
     """Enable, disable, install, update, remove and reload plugins."""
 
@@ -62,7 +89,9 @@ class PluginAdminService:
             "reload",
             "lint",
         ):
-            router.bind(f"plugins.{name}", getattr(self, f"rpc_{name}"))
+            # each waits while plugins load or reload, as plugins.list does (info would
+            # otherwise find a plugin missing)
+            router.bind(f"plugins.{name}", self.host.gate.guard(getattr(self, f"rpc_{name}")))
 
     async def start(self) -> None:
         self._lock = asyncio.Lock()
@@ -109,19 +138,22 @@ class PluginAdminService:
         """Unload and load every plugin again; the new listing and a summary."""
         assert self._lock is not None, "service not started"
         async with self._lock:
+            await self.host.gate.wait()  # the start-up load, which holds the gate, not the lock
             self._refresh_settings()
             with self.host.gate:  # requests for plugins wait instead of finding them gone
                 records = await asyncio.to_thread(self.host.plugins.reload)
+            manager = self.host.plugins
+            redact.configure(os.environ, manager.dotenv, manager.secret_env_names())
         loaded = [r for r in records if r.loaded]
         failed = [r for r in records if r.state == "error"]
-        summary = f"Reloaded plugins: {len(loaded)} loaded"
+        summary = reload_summary(records)
         if failed:
-            summary += f", {len(failed)} failed"
             summary += "".join(f"\n  ✗ {r.key} — {r.reason}" for r in failed)
         return {
             "summary": summary,
             "loaded": [r.key for r in loaded],
             "failed": [{"key": r.key, "reason": r.reason} for r in failed],
+            "counts": state_counts(records),
             "plugins": self.host.plugins.listing(),
             "text": self.host.plugins.listing_text(),
         }
