@@ -21,7 +21,12 @@ EX_CONFIG = 78
 
 
 class ConfigError(ValueError):
-    """config.yaml cannot be used; the message names the key."""
+    """config.yaml cannot be used; the message names the key. ``problems`` lists every one
+    found (the message joins them)."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [message]
 
 
 @dataclass(frozen=True)
@@ -139,40 +144,80 @@ def _schema_default(dotted: str, fallback: Any) -> Any:
 
 
 def _validate(
-    data: dict[str, Any], schema: dict[str, Any], prefix: str, warnings: list[str]
+    data: dict[str, Any],
+    schema: dict[str, Any],
+    prefix: str,
+    warnings: list[str],
+    problems: list[str],
 ) -> None:
+    """Check every key; each problem found goes to ``problems`` (all of them, not the first)."""
     for key, value in data.items():
-        dotted = f"{prefix}{key}"
-        if dotted in DEPRECATED:
-            warnings.append(
-                f"'{dotted}' is deprecated and has no effect ({DEPRECATED[dotted]}); remove it"
-            )
-            continue
-        spec = schema.get(key) if isinstance(key, str) else None
-        if spec is None:
-            warnings.append(f"unknown setting '{dotted}' ignored")
-            continue
-        if isinstance(spec, dict):
-            if value is None:
-                continue
-            if not isinstance(value, dict):
-                raise ConfigError(f"'{dotted}' must be a mapping, got {type(value).__name__}")
-            _validate(value, spec, dotted + ".", warnings)
-            continue
+        try:
+            _validate_one(key, value, schema, prefix, warnings, problems)
+        except ConfigError as exc:
+            problems.append(str(exc))
+
+
+def _validate_one(
+    key: Any,
+    value: Any,
+    schema: dict[str, Any],
+    prefix: str,
+    warnings: list[str],
+    problems: list[str],
+) -> None:
+    """One key of a section (raises ConfigError for the first problem of its value)."""
+    dotted = f"{prefix}{key}"
+    if dotted in DEPRECATED:
+        warnings.append(
+            f"'{dotted}' is deprecated and has no effect ({DEPRECATED[dotted]}); remove it"
+        )
+        return
+    spec = schema.get(key) if isinstance(key, str) else None
+    if spec is None:
+        warnings.append(f"unknown setting '{dotted}' ignored")
+        return
+    if isinstance(spec, dict):
         if value is None:
-            continue
-        if isinstance(value, bool) and bool not in spec.types:
-            raise ConfigError(f"'{dotted}' must be {_names(spec.types)}, got bool")
-        if not isinstance(value, spec.types):
-            raise ConfigError(
-                f"'{dotted}' must be {_names(spec.types)}, got {type(value).__name__}"
-            )
-        if spec.choices and value not in spec.choices and str(value).upper() not in spec.choices:
-            raise ConfigError(f"'{dotted}' must be one of {', '.join(map(str, spec.choices))}")
-        if isinstance(value, list) and not all(isinstance(v, (str, int)) for v in value):
-            raise ConfigError(f"'{dotted}' must be a list of strings")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
-            raise ConfigError(f"'{dotted}' must not be negative")
+            return
+        if not isinstance(value, dict):
+            raise ConfigError(f"'{dotted}' must be a mapping, got {type(value).__name__}")
+        _validate(value, spec, dotted + ".", warnings, problems)
+        return
+    if value is None:
+        return
+    if isinstance(value, bool) and bool not in spec.types:
+        raise ConfigError(f"'{dotted}' must be {_names(spec.types)}, got bool")
+    if not isinstance(value, spec.types):
+        raise ConfigError(f"'{dotted}' must be {_names(spec.types)}, got {type(value).__name__}")
+    if spec.choices and value not in spec.choices and str(value).upper() not in spec.choices:
+        raise ConfigError(f"'{dotted}' must be one of {', '.join(map(str, spec.choices))}")
+    if isinstance(value, list) and not all(isinstance(v, (str, int)) for v in value):
+        raise ConfigError(f"'{dotted}' must be a list of strings")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+        raise ConfigError(f"'{dotted}' must not be negative")
+    check = _CHECKS.get(dotted)
+    problem = check(value) if check is not None else None
+    if problem:
+        raise ConfigError(f"'{dotted}' {problem}")
+
+
+def url_problem(value: str) -> str | None:
+    """Why ``value`` is not an absolute http(s) URL, or None."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value.strip())
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:
+        return f"must be an absolute http(s) URL: {exc}"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"must be an absolute http(s) URL such as http://127.0.0.1:8080/v1, not {value!r}"
+    return None
+
+
+# Checks of a value beyond its type, by dotted key: a sentence saying what is wrong, or None.
+_CHECKS: dict[str, Any] = {"model.base_url": url_problem}
 
 
 def _names(types: tuple[type, ...]) -> str:
@@ -198,10 +243,13 @@ def parse(text: str, path: Path | None = None) -> Config:
     if not isinstance(data, dict):
         raise ConfigError(f"{where} must be a mapping at the top level")
     warnings: list[str] = []
-    _validate(data, SCHEMA, "", warnings)
-    mode = (data.get("socket") or {}).get("mode")
+    problems: list[str] = []
+    _validate(data, SCHEMA, "", warnings, problems)
+    mode = (data.get("socket") or {}).get("mode") if isinstance(data.get("socket"), dict) else None
     if mode is not None and parse_mode(mode) is None:
-        raise ConfigError("'socket.mode' must be an octal mode such as '0660'")
+        problems.append("'socket.mode' must be an octal mode such as '0660'")
+    if problems:
+        raise ConfigError("; ".join(problems), problems)
     return Config(data, warnings, path)
 
 

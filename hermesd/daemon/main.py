@@ -305,7 +305,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.log_level and args.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise config.ConfigError("--log-level must be DEBUG, INFO, WARNING or ERROR")
         resolve_group(cfg.get("socket.group"))  # an unknown group is a config error
-    except (config.ConfigError, ValueError) as exc:
+        env_url = os.environ.get("OPENAI_BASE_URL") or dotenv.get("OPENAI_BASE_URL")
+        url_problem = config.url_problem(env_url) if env_url else None
+        if url_problem and not cfg.get("model.base_url"):
+            raise config.ConfigError(f"OPENAI_BASE_URL {url_problem}")
+    except config.ConfigError as exc:
+        for problem in exc.problems:  # every one, not only the first
+            print(f"hermesd: configuration error: {problem}", file=sys.stderr)
+        return config.EX_CONFIG
+    except ValueError as exc:
         print(f"hermesd: configuration error: {exc}", file=sys.stderr)
         return config.EX_CONFIG
     if args.check_config:
