@@ -287,13 +287,27 @@ def load_dotenv_file(home: Path) -> dict[str, str]:
 
 
 def apply_dotenv(values: dict[str, str]) -> list[str]:
-    """Fill environment variables that are not already set; return the names filled."""
-    filled = []
+    """Make the environment follow .env: fill variables that are not set, update the ones an
+    earlier call set and unset those of them that .env no longer has. Variables set outside
+    .env (the daemon's own environment) always win. Returns the names filled or changed."""
+    changed = []
+    for key, value in list(_FROM_DOTENV.items()):
+        if key not in values and os.environ.get(key) == value:
+            del os.environ[key]
+        if key not in values:
+            del _FROM_DOTENV[key]
     for key, value in values.items():
-        if key not in os.environ:
+        ours = key in _FROM_DOTENV and os.environ.get(key) == _FROM_DOTENV[key]
+        if key not in os.environ or ours:
+            if os.environ.get(key) != value:
+                changed.append(key)
             os.environ[key] = value
-            filled.append(key)
-    return filled
+            _FROM_DOTENV[key] = value
+    return changed
+
+
+# The variables this process set from .env, with the value it set (apply_dotenv).
+_FROM_DOTENV: dict[str, str] = {}
 
 
 def ensure_home(home: Path) -> None:
@@ -360,3 +374,30 @@ class SettingsFiles:
         from hermesd.daemon.config_edit import set_env_values
 
         set_env_values(self.dotenv_path, values)
+
+    def unset_env(self, names: list[str]) -> list[str]:
+        """Remove variables from .env; the names that were there."""
+        from hermesd.daemon.config_edit import unset_env_values
+
+        return unset_env_values(self.dotenv_path, names)
+
+    def apply_env(self) -> dict[str, str]:
+        """Make the process environment follow .env as it is now (`apply_dotenv`); its values."""
+        values = self.dotenv()
+        apply_dotenv(values)
+        return values
+
+    def edited_text(self, dotted: str, value: Any) -> str:
+        """config.yaml's text with one setting changed (not written)."""
+        from hermesd.daemon.config_edit import edited_config_text
+
+        path = self.config_path
+        return edited_config_text(
+            path.read_text(encoding="utf-8") if path.exists() else "", dotted, value
+        )
+
+    def write_config(self, text: str) -> None:
+        """Replace config.yaml atomically."""
+        from hermesd.daemon.config_edit import write_config
+
+        write_config(self.config_path, text)

@@ -194,6 +194,11 @@ class Daemon:
         return list(cfg.warnings)
 
     def _on_sighup(self) -> None:
+        for service in self.services:  # the reload service reloads plugins too, and records it
+            handler = getattr(service, "on_sighup", None)
+            if handler is not None:
+                handler()
+                return
         try:
             self.reload()
         except config.ConfigError as exc:

@@ -64,16 +64,13 @@ def reload_summary(records: list[PluginRecord]) -> str:
 class PluginAdminService:
     """Enable, disable, install, update, remove and reload plugins."""
 
-    def __init__(
-        self, host: PluginHost, files: SettingsFiles, dotenv_at_start: dict[str, str]
-    ) -> None:
+    def __init__(self, host: PluginHost, files: SettingsFiles) -> None:
         self.host = host
         self.files = files
         self.home = files.home
-        # Variables the daemon was started with (not from .env) win over .env, as at start-up.
-        self._protected = {k for k in os.environ if k not in dotenv_at_start}
         self._lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._scheduled: asyncio.Task[dict[str, Any] | None] | None = None
 
     # --- service protocol --------------------------------------------------------------------
 
@@ -84,6 +81,7 @@ class PluginAdminService:
             "disable",
             "install",
             "set_env",
+            "unset_env",
             "update",
             "remove",
             "reload",
@@ -106,14 +104,23 @@ class PluginAdminService:
     def reload(self, cfg: Any) -> None:
         """SIGHUP / config.reload: reload plugins too (scheduled; the signal handler returns)."""
         if self._loop is not None:
-            self._loop.create_task(self._reload_logged())
+            self._scheduled = self._loop.create_task(self._reload_logged())
 
-    async def _reload_logged(self) -> None:
+    async def _reload_logged(self) -> dict[str, Any] | None:
         try:
             result = await self.reload_plugins()
             log.info("plugins reloaded: %s", result["summary"].replace("\n", "; "))
+            return result
         except Exception:
             log.exception("plugin reload failed")
+            return None
+
+    async def scheduled_or_new_reload(self) -> dict[str, Any] | None:
+        """The outcome of the plugin reload a config reload scheduled, or of a new one."""
+        task, self._scheduled = self._scheduled, None
+        if task is None:
+            return await self._reload_logged()
+        return await task
 
     # --- the reload --------------------------------------------------------------------------
 
@@ -130,7 +137,7 @@ class PluginAdminService:
                 "load_timeout": cfg.get("plugins.load_timeout"),
             }
             manager.load_timeout = float(cfg.get("plugins.load_timeout"))
-        dotenv = self.files.dotenv()
+        dotenv = self.files.apply_env()  # a key removed from .env is unset from the process
         manager.dotenv = dotenv
         self.host.tools.env = {**dotenv, **os.environ}
 
@@ -300,11 +307,9 @@ class PluginAdminService:
             raise RpcError(Codes.CONFLICT, f".env not changed: {exc}") from None
         except ValueError as exc:  # an EditError
             raise RpcError(Codes.CONFLICT, f".env not changed: {exc}") from None
-        for name, value in values.items():
-            if name not in self._protected:
-                os.environ[name] = value
-        # New secrets are redacted from tool results at once, not only after a config reload.
-        redact.configure(os.environ, self.files.dotenv())
+        # Into the environment (unless set outside .env), and new secrets are redacted from
+        # tool results at once, not only after a reload.
+        redact.configure(os.environ, self.files.apply_env())
         log.info(
             "set %d variable(s) in %s: %s",
             len(values),
@@ -313,13 +318,31 @@ class PluginAdminService:
         )
         return {"written": sorted(values), "path": str(self.home / ".env")}
 
+    async def rpc_unset_env(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        names = p["names"]
+        if not all(isinstance(n, str) for n in names):
+            raise RpcError(Codes.INVALID_PARAMS, "plugins.unset_env: names must be strings")
+        try:
+            removed = await asyncio.to_thread(self.files.unset_env, list(names))
+        except OSError as exc:
+            raise RpcError(Codes.CONFLICT, f".env not changed: {exc}") from None
+        redact.configure(os.environ, self.files.apply_env())  # unset unless set outside .env
+        log.info(
+            "removed %d variable(s) from %s: %s",
+            len(removed),
+            self.files.dotenv_path,
+            ", ".join(removed),
+        )
+        return {"removed": removed, "path": str(self.files.dotenv_path)}
+
     async def rpc_update(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         folder = self._user_folder(self._record(p["name"]))
         try:
             output = await asyncio.to_thread(installer.update, folder)
         except installer.InstallError as exc:
-            code = Codes.CONFLICT if exc.kind == "conflict" else Codes.INVALID_PARAMS
-            raise RpcError(code, f"Update failed: {exc}") from None
+            if exc.kind == "conflict":  # the sentence says it all (a folder install)
+                raise RpcError(Codes.CONFLICT, str(exc)) from None
+            raise RpcError(Codes.INVALID_PARAMS, f"Update failed: {exc}") from None
         await self.reload_plugins()
         record = self.host.plugins.get(p["name"])
         return {"output": output, "plugin": plugin_dict(record) if record else None}
