@@ -49,6 +49,8 @@ ps.buildPythonApplication {
   inherit build-system dependencies;
 
   postInstall = ''
+    # the units' Documentation= points here
+    install -Dm644 -t "$out/share/doc/hermesd" README.md docs/*.md
     bundled="$out/${ps.python.sitePackages}/hermesd/bundled_plugins"
     if [ -d plugins ] && [ ! -e "$bundled" ]; then
       cp -r plugins "$bundled"
