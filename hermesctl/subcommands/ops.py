@@ -133,7 +133,10 @@ def _config_set(args: argparse.Namespace, client: Client) -> int:
         emit_json(result)
         return EXIT_OK if result["reload"]["ok"] else EXIT_ERROR
     print(f"{result['key']} = {_text(result['value'])} (in {result['path']})")
-    return _print_reload(result["reload"])
+    status = _print_reload(result["reload"])
+    if result.get("restart_needed"):
+        print(f"note: {result['key']} takes effect when hermesd restarts (hermesctl stop)")
+    return status
 
 
 # --- reload, logs, doctor, stop --------------------------------------------------------------

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from hermesd.daemon.reloads import ReloadService
 
 SECRET_SETTINGS = frozenset({"model.api_key"})
+# Read once at start-up (the socket, its limits): a reload does not apply them.
+AT_START = ("socket.", "limits.")
 
 
 def schema_node(dotted: str) -> Any:
@@ -175,6 +177,7 @@ class ConfigService:
             "value": _shown(dotted, value),
             "path": str(self.files.config_path),
             "reload": outcome,
+            "restart_needed": dotted.startswith(AT_START),
         }
 
     async def rpc_check(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:

@@ -57,6 +57,7 @@ class ReloadService:
         started = time.time()
         problems: list[str] = []
         warnings: list[str] = []
+        self.admin.forget_scheduled()  # one a config.reload left behind is not this one's
         try:
             warnings = self.daemon.reload()  # schedules the plugin reload (admin.reload)
         except config.ConfigError as exc:

@@ -115,6 +115,10 @@ class PluginAdminService:
             log.exception("plugin reload failed")
             return None
 
+    def forget_scheduled(self) -> None:
+        """Drop the record of an earlier scheduled reload (it runs on regardless)."""
+        self._scheduled = None
+
     async def scheduled_or_new_reload(self) -> dict[str, Any] | None:
         """The outcome of the plugin reload a config reload scheduled, or of a new one."""
         task, self._scheduled = self._scheduled, None

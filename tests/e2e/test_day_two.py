@@ -316,3 +316,11 @@ def test_stop_stops_the_daemon_and_waits_for_it(daemon: DaemonProcess) -> None:
     assert out.returncode == 0 and out.stdout == f"hermesd (pid {pid}) stopped.\n"
     assert daemon.proc.wait(20) == 0
     assert ctl(daemon, "status").returncode == 3
+
+
+def test_config_set_of_a_start_up_setting_says_a_restart_applies_it(daemon: DaemonProcess) -> None:
+    out = ctl(daemon, "config", "set", "limits.max_connections", "64")
+    assert out.returncode == 0
+    assert out.stdout.splitlines()[-1] == (
+        "note: limits.max_connections takes effect when hermesd restarts (hermesctl stop)"
+    )

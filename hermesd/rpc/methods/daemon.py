@@ -28,7 +28,7 @@ declare(
         "config.set",
         "Set one setting in config.yaml, comments kept, validated, then reload (owner only).",
         (_KEY, Param("value", "str", required=True, doc="the value, as YAML (3, true, [a, b])")),
-        "{key, value, path, reload: <reload result>}",
+        "{key, value, path, reload: <reload result>, restart_needed}",
         owner_only=True,
     )
 )
