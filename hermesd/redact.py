@@ -325,6 +325,8 @@ class RedactingFilter(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, _DONE, False):  # a second handler (the log ring): already redacted
+            return True
         try:
             message = record.getMessage()
         except Exception:
@@ -336,4 +338,8 @@ class RedactingFilter(logging.Filter):
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
             record.exc_text = redact(record.exc_text)
+        setattr(record, _DONE, True)
         return True
+
+
+_DONE = "hermes_redacted"

@@ -20,7 +20,8 @@ from typing import Any
 from hermesd.redact import RedactingFilter
 from hermesd.rpc.connection import Call, Connection, Router
 
-CAPACITY = 2000  # records: a few hundred KiB at most
+CAPACITY = 2000  # records
+MESSAGE_MAX = 16 * 1024  # characters of one record kept: 2000 records stay a few MiB at most
 
 Entry = dict[str, Any]
 
@@ -43,6 +44,8 @@ class LogRing(logging.Handler):
             message = str(record.msg)
         if record.exc_text:
             message += "\n" + record.exc_text
+        if len(message) > MESSAGE_MAX:
+            message = f"{message[:MESSAGE_MAX]}… [{len(message) - MESSAGE_MAX} more characters]"
         with self._guard:
             self.seq += 1
             entry = {

@@ -16,7 +16,7 @@ import os
 from typing import Any
 
 from hermesd import redact
-from hermesd.plugins.host import PluginHost
+from hermesd.plugins.host import PluginHost, ReloadGate
 from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import Codes, RpcError
 
@@ -45,7 +45,7 @@ class PluginService:
         gate.__enter__()  # closed until the first load ends: plugin requests wait for it
         self._loading = asyncio.get_running_loop().create_task(self._load(gate))
 
-    async def _load(self, gate: Any) -> None:
+    async def _load(self, gate: ReloadGate) -> None:
         try:
             manager = self.host.plugins
             records = await asyncio.to_thread(manager.load_all)

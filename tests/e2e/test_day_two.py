@@ -324,3 +324,19 @@ def test_config_set_of_a_start_up_setting_says_a_restart_applies_it(daemon: Daem
     assert out.stdout.splitlines()[-1] == (
         "note: limits.max_connections takes effect when hermesd restarts (hermesctl stop)"
     )
+
+
+def test_a_huge_log_record_is_kept_cut_to_16_kib(start) -> None:
+    home = short_tmpdir()
+    write_plugin(
+        home / "plugins",
+        "loud",
+        "import logging\n\n"
+        "def register(ctx):\n    logging.getLogger('loud').warning('y' * 100000)\n",
+    )
+    daemon = start(home, env=ENV)
+    daemon.call("plugins.list")  # loaded
+    out = ctl(daemon, "logs", "--json", "-n", "1000")
+    record = next(json.loads(x) for x in out.stdout.splitlines() if '"loud"' in x)
+    assert record["message"] == "y" * 16384 + f"… [{100000 - 16384} more characters]"
+    assert "y" * 100000 in daemon.log()  # stderr keeps the whole record
