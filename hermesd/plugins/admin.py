@@ -313,7 +313,7 @@ class PluginAdminService:
             raise RpcError(Codes.CONFLICT, f".env not changed: {exc}") from None
         # Into the environment (unless set outside .env), and new secrets are redacted from
         # tool results at once, not only after a reload.
-        redact.configure(os.environ, self.files.apply_env())
+        redact.configure(os.environ, await asyncio.to_thread(self.files.apply_env))
         log.info(
             "set %d variable(s) in %s: %s",
             len(values),
@@ -330,7 +330,8 @@ class PluginAdminService:
             removed = await asyncio.to_thread(self.files.unset_env, list(names))
         except OSError as exc:
             raise RpcError(Codes.CONFLICT, f".env not changed: {exc}") from None
-        redact.configure(os.environ, self.files.apply_env())  # unset unless set outside .env
+        # unset from the environment too, unless it was set outside .env
+        redact.configure(os.environ, await asyncio.to_thread(self.files.apply_env))
         log.info(
             "removed %d variable(s) from %s: %s",
             len(removed),
