@@ -77,6 +77,9 @@ def build_parser(word: str | None = None) -> argparse.ArgumentParser:
         "--socket", help="daemon socket (default: as hermesd finds it; HERMES_SOCKET overrides)"
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    import hermesd
+
+    parser.add_argument("--version", action="version", version=f"hermesctl {hermesd.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for area in areas(word):
         area.add_parsers(sub)

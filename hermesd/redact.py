@@ -1,7 +1,8 @@
 """Secret redaction: values of secrets become ``[REDACTED]`` before text leaves the daemon.
 
-A `Redactor` knows the secret *values* (every ``$HERMES_HOME/.env`` value, and the value of any
-environment variable named ``*_KEY``, ``*_TOKEN``, ``*_SECRET`` or ``*PASSWORD*``) and the
+A `Redactor` knows the secret *values* (the ``$HERMES_HOME/.env`` values that are secrets — see
+`dotenv_secret` — and the value of any environment variable named ``*_KEY``, ``*_TOKEN``,
+``*_SECRET`` or ``*PASSWORD*``) and the
 common key *formats* (``sk-…``, ``ghp_…``, ``xoxb-…``, ``AKIA…``, private-key blocks,
 ``NAME_TOKEN=value`` assignments). The daemon applies the current one to tool results (the
 registry's redactor), to ``session.event`` notifications and approval requests, and to log
@@ -25,7 +26,12 @@ _SECRET_NAME = re.compile(
     r"(?:_KEY|_TOKEN|_SECRET)$|PASSWORD|PASSWD|^(?:API_KEY|TOKEN|SECRET)$", re.IGNORECASE
 )
 _MIN_NAMED = 4  # a secret-named variable's value shorter than this is not worth hiding
-_MIN_DOTENV = 6  # .env holds settings too (DEBUG=1); short values would redact everything
+# .env holds settings too (WEATHER_UNITS=metric): a value of one is hidden only when it is a
+# secret, or it would hide "metric" inside "geometric". Key-shaped: one run of the characters
+# keys are made of, long, with letters and digits, not a path or a URL (see is_key_shaped).
+_KEY_SHAPED = re.compile(r"(?=[^/.])(?!.*://)(?=.*[0-9])(?=.*[A-Za-z])[A-Za-z0-9_\-+/=.~:]{16,}")
+_KEY_MIN_DISTINCT = 8  # characters: "aaaaaaaaaaaaaaaa1" is not a key
+_SEPARATORS = re.compile(r"[-_.:/~+=]")
 
 # One alternation, so a result is scanned once (each extra pattern is another full pass); the
 # lookbehind is a word boundary that does not defeat the engine's fast scanning like \b does.
@@ -74,6 +80,38 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
+def is_key_shaped(value: str) -> bool:
+    """Whether a value looks like a key or token: a known key format, or a long run of key
+    characters mixing letters and digits that is not a path or a URL."""
+    if _FORMATS.fullmatch(value):
+        return True
+    if not _KEY_SHAPED.fullmatch(value) or len(set(value)) < _KEY_MIN_DISTINCT:
+        return False
+    # random keys mix cases and digits, or are a quarter digits (hex, base32), or carry such
+    # a part between separators (name-9f8e7d6c); words, dates and versions do not
+    return _random_looking(value) or any(
+        len(part) >= 8 and _random_looking(part) for part in _SEPARATORS.split(value)
+    )
+
+
+def _random_looking(text: str) -> bool:
+    digits = sum(c.isdigit() for c in text)
+    letters = sum(c.isalpha() for c in text)
+    mixed_case = any(c.isupper() for c in text) and any(c.islower() for c in text)
+    mostly_digits = digits >= 3 and digits * 4 >= len(text)
+    return letters > 0 and ((mixed_case and digits > 0) or mostly_digits)
+
+
+def dotenv_secret(name: str, value: str, secret_names: Iterable[str] = ()) -> bool:
+    """Whether a ``.env`` value is a secret: its variable is marked ``secret`` in a plugin's
+    ``requires_env`` (``secret_names``), its name says so, or the value is key-shaped."""
+    if not value:
+        return False
+    if name in secret_names or is_secret_name(name):
+        return len(value) >= _MIN_NAMED
+    return is_key_shaped(value)
+
+
 class Redactor:
     """Replaces known secret values and key-shaped strings by ``[REDACTED]``."""
 
@@ -93,10 +131,21 @@ class Redactor:
         self._shortest = min([_SHORTEST_PATTERN, *map(len, ordered)])
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str], dotenv: Mapping[str, str]) -> Redactor:
-        """Secrets of ``.env`` (all values) and of secret-named environment variables."""
-        values = [v for v in dotenv.values() if v and len(v) >= _MIN_DOTENV]
-        values += [v for k, v in environ.items() if is_secret_name(k) and len(v) >= _MIN_NAMED]
+    def from_env(
+        cls,
+        environ: Mapping[str, str],
+        dotenv: Mapping[str, str],
+        secret_names: Iterable[str] = (),
+    ) -> Redactor:
+        """The secrets of ``.env`` (`dotenv_secret`; ``secret_names``: variables plugins mark
+        ``secret``) and the values of secret-named environment variables."""
+        marked = frozenset(secret_names)
+        values = [v for k, v in dotenv.items() if dotenv_secret(k, v, marked)]
+        values += [
+            v
+            for k, v in environ.items()
+            if (is_secret_name(k) or k in marked) and len(v) >= _MIN_NAMED
+        ]
         return cls(values)
 
     def __call__(self, text: str) -> str:
@@ -224,11 +273,19 @@ def _keep_name(match: re.Match[str]) -> str:
 
 
 _current: list[Redactor] = [Redactor()]
+_marked_secret: list[frozenset[str]] = [frozenset()]
 
 
-def configure(environ: Mapping[str, str], dotenv: Mapping[str, str]) -> Redactor:
-    """Build the daemon-wide redactor (at start and on config reload) and return it."""
-    _current[0] = Redactor.from_env(environ, dotenv)
+def configure(
+    environ: Mapping[str, str],
+    dotenv: Mapping[str, str],
+    secret_names: Iterable[str] | None = None,
+) -> Redactor:
+    """Build the daemon-wide redactor (at start, on config reload and after plugins load) and
+    return it. ``secret_names``: the variables plugins mark ``secret`` (None: those given last)."""
+    if secret_names is not None:
+        _marked_secret[0] = frozenset(secret_names)
+    _current[0] = Redactor.from_env(environ, dotenv, _marked_secret[0])
     return _current[0]
 
 
@@ -268,6 +325,8 @@ class RedactingFilter(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, _DONE, False):  # a second handler (the log ring): already redacted
+            return True
         try:
             message = record.getMessage()
         except Exception:
@@ -279,4 +338,8 @@ class RedactingFilter(logging.Filter):
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
             record.exc_text = redact(record.exc_text)
+        setattr(record, _DONE, True)
         return True
+
+
+_DONE = "hermes_redacted"

@@ -156,16 +156,61 @@ let
     execStartPre = [
       [ "${pkgs.coreutils}/bin/ln" "-sfn" configLink "${cfg.stateDir}/config.yaml" ]
     ];
-    documentation = [ ];
+    documentation = [ docLink ];
   };
   service = units.directives.service;
   socket = units.directives.socket;
   words = key: section: section.${key} or [ ];
   unitKeys = [ "Description" "Documentation" "Requires" "After" "Wants" ];
+
+  # docs/systemd.md as the package installs it (package.nix: $out/share/doc/hermesd)
+  docLink = "file://${cfg.package}/share/doc/hermesd/systemd.md";
+
+  # The per-user pair (systemd.user units): every user who starts it gets a hermesd of their own.
+  userUnits = import ./units.nix {
+    scope = "user";
+    hermesd = "${pythonEnv}/bin/hermesd";
+    kill = "${pkgs.coreutils}/bin/kill";
+    inherit (cfg) extraArgs;
+    environment = lib.optionalAttrs (cfg.extraPlugins != [ ]) {
+      HERMES_PLUGIN_PATH = "${pluginDir}";
+    };
+    documentation = [ docLink ];
+  };
+  userService = userUnits.directives.service;
+  userSocket = userUnits.directives.socket;
 in
 {
   options.services.hermes-agent = {
     enable = mkEnableOption "hermesd, the Hermes-compatible agent daemon, as a system service";
+
+    userService = {
+      enable = mkOption {
+        type = types.bool;
+        default = false;
+        example = true;
+        description = ''
+          Also (or instead) offer hermesd as a per-user service: systemd.user units
+          `hermesd.socket` and `hermesd.service`, so that each user who runs
+          `systemctl --user enable --now hermesd.socket` gets a hermesd of their own, with
+          `HERMES_HOME` ~/.hermes (their own config.yaml and .env) and the socket in
+          $XDG_RUNTIME_DIR/hermes, where hermesctl looks first. It runs the same Python
+          environment (`extraPythonPackages`, `extraPlugins`, `extraArgs`); `settings`,
+          `environmentFiles`, `user`, `group`, `stateDir` and `socket` are the system
+          service's.
+        '';
+      };
+      startByDefault = mkOption {
+        type = types.bool;
+        default = false;
+        example = true;
+        description = ''
+          Enable the per-user socket for every user (`wantedBy = [ "sockets.target" ]`),
+          instead of each user enabling it with `systemctl --user enable --now hermesd.socket`.
+          hermesd itself starts only when a client first connects.
+        '';
+      };
+    };
 
     package = mkOption {
       type = types.package;
@@ -363,7 +408,30 @@ in
     };
   };
 
-  config = mkIf cfg.enable {
+  config = lib.mkMerge [
+  (mkIf cfg.userService.enable {
+    environment.systemPackages = [ hermesctl ];
+
+    systemd.user.sockets.hermesd = {
+      description = userSocket.Unit.Description;
+      documentation = words "Documentation" userSocket.Unit;
+      wantedBy = lib.optionals cfg.userService.startByDefault userSocket.Install.WantedBy;
+      listenStreams = [ userSocket.Socket.ListenStream ];
+      socketConfig = removeAttrs userSocket.Socket [ "ListenStream" ];
+      unitConfig = removeAttrs userSocket.Unit unitKeys;
+    };
+
+    systemd.user.services.hermesd = {
+      description = userService.Unit.Description;
+      documentation = words "Documentation" userService.Unit;
+      requires = words "Requires" userService.Unit;
+      after = words "After" userService.Unit;
+      unitConfig = removeAttrs userService.Unit unitKeys;
+      environment = userUnits.environment;
+      serviceConfig = removeAttrs userService.Service [ "Environment" ];
+    };
+  })
+  (mkIf cfg.enable {
     assertions = [
       {
         assertion = cfg.user != "root";
@@ -438,5 +506,6 @@ in
       serviceConfig = removeAttrs service.Service [ "Environment" ];
       reloadTriggers = [ configFile ];
     };
-  };
+  })
+  ];
 }

@@ -34,7 +34,7 @@ let
   # the approval table parses commands with tree-sitter's Python binding and nixpkgs' Python
   # package of the bash grammar (python3Packages.tree-sitter-grammars.tree-sitter-bash)
   dependencies = [
-    ps.pyyaml ps.openai ps.aiohttp ps.msgpack systemd-python ps.python-dotenv ps.orjson
+    ps.pyyaml ps.openai ps.aiohttp ps.msgpack systemd-python ps.python-dotenv ps.orjson ps.ruamel-yaml
     ps.tree-sitter ps.tree-sitter-grammars.tree-sitter-bash
   ];
   build-system = [ ps.setuptools ps.wheel ];
@@ -49,6 +49,8 @@ ps.buildPythonApplication {
   inherit build-system dependencies;
 
   postInstall = ''
+    # the units' Documentation= points here
+    install -Dm644 -t "$out/share/doc/hermesd" README.md docs/*.md
     bundled="$out/${ps.python.sitePackages}/hermesd/bundled_plugins"
     if [ -d plugins ] && [ ! -e "$bundled" ]; then
       cp -r plugins "$bundled"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write contrib/systemd/hermesd.{socket,service} from nix/units.nix, or check they are current.
+"""Write contrib/systemd/{,user/}hermesd.{socket,service} from nix/units.nix, or check them.
 
 nix/units.nix is the one declaration of hermesd's unit directives; the NixOS module calls it with
 store paths, and this script renders it with its defaults (a conventional /usr install) into the
@@ -71,6 +71,13 @@ def rendered_files(params: str = "{ }") -> dict[str, str]:
     return {"hermesd.socket": render(units["socket"]), "hermesd.service": render(units["service"])}
 
 
+def all_files() -> dict[str, str]:
+    """Path below contrib/systemd → text: the system pair and the per-user pair (user/)."""
+    files = rendered_files()
+    files.update({f"user/{n}": t for n, t in rendered_files('{ scope = "user"; }').items()})
+    return files
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: write or check the contrib units."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -78,8 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=CONTRIB, help="directory (contrib/systemd)")
     args = parser.parse_args(argv)
     stale = []
-    for name, text in rendered_files().items():
+    for name, text in all_files().items():
         path = args.out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         current = path.read_text() if path.exists() else None
         if current == text:
             continue

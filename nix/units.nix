@@ -7,12 +7,20 @@
 # options. So the shipped units and the NixOS units cannot drift apart; tests/nix/test_units.py
 # checks both.
 #
+# `scope = "user"` gives the per-user pair instead (contrib/systemd/user/*, the module's
+# systemd.user units): no user or group of its own, HERMES_HOME ~/.hermes, the socket in
+# $XDG_RUNTIME_DIR/hermes (%t), and the part of the sandbox an unprivileged manager can apply.
+#
 # Result: { socket, service } each { header, sections = [ { name, entries } ] }, where an entry
 # is { key, value } (value a string, or a list of words joined by spaces) or { comment };
 # `directives` gives every section as an attribute set (repeated keys become lists), and
 # `environment` the Environment= variables as an attribute set.
 {
-  hermesd ? "/usr/bin/hermesd", # the program ExecStart= runs
+  scope ? "system", # or "user": the per-user units
+  # the program ExecStart= runs: a bare name is looked up by systemd in /usr/local/sbin,
+  # /usr/local/bin, /usr/sbin, /usr/bin, /sbin and /bin, so a distribution's /usr/bin/hermesd
+  # and `pip install` as root (/usr/local/bin/hermesd) both work
+  hermesd ? "hermesd",
   kill ? "/bin/kill", # ExecReload= sends SIGHUP with it
   user ? "hermes",
   group ? "hermes",
@@ -23,7 +31,8 @@
   environmentFiles ? [ "-/etc/hermes/env" ], # "-" prefix: optional file
   execStartPre ? [ ], # argv lists, run before ExecStart=
   extraArgs ? [ ], # appended to ExecStart=
-  documentation ? [ "file:///usr/share/doc/hermesd/README.md" ],
+  # docs/systemd.md, where the documented install puts it (docs/systemd.md, "Installing")
+  documentation ? [ "file:///usr/share/doc/hermesd/systemd.md" ],
 }:
 
 let
@@ -187,6 +196,104 @@ let
     ];
   };
 
+  # --- the per-user pair ---------------------------------------------------------------------
+
+  userEnv = [ { name = "HERMES_HOME"; value = "%h/.hermes"; } ]
+    ++ map (name: { inherit name; value = environment.${name}; }) (builtins.attrNames environment);
+
+  userSocket = {
+    header = [
+      "hermesd socket for one user (systemctl --user): systemd owns the socket in"
+      "$XDG_RUNTIME_DIR/hermes and starts hermesd.service on the first connection. Only this"
+      "user may connect (mode 0600); hermesd checks SO_PEERCRED on every connection too."
+    ];
+    sections = [
+      {
+        name = "Unit";
+        entries = [ (d "Description" "hermesd agent daemon socket (per user)") ] ++ docs;
+      }
+      {
+        name = "Socket";
+        entries = [
+          (d "ListenStream" "%t/hermes/hermesd.sock")
+          (d "SocketMode" "0600")
+          (d "DirectoryMode" "0700")
+          (d "RemoveOnStop" "yes")
+          (d "Accept" "no")
+        ];
+      }
+      {
+        name = "Install";
+        entries = [ (d "WantedBy" [ "sockets.target" ]) ];
+      }
+    ];
+  };
+
+  userService = {
+    header = [
+      "hermesd for one user (systemctl --user): socket-activated, Type=notify with a watchdog,"
+      "HERMES_HOME ~/.hermes (config.yaml, .env with the API key, sessions), journald logging."
+      "A user manager cannot build the system unit's mount sandbox; the system-call and"
+      "address-family filters below need no privileges and stay."
+    ];
+    sections = [
+      {
+        name = "Unit";
+        entries = [
+          (d "Description" "hermesd Hermes-compatible agent daemon (per user)")
+        ]
+        ++ docs
+        ++ [
+          (d "Requires" [ "hermesd.socket" ])
+          (d "After" [ "hermesd.socket" ])
+        ];
+      }
+      {
+        name = "Service";
+        entries = [
+          (d "Type" "notify")
+          (d "NotifyAccess" "main")
+          (d "ExecStart" (execLine ([ hermesd ] ++ extraArgs)))
+          (d "ExecReload" "${kill} -HUP $MAINPID")
+          (d "Restart" "on-failure")
+          (d "RestartSec" "2")
+          (note "69 socket busy, 77 refused to run as root, 78 bad configuration: restarting will not help.")
+          (d "RestartPreventExitStatus" "69 77 78")
+          (d "WatchdogSec" "30")
+          (d "TimeoutStopSec" "30")
+        ]
+        ++ map (e: d "Environment" "${e.name}=${e.value}") userEnv
+        ++ [
+          (d "UMask" "0077")
+          (note "")
+          (note "Sandbox (what an unprivileged manager can apply)")
+          (d "NoNewPrivileges" "yes")
+          (d "RestrictAddressFamilies" "AF_UNIX AF_INET AF_INET6")
+          (d "RestrictRealtime" "yes")
+          (d "RestrictSUIDSGID" "yes")
+          (d "LockPersonality" "yes")
+          (d "MemoryDenyWriteExecute" "yes")
+          (d "SystemCallArchitectures" "native")
+          (d "SystemCallFilter" "@system-service")
+          (d "SystemCallFilter" "~@privileged @resources")
+          (d "SystemCallErrorNumber" "EPERM")
+        ];
+      }
+      {
+        name = "Install";
+        entries = [ (d "WantedBy" [ "default.target" ]) ];
+      }
+    ];
+  };
+
+  chosen =
+    if scope == "user" then
+      { socket = userSocket; service = userService; env = userEnv; }
+    else if scope == "system" then
+      { inherit socket service env; }
+    else
+      throw "units.nix: scope must be \"system\" or \"user\", not ${scope}";
+
   # { Section = { Key = value; }; }, a key written more than once giving the list of its values.
   directivesOf =
     unit:
@@ -216,10 +323,11 @@ let
     );
 in
 {
-  inherit socket service stateDirectory escapeExecArg execLine;
+  inherit (chosen) socket service;
+  inherit stateDirectory escapeExecArg execLine;
   directives = {
-    socket = directivesOf socket;
-    service = directivesOf service;
+    socket = directivesOf chosen.socket;
+    service = directivesOf chosen.service;
   };
-  environment = listToAttrs env;
+  environment = listToAttrs chosen.env;
 }

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 ORDER = ["core", "chat", "sessions", "plugins", "plugin_mgmt", "cmd", "approvals"]
+ORDER += ["ops"]  # day-two operations
 
 INDEX: dict[str, tuple[str, ...]] = {
     "status": ("core",),
@@ -28,6 +29,7 @@ INDEX: dict[str, tuple[str, ...]] = {
     "completion": ("cmd",),
     "approvals": ("approvals",),
 }
+INDEX.update(dict.fromkeys(["config", "reload", "logs", "doctor", "stop"], ("ops",)))
 
 
 def areas(word: str | None = None) -> list[ModuleType]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from hermesctl.client import Client
 from hermesctl.subcommands.base import EXIT_OK, command, emit_json, positive_int
@@ -33,12 +34,34 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
     print(f"  home:        {info['home']}")
     print(f"  connections: {info['connections']}")
     print(f"  sessions:    {info.get('sessions', 0)}")
-    print(f"  plugins:     {info.get('plugins', 0)}")
+    print(f"  plugins:     {info.get('plugins', 0)}{_plugins_note(info)}")
     if info.get("model"):
         print(f"  model:       {info['model']}")
     for warning in info.get("config_warnings") or []:
         print(f"  warning:     {warning}")
+    if info.get("last_reload"):
+        print(f"  last reload: {last_reload(info['last_reload'])}")
     return EXIT_OK
+
+
+def last_reload(outcome: dict[str, Any]) -> str:
+    """``2026-12-02 16:20:01 (SIGHUP): ok`` or ``…: failed — what failed``."""
+    import time
+
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(outcome["time"]))
+    failures = list(outcome.get("config_problems") or []) + [
+        f"plugin {f['key']}: {f['reason']}" for f in outcome.get("plugins_failed") or []
+    ]
+    result = "ok" if outcome.get("ok") else "failed — " + "; ".join(failures or ["see the log"])
+    return f"{when} ({outcome.get('source')}): {result}"
+
+
+def _plugins_note(info: dict[str, Any]) -> str:
+    if info.get("safe_mode"):
+        return " (safe mode: HERMES_SAFE_MODE=1, no plugins are loaded)"
+    if info.get("plugins_loading"):
+        return " (loading)"
+    return ""
 
 
 @command("ping")

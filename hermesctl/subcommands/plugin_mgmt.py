@@ -1,10 +1,12 @@
-"""``hermesctl plugins info|enable|disable|install|update|remove|reload|lint``.
+"""``hermesctl plugins info|enable|disable|env|install|update|remove|reload|lint``.
 
 Adds its sub-parsers to the ``plugins`` group of `hermesctl.subcommands.plugins` through its
 registration hook. The daemon does the work (``plugins.*`` methods); this module prompts for the
 ``requires_env`` variables an install reports missing — on the terminal, with hidden input for
 secrets and an empty answer skipping — and then calls ``plugins.set_env`` and ``plugins.reload``.
-``--no-input`` never prompts: the plugin stays disabled with the reason shown.
+``plugins enable`` does the same for a plugin still missing variables; off a terminal (or with
+``--no-input``) it exits 1 naming them. ``--no-input`` never prompts: the plugin stays disabled
+with the reason shown. ``plugins env`` shows, sets and unsets a plugin's variables in .env.
 """
 
 from __future__ import annotations
@@ -40,6 +42,24 @@ def add_plugin_subcommands(psub: argparse._SubParsersAction[argparse.ArgumentPar
         p = psub.add_parser(name, help=text)
         p.add_argument("name", help="plugin key or name")
         _json_flag(p)
+        if name == "enable":
+            p.add_argument(
+                "--no-input",
+                action="store_true",
+                help="never prompt for missing variables; exit 1 naming them",
+            )
+    p = psub.add_parser(
+        "env",
+        help="show, set or unset a plugin's variables in .env",
+        description="Without KEY=VALUE or --unset: the plugin's requires_env variables and "
+        "whether each is set. Otherwise .env is edited and the plugins reloaded.",
+    )
+    p.add_argument("name", help="plugin key or name")
+    p.add_argument("assignments", nargs="*", metavar="KEY=VALUE", help="variables to set")
+    p.add_argument(
+        "--unset", action="append", default=[], metavar="KEY", help="remove KEY from .env"
+    )
+    _json_flag(p)
     p = psub.add_parser(
         "install",
         help="install a plugin from a folder, git URL or owner/repo",
@@ -100,7 +120,10 @@ def cmd_info(args: argparse.Namespace, client: Client) -> int:
 
 
 def _toggle(args: argparse.Namespace, client: Client, method: str) -> int:
-    result: dict[str, Any] = client.call(method, {"name": args.name})
+    return _print_toggle(args, client.call(method, {"name": args.name}))
+
+
+def _print_toggle(args: argparse.Namespace, result: dict[str, Any]) -> int:
     if _json(args):
         emit_json(result)
         return EXIT_OK
@@ -114,7 +137,68 @@ def _toggle(args: argparse.Namespace, client: Client, method: str) -> int:
 
 @plugins_command("enable")
 def cmd_enable(args: argparse.Namespace, client: Client) -> int:
-    return _toggle(args, client, "plugins.enable")
+    result: dict[str, Any] = client.call("plugins.enable", {"name": args.name})
+    missing = result.get("missing_env") or []
+    if result.get("state") != "missing-env" or not missing:
+        return _print_toggle(args, result)
+    if not args.no_input and sys.stdin.isatty():
+        print(result["message"])
+        values = prompt_env(missing)
+        if values:
+            client.call("plugins.set_env", {"values": values})
+            client.call("plugins.reload", timeout=300)
+        info = client.call("plugins.info", {"name": args.name})
+        if info.get("state") != "missing-env":
+            if _json(args):
+                emit_json(info)
+            else:
+                print(info["line"])
+            return EXIT_OK if info.get("state") == "loaded" else EXIT_ERROR
+        missing = [e for e in info.get("requires_env") or [] if not e.get("present")]
+    if _json(args):
+        emit_json(result)
+    names = [e["name"] for e in missing]
+    example = " ".join(f"{n}=..." for n in names)
+    print(
+        f"hermesctl: plugin {args.name} is enabled but cannot load until "
+        f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} set: "
+        f"hermesctl plugins env {args.name} {example}",
+        file=sys.stderr,
+    )
+    return EXIT_ERROR
+
+
+@plugins_command("env")
+def cmd_env(args: argparse.Namespace, client: Client) -> int:
+    values: dict[str, str] = {}
+    for item in args.assignments:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            from hermesctl.subcommands.base import UsageError
+
+            raise UsageError(f"'{item}' is not KEY=VALUE")
+        values[key] = value
+    if values:
+        client.call("plugins.set_env", {"values": values})
+    if args.unset:
+        client.call("plugins.unset_env", {"names": args.unset})
+    if values or args.unset:
+        client.call("plugins.reload", timeout=300)
+    info: dict[str, Any] = client.call("plugins.info", {"name": args.name})
+    if _json(args):
+        emit_json(info)
+        return EXIT_OK
+    rows = info.get("requires_env") or []
+    if values or args.unset:
+        print(info["line"])
+    elif not rows:
+        print(f"Plugin {info['key']} requires no variables.")
+    for env in rows:
+        mark = "set" if env["present"] else "MISSING"
+        kind = ", secret" if env.get("secret") else ""
+        about = f" — {env['description']}" if env.get("description") else ""
+        print(f"  {env['name']} ({mark}{kind}){about}")
+    return EXIT_OK
 
 
 @plugins_command("disable")

@@ -21,7 +21,12 @@ EX_CONFIG = 78
 
 
 class ConfigError(ValueError):
-    """config.yaml cannot be used; the message names the key."""
+    """config.yaml cannot be used; the message names the key. ``problems`` lists every one
+    found (the message joins them)."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [message]
 
 
 @dataclass(frozen=True)
@@ -158,40 +163,80 @@ def _schema_default(dotted: str, fallback: Any) -> Any:
 
 
 def _validate(
-    data: dict[str, Any], schema: dict[str, Any], prefix: str, warnings: list[str]
+    data: dict[str, Any],
+    schema: dict[str, Any],
+    prefix: str,
+    warnings: list[str],
+    problems: list[str],
 ) -> None:
+    """Check every key; each problem found goes to ``problems`` (all of them, not the first)."""
     for key, value in data.items():
-        dotted = f"{prefix}{key}"
-        if dotted in DEPRECATED:
-            warnings.append(
-                f"'{dotted}' is deprecated and has no effect ({DEPRECATED[dotted]}); remove it"
-            )
-            continue
-        spec = schema.get(key) if isinstance(key, str) else None
-        if spec is None:
-            warnings.append(f"unknown setting '{dotted}' ignored")
-            continue
-        if isinstance(spec, dict):
-            if value is None:
-                continue
-            if not isinstance(value, dict):
-                raise ConfigError(f"'{dotted}' must be a mapping, got {type(value).__name__}")
-            _validate(value, spec, dotted + ".", warnings)
-            continue
+        try:
+            _validate_one(key, value, schema, prefix, warnings, problems)
+        except ConfigError as exc:
+            problems.append(str(exc))
+
+
+def _validate_one(
+    key: Any,
+    value: Any,
+    schema: dict[str, Any],
+    prefix: str,
+    warnings: list[str],
+    problems: list[str],
+) -> None:
+    """One key of a section (raises ConfigError for the first problem of its value)."""
+    dotted = f"{prefix}{key}"
+    if dotted in DEPRECATED:
+        warnings.append(
+            f"'{dotted}' is deprecated and has no effect ({DEPRECATED[dotted]}); remove it"
+        )
+        return
+    spec = schema.get(key) if isinstance(key, str) else None
+    if spec is None:
+        warnings.append(f"unknown setting '{dotted}' ignored")
+        return
+    if isinstance(spec, dict):
         if value is None:
-            continue
-        if isinstance(value, bool) and bool not in spec.types:
-            raise ConfigError(f"'{dotted}' must be {_names(spec.types)}, got bool")
-        if not isinstance(value, spec.types):
-            raise ConfigError(
-                f"'{dotted}' must be {_names(spec.types)}, got {type(value).__name__}"
-            )
-        if spec.choices and value not in spec.choices and str(value).upper() not in spec.choices:
-            raise ConfigError(f"'{dotted}' must be one of {', '.join(map(str, spec.choices))}")
-        if isinstance(value, list) and not all(isinstance(v, (str, int)) for v in value):
-            raise ConfigError(f"'{dotted}' must be a list of strings")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
-            raise ConfigError(f"'{dotted}' must not be negative")
+            return
+        if not isinstance(value, dict):
+            raise ConfigError(f"'{dotted}' must be a mapping, got {type(value).__name__}")
+        _validate(value, spec, dotted + ".", warnings, problems)
+        return
+    if value is None:
+        return
+    if isinstance(value, bool) and bool not in spec.types:
+        raise ConfigError(f"'{dotted}' must be {_names(spec.types)}, got bool")
+    if not isinstance(value, spec.types):
+        raise ConfigError(f"'{dotted}' must be {_names(spec.types)}, got {type(value).__name__}")
+    if spec.choices and value not in spec.choices and str(value).upper() not in spec.choices:
+        raise ConfigError(f"'{dotted}' must be one of {', '.join(map(str, spec.choices))}")
+    if isinstance(value, list) and not all(isinstance(v, (str, int)) for v in value):
+        raise ConfigError(f"'{dotted}' must be a list of strings")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+        raise ConfigError(f"'{dotted}' must not be negative")
+    check = _CHECKS.get(dotted)
+    problem = check(value) if check is not None else None
+    if problem:
+        raise ConfigError(f"'{dotted}' {problem}")
+
+
+def url_problem(value: str) -> str | None:
+    """Why ``value`` is not an absolute http(s) URL, or None."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value.strip())
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:
+        return f"must be an absolute http(s) URL: {exc}"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"must be an absolute http(s) URL such as http://127.0.0.1:8080/v1, not {value!r}"
+    return None
+
+
+# Checks of a value beyond its type, by dotted key: a sentence saying what is wrong, or None.
+_CHECKS: dict[str, Any] = {"model.base_url": url_problem}
 
 
 def _names(types: tuple[type, ...]) -> str:
@@ -217,10 +262,13 @@ def parse(text: str, path: Path | None = None) -> Config:
     if not isinstance(data, dict):
         raise ConfigError(f"{where} must be a mapping at the top level")
     warnings: list[str] = []
-    _validate(data, SCHEMA, "", warnings)
-    mode = (data.get("socket") or {}).get("mode")
+    problems: list[str] = []
+    _validate(data, SCHEMA, "", warnings, problems)
+    mode = (data.get("socket") or {}).get("mode") if isinstance(data.get("socket"), dict) else None
     if mode is not None and parse_mode(mode) is None:
-        raise ConfigError("'socket.mode' must be an octal mode such as '0660'")
+        problems.append("'socket.mode' must be an octal mode such as '0660'")
+    if problems:
+        raise ConfigError("; ".join(problems), problems)
     return Config(data, warnings, path)
 
 
@@ -258,13 +306,27 @@ def load_dotenv_file(home: Path) -> dict[str, str]:
 
 
 def apply_dotenv(values: dict[str, str]) -> list[str]:
-    """Fill environment variables that are not already set; return the names filled."""
-    filled = []
+    """Make the environment follow .env: fill variables that are not set, update the ones an
+    earlier call set and unset those of them that .env no longer has. Variables set outside
+    .env (the daemon's own environment) always win. Returns the names filled or changed."""
+    changed = []
+    for key, value in list(_FROM_DOTENV.items()):
+        if key not in values and os.environ.get(key) == value:
+            del os.environ[key]
+        if key not in values:
+            del _FROM_DOTENV[key]
     for key, value in values.items():
-        if key not in os.environ:
+        ours = key in _FROM_DOTENV and os.environ.get(key) == _FROM_DOTENV[key]
+        if key not in os.environ or ours:
+            if os.environ.get(key) != value:
+                changed.append(key)
             os.environ[key] = value
-            filled.append(key)
-    return filled
+            _FROM_DOTENV[key] = value
+    return changed
+
+
+# The variables this process set from .env, with the value it set (apply_dotenv).
+_FROM_DOTENV: dict[str, str] = {}
 
 
 def ensure_home(home: Path) -> None:
@@ -272,6 +334,17 @@ def ensure_home(home: Path) -> None:
     if not home.exists():
         home.mkdir(mode=0o700, parents=True)
         log.info("created %s", home)
+
+
+def home_problem(home: Path) -> str | None:
+    """Create HERMES_HOME if needed; a sentence saying why it cannot be used, or None."""
+    try:
+        ensure_home(home)
+    except OSError as exc:
+        return f"cannot create the state directory {home}: {exc.strerror or exc}"
+    if not home.is_dir():
+        return f"the state directory {home} is not a directory"
+    return None  # one that cannot be written is the store's to say (which file, and why)
 
 
 class SettingsFiles:
@@ -318,3 +391,30 @@ class SettingsFiles:
         from hermesd.daemon.config_edit import set_env_values
 
         set_env_values(self.dotenv_path, values)
+
+    def unset_env(self, names: list[str]) -> list[str]:
+        """Remove variables from .env; the names that were there."""
+        from hermesd.daemon.config_edit import unset_env_values
+
+        return unset_env_values(self.dotenv_path, names)
+
+    def apply_env(self) -> dict[str, str]:
+        """Make the process environment follow .env as it is now (`apply_dotenv`); its values."""
+        values = self.dotenv()
+        apply_dotenv(values)
+        return values
+
+    def edited_text(self, dotted: str, value: Any) -> str:
+        """config.yaml's text with one setting changed (not written)."""
+        from hermesd.daemon.config_edit import edited_config_text
+
+        path = self.config_path
+        return edited_config_text(
+            path.read_text(encoding="utf-8") if path.exists() else "", dotted, value
+        )
+
+    def write_config(self, text: str) -> None:
+        """Replace config.yaml atomically."""
+        from hermesd.daemon.config_edit import write_config
+
+        write_config(self.config_path, text)

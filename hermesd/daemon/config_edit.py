@@ -1,20 +1,19 @@
-"""Writing the two files people also edit by hand: ``config.yaml``'s plugin lists and ``.env``.
+"""Writing the two files people also edit by hand: ``config.yaml`` and ``.env``, keeping them as
+they were written.
 
-`set_plugin_lists` changes only ``plugins.enabled`` / ``plugins.disabled``. PyYAML cannot keep
-comments when it re-dumps a file (and ruamel.yaml is not a dependency), so the edit is
-line-based: it finds the top-level ``plugins:`` block, replaces just the ``enabled:`` /
-``disabled:`` entries (with their list items) by one flow-style line each, and leaves every
-other line — comments included — byte for byte. The result is parsed again and compared with
-the intended data; if the file is written in a shape the line edit cannot handle (a flow
-mapping ``plugins: {…}``, anchors, …) the whole file is re-dumped with PyYAML instead, which
-loses its comments, and the caller is told so.
+config.yaml is edited with ruamel.yaml's round-trip mode: the file is loaded into ruamel's
+commented mapping, one value is changed (`set_value`, `set_plugin_lists`) and the file is
+written back with its comments, key order, quoting and blank lines as they were. The result is
+checked by the caller against the daemon's schema before it is written (`edited_config_text`
+returns the text without writing it).
 
 `set_env_values` rewrites ``.env`` through python-dotenv's own parser: other lines stay as they
 were, the named variables are replaced or appended double-quoted with escapes, so values with
-newlines, quotes and backslashes round-trip through ``dotenv_values``. Names that change how
-programs are loaded or run (``LD_*``, ``PYTHON*``, ``PATH``, ``HERMES_*``, … —
-`hermesd.plugins.manifest.refused_env_name`) are refused: the values reach ``os.environ``. The
-file is written atomically with mode 0600. Values are never logged.
+newlines, quotes and backslashes round-trip through ``dotenv_values``; `unset_env_values` drops
+the lines of the named variables. Names that change how programs are loaded or run (``LD_*``,
+``PYTHON*``, ``PATH``, ``HERMES_*``, … — `hermesd.plugins.manifest.refused_env_name`) are
+refused: the values reach ``os.environ``. Both files are written atomically, .env with mode
+0600. Values are never logged.
 """
 
 from __future__ import annotations
@@ -27,12 +26,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hermesd.plugins.manifest import refused_env_name
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_TOP_KEY = re.compile(r"^(?P<key>[^\s#][^:]*):(?P<rest>.*)$")
 
 
 class EditError(ValueError):
@@ -54,102 +50,103 @@ def _atomic_write(path: Path, text: str, mode: int) -> None:
 # --- config.yaml -----------------------------------------------------------------------------
 
 
-def _flow(values: list[str]) -> str:
-    text: str = yaml.safe_dump(list(values), default_flow_style=True, width=10_000)
-    return text.strip()
+def _round_trip() -> Any:
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = 4096  # never fold a long line the person wrote on one
+    return yaml
 
 
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip(" "))
+def _load_document(text: str) -> Any:
+    from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        doc = _round_trip().load(text) if text.strip() else None
+    except YAMLError as exc:
+        raise EditError(f"config.yaml is not valid YAML: {exc}") from None
+    if doc is None:
+        doc = CommentedMap()
+    if not isinstance(doc, CommentedMap):
+        raise EditError("config.yaml must be a mapping at the top level")
+    return doc
 
 
-def _edit_lines(lines: list[str], lists: Mapping[str, list[str] | None]) -> list[str]:
-    """Replace the child keys of the top-level ``plugins:`` block; None removes a key."""
-    start = next(
-        (i for i, line in enumerate(lines) if re.match(r"^plugins:\s*(#.*)?$", line)), None
-    )
-    if start is None:
-        if any(re.match(r"^plugins\s*:", line) for line in lines):
-            raise EditError("plugins: is not a block mapping")
-        block = [f"  {k}: {_flow(v)}" for k, v in lists.items() if v is not None]
-        tail = [] if not lines or lines[-1].strip() == "" else [""]
-        return lines + tail + (["plugins:", *block] if block else [])
-    end = start + 1
-    while end < len(lines) and (not lines[end].strip() or lines[end].startswith((" ", "#"))):
-        end += 1
-    while end > start + 1 and not lines[end - 1].strip():
-        end -= 1  # trailing blank lines belong to what follows
-    body = lines[start + 1 : end]
-    child = (
-        min(
-            (_indent(ln) for ln in body if ln.strip() and not ln.lstrip().startswith("#")),
-            default=2,
-        )
-        or 2
-    )
-    for key, values in lists.items():
-        at = next(
-            (
-                i
-                for i, ln in enumerate(body)
-                if _indent(ln) == child and re.match(rf"^{re.escape(key)}\s*:", ln.strip())
-            ),
-            None,
-        )
-        new = None if values is None else f"{' ' * child}{key}: {_flow(values)}"
-        if at is None:
-            if new is not None:
-                body.insert(0, new)
-            continue
-        stop = at + 1
-        while stop < len(body) and (
-            not body[stop].strip()
-            or _indent(body[stop]) > child
-            or (_indent(body[stop]) == child and body[stop].strip().startswith("- "))
-        ):
-            stop += 1  # the key's list items (block style, indented or not)
-        while stop > at + 1 and not body[stop - 1].strip():
-            stop -= 1  # trailing blank lines stay
-        body[at:stop] = [] if new is None else [new]
-    return lines[: start + 1] + body + lines[end:]
+def _dump(doc: Any) -> str:
+    out = io.StringIO()
+    _round_trip().dump(doc, out)
+    return out.getvalue()
+
+
+def _flow_list(values: list[Any]) -> Any:
+    from ruamel.yaml.comments import CommentedSeq
+
+    seq = CommentedSeq(values)
+    seq.fa.set_flow_style()
+    return seq
+
+
+def _section(doc: Any, parts: list[str]) -> Any:
+    """The mapping at ``parts`` (created where missing or empty)."""
+    from ruamel.yaml.comments import CommentedMap
+
+    node = doc
+    for part in parts:
+        child = node.get(part)
+        if child is None:
+            child = CommentedMap()
+            node[part] = child
+        elif not isinstance(child, CommentedMap):
+            raise EditError(f"'{part}' in config.yaml is not a mapping")
+        node = child
+    return node
+
+
+def edited_config_text(text: str, dotted: str, value: Any) -> str:
+    """``text`` with the setting ``dotted`` (``a.b.c``) set to ``value`` (None removes it),
+    comments and layout kept."""
+    doc = _load_document(text)
+    *parents, leaf = dotted.split(".")
+    section = _section(doc, parents)
+    if value is None:
+        section.pop(leaf, None)
+    else:
+        section[leaf] = _flow_list(value) if isinstance(value, list) else value
+    return _dump(doc)
+
+
+def set_value(path: Path, dotted: str, value: Any) -> None:
+    """Set one setting in config.yaml (None removes it), keeping everything else as written."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    write_config(path, edited_config_text(text, dotted, value))
+
+
+def write_config(path: Path, text: str) -> None:
+    """Replace config.yaml atomically, keeping its mode (0600 for a new file)."""
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
+    _atomic_write(path, text, mode)
 
 
 def set_plugin_lists(path: Path, enabled: list[str] | bool | None, disabled: list[str]) -> bool:
     """Write ``plugins.enabled`` (None: remove the key; False: leave it) and
-    ``plugins.disabled``; True when comments were kept, False when the file was re-dumped."""
+    ``plugins.disabled`` (empty: remove it). True: comments are always kept."""
     text = path.read_text(encoding="utf-8") if path.exists() else ""
-    data = yaml.safe_load(text) if text.strip() else {}
-    if not isinstance(data, dict):
-        raise EditError(f"{path} must be a mapping at the top level")
-    wanted = dict(data)
-    section = dict(wanted.get("plugins") or {})
-    lists: dict[str, list[str] | None] = {}
+    doc = _load_document(text)
+    section = _section(doc, ["plugins"])
     if enabled is None:
-        lists["enabled"] = None
         section.pop("enabled", None)
-    elif enabled is not False and not isinstance(enabled, bool):
-        lists["enabled"] = list(enabled)
-        section["enabled"] = list(enabled)
-    lists["disabled"] = list(disabled) if disabled else None
+    elif not isinstance(enabled, bool):
+        section["enabled"] = _flow_list(list(enabled))
     if disabled:
-        section["disabled"] = list(disabled)
+        section["disabled"] = _flow_list(list(disabled))
     else:
         section.pop("disabled", None)
-    if section:
-        wanted["plugins"] = section
-    else:
-        wanted.pop("plugins", None)
-    kept = True
-    try:
-        lines = _edit_lines(text.splitlines(), lists)
-        new_text = "\n".join(lines) + "\n"
-        if (yaml.safe_load(new_text) or {}) != wanted:
-            raise EditError("line edit did not produce the intended data")
-    except (EditError, yaml.YAMLError):
-        new_text, kept = yaml.safe_dump(wanted, sort_keys=False, allow_unicode=True), False
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
-    _atomic_write(path, new_text, mode)
-    return kept
+    if not section:
+        doc.pop("plugins", None)
+    write_config(path, _dump(doc))
+    return True
 
 
 # --- .env ------------------------------------------------------------------------------------
@@ -209,3 +206,20 @@ def set_env_values(path: Path, values: Mapping[str, str]) -> None:
         if name not in done:
             new += f"{name}={_quote(value)}\n"
     _atomic_write(path, new, 0o600)
+
+
+def unset_env_values(path: Path, names: list[str]) -> list[str]:
+    """Remove variables from ``.env`` (every line of each); the names that were there."""
+    from dotenv.parser import parse_stream
+
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    out: list[str] = []
+    removed: set[str] = set()
+    for binding in parse_stream(io.StringIO(text)):
+        if binding.key is not None and binding.key in names:
+            removed.add(binding.key)
+            continue
+        out.append(binding.original.string)
+    if removed:
+        _atomic_write(path, "".join(out), 0o600)
+    return sorted(removed)

@@ -45,6 +45,9 @@ def setup(level: str = "INFO") -> str:
         handler = _stderr_handler()
     handler.addFilter(RedactingFilter())  # secrets never reach the log
     root.addHandler(handler)
+    from hermesd.daemon.logring import RING
+
+    root.addHandler(RING)  # recent records for `hermesctl logs`
     set_level(level)
     return target
 

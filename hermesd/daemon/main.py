@@ -208,6 +208,11 @@ class Daemon:
         return list(cfg.warnings)
 
     def _on_sighup(self) -> None:
+        for service in self.services:  # the reload service reloads plugins too, and records it
+            handler = getattr(service, "on_sighup", None)
+            if handler is not None:
+                handler()
+                return
         try:
             self.reload()
         except config.ConfigError as exc:
@@ -308,15 +313,26 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EX_NOPERM
+    if not args.check_config:
+        unusable = config.home_problem(home)
+        if unusable:
+            print(f"hermesd: {unusable}", file=sys.stderr)
+            return EX_CANTCREAT
     try:
-        if not args.check_config:
-            config.ensure_home(home)
         dotenv = config.load_dotenv_file(home)
         cfg = config.load(home)
         if args.log_level and args.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise config.ConfigError("--log-level must be DEBUG, INFO, WARNING or ERROR")
         resolve_group(cfg.get("socket.group"))  # an unknown group is a config error
-    except (config.ConfigError, ValueError) as exc:
+        env_url = os.environ.get("OPENAI_BASE_URL") or dotenv.get("OPENAI_BASE_URL")
+        url_problem = config.url_problem(env_url) if env_url else None
+        if url_problem and not cfg.get("model.base_url"):
+            raise config.ConfigError(f"OPENAI_BASE_URL {url_problem}")
+    except config.ConfigError as exc:
+        for problem in exc.problems:  # every one, not only the first
+            print(f"hermesd: configuration error: {problem}", file=sys.stderr)
+        return config.EX_CONFIG
+    except ValueError as exc:
         print(f"hermesd: configuration error: {exc}", file=sys.stderr)
         return config.EX_CONFIG
     if args.check_config:

@@ -26,6 +26,10 @@ from hermesd.approvals.service import ApprovalService
 from hermesd.commands.registry import CommandRegistry
 from hermesd.commands.service import CommandService, hermesctl_subcommands
 from hermesd.daemon.config import SettingsFiles
+from hermesd.daemon.config_service import ConfigService
+from hermesd.daemon.doctor import DoctorService
+from hermesd.daemon.logring import LogService
+from hermesd.daemon.reloads import ReloadService
 from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.plugins.admin import PluginAdminService
 from hermesd.plugins.context import Injector
@@ -203,7 +207,7 @@ def build_services(daemon: Daemon) -> None:
     )
     manager = _manager(home, cfg, os.environ, dotenv, parts, injector=sessions.inject)
     host = PluginHost(pool, hooks, parts.tools, parts.commands, parts.skills, manager, gate)
-    admin = PluginAdminService(host, files, dotenv)
+    admin = PluginAdminService(host, files)
     approvals = ApprovalService(broker)
     host.commands.reserve_cli_names(hermesctl_subcommands())
     daemon.services.append(
@@ -222,5 +226,11 @@ def build_services(daemon: Daemon) -> None:
             cli_timeout=cfg.get("commands.cli_timeout"),
         )
     )
+    # Day-two operations: config.*, reload, logs, doctor (hermesd.daemon's own modules).
+    reloads = ReloadService(daemon, admin)
+    daemon.services.append(reloads)
+    daemon.services.append(ConfigService(daemon, files, reloads))
+    daemon.services.append(LogService())
+    daemon.services.append(DoctorService(daemon, files, host))
     # Last, so it stops first (pending approvals are answered before the others stop).
     daemon.services.append(approvals)

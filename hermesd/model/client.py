@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
 
 from hermesd.model import fastjson
 from hermesd.model.errors import (
@@ -114,6 +115,13 @@ class ModelSettings:
         """Raise ``ModelNotConfigured`` with what to set when the endpoint is incomplete."""
         if not self.base_url:
             raise ModelNotConfigured(f"No model endpoint is configured: {_CONFIG_HINT}.")
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            # permanent: a ModelNotConfigured is never retried
+            raise ModelNotConfigured(
+                f"The model endpoint {self.base_url!r} is not an absolute http(s) URL: "
+                f"{_CONFIG_HINT}."
+            )
         if not self.model:
             raise ModelNotConfigured(
                 "No model name is configured: set model.default in $HERMES_HOME/config.yaml."

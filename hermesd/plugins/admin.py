@@ -34,19 +34,43 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+_STATE_WORDS = {
+    "loaded": "loaded",
+    "error": "failed",
+    "missing-env": "missing env",
+    "disabled": "disabled",
+    "not-enabled": "not enabled",
+}
+
+
+def state_counts(records: list[PluginRecord]) -> dict[str, int]:
+    """How many plugins are in each state."""
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record.state] = counts.get(record.state, 0) + 1
+    return counts
+
+
+def reload_summary(records: list[PluginRecord]) -> str:
+    """``Reloaded plugins: 4 found — 2 loaded, 1 failed, 1 missing env``: every plugin counted."""
+    counts = state_counts(records)
+    if not records:
+        return "Reloaded plugins: none found"
+    parts = [f"{counts.pop(s)} {word}" for s, word in _STATE_WORDS.items() if s in counts]
+    parts += [f"{n} {state}" for state, n in counts.items()]
+    return f"Reloaded plugins: {len(records)} found — {', '.join(parts)}"
+
+
 class PluginAdminService:
     """Enable, disable, install, update, remove and reload plugins."""
 
-    def __init__(
-        self, host: PluginHost, files: SettingsFiles, dotenv_at_start: dict[str, str]
-    ) -> None:
+    def __init__(self, host: PluginHost, files: SettingsFiles) -> None:
         self.host = host
         self.files = files
         self.home = files.home
-        # Variables the daemon was started with (not from .env) win over .env, as at start-up.
-        self._protected = {k for k in os.environ if k not in dotenv_at_start}
         self._lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._scheduled: asyncio.Task[dict[str, Any] | None] | None = None
 
     # --- service protocol --------------------------------------------------------------------
 
@@ -57,12 +81,15 @@ class PluginAdminService:
             "disable",
             "install",
             "set_env",
+            "unset_env",
             "update",
             "remove",
             "reload",
             "lint",
         ):
-            router.bind(f"plugins.{name}", getattr(self, f"rpc_{name}"))
+            # each waits while plugins load or reload, as plugins.list does (info would
+            # otherwise find a plugin missing)
+            router.bind(f"plugins.{name}", self.host.gate.guard(getattr(self, f"rpc_{name}")))
 
     async def start(self) -> None:
         self._lock = asyncio.Lock()
@@ -77,14 +104,27 @@ class PluginAdminService:
     def reload(self, cfg: Any) -> None:
         """SIGHUP / config.reload: reload plugins too (scheduled; the signal handler returns)."""
         if self._loop is not None:
-            self._loop.create_task(self._reload_logged())
+            self._scheduled = self._loop.create_task(self._reload_logged())
 
-    async def _reload_logged(self) -> None:
+    async def _reload_logged(self) -> dict[str, Any] | None:
         try:
             result = await self.reload_plugins()
             log.info("plugins reloaded: %s", result["summary"].replace("\n", "; "))
+            return result
         except Exception:
             log.exception("plugin reload failed")
+            return None
+
+    def forget_scheduled(self) -> None:
+        """Drop the record of an earlier scheduled reload (it runs on regardless)."""
+        self._scheduled = None
+
+    async def scheduled_or_new_reload(self) -> dict[str, Any] | None:
+        """The outcome of the plugin reload a config reload scheduled, or of a new one."""
+        task, self._scheduled = self._scheduled, None
+        if task is None:
+            return await self._reload_logged()
+        return await task
 
     # --- the reload --------------------------------------------------------------------------
 
@@ -101,7 +141,7 @@ class PluginAdminService:
                 "load_timeout": cfg.get("plugins.load_timeout"),
             }
             manager.load_timeout = float(cfg.get("plugins.load_timeout"))
-        dotenv = self.files.dotenv()
+        dotenv = self.files.apply_env()  # a key removed from .env is unset from the process
         manager.dotenv = dotenv
         self.host.tools.env = {**dotenv, **os.environ}
 
@@ -109,19 +149,22 @@ class PluginAdminService:
         """Unload and load every plugin again; the new listing and a summary."""
         assert self._lock is not None, "service not started"
         async with self._lock:
+            await self.host.gate.wait()  # the start-up load, which holds the gate, not the lock
             self._refresh_settings()
             with self.host.gate:  # requests for plugins wait instead of finding them gone
                 records = await asyncio.to_thread(self.host.plugins.reload)
+            manager = self.host.plugins
+            redact.configure(os.environ, manager.dotenv, manager.secret_env_names())
         loaded = [r for r in records if r.loaded]
         failed = [r for r in records if r.state == "error"]
-        summary = f"Reloaded plugins: {len(loaded)} loaded"
+        summary = reload_summary(records)
         if failed:
-            summary += f", {len(failed)} failed"
             summary += "".join(f"\n  ✗ {r.key} — {r.reason}" for r in failed)
         return {
             "summary": summary,
             "loaded": [r.key for r in loaded],
             "failed": [{"key": r.key, "reason": r.reason} for r in failed],
+            "counts": state_counts(records),
             "plugins": self.host.plugins.listing(),
             "text": self.host.plugins.listing_text(),
         }
@@ -268,11 +311,9 @@ class PluginAdminService:
             raise RpcError(Codes.CONFLICT, f".env not changed: {exc}") from None
         except ValueError as exc:  # an EditError
             raise RpcError(Codes.CONFLICT, f".env not changed: {exc}") from None
-        for name, value in values.items():
-            if name not in self._protected:
-                os.environ[name] = value
-        # New secrets are redacted from tool results at once, not only after a config reload.
-        redact.configure(os.environ, self.files.dotenv())
+        # Into the environment (unless set outside .env), and new secrets are redacted from
+        # tool results at once, not only after a reload.
+        redact.configure(os.environ, await asyncio.to_thread(self.files.apply_env))
         log.info(
             "set %d variable(s) in %s: %s",
             len(values),
@@ -281,13 +322,32 @@ class PluginAdminService:
         )
         return {"written": sorted(values), "path": str(self.home / ".env")}
 
+    async def rpc_unset_env(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        names = p["names"]
+        if not all(isinstance(n, str) for n in names):
+            raise RpcError(Codes.INVALID_PARAMS, "plugins.unset_env: names must be strings")
+        try:
+            removed = await asyncio.to_thread(self.files.unset_env, list(names))
+        except OSError as exc:
+            raise RpcError(Codes.CONFLICT, f".env not changed: {exc}") from None
+        # unset from the environment too, unless it was set outside .env
+        redact.configure(os.environ, await asyncio.to_thread(self.files.apply_env))
+        log.info(
+            "removed %d variable(s) from %s: %s",
+            len(removed),
+            self.files.dotenv_path,
+            ", ".join(removed),
+        )
+        return {"removed": removed, "path": str(self.files.dotenv_path)}
+
     async def rpc_update(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         folder = self._user_folder(self._record(p["name"]))
         try:
             output = await asyncio.to_thread(installer.update, folder)
         except installer.InstallError as exc:
-            code = Codes.CONFLICT if exc.kind == "conflict" else Codes.INVALID_PARAMS
-            raise RpcError(code, f"Update failed: {exc}") from None
+            if exc.kind == "conflict":  # the sentence says it all (a folder install)
+                raise RpcError(Codes.CONFLICT, str(exc)) from None
+            raise RpcError(Codes.INVALID_PARAMS, f"Update failed: {exc}") from None
         await self.reload_plugins()
         record = self.host.plugins.get(p["name"])
         return {"output": output, "plugin": plugin_dict(record) if record else None}

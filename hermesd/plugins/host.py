@@ -47,6 +47,7 @@ __all__ = ["PluginHost", "PluginManager", "PluginRecord"]
 log = logging.getLogger(__name__)
 
 DEFAULT_LOAD_TIMEOUT = 10.0
+SAFE_MODE_TEXT = "Safe mode (HERMES_SAFE_MODE=1): no plugins are loaded."
 
 
 class PluginManager:
@@ -93,8 +94,25 @@ class PluginManager:
         """The record of one plugin."""
         return self._records.get(key)
 
+    @property
+    def safe_mode(self) -> bool:
+        """Whether ``HERMES_SAFE_MODE`` keeps every plugin from loading."""
+        return env_flag(self.env, "HERMES_SAFE_MODE")
+
+    def secret_env_names(self) -> set[str]:
+        """The ``requires_env`` variables any discovered plugin marks ``secret``."""
+        return {
+            r.name
+            for record in self._records.values()
+            if record.manifest is not None
+            for r in record.manifest.requires_env
+            if r.secret
+        }
+
     def listing_text(self) -> str:
         """The ``/plugins`` text."""
+        if self.safe_mode:
+            return SAFE_MODE_TEXT
         return plugins_text(self.records(), self.home)
 
     def listing(self) -> list[dict[str, Any]]:
@@ -107,7 +125,7 @@ class PluginManager:
         """Discover and load every plugin (unloading any loaded before); their records."""
         if self._records:
             self.unload_all()
-        if env_flag(self.env, "HERMES_SAFE_MODE"):
+        if self.safe_mode:
             log.info("HERMES_SAFE_MODE is set: plugin discovery skipped")
             return []
         enabled_setting = self.settings.get("enabled")

@@ -221,8 +221,8 @@ def update(folder: Path) -> str:
     """``git pull --ff-only`` in an installed plugin; git's output."""
     if not (folder / ".git").exists():
         raise InstallError(
-            f"{folder} is not a git checkout (installed from a folder?); "
-            "reinstall it with force instead",
+            f"Plugin {folder.name} was installed from a folder, not from git, so it cannot be "
+            "updated: install it again with hermesctl plugins install --force FOLDER.",
             "conflict",
         )
     return git(["pull", "--ff-only", "--quiet"], cwd=folder).strip()
@@ -242,8 +242,15 @@ def remove(folder: Path) -> None:
 
 def env_rows(requirements: list[EnvRequirement], present: set[str]) -> list[dict[str, object]]:
     """The ``requires_env`` entries not in ``present``, as the client prompts for them."""
+    from hermesd.redact import is_secret_name
+
     return [
-        {"name": r.name, "description": r.description, "url": r.url, "secret": r.secret}
+        {
+            "name": r.name,
+            "description": r.description,
+            "url": r.url,
+            "secret": r.secret or is_secret_name(r.name),  # asked for with hidden input
+        }
         for r in requirements
         if r.name not in present
     ]

@@ -1,7 +1,9 @@
 """The ``plugins.*``, ``tools.*`` and ``skills.*`` methods over the plugin host.
 
-Owns loading plugins before the daemon reports ready and exposing the host's registries to
-clients. Loading rules, the tool pipeline and skills live in ``hermesd.plugins.host``,
+Owns loading plugins at start-up and exposing the host's registries to clients. Plugins load in
+the background, behind the reload gate: the daemon listens and answers ``status`` (which says
+``plugins_loading``) at once, while requests that need plugins wait at the gate as they do
+during a reload. Loading rules, the tool pipeline and skills live in ``hermesd.plugins.host``,
 ``hermesd.tools`` and ``hermesd.plugins.skills``; this module only translates to and from RPC.
 """
 
@@ -10,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from hermesd.plugins.host import PluginHost
+from hermesd import redact
+from hermesd.plugins.host import PluginHost, ReloadGate
 from hermesd.rpc.connection import Call, Connection, Router
 from hermesd.rpc.protocol import Codes, RpcError
 
@@ -37,6 +41,7 @@ class PluginService:
         self.host = host
         self.enabled_toolsets = enabled_toolsets
         self.session_access = session_access
+        self._loading: asyncio.Task[None] | None = None
 
     def bind(self, router: Router) -> None:
         guard = self.host.gate.guard  # each waits while a plugin reload runs
@@ -48,11 +53,25 @@ class PluginService:
 
     async def start(self) -> None:
         self.host.tools.attach_loop(asyncio.get_running_loop())
-        records = await asyncio.to_thread(self.host.plugins.load_all)
-        loaded = sum(1 for r in records if r.state == "loaded")
-        log.info("plugins: %d loaded, %d not loaded", loaded, len(records) - loaded)
+        gate = self.host.gate
+        gate.__enter__()  # closed until the first load ends: plugin requests wait for it
+        self._loading = asyncio.get_running_loop().create_task(self._load(gate))
+
+    async def _load(self, gate: ReloadGate) -> None:
+        try:
+            manager = self.host.plugins
+            records = await asyncio.to_thread(manager.load_all)
+            redact.configure(os.environ, manager.dotenv, manager.secret_env_names())
+            loaded = sum(1 for r in records if r.state == "loaded")
+            log.info("plugins: %d loaded, %d not loaded", loaded, len(records) - loaded)
+        except Exception:
+            log.exception("loading plugins failed")
+        finally:
+            gate.__exit__(None, None, None)
 
     async def stop(self) -> None:
+        if self._loading is not None:
+            await asyncio.shield(self._loading)  # a thread cannot be cancelled: let it end
         await asyncio.to_thread(self.host.plugins.unload_all)
 
     def status(self) -> dict[str, Any]:
@@ -60,6 +79,8 @@ class PluginService:
         return {
             "plugins": sum(1 for r in records if r.state == "loaded"),
             "plugins_not_loaded": sum(1 for r in records if r.state != "loaded"),
+            "plugins_loading": self._loading is not None and not self._loading.done(),
+            "safe_mode": self.host.plugins.safe_mode,
             "tools": len(self.host.tools.entries()),
         }
 
@@ -69,7 +90,12 @@ class PluginService:
     # --- methods -----------------------------------------------------------------------------
 
     def rpc_plugins_list(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        return {"plugins": self.host.plugins.listing(), "text": self.host.plugins.listing_text()}
+        manager = self.host.plugins
+        return {
+            "plugins": manager.listing(),
+            "text": manager.listing_text(),
+            "safe_mode": manager.safe_mode,
+        }
 
     async def rpc_tools_list(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         await self.host.tools.refresh_checks()

@@ -230,7 +230,7 @@ def test_reload_plugins_command_picks_up_changed_code(start: Start) -> None:
     cmds = start_with_plugin(start)
     init = cmds.home / "plugins" / "cmds" / "__init__.py"
     init.write_text(init.read_text().replace('f"echo:{raw}"', 'f"echo-v2:{raw}!"'))
-    assert run(cmds, "/reload-plugins")["output"].startswith("Reloaded plugins: 1 loaded")
+    assert run(cmds, "/reload-plugins")["output"].startswith("Reloaded plugins: 1 found — 1 loaded")
     assert run(cmds, "/echo x")["output"] == "echo-v2:x!"
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 from dotenv import dotenv_values
 
 from hermesd.rpc.protocol import Codes, RpcError
@@ -255,7 +256,11 @@ def test_update_pulls_a_new_commit_and_reloads(daemon) -> None:
 def test_update_of_a_copied_plugin_is_refused(daemon) -> None:
     ctl(daemon, "plugins", "install", str(write_plugin(short_tmpdir(), "notes", notes_init("x"))))
     proc = ctl(daemon, "plugins", "update", "notes")
-    assert proc.returncode == 1 and "not a git checkout" in proc.stderr
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        "hermesctl: Plugin notes was installed from a folder, not from git, so it cannot be "
+        "updated: install it again with hermesctl plugins install --force FOLDER.\n"
+    )
 
 
 def test_remove_unloads_and_deletes_the_plugin(daemon) -> None:
@@ -468,6 +473,12 @@ def register(ctx):
 """
 
 
+def held_loads(home: Path) -> str:
+    """One x per time aheld's register() ran (plugins load after the daemon listens)."""
+    path = home / "held-loads"
+    return path.read_text() if path.exists() else ""
+
+
 def test_requests_for_plugins_wait_for_a_reload_instead_of_finding_them_gone(start: Start) -> None:
     home = short_tmpdir()
     # "aheld" loads before "notes": while it is held, notes is unloaded and not yet back
@@ -479,7 +490,7 @@ def test_requests_for_plugins_wait_for_a_reload_instead_of_finding_them_gone(sta
         with daemon.client() as admin, daemon.client() as tools, daemon.client() as chat:
             reload = admin.send("plugins.reload")
             deadline = time.monotonic() + 10
-            while (home / "held-loads").read_text() != "xx":  # the reload is under way
+            while held_loads(home) != "xx":  # the reload is under way
                 assert time.monotonic() < deadline, daemon.log()
                 time.sleep(0.02)
             call = tools.send("tools.call", {"name": "read_notes"})
@@ -510,7 +521,7 @@ def test_a_plugin_that_hangs_in_a_reload_holds_requests_only_for_its_load_timeou
     with daemon.client() as admin, daemon.client() as tools:
         reload = admin.send("plugins.reload")
         deadline = time.monotonic() + 10
-        while (home / "held-loads").read_text() != "xx":
+        while held_loads(home) != "xx":
             assert time.monotonic() < deadline, daemon.log()
             time.sleep(0.02)
         call = tools.send("tools.call", {"name": "read_notes"})
@@ -558,6 +569,7 @@ def test_reload_is_owner_only_and_documented_so() -> None:
         "plugins.disable",
         "plugins.install",
         "plugins.set_env",
+        "plugins.unset_env",
         "plugins.update",
         "plugins.remove",
         "plugins.reload",
@@ -597,17 +609,16 @@ def test_a_group_member_may_read_but_not_change_plugins(start: Start) -> None:
     assert plugin_state(daemon, "notes") == "loaded"
 
 
-def test_a_config_the_line_edit_cannot_handle_is_re_dumped_and_the_client_says_so(
-    start: Start,
-) -> None:
+def test_a_flow_style_plugins_section_is_edited_keeping_its_comments(start: Start) -> None:
     home = short_tmpdir()
     write_plugin(home / "plugins", "notes", notes_init("v1"))
-    daemon = start(home, config="# gone after the edit\nplugins: {load_timeout: 5}\n", env=ENV)
+    daemon = start(home, config="# kept after the edit\nplugins: {load_timeout: 5}\n", env=ENV)
     proc = ctl(daemon, "plugins", "disable", "notes")
     assert proc.returncode == 0 and proc.stdout == "⊘ Plugin notes disabled.\n"
-    assert "config.yaml was rewritten without its comments" in proc.stderr
+    assert proc.stderr == ""
     text = (home / "config.yaml").read_text()
-    assert "# gone" not in text and "load_timeout: 5" in text and "- notes" in text
+    assert text.startswith("# kept after the edit\n")
+    assert yaml.safe_load(text) == {"plugins": {"load_timeout": 5, "disabled": ["notes"]}}
 
 
 def test_a_secret_set_through_set_env_is_redacted_from_tool_results_at_once(daemon) -> None:

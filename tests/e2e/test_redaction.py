@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from hermesd.redact import Redactor
+from hermesd.redact import Redactor, is_key_shaped
 from tests.support.approvals import terminal
 from tests.support.daemon import short_tmpdir
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
@@ -126,9 +126,37 @@ def test_redactor_hides_values_of_secret_named_variables_only() -> None:
     assert r("token abcd1234 home /home/me") == "token [REDACTED] home /home/me"
 
 
-def test_redactor_hides_every_dotenv_value_but_not_short_settings() -> None:
-    r = Redactor.from_env({}, {"ANYTHING": "longer-value-1", "DEBUG": "1"})
-    assert r("x longer-value-1 y DEBUG=1") == "x [REDACTED] y DEBUG=1"
+def test_redactor_hides_key_shaped_dotenv_values_but_not_settings() -> None:
+    r = Redactor.from_env({}, {"ANYTHING": "q8Xv2LmN0pRt7ZkW4yB", "WEATHER_UNITS": "metric"})
+    assert r("x q8Xv2LmN0pRt7ZkW4yB y geometric") == "x [REDACTED] y geometric"
+
+
+def test_redactor_hides_dotenv_values_plugins_mark_secret_or_whose_name_says_so() -> None:
+    dotenv = {"WEATHER_PIN": "plainword", "SERVICE_TOKEN": "alsoplain", "UNITS": "imperial"}
+    r = Redactor.from_env({}, dotenv, secret_names={"WEATHER_PIN"})
+    assert r("plainword alsoplain imperial") == "[REDACTED] [REDACTED] imperial"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "metric",
+        "/usr/local/lib/python3.11/site-packages",
+        "https://example.com/v1/models",
+        "production-eu-west-1",
+        "aaaaaaaaaaaaaaaaaaaa1",
+    ],
+)
+def test_settings_in_dotenv_are_not_key_shaped(value: str) -> None:
+    assert not is_key_shaped(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["sk-abcdefghijklmnopqrstuvwx", "q8Xv2LmN0pRt7ZkW4yB", "eyJhbGciOi.eyJzdWIiOiIx.SflKxwRJ5"],
+)
+def test_keys_and_tokens_are_key_shaped(value: str) -> None:
+    assert is_key_shaped(value)
 
 
 def test_redactor_hides_secrets_inside_json_escaped_text() -> None:
@@ -290,3 +318,26 @@ def test_plugin_output_outside_a_call_is_redacted_a_whole_line_at_a_time() -> No
     stream.write("ghp_abcdefghijklmnopqrstuvwx12")
     stream.flush()
     assert real.getvalue() == "token [REDACTED] and more\nnext [REDACTED]"
+
+
+WEATHER_MANIFEST = """\
+name: weather
+version: 1.0.0
+requires_env:
+  - name: WEATHER_API_KEY
+    secret: true
+  - name: WEATHER_UNITS
+"""
+
+
+def test_dotenv_settings_stay_readable_and_marked_secrets_are_hidden(start) -> None:
+    home = short_tmpdir()
+    (home / ".env").write_text("WEATHER_UNITS=metric\nWEATHER_API_KEY=plainwordsecret\n")
+    write_plugin(
+        home / "plugins", "weather", "def register(ctx):\n    pass\n", manifest=WEATHER_MANIFEST
+    )
+    daemon = start(home, config="terminal:\n  cwd: /tmp\n", env={"HERMES_BUNDLED_PLUGINS": "/x"})
+    with daemon.client() as client:
+        assert client.call("plugins.list")["plugins"][0]["state"] == "loaded"
+        out = terminal(client, "echo geometric $WEATHER_UNITS $WEATHER_API_KEY")["output"]
+    assert out == "geometric metric [REDACTED]\n"

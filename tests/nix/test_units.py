@@ -81,11 +81,14 @@ def nixos_sections(unit: dict[str, Any], kind: str) -> Sections:
     return sections
 
 
-def module_units(body: str = "") -> dict[str, Any]:
+def module_units(body: str = "", scope: str = "system") -> dict[str, Any]:
+    where = "systemd.user" if scope == "user" else "systemd"
+    if scope == "user":
+        body = f"userService.enable = true; {body}"
     units: dict[str, Any] = evaluate(
         enabled(body),
-        "{ service = e.config.systemd.services.hermesd; "
-        "socket = e.config.systemd.sockets.hermesd; "
+        f"{{ service = e.config.{where}.services.hermesd; "
+        f"socket = e.config.{where}.sockets.hermesd; "
         "env = e.config.services.hermes-agent.pythonEnv; }",
     )
     return units
@@ -100,7 +103,10 @@ def test_contrib_units_are_generated_from_units_nix() -> None:
 
 # Directives a NixOS install sets differently, each with what the module must set.
 PARAMETERS: dict[tuple[str, str], Any] = {
-    ("Unit", "Documentation"): None,  # the shipped units point at /usr/share/doc
+    # docs/systemd.md: /usr/share/doc/hermesd in the shipped units, the package's own copy here
+    ("Unit", "Documentation"): "file://"
+    + STORE_PATH
+    + r"hermesd-[^/]+/share/doc/hermesd/systemd\.md",
     ("Service", "ExecStart"): STORE_PATH + r"python3-3\.13-env/bin/hermesd",
     ("Service", "ExecReload"): STORE_PATH + r"coreutils-9\.5/bin/kill -HUP \$MAINPID",
     ("Service", "ExecStartPre"): STORE_PATH + r"coreutils-9\.5/bin/ln -sfn "
@@ -228,3 +234,88 @@ def test_module_service_exposure_matches_contrib_and_is_at_most_2(tmp_path: Path
     print(f"systemd-analyze security: module {score}, contrib {contrib}")
     assert score <= 2.0
     assert score == contrib
+
+
+# --- the per-user pair -----------------------------------------------------------------------
+
+USER_CONTRIB = CONTRIB / "user"
+# What the module's per-user units set differently from contrib/systemd/user/*.
+USER_PARAMETERS: dict[tuple[str, str], Any] = {
+    ("Unit", "Documentation"): PARAMETERS["Unit", "Documentation"],
+    ("Service", "ExecStart"): PARAMETERS["Service", "ExecStart"],
+    ("Service", "ExecReload"): PARAMETERS["Service", "ExecReload"],
+    ("Install", "WantedBy"): None,  # each user enables it, unless startByDefault
+}
+
+
+@needs_lib
+@pytest.mark.parametrize("kind", ["service", "socket"])
+def test_module_user_units_agree_with_contrib_user_units_on_every_directive(kind: str) -> None:
+    shipped = parse_unit((USER_CONTRIB / f"hermesd.{kind}").read_text())
+    unit = module_units(scope="user")[kind]
+    rendered = nixos_sections(unit, kind)
+    if not unit["wantedBy"]:
+        rendered["Install"] = {}
+    assert set(shipped) == set(rendered)
+    for section in shipped:
+        for key in sorted(set(shipped[section]) | set(rendered[section])):
+            got = rendered[section].get(key)
+            if (section, key) in USER_PARAMETERS:
+                expected = USER_PARAMETERS[section, key]
+                if expected is None:
+                    assert got is None, (section, key, got)
+                else:
+                    assert got is not None and re.fullmatch(expected, got[0]), (section, key, got)
+                continue
+            assert got == shipped[section].get(key), (section, key)
+
+
+@needs_lib
+def test_start_by_default_enables_the_user_socket_for_every_user() -> None:
+    units = module_units("userService.startByDefault = true;", scope="user")
+    assert units["socket"]["wantedBy"] == ["sockets.target"]
+
+
+@needs_lib
+def test_the_module_offers_a_system_service_and_a_per_user_one_side_by_side() -> None:
+    both = evaluate(
+        enabled("userService.enable = true;"),
+        "{ system = e.config.systemd.services ? hermesd; "
+        "user = e.config.systemd.user.services ? hermesd; "
+        "userSocket = e.config.systemd.user.sockets.hermesd.listenStreams; }",
+    )
+    assert both == {
+        "system": True,
+        "user": True,
+        "userSocket": ["%t/hermes/hermesd.sock"],
+    }
+    user_only = evaluate(
+        "{ ... }: { services.hermes-agent.userService.enable = true; }",
+        "{ system = e.config.systemd.services ? hermesd; "
+        "users = e.config.users.users ? hermes; "
+        "user = e.config.systemd.user.services.hermesd.environment; }",
+    )
+    assert user_only == {"system": False, "users": False, "user": {"HERMES_HOME": "%h/.hermes"}}
+
+
+@needs_lib
+@needs_analyze
+def test_module_user_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
+    units = module_units(scope="user")
+    paths = []
+    for kind in ("socket", "service"):
+        text = materialise(unit_text(nixos_sections(units[kind], kind)), tmp_path / "store")
+        path = tmp_path / f"hermesd.{kind}"
+        path.write_text(text)
+        paths.append(str(path))
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    proc = subprocess.run(
+        ["systemd-analyze", "--user", "verify", "--man=no", *paths],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SYSTEMD_LOG_LEVEL": "warning", "XDG_RUNTIME_DIR": str(runtime)},
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [x for x in (proc.stdout + proc.stderr).splitlines() if "hermesd" in x] == []

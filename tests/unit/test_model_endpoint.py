@@ -197,3 +197,13 @@ def test_a_new_endpoint_on_reload_lets_requests_in_flight_finish_then_closes_the
     ):
         assert asyncio.run(main(old, new)) == ["from the old one", "from the new one"]
         assert len(old.requests) == 1 and len(new.requests) == 1
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1/v1", "127.0.0.1:8080/v1", "file:///tmp/x"])
+def test_a_base_url_that_is_not_http_is_a_permanent_error_before_any_request(url: str) -> None:
+    from hermesd.model.client import ModelNotConfigured
+
+    settings = ModelSettings(base_url=url, model="m")
+    with pytest.raises(ModelNotConfigured, match="not an absolute http\\(s\\) URL") as caught:
+        settings.check()
+    assert caught.value.retryable is False

@@ -108,6 +108,15 @@ declare(
 )
 declare(
     MethodSpec(
+        "plugins.unset_env",
+        "Remove variables from $HERMES_HOME/.env and the daemon's environment (owner only).",
+        (Param("names", "array", required=True, doc="variable names"),),
+        "{removed: [name], path}",
+        owner_only=True,
+    )
+)
+declare(
+    MethodSpec(
         "plugins.update",
         "git pull --ff-only an installed plugin and reload (owner only).",
         (_NAME,),

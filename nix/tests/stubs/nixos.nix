@@ -182,5 +182,14 @@ in
       default = { };
     };
     systemd.tmpfiles.rules = listOpt types.str;
+    # nixos/modules/system/boot/systemd/user.nix: the same unit types, for user managers
+    systemd.user.services = mkOption {
+      type = types.attrsOf service;
+      default = { };
+    };
+    systemd.user.sockets = mkOption {
+      type = types.attrsOf socket;
+      default = { };
+    };
   };
 }

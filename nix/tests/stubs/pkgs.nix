@@ -97,6 +97,7 @@ let
         systemd-python = leaf "systemd-python" "235";
         python-dotenv = leaf "python-dotenv" "1.0.1";
         orjson = leaf "orjson" "3.10.7";
+        ruamel-yaml = leaf "ruamel-yaml" "0.18.10";
         tree-sitter = leaf "tree-sitter" "0.26.1";
         tree-sitter-grammars = {
           tree-sitter-bash = leaf "python-tree-sitter-bash" "0.25.1";
