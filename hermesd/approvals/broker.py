@@ -165,6 +165,12 @@ class ApprovalBroker:
 
     # --- who may answer --------------------------------------------------------------------
 
+    def may_answer(self, conn: Connection | None) -> bool:
+        """Whether ``conn`` may be asked and may answer: never a tool's own process."""
+        if conn is None or getattr(conn, "tool_origin", None) is not None:
+            return False
+        return self.may_answer_uid(conn.peer.uid)
+
     def may_answer_uid(self, uid: int | None) -> bool:
         """The daemon's owner, root, or a uid/user name listed in ``approvals.approvers``."""
         if uid is None or uid < 0:
@@ -364,7 +370,7 @@ class ApprovalBroker:
         return await self._apply(pending, choice, reason, uid)
 
     def _send_request(self, pending: Pending, conn: Connection) -> None:
-        if conn in pending.asked or not conn.is_open or not self.may_answer_uid(conn.peer.uid):
+        if conn in pending.asked or not conn.is_open or not self.may_answer(conn):
             return
         pending.asked[conn] = asyncio.get_running_loop().create_task(
             self._request_one(pending, conn)

@@ -2,7 +2,8 @@
 
 Owns the socket file (safe parent directory, stale-socket detection, 0600/0660 mode, group),
 adopts a socket passed by systemd instead when there is one, checks ``SO_PEERCRED`` on every
-connection and hands admitted connections to ``rpc.Connection``. It does not know any method.
+connection (and whether the peer is a tool's process, `hermesd.rpc.peer_trust`) and hands
+admitted connections to ``rpc.Connection``. It does not know any method.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hermesd.rpc.connection import Connection, Limits, Peer, Router
+from hermesd.rpc.peer_trust import PeerTrust
 from hermesd.rpc.protocol import Codes, RpcError
 
 log = logging.getLogger(__name__)
@@ -158,6 +160,7 @@ class SocketServer:
         self.router = router
         self.limits = limits
         self.gatekeeper = gatekeeper
+        self.trust = PeerTrust()  # a tool's process is never the owner (issue 18)
         self.max_connections = max_connections
         self.connections: set[Connection] = set()
         self.path: Path | None = None
@@ -238,7 +241,10 @@ class SocketServer:
                 Codes.TOO_MANY_CONNECTIONS,
                 f"hermesd is at its limit of {self.max_connections} connections",
             )
-        conn.is_owner = self.gatekeeper.is_owner(conn.peer)
+        conn.tool_origin = self.trust.tool_origin(sock, conn.peer.pid, conn.peer.uid)
+        if conn.tool_origin is not None:
+            log.info("connection from pid %d: %s; not the owner", conn.peer.pid, conn.tool_origin)
+        conn.is_owner = conn.tool_origin is None and self.gatekeeper.is_owner(conn.peer)
         self.connections.add(conn)
         return None
 
