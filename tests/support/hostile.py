@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tests.support.approvals import Answering
 from tests.support.daemon import DaemonProcess
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 
@@ -20,8 +21,12 @@ def hostile_turn(
     *,
     timeout: float = 120.0,
     tool_timeout: int = 60,
+    approve: str | None = None,
 ) -> list[str]:
-    """Run ``commands`` through the model's terminal calls; their results as the model saw them."""
+    """Run ``commands`` through the model's terminal calls; their results as the model saw them.
+
+    With ``approve`` the client that sends the turn answers every approval it is asked with it
+    (the owner, attached to the session: it is asked only about the session's own calls)."""
     calls = [
         tool_call("terminal", {"command": c, "timeout": tool_timeout}, call_id=f"call_{i}")
         for i, c in enumerate(commands)
@@ -29,6 +34,8 @@ def hostile_turn(
     seen = len(model.requests)
     model.push(call_tools(*calls), reply("done"))
     with daemon.client(timeout=timeout) as c:
+        if approve is not None:
+            c.on_request = Answering(approve)
         sid = c.call("session.create")["id"]
         done = c.call(
             "session.send", {"session_id": sid, "message": "go", "wait": True}, timeout=timeout
