@@ -1,8 +1,9 @@
 """The mechanism that confines a tool's process, and the command line of one call.
 
-``bwrap`` (bubblewrap) is used where it works: a read-only view of ``/``, a fresh ``/tmp``,
-``/run`` and ``/dev``, the policy's hidden paths under empty tmpfs, the writable ones bound
-back, a new pid namespace (the daemon is not there to signal or read), ``--die-with-parent``,
+``bwrap`` (bubblewrap) is used where it works: a read-only view of ``/``, a fresh ``/run``
+and ``/dev``, the policy's hidden paths under empty read-only tmpfs, the writable ones bound
+back, a private tmp (a writable tmpfs over the scratch folder, ``TMPDIR``), a new pid
+namespace (the daemon is not there to signal or read), ``--die-with-parent``,
 ``--new-session``, no capabilities, and the seccomp marker (`landlock_exec.MARKER_FILTER`)
 handed to ``--seccomp``. Where user namespaces are not allowed, ``landlock``: the command
 runs through `hermesd.sandbox.landlock_exec`, which confines itself with the kernel's
@@ -213,8 +214,10 @@ class Sandbox:
     def _bwrap(self, command: str, cwd: Path, workspace: Path, env: dict[str, str]) -> Launch:
         argv = [self.bwrap, "--die-with-parent", "--new-session", *_namespace_args()]
         argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        argv += ["--tmpfs", "/tmp", "--tmpfs", "/run"]
+        argv += ["--tmpfs", "/run"]
         argv += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
+        self.places.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)  # a mount point
+        scratch = str(self.places.scratch)
         rules = policy.rules(self.settings, self.places, workspace, None)
         remount: list[str] = []  # after every mount: mount points are made inside first
         for path, level in sorted(rules, key=lambda r: len(Path(r[0]).parts)):
@@ -226,14 +229,15 @@ class Sandbox:
                 argv += ["--ro-bind", path, path]
             elif os.path.isdir(path):
                 argv += ["--tmpfs", path]
-                remount += ["--remount-ro", path]
+                if path != scratch:  # the scratch folder's tmpfs is this call's private tmp
+                    remount += ["--remount-ro", path]
             else:
                 argv += ["--ro-bind", "/dev/null", path]
         argv += remount
         read, write = os.pipe()
         os.write(write, landlock_exec.MARKER_FILTER)
         os.close(write)
-        env["TMPDIR"] = "/tmp"
+        env["TMPDIR"] = scratch
         argv += ["--seccomp", str(read), "--chdir", str(cwd), SHELL, "-c", command]
         launch = Launch(argv, env, cwd, (read,))
         launch._cleanups.append(lambda: os.close(read))

@@ -87,6 +87,8 @@ def rules(
     if settings.mode == "workspace-write":
         out.append((str(_real(workspace)), "write"))
         out += [(str(_real(Path(p))), "write") for p in settings.writable]
+    else:  # read-only: the workspace may sit in a hidden folder ($HERMES_HOME/workspace)
+        out.append((str(_real(workspace)), "read"))
     hidden = [places.home, places.scratch, *(_real(Path(p)) for p in settings.readable_deny)]
     if places.socket is not None:
         hidden.append(places.socket.parent)

@@ -1,0 +1,159 @@
+"""The tool sandbox's settings on a real daemon: modes, mechanisms, the refusal when none works,
+``sandbox.writable``, ``sandbox.readable_deny``, ``terminal.env_passthrough`` and ``status``.
+
+Attacks are in tests/reliability/test_sandbox_attacks.py and test_nested_clients.py; this file
+checks that each setting does what docs/sandbox.md says, under both mechanisms where it
+matters. Every command aims inside this test's temporary directories.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from hermesd.sandbox.confine import TEST_ABI_VARIABLE
+from tests.support.approvals import terminal
+from tests.support.daemon import DaemonProcess, short_tmpdir
+
+Start = Callable[..., DaemonProcess]
+MECHANISMS = ["bwrap", "landlock"]
+
+
+def _sandboxed(
+    start: Start, sandbox: str, extra: str = "", env: dict[str, str] | None = None
+) -> DaemonProcess:
+    config = f"approvals:\n  mode: 'off'\nsandbox:\n{sandbox}{extra}"
+    return start(config=config, env=env)
+
+
+def _run(d: DaemonProcess, command: str) -> dict[str, object]:
+    with d.client(timeout=60) as c:
+        result: dict[str, object] = terminal(c, command, timeout=60)
+        return result
+
+
+def test_without_bwrap_or_landlock_every_command_is_refused_naming_sandbox_mode(
+    start: Start,
+) -> None:
+    outside = short_tmpdir("sbo-")
+    d = _sandboxed(start, "  bwrap: /nonexistent/bwrap\n", env={TEST_ABI_VARIABLE: "0"})
+    status = d.call("status")["sandbox"]
+    assert status["mode"] == "workspace-write" and status["mechanism"] == "unavailable"
+    assert "bubblewrap" in status["reason"] and "Landlock" in status["reason"]
+    result = _run(d, f"touch {outside}/ran")
+    assert "sandbox.mode" in str(result["error"]) and "refused" in str(result["error"])
+    assert not (outside / "ran").exists()
+    assert d.call("ping")["pong"] is True
+
+
+def test_a_forced_bwrap_that_cannot_run_does_not_fall_back_to_landlock(start: Start) -> None:
+    d = _sandboxed(start, "  mechanism: bwrap\n  bwrap: /nonexistent/bwrap\n")
+    assert d.call("status")["sandbox"]["mechanism"] == "unavailable"
+    assert "sandbox.mode" in str(_run(d, "true")["error"])
+
+
+def test_landlock_older_than_abi_6_is_not_used(start: Start) -> None:
+    d = _sandboxed(start, "  mechanism: landlock\n", env={TEST_ABI_VARIABLE: "5"})
+    status = d.call("status")["sandbox"]
+    assert status["mechanism"] == "unavailable" and "ABI 5" in status["reason"]
+
+
+def test_mode_off_is_shown_in_status_and_runs_unconfined(start: Start) -> None:
+    outside = short_tmpdir("sbo-")
+    d = _sandboxed(start, "  mode: 'off'\n")
+    assert d.call("status")["sandbox"] == {"mode": "off", "mechanism": "off"}
+    assert _run(d, f"echo x > {outside}/written")["exit_code"] == 0
+    assert (outside / "written").read_text() == "x\n"
+
+
+def test_hermesctl_status_shows_the_sandbox(start: Start) -> None:
+    d = _sandboxed(start, "  mode: 'off'\n")
+    shown = subprocess.run(
+        [sys.executable, "-m", "hermesctl", "--socket", str(d.socket), "status"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert "sandbox:     off" in shown.stdout and "unconfined" in shown.stdout
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_read_only_mode_writes_nothing_but_its_private_tmp(start: Start, mechanism: str) -> None:
+    d = _sandboxed(start, f"  mechanism: {mechanism}\n  mode: read-only\n")
+    workspace = d.home / "workspace"
+    workspace.mkdir(exist_ok=True)
+    (workspace / "notes.txt").write_text("readable\n")
+    result = _run(
+        d, 'cat notes.txt; echo x > new.txt; t=$(mktemp) && echo tmp-ok > "$t" && cat "$t"'
+    )
+    assert "readable" in str(result["output"]) and "tmp-ok" in str(result["output"])
+    assert not (workspace / "new.txt").exists()
+    assert d.call("status")["sandbox"] == {"mode": "read-only", "mechanism": mechanism}
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_sandbox_writable_adds_a_folder_outside_the_workspace(start: Start, mechanism: str) -> None:
+    extra, other = short_tmpdir("sbw-"), short_tmpdir("sbn-")
+    d = _sandboxed(start, f"  mechanism: {mechanism}\n  writable: ['{extra}']\n")
+    result = _run(d, f"echo yes > {extra}/made; echo no > {other}/made")
+    assert (extra / "made").read_text() == "yes\n", result
+    assert not (other / "made").exists()
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_readable_deny_hides_a_file_and_a_folder(start: Start, mechanism: str) -> None:
+    base = short_tmpdir("sbr-")
+    (base / "secret-dir").mkdir()
+    (base / "secret-dir" / "inside.txt").write_text("hidden-1\n")
+    (base / "secret.txt").write_text("hidden-2\n")
+    (base / "open.txt").write_text("visible\n")
+    deny = f"['{base}/secret-dir', '{base}/secret.txt']"
+    d = _sandboxed(start, f"  mechanism: {mechanism}\n  readable_deny: {deny}\n")
+    output = str(
+        _run(d, f"cat {base}/open.txt {base}/secret.txt {base}/secret-dir/inside.txt")["output"]
+    )
+    assert "visible" in output
+    assert "hidden-1" not in output and "hidden-2" not in output
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_env_passthrough_passes_named_variables_but_never_secrets(
+    start: Start, mechanism: str
+) -> None:
+    home = short_tmpdir()
+    (home / ".env").write_text("FROM_DOTENV=dotenv-value-123456\n")
+    d = start(
+        home,
+        config=(
+            f"approvals:\n  mode: 'off'\nsandbox:\n  mechanism: {mechanism}\n"
+            "terminal:\n  env_passthrough: [PROJECT_FLAG, MY_API_KEY, FROM_DOTENV]\n"
+        ),
+        env={"PROJECT_FLAG": "on", "MY_API_KEY": "key-value-987654", "UNLISTED": "nope"},
+    )
+    output = str(_run(d, "env")["output"])
+    assert "PROJECT_FLAG=on" in output
+    assert "MY_API_KEY" not in output and "FROM_DOTENV" not in output
+    assert "UNLISTED" not in output and "PATH=" in output and "HOME=" in output
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_the_default_directory_is_the_sessions_workspace(start: Start, mechanism: str) -> None:
+    d = _sandboxed(start, f"  mechanism: {mechanism}\n")
+    output = str(_run(d, "pwd")["output"]).strip()
+    assert Path(output) == (d.home / "workspace").resolve()
+
+
+def test_an_unknown_sandbox_mode_is_a_configuration_error(start: Start) -> None:
+    home = short_tmpdir()
+    (home / "config.yaml").write_text("sandbox:\n  mode: permissive\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "hermesd", "--home", str(home), "--check-config"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 78 and "sandbox.mode" in done.stderr
