@@ -63,35 +63,43 @@ def _under(path: str, root: str) -> bool:
     return root == "/" or path == root or path.startswith(root + "/")
 
 
-def plan(rules: list[tuple[str, str]], abi: int) -> list[tuple[str, int]]:
-    """(path, rights) to grant so that every path gets the level of its deepest rule."""
+def plan(rules: list[tuple[str, str]], abi: int) -> list[tuple[str, int, bool | None]]:
+    """(path, rights, is a directory or None when unknown) to grant so that every path gets the
+    level of its deepest rule."""
     levels = {path: level for path, level in rules if os.path.lexists(path)}
     levels.setdefault("/", "read")
-    out: list[tuple[str, int]] = []
+    out: list[tuple[str, int, bool | None]] = []
+    above = {p.rsplit("/", n)[0] or "/" for p in levels for n in range(1, p.count("/") + 1)}
 
-    def visit(path: str, level: str) -> None:
+    def visit(path: str, level: str, is_dir: bool | None) -> None:
         rights = level_rights(level, abi)
         inner = [p for p in levels if p != path and _under(p, path)]
         if not any(rights & ~level_rights(levels[p], abi) for p in inner):
             if rights:
-                out.append((path, rights))
+                out.append((path, rights, is_dir))
             for p in inner:  # upgrades only: the top-most ones, each judged on its own
                 if not any(q != p and _under(p, q) for q in inner):
-                    visit(p, levels[p])
+                    visit(p, levels[p], None)
             return
         # something below is weaker: grant the entries beside it, not this directory
         if rights & READ_DIR:
-            out.append((path, READ_DIR))
+            out.append((path, READ_DIR, True))
         try:
-            names = os.listdir(path)
+            entries = list(os.scandir(path))
         except OSError:
             return
-        for name in names:
-            child = path.rstrip("/") + "/" + name
-            if child in levels or not os.path.islink(child):
-                visit(child, levels.get(child, level))
+        for entry in entries:
+            child = path.rstrip("/") + "/" + entry.name
+            if child in levels:
+                visit(child, levels[child], None)
+            elif entry.is_symlink():  # a link's target is judged where it really is
+                continue
+            elif child in above:
+                visit(child, level, True)
+            elif level_rights(level, abi):  # no rule below: the entry as a whole
+                out.append((child, level_rights(level, abi), entry.is_dir(follow_symlinks=False)))
 
-    visit("/", levels["/"])
+    visit("/", levels["/"], True)
     return out
 
 
@@ -101,6 +109,10 @@ class _Long(_ctypes._SimpleCData):  # type: ignore[type-arg]
 
 class _Char(_ctypes._SimpleCData):  # type: ignore[type-arg]
     _type_ = "c"
+
+
+class _CharPointer(_ctypes._SimpleCData):  # type: ignore[type-arg]
+    _type_ = "z"
 
 
 class _Function(_ctypes.CFuncPtr):
@@ -115,9 +127,14 @@ class _Libc:
 _LIBC = _Libc()
 
 
+_FUNCTIONS: dict[str, _Function] = {}
+
+
 def _call(function: str, *args: int | bytes) -> int:
     """libc's ``function`` with integer (long) and pointer (bytes) arguments; -1 sets errno."""
-    native = _Function((function, _LIBC))  # type: ignore[arg-type]
+    native = _FUNCTIONS.get(function)
+    if native is None:
+        native = _FUNCTIONS[function] = _Function((function, _LIBC))  # type: ignore[arg-type]
     return int(native(*(a if isinstance(a, bytes) else _Long(a) for a in args)))
 
 
@@ -157,16 +174,20 @@ def _landlock(abi: int, rules: list[tuple[str, str]]) -> None:
     scoped = SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL if abi >= 6 else 0
     attr = struct.pack("QQQ", handled(abi), 0, scoped)
     ruleset = _check(_call("syscall", SYS_CREATE, attr, len(attr), 0), "landlock_create_ruleset")
-    for path, rights in plan(rules, abi):
+    add_rule: Any = _Function(("syscall", _LIBC))  # type: ignore[arg-type]
+    add_rule.argtypes = (_Long, _Long, _Long, _CharPointer, _Long)  # converted in C: fast
+    for path, rights, is_dir in plan(rules, abi):
         try:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW)
         except OSError:
             continue
         try:
-            if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            if is_dir is None:
+                is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+            if not is_dir:
                 rights &= FILE_RIGHTS
             beneath = struct.pack("=Qi", rights, fd)
-            _check(_call("syscall", SYS_ADD_RULE, ruleset, 1, beneath, 0), f"rule for {path}")
+            _check(add_rule(SYS_ADD_RULE, ruleset, 1, beneath, 0), f"rule for {path}")
         finally:
             os.close(fd)
     _check(_call("syscall", SYS_RESTRICT, ruleset, 0), "landlock_restrict_self")
