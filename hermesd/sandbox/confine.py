@@ -124,7 +124,8 @@ class Sandbox:
         dotenv: Mapping[str, str] | None = None,
     ) -> Sandbox:
         """The sandbox of a daemon with this home, configuration and socket."""
-        scratch = Path(tempfile.gettempdir()) / f"hermesd-{os.geteuid()}-tools"
+        # inside the hidden home: Landlock then need not grant every entry of /tmp around it
+        scratch = home / "sandbox-tmp"
         places = DaemonPlaces.of_this_process(home, socket, scratch)
         return cls(SandboxSettings.from_config(config), places, os.environ, dotenv or {})
 

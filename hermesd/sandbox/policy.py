@@ -61,7 +61,7 @@ class DaemonPlaces:
 
     home: Path
     socket: Path | None
-    scratch: Path  # the parent of every call's private tmp
+    scratch: Path  # the parent of every call's private tmp ($HERMES_HOME/sandbox-tmp)
     install: tuple[Path, ...] = field(default_factory=tuple)
 
     @classmethod
