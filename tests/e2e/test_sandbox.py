@@ -157,3 +157,15 @@ def test_an_unknown_sandbox_mode_is_a_configuration_error(start: Start) -> None:
         timeout=30,
     )
     assert done.returncode == 78 and "sandbox.mode" in done.stderr
+
+
+def test_the_daemon_starts_with_umask_077_and_is_not_dumpable(start: Start) -> None:
+    d = start()
+    status = Path(f"/proc/{d.proc.pid}/status").read_text()
+    assert "Umask:\t0077" in status
+    probe = (
+        "from hermesd.sandbox.process import harden_daemon, is_dumpable\n"
+        "before = is_dumpable(); harden_daemon(); print(before, is_dumpable())"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
+    assert done.stdout.split() == ["True", "False"], done.stderr
