@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from hermesd.sandbox.confine import TEST_ABI_VARIABLE
-from tests.support.approvals import terminal
+from tests.support.approvals import terminal, tool
 from tests.support.daemon import DaemonProcess, short_tmpdir
+from tests.support.plugin_factory import write_plugin
 
 Start = Callable[..., DaemonProcess]
 MECHANISMS = ["bwrap", "landlock"]
@@ -169,3 +170,39 @@ def test_the_daemon_starts_with_umask_077_and_is_not_dumpable(start: Start) -> N
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
     assert done.stdout.split() == ["True", "False"], done.stderr
+
+
+DISPATCHER = """
+    import json, os
+
+    ctx_ref = []
+
+    def run(args, **kw):
+        out = json.loads(ctx_ref[0].dispatch_tool("terminal", {"command": args["command"]}))
+        out["plugin_sees_key"] = os.environ.get("PLUGIN_API_KEY") == "plugin-key-5566778899"
+        return json.dumps(out)
+
+    def register(ctx):
+        ctx_ref.append(ctx)
+        ctx.register_tool("run_through_dispatch", "dispatch", {
+            "name": "run_through_dispatch", "description": "terminal via dispatch_tool",
+            "parameters": {"type": "object", "required": ["command"], "properties": {
+                "command": {"type": "string", "description": "shell command"}}}}, run)
+"""
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_a_plugins_dispatch_tool_terminal_runs_in_the_same_sandbox(
+    start: Start, mechanism: str
+) -> None:
+    home, outside = short_tmpdir(), short_tmpdir("sbo-")
+    (home / ".env").write_text("PLUGIN_API_KEY=plugin-key-5566778899\n")
+    write_plugin(home / "plugins", "dispatcher", DISPATCHER)
+    d = start(home, config=f"approvals:\n  mode: 'off'\nsandbox:\n  mechanism: {mechanism}\n")
+    command = f"env; cat {home}/.e''nv; echo x > {outside}/planted"
+    with d.client(timeout=60) as c:
+        result = tool(c, "run_through_dispatch", {"command": command}, timeout=60)
+    assert result["plugin_sees_key"] is True  # in-process plugin code keeps its requires_env
+    assert "plugin-key" not in result["output"] and "PLUGIN_API_KEY" not in result["output"]
+    assert "Permission denied" in result["output"] or "No such file" in result["output"]
+    assert not (outside / "planted").exists()
