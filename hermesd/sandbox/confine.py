@@ -230,10 +230,10 @@ class Sandbox:
                 argv += ["--ro-bind", path, path]
             elif os.path.isdir(path):
                 argv += ["--tmpfs", path]
-                if path != scratch:  # the scratch folder's tmpfs is this call's private tmp
-                    remount += ["--remount-ro", path]
+                remount += ["--remount-ro", path]
             else:
                 argv += ["--ro-bind", "/dev/null", path]
+        argv += ["--tmpfs", scratch]  # this call's private tmp, writable, gone when it ends
         argv += remount
         read, write = os.pipe()
         os.write(write, landlock_exec.MARKER_FILTER)

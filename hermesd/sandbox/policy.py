@@ -101,11 +101,20 @@ def rules(
 
 
 def _deduplicate(out: list[tuple[str, str]], order: Mapping[str, int]) -> list[tuple[str, str]]:
+    """One level per path (the strongest protection wins), without rules that change nothing
+    (a rule as strong as the one above it would cost a mount or a Landlock rule per call)."""
     chosen: dict[str, str] = {}
     for path, level in out:
         if path not in chosen or order[level] > order[chosen[path]]:
             chosen[path] = level
-    return list(chosen.items())
+
+    def above(path: str) -> str:
+        parent = os.path.dirname(path)
+        while parent not in chosen and parent != path:
+            path, parent = parent, os.path.dirname(parent)
+        return chosen.get(parent, "read")
+
+    return [(p, lv) for p, lv in chosen.items() if p == "/" or lv != above(p)]
 
 
 def tool_environment(

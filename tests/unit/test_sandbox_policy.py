@@ -68,11 +68,17 @@ def test_rules_hide_the_home_socket_and_denied_paths_and_keep_the_install_read_o
     assert got[str(t["hermes"])] == "none" and got[str(tmp_path / "run")] == "none"
     assert got[str(t["home"] / "notes.txt")] == "none"
     assert got[str(t["project"])] == "write" and got[str(tmp_path / "cache")] == "write"
-    assert got[str(tmp_path / "venv")] == "read"
+    assert str(tmp_path / "venv") not in got  # read inside read: no rule needed
+    in_workspace = DaemonPlaces(t["hermes"], None, t["hermes"] / "tmp", (t["project"] / ".venv",))
+    kept = dict(rules(SandboxSettings(), in_workspace, t["project"], None))
+    assert kept[str(t["project"] / ".venv")] == "read"  # read-only inside the writable workspace
     read_only = dict(
         rules(SandboxSettings(mode="read-only", writable=("/x",)), places, t["project"], None)
     )
-    assert read_only[str(t["project"])] == "read" and "/x" not in read_only
+    assert str(t["project"]) not in read_only and "/x" not in read_only  # all read, nothing written
+    default_ws = t["hermes"] / "workspace"
+    hidden_ws = dict(rules(SandboxSettings(mode="read-only"), places, default_ws, None))
+    assert hidden_ws[str(default_ws)] == "read"  # readable although $HERMES_HOME is hidden
 
 
 def test_a_workspace_that_is_the_home_stays_hidden(tmp_path: Path) -> None:
