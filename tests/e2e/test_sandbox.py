@@ -206,3 +206,18 @@ def test_a_plugins_dispatch_tool_terminal_runs_in_the_same_sandbox(
     assert "plugin-key" not in result["output"] and "PLUGIN_API_KEY" not in result["output"]
     assert "Permission denied" in result["output"] or "No such file" in result["output"]
     assert not (outside / "planted").exists()
+
+
+def test_the_chat_banner_names_the_sandbox_and_says_loudly_when_it_is_off() -> None:
+    from hermesctl.chat_ui import Style, banner
+
+    def shown(sandbox: dict[str, str]) -> str:
+        info = {"daemon_version": "0.1.0", "sandbox": sandbox}
+        return banner(info, "m", {"id": "s1"}, [], Style(False), False)
+
+    assert "sandbox: workspace-write (bwrap)" in shown(
+        {"mode": "workspace-write", "mechanism": "bwrap"}
+    )
+    assert "unconfined" in shown({"mode": "off", "mechanism": "off"})
+    refused = shown({"mode": "read-only", "mechanism": "unavailable", "reason": "no bwrap"})
+    assert "refused" in refused and "no bwrap" in refused
