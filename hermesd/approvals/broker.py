@@ -184,11 +184,13 @@ class ApprovalBroker:
     def where(self, args: dict[str, Any]) -> patterns.Where:
         """What the table is told about a terminal call: homes, our pid, its directory.
 
-        The directory is the terminal's own choice (its ``cwd`` argument, else
-        ``terminal.cwd``, else the home), so that ``rm -rf *`` is judged where it runs.
+        The directory is the terminal's own choice (its ``cwd`` argument, else its default,
+        the workspace: ``terminal.cwd`` or ``$HERMES_HOME/workspace``, see
+        `hermesd.tools.workspace`), so that ``rm -rf *`` is judged where it runs.
         """
         home = os.path.expanduser("~")
-        base = os.path.expanduser(str(self.terminal_cwd)) if self.terminal_cwd else home
+        workspace = str(self.hermes_home / "workspace")
+        base = os.path.expanduser(str(self.terminal_cwd)) if self.terminal_cwd else workspace
         raw = args.get("cwd")
         cwd = os.path.join(base, os.path.expanduser(raw)) if isinstance(raw, str) and raw else base
         return patterns.Where(home, str(self.hermes_home), os.getpid(), os.path.abspath(cwd))
