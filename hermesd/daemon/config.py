@@ -106,6 +106,9 @@ SCHEMA: dict[str, Any] = {
         "writable": _S(_strlist, [], "more directories a tool may write (workspace-write)"),
         "readable_deny": _S(_strlist, [], "paths a tool may not read"),
         "bwrap": _S((str,), "bwrap", "the bubblewrap command"),
+        "network": _S(
+            (bool,), True, "false: a tool's command gets no network (TCP under Landlock)"
+        ),
     },
     "approvals": {
         "mode": _S((str,), "manual", "manual or off", ("manual", "off")),

@@ -168,6 +168,8 @@ class Sandbox:
     def status(self) -> dict[str, Any]:
         """The ``sandbox`` field of ``status``."""
         out: dict[str, Any] = {"mode": self.settings.mode, "mechanism": self.mechanism}
+        if not self.settings.network and self.mechanism in ("bwrap", "landlock"):
+            out["network"] = False
         if self.reason:
             out["reason"] = self.reason
         return out
@@ -200,6 +202,7 @@ class Sandbox:
             "-S",
             LAUNCHER,
             str(abi),
+            *(["--no-network"] if abi and not self.settings.network else []),
             *(f"{level}={path}" for path, level in rules),
             "--",
             SHELL,
@@ -214,6 +217,8 @@ class Sandbox:
 
     def _bwrap(self, command: str, cwd: Path, workspace: Path, env: dict[str, str]) -> Launch:
         argv = [self.bwrap, "--die-with-parent", "--new-session", *_namespace_args()]
+        if not self.settings.network:
+            argv.append("--unshare-net")  # a loopback of its own, nothing else
         argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         argv += ["--tmpfs", "/run"]
         argv += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]

@@ -3,7 +3,8 @@
 Run as ``python -I -S landlock_exec.py ABI LEVEL=PATH... -- PROGRAM ARGS...``: it sets
 ``no_new_privs``, drops every capability when it runs as root, builds a Landlock ruleset from
 the rules (level ``none``, ``read``, ``write`` or ``dev``; the deepest rule over a path wins),
-scopes signals and abstract Unix sockets to the sandbox, installs the seccomp marker (the
+scopes signals and abstract Unix sockets to the sandbox (with ``--no-network``, TCP bind and
+connect are refused too), installs the seccomp marker (the
 filter the socket counts, `hermesd.sandbox.marker`) and executes PROGRAM. Standard library
 only, and nothing else imported: it is started once per call.
 
@@ -29,6 +30,7 @@ ALL_ABI1 = (1 << 13) - 1
 REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
 SCOPE_ABSTRACT_UNIX, SCOPE_SIGNAL = 1, 2
+NET_BIND_TCP, NET_CONNECT_TCP = 1, 2  # ABI 4
 SYS_CREATE, SYS_ADD_RULE, SYS_RESTRICT = 444, 445, 446
 PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_SET_SECCOMP = 38, 24, 22
 SECCOMP_MODE_FILTER = 2
@@ -155,24 +157,27 @@ def _check(result: int, what: str) -> int:
     return result
 
 
-def confine(abi: int, rules: list[tuple[str, str]]) -> None:
+def confine(abi: int, rules: list[tuple[str, str]], network: bool = True) -> None:
     """Mark this process and, with an ABI (0: the marker alone, for ``sandbox.mode: off``),
     confine it to the rules; ``main`` then executes the program."""
     _check(_call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     if abi:
-        _landlock(abi, rules)
+        _landlock(abi, rules, network)
     instructions = _array(MARKER_FILTER)
     program = struct.pack("HxxxxxxQ", len(MARKER_FILTER) // 8, _ctypes.addressof(instructions))
     _check(_call("prctl", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, program, 0, 0), "seccomp marker")
 
 
-def _landlock(abi: int, rules: list[tuple[str, str]]) -> None:
+def _landlock(abi: int, rules: list[tuple[str, str]], network: bool) -> None:
     if os.geteuid() == 0:  # root keeps uid 0 but no capability survives the exec
         for cap in range(64):
             _call("prctl", PR_CAPBSET_DROP, cap, 0, 0, 0)
         _check(_call("syscall", SYS_CAPSET, struct.pack("Ii", 0x20080522, 0), bytes(24)), "capset")
     scoped = SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL if abi >= 6 else 0
-    attr = struct.pack("QQQ", handled(abi), 0, scoped)
+    if not network and abi < 4:
+        fail("sandbox.network: false needs Landlock ABI 4")
+    net = 0 if network else NET_BIND_TCP | NET_CONNECT_TCP  # handled, never granted
+    attr = struct.pack("QQQ", handled(abi), net, scoped)
     ruleset = _check(_call("syscall", SYS_CREATE, attr, len(attr), 0), "landlock_create_ruleset")
     add_rule: Any = _Function(("syscall", _LIBC))  # type: ignore[arg-type]
     add_rule.argtypes = (_Long, _Long, _Long, _CharPointer, _Long)  # converted in C: fast
@@ -194,20 +199,23 @@ def _landlock(abi: int, rules: list[tuple[str, str]]) -> None:
     os.close(ruleset)
 
 
-def parse_spec(args: list[str]) -> tuple[int, list[tuple[str, str]], list[str]]:
-    """``ABI LEVEL=PATH... -- PROGRAM ARGS...`` → (abi, rules, program argv)."""
+def parse_spec(args: list[str]) -> tuple[int, bool, list[tuple[str, str]], list[str]]:
+    """``ABI [--no-network] LEVEL=PATH... -- PROGRAM ARGS...`` → (abi, network, rules,
+    program argv)."""
     if len(args) < 3 or "--" not in args:
-        fail("usage: landlock_exec.py ABI LEVEL=PATH... -- PROGRAM [ARGS...]")
+        fail("usage: landlock_exec.py ABI [--no-network] LEVEL=PATH... -- PROGRAM [ARGS...]")
     cut = args.index("--")
-    rules = [tuple(rule.split("=", 1)) for rule in args[1:cut]]
-    return int(args[0]), [(path, level) for level, path in rules], args[cut + 1 :]
+    words = args[1:cut]
+    network = "--no-network" not in words
+    rules = [tuple(rule.split("=", 1)) for rule in words if rule != "--no-network"]
+    return int(args[0]), network, [(path, level) for level, path in rules], args[cut + 1 :]
 
 
 def main(argv: list[str]) -> None:
-    abi, rules, program = parse_spec(argv[1:])
+    abi, network, rules, program = parse_spec(argv[1:])
     if not program:
         fail("no program to run")
-    confine(abi, rules)
+    confine(abi, rules, network)
     try:
         os.execv(program[0], program)
     except OSError as exc:

@@ -37,6 +37,7 @@ class SandboxSettings:
     readable_deny: tuple[str, ...] = ()
     env_passthrough: tuple[str, ...] = ()
     bwrap: str = "bwrap"
+    network: bool = True
 
     @classmethod
     def from_config(cls, config: Any) -> SandboxSettings:
@@ -52,6 +53,7 @@ class SandboxSettings:
             readable_deny=strings("sandbox.readable_deny"),
             env_passthrough=strings("terminal.env_passthrough"),
             bwrap=str(config.get("sandbox.bwrap") or "bwrap"),
+            network=config.get("sandbox.network") is not False,
         )
 
 

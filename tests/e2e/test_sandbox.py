@@ -8,6 +8,7 @@ matters. Every command aims inside this test's temporary directories.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -221,3 +222,22 @@ def test_the_chat_banner_names_the_sandbox_and_says_loudly_when_it_is_off() -> N
     assert "unconfined" in shown({"mode": "off", "mechanism": "off"})
     refused = shown({"mode": "read-only", "mechanism": "unavailable", "reason": "no bwrap"})
     assert "refused" in refused and "no bwrap" in refused
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+@pytest.mark.parametrize("network", [True, False])
+def test_sandbox_network_false_cuts_tcp(start: Start, mechanism: str, network: bool) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    try:
+        extra = "" if network else "  network: false\n"
+        d = _sandboxed(start, f"  mechanism: {mechanism}\n{extra}")
+        probe = (
+            f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 5); "
+            "print('connected')\""
+        )
+        output = str(_run(d, probe)["output"])
+    finally:
+        listener.close()
+    assert ("connected" in output) is network, output
+    assert ("network" in d.call("status")["sandbox"]) is not network
