@@ -109,6 +109,8 @@ class Terminal:
             launch = await asyncio.to_thread(self.sandbox.prepare, command, cwd, workspace)
         except SandboxUnavailable as exc:
             return error(str(exc))
+        except OSError as exc:  # its private tmp cannot be made (a full or read-only home)
+            return error(f"the sandbox could not be prepared: {exc}; nothing was run")
         try:
             output, code, timed_out = await _run_shell(launch, timeout)
         finally:
