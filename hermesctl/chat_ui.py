@@ -236,6 +236,21 @@ def _error_of(preview: str) -> str:
     return preview[:120]
 
 
+def sandbox_text(sandbox: Any) -> str | None:
+    """One line about the tool sandbox from ``status``'s ``sandbox`` field (None: not told)."""
+    if not isinstance(sandbox, dict):
+        return None
+    mode, mechanism = sandbox.get("mode"), sandbox.get("mechanism")
+    if mode == "off":
+        return "sandbox: off (sandbox.mode: off; tool commands run unconfined)"
+    if mechanism == "unavailable":
+        return (
+            f"sandbox: {mode}, but no mechanism works here: tool commands are refused "
+            f"({sandbox.get('reason', '')})"
+        )
+    return f"sandbox: {mode} ({mechanism})"
+
+
 def banner(
     info: dict[str, Any],
     model: str | None,
@@ -255,6 +270,9 @@ def banner(
     if resumed:
         where += f" (resumed, {session.get('message_count', 0)} messages)"
     lines.append(where)
+    shield = sandbox_text(info.get("sandbox"))
+    if shield:
+        lines.append(style.dim(shield) if not shield.startswith("sandbox: off") else shield)
     groups: dict[str, list[str]] = {}
     for tool in tools:
         if tool.get("available", True) and tool.get("enabled", True):

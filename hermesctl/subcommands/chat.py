@@ -259,7 +259,7 @@ class Repl:
         tools = self.client.call("tools.list").get("tools") or []
         print(
             banner(
-                info,
+                {**info, "sandbox": status.get("sandbox")},
                 self.session.get("model") or status.get("model"),
                 self.session,
                 tools,

@@ -37,6 +37,11 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
     print(f"  plugins:     {info.get('plugins', 0)}{_plugins_note(info)}")
     if info.get("model"):
         print(f"  model:       {info['model']}")
+    from hermesctl.chat_ui import sandbox_text
+
+    shield = sandbox_text(info.get("sandbox"))
+    if shield:
+        print(f"  {shield.replace('sandbox: ', 'sandbox:     ', 1)}")
     for warning in info.get("config_warnings") or []:
         print(f"  warning:     {warning}")
     if info.get("last_reload"):

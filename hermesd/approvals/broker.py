@@ -177,6 +177,12 @@ class ApprovalBroker:
 
     # --- who may answer --------------------------------------------------------------------
 
+    def may_answer(self, conn: Connection | None) -> bool:
+        """Whether ``conn`` may be asked and may answer: never a tool's own process."""
+        if conn is None or getattr(conn, "tool_origin", None) is not None:
+            return False
+        return self.may_answer_uid(conn.peer.uid)
+
     def may_answer_uid(self, uid: int | None) -> bool:
         """The daemon's owner, root, or a uid/user name listed in ``approvals.approvers``."""
         if uid is None or uid < 0:
@@ -197,11 +203,13 @@ class ApprovalBroker:
     def where(self, args: dict[str, Any]) -> patterns.Where:
         """What the table is told about a terminal call: homes, our pid, its directory.
 
-        The directory is the terminal's own choice (its ``cwd`` argument, else
-        ``terminal.cwd``, else the home), so that ``rm -rf *`` is judged where it runs.
+        The directory is the terminal's own choice (its ``cwd`` argument, else its default,
+        the workspace: ``terminal.cwd`` or ``$HERMES_HOME/workspace``, see
+        `hermesd.tools.workspace`), so that ``rm -rf *`` is judged where it runs.
         """
         home = os.path.expanduser("~")
-        base = os.path.expanduser(str(self.terminal_cwd)) if self.terminal_cwd else home
+        workspace = str(self.hermes_home / "workspace")
+        base = os.path.expanduser(str(self.terminal_cwd)) if self.terminal_cwd else workspace
         raw = args.get("cwd")
         cwd = os.path.join(base, os.path.expanduser(raw)) if isinstance(raw, str) and raw else base
         return patterns.Where(home, str(self.hermes_home), os.getpid(), os.path.abspath(cwd))
@@ -387,7 +395,7 @@ class ApprovalBroker:
         return await self._apply(pending, choice, reason, uid)
 
     def _send_request(self, pending: Pending, conn: Connection) -> None:
-        if conn in pending.asked or not conn.is_open or not self.may_answer_uid(conn.peer.uid):
+        if conn in pending.asked or not conn.is_open or not self.may_answer(conn):
             return
         pending.asked[conn] = asyncio.get_running_loop().create_task(
             self._request_one(pending, conn)

@@ -49,7 +49,7 @@ class ApprovalService:
         self.broker.reload(cfg)
 
     def _check(self, call: Call, what: str) -> None:
-        if not self.broker.may_answer_uid(call.conn.peer.uid):
+        if not self.broker.may_answer(call.conn):
             raise RpcError(
                 Codes.PERMISSION_DENIED,
                 f"{what}: only the daemon's owner or a user listed in "
@@ -106,7 +106,7 @@ class ApprovalService:
             return "No pending approvals."
         conn = current_connection.get()
         uid = conn.peer.uid if conn is not None else None
-        if not self.broker.may_answer_uid(uid):
+        if not self.broker.may_answer(conn):
             return (
                 "Only the daemon's owner (or a user in approvals.approvers) can answer approvals."
             )

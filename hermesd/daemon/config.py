@@ -114,6 +114,25 @@ SCHEMA: dict[str, Any] = {
     "terminal": {
         "cwd": _S((str,), None, "working directory of the terminal tool"),
         "timeout": _S(_num, 60.0, "seconds one terminal command may take"),
+        "env_passthrough": _S(
+            _strlist, [], "more variables a terminal command gets (docs/sandbox.md)"
+        ),
+    },
+    # issue 18: the sandbox around every command a tool starts (docs/sandbox.md)
+    "sandbox": {
+        "mode": _S(
+            (str,),
+            "workspace-write",
+            "read-only, workspace-write or off",
+            ("read-only", "workspace-write", "off"),
+        ),
+        "mechanism": _S((str,), "auto", "auto, bwrap or landlock", ("auto", "bwrap", "landlock")),
+        "writable": _S(_strlist, [], "more directories a tool may write (workspace-write)"),
+        "readable_deny": _S(_strlist, [], "paths a tool may not read"),
+        "bwrap": _S((str,), "bwrap", "the bubblewrap command"),
+        "network": _S(
+            (bool,), True, "false: a tool's command gets no network (TCP under Landlock)"
+        ),
     },
     "approvals": {
         "mode": _S((str,), "manual", "manual or off", ("manual", "off")),

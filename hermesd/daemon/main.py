@@ -24,6 +24,7 @@ from hermesd.rpc.budgets import BudgetLimits, Budgets
 from hermesd.rpc.connection import Call, Limits, Router
 from hermesd.rpc.protocol import PROTOCOL_MAJOR, PROTOCOL_VERSION, Codes, RpcError
 from hermesd.rpc.server import EX_UNAVAILABLE, Gatekeeper, SocketInUse, SocketServer, resolve_group
+from hermesd.sandbox.process import harden_daemon
 from hermesd.store.sessions import StorageUnavailable
 
 log = logging.getLogger(__name__)
@@ -341,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         where = cfg.path or (home / "config.yaml (absent: defaults)")
         print(f"hermesd: configuration OK ({where})")
         return 0
+    harden_daemon()  # umask 077, not dumpable: a tool cannot read the daemon's memory
     config.apply_dotenv(dotenv)
     redact.configure(os.environ, dotenv)
     logs.setup(args.log_level or cfg.get("log_level"))

@@ -38,6 +38,8 @@ from hermesd.plugins.host import DEFAULT_LOAD_TIMEOUT, PluginHost, PluginManager
 from hermesd.plugins.service import PluginService
 from hermesd.plugins.skills import SkillCatalog
 from hermesd.plugins.workers import WorkerPool
+from hermesd.sandbox.confine import Sandbox
+from hermesd.sandbox.service import SandboxService
 from hermesd.store.sessions import SessionStore
 from hermesd.tools.builtin_files import register_builtin_file_tools
 from hermesd.tools.builtin_skills import register_skill_tools
@@ -180,12 +182,14 @@ def build_services(daemon: Daemon) -> None:
         approver=broker.approve,
         redactor=redact.redact,
     )
+    sandbox = Sandbox.for_home(home, cfg, daemon.socket_path, dotenv)  # issue 18
     register_builtin_file_tools(
         parts.tools,
         home=home,
         store=store,
         config=cfg,
         transform_output=functools.partial(hooks.transform, "transform_terminal_output"),
+        sandbox=sandbox,
     )
     gate = ReloadGate()
     agent = AgentLoop(
@@ -210,6 +214,7 @@ def build_services(daemon: Daemon) -> None:
     admin = PluginAdminService(host, files)
     approvals = ApprovalService(broker)
     host.commands.reserve_cli_names(hermesctl_subcommands())
+    daemon.services.append(SandboxService(sandbox, files.dotenv))
     daemon.services.append(
         PluginService(host, cfg.get("tools.enabled_toolsets"), session_access=sessions.check_access)
     )

@@ -128,6 +128,7 @@ class Connection(asyncio.BufferedProtocol):
         self.router = router
         self.peer = Peer(0, -1, -1)
         self.is_owner = False
+        self.tool_origin: str | None = None  # set when the peer is a tool's process
         self.limits = limits
         self._admit = admit
         self.client_name = ""

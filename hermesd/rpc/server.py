@@ -2,10 +2,11 @@
 
 Owns the socket file (safe parent directory, stale-socket detection, 0600/0660 mode, group),
 adopts a socket passed by systemd instead when there is one, checks ``SO_PEERCRED`` on every
-connection and hands admitted connections to ``rpc.Connection``. It limits connections in all
-and per uid, keeps the last slots for the daemon's owner, holds the memory budgets every
-connection shares (``rpc.budgets``) and closes connections that are overdue (a stalled partial
-message, or idle). It does not know any method.
+connection (and whether the peer is a tool's process, `hermesd.rpc.peer_trust`) and hands
+admitted connections to ``rpc.Connection``. It limits connections in all and per uid, keeps the
+last slots for the daemon's owner, holds the memory budgets every connection shares
+(``rpc.budgets``) and closes connections that are overdue (a stalled partial message, or idle).
+It does not know any method.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 
 from hermesd.rpc.budgets import Budgets
 from hermesd.rpc.connection import Connection, Limits, Peer, Router
+from hermesd.rpc.peer_trust import PeerTrust
 from hermesd.rpc.protocol import Codes, RpcError
 
 log = logging.getLogger(__name__)
@@ -170,6 +172,7 @@ class SocketServer:
         self.router = router
         self.limits = limits
         self.gatekeeper = gatekeeper
+        self.trust = PeerTrust()  # a tool's process is never the owner (issue 18)
         self.max_connections = max_connections
         self.max_per_uid = max_per_uid
         self.owner_reserved = min(owner_reserved, max_connections)
@@ -255,7 +258,10 @@ class SocketServer:
                 f"uid {conn.peer.uid} is not allowed to use this hermesd",
                 {"uid": conn.peer.uid},
             )
-        conn.is_owner = self.gatekeeper.is_owner(conn.peer)
+        conn.tool_origin = self.trust.tool_origin(sock, conn.peer.pid, conn.peer.uid)
+        if conn.tool_origin is not None:
+            log.info("connection from pid %d: %s; not the owner", conn.peer.pid, conn.tool_origin)
+        conn.is_owner = conn.tool_origin is None and self.gatekeeper.is_owner(conn.peer)
         refusal = self._over_limit(conn)
         if refusal is not None:
             conn.is_owner = False

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from hermesd.rpc.connection import current_connection
+from hermesd.sandbox.confine import Sandbox
 from hermesd.tools import file_access
 from hermesd.tools.arguments import (
     BadArgs,
@@ -221,6 +222,7 @@ class BuiltinFileTools:
         store: SearchableStore | None,
         config: ConfigLike,
         transform_output: TransformOutput | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.home = home
         self.configured_cwd: str | None = config.get("terminal.cwd")
@@ -234,6 +236,8 @@ class BuiltinFileTools:
             self.base,
             timeout=float(config.get("terminal.timeout", 60.0)),
             transform_output=transform_output,
+            sandbox=sandbox or Sandbox.for_home(home, config),
+            workspace=self.workspace,
         )
 
     def workspace(self, session_id: str | None) -> Path:
@@ -425,12 +429,13 @@ def register_builtin_file_tools(
     store: SearchableStore | None,
     config: ConfigLike,
     transform_output: TransformOutput | None = None,
+    sandbox: Sandbox | None = None,
 ) -> BuiltinFileTools:
     """Register the five built-in tools; ``transform_output`` is the
     ``transform_terminal_output`` hook point (kwargs command, output, returncode, task_id,
     env_type; a str result replaces the output)."""
     tools = BuiltinFileTools(
-        home=home, store=store, config=config, transform_output=transform_output
+        home=home, store=store, config=config, transform_output=transform_output, sandbox=sandbox
     )
     Prepare = Callable[..., Consent] | None
     entries: list[tuple[dict[str, Any], str, Callable[..., Any], bool, str, Prepare]] = [

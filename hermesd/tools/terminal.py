@@ -1,8 +1,10 @@
 """The built-in ``terminal`` tool: one shell command, its combined output and exit status.
 
 The command runs with ``/bin/sh -c`` in its own process group, killed at its timeout and when
-the calling task is cancelled; output is capped in the middle. ``transform_terminal_output``
-hooks may replace the output before the result is built.
+the calling task is cancelled; output is capped in the middle. It runs inside the sandbox
+(`hermesd.sandbox`): its default directory is the session's workspace, its environment an
+allow-list, and when no sandbox mechanism works it is refused, never run unconfined.
+``transform_terminal_output`` hooks may replace the output before the result is built.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hermesd.sandbox.confine import Launch, Sandbox, SandboxUnavailable
 from hermesd.tools.arguments import (
     OUTPUT_CAP,
     BadArgs,
@@ -26,6 +29,8 @@ from hermesd.tools.arguments import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from hermesd.tools.builtin_files import PathGuard
 
 TERMINAL_SCHEMA: dict[str, Any] = {
@@ -47,8 +52,7 @@ TERMINAL_SCHEMA: dict[str, Any] = {
             },
             "cwd": {
                 "type": "string",
-                "description": "Working directory (default: the configured terminal.cwd, "
-                "else the user's home directory)",
+                "description": "Working directory (default: the session's workspace)",
             },
             "timeout": {
                 "type": "integer",
@@ -71,19 +75,29 @@ class Terminal:
         *,
         timeout: float = 60.0,
         transform_output: TransformOutput | None = None,
+        sandbox: Sandbox,
+        workspace: Callable[[str | None], Path] | None = None,
     ) -> None:
         self.guard = guard
         self.base = base
         self.timeout = timeout
         self.transform_output = transform_output
+        self.sandbox = sandbox
+        self.workspace = workspace or (lambda _session: base)
 
-    async def run(self, args: dict[str, Any], task_id: str | None = None, **_: Any) -> str:
+    async def run(
+        self,
+        args: dict[str, Any],
+        task_id: str | None = None,
+        session_id: str | None = None,
+        **_: Any,
+    ) -> str:
         """Run a shell command; ``{"output", "exit_code"}``."""
         try:
             command = str_arg(args, "command", required=True) or ""
             cwd_raw = str_arg(args, "cwd")
-            cwd = self.guard.resolve(cwd_raw) if cwd_raw else self.base
             timeout = int_arg(args, "timeout", int(self.timeout), 1, 600)
+            workspace, cwd = await asyncio.to_thread(self._directories, session_id, cwd_raw)
         except BadArgs as exc:
             return error(str(exc))
         if not cwd.is_dir():
@@ -91,7 +105,16 @@ class Terminal:
         named = self.guard.mentions_protected(command)
         if named:
             return error(f"Access denied: the command touches hermesd's own {named}")
-        output, code, timed_out = await _run_shell(command, cwd, timeout)
+        try:
+            launch = await asyncio.to_thread(self.sandbox.prepare, command, cwd, workspace)
+        except SandboxUnavailable as exc:
+            return error(str(exc))
+        except OSError as exc:  # its private tmp cannot be made (a full or read-only home)
+            return error(f"the sandbox could not be prepared: {exc}; nothing was run")
+        try:
+            output, code, timed_out = await _run_shell(launch, timeout)
+        finally:
+            await asyncio.to_thread(launch.cleanup)
         if self.transform_output is not None:
             replaced = await self.transform_output(
                 command=command, output=output, returncode=code, task_id=task_id, env_type="local"
@@ -104,13 +127,24 @@ class Terminal:
             result["error"] = f"Command timed out after {timeout}s and was killed"
         return json.dumps(result)
 
+    def _directories(self, session_id: str | None, cwd_raw: str | None) -> tuple[Path, Path]:
+        """The session's workspace and the command's directory (default: the workspace)."""
+        workspace = self.workspace(session_id)
+        cwd = self.guard.resolve(cwd_raw, base=workspace) if cwd_raw else workspace
+        return workspace, cwd
 
-async def _run_shell(command: str, cwd: Path, timeout: float) -> tuple[str, int | None, bool]:
-    """Run ``command``; return (output, exit code, timed out). The process group is killed
+
+SHELL = "/bin/sh"
+
+
+async def _run_shell(launch: Launch, timeout: float) -> tuple[str, int | None, bool]:
+    """Run the launch; return (output, exit code, timed out). The process group is killed
     on timeout and when the calling task is cancelled."""
-    proc = await asyncio.create_subprocess_shell(
-        command,
-        cwd=cwd,
+    proc = await asyncio.create_subprocess_exec(
+        *launch.argv,
+        cwd=launch.cwd,
+        env=launch.env,
+        pass_fds=launch.pass_fds,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,

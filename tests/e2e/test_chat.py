@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -735,10 +737,21 @@ def test_one_shot_without_a_terminal_denies_approvals_by_default(
     assert victim.exists()
 
 
+def _victim(d: DaemonProcess) -> Path:
+    """A folder in the daemon's workspace: the sandbox lets a command delete only there."""
+    return Path(tempfile.mkdtemp(prefix="victim-", dir=_workspace(d)))
+
+
+def _workspace(d: DaemonProcess) -> Path:
+    workspace = d.home / "workspace"
+    workspace.mkdir(exist_ok=True)
+    return workspace
+
+
 def test_one_shot_approve_once_lets_the_command_run(
     chatd: DaemonProcess, model: ScriptedModelServer
 ) -> None:
-    victim = short_tmpdir("victim-")
+    victim = _victim(chatd)
     model.push(call_tools(tool_call("terminal", {"command": f"rm -r {victim}"})))
     result = hermesctl(chatd, "chat", "--approve", "once", "-m", "clean up")
     assert result.returncode == 0 and '"exit_code": 0' in result.stdout
@@ -746,9 +759,9 @@ def test_one_shot_approve_once_lets_the_command_run(
 
 
 def test_repl_asks_on_the_terminal_before_a_dangerous_command(
-    repl: Callable[..., Terminal], model: ScriptedModelServer
+    chatd: DaemonProcess, repl: Callable[..., Terminal], model: ScriptedModelServer
 ) -> None:
-    victim = short_tmpdir("victim-")
+    victim = _victim(chatd)
     t = repl()
     t.expect("› ")
     model.push(call_tools(tool_call("terminal", {"command": f"rm -r {victim}"})))

@@ -130,8 +130,8 @@ def test_tools_call_without_a_terminal_denies_dangerous_commands_by_default(star
 
 def test_tools_call_approve_once_runs_an_approvable_command(start) -> None:
     daemon = start()
-    probe = daemon.home / "probe-dir"
-    probe.mkdir()
+    probe = daemon.home / "workspace" / "probe-dir"  # the sandbox lets a tool write only there
+    probe.mkdir(parents=True)
     out = run_hermesctl(
         [
             "--socket",

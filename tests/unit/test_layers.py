@@ -21,6 +21,7 @@ RANKS = {
     "store": 0,
     "model": 0,
     "plugins": 1,
+    "sandbox": 1,
     "tools": 2,
     "approvals": 3,
     "agent": 4,

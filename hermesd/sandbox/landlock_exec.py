@@ -1,0 +1,226 @@
+"""The launcher a terminal command runs through when the sandbox uses Landlock.
+
+Run as ``python -I -S landlock_exec.py ABI LEVEL=PATH... -- PROGRAM ARGS...``: it sets
+``no_new_privs``, drops every capability when it runs as root, builds a Landlock ruleset from
+the rules (level ``none``, ``read``, ``write`` or ``dev``; the deepest rule over a path wins),
+scopes signals and abstract Unix sockets to the sandbox (with ``--no-network``, TCP bind and
+connect are refused too), installs the seccomp marker (the
+filter the socket counts, `hermesd.sandbox.marker`) and executes PROGRAM. Standard library
+only, and nothing else imported: it is started once per call.
+
+Landlock only allows, never denies, so a path hidden inside a readable directory is made by
+granting the directory's other entries instead of the directory; the directories on the way
+keep only the right to be listed (names inside a hidden directory can be listed, not read).
+"""
+
+from __future__ import annotations
+
+import _ctypes
+import os
+import stat
+import struct
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
+EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1, 2, 4, 8
+ALL_ABI1 = (1 << 13) - 1
+REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
+SCOPE_ABSTRACT_UNIX, SCOPE_SIGNAL = 1, 2
+NET_BIND_TCP, NET_CONNECT_TCP = 1, 2  # ABI 4
+SYS_CREATE, SYS_ADD_RULE, SYS_RESTRICT = 444, 445, 446
+PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_SET_SECCOMP = 38, 24, 22
+SECCOMP_MODE_FILTER = 2
+SYS_CAPSET = 126
+#: one BPF instruction, ``return ALLOW``: a filter that changes nothing but is counted in
+#: /proc/<pid>/status and can never be removed by the process or its children
+MARKER_FILTER = struct.pack("HBBI", 0x06, 0, 0, 0x7FFF0000)
+
+
+def handled(abi: int) -> int:
+    """Every file-system right the running kernel's ABI knows."""
+    rights = ALL_ABI1
+    if abi >= 2:
+        rights |= REFER
+    if abi >= 3:
+        rights |= TRUNCATE
+    if abi >= 5:
+        rights |= IOCTL_DEV
+    return rights
+
+
+def level_rights(level: str, abi: int) -> int:
+    everything = handled(abi)
+    return {
+        "read": EXECUTE | READ_FILE | READ_DIR,
+        "write": everything,
+        "dev": (READ_FILE | WRITE_FILE | IOCTL_DEV) & everything,
+    }.get(level, 0)
+
+
+def _under(path: str, root: str) -> bool:
+    return root == "/" or path == root or path.startswith(root + "/")
+
+
+def plan(rules: list[tuple[str, str]], abi: int) -> list[tuple[str, int, bool | None]]:
+    """(path, rights, is a directory or None when unknown) to grant so that every path gets the
+    level of its deepest rule."""
+    levels = {path: level for path, level in rules if os.path.lexists(path)}
+    levels.setdefault("/", "read")
+    out: list[tuple[str, int, bool | None]] = []
+    above = {p.rsplit("/", n)[0] or "/" for p in levels for n in range(1, p.count("/") + 1)}
+
+    def visit(path: str, level: str, is_dir: bool | None) -> None:
+        rights = level_rights(level, abi)
+        inner = [p for p in levels if p != path and _under(p, path)]
+        if not any(rights & ~level_rights(levels[p], abi) for p in inner):
+            if rights:
+                out.append((path, rights, is_dir))
+            for p in inner:  # upgrades only: the top-most ones, each judged on its own
+                if not any(q != p and _under(p, q) for q in inner):
+                    visit(p, levels[p], None)
+            return
+        # something below is weaker: grant the entries beside it, not this directory
+        if rights & READ_DIR:
+            out.append((path, READ_DIR, True))
+        try:
+            entries = list(os.scandir(path))
+        except OSError:
+            return
+        for entry in entries:
+            child = path.rstrip("/") + "/" + entry.name
+            if child in levels:
+                visit(child, levels[child], None)
+            elif entry.is_symlink():  # a link's target is judged where it really is
+                continue
+            elif child in above:
+                visit(child, level, True)
+            elif level_rights(level, abi):  # no rule below: the entry as a whole
+                out.append((child, level_rights(level, abi), entry.is_dir(follow_symlinks=False)))
+
+    visit("/", levels["/"], True)
+    return out
+
+
+class _Long(_ctypes._SimpleCData):  # type: ignore[type-arg]
+    _type_ = "l"
+
+
+class _Char(_ctypes._SimpleCData):  # type: ignore[type-arg]
+    _type_ = "c"
+
+
+class _CharPointer(_ctypes._SimpleCData):  # type: ignore[type-arg]
+    _type_ = "z"
+
+
+class _Function(_ctypes.CFuncPtr):
+    _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+    _restype_ = _Long
+
+
+class _Libc:
+    _handle = _ctypes.dlopen(None)  # type: ignore[arg-type]
+
+
+_LIBC = _Libc()
+
+
+_FUNCTIONS: dict[str, _Function] = {}
+
+
+def _call(function: str, *args: int | bytes) -> int:
+    """libc's ``function`` with integer (long) and pointer (bytes) arguments; -1 sets errno."""
+    native = _FUNCTIONS.get(function)
+    if native is None:
+        native = _FUNCTIONS[function] = _Function((function, _LIBC))  # type: ignore[arg-type]
+    return int(native(*(a if isinstance(a, bytes) else _Long(a) for a in args)))
+
+
+def _array(data: bytes) -> Any:
+    """``data`` copied into memory whose address can be put in a struct."""
+    chars: Any = type("Chars", (_ctypes.Array,), {"_type_": _Char, "_length_": len(data)})
+    return chars.from_buffer_copy(data)
+
+
+def fail(message: str) -> NoReturn:
+    sys.stderr.write(f"hermesd sandbox: {message}\n")
+    os._exit(126)
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        fail(f"{what} failed: {os.strerror(_ctypes.get_errno())}")
+    return result
+
+
+def confine(abi: int, rules: list[tuple[str, str]], network: bool = True) -> None:
+    """Mark this process and, with an ABI (0: the marker alone, for ``sandbox.mode: off``),
+    confine it to the rules; ``main`` then executes the program."""
+    _check(_call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    if abi:
+        _landlock(abi, rules, network)
+    instructions = _array(MARKER_FILTER)
+    program = struct.pack("HxxxxxxQ", len(MARKER_FILTER) // 8, _ctypes.addressof(instructions))
+    _check(_call("prctl", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, program, 0, 0), "seccomp marker")
+
+
+def _landlock(abi: int, rules: list[tuple[str, str]], network: bool) -> None:
+    if os.geteuid() == 0:  # root keeps uid 0 but no capability survives the exec
+        for cap in range(64):
+            _call("prctl", PR_CAPBSET_DROP, cap, 0, 0, 0)
+        _check(_call("syscall", SYS_CAPSET, struct.pack("Ii", 0x20080522, 0), bytes(24)), "capset")
+    scoped = SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL if abi >= 6 else 0
+    if not network and abi < 4:
+        fail("sandbox.network: false needs Landlock ABI 4")
+    net = 0 if network else NET_BIND_TCP | NET_CONNECT_TCP  # handled, never granted
+    attr = struct.pack("QQQ", handled(abi), net, scoped)
+    ruleset = _check(_call("syscall", SYS_CREATE, attr, len(attr), 0), "landlock_create_ruleset")
+    add_rule: Any = _Function(("syscall", _LIBC))  # type: ignore[arg-type]
+    add_rule.argtypes = (_Long, _Long, _Long, _CharPointer, _Long)  # converted in C: fast
+    for path, rights, is_dir in plan(rules, abi):
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            if is_dir is None:
+                is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+            if not is_dir:
+                rights &= FILE_RIGHTS
+            beneath = struct.pack("=Qi", rights, fd)
+            _check(add_rule(SYS_ADD_RULE, ruleset, 1, beneath, 0), f"rule for {path}")
+        finally:
+            os.close(fd)
+    _check(_call("syscall", SYS_RESTRICT, ruleset, 0), "landlock_restrict_self")
+    os.close(ruleset)
+
+
+def parse_spec(args: list[str]) -> tuple[int, bool, list[tuple[str, str]], list[str]]:
+    """``ABI [--no-network] LEVEL=PATH... -- PROGRAM ARGS...`` → (abi, network, rules,
+    program argv)."""
+    if len(args) < 3 or "--" not in args:
+        fail("usage: landlock_exec.py ABI [--no-network] LEVEL=PATH... -- PROGRAM [ARGS...]")
+    cut = args.index("--")
+    words = args[1:cut]
+    network = "--no-network" not in words
+    rules = [tuple(rule.split("=", 1)) for rule in words if rule != "--no-network"]
+    return int(args[0]), network, [(path, level) for level, path in rules], args[cut + 1 :]
+
+
+def main(argv: list[str]) -> None:
+    abi, network, rules, program = parse_spec(argv[1:])
+    if not program:
+        fail("no program to run")
+    confine(abi, rules, network)
+    try:
+        os.execv(program[0], program)
+    except OSError as exc:
+        fail(f"cannot run {program[0]}: {exc}")
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,136 @@
+"""What one tool call may see and touch, and the environment it gets.
+
+A policy is a list of rules ``(path, level)`` with level ``none`` (hidden), ``read``,
+``write`` or ``dev`` (a device file that may be written); the deepest rule over a path wins,
+and ``/`` is readable. Hidden: ``$HERMES_HOME`` (config, ``.env``, ``state.db``, plugins,
+skills, memories), the socket's directory, the other calls' private directories and
+``sandbox.readable_deny``. Read-only: the daemon's install. Writable: the workspace
+(`hermesd.tools.workspace` decides it; not in ``read-only`` mode), ``sandbox.writable``
+and the call's private tmp. Both mechanisms (`hermesd.sandbox.confine`) read the same rules.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hermesd import redact
+
+MODES = ("read-only", "workspace-write", "off")
+MECHANISMS = ("auto", "bwrap", "landlock")
+#: variables a tool's shell gets (when set), besides ``LC_*`` and ``terminal.env_passthrough``
+ENV_ALLOWED = ("PATH", "HOME", "LANG", "LANGUAGE", "TERM", "USER", "LOGNAME", "SHELL", "TZ")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    """The ``sandbox.*`` keys and ``terminal.env_passthrough``."""
+
+    mode: str = "workspace-write"
+    mechanism: str = "auto"
+    writable: tuple[str, ...] = ()
+    readable_deny: tuple[str, ...] = ()
+    env_passthrough: tuple[str, ...] = ()
+    bwrap: str = "bwrap"
+    network: bool = True
+
+    @classmethod
+    def from_config(cls, config: Any) -> SandboxSettings:
+        """From a configuration with ``get(dotted, default)``."""
+
+        def strings(key: str) -> tuple[str, ...]:
+            return tuple(str(v) for v in config.get(key) or [])
+
+        return cls(
+            mode=str(config.get("sandbox.mode") or "workspace-write"),
+            mechanism=str(config.get("sandbox.mechanism") or "auto"),
+            writable=strings("sandbox.writable"),
+            readable_deny=strings("sandbox.readable_deny"),
+            env_passthrough=strings("terminal.env_passthrough"),
+            bwrap=str(config.get("sandbox.bwrap") or "bwrap"),
+            network=config.get("sandbox.network") is not False,
+        )
+
+
+@dataclass(frozen=True)
+class DaemonPlaces:
+    """Where the daemon keeps what no tool may touch."""
+
+    home: Path
+    socket: Path | None
+    scratch: Path  # the parent of every call's private tmp ($HERMES_HOME/sandbox-tmp)
+    install: tuple[Path, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def of_this_process(cls, home: Path, socket: Path | None, scratch: Path) -> DaemonPlaces:
+        """The places of the running daemon; its install is its interpreter's prefix and the
+        folder the ``hermesd`` package is imported from."""
+        package = Path(__file__).resolve().parents[1]
+        prefixes = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), package}
+        return cls(_real(home), _real(socket) if socket else None, _real(scratch), tuple(prefixes))
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(os.path.expanduser(str(path))))
+
+
+def rules(
+    settings: SandboxSettings, places: DaemonPlaces, workspace: Path, private_tmp: Path | None
+) -> list[tuple[str, str]]:
+    """The (path, level) rules of one call (the deepest rule over a path wins)."""
+    out: list[tuple[str, str]] = [("/", "read")]
+    out += [(dev, "dev") for dev in DEVICES]
+    out += [(str(p), "read") for p in places.install]
+    if settings.mode == "workspace-write":
+        out.append((str(_real(workspace)), "write"))
+        out += [(str(_real(Path(p))), "write") for p in settings.writable]
+    else:  # read-only: the workspace may sit in a hidden folder ($HERMES_HOME/workspace)
+        out.append((str(_real(workspace)), "read"))
+    hidden = [places.home, places.scratch, *(_real(Path(p)) for p in settings.readable_deny)]
+    if places.socket is not None:
+        hidden.append(places.socket.parent)
+    out += [(str(p), "none") for p in hidden]
+    if private_tmp is not None:
+        out.append((str(_real(private_tmp)), "write"))
+    # the daemon's own places win over a workspace or writable entry that contains them
+    order = {"write": 0, "dev": 0, "read": 1, "none": 2}
+    return _deduplicate(out, order)
+
+
+def _deduplicate(out: list[tuple[str, str]], order: Mapping[str, int]) -> list[tuple[str, str]]:
+    """One level per path (the strongest protection wins), without rules that change nothing
+    (a rule as strong as the one above it would cost a mount or a Landlock rule per call)."""
+    chosen: dict[str, str] = {}
+    for path, level in out:
+        if path not in chosen or order[level] > order[chosen[path]]:
+            chosen[path] = level
+
+    def above(path: str) -> str:
+        parent = os.path.dirname(path)
+        while parent not in chosen and parent != path:
+            path, parent = parent, os.path.dirname(parent)
+        return chosen.get(parent, "read")
+
+    return [(p, lv) for p, lv in chosen.items() if p == "/" or lv != above(p)]
+
+
+def tool_environment(
+    environ: Mapping[str, str], settings: SandboxSettings, dotenv: Mapping[str, str]
+) -> dict[str, str]:
+    """The allow-listed environment of a tool's process: never a ``.env`` value or a
+    secret-named variable, even when ``terminal.env_passthrough`` names it."""
+    wanted = set(ENV_ALLOWED) | set(settings.env_passthrough)
+    secrets = {v for v in dotenv.values() if len(v) >= 4}
+    out = {}
+    for name, value in environ.items():
+        if name not in wanted and not name.startswith("LC_"):
+            continue
+        if name in dotenv or redact.is_secret_name(name) or value in secrets:
+            continue
+        out[name] = value
+    return out
