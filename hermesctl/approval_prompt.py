@@ -84,11 +84,9 @@ def ask(
     if default not in ("deny", "once"):
         default = "deny"
     if not interactive:
-        return (
-            {"choice": default, "reason": "no terminal to ask at"}
-            if default == "deny"
-            else {"choice": default}
-        )
+        if default == "deny":  # the daemon tells the model no one was asked, not "by user"
+            return {"choice": "deny", "reason": "no terminal to ask at", "unattended": True}
+        return {"choice": default}
     stdin = stdin or sys.stdin
     out = out or sys.stdout
     description = visible(params.get("description") or params.get("pattern_key") or "")
