@@ -363,10 +363,11 @@ def test_repl_ctrl_c_twice_at_the_prompt_leaves(repl: Callable[..., Terminal]) -
     t.expect("› ")
     # Python's readline only notices a signal that interrupts its select(); one that lands
     # between drawing the prompt and select() waits for the next key. People are slower.
-    time.sleep(0.5)
+    t.wait_reading()
     t.send("\x03")
     t.expect("Ctrl-C again")
-    time.sleep(0.5)
+    t.expect("› ")
+    t.wait_reading()
     t.send("\x03")
     assert t.wait() == 0
 
@@ -409,7 +410,7 @@ def test_repl_slash_lines_never_reach_the_model(
 def test_repl_tab_completes_slash_command_names(repl: Callable[..., Terminal]) -> None:
     t = repl()
     t.expect("› ")
-    time.sleep(0.2)
+    t.wait_reading()
     t.send("/plug\t")
     t.expect("/plugins")
     t.send("\r")
