@@ -322,7 +322,7 @@ class Repl:
 
     def read_message(self) -> str:
         """One message: ``\\`` at the end of a line continues it; ``\"\"\"`` opens a block."""
-        prompt = "\001\x1b[1;36m\002› \001\x1b[0m\002" if self.tty else "› "
+        prompt = "\001\x1b[1;36m\002› \001\x1b[0m\002" if self.style.enabled else "› "
         more = "… "
         first = input(prompt)
         if first.strip() == '"""':

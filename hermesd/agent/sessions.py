@@ -230,6 +230,24 @@ class SessionService:
         except StoreError as exc:
             raise RpcError(Codes.INTERNAL, f"session store: {exc}") from None
 
+    async def _resolve(self, p: dict[str, Any], key: str = "session_id") -> str:
+        """``p[key]`` as a full session id: a unique prefix stands for its session (like git
+        and docker); an ambiguous one is an error listing the candidates. Returns the id."""
+        sid = p.get(key)
+        if not isinstance(sid, str) or not sid or sid in self.touched or sid in self.attached:
+            return str(sid or "")
+        matches = await self._db(self.store.ids_starting_with, sid, 11)
+        if len(matches) > 1 and sid not in matches:
+            shown = ", ".join(matches[:10]) + (", …" if len(matches) > 10 else "")
+            raise RpcError(
+                Codes.INVALID_PARAMS,
+                f"session id '{sid}' is ambiguous: it starts {shown}; type more of it",
+                {"session_id": sid, "candidates": matches[:10]},
+            )
+        if len(matches) == 1:
+            p[key] = sid = matches[0]
+        return sid
+
     def _live(self, session: dict[str, Any]) -> dict[str, Any]:
         turn = self.turns.get(session["id"])
         return {
@@ -261,9 +279,11 @@ class SessionService:
         return page
 
     async def rpc_get(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self._resolve(p)
         return self._live(await self._db(self.store.get_session, p["session_id"]))
 
     async def rpc_history(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self._resolve(p)
         messages = await self._db(
             self.store.messages,
             p["session_id"],
@@ -273,9 +293,11 @@ class SessionService:
         return {"messages": messages}
 
     async def rpc_rename(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self._resolve(p)
         return self._live(await self._db(self.store.rename, p["session_id"], p["title"]))
 
     async def rpc_delete(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self._resolve(p)
         sid = p["session_id"]
         await self._db(self.store.get_session, sid)
         await self._cancel(sid)
@@ -290,6 +312,7 @@ class SessionService:
         return {"deleted": True}
 
     async def rpc_fork(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self._resolve(p)
         session = await self._db(
             self.store.fork, p["session_id"], p.get("upto_message_id"), title=p.get("title")
         )
@@ -297,13 +320,15 @@ class SessionService:
         return self._live(session)
 
     async def rpc_search(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        if p.get("session_id"):
+            await self._resolve(p)
         hits = await self._db(
             self.store.search, p["query"], p.get("limit") or 20, session_id=p.get("session_id")
         )
         return {"hits": hits}
 
     async def rpc_reset(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        old = p.get("session_id")
+        old = await self._resolve(p) if p.get("session_id") else None
         model = None
         if old:
             previous = await self._db(self.store.get_session, old)
@@ -320,11 +345,13 @@ class SessionService:
         return self._live(session)
 
     async def rpc_attach(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self._resolve(p)
         session = await self._db(self.store.get_session, p["session_id"])
         self._attach(session["id"], call.conn)
         return self._live(session)
 
-    def rpc_detach(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+    async def rpc_detach(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self._resolve(p)
         conns = self.attached.get(p["session_id"])
         if not conns or call.conn not in conns:
             return {"detached": False}
@@ -334,6 +361,7 @@ class SessionService:
         return {"detached": True}
 
     async def rpc_send(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self._resolve(p)
         sid = p["session_id"]
         message = p["message"]
         if not message.strip():
@@ -393,6 +421,7 @@ class SessionService:
             log.error("turn %s of session %s crashed", turn_id, sid, exc_info=task.exception())
 
     async def rpc_cancel(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self._resolve(p)
         await self._db(self.store.get_session, p["session_id"])
         turn_id = await self._cancel(p["session_id"])
         return {"cancelled": turn_id is not None, "turn_id": turn_id}

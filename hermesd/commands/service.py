@@ -30,6 +30,7 @@ from hermesd.plugins.context import current_session
 from hermesd.plugins.host import PluginHost
 from hermesd.plugins.workers import WorkTimeout, call_bounded
 from hermesd.rpc.connection import Call, Router
+from hermesd.rpc.humanize import duration
 from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.store.sessions import SessionNotFound
 
@@ -352,7 +353,7 @@ class CommandService:
     async def _status_cmd(self, raw_args: str) -> str:
         info = self._status()
         lines = [
-            f"hermesd {info['version']} (pid {info['pid']}), up {info['uptime_s']:.0f}s",
+            f"hermesd {info['version']} (pid {info['pid']}), up {duration(info['uptime_s'])}",
             f"  model:    {info.get('model') or '(not configured)'}",
             f"  sessions: {info.get('sessions', 0)} ({info.get('turns_running', 0)} turns running)",
             f"  plugins:  {info.get('plugins', 0)} loaded, {info.get('tools', 0)} tools",

@@ -340,6 +340,15 @@ class SessionStore:
         raise StoreError("could not allocate a unique session id")
 
     @_on_db_thread
+    def ids_starting_with(self, prefix: str, limit: int = 11) -> list[str]:
+        """Up to ``limit`` session ids that start with ``prefix``, in order."""
+        rows = self._conn.execute(
+            "SELECT id FROM sessions WHERE substr(id, 1, ?) = ? ORDER BY id LIMIT ?",
+            (len(prefix), prefix, limit),
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    @_on_db_thread
     def get_session(self, session_id: str) -> SessionInfo:
         """The session's metadata; ``SessionNotFound`` if there is none."""
         row = self._row("SELECT * FROM sessions WHERE id = ?", (session_id,))

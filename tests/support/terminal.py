@@ -83,6 +83,12 @@ class Terminal:
                 self._lock.notify_all()
 
     @property
+    def raw(self) -> str:
+        """Everything shown so far, escapes and all."""
+        with self._lock:
+            return bytes(self._raw).decode("utf-8", "replace")
+
+    @property
     def text(self) -> str:
         """Everything shown so far, escapes removed, CR-LF as LF."""
         with self._lock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hermesd.rpc.protocol import MethodSpec, Param, declare
 
-_SID = Param("session_id", "str", required=True, doc="session id")
+_SID = Param("session_id", "str", required=True, doc="session id (a unique prefix of one will do)")
 
 declare(
     MethodSpec(
