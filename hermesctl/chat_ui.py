@@ -218,14 +218,10 @@ class TurnPrinter:
         self.line(self.style.yellow(f"session {ev.get('session_id')} was deleted"), self.err)
 
     def approval_resolved(self, params: dict[str, Any]) -> None:
-        """Show an ``approval.resolved`` notification."""
-        who = f" by uid {params['by_uid']}" if params.get("by_uid") is not None else ""
-        self.line(
-            self.style.dim(
-                f"approval {params.get('id', '')} answered elsewhere: "
-                f"{params.get('choice', '?')}{who}"
-            )
-        )
+        """Show an ``approval.resolved`` notification: what was decided, and by whom."""
+        from hermesctl.approval_prompt import decided_elsewhere
+
+        self.line(self.style.dim(f"approval {params.get('id', '')}: {decided_elsewhere(params)}"))
 
 
 def _error_of(preview: str) -> str:

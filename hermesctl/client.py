@@ -215,6 +215,29 @@ class Client:
             return note
         return None
 
+    def pump(self, timeout: float = 0.0) -> None:
+        """Read and handle whatever has arrived, waiting at most ``timeout`` seconds for it."""
+        with contextlib.suppress(TimeoutError):
+            self._read_once(time.monotonic() + max(timeout, 0.001))
+
+    def dispatch_buffered(self) -> None:
+        """Handle messages already received but not yet handled (read along with one that
+        is being handled now)."""
+        for obj in self._decoder.feed(b""):
+            self._dispatch(wire.classify(obj))
+
+    def take_notification(
+        self, method: str, match: Callable[[dict[str, Any]], bool]
+    ) -> dict[str, Any] | None:
+        """Remove and return the params of a queued ``method`` notification that ``match``
+        accepts, leaving the others queued in order."""
+        for note in self._notes:
+            params = note.params[0] if note.params and isinstance(note.params[0], dict) else {}
+            if note.method == method and match(params):
+                self._notes.remove(note)
+                return params
+        return None
+
     # --- transport ---------------------------------------------------------------------------
 
     def _write(self, data: bytes) -> None:

@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import pwd
 from collections.abc import Callable
 from typing import Any
 
+from hermesd.agent.event_log import EventLog
 from hermesd.agent.loop import AgentLoop, TurnResult, new_id
 from hermesd.model.client import ModelError
 from hermesd.model.fastjson import valid_text
@@ -75,6 +77,7 @@ class SessionService:
         self.on_attach = on_attach
         self.redact_event = redact_event
         self.on_forget = on_forget
+        self.events = EventLog()
 
     # --- the service protocol ------------------------------------------------------------
 
@@ -93,6 +96,7 @@ class SessionService:
             "detach",
             "send",
             "cancel",
+            "undo",
         ):
             router.bind(f"session.{name}", getattr(self, f"rpc_{name}"))
 
@@ -204,11 +208,12 @@ class SessionService:
         Encoded once for all of them; each connection sends it with whatever else it has to
         send in this round of the loop (``Connection.send_soon``: one write, order kept).
         """
+        if self.redact_event is not None:
+            event = self.redact_event(event)
+        event = self.events.stamp(event)  # kept for re-attaching clients, attached or not
         conns = self.attached.get(event["session_id"])
         if not conns:
             return
-        if self.redact_event is not None:
-            event = self.redact_event(event)
         data = wire.pack_notification(EVENT, [event])
         for conn in conns:
             conn.send_soon(data)
@@ -305,6 +310,7 @@ class SessionService:
         await self._db(self.store.delete, sid)
         self._count -= 1
         self.touched.discard(sid)
+        self.events.forget(sid)
         if self.on_forget is not None:
             self.on_forget(sid)
         for conn in self.attached.pop(sid, set()):
@@ -347,8 +353,18 @@ class SessionService:
     async def rpc_attach(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         await self._resolve(p)
         session = await self._db(self.store.get_session, p["session_id"])
-        self._attach(session["id"], call.conn)
-        return self._live(session)
+        sid = session["id"]
+        others = [c for c in self.attached.get(sid, ()) if c is not call.conn and c.is_open]
+        # No await from here on: the events replayed and the ones sent from now on meet
+        # exactly, neither missing nor repeating one.
+        self._attach(sid, call.conn)
+        result = self._live(session)
+        result["event_seq"] = self.events.last_seq(sid)
+        result["clients"] = [_client_info(c) for c in others]
+        after = p.get("after_seq")
+        if after is not None:
+            result["missed"], result["missed_complete"] = self.events.since(sid, int(after))
+        return result
 
     async def rpc_detach(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         await self._resolve(p)
@@ -420,6 +436,22 @@ class SessionService:
         if not task.cancelled() and task.exception() is not None:
             log.error("turn %s of session %s crashed", turn_id, sid, exc_info=task.exception())
 
+    async def rpc_undo(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        sid = await self._resolve(p)
+        running = self.turns.get(sid)
+        if running is not None:
+            raise RpcError(
+                Codes.SESSION_BUSY,
+                f"session {sid} is running turn {running[0]}; cancel it before undoing",
+                {"turn_id": running[0]},
+            )
+        undone = await self._db(self.store.undo_last_turn, sid)
+        first = undone[0] if undone else None
+        return {
+            "undone": [m["id"] for m in undone],
+            "user_message": first["content"] if first else None,
+        }
+
     async def rpc_cancel(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         await self._resolve(p)
         await self._db(self.store.get_session, p["session_id"])
@@ -434,6 +466,21 @@ class SessionService:
         task.cancel()
         await asyncio.wait([task], timeout=10)
         return turn_id
+
+
+def _client_info(conn: Connection) -> dict[str, Any]:
+    """Who is behind a connection, for ``session.attach``'s ``clients``."""
+    try:
+        user = pwd.getpwuid(conn.peer.uid).pw_name
+    except KeyError:
+        user = str(conn.peer.uid)
+    return {
+        "connection": conn.id,
+        "uid": conn.peer.uid,
+        "user": user,
+        "pid": conn.peer.pid,
+        "client": conn.client_name or None,
+    }
 
 
 def _result(result: TurnResult) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextvars
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -24,7 +25,13 @@ from typing import Any
 
 from hermesd.agent.sessions import SessionService
 from hermesd.commands.cli_runner import install_output_router, run_cli_command
-from hermesd.commands.registry import BUILTIN, SlashCommand, normalize_command_name
+from hermesd.commands.registry import (
+    BUILTIN,
+    CommandFailed,
+    SlashCommand,
+    normalize_command_name,
+)
+from hermesd.commands.session_commands import SessionCommands
 from hermesd.model.fastjson import valid_text
 from hermesd.plugins.context import current_session
 from hermesd.plugins.host import PluginHost
@@ -57,10 +64,6 @@ class _Outcome:
 _outcome: contextvars.ContextVar[_Outcome] = contextvars.ContextVar("hermesd_command_outcome")
 
 
-class CommandFailed(Exception):
-    """A built-in command could not do what was asked; the message is for the user."""
-
-
 def parse_line(line: str) -> tuple[str, str]:
     """``"/title My chat"`` → ``("title", "My chat")``; the leading slash is optional."""
     text = line.strip()
@@ -82,8 +85,10 @@ class CommandService:
         timeout: float,
         cli_timeout: float = DEFAULT_CLI_TIMEOUT,
         approvals: ApprovalHandler | None = None,
+        config_view: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
-        """``approvals`` answers ``/approve`` and ``/deny`` (the approvals service)."""
+        """``approvals`` answers ``/approve`` and ``/deny`` (the approvals service);
+        ``config_view`` gives the running settings for ``/config`` (secrets hidden)."""
         self.host = host
         self.registry = host.commands
         self.sessions = sessions
@@ -92,6 +97,7 @@ class CommandService:
         self.registry.timeout = timeout
         self.cli_timeout = cli_timeout
         self.approval_handler = approvals
+        self.session_commands = SessionCommands(sessions, status, config_view)
         install_output_router()  # before plugins load, so handlers see the routing streams
         for name, handler in self._builtin_handlers().items():
             self.registry.set_handler(name, handler)
@@ -245,7 +251,15 @@ class CommandService:
             "deny": self._deny,
             "reload-plugins": self._reload,
             "quit": self._quit,
+            **{
+                name: functools.partial(self._in_session, handler)
+                for name, handler in self.session_commands.handlers().items()
+            },
         }
+
+    async def _in_session(self, handler: Any, raw_args: str) -> str:
+        text: str = await handler(_outcome.get(), raw_args)
+        return text
 
     def _session_required(self, what: str) -> str:
         sid = _outcome.get().session_id

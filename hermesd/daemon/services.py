@@ -26,6 +26,7 @@ from hermesd.approvals.service import ApprovalService
 from hermesd.commands.registry import CommandRegistry
 from hermesd.commands.service import CommandService, hermesctl_subcommands
 from hermesd.daemon.config import SettingsFiles
+from hermesd.daemon.config_view import effective_settings
 from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.plugins.admin import PluginAdminService
 from hermesd.plugins.context import Injector
@@ -218,6 +219,7 @@ def build_services(daemon: Daemon) -> None:
             approvals=approvals.slash_command,
             timeout=cfg.get("commands.timeout"),
             cli_timeout=cfg.get("commands.cli_timeout"),
+            config_view=lambda: effective_settings(daemon.config),
         )
     )
     # Last, so it stops first (pending approvals are answered before the others stop).
