@@ -325,9 +325,9 @@ class Repl:
                 )
                 self._show_command_result(result)
                 if name == "version":
-                    from hermesd import __version__
+                    import hermesd  # hermesctl ships in the same package, same version
 
-                    print(f"hermesctl {__version__}", flush=True)
+                    print(f"hermesctl {hermesd.__version__}", flush=True)
             elif name in ("new", "reset"):
                 session = self.client.call("session.reset", {"session_id": self.session["id"]})
                 self._switch(session)
