@@ -211,6 +211,10 @@ def _main(argv: list[str] | None = None) -> int:
     known = list(INDEX)
     socket_path, first = _split_globals(argv)
     word = argv[first] if first < len(argv) else None
+    if word == "__complete":  # the completion scripts' hook (hermesctl.completion)
+        from hermesctl.completion import hook
+
+        return hook(argv[first + 1 :], socket_path)
     if word is not None and not word.startswith("-") and word not in known:
         return _forward(socket_path, argv[first:], known)
     parser = build_parser(word if word in INDEX else None)
