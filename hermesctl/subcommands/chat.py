@@ -26,10 +26,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         description="Chat with the agent. Without -m (and with a terminal on "
         "stdin) this is an interactive REPL; with -m TEXT, -m - or piped stdin "
         "it runs one turn, prints the answer and exits 0 (1 if the turn failed).",
-        epilog="In the REPL: /retry, /undo, /history [N], /resume [ID], /usage, /version, "
-        "/config [KEY], /new, /title, /model, /status, /quit; /help lists them all. A paste "
-        'of several lines is one message; "\\" at the end of a line continues it, and """ '
-        "opens a block.",
+        epilog="In the REPL: /retry, /undo, /history [N], /resume [ID], /usage, /version,\n"
+        "/config [KEY], /new, /title, /model, /status, /quit; /help lists them all.\n"
+        'A paste of several lines is one message; "\\" at the end of a line continues it,\n'
+        'and a line """ opens a block that another closes.',
     )
     p.add_argument("-m", "--message", help="one-shot: send this message ('-' reads stdin)")
     which = p.add_mutually_exclusive_group()
