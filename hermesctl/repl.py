@@ -68,21 +68,22 @@ class Repl:
     def start(self) -> None:
         info = self.client.hello("hermesctl chat")
         self.methods = set(info.get("methods") or [])
+        # before attaching: the daemon asks a client that attaches about pending approvals
+        self.client.on_request = self._approvals(self.client)
         session, resumed = choose_session(self.args, self.client)
         status = self.client.call("status")
         tools = self.client.call("tools.list").get("tools") or []
         model = session.get("model") or status.get("model")
         print(banner(info, model, session, tools, self.style, resumed), flush=True)
         self._switch(session)
-        self.client.on_request = self._approvals()
         from hermesd.rpc import paths
 
         self.editor = LineEditor(str(paths.hermes_home() / "chat_history"))
         self.editor.complete_commands(self._command_names())
 
-    def _approvals(self) -> Any:
+    def _approvals(self, client: Client) -> Any:
         return approval_handler(
-            True, "deny", self.printer.finish, watch=self.client, on_typed=self._keep_typed
+            True, "deny", self.printer.finish, watch=client, on_typed=self._keep_typed
         )
 
     def _keep_typed(self, text: str) -> None:
@@ -291,13 +292,13 @@ class Repl:
 
     def _attach(self, client: Client) -> dict[str, Any]:
         info = client.hello("hermesctl chat")
+        client.on_request = self._approvals(client)  # before attaching, as at start
         params: dict[str, Any] = {"session_id": self.session["id"]}
         if self.event_seq is not None:
             params["after_seq"] = self.event_seq
         attached: dict[str, Any] = client.call("session.attach", params)
         self.client = client
         self.methods = set(info.get("methods") or [])
-        client.on_request = self._approvals()
         self.session = {k: v for k, v in attached.items() if k not in ("missed",)}
         if attached.get("event_seq") is not None and not attached.get("missed"):
             # nothing to replay: later events continue from the daemon's current number
