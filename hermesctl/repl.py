@@ -153,7 +153,14 @@ class Repl:
                 if self.slash(text.strip()) == "quit":
                     return EXIT_OK
                 continue
-            self.turn(text)
+            try:
+                self.turn(text)
+            except ConnectionLost:
+                raise
+            except (RpcError, ConnectionClosed, OSError) as exc:
+                if not lost(exc):  # lost again while recovering: attach again, then go on
+                    raise
+                self.reconnect()
 
     # --- turns -------------------------------------------------------------------------------
 
