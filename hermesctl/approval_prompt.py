@@ -69,26 +69,58 @@ def command_lines(params: dict[str, Any], pad: str = _PAD) -> list[str]:
     return lines
 
 
+_DECIDED = {
+    "once": "✓ Allowed once",
+    "session": "✓ Allowed for this session",
+    "always": "✓ Added to permanent allowlist",
+    "deny": "✗ Denied",
+    "timeout": "✗ Timed out (denied)",
+    "cancelled": "⊘ The tool call was cancelled",
+    "stopped": "✗ hermesd stopped (denied)",
+}
+
+
+def decided_elsewhere(resolved: dict[str, Any]) -> str:
+    """How an ``approval.resolved`` reads: what was decided, and by whom."""
+    choice = str(resolved.get("choice") or "?")
+    what = _DECIDED.get(choice, choice)
+    uid = resolved.get("by_uid")
+    if uid is None:
+        return f"{what}, without an answer"
+    who = resolved.get("by") or _user_name(uid)
+    return f"{what} by {who} (uid {uid}), answered elsewhere"
+
+
+def _user_name(uid: Any) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(int(uid)).pw_name
+    except (ImportError, KeyError, TypeError, ValueError):
+        return "uid " + str(uid)
+
+
 def ask(
     params: dict[str, Any],
     interactive: bool,
     default: str = "deny",
     stdin: TextIO | None = None,
     out: TextIO | None = None,
+    read_answer: Callable[[], str | dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Ask a person about one approval request; ``{"choice": ..., "reason"?: ...}``.
 
     Not ``interactive``: ``default`` (``deny`` or ``once``) without asking. Interactive: the
     reference prompt; an empty or unknown answer denies, as does end of input.
+    ``read_answer`` (default: a line of ``stdin``) may instead return the ``approval.resolved``
+    params of this request: the prompt then closes saying what was decided and by whom.
     """
     if default not in ("deny", "once"):
         default = "deny"
     if not interactive:
-        return (
-            {"choice": default, "reason": "no terminal to ask at"}
-            if default == "deny"
-            else {"choice": default}
-        )
+        if default == "deny":  # the daemon tells the model no one was asked, not "by user"
+            return {"choice": "deny", "reason": "no terminal to ask at", "unattended": True}
+        return {"choice": default}
     stdin = stdin or sys.stdin
     out = out or sys.stdout
     description = visible(params.get("description") or params.get("pattern_key") or "")
@@ -102,7 +134,11 @@ def ask(
         out.write(f"{_PAD}[o]nce  |  [s]ession  |  [d]eny\n\n")
         out.write(f"{_PAD}Choice [o/s/D]: ")
     out.flush()
-    line = stdin.readline()
+    line = read_answer() if read_answer is not None else stdin.readline()
+    if isinstance(line, dict):
+        out.write(f"\n{_PAD}{decided_elsewhere(line)}\n")
+        out.flush()
+        return {"choice": line.get("choice") or "deny", "resolved_elsewhere": True}
     if not line:
         out.write(f"\n{_PAD}✗ Cancelled\n")
         out.flush()

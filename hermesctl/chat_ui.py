@@ -9,6 +9,7 @@ and imports nothing heavy (hermesctl's start-up stays light).
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, TextIO
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -19,7 +20,8 @@ class Style:
     """ANSI styles, or nothing when colour is off."""
 
     def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
+        # https://no-color.org: a non-empty NO_COLOR turns colour off everywhere
+        self.enabled = enabled and not os.environ.get("NO_COLOR")
 
     def _wrap(self, code: str, text: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.enabled else text
@@ -216,14 +218,10 @@ class TurnPrinter:
         self.line(self.style.yellow(f"session {ev.get('session_id')} was deleted"), self.err)
 
     def approval_resolved(self, params: dict[str, Any]) -> None:
-        """Show an ``approval.resolved`` notification."""
-        who = f" by uid {params['by_uid']}" if params.get("by_uid") is not None else ""
-        self.line(
-            self.style.dim(
-                f"approval {params.get('id', '')} answered elsewhere: "
-                f"{params.get('choice', '?')}{who}"
-            )
-        )
+        """Show an ``approval.resolved`` notification: what was decided, and by whom."""
+        from hermesctl.approval_prompt import decided_elsewhere
+
+        self.line(self.style.dim(f"approval {params.get('id', '')}: {decided_elsewhere(params)}"))
 
 
 def _error_of(preview: str) -> str:
@@ -286,20 +284,24 @@ def banner(
     return "\n".join(lines)
 
 
-def render_history(messages: list[dict[str, Any]]) -> list[str]:
-    """A session's stored messages, readably: one block per message."""
+def render_history(messages: list[dict[str, Any]], ids: bool = False) -> list[str]:
+    """A session's stored messages, readably: one block per message; with ``ids`` each starts
+    with its message id (what ``sessions fork --upto`` takes)."""
     out: list[str] = []
     for m in messages:
         role = m.get("role")
         content = m.get("content") or ""
+        mark = f"#{m.get('id')} " if ids and m.get("id") is not None else ""
         if role == "tool":
-            out.append(f"[tool {m.get('tool_name') or ''}] {content}")
+            out.append(f"{mark}[tool {m.get('tool_name') or ''}] {content}")
             continue
         if content:
-            out.append(f"[{role}] {content}")
+            out.append(f"{mark}[{role}] {content}")
+            mark = " " * len(mark)
         for call in m.get("tool_calls") or []:
             fn = call.get("function") or {}
             out.append(
-                f"[{role}] ⚙ {format_call(str(fn.get('name')), str(fn.get('arguments') or ''))}"
+                f"{mark}[{role}] ⚙ "
+                f"{format_call(str(fn.get('name')), str(fn.get('arguments') or ''))}"
             )
     return out

@@ -83,7 +83,54 @@ def build_parser(word: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for area in areas(word):
         area.add_parsers(sub)
+    _json_after_any_command(parser)
     return parser
+
+
+# --- a CLI that behaves like git's and docker's (issue 19) -------------------------------------
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    return [
+        choice
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for choice in dict.fromkeys(action.choices.values())
+    ]
+
+
+def _json_after_any_command(parser: argparse.ArgumentParser) -> None:
+    """``hermesctl sessions list --json`` as well as ``hermesctl --json sessions list``."""
+    for child in _subparsers(parser):
+        if "--json" not in child._option_string_actions:
+            child.add_argument(
+                "--json",
+                action="store_true",
+                default=argparse.SUPPRESS,
+                help="machine-readable output",
+            )
+        _json_after_any_command(child)
+
+
+def command_parser(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``argv`` names, so usage errors show its usage."""
+    current = parser
+    for word in argv:
+        for action in current._actions:
+            if isinstance(action, argparse._SubParsersAction) and word in action.choices:
+                current = action.choices[word]
+                break
+    return current
+
+
+def _quiet_broken_pipe() -> int:
+    """stdout's reader went away (``| head``): no traceback, and none at exit either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 141  # as a shell reports a command SIGPIPE ended
 
 
 def _split_globals(argv: list[str]) -> tuple[str | None, int]:
@@ -154,10 +201,23 @@ def _plugin_epilog(commands: list[dict[str, str]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``hermesctl`` command."""
+    try:
+        status = _main(argv)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     known = list(INDEX)
     socket_path, first = _split_globals(argv)
     word = argv[first] if first < len(argv) else None
+    if word == "__complete":  # the completion scripts' hook (hermesctl.completion)
+        from hermesctl.completion import hook
+
+        return hook(argv[first + 1 :], socket_path)
     if word is not None and not word.startswith("-") and word not in known:
         return _forward(socket_path, argv[first:], known)
     parser = build_parser(word if word in INDEX else None)
@@ -177,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         with Client.connect(args.socket) as client:
             return COMMANDS[args.command](args, client)
     except UsageError as exc:
-        parser.error(str(exc))
+        command_parser(parser, argv[first:]).error(str(exc))
     except DaemonNotRunning as exc:
         print(f"hermesctl: {exc}", file=sys.stderr)
         return EXIT_NOT_RUNNING

@@ -32,13 +32,52 @@ if TYPE_CHECKING:  # typing and pathlib cost milliseconds at start-up
 class DaemonNotRunning(Exception):
     """Nothing listens on the socket."""
 
-    def __init__(self, path: str, reason: str) -> None:
+    def __init__(self, path: str, reason: str, tried: list[str] | None = None) -> None:
+        also = [p for p in tried or [] if p != path]
+        where = f" (also tried {', '.join(also)})" if also else ""
         super().__init__(
-            f"hermesd is not running on {path} ({reason}). Start it with `hermesd` "
-            "(or `systemctl start hermesd` / `systemctl --user start hermesd`), "
-            "or point at another socket with --socket or HERMES_SOCKET."
+            f"hermesd is not running on {path} ({reason}){where}. Start it with "
+            f"{start_hint()}, or point at another socket with --socket or HERMES_SOCKET."
         )
         self.path = path
+
+
+SYSTEM_UNIT_DIRS = (
+    "/etc/systemd/system",
+    "/run/systemd/system",
+    "/usr/lib/systemd/system",
+    "/lib/systemd/system",
+)
+USER_UNIT_DIRS = (
+    "/etc/systemd/user",
+    "/usr/lib/systemd/user",
+    "/usr/share/systemd/user",
+    "/run/systemd/user",
+)
+
+
+def _user_unit_dirs() -> list[str]:
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    data = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return [
+        os.path.join(config, "systemd", "user"),
+        os.path.join(data, "systemd", "user"),
+        *USER_UNIT_DIRS,
+    ]
+
+
+def start_hint() -> str:
+    """How to start hermesd here: `hermesd`, plus the systemd units that are installed."""
+    ways = ["`hermesd`"]
+    for unit in ("hermesd.socket", "hermesd.service"):
+        if any(os.path.exists(os.path.join(d, unit)) for d in SYSTEM_UNIT_DIRS):
+            ways.append(f"`sudo systemctl start {unit.replace('.service', '')}`")
+            break
+    for unit in ("hermesd.socket", "hermesd.service"):
+        if any(os.path.exists(os.path.join(d, unit)) for d in _user_unit_dirs()):
+            ways.append(f"`systemctl --user start {unit.replace('.service', '')}`")
+            break
+    return ways[0] if len(ways) == 1 else f"{ways[0]} (or {' / '.join(ways[1:])})"
 
 
 class ConnectionClosed(Exception):
@@ -74,30 +113,44 @@ class Client:
         hello: bool = False,
     ) -> Client:
         """Connect to the daemon's socket (found as the daemon finds it)."""
-        sock_path = paths.client_socket_path(os.fspath(path) if path else None)
-        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-        sock.settimeout(timeout)
-        try:
-            sock.connect(str(sock_path))
-        except FileNotFoundError:
-            sock.close()
-            raise DaemonNotRunning(sock_path, "no socket file") from None
-        except ConnectionRefusedError:
-            sock.close()
-            raise DaemonNotRunning(sock_path, "connection refused") from None
-        except PermissionError:
-            sock.close()
-            raise RpcError(
-                Codes.PERMISSION_DENIED,
-                f"no permission to open {sock_path}; are you in the daemon's group?",
-            ) from None
-        except OSError as exc:
-            sock.close()
-            raise DaemonNotRunning(sock_path, exc.strerror or str(exc)) from None
+        candidates = paths.client_socket_candidates(os.fspath(path) if path else None)
+        sock, sock_path = cls._open(candidates, timeout)
         client = cls(sock, sock_path)
         if hello:
             client.hello()
         return client
+
+    @staticmethod
+    def _open(candidates: list[str], timeout: float | None) -> tuple[_socket.socket, str]:
+        """A socket connected to the first candidate that answers; DaemonNotRunning names
+        the first candidate when none does (a stale file counts as none)."""
+        reason = "no socket file"
+        for i, sock_path in enumerate(candidates):
+            sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            try:
+                sock.connect(sock_path)
+                return sock, sock_path
+            except FileNotFoundError:
+                sock.close()
+                continue
+            except ConnectionRefusedError:
+                sock.close()
+                if i == 0:
+                    reason = "connection refused"
+                continue
+            except PermissionError:
+                sock.close()
+                raise RpcError(
+                    Codes.PERMISSION_DENIED,
+                    f"no permission to open {sock_path}; are you in the daemon's group?",
+                ) from None
+            except OSError as exc:
+                sock.close()
+                if i == 0:
+                    reason = exc.strerror or str(exc)
+                continue
+        raise DaemonNotRunning(candidates[0], reason, [p for p in candidates if os.path.exists(p)])
 
     def __enter__(self) -> Client:
         return self
@@ -160,6 +213,29 @@ class Client:
         """The next notification, or None after ``timeout`` seconds."""
         for note in self.notifications(timeout):
             return note
+        return None
+
+    def pump(self, timeout: float = 0.0) -> None:
+        """Read and handle whatever has arrived, waiting at most ``timeout`` seconds for it."""
+        with contextlib.suppress(TimeoutError):
+            self._read_once(time.monotonic() + max(timeout, 0.001))
+
+    def dispatch_buffered(self) -> None:
+        """Handle messages already received but not yet handled (read along with one that
+        is being handled now)."""
+        for obj in self._decoder.feed(b""):
+            self._dispatch(wire.classify(obj))
+
+    def take_notification(
+        self, method: str, match: Callable[[dict[str, Any]], bool]
+    ) -> dict[str, Any] | None:
+        """Remove and return the params of a queued ``method`` notification that ``match``
+        accepts, leaving the others queued in order."""
+        for note in self._notes:
+            params = note.params[0] if note.params and isinstance(note.params[0], dict) else {}
+            if note.method == method and match(params):
+                self._notes.remove(note)
+                return params
         return None
 
     # --- transport ---------------------------------------------------------------------------

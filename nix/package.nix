@@ -36,6 +36,7 @@ let
   dependencies = [
     ps.pyyaml ps.openai ps.aiohttp ps.msgpack systemd-python ps.python-dotenv ps.orjson ps.ruamel-yaml
     ps.tree-sitter ps.tree-sitter-grammars.tree-sitter-bash
+    ps.shtab  # hermesctl completion
   ];
   build-system = [ ps.setuptools ps.wheel ];
   checkInputs = [ ps.pytest ps.pytest-timeout ps.hypothesis ];
@@ -51,6 +52,9 @@ ps.buildPythonApplication {
   postInstall = ''
     # the units' Documentation= points here
     install -Dm644 -t "$out/share/doc/hermesd" README.md docs/*.md
+    # the manual pages scripts/gen-man renders from the parsers
+    install -Dm644 man/hermesctl.1 "$out/share/man/man1/hermesctl.1"
+    install -Dm644 man/hermesd.8 "$out/share/man/man8/hermesd.8"
     bundled="$out/${ps.python.sitePackages}/hermesd/bundled_plugins"
     if [ -d plugins ] && [ ! -e "$bundled" ]; then
       cp -r plugins "$bundled"

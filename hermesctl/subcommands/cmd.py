@@ -1,8 +1,9 @@
 """``hermesctl cmd "/plugins"`` (slash commands from scripts) and ``hermesctl completion SHELL``.
 
 ``cmd`` sends the line to ``command.run`` and prints the output; exit status 0 when the command
-succeeded, 1 when it failed or is unknown. Completion scripts ask ``hermesctl completion names``
-at completion time, so plugin CLI commands appear while the daemon is up.
+succeeded, 1 when it failed or is unknown. ``completion`` prints the script
+``hermesctl.completion`` writes from the parser; its ``names`` lists the subcommands, plugin CLI
+commands included while the daemon is up.
 """
 
 from __future__ import annotations
@@ -48,30 +49,6 @@ def cmd_cmd(args: argparse.Namespace, client: Client) -> int:
     return EXIT_OK if result.get("ok", True) else EXIT_ERROR
 
 
-_BASH = """_hermesctl() {
-    local cur=${COMP_WORDS[COMP_CWORD]}
-    if [ "$COMP_CWORD" -eq 1 ]; then
-        COMPREPLY=($(compgen -W "$(hermesctl completion names 2>/dev/null)" -- "$cur"))
-    fi
-}
-complete -o default -F _hermesctl hermesctl
-"""
-_ZSH = """#compdef hermesctl
-_hermesctl() {
-    if (( CURRENT == 2 )); then
-        compadd -- ${(f)"$(hermesctl completion names 2>/dev/null)"}
-    else
-        _files
-    fi
-}
-compdef _hermesctl hermesctl
-"""
-_FISH = (
-    "complete -c hermesctl -f -n '__fish_use_subcommand'"
-    " -a '(hermesctl completion names 2>/dev/null)'\n"
-)
-
-
 def subcommand_names(socket_path: str | None = None) -> list[str]:
     """hermesctl's own subcommands, then the daemon's plugin CLI commands when it is up."""
     from hermesctl.cli import build_parser, plugin_cli_commands
@@ -87,6 +64,9 @@ def completion(shell: str, socket_path: str | None = None) -> int:
     """Print the completion script (or the names); needs no daemon."""
     if shell == "names":
         print("\n".join(subcommand_names(socket_path)))
-    else:
-        sys.stdout.write({"bash": _BASH, "zsh": _ZSH, "fish": _FISH}[shell])
+        return EXIT_OK
+    from hermesctl.cli import build_parser
+    from hermesctl.completion import script
+
+    sys.stdout.write(script(shell, build_parser()))
     return EXIT_OK

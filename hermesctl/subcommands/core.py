@@ -7,6 +7,7 @@ from typing import Any
 
 from hermesctl.client import Client
 from hermesctl.subcommands.base import EXIT_OK, command, emit_json, positive_int
+from hermesd.rpc.humanize import duration
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -96,17 +97,3 @@ def cmd_ping(args: argparse.Namespace, client: Client) -> int:
             f"max {stats['max_ms']:.3f} ms, mean {stats['mean_ms']:.3f} ms"
         )
     return EXIT_OK
-
-
-def duration(seconds: float) -> str:
-    seconds = int(seconds)
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d {hours}h"
-    if hours:
-        return f"{hours}h {minutes}m"
-    if minutes:
-        return f"{minutes}m {secs}s"
-    return f"{secs}s"

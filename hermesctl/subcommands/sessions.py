@@ -33,7 +33,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     a = action("show", "a session and its history")
     a.add_argument("id")
     a = action("search", "full-text search over every message")
-    a.add_argument("query")
+    a.add_argument("query", nargs="+", help="words to find (several words: all of them)")
     a.add_argument("-n", "--limit", type=positive_int, default=20, help="most hits (default 20)")
     a.add_argument("--session", metavar="ID", help="only this session")
     a = action("rename", "set a session's title")
@@ -109,13 +109,14 @@ def _show(args: argparse.Namespace, client: Client) -> int:
         + (f"  forked from: {session['parent_id']}" if session.get("parent_id") else "")
     )
     print()
-    for block in render_history(messages):
+    for block in render_history(messages, ids=True):
         print(block)
     return EXIT_OK
 
 
 def _search(args: argparse.Namespace, client: Client) -> int:
-    params: dict[str, Any] = {"query": args.query, "limit": args.limit}
+    query = " ".join(args.query)
+    params: dict[str, Any] = {"query": query, "limit": args.limit}
     if args.session:
         params["session_id"] = args.session
     hits = client.call("session.search", params).get("hits") or []
@@ -123,7 +124,7 @@ def _search(args: argparse.Namespace, client: Client) -> int:
         emit_json(hits)
         return EXIT_OK
     if not hits:
-        print(f"No messages match '{args.query}'.")
+        print(f"No messages match '{query}'.")
     for h in hits:
         title = h.get("session_title") or "(untitled)"
         print(f"{h['session_id']}  {title}  [{h.get('role')}] {h.get('snippet')}")

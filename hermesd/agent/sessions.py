@@ -16,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import pwd
 from collections.abc import Callable
 from typing import Any
 
+from hermesd.agent.event_log import EventLog
 from hermesd.agent.loop import AgentLoop, TurnResult, new_id
 from hermesd.model.client import ModelError
 from hermesd.model.fastjson import valid_text
@@ -81,6 +83,7 @@ class SessionService:
         self.on_attach = on_attach
         self.redact_event = redact_event
         self.on_forget = on_forget
+        self.events = EventLog()
 
     # --- the service protocol ------------------------------------------------------------
 
@@ -99,6 +102,7 @@ class SessionService:
             "detach",
             "send",
             "cancel",
+            "undo",
         ):
             router.bind(f"session.{name}", getattr(self, f"rpc_{name}"))
 
@@ -215,11 +219,12 @@ class SessionService:
         Encoded once for all of them; each connection sends it with whatever else it has to
         send in this round of the loop (``Connection.send_soon``: one write, order kept).
         """
+        if self.redact_event is not None:
+            event = self.redact_event(event)
+        event = self.events.stamp(event)  # kept for re-attaching clients, attached or not
         conns = self.attached.get(event["session_id"])
         if not conns:
             return
-        if self.redact_event is not None:
-            event = self.redact_event(event)
         data = wire.pack_notification(EVENT, [event])
         for conn in conns:
             conn.send_soon(data)
@@ -261,6 +266,25 @@ class SessionService:
         self._owners[sid] = session["owner_uid"]
         await self.check_access(conn, sid)
         return session
+
+    async def _resolve(self, conn: Connection, p: dict[str, Any], key: str = "session_id") -> str:
+        """``p[key]`` as a full session id: a unique prefix stands for its session (like git
+        and docker); an ambiguous one is an error listing the candidates. Only the sessions
+        ``conn`` may use are candidates (sessions have owners). Returns the id."""
+        sid = p.get(key)
+        if not isinstance(sid, str) or not sid or sid in self.touched or sid in self.attached:
+            return str(sid or "")
+        matches = await self._db(self.store.ids_starting_with, sid, 11, owner_uid=conn.scope_uid)
+        if len(matches) > 1 and sid not in matches:
+            shown = ", ".join(matches[:10]) + (", …" if len(matches) > 10 else "")
+            raise RpcError(
+                Codes.INVALID_PARAMS,
+                f"session id '{sid}' is ambiguous: it starts {shown}; type more of it",
+                {"session_id": sid, "candidates": matches[:10]},
+            )
+        if len(matches) == 1:
+            p[key] = sid = matches[0]
+        return sid
 
     def _live(self, session: dict[str, Any]) -> dict[str, Any]:
         turn = self.turns.get(session["id"])
@@ -307,9 +331,11 @@ class SessionService:
         return page
 
     async def rpc_get(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self._resolve(call.conn, p)
         return self._live(await self._owned(call.conn, p["session_id"]))
 
     async def rpc_history(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self._resolve(call.conn, p)
         await self.check_access(call.conn, p["session_id"])
         messages = await self._db(
             self.store.messages,
@@ -320,10 +346,12 @@ class SessionService:
         return {"messages": messages}
 
     async def rpc_rename(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self._resolve(call.conn, p)
         await self.check_access(call.conn, p["session_id"])
         return self._live(await self._db(self.store.rename, p["session_id"], p["title"]))
 
     async def rpc_delete(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self._resolve(call.conn, p)
         sid = p["session_id"]
         await self._owned(call.conn, sid)
         await self._cancel(sid)
@@ -332,6 +360,7 @@ class SessionService:
         self._count -= 1
         self.touched.discard(sid)
         self._owners.pop(sid, None)
+        self.events.forget(sid)
         if self.on_forget is not None:
             self.on_forget(sid)
         for conn in self.attached.pop(sid, set()):
@@ -340,6 +369,7 @@ class SessionService:
         return {"deleted": True}
 
     async def rpc_fork(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self._resolve(call.conn, p)
         await self.check_access(call.conn, p["session_id"])
         session = await self._db(
             self.store.fork, p["session_id"], p.get("upto_message_id"), title=p.get("title")
@@ -349,6 +379,7 @@ class SessionService:
 
     async def rpc_search(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         if p.get("session_id"):
+            await self._resolve(call.conn, p)
             await self.check_access(call.conn, p["session_id"])
         hits = await self._db(
             self.store.search,
@@ -360,7 +391,7 @@ class SessionService:
         return {"hits": hits}
 
     async def rpc_reset(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        old = p.get("session_id")
+        old = await self._resolve(call.conn, p) if p.get("session_id") else None
         model = None
         if old:
             previous = await self._owned(call.conn, old)
@@ -378,11 +409,23 @@ class SessionService:
         return self._live(session)
 
     async def rpc_attach(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self._resolve(call.conn, p)
         session = await self._owned(call.conn, p["session_id"])
-        self._attach(session["id"], call.conn)
-        return self._live(session)
+        sid = session["id"]
+        others = [c for c in self.attached.get(sid, ()) if c is not call.conn and c.is_open]
+        # No await from here on: the events replayed and the ones sent from now on meet
+        # exactly, neither missing nor repeating one.
+        self._attach(sid, call.conn)
+        result = self._live(session)
+        result["event_seq"] = self.events.last_seq(sid)
+        result["clients"] = [_client_info(c) for c in others]
+        after = p.get("after_seq")
+        if after is not None:
+            result["missed"], result["missed_complete"] = self.events.since(sid, int(after))
+        return result
 
-    def rpc_detach(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+    async def rpc_detach(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self._resolve(call.conn, p)
         conns = self.attached.get(p["session_id"])
         if not conns or call.conn not in conns:
             return {"detached": False}
@@ -390,6 +433,7 @@ class SessionService:
         return {"detached": True}
 
     async def rpc_send(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self._resolve(call.conn, p)
         sid = p["session_id"]
         message = p["message"]
         if not message.strip():
@@ -450,7 +494,24 @@ class SessionService:
         if not task.cancelled() and task.exception() is not None:
             log.error("turn %s of session %s crashed", turn_id, sid, exc_info=task.exception())
 
+    async def rpc_undo(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        sid = await self._resolve(call.conn, p)
+        running = self.turns.get(sid)
+        if running is not None:
+            raise RpcError(
+                Codes.SESSION_BUSY,
+                f"session {sid} is running turn {running[0]}; cancel it before undoing",
+                {"turn_id": running[0]},
+            )
+        undone = await self._db(self.store.undo_last_turn, sid)
+        first = undone[0] if undone else None
+        return {
+            "undone": [m["id"] for m in undone],
+            "user_message": first["content"] if first else None,
+        }
+
     async def rpc_cancel(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        await self._resolve(call.conn, p)
         await self._owned(call.conn, p["session_id"])
         turn_id = await self._cancel(p["session_id"])
         return {"cancelled": turn_id is not None, "turn_id": turn_id}
@@ -469,6 +530,21 @@ def _owner_uid(conn: Connection) -> int:
     """The uid a session created by ``conn`` belongs to (the one it is scoped to)."""
     scope = conn.scope_uid
     return conn.peer.uid if scope is None else scope
+
+
+def _client_info(conn: Connection) -> dict[str, Any]:
+    """Who is behind a connection, for ``session.attach``'s ``clients``."""
+    try:
+        user = pwd.getpwuid(conn.peer.uid).pw_name
+    except KeyError:
+        user = str(conn.peer.uid)
+    return {
+        "connection": conn.id,
+        "uid": conn.peer.uid,
+        "user": user,
+        "pid": conn.peer.pid,
+        "client": conn.client_name or None,
+    }
 
 
 def _result(result: TurnResult) -> dict[str, Any]:

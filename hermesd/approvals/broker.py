@@ -65,6 +65,15 @@ def denied_text(reason: str | None = None) -> str:
     return "BLOCKED: Command denied by user." + extra + _NOT_CONSENTED + _DO_NOT_RETRY
 
 
+def unattended_text(reason: str | None = None) -> str:
+    """The result the model gets when the asked client could ask no one and denied for them."""
+    why = f" ({reason})" if reason else ""
+    return (
+        f"BLOCKED: Command not run: no one could be asked for approval{why}, so it was "
+        "denied automatically." + _NOT_CONSENTED + _DO_NOT_RETRY
+    )
+
+
 def parse_choice(value: Any) -> str | None:
     """``once|session|always|deny`` (or o/s/a/d); None for anything else."""
     if not isinstance(value, str):
@@ -107,6 +116,7 @@ class Pending:
     requester: int  # the uid the call runs for (`ApprovalBroker.requester`)
     asked: dict[Connection, asyncio.Task[None]] = field(default_factory=dict)
     winner: Connection | None = None
+    unattended: bool = False  # the winning "deny" came from a client with no one to ask
 
     @property
     def key(self) -> tuple[str, int]:
@@ -419,6 +429,8 @@ class ApprovalBroker:
             )
             return
         reason = answer.get("reason") if isinstance(answer.get("reason"), str) else None
+        if choice == "deny" and answer.get("unattended") is True and not pending.future.done():
+            pending.unattended = True
         self._resolve(pending, choice, reason, conn.peer.uid, conn)
 
     def _resolve(
@@ -479,6 +491,8 @@ class ApprovalBroker:
             return STOPPED_TEXT
         if choice == "timeout":
             return TIMEOUT_TEXT
+        if pending.unattended:
+            return unattended_text(reason)
         return denied_text(reason)
 
     # --- entry points for the service and for /approve, /deny -----------------------------

@@ -41,7 +41,19 @@ BUILTIN_COMMANDS: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
     ("deny", (), "Deny a pending dangerous command", "[reason]"),
     ("reload-plugins", (), "Reload all plugins", ""),
     ("quit", ("exit",), "Leave the session", ""),
+    # the everyday chat commands of hermesd.commands.session_commands
+    ("retry", (), "Send the last message again (its answer is undone)", ""),
+    ("undo", (), "Take the last turn out of the conversation (the record keeps it)", ""),
+    ("history", (), "Show this session's messages", "[N]"),
+    ("resume", (), "Switch to another session (default: the latest other one)", "[id]"),
+    ("usage", (), "Show this session's token usage", ""),
+    ("version", (), "Show hermesd's version", ""),
+    ("config", (), "Show the running configuration (read-only)", "[key]"),
 )
+
+
+class CommandFailed(Exception):
+    """A built-in command could not do what was asked; the message is for the user."""
 
 
 def normalize_command_name(name: str) -> str:

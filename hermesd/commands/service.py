@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextvars
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -29,12 +30,19 @@ from typing import Any
 
 from hermesd.agent.sessions import SessionService
 from hermesd.commands.cli_runner import install_output_router, run_cli_command
-from hermesd.commands.registry import BUILTIN, SlashCommand, normalize_command_name
+from hermesd.commands.registry import (
+    BUILTIN,
+    CommandFailed,
+    SlashCommand,
+    normalize_command_name,
+)
+from hermesd.commands.session_commands import SessionCommands
 from hermesd.model.fastjson import valid_text
 from hermesd.plugins.context import current_session
 from hermesd.plugins.host import PluginHost
 from hermesd.plugins.workers import WorkTimeout, call_bounded
 from hermesd.rpc.connection import Call, Router
+from hermesd.rpc.humanize import duration
 from hermesd.rpc.protocol import METHODS, Codes, RpcError
 from hermesd.store.sessions import SessionNotFound
 
@@ -64,10 +72,6 @@ class _Outcome:
 _outcome: contextvars.ContextVar[_Outcome] = contextvars.ContextVar("hermesd_command_outcome")
 
 
-class CommandFailed(Exception):
-    """A built-in command could not do what was asked; the message is for the user."""
-
-
 def parse_line(line: str) -> tuple[str, str]:
     """``"/title My chat"`` → ``("title", "My chat")``; the leading slash is optional."""
     text = line.strip()
@@ -89,8 +93,10 @@ class CommandService:
         timeout: float,
         cli_timeout: float = DEFAULT_CLI_TIMEOUT,
         approvals: ApprovalHandler | None = None,
+        config_view: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
-        """``approvals`` answers ``/approve`` and ``/deny`` (the approvals service)."""
+        """``approvals`` answers ``/approve`` and ``/deny`` (the approvals service);
+        ``config_view`` gives the running settings for ``/config`` (secrets hidden)."""
         self.host = host
         self.registry = host.commands
         self.sessions = sessions
@@ -99,6 +105,7 @@ class CommandService:
         self.registry.timeout = timeout
         self.cli_timeout = cli_timeout
         self.approval_handler = approvals
+        self.session_commands = SessionCommands(sessions, status, config_view)
         install_output_router()  # before plugins load, so handlers see the routing streams
         for name, handler in self._builtin_handlers().items():
             self.registry.set_handler(name, handler)
@@ -265,7 +272,15 @@ class CommandService:
             "deny": self._deny,
             "reload-plugins": self._reload,
             "quit": self._quit,
+            **{
+                name: functools.partial(self._in_session, handler)
+                for name, handler in self.session_commands.handlers().items()
+            },
         }
+
+    async def _in_session(self, handler: Any, raw_args: str) -> str:
+        text: str = await handler(_outcome.get(), raw_args)
+        return text
 
     def _session_required(self, what: str) -> str:
         sid = _outcome.get().session_id
@@ -380,7 +395,7 @@ class CommandService:
     async def _status_cmd(self, raw_args: str) -> str:
         info = self._status()
         lines = [
-            f"hermesd {info['version']} (pid {info['pid']}), up {info['uptime_s']:.0f}s",
+            f"hermesd {info['version']} (pid {info['pid']}), up {duration(info['uptime_s'])}",
             f"  model:    {info.get('model') or '(not configured)'}",
             f"  sessions: {info.get('sessions', 0)} ({info.get('turns_running', 0)} turns running)",
             f"  plugins:  {info.get('plugins', 0)} loaded, {info.get('tools', 0)} tools",

@@ -27,6 +27,7 @@ from hermesd.commands.registry import CommandRegistry
 from hermesd.commands.service import CommandService, hermesctl_subcommands
 from hermesd.daemon.config import SettingsFiles
 from hermesd.daemon.config_service import ConfigService
+from hermesd.daemon.config_view import effective_settings
 from hermesd.daemon.doctor import DoctorService
 from hermesd.daemon.logring import LogService
 from hermesd.daemon.reloads import ReloadService
@@ -229,6 +230,7 @@ def build_services(daemon: Daemon) -> None:
             approvals=approvals.slash_command,
             timeout=cfg.get("commands.timeout"),
             cli_timeout=cfg.get("commands.cli_timeout"),
+            config_view=lambda: effective_settings(daemon.config),
         )
     )
     # Day-two operations: config.*, reload, logs, doctor (hermesd.daemon's own modules).

@@ -52,18 +52,34 @@ def default_socket_path(home: str) -> str:
     return os.path.join(home, "hermesd.sock")
 
 
-def client_socket_path(cli: str | None = None) -> str:
-    """The path a client connects to; falls back to the system socket when it exists."""
+def client_socket_candidates(cli: str | None = None) -> list[str]:
+    """The paths a client tries, in order: ``--socket`` or ``HERMES_SOCKET`` alone; else
+    config's ``socket.path``, then every place a daemon may have chosen by default (its
+    ``XDG_RUNTIME_DIR`` may differ from ours, or be unset: under sudo, su or ssh), then the
+    system socket."""
     if cli:
-        return os.path.expanduser(cli)
+        return [os.path.expanduser(cli)]
     env = os.environ.get("HERMES_SOCKET")
     if env:
-        return os.path.expanduser(env)
+        return [os.path.expanduser(env)]
     home = home_dir()
-    path = configured_socket_path(home) or default_socket_path(home)
-    if not os.path.exists(path) and os.path.exists(SYSTEM_SOCKET):
-        return SYSTEM_SOCKET
-    return path
+    configured = configured_socket_path(home)
+    if configured:
+        return [configured, SYSTEM_SOCKET]
+    found = [default_socket_path(home)]
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        found.append(os.path.join(runtime, "hermes", "hermesd.sock"))
+    found.append(f"/run/user/{os.getuid()}/hermes/hermesd.sock")
+    found.append(os.path.join(home, "hermesd.sock"))
+    found.append(SYSTEM_SOCKET)
+    return list(dict.fromkeys(found))
+
+
+def client_socket_path(cli: str | None = None) -> str:
+    """The first candidate whose socket exists (else the first): what a client connects to."""
+    candidates = client_socket_candidates(cli)
+    return next((p for p in candidates if os.path.exists(p)), candidates[0])
 
 
 # --- daemon side (Path objects) -------------------------------------------------------------

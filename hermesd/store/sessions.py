@@ -110,6 +110,7 @@ class MessageRecord(TypedDict):
     tool_call_id: str | None
     tool_name: str | None
     created_at: float
+    undone: bool  # taken out of what the model is sent by /undo; still in the record
 
 
 class SessionPage(TypedDict):
@@ -158,6 +159,7 @@ def _message(row: sqlite3.Row) -> MessageRecord:
         content=row["content"],
         tool_calls=json.loads(calls) if calls else None,
         tool_call_id=row["tool_call_id"],
+        undone=row["undone_at"] is not None,
         tool_name=row["tool_name"],
         created_at=row["created_at"],
     )
@@ -340,6 +342,19 @@ class SessionStore:
         raise StoreError("could not allocate a unique session id")
 
     @_on_db_thread
+    def ids_starting_with(
+        self, prefix: str, limit: int = 11, *, owner_uid: int | None = None
+    ) -> list[str]:
+        """Up to ``limit`` session ids that start with ``prefix``, in order; with
+        ``owner_uid``, only the sessions that uid created."""
+        owned = "" if owner_uid is None else " AND owner_uid = ?"
+        rows = self._conn.execute(
+            f"SELECT id FROM sessions WHERE substr(id, 1, ?) = ?{owned} ORDER BY id LIMIT ?",
+            (len(prefix), prefix, *(() if owner_uid is None else (owner_uid,)), limit),
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    @_on_db_thread
     def get_session(self, session_id: str) -> SessionInfo:
         """The session's metadata; ``SessionNotFound`` if there is none."""
         row = self._row("SELECT * FROM sessions WHERE id = ?", (session_id,))
@@ -453,8 +468,8 @@ class SessionStore:
         with self._tx() as db:
             cur = db.execute(
                 "INSERT INTO messages (session_id, seq, turn_id, role, content, tool_calls,"
-                " tool_call_id, tool_name, created_at) SELECT ?, seq, turn_id, role, content,"
-                " tool_calls, tool_call_id, tool_name, created_at FROM messages"
+                " tool_call_id, tool_name, created_at, undone_at) SELECT ?, seq, turn_id, role,"
+                " content, tool_calls, tool_call_id, tool_name, created_at, undone_at FROM messages"
                 " WHERE session_id = ? AND (? IS NULL OR id <= ?) ORDER BY seq",
                 (new["id"], session_id, limit, limit),
             )
@@ -556,32 +571,70 @@ class SessionStore:
             tool_call_id=tool_call_id,
             tool_name=tool_name,
             created_at=now,
+            undone=False,
         )
 
     @_on_db_thread
     def messages(
-        self, session_id: str, *, limit: int | None = None, after_seq: int = 0
+        self,
+        session_id: str,
+        *,
+        limit: int | None = None,
+        after_seq: int = 0,
+        include_undone: bool = True,
     ) -> list[MessageRecord]:
-        """Stored messages in order (the newest ``limit`` when given), for display and export."""
+        """Stored messages in order (the newest ``limit`` when given), for display and export;
+        without ``include_undone``, only those still in the conversation."""
         self.get_session(session_id)
+        where = "session_id = ? AND seq > ?" + ("" if include_undone else " AND undone_at IS NULL")
         if limit is None:
             rows = self._conn.execute(
-                "SELECT * FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
+                f"SELECT * FROM messages WHERE {where} ORDER BY seq",
                 (session_id, after_seq),
             ).fetchall()
         else:
             rows = self._conn.execute(
-                "SELECT * FROM (SELECT * FROM messages WHERE session_id = ? AND seq > ?"
+                f"SELECT * FROM (SELECT * FROM messages WHERE {where}"
                 " ORDER BY seq DESC LIMIT ?) ORDER BY seq",
                 (session_id, after_seq, max(0, limit)),
             ).fetchall()
         return [_message(r) for r in rows]
 
     @_on_db_thread
+    def undo_last_turn(self, session_id: str) -> list[MessageRecord]:
+        """Take the last turn still in the conversation (its user message and everything after
+        it) out of what the model is sent; the messages stay stored, marked undone. Returns
+        them, the user message first; empty when there is nothing to undo."""
+        self.get_session(session_id)
+        last_user = self._row(
+            "SELECT seq FROM messages WHERE session_id = ? AND role = 'user'"
+            " AND undone_at IS NULL ORDER BY seq DESC LIMIT 1",
+            (session_id,),
+        )
+        if last_user is None:
+            return []
+        with self._tx() as db:
+            rows = db.execute(
+                "SELECT * FROM messages WHERE session_id = ? AND seq >= ? AND undone_at IS NULL"
+                " ORDER BY seq",
+                (session_id, last_user["seq"]),
+            ).fetchall()
+            db.execute(
+                "UPDATE messages SET undone_at = ? WHERE session_id = ? AND seq >= ?"
+                " AND undone_at IS NULL",
+                (time.time(), session_id, last_user["seq"]),
+            )
+        undone = [_message(r) for r in rows]
+        for record in undone:
+            record["undone"] = True
+        return undone
+
+    @_on_db_thread
     def history(self, session_id: str, limit: int | None = None) -> list[dict[str, Any]]:
-        """What the model is sent of this session: trimmed, repaired, OpenAI-shaped."""
+        """What the model is sent of this session: trimmed, repaired, OpenAI-shaped (without
+        the turns /undo took out)."""
         budget = self.history_messages if limit is None else limit
-        records = self.messages(session_id, limit=budget)
+        records = self.messages(session_id, limit=budget, include_undone=False)
         shaped = [to_openai(r) for r in records]
         return repair_history(trim_history(shaped, budget, self.history_chars))
 

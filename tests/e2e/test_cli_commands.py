@@ -222,7 +222,7 @@ def test_cli_run_with_bad_argv_is_a_clear_error(cli, argv: list) -> None:
 @pytest.mark.parametrize(
     ("shell", "needle"),
     [
-        ("bash", "complete -o default -F _hermesctl"),
+        ("bash", "complete -o filenames -F _hermesctl_with_plugins hermesctl"),
         ("zsh", "#compdef hermesctl"),
         ("fish", "complete -c hermesctl"),
     ],
@@ -230,6 +230,13 @@ def test_cli_run_with_bad_argv_is_a_clear_error(cli, argv: list) -> None:
 def test_completion_prints_a_script_for_each_shell(shell: str, needle: str) -> None:
     proc = run_hermesctl(["completion", shell])
     assert proc.returncode == 0 and needle in proc.stdout
+
+
+def test_bash_completes_plugin_commands_beside_subcommands_when_the_daemon_is_up(cli) -> None:
+    from tests.support.completion import bash_complete, completion_env
+
+    offered = set(bash_complete(completion_env(cli), "t"))
+    assert {"tools", "tool-x", "twice"} <= offered
 
 
 def test_completion_names_include_plugin_commands_when_the_daemon_is_up(cli) -> None:

@@ -65,7 +65,7 @@ def test_daemon_not_running_is_one_sentence_and_exit_3() -> None:
     assert out.stdout == ""
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert str(missing) in lines[0] and "hermesd" in lines[0] and "systemctl start" in lines[0]
+    assert str(missing) in lines[0] and "Start it with `hermesd`" in lines[0]
     assert "Traceback" not in out.stderr
 
 

@@ -100,14 +100,15 @@ def test_request_handler_answers_a_real_daemon_request(start) -> None:
     assert not os.path.exists(target)
 
 
-def test_tools_call_without_a_terminal_is_denied_by_default(start) -> None:
+def test_tools_call_without_a_terminal_is_denied_saying_no_one_could_be_asked(start) -> None:
     daemon = start(config=CONFIG)
     target = short_tmpdir("ap-")
     with daemon.client() as client:
         client.on_request = request_handler(interactive=False)
         result = terminal(client, f"rm -r {target}")
-    assert result["error"].startswith("BLOCKED: Command denied by user.")
+    assert result["error"].startswith("BLOCKED: Command not run: no one could be asked")
     assert "no terminal to ask at" in result["error"]
+    assert "by user" not in result["error"]
     assert os.path.exists(target)
 
 
@@ -125,7 +126,7 @@ def test_tools_call_without_a_terminal_denies_dangerous_commands_by_default(star
         timeout=60,
     )
     assert out.returncode == 1, out.stdout + out.stderr
-    assert "BLOCKED: Command denied by user" in out.stdout
+    assert "BLOCKED: Command not run: no one could be asked" in out.stdout
 
 
 def test_tools_call_approve_once_runs_an_approvable_command(start) -> None:

@@ -2,7 +2,9 @@
 
 The child gets the pty as stdin, stdout, stderr and controlling terminal (its own session), so
 ``isatty()`` is true, readline is active and writing ``\\x03`` delivers SIGINT as Ctrl-C does.
-``expect`` waits for a regular expression in the output with ANSI escapes removed.
+``expect`` waits for a regular expression in the output with ANSI escapes removed;
+``wait_reading`` waits until the child is blocked waiting for input (read from /proc), so a key
+such as Ctrl-C is sent when the child is ready for it, however busy the machine is.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import platform
 import re
 import subprocess
 import termios
@@ -18,6 +21,24 @@ import time
 from collections.abc import Sequence
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|[\x01\x02]")
+
+# The system calls a line editor waits for a key in (read, select, poll and their kin).
+WAITING_SYSCALLS = {
+    "x86_64": {0, 7, 23, 232, 270, 271, 281},
+    "aarch64": {22, 63, 72, 73},
+}.get(platform.machine(), set())
+
+
+def waiting_for_input(pid: int) -> bool:
+    """Whether process ``pid`` is asleep in a system call that waits for input."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/syscall") as f:
+            call = f.read().split()[0]
+    except (OSError, IndexError):
+        return False
+    return state == "S" and call.isdigit() and int(call) in WAITING_SYSCALLS
 
 
 class Terminal:
@@ -62,6 +83,12 @@ class Terminal:
                 self._lock.notify_all()
 
     @property
+    def raw(self) -> str:
+        """Everything shown so far, escapes and all."""
+        with self._lock:
+            return bytes(self._raw).decode("utf-8", "replace")
+
+    @property
     def text(self) -> str:
         """Everything shown so far, escapes removed, CR-LF as LF."""
         with self._lock:
@@ -87,6 +114,18 @@ class Terminal:
                         f"{pattern!r} not shown within {timeout}s; screen:\n{text}"
                     )
                 self._lock.wait(min(left, 0.2))
+
+    def wait_reading(self, timeout: float = 15.0) -> None:
+        """Wait until the child sleeps waiting for input (twice in a row, 10 ms apart, so a
+        wait between two writes of a prompt does not count)."""
+        deadline = time.monotonic() + timeout
+        seen = 0
+        while time.monotonic() < deadline:
+            seen = seen + 1 if waiting_for_input(self.proc.pid) else 0
+            if seen >= 2:
+                return
+            time.sleep(0.01)
+        raise AssertionError(f"the child never waited for input within {timeout}s:\n{self.text}")
 
     def send(self, data: str) -> None:
         """Type ``data`` (use ``\\r`` for Enter, ``\\x03`` for Ctrl-C, ``\\x04`` for Ctrl-D)."""

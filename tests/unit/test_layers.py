@@ -36,6 +36,7 @@ CLIENT_MAY_IMPORT = {
     "hermesd.rpc.wire",
     "hermesd.rpc.protocol",
     "hermesd.rpc.paths",
+    "hermesd.rpc.humanize",
     "hermesd.rpc.methods",
 }
 

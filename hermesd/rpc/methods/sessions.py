@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hermesd.rpc.protocol import MethodSpec, Param, declare
 
-_SID = Param("session_id", "str", required=True, doc="session id")
+_SID = Param("session_id", "str", required=True, doc="session id (a unique prefix of one will do)")
 
 declare(
     MethodSpec(
@@ -101,9 +101,12 @@ declare(
 declare(
     MethodSpec(
         "session.attach",
-        "Receive this session's events on this connection.",
-        (_SID,),
-        "session + {running, turn_id, attached}",
+        "Receive this session's events on this connection (and those missed since after_seq).",
+        (
+            _SID,
+            Param("after_seq", "int", doc="the seq of the last event seen: replay the newer ones"),
+        ),
+        "session + {running, turn_id, attached, event_seq, clients, missed?, missed_complete?}",
     )
 )
 declare(
@@ -129,5 +132,13 @@ declare(
         "Stop the running turn of a session cleanly.",
         (_SID,),
         "{cancelled: bool, turn_id}",
+    )
+)
+declare(
+    MethodSpec(
+        "session.undo",
+        "Take the last turn out of what the model is sent (the stored record keeps it).",
+        (_SID,),
+        "{undone: [message_id], user_message}",
     )
 )

@@ -113,4 +113,10 @@ ALTER TABLE sessions ADD COLUMN owner_uid INTEGER;
 ALTER TABLE sessions ADD COLUMN cwd TEXT;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6]
+# v7: /undo takes a turn out of what the model is sent but keeps it in the record: the time it
+# was undone (NULL: part of the conversation).
+_V7 = """
+ALTER TABLE messages ADD COLUMN undone_at REAL;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]

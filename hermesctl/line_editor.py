@@ -1,0 +1,164 @@
+"""How ``hermesctl chat`` reads what a person types: GNU readline with bracketed paste on.
+
+A paste arrives as one message, newlines and all (readline ≥ 8 inserts a bracketed paste into
+the line instead of accepting each line). Typed messages can span lines too: ``\\`` at the end
+of a line continues it, and a line of ``\"\"\"`` opens a block closed by another. Whatever way
+a message was entered, history keeps it as one entry, so recalling it (Up, or Ctrl-R) brings
+back the whole message, in this run and the next: the history file stores one JSON string per
+line under a header (readline's own format would split an entry at its newlines). A file in
+readline's format, written by an older hermesctl, is read as plain lines.
+
+Owns readline's settings, completion of ``/command`` names and the history file; nothing here
+talks to the daemon.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterable
+
+HISTORY_HEADER = "#hermesctl-history v2"
+HISTORY_LENGTH = 1000
+CONTINUATION = "… "
+
+
+class LineEditor:
+    """Reads messages at a prompt, with history kept in ``history_file``."""
+
+    def __init__(self, history_file: str | None) -> None:
+        self.history_file = history_file
+        self.readline = None
+        with contextlib.suppress(ImportError):
+            import readline
+
+            self.readline = readline
+        if self.readline is not None:
+            rl = self.readline
+            rl.parse_and_bind("set enable-bracketed-paste on")
+            rl.set_auto_history(False)  # one entry per message, added by read_message
+            rl.set_history_length(HISTORY_LENGTH)
+            self._load_history()
+
+    # --- history ---------------------------------------------------------------------------
+
+    def _load_history(self) -> None:
+        if self.readline is None or not self.history_file:
+            return
+        try:
+            with open(self.history_file, encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return
+        for entry in read_history_lines(lines)[-HISTORY_LENGTH:]:
+            self.readline.add_history(entry)
+
+    def remember(self, message: str) -> None:
+        """Add a message to the history (unless it repeats the previous one)."""
+        rl = self.readline
+        if rl is None or not message.strip():
+            return
+        count = rl.get_current_history_length()
+        if count and rl.get_history_item(count) == message:
+            return
+        rl.add_history(message)
+
+    def save(self) -> None:
+        """Write the history file (private: it holds what was typed)."""
+        rl = self.readline
+        if rl is None or not self.history_file:
+            return
+        count = rl.get_current_history_length()
+        entries = [rl.get_history_item(i) for i in range(1, count + 1)]
+        try:
+            os.makedirs(os.path.dirname(self.history_file), exist_ok=True)
+            fd = os.open(self.history_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(history_text(e for e in entries if e))
+            os.chmod(self.history_file, 0o600)
+        except OSError:
+            pass
+
+    # --- completion ------------------------------------------------------------------------
+
+    def complete_commands(self, names: list[str]) -> None:
+        """Tab completes ``/command`` names at the start of the line."""
+        rl = self.readline
+        if rl is None:
+            return
+        names = sorted(set(names))
+
+        def complete(text: str, state: int) -> str | None:
+            line = rl.get_line_buffer()
+            if not line.startswith("/") or " " in line:
+                return None
+            matches = [n for n in names if n.startswith(text)]
+            return matches[state] if state < len(matches) else None
+
+        rl.set_completer_delims(" \t\n")
+        rl.set_completer(complete)
+        rl.parse_and_bind("tab: complete")
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def read_message(self, prompt: str, prefill: str = "") -> str:
+        """One message (see the module docstring); ``prefill`` is put on the line first, for
+        the person to finish (text typed before something interrupted the prompt)."""
+        first = self._input(prompt, prefill)
+        message = read_continued(first, lambda: self._input(CONTINUATION))
+        self.remember(message)
+        return message
+
+    def _input(self, prompt: str, prefill: str = "") -> str:
+        rl = self.readline
+        if rl is None or not prefill:
+            return input(prompt)
+
+        def insert() -> None:
+            rl.insert_text(prefill)
+            rl.redisplay()
+
+        rl.set_startup_hook(insert)
+        try:
+            return input(prompt)
+        finally:
+            rl.set_startup_hook(None)
+
+
+def read_continued(first: str, more: Callable[[], str]) -> str:
+    """A message that starts with the line ``first``: a ``\"\"\"`` block, ``\\``-continued
+    lines, or just ``first`` (which may hold newlines of its own when it was pasted)."""
+    if first.strip() == '"""':
+        lines: list[str] = []
+        while True:
+            line = more()
+            if line.strip() == '"""':
+                return "\n".join(lines)
+            lines.append(line)
+    lines = [first]
+    while lines[-1].endswith("\\"):
+        lines[-1] = lines[-1][:-1]
+        lines.append(more())
+    return "\n".join(lines)
+
+
+def history_text(entries: Iterable[str]) -> str:
+    """The history file's text: the header, then one JSON string per entry."""
+    body = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries)
+    return f"{HISTORY_HEADER}\n{body}"
+
+
+def read_history_lines(lines: list[str]) -> list[str]:
+    """Entries of a history file in either format (ours, or readline's plain lines)."""
+    if not lines or lines[0] != HISTORY_HEADER:
+        return [line for line in lines if line]
+    entries: list[str] = []
+    for line in lines[1:]:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, str) and entry:
+            entries.append(entry)
+    return entries
