@@ -227,3 +227,16 @@ def test_member_cannot_reuse_the_owners_session_answer_by_passing_its_session_id
     replies = as_member(daemon, ("tools.call", call))
     assert replies[0][0]["code"] == Codes.NOT_FOUND
     assert second.exists()
+
+
+@pytest.mark.parametrize("method", ["session.get", "session.history", "session.attach"])
+def test_a_prefix_of_the_owners_session_id_is_not_found_for_a_member(shared, method: str) -> None:
+    """Id prefixes resolve among the peer's own sessions only: no candidates are named."""
+    daemon, sid = shared
+    prefix = sid[:-2]  # ids start with a timestamp: only the random tail tells them apart
+    replies = as_member(daemon, (method, {"session_id": prefix}))
+    error, result = replies[0]
+    assert error is not None and error["code"] == Codes.NOT_FOUND, (error, result)
+    assert sid not in json.dumps(error)
+    with daemon.client() as owner:
+        assert owner.call(method, {"session_id": prefix})  # the owner's prefix resolves
