@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -155,7 +156,9 @@ def test_a_triple_quoted_message_is_recalled_as_one_message(
 def test_an_approval_answered_elsewhere_closes_the_prompt_and_keeps_what_was_typed(
     repl: Callable[..., Terminal], model: ScriptedModelServer, chatd: DaemonProcess
 ) -> None:
-    victim = short_tmpdir("victim-")
+    workspace = chatd.home / "workspace"  # the sandbox lets a command delete only there
+    workspace.mkdir(exist_ok=True)
+    victim = Path(tempfile.mkdtemp(prefix="victim-", dir=workspace))
     t = repl()
     sid = t.expect(r"session (\S+)").group(1)
     ready(t)
