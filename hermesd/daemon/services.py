@@ -26,6 +26,8 @@ from hermesd.approvals.service import ApprovalService
 from hermesd.commands.registry import CommandRegistry
 from hermesd.commands.service import CommandService, hermesctl_subcommands
 from hermesd.daemon.config import SettingsFiles
+from hermesd.memory.service import MemoryService
+from hermesd.memory.tool import register_memory_tool
 from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.plugins.admin import PluginAdminService
 from hermesd.plugins.context import Injector
@@ -183,6 +185,16 @@ def build_services(daemon: Daemon) -> None:
         config=cfg,
         transform_output=functools.partial(hooks.transform, "transform_terminal_output"),
     )
+    memory = MemoryService(
+        home,
+        store,
+        cfg,
+        attached=attached,
+        may_answer=broker.may_answer_uid,
+        redact_text=redact.redact,
+    )
+    register_memory_tool(parts.tools, memory)
+    memory.slash.register(parts.commands)
     gate = ReloadGate()
     agent = AgentLoop(
         store,
@@ -191,6 +203,7 @@ def build_services(daemon: Daemon) -> None:
         ModelClient(ModelSettings.from_config(cfg)),
         AgentSettings.from_config(cfg, skills_index=parts.skills.index_text()),
         reloads=gate,
+        memory=memory,
     )
     sessions = SessionService(
         store,
@@ -209,6 +222,7 @@ def build_services(daemon: Daemon) -> None:
     daemon.services.append(PluginService(host, cfg.get("tools.enabled_toolsets")))
     daemon.services.append(sessions)
     daemon.services.append(admin)
+    daemon.services.append(memory)
     daemon.services.append(
         CommandService(
             host,

@@ -113,4 +113,10 @@ ALTER TABLE sessions ADD COLUMN owner_uid INTEGER;
 ALTER TABLE sessions ADD COLUMN cwd TEXT;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6]
+# v7: the memory blocks a session's system prompt was started with (hermesd.memory.snapshot,
+# JSON), so the prompt stays the same across a restart; NULL until its first turn.
+_V7 = """
+ALTER TABLE sessions ADD COLUMN memory_snapshot TEXT;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
