@@ -343,3 +343,19 @@ def test_a_disabled_user_profile_stays_out_of_the_prompt(model: ScriptedModelSer
         assert "Shown note" in system and "Hidden profile" not in system
     finally:
         daemon.stop()
+
+
+def test_hermesctl_chat_shows_a_staged_write_and_how_to_approve_it(
+    gated: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    args = {"target": "user", "action": "add", "content": "Likes chess"}
+    model.push(call_tools(tool_call("memory", args)), reply("I will remember that."))
+    out = run_hermesctl(
+        ["--socket", str(gated.socket), "chat", "-m", "remember I like chess"],
+        env={"HERMES_HOME": str(gated.home)},
+    )
+    assert out.returncode == 0, out.stderr
+    [record] = gated.client().call("memory.pending")["pending"]
+    shown = out.stdout + out.stderr
+    assert "🧠 memory write waits for approval: add to user profile: Likes chess" in shown
+    assert f"(/memory approve {record['id']})" in shown
