@@ -149,7 +149,8 @@ class MemoryService:
             return await asyncio.to_thread(
                 edits.missing_old_text, self.files, call.target, call.action
             )
-        payload = self._redacted(call).payload()
+        # redaction scans the text: off the loop too, content may be long
+        payload = await asyncio.to_thread(lambda: self._redacted(call).payload())
         if self.write_approval:
             record = await asyncio.to_thread(self.pending.stage, payload, session_id)
             self._announce("memory.staged", payload, "tool", session_id, None, record=record)
@@ -170,7 +171,8 @@ class MemoryService:
             return await asyncio.to_thread(
                 edits.missing_old_text, self.files, call.target, call.action
             )
-        return await self._write(self._redacted(call).payload(), "client", "", uid)
+        payload = await asyncio.to_thread(lambda: self._redacted(call).payload())
+        return await self._write(payload, "client", "", uid)
 
     async def _write(
         self, payload: dict[str, Any], origin: str, session_id: str, uid: int | None
@@ -348,7 +350,7 @@ class MemoryService:
         entries = p["entries"]
         if not all(isinstance(e, str) for e in entries):
             raise RpcError(Codes.INVALID_PARAMS, "memory.set: entries must be strings")
-        clean = [self.redact_text(e) for e in entries]
+        clean = await asyncio.to_thread(lambda: [self.redact_text(e) for e in entries])
         edit = await asyncio.to_thread(edits.replace_all, self.files, target, clean, p.get("base"))
         if edit.written:
             payload = {"action": "set", "target": target, "entries": clean}

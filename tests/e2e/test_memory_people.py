@@ -359,3 +359,16 @@ def test_hermesctl_chat_shows_a_staged_write_and_how_to_approve_it(
     shown = out.stdout + out.stderr
     assert "🧠 memory write waits for approval: add to user profile: Likes chess" in shown
     assert f"(/memory approve {record['id']})" in shown
+
+
+def test_a_pending_id_that_is_not_an_id_is_not_found(gated: DaemonProcess) -> None:
+    (gated.home / "config.json").write_text("{}")
+    c = gated.client()
+    for bad_id in ("../../config", "/etc/passwd", "a" * 200, "x.json", ""):
+        for method in ("memory.approve", "memory.reject"):
+            with pytest.raises(Exception) as caught:
+                c.call(method, {"id": bad_id})
+            assert getattr(caught.value, "code", None) == Codes.NOT_FOUND, bad_id
+        assert c.call("command.run", {"line": f"/memory reject {bad_id}"})["ok"] is True
+    assert (gated.home / "config.json").exists()
+    assert c.call("ping") is not None
