@@ -38,7 +38,7 @@ from hermesd.store.sessions import (
 from hermesd.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
-    from hermesd.memory.service import MemoryService
+    from hermesd.memory.builtin import BuiltinMemory
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ class AgentLoop:
         client: ModelClient,
         settings: AgentSettings | None = None,
         reloads: ReloadGate | None = None,
-        memory: MemoryService | None = None,
+        memory: BuiltinMemory | None = None,
     ) -> None:
         self.store = store
         self.registry = registry

@@ -26,6 +26,7 @@ from hermesd.approvals.service import ApprovalService
 from hermesd.commands.registry import CommandRegistry
 from hermesd.commands.service import CommandService, hermesctl_subcommands
 from hermesd.daemon.config import SettingsFiles
+from hermesd.memory.builtin import BuiltinMemory
 from hermesd.memory.service import MemoryService
 from hermesd.memory.tool import register_memory_tool
 from hermesd.model.client import ModelClient, ModelSettings
@@ -185,7 +186,7 @@ def build_services(daemon: Daemon) -> None:
         config=cfg,
         transform_output=functools.partial(hooks.transform, "transform_terminal_output"),
     )
-    memory = MemoryService(
+    memory = BuiltinMemory(
         home,
         store,
         cfg,
@@ -222,7 +223,7 @@ def build_services(daemon: Daemon) -> None:
     daemon.services.append(PluginService(host, cfg.get("tools.enabled_toolsets")))
     daemon.services.append(sessions)
     daemon.services.append(admin)
-    daemon.services.append(memory)
+    daemon.services.append(MemoryService(memory))
     daemon.services.append(
         CommandService(
             host,

@@ -14,7 +14,7 @@ from hermesd.rpc.connection import current_connection
 
 if TYPE_CHECKING:
     from hermesd.commands.registry import CommandRegistry
-    from hermesd.memory.service import MemoryService
+    from hermesd.memory.builtin import BuiltinMemory
 
 USAGE = "Usage: /memory [pending | approve <id> | reject <id>]  (<id> may be 'all')"
 NOT_ALLOWED = "Only the daemon's owner (or a user in approvals.approvers) can review memory writes."
@@ -31,9 +31,9 @@ def format_pending(records: list[dict[str, Any]]) -> str:
 
 
 class SlashMemory:
-    """The ``/memory`` handler of a `MemoryService`."""
+    """The ``/memory`` handler of a `BuiltinMemory`."""
 
-    def __init__(self, service: MemoryService) -> None:
+    def __init__(self, service: BuiltinMemory) -> None:
         self.service = service
 
     def register(self, commands: CommandRegistry) -> None:

@@ -1,99 +1,36 @@
-"""`MemoryService`: the daemon's one owner of the built-in memory.
+"""The ``memory.*`` methods over a `BuiltinMemory`, and its place in the daemon's life.
 
-Owns what happens around a write: the ``memory`` tool's calls (`tool_call`), staging them for a
-person when ``memory.write_approval`` is on, a person's writes and answers (``memory.*`` RPC,
-``/memory``), redaction of what is written, announcing every write to attached clients
-(``memory.event``) and each session's frozen prompt snapshot (`prompt_block`). The writes
-themselves are `hermesd.memory.edits`, on a worker thread; who may answer is the approval
-broker's rule, handed in as ``may_answer``.
-
-External memory providers (issue 21, second half) plug in at three marked points: their
-``system_prompt_block()`` beside the built-in blocks in `prompt_block`, ``on_memory_write`` as a
-`write_listeners` entry, and ``prefetch`` in the agent loop, not here.
+Translates RPC to the built-in memory's calls and back, with the permission check: only the
+daemon's owner, root and ``approvals.approvers`` may read or change memory. What a write does
+is `hermesd.memory.builtin`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
-from hermesd.memory import edits, snapshot
-from hermesd.memory.commands import SlashMemory
-from hermesd.memory.files import TARGETS, Limits, MemoryFiles
-from hermesd.memory.pending import STAGED_MESSAGE, PendingWrites
-from hermesd.memory.tool import UNAVAILABLE, MemoryCall, read_call, tool_error
-from hermesd.rpc import wire
-from hermesd.rpc.connection import Call, Connection, Router, current_connection
+from hermesd.memory.builtin import BuiltinMemory
+from hermesd.memory.files import TARGETS
+from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import Codes, RpcError
-from hermesd.store.sessions import SessionStore
 
 log = logging.getLogger(__name__)
 
-EVENT = "memory.event"
-_CACHED_SNAPSHOTS = 4096
-
-
-@dataclass(frozen=True)
-class MemoryWrite:
-    """One write that reached the files (what ``on_memory_write`` will be told)."""
-
-    payload: dict[str, Any]  # {action, target, content, old_text} or {action: batch, ...}
-    origin: str  # tool | client | approval
-    session_id: str
-    by_uid: int | None
-
 
 class MemoryService:
-    """The built-in memory of one daemon."""
+    """memory.show|write|set|pending|approve|reject."""
 
-    def __init__(
-        self,
-        home: Path,
-        store: SessionStore,
-        config: Any,
-        *,
-        attached: dict[str, set[Connection]],
-        may_answer: Callable[[int | None], bool],
-        redact_text: Callable[[str], str],
-    ) -> None:
-        """``attached`` is the session service's table (who to announce writes to)."""
-        self.files = MemoryFiles(home)
-        self.pending = PendingWrites(home)
-        self.store = store
-        self.attached = attached
-        self.may_answer = may_answer
-        self.redact_text = redact_text
-        #: called on the event loop after every write that reached the files; must not block
-        self.write_listeners: list[Callable[[MemoryWrite], None]] = []
-        self._snapshots: OrderedDict[str, str] = OrderedDict()
-        self._approving = threading.Lock()  # one approval applied at a time
-        self.slash = SlashMemory(self)
-        self.reload(config)
-
-    # --- the service protocol ------------------------------------------------------------
-
-    def reload(self, cfg: Any) -> None:
-        """Take ``memory.*`` from the configuration (limits apply to the next write)."""
-        self.memory_enabled = bool(cfg.get("memory.memory_enabled", True))
-        self.user_enabled = bool(cfg.get("memory.user_profile_enabled", True))
-        self.write_approval = bool(cfg.get("memory.write_approval", False))
-        self.files.limits = Limits(
-            memory=int(cfg.get("memory.memory_char_limit", 2200)),
-            user=int(cfg.get("memory.user_char_limit", 1375)),
-        )
+    def __init__(self, memory: BuiltinMemory) -> None:
+        self.memory = memory
 
     def bind(self, router: Router) -> None:
         for name in ("show", "write", "set", "pending", "approve", "reject"):
             router.bind(f"memory.{name}", getattr(self, f"rpc_{name}"))
 
     async def start(self) -> None:
-        removed = await asyncio.to_thread(self.files.remove_stale_temps)
+        removed = await asyncio.to_thread(self.memory.files.remove_stale_temps)
         if removed:
             log.info("removed %d temporary memory file(s) left by a crash", removed)
 
@@ -101,213 +38,16 @@ class MemoryService:
         pass
 
     def status(self) -> dict[str, Any]:
-        return {"memory_write_approval": self.write_approval}
+        return {"memory_write_approval": self.memory.write_approval}
 
-    def available(self) -> bool:
-        """Whether the tool is offered: at least one of the two stores is switched on."""
-        return self.memory_enabled or self.user_enabled
+    def reload(self, cfg: Any) -> None:
+        self.memory.reload(cfg)
 
-    # --- the frozen snapshot -------------------------------------------------------------
-
-    async def prompt_block(self, session_id: str, *, fresh: bool = False) -> str:
-        """The memory text of the session's system prompt.
-
-        Taken from the files when the session starts (``fresh``: its first turn, also after a
-        reset) or when it has none kept (an older session, a fork), then kept in state.db and
-        reused, so writes made meanwhile show in the next session, not in this one.
-        """
-        if not self.available():
-            return ""
-        stored = None if fresh else self._snapshots.get(session_id)
-        if stored is None and not fresh:
-            stored = await self.store.run(self.store.memory_snapshot, session_id)
-        if stored is None:
-            stored = await asyncio.to_thread(snapshot.take, self.files)
-            await self.store.run(self.store.keep_memory_snapshot, session_id, stored)
-        self._snapshots[session_id] = stored
-        self._snapshots.move_to_end(session_id)
-        while len(self._snapshots) > _CACHED_SNAPSHOTS:
-            self._snapshots.popitem(last=False)
-        # (providers: their system_prompt_block() text will be joined after these blocks)
-        return snapshot.compose(
-            stored, memory_enabled=self.memory_enabled, user_enabled=self.user_enabled
-        )
-
-    def forget_session(self, session_id: str) -> None:
-        self._snapshots.pop(session_id, None)
-
-    # --- writes ----------------------------------------------------------------------------
-
-    async def tool_call(self, args: dict[str, Any], *, session_id: str = "") -> dict[str, Any]:
-        """The ``memory`` tool: the result the model gets, as a dict."""
-        if not self.available():
-            return tool_error(UNAVAILABLE)
-        call = read_call(args)
-        if isinstance(call, dict):
-            return call
-        if call.missing_old_text:
-            return await asyncio.to_thread(
-                edits.missing_old_text, self.files, call.target, call.action
-            )
-        # redaction scans the text: off the loop too, content may be long
-        payload = await asyncio.to_thread(lambda: self._redacted(call).payload())
-        if self.write_approval:
-            record = await asyncio.to_thread(self.pending.stage, payload, session_id)
-            self._announce("memory.staged", payload, "tool", session_id, None, record=record)
-            return {
-                "success": True,
-                "staged": True,
-                "pending_id": record["id"],
-                "message": STAGED_MESSAGE,
-            }
-        return await self._write(payload, "tool", session_id, None)
-
-    async def person_write(self, args: dict[str, Any], uid: int | None) -> dict[str, Any]:
-        """A person's add/replace/remove/batch: never staged (they are the approval)."""
-        call = read_call(args)
-        if isinstance(call, dict):
-            return call
-        if call.missing_old_text:
-            return await asyncio.to_thread(
-                edits.missing_old_text, self.files, call.target, call.action
-            )
-        payload = await asyncio.to_thread(lambda: self._redacted(call).payload())
-        return await self._write(payload, "client", "", uid)
-
-    async def _write(
-        self, payload: dict[str, Any], origin: str, session_id: str, uid: int | None
-    ) -> dict[str, Any]:
-        edit = await asyncio.to_thread(self.apply, payload)
-        if edit.written:
-            self._written(MemoryWrite(payload, origin, session_id, uid), edit.result)
-        return edit.result
-
-    def apply(self, payload: dict[str, Any]) -> edits.Edit:
-        """Carry out a write described by a payload (blocking: on a worker thread)."""
-        action, target = payload.get("action"), payload.get("target", "memory")
-        if target not in TARGETS:
-            return edits.Edit(tool_error(f"Invalid target '{target}'. Use 'memory' or 'user'."))
-        content = str(payload.get("content") or "")
-        old_text = str(payload.get("old_text") or "")
-        if action == "batch":
-            return edits.apply_batch(self.files, target, list(payload.get("operations") or []))
-        if action == "add":
-            return edits.add(self.files, target, content)
-        if action == "replace":
-            return edits.replace(self.files, target, old_text, content)
-        if action == "remove":
-            return edits.remove(self.files, target, old_text)
-        return edits.Edit({"success": False, "error": f"Unknown staged action '{action}'."})
-
-    def _redacted(self, call: MemoryCall) -> MemoryCall:
-        """The call with secrets in what it writes replaced, as in tool output."""
-        if call.action != "batch":
-            return replace(call, content=self.redact_text(call.content))
-        ops = [
-            {**op, "content": self.redact_text(op["content"])}
-            if isinstance(op, dict) and isinstance(op.get("content"), str)
-            else op
-            for op in call.operations
-        ]
-        return replace(call, operations=ops)
-
-    def _written(self, write: MemoryWrite, result: dict[str, Any]) -> None:
-        self._announce(
-            "memory.written",
-            write.payload,
-            write.origin,
-            write.session_id,
-            write.by_uid,
-            result=result,
-        )
-        for listener in list(self.write_listeners):  # (providers: on_memory_write)
-            try:
-                listener(write)
-            except Exception:
-                log.exception("a memory write listener failed")
-
-    # --- approvals of staged writes --------------------------------------------------------
-
-    async def approve(self, pending_id: str, uid: int | None) -> dict[str, Any] | None:
-        """Apply a staged write; None when there is no such staged write. Kept when it fails."""
-
-        def run() -> tuple[dict[str, Any] | None, edits.Edit | None]:
-            with self._approving:
-                record = self.pending.get(pending_id)
-                if record is None:
-                    return None, None
-                edit = self.apply(record["payload"])
-                if edit.result.get("success"):
-                    self.pending.discard(pending_id)
-                return record, edit
-
-        record, edit = await asyncio.to_thread(run)
-        if record is None or edit is None:
-            return None
-        if edit.written:
-            write = MemoryWrite(record["payload"], "approval", record.get("session_id", ""), uid)
-            self._written(write, edit.result)
-        return {"id": pending_id, "applied": bool(edit.result.get("success")), **edit.result}
-
-    async def reject(self, pending_id: str, uid: int | None) -> bool:
-        """Drop a staged write; False when there is no such staged write."""
-
-        def run() -> dict[str, Any] | None:
-            with self._approving:
-                record = self.pending.get(pending_id)
-                return record if record is not None and self.pending.discard(pending_id) else None
-
-        record = await asyncio.to_thread(run)
-        if record is None:
-            return False
-        self._announce("memory.rejected", record["payload"], "approval", "", uid, record=record)
-        return True
-
-    # --- announcements ---------------------------------------------------------------------
-
-    def _announce(
-        self,
-        kind: str,
-        payload: dict[str, Any],
-        origin: str,
-        session_id: str,
-        uid: int | None,
-        *,
-        result: dict[str, Any] | None = None,
-        record: dict[str, Any] | None = None,
-    ) -> None:
-        """Tell every client attached to a session (and the caller) about a memory change."""
-        event: dict[str, Any] = {
-            "type": kind,
-            "target": payload.get("target", "memory"),
-            "action": payload.get("action"),
-            "origin": origin,
-            "session_id": session_id,
-            "by_uid": uid,
-        }
-        if result is not None:
-            event["usage"] = result.get("usage")
-            event["entry_count"] = result.get("entry_count")
-        if record is not None:
-            event["pending_id"] = record["id"]
-            event["summary"] = self.redact_text(str(record.get("summary") or ""))
-        data = wire.pack_notification(EVENT, [event])
-        for conn in _recipients(self.attached.values(), current_connection.get()):
-            conn.send_soon(data)
-        log.info(
-            "memory %s: %s %s (%s%s)",
-            kind.removeprefix("memory."),
-            event["action"],
-            event["target"],
-            origin,
-            f", session {session_id}" if session_id else "",
-        )
-
-    # --- RPC ---------------------------------------------------------------------------------
+    # --- methods -----------------------------------------------------------------------------
 
     def _check(self, call: Call, what: str) -> int:
         uid = call.conn.peer.uid
-        if not self.may_answer(uid):
+        if not self.memory.may_answer(uid):
             raise RpcError(
                 Codes.PERMISSION_DENIED,
                 f"{what}: only the daemon's owner or a user listed in approvals.approvers "
@@ -318,31 +58,14 @@ class MemoryService:
 
     async def rpc_show(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         self._check(call, "memory.show")
-        targets = [p["target"]] if p.get("target") else list(TARGETS)
-        for target in targets:
-            _check_target(target)
-        shown = await asyncio.to_thread(lambda: [self._describe(t) for t in targets])
-        return {"targets": shown, "write_approval": self.write_approval}
-
-    def _describe(self, target: str) -> dict[str, Any]:
-        raw = self.files.read_raw(target)
-        entries = self.files.entries(target)
-        enabled = self.memory_enabled if target == "memory" else self.user_enabled
-        return {
-            "target": target,
-            "path": str(self.files.path(target)),
-            "entries": entries,
-            "usage": edits.usage(self.files, target, entries),
-            "limit": self.files.limits.of(target),
-            "enabled": enabled,
-            "digest": edits.digest(raw),
-        }
+        targets = [_check_target(p["target"])] if p.get("target") else list(TARGETS)
+        shown = await asyncio.to_thread(lambda: [self.memory.describe(t) for t in targets])
+        return {"targets": shown, "write_approval": self.memory.write_approval}
 
     async def rpc_write(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         uid = self._check(call, "memory.write")
         names = ("target", "action", "content", "old_text", "operations")
-        args = {k: p[k] for k in names if k in p}
-        return await self.person_write(args, uid)
+        return await self.memory.person_write({k: p[k] for k in names if k in p}, uid)
 
     async def rpc_set(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         uid = self._check(call, "memory.set")
@@ -350,27 +73,22 @@ class MemoryService:
         entries = p["entries"]
         if not all(isinstance(e, str) for e in entries):
             raise RpcError(Codes.INVALID_PARAMS, "memory.set: entries must be strings")
-        clean = await asyncio.to_thread(lambda: [self.redact_text(e) for e in entries])
-        edit = await asyncio.to_thread(edits.replace_all, self.files, target, clean, p.get("base"))
-        if edit.written:
-            payload = {"action": "set", "target": target, "entries": clean}
-            self._written(MemoryWrite(payload, "client", "", uid), edit.result)
-        return edit.result
+        return await self.memory.set_entries(target, entries, p.get("base"), uid)
 
     async def rpc_pending(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         self._check(call, "memory.pending")
-        return {"pending": await asyncio.to_thread(self.pending.list)}
+        return {"pending": await asyncio.to_thread(self.memory.pending.list)}
 
     async def rpc_approve(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         uid = self._check(call, "memory.approve")
-        result = await self.approve(p["id"], uid)
+        result = await self.memory.approve(p["id"], uid)
         if result is None:
             raise _no_pending(p["id"])
         return result
 
     async def rpc_reject(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         uid = self._check(call, "memory.reject")
-        if not await self.reject(p["id"], uid):
+        if not await self.memory.reject(p["id"], uid):
             raise _no_pending(p["id"])
         return {"id": p["id"], "rejected": True}
 
@@ -389,12 +107,3 @@ def _no_pending(pending_id: str) -> RpcError:
     return RpcError(
         Codes.NOT_FOUND, f"No pending memory write with id '{pending_id}'.", {"id": pending_id}
     )
-
-
-def _recipients(attached: Iterable[set[Connection]], caller: Connection | None) -> list[Connection]:
-    conns: dict[Connection, None] = {}
-    for group in attached:
-        conns.update(dict.fromkeys(group))
-    if caller is not None:
-        conns[caller] = None
-    return [c for c in conns if c.is_open]

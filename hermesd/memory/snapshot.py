@@ -1,7 +1,7 @@
 """The memory blocks of the system prompt, rendered as hermes-agent 0.19 renders them.
 
 A session's blocks are taken once, from the files as they are when its first turn starts, and
-kept in state.db (``MemoryService.prompt_block``): writes during the session reach the files
+kept in state.db (``BuiltinMemory.prompt_block``): writes during the session reach the files
 but not its prompt, so the prompt prefix stays the same for every request of the session.
 """
 

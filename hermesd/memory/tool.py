@@ -4,7 +4,7 @@ Registered through `ToolRegistry.register` like any plugin tool, with ``check_ar
 the reference answers a bad target or a missing ``old_text`` with its own sentences, which the
 model is used to, so `read_call` checks the arguments and words the errors that way; arguments
 of the wrong JSON type get the registry's usual message. What a valid call does is the
-service's business (`hermesd.memory.service.MemoryService.tool_call`).
+built-in memory's business (`hermesd.memory.builtin.BuiltinMemory.tool_call`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from hermesd.plugins.tool_schema import check_args
 from hermesd.tools.registry import BUILTIN, ToolRegistry
 
 if TYPE_CHECKING:
-    from hermesd.memory.service import MemoryService
+    from hermesd.memory.builtin import BuiltinMemory
 
 TOOLSET = "memory"
 ACTIONS = ("add", "replace", "remove")
@@ -157,7 +157,7 @@ def read_call(args: dict[str, Any]) -> MemoryCall | dict[str, Any]:
     return MemoryCall(target, action, content=content, old_text=old_text)
 
 
-def register_memory_tool(registry: ToolRegistry, service: MemoryService) -> None:
+def register_memory_tool(registry: ToolRegistry, service: BuiltinMemory) -> None:
     """Register ``memory`` backed by ``service``; hidden while both stores are switched off."""
 
     async def memory(args: dict[str, Any], session_id: str = "", **_: Any) -> str:
