@@ -19,7 +19,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from hermesd.memory import edits, snapshot
 from hermesd.memory.commands import SlashMemory
 from hermesd.memory.files import TARGETS, Limits, MemoryFiles
 from hermesd.memory.pending import STAGED_MESSAGE, PendingWrites
-from hermesd.memory.tool import UNAVAILABLE, MemoryCall, read_call, tool_error
+from hermesd.memory.tool import UNAVAILABLE, read_call, tool_error
 from hermesd.rpc import wire
 from hermesd.rpc.connection import Connection, current_connection
 from hermesd.store.sessions import SessionStore
@@ -158,7 +158,7 @@ class BuiltinMemory:
                 edits.missing_old_text, self.files, call.target, call.action
             )
         # redaction scans the text: off the loop too, content may be long
-        payload = await asyncio.to_thread(lambda: self._redacted(call).payload())
+        payload = await asyncio.to_thread(self.redacted, call.payload())
         if self.write_approval:
             record = await asyncio.to_thread(self.pending.stage, payload, session_id)
             self._announce("memory.staged", payload, "tool", session_id, None, record=record)
@@ -179,7 +179,7 @@ class BuiltinMemory:
             return await asyncio.to_thread(
                 edits.missing_old_text, self.files, call.target, call.action
             )
-        payload = await asyncio.to_thread(lambda: self._redacted(call).payload())
+        payload = await asyncio.to_thread(self.redacted, call.payload())
         return await self._write(payload, "client", "", uid)
 
     async def _write(
@@ -207,17 +207,19 @@ class BuiltinMemory:
             return edits.remove(self.files, target, old_text)
         return edits.Edit({"success": False, "error": f"Unknown staged action '{action}'."})
 
-    def _redacted(self, call: MemoryCall) -> MemoryCall:
-        """The call with secrets in what it writes replaced, as in tool output."""
-        if call.action != "batch":
-            return replace(call, content=self.redact_text(call.content))
-        ops = [
-            {**op, "content": self.redact_text(op["content"])}
-            if isinstance(op, dict) and isinstance(op.get("content"), str)
-            else op
-            for op in call.operations
-        ]
-        return replace(call, operations=ops)
+    def redacted(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """The payload with secrets in what it writes replaced, as in tool output (blocking)."""
+        out = dict(payload)
+        if isinstance(out.get("content"), str):
+            out["content"] = self.redact_text(out["content"])
+        if isinstance(out.get("operations"), list):
+            out["operations"] = [
+                {**op, "content": self.redact_text(op["content"])}
+                if isinstance(op, dict) and isinstance(op.get("content"), str)
+                else op
+                for op in out["operations"]
+            ]
+        return out
 
     def _written(self, write: MemoryWrite, result: dict[str, Any]) -> None:
         self._announce(
@@ -244,7 +246,8 @@ class BuiltinMemory:
                 record = self.pending.get(pending_id)
                 if record is None:
                     return None, None
-                edit = self.apply(record["payload"])
+                # a staged file may come from another program: redacted here as well
+                edit = self.apply(self.redacted(record["payload"]))
                 if edit.result.get("success"):
                     self.pending.discard(pending_id)
                 return record, edit

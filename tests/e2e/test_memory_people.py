@@ -372,3 +372,23 @@ def test_a_pending_id_that_is_not_an_id_is_not_found(gated: DaemonProcess) -> No
         assert c.call("command.run", {"line": f"/memory reject {bad_id}"})["ok"] is True
     assert (gated.home / "config.json").exists()
     assert c.call("ping") is not None
+
+
+def test_a_write_staged_by_the_reference_is_approved_and_redacted(gated: DaemonProcess) -> None:
+    secret = "sk-ant-" + "Q7w8E9r0" * 5
+    record = {  # the record hermes-agent's tools/write_approval.py stage_write() keeps
+        "id": "a1b2c3d4",
+        "subsystem": "memory",
+        "action": "add",
+        "summary": "add to memory: API key is ...",
+        "origin": "background_review",
+        "created_at": time.time(),
+        "payload": {"action": "add", "target": "memory", "content": f"API key is {secret}"},
+    }
+    staged = gated.home / "pending" / "memory"
+    staged.mkdir(parents=True)
+    (staged / "a1b2c3d4.json").write_text(json.dumps(record))
+    out = _ctl(gated, "memory", "approve", "a1b2c3d4")
+    assert out.returncode == 0, out.stderr
+    assert _memory_file(gated) == "API key is [REDACTED]"
+    assert not (staged / "a1b2c3d4.json").exists()
