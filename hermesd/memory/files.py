@@ -5,7 +5,9 @@ entries separated by ``"\\n§\\n"``. A change is a read-modify-write under `lock
 this process (threads of the daemon) and an ``fcntl`` lock on ``<file>.lock`` (other processes,
 such as the reference's CLI on the same home). A file is replaced by writing a temporary file
 in the same directory, fsyncing it and renaming it over the old one, so a reader or a crash
-sees the old file or the new one, never half of either. Blocking: call from a worker thread.
+sees the old file or the new one, never half of either. The files are created 0600 (the
+temporary file's mode) in a 0700 folder: they describe a person. Blocking: call from a worker
+thread.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ class MemoryFiles:
     @contextlib.contextmanager
     def locked(self, target: str) -> Iterator[None]:
         """Hold the target's write lock (this process's threads, then other processes)."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # a profile of a person
         path = self.path(target)
         with self._locks[target], open(path.with_name(path.name + ".lock"), "a+b") as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
@@ -124,7 +126,7 @@ class MemoryFiles:
 
     def write(self, target: str, entries: list[str]) -> None:
         """Replace the target's file with ``entries`` atomically. Call under `locked`."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # a profile of a person
         path = self.path(target)
         fd, temp = tempfile.mkstemp(dir=self.dir, prefix=_TEMP_PREFIX, suffix=_TEMP_SUFFIX)
         try:

@@ -77,10 +77,12 @@ class PendingWrites:
             "payload": payload,
             "session_id": session_id,
         }
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = self.dir / f"{record['id']}.json"
         temp = path.with_name(path.name + ".tmp")
-        temp.write_text(json.dumps(record, ensure_ascii=False, indent=2), encoding="utf-8")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, ensure_ascii=False, indent=2))
         os.replace(temp, path)
         return record
 

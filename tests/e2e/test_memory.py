@@ -91,6 +91,8 @@ def test_the_files_hold_what_the_reference_wrote(client: Client, daemon: DaemonP
     memories = daemon.home / "memories"
     assert (memories / "MEMORY.md").read_text() == REFERENCE["memory_file"]
     assert (memories / "USER.md").read_text() == "Name: Ada"
+    assert (memories / "MEMORY.md").stat().st_mode & 0o777 == 0o600
+    assert memories.stat().st_mode & 0o777 == 0o700
 
 
 def test_the_snapshot_reaches_the_model_byte_for_byte(

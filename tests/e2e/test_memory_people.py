@@ -105,6 +105,8 @@ def test_a_staged_write_is_answered_from_a_second_client(
     assert result["success"] is True and result["staged"] is True
     assert result["message"] == STAGED
     assert _memory_file(gated) is None
+    staged = gated.home / "pending" / "memory" / f"{result['pending_id']}.json"
+    assert staged.stat().st_mode & 0o777 == 0o600
     second = gated.client()
     listing = second.call("command.run", {"line": "/memory pending"})["output"]
     pending_id = result["pending_id"]
