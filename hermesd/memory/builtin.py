@@ -35,6 +35,8 @@ from hermesd.store.sessions import SessionStore
 log = logging.getLogger(__name__)
 
 EVENT = "memory.event"
+#: failed attempts to make room or find an entry in one turn before the model is told to stop
+MAX_CONSOLIDATION_FAILURES = 3
 _CACHED_SNAPSHOTS = 4096
 
 
@@ -72,6 +74,7 @@ class BuiltinMemory:
         self.write_listeners: list[Callable[[MemoryWrite], None]] = []
         self._snapshots: OrderedDict[str, str] = OrderedDict()
         self._approving = threading.Lock()  # one approval applied at a time
+        self._failures: dict[str, int] = {}  # consolidation failures in a session's turn
         self.slash = SlashMemory(self)
         self.reload(config)
 
@@ -124,6 +127,7 @@ class BuiltinMemory:
         reset) or when it has none kept (an older session, a fork), then kept in state.db and
         reused, so writes made meanwhile show in the next session, not in this one.
         """
+        self._failures.pop(session_id, None)  # called once as each turn starts: a new budget
         if not self.available():
             return ""
         stored = None if fresh else self._snapshots.get(session_id)
@@ -188,7 +192,29 @@ class BuiltinMemory:
         edit = await asyncio.to_thread(self.apply, payload)
         if edit.written:
             self._written(MemoryWrite(payload, origin, session_id, uid), edit.result)
-        return edit.result
+        return self._budgeted(session_id, edit) if origin == "tool" else edit.result
+
+    def _budgeted(self, session_id: str, edit: edits.Edit) -> dict[str, Any]:
+        """The model's result, or, past the per-turn budget of failed attempts, a final
+        "stop retrying" so that a memory side effect cannot eat the turn (as the reference)."""
+        if edit.result.get("success"):
+            self._failures.pop(session_id, None)
+            return edit.result
+        if not edit.consolidation_failure:
+            return edit.result
+        count = self._failures[session_id] = self._failures.get(session_id, 0) + 1
+        if count <= MAX_CONSOLIDATION_FAILURES:
+            return edit.result
+        return {
+            "success": False,
+            "done": True,
+            "error": (
+                f"Memory consolidation failed {count} times "
+                "this turn. Stop retrying memory calls — leave memory unchanged for "
+                "now and continue with your reply to the user. The fact can be saved "
+                "in a later turn."
+            ),
+        }
 
     def apply(self, payload: dict[str, Any]) -> edits.Edit:
         """Carry out a write described by a payload (blocking: on a worker thread)."""

@@ -24,6 +24,8 @@ class Edit:
 
     result: dict[str, Any]
     written: bool = False
+    #: a failed attempt to make room or find an entry: the ones the reference counts per turn
+    consolidation_failure: bool = False
 
 
 def usage(files: MemoryFiles, target: str, entries: list[str]) -> str:
@@ -105,7 +107,7 @@ def add(files: MemoryFiles, target: str, content: str) -> Edit:
         new_total = joined_length([*entries, content])
         if new_total > limit:
             current = joined_length(entries)
-            return Edit(
+            return _failed(
                 {
                     "success": False,
                     "error": (
@@ -168,12 +170,12 @@ def replace(files: MemoryFiles, target: str, old_text: str, content: str) -> Edi
         index, problem = _match(entries, old_text, "replace")
         if index is None:
             assert problem is not None
-            return Edit(problem)
+            return Edit(problem, consolidation_failure="current_entries" in problem)
         changed = [*entries]
         changed[index] = content
         new_total = joined_length(changed)
         if new_total > limit:
-            return Edit(
+            return _failed(
                 {
                     "success": False,
                     "error": (
@@ -203,14 +205,18 @@ def remove(files: MemoryFiles, target: str, old_text: str) -> Edit:
         index, problem = _match(entries, old_text, "remove")
         if index is None:
             assert problem is not None
-            return Edit(problem)
+            return Edit(problem, consolidation_failure="current_entries" in problem)
         entries.pop(index)
         files.write(target, entries)
     return Edit(success(files, target, entries, "Entry removed."), written=True)
 
 
+def _failed(result: dict[str, Any]) -> Edit:
+    return Edit(result, consolidation_failure=True)
+
+
 def _batch_error(files: MemoryFiles, target: str, entries: list[str], message: str) -> Edit:
-    return Edit(
+    return _failed(
         {
             "success": False,
             "error": message + " No operations were applied (batch is all-or-nothing).",
@@ -287,7 +293,7 @@ def apply_batch(files: MemoryFiles, target: str, operations: list[Any]) -> Edit:
                 working.pop(found[0])
         new_total = len(ENTRY_DELIMITER.join(working)) if working else 0
         if new_total > limit:
-            return Edit(
+            return _failed(
                 {
                     "success": False,
                     "error": (

@@ -254,3 +254,24 @@ def test_a_file_edited_by_hand_is_backed_up_not_overwritten(
     assert result["error"].startswith("Refusing to write MEMORY.md: file on disk has content")
     assert Path(result["drift_backup"]).read_text() == hand
     assert (memories / "MEMORY.md").read_text() == hand
+
+
+def test_after_three_failed_attempts_in_a_turn_the_model_is_told_to_stop(
+    client: Client, model: ScriptedModelServer
+) -> None:
+    sid = client.call("session.create")["id"]
+    miss = {"target": "memory", "action": "remove", "old_text": "ghost"}
+    four = call_tools(*(tool_call("memory", miss) for _ in range(4)))
+    last = _turn(model, client, sid, four, reply("moving on"))
+    results = [json.loads(m["content"]) for m in last["messages"] if m["role"] == "tool"]
+    assert [r["error"].startswith("No entry matched 'ghost'.") for r in results[:3]] == [True] * 3
+    assert results[3] == {
+        "success": False,
+        "done": True,
+        "error": "Memory consolidation failed 4 times this turn. Stop retrying memory calls — "
+        "leave memory unchanged for now and continue with your reply to the user. The fact "
+        "can be saved in a later turn.",
+    }
+    again = _turn(model, client, sid, call_tools(tool_call("memory", miss)), reply("ok"))
+    [result] = [json.loads(m["content"]) for m in again["messages"] if m["role"] == "tool"][-1:]
+    assert result["error"].startswith("No entry matched 'ghost'.")  # a new turn, a new budget
