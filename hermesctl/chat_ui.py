@@ -214,6 +214,18 @@ class TurnPrinter:
         elif ev.get("status") == "cancelled":
             self.line(self.style.yellow("⊘ turn cancelled"), self.err)
 
+    def _on_memory_staged(self, ev: dict[str, Any]) -> None:
+        self.line(
+            self.style.yellow(
+                f"🧠 memory write waits for approval: {ev.get('summary', '')} "
+                f"(/memory approve {ev.get('pending_id', '')})"
+            )
+        )
+
+    def _on_memory_written(self, ev: dict[str, Any]) -> None:
+        name = "USER.md" if ev.get("target") == "user" else "MEMORY.md"
+        self.line(self.style.dim(f"🧠 {name} updated ({ev.get('usage') or ''})"))
+
     def _on_session_deleted(self, ev: dict[str, Any]) -> None:
         self.line(self.style.yellow(f"session {ev.get('session_id')} was deleted"), self.err)
 

@@ -109,6 +109,9 @@ def follow_turn(
         if note.method == "approval.resolved":
             on_event({"type": "approval.resolved", **(note.params[0] if note.params else {})})
             continue
+        if note.method == "memory.event" and note.params:  # docs/memory.md, announcements
+            on_event(note.params[0])
+            continue
         if note.method != "session.event" or not note.params:
             continue
         event: dict[str, Any] = note.params[0]

@@ -14,7 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import ModuleType
 
-ORDER = ["core", "chat", "sessions", "plugins", "plugin_mgmt", "cmd", "approvals"]
+ORDER = ["core", "chat", "sessions", "plugins", "plugin_mgmt", "cmd", "approvals", "memory"]
 ORDER += ["ops"]  # day-two operations
 
 INDEX: dict[str, tuple[str, ...]] = {
@@ -28,6 +28,7 @@ INDEX: dict[str, tuple[str, ...]] = {
     "cmd": ("cmd",),
     "completion": ("cmd",),
     "approvals": ("approvals",),
+    "memory": ("memory",),
 }
 INDEX.update(dict.fromkeys(["config", "reload", "logs", "doctor", "stop"], ("ops",)))
 

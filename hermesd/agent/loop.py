@@ -22,7 +22,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from hermesd import redact
 from hermesd.model.client import Completion, ConfigLike, ModelClient, ModelError, RetryInfo
@@ -36,6 +36,9 @@ from hermesd.store.sessions import (
     StorageUnavailable,
 )
 from hermesd.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from hermesd.memory.builtin import BuiltinMemory
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +132,7 @@ class AgentLoop:
         client: ModelClient,
         settings: AgentSettings | None = None,
         reloads: ReloadGate | None = None,
+        memory: BuiltinMemory | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -136,6 +140,7 @@ class AgentLoop:
         self.client = client
         self.settings = settings or AgentSettings()
         self.reloads = reloads  # a turn starts once no plugin reload runs
+        self.memory = memory  # the built-in memory's prompt snapshot (hermesd.memory)
 
     def check_ready(self) -> None:
         """Raise ``ModelNotConfigured`` when no endpoint is configured (call before a turn)."""
@@ -344,7 +349,12 @@ class _Turn:
             "role": "user",
             "content": self.user_message + ("\n\n" + context if context else ""),
         }
-        self.messages = [self.loop.settings.system_message(), *prior, api_user]
+        system = self.loop.settings.system_message()
+        if self.loop.memory is not None:  # the memory snapshot taken when the session started
+            block = await self.loop.memory.prompt_block(self.session_id, fresh=first)
+            if block:
+                system = {**system, "content": system["content"] + "\n\n" + block}
+        self.messages = [system, *prior, api_user]
         self.stored_history = [*prior, {"role": "user", "content": self.user_message}]
         pin = getattr(self.loop.registry, "pin", None)
         if pin is not None:  # a plugin reload during this turn must not change its tools

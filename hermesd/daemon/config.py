@@ -142,6 +142,14 @@ SCHEMA: dict[str, Any] = {
         "approvers": _S(_strlist, [], "extra user names or uids allowed to answer approvals"),
     },
     "command_allowlist": _S(_strlist, [], "reference-compatible: commands never prompting"),
+    # built-in memory (hermesd.memory, docs/memory.md)
+    "memory": {
+        "memory_enabled": _S((bool,), True, "MEMORY.md (the agent's notes) in new sessions"),
+        "user_profile_enabled": _S((bool,), True, "USER.md (the user profile) in new sessions"),
+        "memory_char_limit": _S((int,), 2200, "characters MEMORY.md may hold"),
+        "user_char_limit": _S((int,), 1375, "characters USER.md may hold"),
+        "write_approval": _S((bool,), False, "stage the agent's memory writes for a person"),
+    },
 }
 
 # Settings that no longer do anything, accepted (with a warning naming them) for one release

@@ -31,6 +31,9 @@ from hermesd.daemon.config_view import effective_settings
 from hermesd.daemon.doctor import DoctorService
 from hermesd.daemon.logring import LogService
 from hermesd.daemon.reloads import ReloadService
+from hermesd.memory.builtin import BuiltinMemory
+from hermesd.memory.service import MemoryService
+from hermesd.memory.tool import register_memory_tool
 from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.plugins.admin import PluginAdminService
 from hermesd.plugins.context import Injector
@@ -192,6 +195,16 @@ def build_services(daemon: Daemon) -> None:
         transform_output=functools.partial(hooks.transform, "transform_terminal_output"),
         sandbox=sandbox,
     )
+    memory = BuiltinMemory(
+        home,
+        store,
+        cfg,
+        attached=attached,
+        may_answer=broker.may_answer_uid,
+        redact_text=redact.redact,
+    )
+    register_memory_tool(parts.tools, memory)
+    memory.slash.register(parts.commands)
     gate = ReloadGate()
     agent = AgentLoop(
         store,
@@ -200,6 +213,7 @@ def build_services(daemon: Daemon) -> None:
         ModelClient(ModelSettings.from_config(cfg)),
         AgentSettings.from_config(cfg, skills_index=parts.skills.index_text()),
         reloads=gate,
+        memory=memory,
     )
     sessions = SessionService(
         store,
@@ -221,6 +235,7 @@ def build_services(daemon: Daemon) -> None:
     )
     daemon.services.append(sessions)
     daemon.services.append(admin)
+    daemon.services.append(MemoryService(memory))
     daemon.services.append(
         CommandService(
             host,

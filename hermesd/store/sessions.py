@@ -739,3 +739,19 @@ class SessionStore:
                 conn.execute("DELETE FROM approvals WHERE pattern_key = ?", (pattern_key,)).rowcount
                 > 0
             )
+
+    # -- memory snapshots (the prompt blocks a session was started with; hermesd.memory) -------
+
+    @_on_db_thread
+    def memory_snapshot(self, session_id: str) -> str | None:
+        """The memory snapshot kept for the session; None when it has none yet."""
+        row = self._row("SELECT memory_snapshot FROM sessions WHERE id = ?", (session_id,))
+        return None if row is None else row[0]
+
+    @_on_db_thread
+    def keep_memory_snapshot(self, session_id: str, snapshot: str) -> None:
+        """Keep ``snapshot`` as the session's memory snapshot (replacing an older one)."""
+        with self._tx() as conn:
+            conn.execute(
+                "UPDATE sessions SET memory_snapshot = ? WHERE id = ?", (snapshot, session_id)
+            )

@@ -91,6 +91,8 @@ class ToolEntry:
     shape: CallShape = field(repr=False)
     #: ``prepare(args, session_id=...) -> Consent``, run before approval (`hermesd.tools.consent`)
     prepare: Callable[..., Consent] | None = field(default=None, repr=False)
+    #: False: the handler checks its own arguments (its errors are worded for the model)
+    check_arguments: bool = True
 
 
 class ToolRegistry:
@@ -141,12 +143,15 @@ class ToolRegistry:
         owner: str = BUILTIN,
         *,
         prepare: Callable[..., Consent] | None = None,
+        check_arguments: bool = True,
     ) -> ToolEntry:
         """Add a tool; raises `ToolRejected` (nothing registered) when it may not be added.
 
         Parameters are the reference's, in its order, plus ``owner`` (``builtin`` or a plugin key)
         and ``prepare``: a check run before approval that may refuse the call, ask a person about
-        it, and hand the handler a ``plan=`` (`hermesd.tools.consent`).
+        it, and hand the handler a ``plan=`` (`hermesd.tools.consent`). ``check_arguments=False``
+        leaves checking the arguments against the schema to the handler, for a tool whose
+        errors must be worded its own way (the built-in ``memory`` tool).
 
         ``is_async`` is informational: whether the handler is awaited or run on a worker thread
         is decided from the callable itself, so a wrong flag cannot put sync code on the loop.
@@ -169,6 +174,7 @@ class ToolRegistry:
             owner=owner,
             shape=CallShape.of(handler, positional=1),
             prepare=prepare,
+            check_arguments=check_arguments,
         )
         with self._lock:
             stack = self._stacks.get(name, [])
@@ -319,7 +325,7 @@ class ToolRegistry:
             "api_request_id": "",
         }
         args, problem = parse_args(raw_args)
-        if problem is None:
+        if problem is None and entry.check_arguments:
             problem = check_args(entry.schema["parameters"], args)
         error_type: str | None = None
         error_message: str | None = None

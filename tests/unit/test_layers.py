@@ -24,6 +24,7 @@ RANKS = {
     "sandbox": 1,
     "tools": 2,
     "approvals": 3,
+    "memory": 3,
     "agent": 4,
     "commands": 5,
     "daemon": 6,

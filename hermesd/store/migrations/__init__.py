@@ -119,4 +119,10 @@ _V7 = """
 ALTER TABLE messages ADD COLUMN undone_at REAL;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
+# v8: the memory blocks a session's system prompt was started with (hermesd.memory.snapshot,
+# JSON), so the prompt stays the same across a restart; NULL until its first turn.
+_V8 = """
+ALTER TABLE sessions ADD COLUMN memory_snapshot TEXT;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8]

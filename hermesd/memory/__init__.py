@@ -1,0 +1,9 @@
+"""Built-in memory: MEMORY.md and USER.md, the ``memory`` tool, the frozen prompt snapshot.
+
+files.py (the two files on disk: locking, atomic writes, the drift guard), edits.py (add,
+replace, remove and batches with the reference's results), snapshot.py (the prompt blocks),
+pending.py (writes staged for a person when ``memory.write_approval`` is on), tool.py (the tool,
+registered like any plugin tool), commands.py (``/memory``), builtin.py (staging, redaction,
+announcements, the per-session snapshot), service.py (``memory.*`` RPC). Nothing here runs
+file I/O on the event loop.
+"""
