@@ -25,6 +25,8 @@ from hermesd.approvals.broker import ApprovalBroker
 from hermesd.approvals.service import ApprovalService
 from hermesd.commands.registry import CommandRegistry
 from hermesd.commands.service import CommandService, hermesctl_subcommands
+from hermesd.cron.service import CronService
+from hermesd.cron.tool import register_cron_command, register_cron_tool
 from hermesd.daemon.config import SettingsFiles
 from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.plugins.admin import PluginAdminService
@@ -206,8 +208,14 @@ def build_services(daemon: Daemon) -> None:
     admin = PluginAdminService(host, files, dotenv)
     approvals = ApprovalService(broker)
     host.commands.reserve_cli_names(hermesctl_subcommands())
+    # scheduled turns: after the sessions (runs are their turns), before plugins load (their
+    # cron.jobs calls need it); the tool and /cron register like any plugin's
+    cron = CronService(sessions, broker, parts.skills, cfg, home)
+    register_cron_tool(parts.tools, cron)
+    register_cron_command(parts.commands, cron)
     daemon.services.append(PluginService(host, cfg.get("tools.enabled_toolsets")))
     daemon.services.append(sessions)
+    daemon.services.append(cron)
     daemon.services.append(admin)
     daemon.services.append(
         CommandService(
