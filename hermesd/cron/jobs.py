@@ -265,7 +265,7 @@ def fire(
         if late <= grace:
             missed, run_kind, run = 0, "late" if late >= 1 else "on_time", True
         else:
-            missed = max(1, sched.occurrences_between(job["schedule"], due, now))
+            missed = 1 + sched.occurrences_between(job["schedule"], due, now)
             run_kind, run = "catch_up", catch_up
     repeat = dict(job["repeat"])
     if run:
