@@ -214,14 +214,14 @@ def test_a_run_is_offered_no_cronjob_clarify_or_configured_toolsets(start, model
     offered = {t["function"]["name"] for t in requests[0].get("tools", [])}
     assert offered & {"cronjob", "cronjob_manage", "skills_list", "skill_view"} == set()
     assert "read_file" in offered or "terminal" in offered
-    tool_result = [m for m in requests[1]["messages"] if m["role"] == "tool"][0]
+    tool_result = next(m for m in requests[1]["messages"] if m["role"] == "tool")
     assert "not available in this turn" in tool_result["content"]
     assert _runs(daemon, job["id"])[0]["status"] == "ok"
     # an ordinary turn is offered the cronjob tool
     with daemon.client() as c:
         sid = c.call("session.create")["id"]
         c.call("session.send", {"session_id": sid, "message": "ORDINARY-1", "wait": True})
-    ordinary = [r for r in model.requests if "ORDINARY-1" in str(r["messages"])][0]
+    ordinary = next(r for r in model.requests if "ORDINARY-1" in str(r["messages"]))
     names = {t["function"]["name"] for t in ordinary.get("tools", [])}
     assert {"cronjob", "cronjob_manage", "skills_list"} <= names
 
@@ -283,7 +283,7 @@ def test_an_unanswered_approval_in_a_run_times_out_denied(start, model, tmp_path
     advance(daemon, HOUR)
     assert target.exists()
     requests = [r for r in model.requests if "TIMEOUT-1" in str(r["messages"])]
-    denial = [m for m in requests[-1]["messages"] if m["role"] == "tool"][0]["content"]
+    denial = next(m for m in requests[-1]["messages"] if m["role"] == "tool")["content"]
     assert "timed out" in denial
     assert _runs(daemon, job["id"])[0]["status"] == "ok"
 
@@ -297,7 +297,7 @@ def test_cron_mode_deny_refuses_approvals_in_runs_without_asking(start, model, t
     advance(daemon, HOUR)
     assert target.exists()
     requests = [r for r in model.requests if "DENY-1" in str(r["messages"])]
-    denial = [m for m in requests[-1]["messages"] if m["role"] == "tool"][0]["content"]
+    denial = next(m for m in requests[-1]["messages"] if m["role"] == "tool")["content"]
     assert "approvals.cron_mode: deny" in denial
 
 
