@@ -245,6 +245,7 @@ in
           };
           approvals.mode = "manual";
           plugins.disabled = [ "calculator" ];
+          cron.timezone = "Europe/Berlin";
         }
       '';
       description = ''
