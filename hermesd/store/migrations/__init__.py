@@ -130,6 +130,7 @@ CREATE TABLE cron_jobs (
 );
 CREATE INDEX cron_jobs_due ON cron_jobs(next_run_at)
     WHERE state = 'scheduled' AND next_run_at IS NOT NULL;
+CREATE INDEX cron_jobs_claimed ON cron_jobs(claimed_by) WHERE claimed_by IS NOT NULL;
 CREATE TABLE cron_runs (
     id          INTEGER PRIMARY KEY,
     job_id      TEXT NOT NULL REFERENCES cron_jobs(id) ON DELETE CASCADE,
