@@ -322,6 +322,22 @@ def finish(
     return job, _ts(nxt)
 
 
+def _check_parsed(parsed: dict[str, Any]) -> None:
+    """Refuse a stored schedule no time can be computed from."""
+    kind = parsed["kind"]
+    if kind == "interval":
+        minutes = parsed.get("minutes")
+        if isinstance(minutes, bool) or not isinstance(minutes, int):
+            raise JobError(f"interval minutes must be a whole number, got {minutes!r}")
+        if not 1 <= minutes <= sched.MAX_MINUTES:
+            raise JobError(f"interval of {minutes} minutes is out of range")
+    elif kind == "once":
+        try:
+            datetime.fromisoformat(str(parsed.get("run_at")))
+        except ValueError:
+            raise JobError(f"invalid run_at {parsed.get('run_at')!r}") from None
+
+
 def from_reference(ref: dict[str, Any], now: datetime) -> tuple[dict[str, Any], float | None]:
     """A job of a reference ``cron/jobs.json`` as a hermesd job (id and timing kept)."""
     if not isinstance(ref.get("id"), str) or not isinstance(ref.get("schedule"), dict):
@@ -331,6 +347,7 @@ def from_reference(ref: dict[str, Any], now: datetime) -> tuple[dict[str, Any], 
         raise JobError(f"unknown schedule kind {parsed.get('kind')!r}")
     if parsed["kind"] == "cron" and not croniter.is_valid(str(parsed.get("expr"))):
         raise JobError(f"invalid cron expression {parsed.get('expr')!r}")
+    _check_parsed(parsed)
     parsed.setdefault("display", ref.get("schedule_display") or parsed["kind"])
     given_repeat = ref.get("repeat")
     repeat: dict[str, Any] = given_repeat if isinstance(given_repeat, dict) else {}

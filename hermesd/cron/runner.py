@@ -12,6 +12,7 @@ or is denied at once with ``approvals.cron_mode: deny``. A ``[SILENT]`` answer (
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -56,8 +57,10 @@ def is_silent(text: str | None) -> bool:
 
 
 def session_id_for(job_id: str, when: datetime) -> str:
-    """``cron_<job>_<YYYYmmdd_HHMMSS>``, the reference's name for a run's session."""
-    return f"cron_{job_id}_{when.strftime('%Y%m%d_%H%M%S')}"
+    """``cron_<job>_<YYYYmmdd_HHMMSS>``, the reference's name for a run's session (an
+    imported job's id is cut to the characters and length a session id may have)."""
+    safe = re.sub(r"[^A-Za-z0-9_-]", "_", job_id)[:32]
+    return f"cron_{safe}_{when.strftime('%Y%m%d_%H%M%S')}"
 
 
 @dataclass

@@ -17,6 +17,7 @@ from croniter import croniter
 ONESHOT_GRACE = 120.0  # seconds a one-shot may be late and still run
 MIN_GRACE = 120.0
 MAX_GRACE = 7200.0
+MAX_MINUTES = 10 * 366 * 1440  # a delay or interval of at most about ten years
 
 FORMS = (
     "a delay such as '30m', '2h' or '1d' (runs once), an interval such as 'every 30m' or "
@@ -40,9 +41,12 @@ def parse_duration(text: str) -> int:
     match = _DURATION.match(text.strip())
     if not match:
         raise ScheduleError(f"invalid duration '{text.strip()}': use a form like 30m, 2h or 1d")
-    minutes = int(match.group(1)) * _UNIT_MINUTES[match.group(2)[0].lower()]
+    digits = match.group(1)
+    minutes = int(digits[:12]) * _UNIT_MINUTES[match.group(2)[0].lower()]
     if minutes <= 0:
         raise ScheduleError(f"invalid duration '{text.strip()}': it must be at least 1 minute")
+    if len(digits) > 12 or minutes > MAX_MINUTES:
+        raise ScheduleError(f"invalid duration '{text.strip()[:40]}': at most 10 years")
     return minutes
 
 
@@ -77,8 +81,11 @@ def parse_schedule(text: str, now: datetime) -> dict[str, Any]:
         }
     try:
         minutes = parse_duration(original)
-    except ScheduleError:
-        raise ScheduleError(f"invalid schedule '{original}': use {FORMS}") from None
+    except ScheduleError as exc:
+        if "at most" in str(exc) or "at least" in str(exc):
+            raise
+        shown = original if len(original) <= 80 else original[:80] + "…"
+        raise ScheduleError(f"invalid schedule '{shown}': use {FORMS}") from None
     run_at = now + timedelta(minutes=minutes)
     return {"kind": "once", "run_at": run_at.isoformat(), "display": f"once in {original}"}
 

@@ -145,9 +145,17 @@ class Scheduler:
         def decide(job: dict[str, Any]) -> tuple[dict[str, Any], float | None, bool]:
             return jobs.fire(job, when, catch_up=self.catch_up)
 
-        claimed = await self.store.run(
-            self.table.claim, job_id, now, self.owner, now + self.lease, decide
-        )
+        try:
+            claimed = await self.store.run(
+                self.table.claim, job_id, now, self.owner, now + self.lease, decide
+            )
+        except (ValueError, TypeError, KeyError, ArithmeticError) as exc:
+            # a record no schedule can be computed from (an odd import): pause it, go on
+            log.exception("cron job %s: its schedule cannot be computed; paused", job_id)
+            await self.store.run(
+                self.table.set_broken, job_id, f"paused: its schedule cannot be computed ({exc})"
+            )
+            return False
         if claimed is None:
             return False
         job, run = claimed

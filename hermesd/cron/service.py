@@ -265,8 +265,11 @@ class CronService:
             return 0
         known = {j["id"] for j in await self.store.run(self.table.all)}
         added = 0
-        for entry in entries:
-            if not isinstance(entry, dict) or entry.get("id") in known:
+        for index, entry in enumerate(entries):
+            if not isinstance(entry, dict):
+                log.warning("not importing job #%d from %s: not a job object", index, path)
+                continue
+            if entry.get("id") in known:
                 continue
             try:
                 job, next_ts = jobs.from_reference(entry, self.now())

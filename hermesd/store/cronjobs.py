@@ -157,6 +157,25 @@ class CronTable:
             )
             return job, run
 
+    def set_broken(self, job_id: str, error: str) -> None:
+        """Pause a job whose schedule cannot be computed, saying why, so it is not due again."""
+        with self.store.transaction() as db:
+            row = db.execute("SELECT doc FROM cron_jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None:
+                return
+            job = {
+                **json.loads(row[0]),
+                "state": "paused",
+                "enabled": False,
+                "last_status": "error",
+                "last_error": error,
+            }
+            db.execute(
+                "UPDATE cron_jobs SET doc = ?, state = 'paused', claimed_by = NULL,"
+                " claim_until = NULL WHERE id = ?",
+                (json.dumps(job), job_id),
+            )
+
     def refresh_claims(self, owner: str, lease_until: float) -> int:
         """Extend the lease of every claim ``owner`` holds; how many there were."""
         with self.store.transaction() as db:
