@@ -180,6 +180,11 @@ class CronService:
         found: list[dict[str, Any]] = await self._db(self.table.runs, job_id, limit)
         return found
 
+    async def next_due(self) -> float | None:
+        """When the next scheduled job is due (Unix seconds), None when none is."""
+        due: float | None = await self.store.run(self.table.next_due)
+        return due
+
     def call_from_thread(self, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
         """Run one of the API coroutines from a plugin's thread (``cron.jobs``)."""
         if self.loop is None:

@@ -27,6 +27,7 @@ from hermesd.commands.registry import CommandRegistry
 from hermesd.commands.service import CommandService, hermesctl_subcommands
 from hermesd.cron.service import CronService
 from hermesd.cron.tool import register_cron_command, register_cron_tool
+from hermesd.cron.wake import Activity, ScaleToZero
 from hermesd.daemon.config import SettingsFiles
 from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.plugins.admin import PluginAdminService
@@ -216,6 +217,24 @@ def build_services(daemon: Daemon) -> None:
     daemon.services.append(PluginService(host, cfg.get("tools.enabled_toolsets")))
     daemon.services.append(sessions)
     daemon.services.append(cron)
+    if cfg.get("cron.scale_to_zero"):  # docs/cron.md, "Scale to zero"
+        daemon.services.append(
+            ScaleToZero(
+                activity=lambda: Activity(
+                    daemon.server.activated,
+                    len(daemon.server.connections),
+                    len(sessions.turns),
+                    len(cron.scheduler.running),
+                    len(broker.pending),
+                ),
+                next_due=cron.next_due,
+                now=cron.clock.now,
+                stop=daemon.request_stop,
+                socket_path=lambda: daemon.server.path,
+                idle_exit=float(cfg.get("cron.idle_exit")),
+                scope=str(cfg.get("cron.systemd_scope")),
+            )
+        )
     daemon.services.append(admin)
     daemon.services.append(
         CommandService(
