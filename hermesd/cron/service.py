@@ -70,9 +70,13 @@ class CronService:
             catch_up=bool(config.get("cron.catch_up_missed")),
         )
         self.retention = int(config.get("cron.output_retention"))
-        self.loop: asyncio.AbstractEventLoop | None = None
         self._count = 0
-        bridge.add_reference_modules()
+        # cron.jobs works from here on, so plugins may schedule jobs in their register()
+        try:
+            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
+        bridge.activate(self)
 
     # --- the service protocol ------------------------------------------------------------
 
@@ -102,6 +106,10 @@ class CronService:
     def reload(self, cfg: Any) -> None:
         """New ``cron.*`` settings apply to the runs that start from now on."""
         self.config = cfg
+        try:
+            self.tz = self.scheduler.tz = zone(cfg.get("cron.timezone"))
+        except ValueError as exc:
+            log.error("%s; keeping the previous timezone", exc)
         self.runner.settings = RunSettings.from_config(cfg)
         self.retention = int(cfg.get("cron.output_retention"))
         self.scheduler.catch_up = bool(cfg.get("cron.catch_up_missed"))
@@ -126,37 +134,41 @@ class CronService:
     async def list_jobs(self, include_disabled: bool = True) -> list[dict[str, Any]]:
         """Every job (only enabled ones unless ``include_disabled``)."""
         found: list[dict[str, Any]] = await self.store.run(self.table.all)
-        return found if include_disabled else [j for j in found if j.get("enabled")]
+        return [_public(j) for j in found if include_disabled or j.get("enabled")]
 
     async def get(self, job_id: str) -> dict[str, Any]:
+        """One job; NotFound."""
         job: dict[str, Any] = await self._db(self.table.get, job_id)
-        return job
+        return _public(job)
 
-    async def _put(self, job: dict[str, Any], next_ts: float | None) -> dict[str, Any]:
-        await self.store.run(self.table.put, job, next_ts, self.clock.now())
-        return job
+    async def _modify(
+        self, job_id: str, change: Callable[[dict[str, Any]], tuple[dict[str, Any], float | None]]
+    ) -> dict[str, Any]:
+        try:
+            job: dict[str, Any] = await self.store.run(self.table.modify, job_id, change)
+        except JobNotFound as exc:
+            raise RpcError(Codes.NOT_FOUND, str(exc), {"job_id": exc.job_id}) from None
+        except (jobs.JobError, ScheduleError) as exc:
+            raise RpcError(Codes.INVALID_PARAMS, str(exc)) from None
+        self.scheduler.wake()
+        return _public(job)
 
     async def update(self, job_id: str, changes: dict[str, Any]) -> dict[str, Any]:
-        job = await self.get(job_id)
-        job, next_ts = self._checked(jobs.update, job, changes, self.now())
-        if changes.get("session"):
-            await self._session_exists(job["session"])
-        await self.store.run(self.table.put, job, next_ts, self.clock.now())
-        self.scheduler.wake()
-        return job
+        """The job with ``changes`` (fields of `jobs.EDITABLE`)."""
+        if isinstance(changes.get("session"), str) and changes["session"].strip():
+            await self._session_exists(changes["session"].strip())
+        now = self.now()
+        return await self._modify(job_id, lambda job: jobs.update(job, changes, now))
 
     async def pause(self, job_id: str, reason: str | None = None) -> dict[str, Any]:
-        job = await self.get(job_id)
-        job = self._checked(jobs.pause, job, self.now(), reason)
-        await self.store.run(self.table.put, job, None, self.clock.now())
-        return job
+        """Stop the job from firing until resumed."""
+        now = self.now()
+        return await self._modify(job_id, lambda job: (jobs.pause(job, now, reason), None))
 
     async def resume(self, job_id: str) -> dict[str, Any]:
-        job = await self.get(job_id)
-        job, next_ts = self._checked(jobs.resume, job, self.now())
-        await self.store.run(self.table.put, job, next_ts, self.clock.now())
-        self.scheduler.wake()
-        return job
+        """Schedule a paused job again from its next time after now."""
+        now = self.now()
+        return await self._modify(job_id, lambda job: jobs.resume(job, now))
 
     async def remove(self, job_id: str) -> bool:
         removed: bool = await self.store.run(self.table.delete, job_id)
@@ -174,7 +186,7 @@ class CronService:
             raise RpcError(Codes.NOT_FOUND, str(exc), {"job_id": exc.job_id}) from None
         if job is None:
             return await self.get(job_id), False
-        return job, True
+        return _public(job), True
 
     async def runs(self, job_id: str, limit: int = 20) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = await self._db(self.table.runs, job_id, limit)
@@ -355,6 +367,11 @@ class CronService:
             if tasks:
                 await asyncio.wait(tasks)
         return {"now": self.clock.now(), "started": started}
+
+
+def _public(job: dict[str, Any]) -> dict[str, Any]:
+    """The job as clients see it (without the scheduler's own keys)."""
+    return {k: v for k, v in job.items() if not k.startswith("_")}
 
 
 def _ts(value: Any) -> float | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hermesd import __version__, redact
+from hermesd.cron.clock import zone
 from hermesd.daemon import config, logs, sdnotify
 from hermesd.rpc import paths
 from hermesd.rpc.connection import Call, Limits, Router
@@ -302,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.log_level and args.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise config.ConfigError("--log-level must be DEBUG, INFO, WARNING or ERROR")
         resolve_group(cfg.get("socket.group"))  # an unknown group is a config error
+        zone(cfg.get("cron.timezone"))  # so is an unknown timezone
     except (config.ConfigError, ValueError) as exc:
         print(f"hermesd: configuration error: {exc}", file=sys.stderr)
         return config.EX_CONFIG

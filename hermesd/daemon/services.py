@@ -210,12 +210,29 @@ def build_services(daemon: Daemon) -> None:
     approvals = ApprovalService(broker)
     host.commands.reserve_cli_names(hermesctl_subcommands())
     # scheduled turns: after the sessions (runs are their turns), before plugins load (their
-    # cron.jobs calls need it); the tool and /cron register like any plugin's
+    # cron.jobs calls need it, even in register()); the tool and /cron register like any
+    # plugin's
     cron = CronService(sessions, broker, parts.skills, cfg, home)
     register_cron_tool(parts.tools, cron)
     register_cron_command(parts.commands, cron)
     daemon.services.append(PluginService(host, cfg.get("tools.enabled_toolsets")))
     daemon.services.append(sessions)
+    daemon.services.append(admin)
+    daemon.services.append(
+        CommandService(
+            host,
+            sessions,
+            status=lambda: daemon.status(cast(Any, None), {}),
+            reload_plugins=admin.reload_plugins,
+            approvals=approvals.slash_command,
+            timeout=cfg.get("commands.timeout"),
+            cli_timeout=cfg.get("commands.cli_timeout"),
+        )
+    )
+    # Late, so it stops early (pending approvals are answered before the others stop).
+    daemon.services.append(approvals)
+    # The scheduler starts last (a run may need every other service: approval rules loaded,
+    # plugins' tools registered) and stops first (its runs are recorded as stopped).
     daemon.services.append(cron)
     if cfg.get("cron.scale_to_zero"):  # docs/cron.md, "Scale to zero"
         daemon.services.append(
@@ -235,17 +252,3 @@ def build_services(daemon: Daemon) -> None:
                 scope=str(cfg.get("cron.systemd_scope")),
             )
         )
-    daemon.services.append(admin)
-    daemon.services.append(
-        CommandService(
-            host,
-            sessions,
-            status=lambda: daemon.status(cast(Any, None), {}),
-            reload_plugins=admin.reload_plugins,
-            approvals=approvals.slash_command,
-            timeout=cfg.get("commands.timeout"),
-            cli_timeout=cfg.get("commands.cli_timeout"),
-        )
-    )
-    # Last, so it stops first (pending approvals are answered before the others stop).
-    daemon.services.append(approvals)

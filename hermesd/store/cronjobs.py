@@ -18,6 +18,8 @@ from hermesd.store.sessions import SessionStore
 
 # decide(job) -> (the job as it is to be stored, its next_run_at, whether to start a run)
 Decide = Callable[[dict[str, Any]], tuple[dict[str, Any], float | None, bool]]
+# change(job) -> (the job as it is to be stored, its next_run_at)
+Change = Callable[[dict[str, Any]], tuple[dict[str, Any], float | None]]
 
 
 _RUN_KEYS = (
@@ -65,6 +67,20 @@ class CronTable:
                 " doc = excluded.doc, state = excluded.state, next_run_at = excluded.next_run_at",
                 (job["id"], json.dumps(job), job["state"], next_run_ts, created_ts),
             )
+
+    def modify(self, job_id: str, change: Change) -> dict[str, Any]:
+        """Read, change and write the job in one transaction (so a claim cannot slip in
+        between); ``change(job)`` gives the new job and its next_run_at. `JobNotFound`."""
+        with self.store.transaction() as db:
+            row = db.execute("SELECT doc FROM cron_jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None:
+                raise JobNotFound(job_id)
+            job, next_ts = change(json.loads(row[0]))
+            db.execute(
+                "UPDATE cron_jobs SET doc = ?, state = ?, next_run_at = ? WHERE id = ?",
+                (json.dumps(job), job["state"], next_ts, job_id),
+            )
+            return job
 
     def get(self, job_id: str) -> dict[str, Any]:
         """The job's record; `JobNotFound` when there is none."""
@@ -117,7 +133,7 @@ class CronTable:
         with self.store.transaction() as db:
             row = db.execute(
                 "SELECT doc FROM cron_jobs WHERE id = ? AND state = 'scheduled'"
-                " AND next_run_at IS NOT NULL AND next_run_at <= ?",
+                " AND next_run_at IS NOT NULL AND next_run_at <= ? AND claimed_by IS NULL",
                 (job_id, now),
             ).fetchone()
             if row is None:

@@ -67,6 +67,25 @@ def test_cron_jobs_refuses_what_hermesd_does_not_do_and_bad_schedules(start, mod
     assert invalid.startswith("invalid: invalid schedule 'someday'")
 
 
+REGISTER_TIME_PLUGIN = """
+from cron.jobs import create_job, list_jobs
+
+
+def register(ctx):
+    if not any(j["name"] == "nightly-digest" for j in list_jobs(include_disabled=True)):
+        create_job("REGISTER-1 digest", "0 2 * * *", name="nightly-digest")
+"""
+
+
+def test_a_plugin_may_create_its_job_once_in_register(start, model, home) -> None:
+    write_plugin(home / "plugins", "digest", REGISTER_TIME_PLUGIN)
+    daemon = start_cron(start, model, home=home)
+    assert [j["name"] for j in daemon.call("cron.list")["jobs"]] == ["nightly-digest"]
+    daemon.stop()
+    again = start_cron(start, model, home=home)
+    assert [j["name"] for j in again.call("cron.list")["jobs"]] == ["nightly-digest"]
+
+
 def test_cron_is_not_importable_outside_the_daemon() -> None:
     probe = subprocess.run(
         [sys.executable, "-c", "import cron.jobs"], capture_output=True, text=True, check=False

@@ -123,3 +123,20 @@ def test_a_stored_job_with_an_impossible_schedule_is_paused_and_the_others_run(
     assert (paused["state"], paused["last_status"]) == ("paused", "error")
     assert "cannot be computed" in paused["last_error"]
     assert again.call("ping")["pong"] is True
+
+
+def test_an_unknown_cron_timezone_is_a_configuration_error(home) -> None:
+    import subprocess
+    import sys
+
+    (home / "config.yaml").write_text("cron:\n  timezone: Mars/Olympus_Mons\n")
+    check = subprocess.run(
+        [sys.executable, "-m", "hermesd", "--check-config"],
+        env={**__import__("os").environ, "HERMES_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert check.returncode == 78
+    assert "cron.timezone: unknown timezone 'Mars/Olympus_Mons'" in check.stderr
+    assert "Traceback" not in check.stderr
