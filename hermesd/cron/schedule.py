@@ -36,14 +36,15 @@ class ScheduleError(ValueError):
     """A schedule that cannot be understood; the message names the forms expected."""
 
 
-def parse_duration(text: str) -> int:
-    """Minutes in ``30m``, ``2h``, ``1d`` (and their longer spellings)."""
+def parse_duration(text: str, *, zero: bool = False) -> int:
+    """Minutes in ``30m``, ``2h``, ``1d`` (and their longer spellings); 0 only with ``zero``
+    (a one-shot delay of nothing runs at the next tick; an interval of nothing never ends)."""
     match = _DURATION.match(text.strip())
     if not match:
         raise ScheduleError(f"invalid duration '{text.strip()}': use a form like 30m, 2h or 1d")
     digits = match.group(1)
     minutes = int(digits[:12]) * _UNIT_MINUTES[match.group(2)[0].lower()]
-    if minutes <= 0:
+    if minutes <= 0 and not zero:
         raise ScheduleError(f"invalid duration '{text.strip()}': it must be at least 1 minute")
     if len(digits) > 12 or minutes > MAX_MINUTES:
         raise ScheduleError(f"invalid duration '{text.strip()[:40]}': at most 10 years")
@@ -80,7 +81,7 @@ def parse_schedule(text: str, now: datetime) -> dict[str, Any]:
             "display": f"once at {when.strftime('%Y-%m-%d %H:%M')}",
         }
     try:
-        minutes = parse_duration(original)
+        minutes = parse_duration(original, zero=True)
     except ScheduleError as exc:
         if "at most" in str(exc) or "at least" in str(exc):
             raise
