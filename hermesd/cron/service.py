@@ -250,13 +250,16 @@ class CronService:
                 outcome.silent,
                 self.retention,
             )
-        try:  # the job as stored now: it may have been paused or edited during the run
-            current = await self.store.run(self.table.get, job["id"])
-        except JobNotFound:
+        when = local(now, self.tz)
+
+        def change(current: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
+            done, next_ts = jobs.finish(current, when, outcome.status, outcome.error)
+            done["last_session"] = outcome.session_id
+            return done, next_ts
+
+        if await self.store.run(self.table.finish_claim, job["id"], owner, change) is None:
+            log.info("cron job %s was removed or taken over during its run", job["id"])
             return
-        done, next_ts = jobs.finish(current, local(now, self.tz), outcome.status, outcome.error)
-        done["last_session"] = outcome.session_id
-        await self.store.run(self.table.release, done, next_ts, owner)
         log.info(
             "cron job %s ran: %s%s",
             job["id"],

@@ -211,6 +211,24 @@ class CronTable:
                 > 0
             )
 
+    def finish_claim(self, job_id: str, owner: str, change: Change) -> dict[str, Any] | None:
+        """After a run: ``change`` the job as stored now (it may have been paused or edited
+        during the run) and drop ``owner``'s claim, in one transaction. None when the job is
+        gone or the claim is no longer ``owner``'s."""
+        with self.store.transaction() as db:
+            row = db.execute(
+                "SELECT doc FROM cron_jobs WHERE id = ? AND claimed_by = ?", (job_id, owner)
+            ).fetchone()
+            if row is None:
+                return None
+            job, next_ts = change(json.loads(row[0]))
+            db.execute(
+                "UPDATE cron_jobs SET doc = ?, state = ?, next_run_at = ?, claimed_by = NULL,"
+                " claim_until = NULL WHERE id = ?",
+                (json.dumps(job), job["state"], next_ts, job_id),
+            )
+            return job
+
     def abandoned(self, now: float, alive: Callable[[str], bool]) -> list[dict[str, Any]]:
         """Jobs claimed by an owner that is gone (``alive(owner)`` is False) or whose lease
         ran out at ``now``, with ``claimed_by`` and ``next_run_at`` added."""
