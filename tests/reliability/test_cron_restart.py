@@ -81,3 +81,36 @@ def test_a_claim_held_by_a_live_daemon_is_left_alone(start, model) -> None:
     _wait_for(lambda: daemon.call("cron.get", {"job_id": job["id"]})["job"]["state"] == "scheduled")
     assert prompts_seen(model, "TWO-DAEMONS") == 1
     assert daemon.call("cron.get", {"job_id": job["id"]})["job"]["last_status"] == "ok"
+
+
+def test_a_run_cut_by_sigterm_is_recorded_as_stopped_and_not_run_again(start, model) -> None:
+    daemon = start_cron(start, model)
+    job = daemon.call("cron.create", {"schedule": "every 1h", "prompt": "TERM-DURING"})
+    model.push(reply("too late", delay=20))
+    advance(daemon, HOUR, wait=False)
+    _wait_for(lambda: prompts_seen(model, "TERM-DURING") == 1)
+    assert daemon.stop() == 0
+    again = start_cron(start, model, home=daemon.home, clock=T0 + HOUR + MINUTE)
+    shown = again.call("cron.get", {"job_id": job["id"]})
+    assert shown["runs"][0]["status"] == "error"
+    assert shown["runs"][0]["error"] == "hermesd stopped during this run"
+    assert shown["job"]["state"] == "scheduled"
+    assert advance(again, 0)["started"] == []
+    assert prompts_seen(model, "TERM-DURING") == 1
+
+
+def test_pausing_during_a_run_leaves_the_job_paused_after_it(start, model) -> None:
+    daemon = start_cron(start, model)
+    job = daemon.call("cron.create", {"schedule": "every 1h", "prompt": "PAUSE-DURING"})
+    model.push(reply("finished", delay=2))
+    advance(daemon, HOUR, wait=False)
+    _wait_for(lambda: prompts_seen(model, "PAUSE-DURING") == 1)
+    during = daemon.call("cron.pause", {"job_id": job["id"]})
+    assert (during["state"], during["enabled"]) == ("running", False)
+    daemon.call("cron.update", {"job_id": job["id"], "prompt": "PAUSE-DURING edited"})
+    _wait_for(lambda: daemon.call("cron.get", {"job_id": job["id"]})["job"]["state"] != "running")
+    after = daemon.call("cron.get", {"job_id": job["id"]})
+    assert (after["job"]["state"], after["job"]["last_status"]) == ("paused", "ok")
+    assert after["job"]["prompt"] == "PAUSE-DURING edited"
+    assert after["runs"][0]["output"] == "finished"
+    assert advance(daemon, 3 * HOUR)["started"] == []
