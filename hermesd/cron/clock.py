@@ -7,6 +7,8 @@ refuses to work unless that variable is set. Timezones come from ``cron.timezone
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Mapping
 from datetime import datetime, tzinfo
@@ -51,14 +53,29 @@ def clock_from_env(env: Mapping[str, str]) -> Clock:
 
 
 def zone(name: str | None) -> tzinfo | None:
-    """The timezone named in ``cron.timezone``; None (the system's) when unset.
-    `ValueError` for a name the system does not know."""
+    """The timezone named in ``cron.timezone``, else the system's by name (so daylight saving
+    moves cron times), else None (the system's current offset). `ValueError` for a name the
+    system does not know."""
     if not name:
-        return None
+        return system_zone()
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         raise ValueError(f"cron.timezone: unknown timezone '{name}'") from None
+
+
+def system_zone() -> tzinfo | None:
+    """The system's zone by name: ``$TZ``, or where /etc/localtime points; None if unknown."""
+    candidates = [os.environ.get("TZ", "").lstrip(":")]
+    with contextlib.suppress(OSError):
+        target = os.readlink("/etc/localtime")
+        if "zoneinfo/" in target:
+            candidates.append(target.split("zoneinfo/", 1)[1])
+    for candidate in candidates:
+        if candidate:
+            with contextlib.suppress(ZoneInfoNotFoundError, ValueError):
+                return ZoneInfo(candidate)
+    return None
 
 
 def local(ts: float, tz: tzinfo | None) -> datetime:

@@ -93,3 +93,15 @@ def test_fire_counts_repeats_before_the_run_and_completes_a_one_shot() -> None:
     assert fired["repeat"] == {"times": 1, "completed": 1}
     done, _ = jobs.finish(fired, NOW + timedelta(minutes=31), "ok", None)
     assert done["state"] == "completed"
+
+
+def test_without_cron_timezone_the_system_zone_is_used_by_name(monkeypatch) -> None:
+    from hermesd.cron.clock import zone
+
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    berlin = zone(None)
+    assert str(berlin) == "Europe/Berlin"
+    # a daily 09:00 job keeps 09:00 local across the change to summer time (29 March 2026)
+    before = datetime(2026, 3, 28, 10, 0, tzinfo=berlin)
+    after = next_time({"kind": "cron", "expr": "0 9 * * *"}, before)
+    assert (after.hour, after.utcoffset()) == (9, timedelta(hours=2))
