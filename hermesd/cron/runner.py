@@ -217,10 +217,3 @@ class JobRunner:
             }
         )
         return None
-
-
-def summary(text: str | None, limit: int = 2000) -> str | None:
-    """An answer shortened for listings."""
-    if text is None:
-        return None
-    return text if len(text) <= limit else text[:limit] + "…"
