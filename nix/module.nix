@@ -290,6 +290,7 @@ in
           };
           approvals.mode = "manual";
           plugins.disabled = [ "calculator" ];
+          cron.timezone = "Europe/Berlin";
         }
       '';
       description = ''

@@ -37,6 +37,7 @@ let
     ps.pyyaml ps.openai ps.aiohttp ps.msgpack systemd-python ps.python-dotenv ps.orjson ps.ruamel-yaml
     ps.tree-sitter ps.tree-sitter-grammars.tree-sitter-bash
     ps.shtab  # hermesctl completion
+    ps.croniter
   ];
   build-system = [ ps.setuptools ps.wheel ];
   checkInputs = [ ps.pytest ps.pytest-timeout ps.hypothesis ];

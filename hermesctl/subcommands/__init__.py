@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 ORDER = ["core", "chat", "sessions", "plugins", "plugin_mgmt", "cmd", "approvals", "memory"]
-ORDER += ["ops"]  # day-two operations
+ORDER += ["ops", "cron"]  # day-two operations, scheduled jobs
 
 INDEX: dict[str, tuple[str, ...]] = {
     "status": ("core",),
@@ -29,6 +29,7 @@ INDEX: dict[str, tuple[str, ...]] = {
     "completion": ("cmd",),
     "approvals": ("approvals",),
     "memory": ("memory",),
+    "cron": ("cron",),
 }
 INDEX.update(dict.fromkeys(["config", "reload", "logs", "doctor", "stop"], ("ops",)))
 

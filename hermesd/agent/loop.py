@@ -82,6 +82,15 @@ class AgentSettings:
         return {"role": "system", "content": text}
 
 
+@dataclass(frozen=True)
+class Toolsets:
+    """Which toolsets one turn may use: ``enabled`` (None: the daemon's setting) minus
+    ``disabled``, which also refuses a call the model makes to a tool it was not offered."""
+
+    enabled: list[str] | None = None
+    disabled: frozenset[str] = frozenset()
+
+
 @dataclass
 class TurnResult:
     """How a turn ended; ``final_text`` is what was stored as the answer."""
@@ -155,8 +164,10 @@ class AgentLoop:
         sender_id: str | None = None,
         platform: str | None = None,
         turn_id: str | None = None,
+        toolsets: Toolsets | None = None,
     ) -> TurnResult:
-        """Answer ``user_message`` in the session; cancel the task to stop it cleanly."""
+        """Answer ``user_message`` in the session; cancel the task to stop it cleanly.
+        ``toolsets`` narrows the tools of this turn (a scheduled run's)."""
         turn = _Turn(
             self,
             session_id,
@@ -166,6 +177,7 @@ class AgentLoop:
             platform or self.settings.platform,
             turn_id or new_id("turn"),
         )
+        turn.toolsets = toolsets
         return await turn.run()
 
 
@@ -191,6 +203,7 @@ class _Turn:
         self._observers: list[asyncio.Task[Any]] = []  # post_tool_call hooks still running
         self.messages: list[dict[str, Any]] = []  # what the model is sent
         self.stored_history: list[dict[str, Any]] = []  # the same, minus system and context
+        self.toolsets: Toolsets | None = None
 
     @property
     def turn_id(self) -> str:
@@ -363,6 +376,8 @@ class _Turn:
         if refresh is not None:  # re-run check_fns off the loop before building the list
             await refresh()
         tools = self.loop.registry.openai_tools(self.loop.settings.enabled_toolsets)
+        if self.toolsets is not None:
+            tools = self._narrowed(tools)
         limit = self.loop.settings.max_iterations
         while self.result.iterations < limit:
             self.result.iterations += 1
@@ -481,21 +496,40 @@ class _Turn:
             error={"type": type(exc).__name__, "message": str(exc), "status": status},
         )
 
+    def _narrowed(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        allowed = self._allowed_names()
+        return [t for t in tools if t["function"]["name"] in allowed]
+
+    def _allowed_names(self) -> set[str]:
+        narrowing = self.toolsets or Toolsets()
+        enabled = narrowing.enabled
+        return {
+            entry.name
+            for entry in self.loop.registry.entries()
+            if (enabled is None or entry.toolset in enabled)
+            and entry.toolset not in narrowing.disabled
+        }
+
     async def _run_tool(self, call: dict[str, Any]) -> None:
         name = call["function"]["name"]
         arguments = call["function"]["arguments"]
         self.emit("tool.started", name=name, arguments=arguments, tool_call_id=call["id"])
         await self.settle_observers()  # the previous call's, before this one's pre_tool_call
         started = time.monotonic()
-        result = await self.loop.registry.call(
-            name,
-            arguments,
-            session_id=self.session_id,
-            tool_call_id=call["id"],
-            source="model",
-            turn_id=self.turn_id,
-            observers=self._observers,
-        )
+        if self.toolsets is not None and name not in self._allowed_names():
+            result = json.dumps(
+                {"error": f"Tool '{name}' is not available in this turn (its toolset is off)"}
+            )
+        else:
+            result = await self.loop.registry.call(
+                name,
+                arguments,
+                session_id=self.session_id,
+                tool_call_id=call["id"],
+                source="model",
+                turn_id=self.turn_id,
+                observers=self._observers,
+            )
         duration_ms = round((time.monotonic() - started) * 1000, 1)
         await self.commit("tool", result, tool_call_id=call["id"], tool_name=name)
         self._remember({"role": "tool", "tool_call_id": call["id"], "content": result})

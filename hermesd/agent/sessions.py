@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hermesd.agent.event_log import EventLog
-from hermesd.agent.loop import AgentLoop, TurnResult, new_id
+from hermesd.agent.loop import AgentLoop, Toolsets, TurnResult, new_id
 from hermesd.model.client import ModelError
 from hermesd.model.fastjson import valid_text
 from hermesd.plugins.context import current_session
@@ -484,6 +484,48 @@ class SessionService:
                     "exit_reason": "cancelled",
                 }
             raise
+
+    # --- turns no client sent (hermesd.cron) ------------------------------------------------
+
+    async def create_session(self, **fields: Any) -> dict[str, Any]:
+        """A new session made by the daemon itself (a scheduled run's); counted in status."""
+        session: dict[str, Any] = dict(await self.store.run(self.store.create_session, **fields))
+        self._count += 1
+        return session
+
+    async def run_unsent_turn(
+        self,
+        sid: str,
+        message: str,
+        *,
+        platform: str,
+        sender_id: str,
+        toolsets: Toolsets | None = None,
+        started: Callable[[str], None] | None = None,
+    ) -> TurnResult:
+        """Run a turn in ``sid`` that no client sent, with its events going to every client
+        attached to the session, as any turn's do. Waits while another turn runs there (the
+        one-turn rule); ``started(turn_id)`` is called once it begins."""
+        while (running := self.turns.get(sid)) is not None:
+            await asyncio.wait([running[1]])
+        self.touched.add(sid)
+        turn_id = new_id("turn")
+        task = asyncio.get_running_loop().create_task(
+            self.agent.run_turn(
+                sid,
+                message,
+                emit=self.emit,
+                platform=platform,
+                sender_id=sender_id,
+                turn_id=turn_id,
+                toolsets=toolsets,
+            )
+        )
+        self.turns[sid] = (turn_id, task)
+        task.add_done_callback(functools.partial(self._turn_done, sid, turn_id))
+        if started is not None:
+            started(turn_id)
+        return await asyncio.shield(task)
 
     def _turn_done(self, sid: str, turn_id: str, task: asyncio.Task[TurnResult]) -> None:
         current = self.turns.get(sid)

@@ -143,6 +143,20 @@ class Pending:
         }
 
 
+CRON_DENIED_TEXT = (
+    "BLOCKED: {what} needs approval, and scheduled runs do not ask for it "
+    "(approvals.cron_mode: deny)." + _NOT_CONSENTED
+)
+
+
+@dataclass(frozen=True)
+class RunPolicy:
+    """How a scheduled run's approvals go: denied at once, or asked with this timeout."""
+
+    deny: bool
+    timeout: float
+
+
 class ApprovalBroker:
     """Approval decisions and pending approvals of one daemon."""
 
@@ -167,6 +181,9 @@ class ApprovalBroker:
         self._none_waiting: asyncio.Event | None = None  # set by close() for its wait
         self._loop: asyncio.AbstractEventLoop | None = None  # the daemon's, set by load()
         self.closed = False
+        # sessions a scheduled run works in (hermesd.cron): refuse asking, or ask with their
+        # own timeout
+        self.run_policies: dict[str, RunPolicy] = {}
         self.reload(config)
 
     def reload(self, config: Any) -> None:
@@ -330,6 +347,12 @@ class ApprovalBroker:
         assert subject is not None
         if self.closed:
             return STOPPED_TEXT
+        policy = self.run_policies.get(session_id)
+        if policy is not None and policy.deny:
+            log.info(
+                "tool %s in scheduled run %s denied (approvals.cron_mode: deny)", tool, session_id
+            )
+            return CRON_DENIED_TEXT.format(what=subject.description)
         if self._loop is not None and asyncio.get_running_loop() is not self._loop:
             # A plugin called dispatch_tool from the event loop thread, so this pipeline runs
             # on a private loop; connections belong to the daemon's loop: fail closed.
@@ -349,11 +372,13 @@ class ApprovalBroker:
 
     async def _ask(self, subject: Subject, session_id: str) -> str | None:
         loop = asyncio.get_running_loop()
+        policy = self.run_policies.get(session_id)
+        timeout = self.timeout if policy is None else policy.timeout
         pending = Pending(
             f"apr_{secrets.token_hex(6)}",
             session_id,
             subject,
-            time.time() + self.timeout,
+            time.time() + timeout,
             loop.create_future(),
             self.requester(),
         )
@@ -365,7 +390,7 @@ class ApprovalBroker:
             "pattern_key": subject.keys[0],
             "pattern_keys": list(subject.keys),
             "session_key": session_id,
-            "surface": "cli",
+            "surface": "cron" if policy is not None else "cli",
         }
         choice, reason, uid = "timeout", None, None
         try:
@@ -394,7 +419,7 @@ class ApprovalBroker:
                     asyncio.shield(pending.future), max(0.0, pending.deadline - time.time())
                 )
             except TimeoutError:
-                log.info("approval %s timed out after %gs", pending.id, self.timeout)
+                log.info("approval %s timed out after %gs", pending.id, timeout)
         except asyncio.CancelledError:
             choice = "cancelled"
             raise

@@ -454,6 +454,7 @@ _HERMESCTL_FALLBACK = (
     "cmd",
     "completion",
     "help",
+    "cron",
 )
 
 

@@ -140,6 +140,12 @@ SCHEMA: dict[str, Any] = {
         "deny": _S(_strlist, [], "command globs always denied"),
         "require": _S(_strlist, [], "tool names that always need approval"),
         "approvers": _S(_strlist, [], "extra user names or uids allowed to answer approvals"),
+        "cron_mode": _S(
+            (str,),
+            "ask",
+            "scheduled runs: ask (pending, cron.approval_timeout) or deny",
+            ("ask", "deny"),
+        ),
     },
     "command_allowlist": _S(_strlist, [], "reference-compatible: commands never prompting"),
     # built-in memory (hermesd.memory, docs/memory.md)
@@ -149,6 +155,19 @@ SCHEMA: dict[str, Any] = {
         "memory_char_limit": _S((int,), 2200, "characters MEMORY.md may hold"),
         "user_char_limit": _S((int,), 1375, "characters USER.md may hold"),
         "write_approval": _S((bool,), False, "stage the agent's memory writes for a person"),
+    },
+    # scheduled turns (hermesd.cron, docs/cron.md)
+    "cron": {
+        "enabled": _S((bool,), True, "run the scheduler (jobs can be managed either way)"),
+        "timezone": _S((str,), None, "IANA zone for cron expressions and naive timestamps"),
+        "disabled_toolsets": _S(_strlist, [], "toolsets off in every run (cronjob, clarify are)"),
+        "output_retention": _S((int,), 50, "runs (with their output) kept per job"),
+        "approval_timeout": _S(_num, 300.0, "seconds a run's approval waits; then denied"),
+        "catch_up_missed": _S((bool,), True, "past the grace, run once for the missed runs"),
+        "lease": _S(_num, 300.0, "seconds a fire claim holds without being refreshed"),
+        "scale_to_zero": _S((bool,), False, "when idle, arm a systemd timer and exit"),
+        "idle_exit": _S(_num, 300.0, "idle seconds before exiting with scale_to_zero"),
+        "systemd_scope": _S((str,), "user", "systemd-run --user or system", ("user", "system")),
     },
 }
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hermesd import __version__, redact
+from hermesd.cron.clock import zone
 from hermesd.daemon import config, logs, sdnotify
 from hermesd.rpc import paths
 from hermesd.rpc.budgets import BudgetLimits, Budgets
@@ -329,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         url_problem = config.url_problem(env_url) if env_url else None
         if url_problem and not cfg.get("model.base_url"):
             raise config.ConfigError(f"OPENAI_BASE_URL {url_problem}")
+        zone(cfg.get("cron.timezone"))  # so is an unknown timezone
     except config.ConfigError as exc:
         for problem in exc.problems:  # every one, not only the first
             print(f"hermesd: configuration error: {problem}", file=sys.stderr)

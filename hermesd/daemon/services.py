@@ -25,6 +25,9 @@ from hermesd.approvals.broker import ApprovalBroker
 from hermesd.approvals.service import ApprovalService
 from hermesd.commands.registry import CommandRegistry
 from hermesd.commands.service import CommandService, hermesctl_subcommands
+from hermesd.cron.service import CronService
+from hermesd.cron.tool import register_cron_command, register_cron_tool
+from hermesd.cron.wake import Activity, ScaleToZero
 from hermesd.daemon.config import SettingsFiles
 from hermesd.daemon.config_service import ConfigService
 from hermesd.daemon.config_view import effective_settings
@@ -230,6 +233,12 @@ def build_services(daemon: Daemon) -> None:
     approvals = ApprovalService(broker)
     host.commands.reserve_cli_names(hermesctl_subcommands())
     daemon.services.append(SandboxService(sandbox, files.dotenv))
+    # scheduled turns: after the sessions (runs are their turns), before plugins load (their
+    # cron.jobs calls need it, even in register()); the tool and /cron register like any
+    # plugin's
+    cron = CronService(sessions, broker, parts.skills, cfg, home)
+    register_cron_tool(parts.tools, cron)
+    register_cron_command(parts.commands, cron)
     daemon.services.append(
         PluginService(host, cfg.get("tools.enabled_toolsets"), session_access=sessions.check_access)
     )
@@ -254,5 +263,26 @@ def build_services(daemon: Daemon) -> None:
     daemon.services.append(ConfigService(daemon, files, reloads))
     daemon.services.append(LogService())
     daemon.services.append(DoctorService(daemon, files, host))
-    # Last, so it stops first (pending approvals are answered before the others stop).
+    # Late, so it stops early (pending approvals are answered before the others stop).
     daemon.services.append(approvals)
+    # The scheduler starts last (a run may need every other service: approval rules loaded,
+    # plugins' tools registered) and stops first (its runs are recorded as stopped).
+    daemon.services.append(cron)
+    if cfg.get("cron.scale_to_zero"):  # docs/cron.md, "Scale to zero"
+        daemon.services.append(
+            ScaleToZero(
+                activity=lambda: Activity(
+                    daemon.server.activated,
+                    len(daemon.server.connections),
+                    len(sessions.turns),
+                    len(cron.scheduler.running),
+                    len(broker.pending),
+                ),
+                next_due=cron.next_due,
+                now=cron.clock.now,
+                stop=daemon.request_stop,
+                socket_path=lambda: daemon.server.path,
+                idle_exit=float(cfg.get("cron.idle_exit")),
+                scope=str(cfg.get("cron.systemd_scope")),
+            )
+        )

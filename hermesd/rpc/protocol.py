@@ -251,5 +251,12 @@ declare(
 
 # Each service area declares its methods in its own module (one file per area, so the table
 # reads by topic); importing them here completes METHODS for everyone who imports protocol.
-from hermesd.rpc.methods import approvals, commands, memory, plugins, sessions  # noqa: E402, F401
+from hermesd.rpc.methods import (  # noqa: E402, F401
+    approvals,
+    commands,
+    cron,
+    memory,
+    plugins,
+    sessions,
+)
 from hermesd.rpc.methods import daemon as daemon_methods  # noqa: E402, F401

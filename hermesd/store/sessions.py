@@ -22,6 +22,7 @@ calling fsync on every message.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -246,6 +247,15 @@ class SessionStore:
         the DB thread: hand it to `run`)."""
         with self._tx():
             return fn()
+
+    def connection(self) -> sqlite3.Connection:
+        """The open connection, for tables kept beside the sessions (``store.cronjobs``); use
+        it only inside a call handed to `run`, which puts it on the DB thread."""
+        return self._conn
+
+    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """A write's transaction (or savepoint), as the store's own methods use."""
+        return self._tx()
 
     def _open_connection(self) -> sqlite3.Connection | None:
         """The connection calls are batched on (the DB thread asks), None when there is none."""

@@ -636,3 +636,35 @@ def test_a_folder_without_init_py_fails_the_build(tmp_path: Path) -> None:
     proc = build_plugin_dir(tmp_path, [a])
     assert proc.returncode == 1
     assert "has no __init__.py" in proc.stderr
+
+
+def test_settings_cron_renders_and_passes_hermesds_config_check(tmp_path: Path) -> None:
+    body = (
+        'settings.cron = { timezone = "Europe/Berlin"; disabled_toolsets = [ "terminal" ];'
+        " approval_timeout = 120; output_retention = 20; };"
+        ' settings.approvals.cron_mode = "deny";'
+    )
+    settings = evaluate(enabled(body), RENDERED)
+    assert settings["cron"] == {
+        "timezone": "Europe/Berlin",
+        "disabled_toolsets": ["terminal"],
+        "approval_timeout": 120,
+        "output_retention": 20,
+    }
+    assert settings["approvals"] == {"cron_mode": "deny"}
+    settings["socket"]["group"] = "root"
+    (tmp_path / "config.yaml").write_text(json.dumps(settings))
+    check = subprocess.run(
+        [sys.executable, str(REPO / "nix" / "check_config.py"), str(tmp_path / "config.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0, check.stderr
+    settings["cron"]["timezone"] = 5
+    (tmp_path / "config.yaml").write_text(json.dumps(settings))
+    wrong = subprocess.run(
+        [sys.executable, str(REPO / "nix" / "check_config.py"), str(tmp_path / "config.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert wrong.returncode != 0 and "cron.timezone" in wrong.stderr

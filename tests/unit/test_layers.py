@@ -27,6 +27,7 @@ RANKS = {
     "memory": 3,
     "agent": 4,
     "commands": 5,
+    "cron": 5,
     "daemon": 6,
 }
 # the compatibility names at the top of the package (re-export shims)

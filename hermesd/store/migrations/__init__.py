@@ -125,4 +125,39 @@ _V8 = """
 ALTER TABLE sessions ADD COLUMN memory_snapshot TEXT;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8]
+# v9: scheduled jobs (hermesd.cron). The job record is JSON in ``doc``; what the scheduler
+# selects on has its own column: ``next_run_at`` (Unix seconds, NULL: never again), ``state``,
+# and the fire claim (``claimed_by``, ``claim_until``: a lease, so a daemon killed mid-run does
+# not leave the job claimed forever, and a restarted one never starts the same run twice).
+# cron_runs keeps each run's outcome and output, the newest cron.output_retention per job.
+_V9 = """
+CREATE TABLE cron_jobs (
+    id          TEXT PRIMARY KEY,
+    doc         TEXT NOT NULL,
+    state       TEXT NOT NULL,
+    next_run_at REAL,
+    claimed_by  TEXT,
+    claim_until REAL,
+    created_at  REAL NOT NULL
+);
+CREATE INDEX cron_jobs_due ON cron_jobs(next_run_at)
+    WHERE state = 'scheduled' AND next_run_at IS NOT NULL;
+CREATE INDEX cron_jobs_claimed ON cron_jobs(claimed_by) WHERE claimed_by IS NOT NULL;
+CREATE TABLE cron_runs (
+    id          INTEGER PRIMARY KEY,
+    job_id      TEXT NOT NULL REFERENCES cron_jobs(id) ON DELETE CASCADE,
+    session_id  TEXT,
+    scheduled_for REAL,
+    started_at  REAL NOT NULL,
+    finished_at REAL,
+    status      TEXT NOT NULL DEFAULT 'running',
+    kind        TEXT NOT NULL DEFAULT 'on_time',
+    missed      INTEGER NOT NULL DEFAULT 0,
+    silent      INTEGER NOT NULL DEFAULT 0,
+    output      TEXT,
+    error       TEXT
+);
+CREATE INDEX cron_runs_by_job ON cron_runs(job_id, id);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9]

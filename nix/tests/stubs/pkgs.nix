@@ -99,6 +99,7 @@ let
         orjson = leaf "orjson" "3.10.7";
         ruamel-yaml = leaf "ruamel-yaml" "0.18.10";
         tree-sitter = leaf "tree-sitter" "0.26.1";
+        croniter = leaf "croniter" "7.0.0";
         tree-sitter-grammars = {
           tree-sitter-bash = leaf "python-tree-sitter-bash" "0.25.1";
         };

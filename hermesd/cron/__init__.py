@@ -1,0 +1,2 @@
+"""Scheduled turns: jobs kept in the store, a scheduler that fires them into sessions, and
+the ``cron.*`` RPC, ``/cron`` and the ``cronjob`` tool (docs/cron.md)."""
