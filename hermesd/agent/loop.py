@@ -20,15 +20,25 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hermesd import redact
-from hermesd.model.client import Completion, ConfigLike, ModelClient, ModelError, RetryInfo
+from hermesd.model.client import (
+    Completion,
+    ConfigLike,
+    ModelClient,
+    ModelError,
+    ModelResponseInvalid,
+    RetryInfo,
+)
 from hermesd.model.fastjson import valid_text
+from hermesd.model.response import as_chat_completion, completion_from_response
+from hermesd.model.stream import canonical_usage
 from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.host import ReloadGate
+from hermesd.plugins.middleware import MiddlewareBus, MiddlewareTimeout
 from hermesd.store.sessions import (
     MessageRecord,
     SessionNotFound,
@@ -373,24 +383,56 @@ class _Turn:
 
     async def _request(self, tools: list[dict[str, Any]]) -> Completion:
         request_id = new_id("req")
+        settings = self.loop.client.settings
         base = {
             "api_request_id": request_id,
             "api_call_count": self.result.iterations,
-            "provider": getattr(self.loop.client.settings, "provider", "custom"),
+            "provider": getattr(settings, "provider", "custom"),
         }
+        middleware = getattr(self.hooks, "middleware", None)
+        request: dict[str, Any] = {"model": self.model, "messages": self.messages, "stream": True}
+        if tools:
+            request["tools"] = tools
+        wrapped = middleware is not None and (
+            middleware.has("llm_request") or middleware.has("llm_execution")
+        )
+        context: dict[str, Any] = {}
+        trace: list[dict[str, Any]] = []
+        if wrapped:
+            assert middleware is not None
+            context = {
+                "session_id": self.session_id,
+                "task_id": self.session_id,
+                "turn_id": self.turn_id,
+                "api_request_id": request_id,
+                "platform": self.platform,
+                "model": self.model,
+                "provider": base["provider"],
+                "base_url": getattr(settings, "base_url", None) or "",
+                "api_mode": "chat_completions",
+                "api_call_count": self.result.iterations,
+            }
+            rewritten = await middleware.apply_request("llm_request", "request", request, context)
+            request, trace = rewritten.payload, rewritten.trace
+            context["original_request"] = rewritten.original
         if self.hooked("pre_api_request"):  # copying the request costs; skip it unhooked
-            chars = sum(len(str(m.get("content") or "")) for m in self.messages)
+            messages = request.get("messages")
+            messages = messages if isinstance(messages, list) else self.messages
+            chars = sum(len(str(m.get("content") or "")) for m in messages if isinstance(m, dict))
             await self.hook(
                 "pre_api_request",
                 **base,
-                base_url=getattr(self.loop.client.settings, "base_url", None),
-                message_count=len(self.messages),
-                tool_count=len(tools),
+                base_url=getattr(settings, "base_url", None),
+                api_mode="chat_completions",
+                request_messages=list(messages),
+                message_count=len(messages),
+                tool_count=len(request.get("tools") or ()),
                 approx_input_tokens=chars // 4,
                 retry_count=0,
-                request={"model": self.model, "messages": list(self.messages), "tools": tools},
+                request={**request, "messages": list(messages)},
+                middleware_trace=trace,
             )
-        started = time.monotonic()
+        started, started_at = time.monotonic(), time.time()
         retries = 0
         shown = redact.StreamRedactor()  # a secret split across two deltas is still caught
 
@@ -414,10 +456,31 @@ class _Turn:
             )
             await self._request_error(base, info.error, info.duration, retries - 1, retryable=True)
 
-        try:
-            completion = await self.loop.client.stream_completion(
-                self.messages, tools or None, model=self.model, on_event=on_event, on_retry=on_retry
+        async def send(payload: Any) -> Completion:
+            if not isinstance(payload, dict):
+                payload = request
+            messages = payload.get("messages")
+            return await self.loop.client.stream_completion(
+                messages if isinstance(messages, list) else self.messages,
+                payload.get("tools") or None,
+                model=str(payload.get("model") or self.model),
+                on_event=on_event,
+                on_retry=on_retry,
+                extra=payload,
             )
+
+        try:
+            if wrapped:
+                assert middleware is not None
+                completion = await self._wrapped_send(middleware, send, request, context, trace)
+            else:
+                completion = await self.loop.client.stream_completion(
+                    self.messages,
+                    tools or None,
+                    model=self.model,
+                    on_event=on_event,
+                    on_retry=on_retry,
+                )
         except ModelError as exc:
             await self._request_error(
                 base, exc, time.monotonic() - started, retries, retryable=False
@@ -427,14 +490,25 @@ class _Turn:
         if rest:
             self.emit("text.delta", text=rest)
         usage = completion.usage or {}
-        await self.hook(
-            "post_api_request",
-            **base,
-            api_duration=time.monotonic() - started,
-            finish_reason=completion.finish_reason,
-            response=completion.message,
-            usage=usage,
-        )
+        if self.hooked("post_api_request"):
+            await self.hook(
+                "post_api_request",
+                **base,
+                base_url=getattr(settings, "base_url", None),
+                api_mode="chat_completions",
+                api_duration=time.monotonic() - started,
+                started_at=started_at,
+                ended_at=time.time(),
+                finish_reason=completion.finish_reason,
+                response_model=completion.model or self.model,
+                response=completion.message,
+                assistant_message=completion.message,
+                assistant_content_chars=len(completion.content),
+                assistant_tool_call_count=len(completion.tool_calls),
+                message_count=len(self.messages),
+                usage=canonical_usage(completion.usage),
+                middleware_trace=trace,
+            )
         if usage:
             for key in self.result.usage:
                 self.result.usage[key] += int(usage.get(key) or 0)
@@ -447,6 +521,39 @@ class _Turn:
             )
             self.emit("usage", **{k: int(usage.get(k) or 0) for k in self.result.usage})
         return completion
+
+    async def _wrapped_send(
+        self,
+        middleware: MiddlewareBus,
+        send: Callable[[Any], Awaitable[Completion]],
+        request: dict[str, Any],
+        context: dict[str, Any],
+        trace: list[dict[str, Any]],
+    ) -> Completion:
+        """The model request inside the ``llm_execution`` middleware (retries and streaming
+        stay inside its ``next_call``); a refusal it returns becomes the completion."""
+        sent: list[tuple[Completion, Any]] = []
+
+        async def real_call(payload: Any) -> Any:
+            completion = await send(payload)
+            response = as_chat_completion(completion, self.model)
+            sent.append((completion, response))
+            return response
+
+        try:
+            value = await middleware.run_execution(
+                "llm_execution",
+                "request",
+                request,
+                real_call,
+                {**context, "middleware_trace": list(trace)},
+            )
+        except MiddlewareTimeout as exc:
+            raise ModelResponseInvalid(f"the request was refused: {exc}") from None
+        for completion, response in sent:
+            if value is response:
+                return completion
+        return completion_from_response(value)
 
     async def _request_error(
         self,

@@ -251,6 +251,16 @@ class PluginContext:
             if skill.name not in self._record.skills:
                 self._record.skills.append(skill.name)
 
+    # -- middleware -------------------------------------------------------------------------
+
+    def register_middleware(self, kind: str, callback: Callable[..., Any]) -> None:
+        """Add middleware of ``kind`` (`hermesd.plugins.middleware`); unknown kinds are kept."""
+        with self._lock:
+            if self._refuse_late("middleware", kind):
+                return
+            stored = self._services.hooks.middleware.register(self.plugin_name, kind, callback)
+            self._record.middleware.append(stored)
+
     # -- session ----------------------------------------------------------------------------
 
     def inject_message(self, content: str, role: str = "user") -> bool:
@@ -272,10 +282,6 @@ class PluginContext:
         log.warning(
             "Plugin '%s' called %s, which hermesd does not support; ignored", self.plugin_name, what
         )
-
-    def register_middleware(self, kind: str, callback: Callable[..., Any]) -> None:
-        """Not supported by hermesd: logged and ignored."""
-        self._unsupported(f"register_middleware('{kind}')")
 
     def register_memory_provider(self, provider: Any) -> None:
         """Not supported by hermesd: logged and ignored."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hermesd.model.fastjson import valid_text
+from hermesd.plugins.middleware import MiddlewareBus
 from hermesd.plugins.workers import (
     CallShape,
     WorkerPool,
@@ -72,7 +73,7 @@ HOOKS: dict[str, HookSpec] = {
     for spec in (
         HookSpec(
             "pre_tool_call",
-            ("tool_name", "args", *_TOOL_IDS),
+            ("tool_name", "args", *_TOOL_IDS, "middleware_trace"),
             "block",
             "Before each tool runs, including calls made through `ctx.dispatch_tool`.",
         ),
@@ -87,6 +88,7 @@ HOOKS: dict[str, HookSpec] = {
                 "status",
                 "error_type",
                 "error_message",
+                "middleware_trace",
             ),
             "ignored",
             "After every tool call, including errors, blocks and timeouts.",
@@ -142,13 +144,37 @@ HOOKS: dict[str, HookSpec] = {
         ),
         HookSpec(
             "pre_api_request",
-            (*_API, "request_messages"),
+            (
+                *_API,
+                "api_mode",
+                "request",
+                "request_messages",
+                "message_count",
+                "tool_count",
+                "approx_input_tokens",
+                "middleware_trace",
+            ),
             "ignored",
             "Before each request to the model.",
         ),
         HookSpec(
             "post_api_request",
-            (*_API, "api_duration", "started_at", "ended_at", "usage"),
+            (
+                *_API,
+                "api_mode",
+                "api_duration",
+                "started_at",
+                "ended_at",
+                "usage",
+                "finish_reason",
+                "response_model",
+                "response",
+                "message_count",
+                "assistant_message",
+                "assistant_content_chars",
+                "assistant_tool_call_count",
+                "middleware_trace",
+            ),
             "ignored",
             "After each successful request to the model.",
         ),
@@ -341,6 +367,9 @@ class HookBus:
         #: Plugins whose callback timed out inside a batch: theirs run one by one from now on,
         #: under the pool's per-plugin limits, so a hung plugin cannot hold batches hostage.
         self._unbatched: set[str] = set()
+        #: Middleware (`hermesd.plugins.middleware`): plugin code that changes what a tool call
+        #: or model request does; registered, bounded and rolled back along with the hooks.
+        self.middleware = MiddlewareBus(self._pool, timeout)
 
     def register(self, plugin_key: str, hook_name: str, callback: Callable[..., Any]) -> None:
         """Add ``callback`` for ``hook_name``; unknown names are warned about and kept."""
@@ -366,7 +395,7 @@ class HookBus:
 
     def unregister_plugin(self, plugin_key: str) -> int:
         """Remove every callback ``plugin_key`` registered; returns how many."""
-        removed = 0
+        removed = self.middleware.unregister_plugin(plugin_key)
         self._unbatched.discard(plugin_key)  # a reloaded plugin starts with a clean slate
         with self._lock:
             for hook_name, entries in list(self._callbacks.items()):

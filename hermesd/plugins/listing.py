@@ -25,6 +25,7 @@ def plugin_line(record: PluginRecord) -> str:
         for n, label in (
             (len(record.tools), "tools"),
             (len(record.hooks), "hooks"),
+            (len(record.middleware), "middleware"),
             (len(record.commands), "commands"),
         )
         if n
@@ -66,6 +67,7 @@ def plugin_dict(record: PluginRecord) -> dict[str, Any]:
         "commands": list(record.commands),
         "cli_commands": list(record.cli_commands),
         "skills": list(record.skills),
+        "middleware": list(record.middleware),
         "rejected_tools": [{"name": r.name, "reason": r.reason} for r in record.rejected_tools],
         "warnings": [w.as_dict() for w in record.warnings],
         "missing_env": list(record.missing_env),
