@@ -150,7 +150,8 @@ def _validate(
             continue
         spec = schema.get(key) if isinstance(key, str) else None
         if spec is None:
-            warnings.append(f"unknown setting '{dotted}' ignored")
+            if not _plugin_setting(prefix, key, value):
+                warnings.append(f"unknown setting '{dotted}' ignored")
             continue
         if isinstance(spec, dict):
             if value is None:
@@ -173,6 +174,15 @@ def _validate(
             raise ConfigError(f"'{dotted}' must be a list of strings")
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
             raise ConfigError(f"'{dotted}' must not be negative")
+
+
+def _plugin_setting(prefix: str, key: Any, value: Any) -> bool:
+    """Settings that belong to plugins, kept as written for them to read (``ctx.config``,
+    ``hermes_cli.config.load_config``): ``plugins.entries``, a ``plugins.<key>`` section, and
+    the reference's ``_config_version``."""
+    if prefix == "" and key == "_config_version":
+        return True
+    return prefix == "plugins." and isinstance(value, dict)
 
 
 def _names(types: tuple[type, ...]) -> str:

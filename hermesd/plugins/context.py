@@ -16,7 +16,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.manifest import Manifest, PluginRecord, RejectedTool
 from hermesd.plugins.skills import SkillCatalog
 from hermesd.plugins.tool_schema import ToolRejected
+from hermesd.plugins.workers import callable_name
 
 if TYPE_CHECKING:  # the registries sit above this layer; the daemon hands them in
     from hermesd.commands.registry import CommandRegistry
@@ -52,6 +53,8 @@ class PluginServices:
     commands: CommandRegistry
     skills: SkillCatalog
     injector: Injector | None = None
+    #: ``ctx.on_unload`` callbacks by plugin key, run (newest first) when it is unloaded
+    unload_callbacks: dict[str, list[Callable[[], Any]]] = field(default_factory=dict)
 
 
 def _takes_ctx(handler: Callable[..., Any]) -> bool:
@@ -88,6 +91,35 @@ class PluginContext:
         )
         #: ``$HERMES_HOME``, for plugins that keep their own files there.
         self.hermes_home = services.home
+
+    #: hermesd hands a context engine's tool handlers the live message list (issue 22).
+    context_engine_tool_handlers_receive_messages = True
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """This plugin's settings: ``plugins.entries.<key>``, else ``plugins.<key>``, else a
+        top-level ``<key>`` section of config.yaml (read afresh; {} when there is none)."""
+        from hermesd.plugins import hostapi  # hostapi imports this module
+
+        data = hostapi.read_config()
+        plugins = data.get("plugins")
+        plugins = plugins if isinstance(plugins, dict) else {}
+        entries = plugins.get("entries")
+        entries = entries if isinstance(entries, dict) else {}
+        for section in (entries.get(self.plugin_name), plugins.get(self.plugin_name)):
+            if isinstance(section, dict):
+                return section
+        top = data.get(self.plugin_name)
+        return top if isinstance(top, dict) else {}
+
+    def on_unload(self, fn: Callable[[], Any]) -> None:
+        """Call ``fn()`` before this plugin is unloaded (reload, uninstall, daemon stop)."""
+        if not callable(fn):
+            raise TypeError("on_unload needs a callable")
+        with self._lock:
+            if self._refuse_late("unload callback", callable_name(fn)):
+                return
+            self._services.unload_callbacks.setdefault(self.plugin_name, []).insert(0, fn)
 
     @property
     def profile_name(self) -> str:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
+from hermesd.plugins import hostapi
 from hermesd.plugins.context import Injector, PluginContext, PluginServices
 from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.listing import plugins_payload, plugins_text
@@ -47,6 +48,7 @@ __all__ = ["PluginHost", "PluginManager", "PluginRecord"]
 log = logging.getLogger(__name__)
 
 DEFAULT_LOAD_TIMEOUT = 10.0
+UNLOAD_TIMEOUT = 5.0  # one ctx.on_unload callback
 
 
 class PluginManager:
@@ -82,6 +84,7 @@ class PluginManager:
         self.services = PluginServices(self.home, registry, hooks, commands, skills, injector)
         self._pool = pool or shared_pool()
         self._records: dict[str, PluginRecord] = {}
+        hostapi.install(hostapi.HostState(self.home, self))
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -110,6 +113,8 @@ class PluginManager:
         if env_flag(self.env, "HERMES_SAFE_MODE"):
             log.info("HERMES_SAFE_MODE is set: plugin discovery skipped")
             return []
+        hostapi.install(hostapi.HostState(self.home, self))
+        hostapi.enable_reference_modules()
         enabled_setting = self.settings.get("enabled")
         enabled = None if enabled_setting is None else {str(k) for k in enabled_setting}
         disabled = {str(k) for k in self.settings.get("disabled") or []}
@@ -205,6 +210,11 @@ class PluginManager:
 
     def _rollback(self, record: PluginRecord) -> None:
         services = self.services
+        for fn in services.unload_callbacks.pop(record.key, []):  # ctx.on_unload, newest first
+            try:
+                self._pool.call(fn, UNLOAD_TIMEOUT, f"plugin:{record.key}")
+            except Exception as exc:
+                log.warning("on_unload callback of plugin '%s' failed: %s", record.key, exc)
         services.tools.unregister_owner(record.key)
         services.hooks.unregister_plugin(record.key)
         services.commands.unregister_owner(record.key)

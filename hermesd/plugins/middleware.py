@@ -140,6 +140,11 @@ class MiddlewareBus:
         """True when at least one callback is registered for ``kind``."""
         return bool(self._callbacks.get(kind))
 
+    def entries(self) -> dict[str, list[_Middleware]]:
+        """Every callback by kind (a copy)."""
+        with self._lock:
+            return {kind: list(entries) for kind, entries in self._callbacks.items()}
+
     def kinds_of(self, plugin_key: str) -> list[str]:
         """The kinds ``plugin_key`` registered, one entry per callback."""
         with self._lock:

@@ -265,6 +265,11 @@ class ToolRegistry:
 
     # -- the call pipeline ------------------------------------------------------------------
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The daemon's loop, once attached."""
+        return self._loop
+
     def attach_loop(self, loop: asyncio.AbstractEventLoop | None) -> None:
         """Tell the registry which loop is the daemon's, for `call_sync` from plugin threads."""
         self._loop = loop
