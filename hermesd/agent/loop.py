@@ -30,6 +30,7 @@ from hermesd.model.client import (
     ConfigLike,
     ModelClient,
     ModelError,
+    ModelNotConfigured,
     ModelResponseInvalid,
     RetryInfo,
 )
@@ -160,8 +161,12 @@ class AgentLoop:
         sender_id: str | None = None,
         platform: str | None = None,
         turn_id: str | None = None,
+        user_name: str | None = None,
     ) -> TurnResult:
-        """Answer ``user_message`` in the session; cancel the task to stop it cleanly."""
+        """Answer ``user_message`` in the session; cancel the task to stop it cleanly.
+
+        ``sender_id`` (the Unix uid of the client, as text) and ``user_name`` say who talks;
+        ``on_session_start`` and ``pre_llm_call`` get them."""
         turn = _Turn(
             self,
             session_id,
@@ -171,7 +176,44 @@ class AgentLoop:
             platform or self.settings.platform,
             turn_id or new_id("turn"),
         )
+        turn.user_name = user_name
         return await turn.run()
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        model: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        options: dict[str, Any] | None = None,
+        session_id: str = "",
+        platform: str | None = None,
+    ) -> Completion:
+        """One model request for plugin code (``ctx.llm``, ``call_llm``): nothing is stored,
+        no tool runs; ``pre_api_request``/``post_api_request`` and middleware see it as they
+        see a turn's requests."""
+        self.check_ready()
+        turn = _Turn(
+            self, session_id, "", None, None, platform or self.settings.platform, new_id("turn")
+        )
+        turn.model = model or self.client.settings.model or ""
+        turn.messages = [dict(m) for m in messages]
+        turn.result.iterations = 1
+        return await turn._request(list(tools or ()), extra=options)
+
+    def complete_blocking(
+        self, messages: list[dict[str, Any]], timeout: float | None = None, **kwargs: Any
+    ) -> Completion:
+        """`complete` from a plugin thread, run on the daemon's loop."""
+        loop = self.registry.loop
+        if loop is None or not loop.is_running():
+            raise ModelNotConfigured("the daemon's event loop is not running")
+        future = asyncio.run_coroutine_threadsafe(self.complete(messages, **kwargs), loop)
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            raise
 
 
 class _Turn:
@@ -190,6 +232,7 @@ class _Turn:
         self.loop, self.store, self.hooks = loop, loop.store, loop.hooks
         self.session_id, self.user_message = session_id, user_message
         self._emit_fn, self.sender_id, self.platform = emit, sender_id, platform
+        self.user_name: str | None = None
         self.result = TurnResult(turn_id=turn_id, status="completed")
         self.model = ""
         self._usage: tuple[int, int, int | None] | None = None  # the last completion's, unstored
@@ -335,7 +378,12 @@ class _Turn:
         self.model = session["model"] or self.model
         first = session["message_count"] == 0
         if first:
-            await self.hook("on_session_start")
+            await self.hook(
+                "on_session_start",
+                sender_id=self.sender_id,
+                user_id=self.sender_id,
+                user_name=self.user_name,
+            )
         context = (
             pre_llm_context(
                 await self.hook(
@@ -344,6 +392,8 @@ class _Turn:
                     conversation_history=list(prior),
                     is_first_turn=first,
                     sender_id=self.sender_id,
+                    user_id=self.sender_id,
+                    user_name=self.user_name,
                 )
             )
             if self.hooked("pre_llm_call")
@@ -381,7 +431,9 @@ class _Turn:
             "(agent.max_iterations in config.yaml). Ask me to continue, or raise the limit."
         )
 
-    async def _request(self, tools: list[dict[str, Any]]) -> Completion:
+    async def _request(
+        self, tools: list[dict[str, Any]], extra: dict[str, Any] | None = None
+    ) -> Completion:
         request_id = new_id("req")
         settings = self.loop.client.settings
         base = {
@@ -393,6 +445,8 @@ class _Turn:
         request: dict[str, Any] = {"model": self.model, "messages": self.messages, "stream": True}
         if tools:
             request["tools"] = tools
+        if extra:
+            request.update({k: v for k, v in extra.items() if k not in request})
         wrapped = middleware is not None and (
             middleware.has("llm_request") or middleware.has("llm_execution")
         )
@@ -480,6 +534,7 @@ class _Turn:
                     model=self.model,
                     on_event=on_event,
                     on_retry=on_retry,
+                    extra=extra,
                 )
         except ModelError as exc:
             await self._request_error(

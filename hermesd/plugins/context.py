@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from hermesd import redact
 from hermesd.plugins.hooks import HookBus
+from hermesd.plugins.llm import PluginLlm
 from hermesd.plugins.manifest import Manifest, PluginRecord, RejectedTool
 from hermesd.plugins.skills import SkillCatalog
 from hermesd.plugins.tool_schema import ToolRejected
@@ -53,6 +54,9 @@ class PluginServices:
     commands: CommandRegistry
     skills: SkillCatalog
     injector: Injector | None = None
+    #: ``(messages, timeout=, model=, options=) -> Completion``: the daemon's model, for
+    #: ``ctx.llm`` and ``agent.auxiliary_client.call_llm`` (None: not available)
+    completer: Callable[..., Any] | None = None
     #: ``ctx.on_unload`` callbacks by plugin key, run (newest first) when it is unloaded
     unload_callbacks: dict[str, list[Callable[[], Any]]] = field(default_factory=dict)
 
@@ -83,6 +87,7 @@ class PluginContext:
         self._declared = dict(declared_schemas or {})
         self._lock = threading.Lock()
         self._closed = False
+        self._llm: PluginLlm | None = None
         #: The plugin's key (its manifest name, or ``<category>/<dir>``).
         self.plugin_name = record.key
         #: The parsed manifest (entry-point plugins get one built from package metadata).
@@ -111,6 +116,18 @@ class PluginContext:
                 return section
         top = data.get(self.plugin_name)
         return top if isinstance(top, dict) else {}
+
+    @property
+    def llm(self) -> PluginLlm:
+        """Completions against the daemon's model (`hermesd.plugins.llm`)."""
+        if self._llm is None:
+
+            def settings() -> dict[str, Any]:
+                section = self.config.get("llm")
+                return section if isinstance(section, dict) else {}
+
+            self._llm = PluginLlm(self.plugin_name, self._services.completer, settings)
+        return self._llm
 
     def on_unload(self, fn: Callable[[], Any]) -> None:
         """Call ``fn()`` before this plugin is unloaded (reload, uninstall, daemon stop)."""

@@ -123,6 +123,8 @@ HOOKS: dict[str, HookSpec] = {
                 "model",
                 "platform",
                 "sender_id",
+                "user_id",
+                "user_name",
             ),
             "context",
             "Once per turn before the tool loop; returned context joins the user message.",
@@ -194,7 +196,7 @@ HOOKS: dict[str, HookSpec] = {
         ),
         HookSpec(
             "on_session_start",
-            ("session_id", "model", "platform"),
+            ("session_id", "model", "platform", "sender_id", "user_id", "user_name"),
             "ignored",
             "First turn of a new session.",
         ),

@@ -68,6 +68,7 @@ class PluginManager:
         pool: WorkerPool | None = None,
         cwd: Path | None = None,
         injector: Injector | None = None,
+        completer: Callable[..., Any] | None = None,
     ) -> None:
         """``settings``: the ``plugins`` section of config.yaml (``enabled``, ``disabled``,
         ``load_timeout``), or the whole config mapping. ``env``: the daemon's environment (the
@@ -82,6 +83,7 @@ class PluginManager:
         self.cwd = cwd
         self.load_timeout = float(self.settings.get("load_timeout") or DEFAULT_LOAD_TIMEOUT)
         self.services = PluginServices(self.home, registry, hooks, commands, skills, injector)
+        self.services.completer = completer
         self._pool = pool or shared_pool()
         self._records: dict[str, PluginRecord] = {}
         hostapi.install(hostapi.HostState(self.home, self))
@@ -184,11 +186,15 @@ class PluginManager:
         record.state = "loaded"
         record.warnings.extend(self._findings(candidate, record, declared))
         log.info(
-            "Loaded plugin '%s' (%d tools, %d hooks, %d commands)",
+            "Loaded plugin '%s' (%d tools, %d hooks, %d middleware, %d commands, "
+            "%d CLI commands, %d skills)",
             record.key,
             len(record.tools),
             len(record.hooks),
+            len(record.middleware),
             len(record.commands),
+            len(record.cli_commands),
+            len(record.skills),
         )
 
     def _fail(

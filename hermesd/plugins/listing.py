@@ -12,7 +12,8 @@ from hermesd.plugins.manifest import PluginRecord
 
 
 def plugin_line(record: PluginRecord) -> str:
-    """One line: ``  ✓ calculator v1.0.0 (2 tools, 1 hooks)`` or ``  ✗ x v1 — reason``.
+    """One line: ``  ✓ calculator v1.0.0 (2 tools, 1 hooks)`` or ``  ✗ x v1 — reason``; a
+    loaded plugin that registered nothing says so (``  ✓ quiet v1 — registered nothing``).
 
     A loaded plugin some of whose tools were refused gets `` — rejected tool 'n': why``; one
     that took the key of another gets ``shadows the bundled plugin`` there (or after its
@@ -32,6 +33,8 @@ def plugin_line(record: PluginRecord) -> str:
     ]
     detail = f" ({', '.join(counts)})" if counts else ""
     notes = [f"rejected tool '{r.name}': {r.reason}" for r in record.rejected_tools]
+    if record.loaded and not (counts or record.cli_commands or record.skills):
+        notes.insert(0, "registered nothing")
     if not record.loaded:
         notes = [record.reason] if record.reason else []
     notes += [f"shadows the {s.source} plugin" for s in record.shadows]
