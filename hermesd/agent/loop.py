@@ -233,6 +233,7 @@ class _Turn:
         self.session_id, self.user_message = session_id, user_message
         self._emit_fn, self.sender_id, self.platform = emit, sender_id, platform
         self.user_name: str | None = None
+        self._last_request: tuple[str, dict[str, Any]] | None = None  # id, what was sent
         self.result = TurnResult(turn_id=turn_id, status="completed")
         self.model = ""
         self._usage: tuple[int, int, int | None] | None = None  # the last completion's, unstored
@@ -266,6 +267,7 @@ class _Turn:
         return await self.hooks.invoke(
             name,
             session_id=self.session_id,
+            task_id=self.session_id,
             turn_id=self.turn_id,
             model=self.model,
             platform=self.platform,
@@ -349,6 +351,8 @@ class _Turn:
             interrupted=status == "cancelled",
             failed=status == "failed",
             turn_exit_reason=self.result.exit_reason,
+            reason=self.result.exit_reason,
+            api_request_id=self._last_request[0] if self._last_request else None,
         )
         self.emit(
             "turn.finished",
@@ -469,6 +473,7 @@ class _Turn:
             rewritten = await middleware.apply_request("llm_request", "request", request, context)
             request, trace = rewritten.payload, rewritten.trace
             context["original_request"] = rewritten.original
+        self._last_request = (request_id, request)
         if self.hooked("pre_api_request"):  # copying the request costs; skip it unhooked
             messages = request.get("messages")
             messages = messages if isinstance(messages, list) else self.messages
@@ -482,6 +487,11 @@ class _Turn:
                 message_count=len(messages),
                 tool_count=len(request.get("tools") or ()),
                 approx_input_tokens=chars // 4,
+                request_char_count=chars,
+                max_tokens=request.get("max_tokens"),
+                user_message=self.user_message,
+                conversation_history=list(self.stored_history),
+                started_at=time.time(),
                 retry_count=0,
                 request={**request, "messages": list(messages)},
                 middleware_trace=trace,
@@ -628,8 +638,14 @@ class _Turn:
             retry_count=retry_count,
             max_retries=max_retries,
             retryable=retryable,
+            error_type=type(exc).__name__,
+            error_message=str(exc),
             reason=str(exc),
+            api_mode="chat_completions",
             api_duration=duration,
+            started_at=time.time() - duration,
+            ended_at=time.time(),
+            request=self._last_request[1] if self._last_request else None,
             error={"type": type(exc).__name__, "message": str(exc), "status": status},
         )
 

@@ -56,6 +56,7 @@ _API = (
     "api_call_count",
 )
 _APPROVAL = ("command", "description", "pattern_key", "pattern_keys", "session_key", "surface")
+_ANSWER = ("choice", "decided_by")
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,16 @@ HOOKS: dict[str, HookSpec] = {
         ),
         HookSpec(
             "transform_tool_result",
-            ("tool_name", "args", "result", *_TOOL_IDS, "duration_ms", "status"),
+            (
+                "tool_name",
+                "args",
+                "result",
+                *_TOOL_IDS,
+                "duration_ms",
+                "status",
+                "error_type",
+                "error_message",
+            ),
             "replace",
             "After post_tool_call; the first str returned replaces the result.",
         ),
@@ -154,6 +164,11 @@ HOOKS: dict[str, HookSpec] = {
                 "message_count",
                 "tool_count",
                 "approx_input_tokens",
+                "request_char_count",
+                "max_tokens",
+                "user_message",
+                "conversation_history",
+                "started_at",
                 "middleware_trace",
             ),
             "ignored",
@@ -184,12 +199,19 @@ HOOKS: dict[str, HookSpec] = {
             "api_request_error",
             (
                 *_API,
+                "api_mode",
                 "error_type",
                 "error_message",
+                "error",
+                "reason",
                 "status_code",
                 "retry_count",
                 "max_retries",
                 "retryable",
+                "api_duration",
+                "started_at",
+                "ended_at",
+                "request",
             ),
             "ignored",
             "When a request to the model fails.",
@@ -202,13 +224,23 @@ HOOKS: dict[str, HookSpec] = {
         ),
         HookSpec(
             "on_session_end",
-            ("session_id", "task_id", "turn_id", "completed", "interrupted", "model", "platform"),
+            (
+                "session_id",
+                "task_id",
+                "turn_id",
+                "api_request_id",
+                "completed",
+                "interrupted",
+                "model",
+                "platform",
+                "reason",
+            ),
             "ignored",
             "End of every turn, and when a client exits.",
         ),
         HookSpec(
             "on_session_finalize",
-            ("session_id", "platform", "reason"),
+            ("session_id", "platform", "reason", "old_session_id", "new_session_id"),
             "ignored",
             "A session is torn down (deleted, or the daemon stops).",
         ),
@@ -260,7 +292,7 @@ HOOKS: dict[str, HookSpec] = {
         ),
         HookSpec(
             "post_approval_response",
-            (*_APPROVAL, "choice"),
+            (*_APPROVAL, *_ANSWER),
             "ignored",
             "After the user answered (or the approval timed out).",
         ),

@@ -406,6 +406,8 @@ class ToolRegistry:
             **ids,
             duration_ms=duration_ms,
             status=status,
+            error_type=error_type,
+            error_message=error_message,
         )
         return result if replaced is None else self._redact_and_clip(replaced)
 
