@@ -204,3 +204,23 @@ def test_hermesctl_does_not_get_the_reference_modules() -> None:
         check=True,
     ).stdout
     assert out.strip() == "[True, True, True]"
+
+
+def test_on_unload_runs_when_the_daemon_stops() -> None:
+    home = short_tmpdir("ru-")
+    write_plugin(
+        home / "plugins",
+        "bye",
+        """
+import os
+from pathlib import Path
+
+def register(ctx):
+    home = Path(os.environ["HERMES_HOME"])
+    ctx.on_unload(lambda: (home / "stopped.txt").write_text("bye"))
+""",
+    )
+    daemon = start_daemon(home)
+    assert not (home / "stopped.txt").exists()
+    assert daemon.stop() == 0
+    assert (home / "stopped.txt").read_text() == "bye"
