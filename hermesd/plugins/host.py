@@ -164,6 +164,7 @@ class PluginManager:
         ctx = PluginContext(record, self.services, declared)
 
         def work() -> None:
+            hostapi.loading.set(ctx)  # this worker's own context: nothing to reset
             result = import_plugin(candidate)(ctx)
             if asyncio.iscoroutine(result):
                 asyncio.run(result)

@@ -37,6 +37,10 @@ COMPAT_DIR = Path(__file__).resolve().parent / "compat"
 home_override: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
     "hermesd_home_override", default=None
 )
+#: The ``ctx`` of the plugin whose ``register()`` runs on this thread, so what it registers
+#: through a reference module (``tools.registry.registry.register``) is its own, rolled back
+#: with it.
+loading: contextvars.ContextVar[Any] = contextvars.ContextVar("hermesd_loading", default=None)
 #: ``HERMES_SESSION_*`` values set for the current turn (``gateway.session_context``).
 session_vars: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
     "hermesd_session_vars", default=None

@@ -85,6 +85,14 @@ def register(ctx):
         "receives_messages": ctx.context_engine_tool_handlers_receive_messages,
     }))
     ctx.on_unload(lambda: (home / "unloaded.txt").write_text("bye"))
+    from tools.registry import registry
+    registry.register("refmods_via_registry", "refmods", {
+        "description": "Dispatch refmods_probe through the reference registry",
+        "parameters": {"type": "object", "properties": {}}},
+        lambda args: json.dumps({
+            "dispatched": json.loads(registry.dispatch("refmods_probe", {}))["home"],
+            "definitions": [d["function"]["name"]
+                            for d in registry.get_definitions(["refmods_probe"])]}))
 """
 
 CONFIG_EXTRA = """
@@ -224,3 +232,13 @@ def register(ctx):
     assert not (home / "stopped.txt").exists()
     assert daemon.stop() == 0
     assert (home / "stopped.txt").read_text() == "bye"
+
+
+def test_tools_registered_through_the_reference_registry_belong_to_the_plugin(
+    refd: DaemonProcess,
+) -> None:
+    with refd.client() as c:
+        result = tool(c, "refmods_via_registry", {})
+    assert result == {"dispatched": str(refd.home), "definitions": ["refmods_probe"]}
+    plugins = {p["key"]: p for p in refd.call("plugins.list")["plugins"]}
+    assert "refmods_via_registry" in plugins["refmods"]["tools"]

@@ -32,8 +32,23 @@ class _RegistryView:
         override: bool = False,
         **_: Any,
     ) -> None:
-        """Add a tool, owned by ``toolset`` (prefer ``ctx.register_tool``: it is rolled back
-        with the plugin)."""
+        """Add a tool: from a plugin's ``register()`` it is that plugin's (as if through
+        ``ctx.register_tool``), otherwise it belongs to ``toolset``."""
+        ctx = hostapi.loading.get()
+        if ctx is not None:
+            ctx.register_tool(
+                name,
+                toolset,
+                schema,
+                handler,
+                check_fn,
+                requires_env,
+                is_async,
+                description,
+                emoji,
+                override,
+            )
+            return
         self._tools().register(
             name,
             toolset,
