@@ -120,13 +120,19 @@ class PluginContext:
     @property
     def llm(self) -> PluginLlm:
         """Completions against the daemon's model (`hermesd.plugins.llm`)."""
+        from hermesd.plugins import hostapi  # hostapi imports this module
+
         if self._llm is None:
 
             def settings() -> dict[str, Any]:
                 section = self.config.get("llm")
                 return section if isinstance(section, dict) else {}
 
-            self._llm = PluginLlm(self.plugin_name, self._services.completer, settings)
+            model = hostapi.read_config().get("model")
+            provider = model.get("provider") if isinstance(model, dict) else None
+            self._llm = PluginLlm(
+                self.plugin_name, self._services.completer, settings, str(provider or "custom")
+            )
         return self._llm
 
     def on_unload(self, fn: Callable[[], Any]) -> None:

@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 OBSERVER_SCHEMA_VERSION = "hermes.observer.v1"
 MIDDLEWARE_SCHEMA_VERSION = "hermes.middleware.v1"
 
+#: Execution callbacks in flight at once, all calls together; more wait for a thread.
+MAX_FRAMES = 256
+
 KINDS = ("tool_request", "tool_execution", "llm_request", "llm_execution")
 #: Older names of the two model kinds, still accepted.
 ALIASES = {"api_request": "llm_request", "api_execution": "llm_execution"}
@@ -103,6 +106,7 @@ class MiddlewareBus:
     def __init__(self, pool: WorkerPool | None = None, timeout: float = 10.0) -> None:
         self._pool = pool or shared_pool()
         self.timeout = timeout
+        self._frames: WorkerPool | None = None  # made when first needed
         self._lock = threading.Lock()
         self._callbacks: dict[str, list[_Middleware]] = {}
 
@@ -204,6 +208,17 @@ class MiddlewareBus:
         return RequestOutcome(current, original, trace)
 
     # -- execution kinds --------------------------------------------------------------------
+
+    def frames(self) -> WorkerPool:
+        """The threads execution callbacks run on: their own pool, since a callback holds its
+        thread while the call it wraps runs (a tool handler on the shared pool must never wait
+        for a thread a callback around it holds), without a per-plugin share (the frames of
+        one call nest and would wait for each other)."""
+        if self._frames is None:
+            self._frames = WorkerPool(
+                MAX_FRAMES, "hermesd-middleware", per_key=MAX_FRAMES, max_abandoned=MAX_FRAMES
+            )
+        return self._frames
 
     async def run_execution(
         self,
@@ -362,7 +377,7 @@ class _Chain:
 
     async def _run_callback(self, entry: _Middleware, kwargs: dict[str, Any], frame: _Frame) -> Any:
         """The callback on a worker thread, its time outside ``next_call`` bounded."""
-        pool, timeout = self.bus._pool, self.bus.timeout
+        pool, timeout = self.bus.frames(), self.bus.timeout
         waiter: asyncio.Future[Any] = self.loop.create_future()
         future = pool.submit(
             functools.partial(entry.fn, **kwargs), f"middleware:{entry.plugin_key}", waiter=waiter
