@@ -242,3 +242,34 @@ def test_tools_registered_through_the_reference_registry_belong_to_the_plugin(
     assert result == {"dispatched": str(refd.home), "definitions": ["refmods_probe"]}
     plugins = {p["key"]: p for p in refd.call("plugins.list")["plugins"]}
     assert "refmods_via_registry" in plugins["refmods"]["tools"]
+
+
+def test_an_installed_hermes_agent_is_not_shadowed() -> None:
+    fake = short_tmpdir("rf-")
+    (fake / "hermes_cli").mkdir(parents=True)
+    (fake / "hermes_cli" / "__init__.py").write_text("REAL = True\n")
+    home = short_tmpdir("rh-")
+    write_plugin(
+        home / "plugins",
+        "which",
+        """
+import json, os
+from pathlib import Path
+
+def register(ctx):
+    import hermes_cli
+    try:
+        import hermes_constants
+        ours = hermes_constants.__file__
+    except ImportError:
+        ours = None
+    Path(os.environ["HERMES_HOME"], "which.json").write_text(json.dumps(
+        {"real": getattr(hermes_cli, "REAL", False), "constants": ours}))
+""",
+    )
+    daemon = start_daemon(home, env={"PYTHONPATH": checkout_pythonpath(str(fake))})
+    try:
+        seen = json.loads((home / "which.json").read_text())
+    finally:
+        daemon.stop()
+    assert seen == {"real": True, "constants": None}
