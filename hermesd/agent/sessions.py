@@ -12,6 +12,7 @@ import asyncio
 import functools
 import logging
 import pwd
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,8 @@ from hermesd.store.sessions import (
 )
 
 log = logging.getLogger(__name__)
+
+_PLATFORM = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 EVENT = "session.event"
 
@@ -368,7 +371,13 @@ class SessionService:
             raise RpcError(Codes.MODEL, str(exc)) from None
         self._attach(sid, call.conn)
         self.touched.add(sid)
-        turn_id, task = self._start_turn(sid, message, call.conn.peer.uid)
+        platform = p.get("platform")
+        if platform is not None and not _PLATFORM.fullmatch(platform):
+            raise RpcError(
+                Codes.INVALID_PARAMS,
+                "session.send: platform must be 1 to 64 letters, digits, '_', '-' or '.'",
+            )
+        turn_id, task = self._start_turn(sid, message, call.conn.peer.uid, platform)
         if not p.get("wait"):
             return {"turn_id": turn_id}
         try:
@@ -386,16 +395,17 @@ class SessionService:
             raise
 
     def _start_turn(
-        self, sid: str, message: str, uid: int | None
+        self, sid: str, message: str, uid: int | None, platform: str | None = None
     ) -> tuple[str, asyncio.Task[TurnResult]]:
-        """Run a turn of ``sid`` answering ``message``; ``uid`` is who asked (None: a plugin)."""
+        """Run a turn of ``sid`` answering ``message``; ``uid`` is who asked (None: a plugin),
+        ``platform`` what kind of client (default the daemon's, ``cli``)."""
         turn_id = new_id("turn")
         task = asyncio.get_running_loop().create_task(
             self.agent.run_turn(
                 sid,
                 message,
                 emit=self.emit,
-                platform=self.platform,
+                platform=platform or self.platform,
                 sender_id=None if uid is None else str(uid),
                 user_name=None if uid is None else _user_name(uid),
                 turn_id=turn_id,

@@ -15,8 +15,15 @@ from typing import Any
 
 import pytest
 
+from hermesd.rpc.protocol import Codes, RpcError
 from tests.support.approvals import tool
-from tests.support.daemon import DaemonProcess, send_and_follow, short_tmpdir, start_daemon
+from tests.support.daemon import (
+    DaemonProcess,
+    follow_turn,
+    send_and_follow,
+    short_tmpdir,
+    start_daemon,
+)
 from tests.support.modelserver import ScriptedModelServer, model_config, reply
 from tests.support.plugin_factory import write_plugin
 
@@ -59,9 +66,9 @@ def register(ctx):
     ctx.register_command("nudge", lambda raw: "queued" if ctx.inject_message(raw or "nudged")
                          else "refused", description="inject a message")
     ctx.register_hook("pre_llm_call",
-        lambda session_id, sender_id, user_id, user_name: note(
+        lambda session_id, sender_id, user_id, user_name, platform: note(
             kind="pre_llm_call", session=session_id, sender_id=sender_id, user_id=user_id,
-            user_name=user_name))
+            user_name=user_name, platform=platform))
     ctx.register_hook("on_session_start",
         lambda session_id, sender_id, user_name: note(
             kind="on_session_start", session=session_id, sender_id=sender_id,
@@ -142,6 +149,7 @@ def test_hooks_learn_who_is_talking_from_the_peer_credentials(
             "sender_id": str(os.getuid()),
             "user_id": str(os.getuid()),
             "user_name": me,
+            "platform": "cli",
         }
     ]
     start = [n for n in notes(hostd, "on_session_start") if n["session"] == sid]
@@ -168,3 +176,27 @@ def test_inject_message_into_an_idle_session_starts_a_turn(
         ("assistant", "answer to the injected message"),
     ]
     assert model.last_request["messages"][-1] == {"role": "user", "content": "review my notes"}
+
+
+def test_a_client_may_declare_its_platform_for_plugins(
+    hostd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    model.push(reply("hi bridge"))
+    with hostd.client() as c:
+        sid = c.call("session.create")["id"]
+        turn_id = c.call(
+            "session.send", {"session_id": sid, "message": "from a bridge", "platform": "matrix"}
+        )["turn_id"]
+        follow_turn(c, turn_id)
+    pre = [n for n in notes(hostd, "pre_llm_call") if n["session"] == sid]
+    assert pre[0]["platform"] == "matrix"
+
+
+def test_a_bad_platform_is_refused_and_the_daemon_keeps_serving(hostd: DaemonProcess) -> None:
+    with hostd.client() as c:
+        sid = c.call("session.create")["id"]
+        with pytest.raises(RpcError) as raised:
+            c.call("session.send", {"session_id": sid, "message": "x", "platform": "a b\n"})
+        assert raised.value.code == Codes.INVALID_PARAMS
+        assert "platform must be" in raised.value.message
+        assert c.call("ping") is not None
