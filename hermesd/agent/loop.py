@@ -20,15 +20,26 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from hermesd import redact
-from hermesd.model.client import Completion, ConfigLike, ModelClient, ModelError, RetryInfo
+from hermesd.model.client import (
+    Completion,
+    ConfigLike,
+    ModelClient,
+    ModelError,
+    ModelNotConfigured,
+    ModelResponseInvalid,
+    RetryInfo,
+)
 from hermesd.model.fastjson import valid_text
+from hermesd.model.response import as_chat_completion, completion_from_response
+from hermesd.model.stream import canonical_usage
 from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.host import ReloadGate
+from hermesd.plugins.middleware import MiddlewareBus, MiddlewareTimeout
 from hermesd.store.sessions import (
     MessageRecord,
     SessionNotFound,
@@ -165,9 +176,13 @@ class AgentLoop:
         platform: str | None = None,
         turn_id: str | None = None,
         toolsets: Toolsets | None = None,
+        user_name: str | None = None,
     ) -> TurnResult:
         """Answer ``user_message`` in the session; cancel the task to stop it cleanly.
-        ``toolsets`` narrows the tools of this turn (a scheduled run's)."""
+
+        ``toolsets`` narrows the tools of this turn (a scheduled run's). ``sender_id`` (the
+        Unix uid of the client, as text) and ``user_name`` say who talks; ``on_session_start``
+        and ``pre_llm_call`` get them."""
         turn = _Turn(
             self,
             session_id,
@@ -178,7 +193,44 @@ class AgentLoop:
             turn_id or new_id("turn"),
         )
         turn.toolsets = toolsets
+        turn.user_name = user_name
         return await turn.run()
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        model: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        options: dict[str, Any] | None = None,
+        session_id: str = "",
+        platform: str | None = None,
+    ) -> Completion:
+        """One model request for plugin code (``ctx.llm``, ``call_llm``): nothing is stored,
+        no tool runs; ``pre_api_request``/``post_api_request`` and middleware see it as they
+        see a turn's requests."""
+        self.check_ready()
+        turn = _Turn(
+            self, session_id, "", None, None, platform or self.settings.platform, new_id("turn")
+        )
+        turn.model = model or self.client.settings.model or ""
+        turn.messages = [dict(m) for m in messages]
+        turn.result.iterations = 1
+        return await turn._request(list(tools or ()), extra=options)
+
+    def complete_blocking(
+        self, messages: list[dict[str, Any]], timeout: float | None = None, **kwargs: Any
+    ) -> Completion:
+        """`complete` from a plugin thread, run on the daemon's loop."""
+        loop = self.registry.loop
+        if loop is None or not loop.is_running():
+            raise ModelNotConfigured("the daemon's event loop is not running")
+        future = asyncio.run_coroutine_threadsafe(self.complete(messages, **kwargs), loop)
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            raise
 
 
 class _Turn:
@@ -197,6 +249,8 @@ class _Turn:
         self.loop, self.store, self.hooks = loop, loop.store, loop.hooks
         self.session_id, self.user_message = session_id, user_message
         self._emit_fn, self.sender_id, self.platform = emit, sender_id, platform
+        self.user_name: str | None = None
+        self._last_request: tuple[str, dict[str, Any]] | None = None  # id, what was sent
         self.result = TurnResult(turn_id=turn_id, status="completed")
         self.model = ""
         self._usage: tuple[int, int, int | None] | None = None  # the last completion's, unstored
@@ -231,6 +285,7 @@ class _Turn:
         return await self.hooks.invoke(
             name,
             session_id=self.session_id,
+            task_id=self.session_id,
             turn_id=self.turn_id,
             model=self.model,
             platform=self.platform,
@@ -314,6 +369,8 @@ class _Turn:
             interrupted=status == "cancelled",
             failed=status == "failed",
             turn_exit_reason=self.result.exit_reason,
+            reason=self.result.exit_reason,
+            api_request_id=self._last_request[0] if self._last_request else None,
         )
         self.emit(
             "turn.finished",
@@ -343,7 +400,12 @@ class _Turn:
         self.model = session["model"] or self.model
         first = session["message_count"] == 0
         if first:
-            await self.hook("on_session_start")
+            await self.hook(
+                "on_session_start",
+                sender_id=self.sender_id,
+                user_id=self.sender_id,
+                user_name=self.user_name,
+            )
         context = (
             pre_llm_context(
                 await self.hook(
@@ -352,6 +414,8 @@ class _Turn:
                     conversation_history=list(prior),
                     is_first_turn=first,
                     sender_id=self.sender_id,
+                    user_id=self.sender_id,
+                    user_name=self.user_name,
                 )
             )
             if self.hooked("pre_llm_call")
@@ -396,26 +460,68 @@ class _Turn:
             "(agent.max_iterations in config.yaml). Ask me to continue, or raise the limit."
         )
 
-    async def _request(self, tools: list[dict[str, Any]]) -> Completion:
+    async def _request(
+        self, tools: list[dict[str, Any]], extra: dict[str, Any] | None = None
+    ) -> Completion:
         request_id = new_id("req")
+        settings = self.loop.client.settings
         base = {
             "api_request_id": request_id,
             "api_call_count": self.result.iterations,
-            "provider": getattr(self.loop.client.settings, "provider", "custom"),
+            "provider": getattr(settings, "provider", "custom"),
         }
+        middleware = getattr(self.hooks, "middleware", None)
+        request: dict[str, Any] = {"model": self.model, "messages": self.messages, "stream": True}
+        if tools:
+            request["tools"] = tools
+        if extra:
+            request.update({k: v for k, v in extra.items() if k not in request})
+        wrapped = middleware is not None and (
+            middleware.has("llm_request") or middleware.has("llm_execution")
+        )
+        context: dict[str, Any] = {}
+        trace: list[dict[str, Any]] = []
+        if wrapped:
+            assert middleware is not None
+            context = {
+                "session_id": self.session_id,
+                "task_id": self.session_id,
+                "turn_id": self.turn_id,
+                "api_request_id": request_id,
+                "platform": self.platform,
+                "model": self.model,
+                "provider": base["provider"],
+                "base_url": getattr(settings, "base_url", None) or "",
+                "api_mode": "chat_completions",
+                "api_call_count": self.result.iterations,
+            }
+            rewritten = await middleware.apply_request("llm_request", "request", request, context)
+            request, trace = rewritten.payload, rewritten.trace
+            context["original_request"] = rewritten.original
+        self._last_request = (request_id, request)
         if self.hooked("pre_api_request"):  # copying the request costs; skip it unhooked
-            chars = sum(len(str(m.get("content") or "")) for m in self.messages)
+            messages = request.get("messages")
+            messages = messages if isinstance(messages, list) else self.messages
+            chars = sum(len(str(m.get("content") or "")) for m in messages if isinstance(m, dict))
             await self.hook(
                 "pre_api_request",
                 **base,
-                base_url=getattr(self.loop.client.settings, "base_url", None),
-                message_count=len(self.messages),
-                tool_count=len(tools),
+                base_url=getattr(settings, "base_url", None),
+                api_mode="chat_completions",
+                request_messages=list(messages),
+                message_count=len(messages),
+                tool_count=len(request.get("tools") or ()),
                 approx_input_tokens=chars // 4,
+                request_char_count=chars,
+                max_tokens=request.get("max_tokens"),
+                user_message=self.user_message,
+                conversation_history=list(self.stored_history),
+                started_at=time.time(),
                 retry_count=0,
-                request={"model": self.model, "messages": list(self.messages), "tools": tools},
+                request={**request, "messages": list(messages)},
+                middleware_trace=trace,
             )
-        started = time.monotonic()
+        started, started_at = time.monotonic(), time.time()
         retries = 0
         shown = redact.StreamRedactor()  # a secret split across two deltas is still caught
 
@@ -439,10 +545,32 @@ class _Turn:
             )
             await self._request_error(base, info.error, info.duration, retries - 1, retryable=True)
 
-        try:
-            completion = await self.loop.client.stream_completion(
-                self.messages, tools or None, model=self.model, on_event=on_event, on_retry=on_retry
+        async def send(payload: Any) -> Completion:
+            if not isinstance(payload, dict):
+                payload = request
+            messages = payload.get("messages")
+            return await self.loop.client.stream_completion(
+                messages if isinstance(messages, list) else self.messages,
+                payload.get("tools") or None,
+                model=str(payload.get("model") or self.model),
+                on_event=on_event,
+                on_retry=on_retry,
+                extra=payload,
             )
+
+        try:
+            if wrapped:
+                assert middleware is not None
+                completion = await self._wrapped_send(middleware, send, request, context, trace)
+            else:
+                completion = await self.loop.client.stream_completion(
+                    self.messages,
+                    tools or None,
+                    model=self.model,
+                    on_event=on_event,
+                    on_retry=on_retry,
+                    extra=extra,
+                )
         except ModelError as exc:
             await self._request_error(
                 base, exc, time.monotonic() - started, retries, retryable=False
@@ -452,14 +580,25 @@ class _Turn:
         if rest:
             self.emit("text.delta", text=rest)
         usage = completion.usage or {}
-        await self.hook(
-            "post_api_request",
-            **base,
-            api_duration=time.monotonic() - started,
-            finish_reason=completion.finish_reason,
-            response=completion.message,
-            usage=usage,
-        )
+        if self.hooked("post_api_request"):
+            await self.hook(
+                "post_api_request",
+                **base,
+                base_url=getattr(settings, "base_url", None),
+                api_mode="chat_completions",
+                api_duration=time.monotonic() - started,
+                started_at=started_at,
+                ended_at=time.time(),
+                finish_reason=completion.finish_reason,
+                response_model=completion.model or self.model,
+                response=completion.message,
+                assistant_message=completion.message,
+                assistant_content_chars=len(completion.content),
+                assistant_tool_call_count=len(completion.tool_calls),
+                message_count=len(self.messages),
+                usage=canonical_usage(completion.usage),
+                middleware_trace=trace,
+            )
         if usage:
             for key in self.result.usage:
                 self.result.usage[key] += int(usage.get(key) or 0)
@@ -472,6 +611,39 @@ class _Turn:
             )
             self.emit("usage", **{k: int(usage.get(k) or 0) for k in self.result.usage})
         return completion
+
+    async def _wrapped_send(
+        self,
+        middleware: MiddlewareBus,
+        send: Callable[[Any], Awaitable[Completion]],
+        request: dict[str, Any],
+        context: dict[str, Any],
+        trace: list[dict[str, Any]],
+    ) -> Completion:
+        """The model request inside the ``llm_execution`` middleware (retries and streaming
+        stay inside its ``next_call``); a refusal it returns becomes the completion."""
+        sent: list[tuple[Completion, Any]] = []
+
+        async def real_call(payload: Any) -> Any:
+            completion = await send(payload)
+            response = as_chat_completion(completion, self.model)
+            sent.append((completion, response))
+            return response
+
+        try:
+            value = await middleware.run_execution(
+                "llm_execution",
+                "request",
+                request,
+                real_call,
+                {**context, "middleware_trace": list(trace)},
+            )
+        except MiddlewareTimeout as exc:
+            raise ModelResponseInvalid(f"the request was refused: {exc}") from None
+        for completion, response in sent:
+            if value is response:
+                return completion
+        return completion_from_response(value)
 
     async def _request_error(
         self,
@@ -491,8 +663,14 @@ class _Turn:
             retry_count=retry_count,
             max_retries=max_retries,
             retryable=retryable,
+            error_type=type(exc).__name__,
+            error_message=str(exc),
             reason=str(exc),
+            api_mode="chat_completions",
             api_duration=duration,
+            started_at=time.time() - duration,
+            ended_at=time.time(),
+            request=self._last_request[1] if self._last_request else None,
             error={"type": type(exc).__name__, "message": str(exc), "status": status},
         )
 

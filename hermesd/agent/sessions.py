@@ -17,6 +17,7 @@ import asyncio
 import functools
 import logging
 import pwd
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,8 @@ from hermesd.store.sessions import (
 )
 
 log = logging.getLogger(__name__)
+
+_PLATFORM = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 EVENT = "session.event"
 
@@ -155,11 +158,24 @@ class SessionService:
         content = valid_text(content)  # half a surrogate pair could be neither stored nor sent
 
         def queue() -> None:
+            if sid not in self.turns and role == "user" and self._can_start(sid):
+                # idle: the message starts a turn, as the reference's CLI does
+                self._start_turn(sid, content, None)
+                return
             self._injections.setdefault(sid, []).append((role, content))
             if sid not in self.turns:
                 loop.create_task(self._flush_injections(sid))
 
         loop.call_soon_threadsafe(queue)
+        return True
+
+    def _can_start(self, sid: str) -> bool:
+        """Whether an injected message may start a turn of ``sid`` (a model is configured)."""
+        try:
+            self.agent.check_ready()
+        except ModelError as exc:
+            log.info("inject_message into %s stored without a turn: %s", sid, exc)
+            return False
         return True
 
     async def _flush_injections(self, sid: str) -> None:
@@ -456,19 +472,13 @@ class SessionService:
             raise RpcError(Codes.MODEL, str(exc)) from None
         self._attach(sid, call.conn)
         self.touched.add(sid)
-        turn_id = new_id("turn")
-        task = asyncio.get_running_loop().create_task(
-            self.agent.run_turn(
-                sid,
-                message,
-                emit=self.emit,
-                platform=self.platform,
-                sender_id=str(call.conn.peer.uid),
-                turn_id=turn_id,
+        platform = p.get("platform")
+        if platform is not None and not _PLATFORM.fullmatch(platform):
+            raise RpcError(
+                Codes.INVALID_PARAMS,
+                "session.send: platform must be 1 to 64 letters, digits, '_', '-' or '.'",
             )
-        )
-        self.turns[sid] = (turn_id, task)
-        task.add_done_callback(functools.partial(self._turn_done, sid, turn_id))
+        turn_id, task = self._start_turn(sid, message, call.conn.peer.uid, platform)
         if not p.get("wait"):
             return {"turn_id": turn_id}
         try:
@@ -509,23 +519,42 @@ class SessionService:
         while (running := self.turns.get(sid)) is not None:
             await asyncio.wait([running[1]])
         self.touched.add(sid)
+        turn_id, task = self._start_turn(
+            sid, message, None, platform, sender_id=sender_id, toolsets=toolsets
+        )
+        if started is not None:
+            started(turn_id)
+        return await asyncio.shield(task)
+
+    def _start_turn(
+        self,
+        sid: str,
+        message: str,
+        uid: int | None,
+        platform: str | None = None,
+        *,
+        sender_id: str | None = None,
+        toolsets: Toolsets | None = None,
+    ) -> tuple[str, asyncio.Task[TurnResult]]:
+        """Run a turn of ``sid`` answering ``message``; ``uid`` is who asked (None: a plugin or
+        the scheduler, whose ``sender_id`` says so), ``platform`` what kind of client (default
+        the daemon's, ``cli``), ``toolsets`` what narrows the turn's tools."""
         turn_id = new_id("turn")
         task = asyncio.get_running_loop().create_task(
             self.agent.run_turn(
                 sid,
                 message,
                 emit=self.emit,
-                platform=platform,
-                sender_id=sender_id,
+                platform=platform or self.platform,
+                sender_id=sender_id if uid is None else str(uid),
+                user_name=None if uid is None else _user_name(uid),
                 turn_id=turn_id,
                 toolsets=toolsets,
             )
         )
         self.turns[sid] = (turn_id, task)
         task.add_done_callback(functools.partial(self._turn_done, sid, turn_id))
-        if started is not None:
-            started(turn_id)
-        return await asyncio.shield(task)
+        return turn_id, task
 
     def _turn_done(self, sid: str, turn_id: str, task: asyncio.Task[TurnResult]) -> None:
         current = self.turns.get(sid)
@@ -600,3 +629,11 @@ def _result(result: TurnResult) -> dict[str, Any]:
         "iterations": result.iterations,
         "usage": result.usage,
     }
+
+
+def _user_name(uid: int) -> str | None:
+    """The login name of ``uid`` (None when it has none)."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return None

@@ -426,7 +426,12 @@ class ApprovalBroker:
         finally:
             self._finish(pending, choice, uid)
             if choice != "cancelled":
-                await self.hooks.invoke("post_approval_response", **hook_kwargs, choice=choice)
+                await self.hooks.invoke(
+                    "post_approval_response",
+                    **hook_kwargs,
+                    choice=choice,
+                    decided_by="timeout" if choice == "timeout" else "user",
+                )
         return await self._apply(pending, choice, reason, uid)
 
     def _send_request(self, pending: Pending, conn: Connection) -> None:

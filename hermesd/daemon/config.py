@@ -240,7 +240,8 @@ def _validate_one(
         return
     spec = schema.get(key) if isinstance(key, str) else None
     if spec is None:
-        warnings.append(f"unknown setting '{dotted}' ignored")
+        if not _plugin_setting(prefix, key, value):
+            warnings.append(f"unknown setting '{dotted}' ignored")
         return
     if isinstance(spec, dict):
         if value is None:
@@ -283,6 +284,15 @@ def url_problem(value: str) -> str | None:
 
 # Checks of a value beyond its type, by dotted key: a sentence saying what is wrong, or None.
 _CHECKS: dict[str, Any] = {"model.base_url": url_problem}
+
+
+def _plugin_setting(prefix: str, key: Any, value: Any) -> bool:
+    """Settings that belong to plugins, kept as written for them to read (``ctx.config``,
+    ``hermes_cli.config.load_config``): ``plugins.entries``, a ``plugins.<key>`` section, and
+    the reference's ``_config_version``."""
+    if prefix == "" and key == "_config_version":
+        return True
+    return prefix == "plugins." and isinstance(value, dict)
 
 
 def _names(types: tuple[type, ...]) -> str:

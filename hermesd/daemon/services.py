@@ -125,6 +125,7 @@ def _manager(
     *,
     injector: Injector | None = None,
     cwd: Path | None = None,
+    completer: Callable[..., Any] | None = None,
 ) -> PluginManager:
     settings = {
         "enabled": _setting(config, "plugins.enabled", None),
@@ -142,6 +143,7 @@ def _manager(
         dotenv=dotenv,
         pool=parts.pool,
         cwd=cwd,
+        completer=completer,
         injector=injector,
     )
 
@@ -227,7 +229,15 @@ def build_services(daemon: Daemon) -> None:
         on_forget=broker.forget_session,
         redact_event=redact.redact_event,
     )
-    manager = _manager(home, cfg, os.environ, dotenv, parts, injector=sessions.inject)
+    manager = _manager(
+        home,
+        cfg,
+        os.environ,
+        dotenv,
+        parts,
+        injector=sessions.inject,
+        completer=agent.complete_blocking,
+    )
     host = PluginHost(pool, hooks, parts.tools, parts.commands, parts.skills, manager, gate)
     admin = PluginAdminService(host, files)
     approvals = ApprovalService(broker)

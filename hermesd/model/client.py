@@ -159,6 +159,9 @@ class RetryInfo:
     duration: float
 
 
+#: Request fields middleware may not set through ``extra``: the stream is what we read.
+_FIXED_FIELDS = frozenset({"model", "messages", "tools", "stream", "stream_options"})
+
 # unique per request: a random prefix for this process, then a counter
 _KEY_PREFIX = f"hermesd-{secrets.token_hex(8)}-"
 _key_numbers = itertools.count(1)
@@ -313,8 +316,12 @@ class ModelClient:
         model: str | None = None,
         on_event: OnEvent | None = None,
         on_retry: OnRetry | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> Completion:
         """Stream one completion, retrying transient failures; return the final message.
+
+        ``extra`` adds request fields (``temperature``, ``max_tokens``, …: what middleware
+        put in the request); it cannot turn streaming off.
 
         ``on_event`` gets ``text.delta`` and ``tool_call.started`` events as they arrive;
         ``on_retry`` is awaited before each retry (output already emitted is then stale).
@@ -327,6 +334,8 @@ class ModelClient:
         }
         if tools:
             payload["tools"] = tools
+        if extra:
+            payload.update({k: v for k, v in extra.items() if k not in _FIXED_FIELDS})
         attempts = max(1, self.settings.max_retries + 1)
         attempt, fell_back = 0, False
         while True:

@@ -156,6 +156,47 @@ def _int(value: Any) -> int:
     return value if type(value) is int else int(value) if type(value) is float else 0
 
 
+def usage_details(usage: dict[str, Any]) -> dict[str, int]:
+    """Cache and reasoning counts from a usage block, where the providers put them (OpenAI's
+    ``*_details``, or the top-level fields some proxies and DeepSeek use); zeros are left out."""
+
+    def detail(block: str, key: str) -> int:
+        inner = usage.get(block)
+        return _int(inner.get(key)) if type(inner) is dict else 0
+
+    found = {
+        "cache_read_tokens": detail("prompt_tokens_details", "cached_tokens")
+        or _int(usage.get("cache_read_input_tokens"))
+        or _int(usage.get("prompt_cache_hit_tokens")),
+        "cache_write_tokens": detail("prompt_tokens_details", "cache_write_tokens")
+        or _int(usage.get("cache_creation_input_tokens")),
+        "reasoning_tokens": detail("completion_tokens_details", "reasoning_tokens")
+        or detail("output_tokens_details", "reasoning_tokens"),
+    }
+    return {k: v for k, v in found.items() if v}
+
+
+def canonical_usage(usage: dict[str, int] | None) -> dict[str, int] | None:
+    """A completion's counts in the reference's buckets, as ``post_api_request`` gets them:
+    ``input_tokens`` excludes cached reads and writes; ``prompt_tokens`` and ``total_tokens``
+    are recomputed from the buckets. None when the response carried no usage."""
+    if not usage:
+        return None
+    read, write = usage.get("cache_read_tokens", 0), usage.get("cache_write_tokens", 0)
+    inputs = max(0, usage.get("prompt_tokens", 0) - read - write)
+    outputs = usage.get("completion_tokens", 0)
+    return {
+        "input_tokens": inputs,
+        "output_tokens": outputs,
+        "cache_read_tokens": read,
+        "cache_write_tokens": write,
+        "reasoning_tokens": usage.get("reasoning_tokens", 0),
+        "request_count": 1,
+        "prompt_tokens": inputs + read + write,
+        "total_tokens": inputs + read + write + outputs,
+    }
+
+
 @dataclass
 class _Call:
     id: str = ""
@@ -223,6 +264,7 @@ class StreamAccumulator:
                 k: _int(usage.get(k))
                 for k in ("prompt_tokens", "completion_tokens", "total_tokens")
             }
+            self.usage.update(usage_details(usage))
         choices = chunk.get("choices")
         if type(choices) is not list:
             return

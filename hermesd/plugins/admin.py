@@ -157,7 +157,7 @@ class PluginAdminService:
             redact.configure(os.environ, manager.dotenv, manager.secret_env_names())
         loaded = [r for r in records if r.loaded]
         failed = [r for r in records if r.state == "error"]
-        summary = reload_summary(records)
+        summary = reload_summary(records) + registered_summary(loaded)
         if failed:
             summary += "".join(f"\n  ✗ {r.key} — {r.reason}" for r in failed)
         return {
@@ -377,3 +377,21 @@ class PluginAdminService:
             "text": format_findings(findings),
             "errors": sum(f.severity == "error" for f in findings),
         }
+
+
+def registered_summary(records: list[PluginRecord]) -> str:
+    """`` (3 tools, 2 hooks, 1 skills)``: what the plugins registered together, non-zero
+    counts only ("" when nothing)."""
+    counts = [
+        f"{sum(len(getattr(r, kind)) for r in records)} {label}"
+        for kind, label in (
+            ("tools", "tools"),
+            ("hooks", "hooks"),
+            ("middleware", "middleware"),
+            ("commands", "commands"),
+            ("cli_commands", "CLI commands"),
+            ("skills", "skills"),
+        )
+    ]
+    shown = [c for c in counts if not c.startswith("0 ")]
+    return f" ({', '.join(shown)})" if shown else ""

@@ -16,15 +16,17 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermesd import redact
 from hermesd.plugins.hooks import HookBus
+from hermesd.plugins.llm import PluginLlm
 from hermesd.plugins.manifest import Manifest, PluginRecord, RejectedTool
 from hermesd.plugins.skills import SkillCatalog
 from hermesd.plugins.tool_schema import ToolRejected
+from hermesd.plugins.workers import callable_name
 
 if TYPE_CHECKING:  # the registries sit above this layer; the daemon hands them in
     from hermesd.commands.registry import CommandRegistry
@@ -52,6 +54,11 @@ class PluginServices:
     commands: CommandRegistry
     skills: SkillCatalog
     injector: Injector | None = None
+    #: ``(messages, timeout=, model=, options=) -> Completion``: the daemon's model, for
+    #: ``ctx.llm`` and ``agent.auxiliary_client.call_llm`` (None: not available)
+    completer: Callable[..., Any] | None = None
+    #: ``ctx.on_unload`` callbacks by plugin key, run (newest first) when it is unloaded
+    unload_callbacks: dict[str, list[Callable[[], Any]]] = field(default_factory=dict)
 
 
 def _takes_ctx(handler: Callable[..., Any]) -> bool:
@@ -80,6 +87,7 @@ class PluginContext:
         self._declared = dict(declared_schemas or {})
         self._lock = threading.Lock()
         self._closed = False
+        self._llm: PluginLlm | None = None
         #: The plugin's key (its manifest name, or ``<category>/<dir>``).
         self.plugin_name = record.key
         #: The parsed manifest (entry-point plugins get one built from package metadata).
@@ -88,6 +96,53 @@ class PluginContext:
         )
         #: ``$HERMES_HOME``, for plugins that keep their own files there.
         self.hermes_home = services.home
+
+    #: hermesd hands a context engine's tool handlers the live message list (issue 22).
+    context_engine_tool_handlers_receive_messages = True
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """This plugin's settings: ``plugins.entries.<key>``, else ``plugins.<key>``, else a
+        top-level ``<key>`` section of config.yaml (read afresh; {} when there is none)."""
+        from hermesd.plugins import hostapi  # hostapi imports this module
+
+        data = hostapi.read_config()
+        plugins = data.get("plugins")
+        plugins = plugins if isinstance(plugins, dict) else {}
+        entries = plugins.get("entries")
+        entries = entries if isinstance(entries, dict) else {}
+        for section in (entries.get(self.plugin_name), plugins.get(self.plugin_name)):
+            if isinstance(section, dict):
+                return section
+        top = data.get(self.plugin_name)
+        return top if isinstance(top, dict) else {}
+
+    @property
+    def llm(self) -> PluginLlm:
+        """Completions against the daemon's model (`hermesd.plugins.llm`)."""
+        from hermesd.plugins import hostapi  # hostapi imports this module
+
+        if self._llm is None:
+
+            def settings() -> dict[str, Any]:
+                section = self.config.get("llm")
+                return section if isinstance(section, dict) else {}
+
+            model = hostapi.read_config().get("model")
+            provider = model.get("provider") if isinstance(model, dict) else None
+            self._llm = PluginLlm(
+                self.plugin_name, self._services.completer, settings, str(provider or "custom")
+            )
+        return self._llm
+
+    def on_unload(self, fn: Callable[[], Any]) -> None:
+        """Call ``fn()`` before this plugin is unloaded (reload, uninstall, daemon stop)."""
+        if not callable(fn):
+            raise TypeError("on_unload needs a callable")
+        with self._lock:
+            if self._refuse_late("unload callback", callable_name(fn)):
+                return
+            self._services.unload_callbacks.setdefault(self.plugin_name, []).insert(0, fn)
 
     @property
     def profile_name(self) -> str:
@@ -251,6 +306,16 @@ class PluginContext:
             if skill.name not in self._record.skills:
                 self._record.skills.append(skill.name)
 
+    # -- middleware -------------------------------------------------------------------------
+
+    def register_middleware(self, kind: str, callback: Callable[..., Any]) -> None:
+        """Add middleware of ``kind`` (`hermesd.plugins.middleware`); unknown kinds are kept."""
+        with self._lock:
+            if self._refuse_late("middleware", kind):
+                return
+            stored = self._services.hooks.middleware.register(self.plugin_name, kind, callback)
+            self._record.middleware.append(stored)
+
     # -- session ----------------------------------------------------------------------------
 
     def inject_message(self, content: str, role: str = "user") -> bool:
@@ -272,10 +337,6 @@ class PluginContext:
         log.warning(
             "Plugin '%s' called %s, which hermesd does not support; ignored", self.plugin_name, what
         )
-
-    def register_middleware(self, kind: str, callback: Callable[..., Any]) -> None:
-        """Not supported by hermesd: logged and ignored."""
-        self._unsupported(f"register_middleware('{kind}')")
 
     def register_memory_provider(self, provider: Any) -> None:
         """Not supported by hermesd: logged and ignored."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hermesd.model.fastjson import valid_text
+from hermesd.plugins.middleware import MiddlewareBus
 from hermesd.plugins.workers import (
     CallShape,
     WorkerPool,
@@ -55,6 +56,7 @@ _API = (
     "api_call_count",
 )
 _APPROVAL = ("command", "description", "pattern_key", "pattern_keys", "session_key", "surface")
+_ANSWER = ("choice", "decided_by")
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ HOOKS: dict[str, HookSpec] = {
     for spec in (
         HookSpec(
             "pre_tool_call",
-            ("tool_name", "args", *_TOOL_IDS),
+            ("tool_name", "args", *_TOOL_IDS, "middleware_trace"),
             "block",
             "Before each tool runs, including calls made through `ctx.dispatch_tool`.",
         ),
@@ -87,13 +89,23 @@ HOOKS: dict[str, HookSpec] = {
                 "status",
                 "error_type",
                 "error_message",
+                "middleware_trace",
             ),
             "ignored",
             "After every tool call, including errors, blocks and timeouts.",
         ),
         HookSpec(
             "transform_tool_result",
-            ("tool_name", "args", "result", *_TOOL_IDS, "duration_ms", "status"),
+            (
+                "tool_name",
+                "args",
+                "result",
+                *_TOOL_IDS,
+                "duration_ms",
+                "status",
+                "error_type",
+                "error_message",
+            ),
             "replace",
             "After post_tool_call; the first str returned replaces the result.",
         ),
@@ -121,6 +133,8 @@ HOOKS: dict[str, HookSpec] = {
                 "model",
                 "platform",
                 "sender_id",
+                "user_id",
+                "user_name",
             ),
             "context",
             "Once per turn before the tool loop; returned context joins the user message.",
@@ -142,13 +156,42 @@ HOOKS: dict[str, HookSpec] = {
         ),
         HookSpec(
             "pre_api_request",
-            (*_API, "request_messages"),
+            (
+                *_API,
+                "api_mode",
+                "request",
+                "request_messages",
+                "message_count",
+                "tool_count",
+                "approx_input_tokens",
+                "request_char_count",
+                "max_tokens",
+                "user_message",
+                "conversation_history",
+                "started_at",
+                "middleware_trace",
+            ),
             "ignored",
             "Before each request to the model.",
         ),
         HookSpec(
             "post_api_request",
-            (*_API, "api_duration", "started_at", "ended_at", "usage"),
+            (
+                *_API,
+                "api_mode",
+                "api_duration",
+                "started_at",
+                "ended_at",
+                "usage",
+                "finish_reason",
+                "response_model",
+                "response",
+                "message_count",
+                "assistant_message",
+                "assistant_content_chars",
+                "assistant_tool_call_count",
+                "middleware_trace",
+            ),
             "ignored",
             "After each successful request to the model.",
         ),
@@ -156,31 +199,48 @@ HOOKS: dict[str, HookSpec] = {
             "api_request_error",
             (
                 *_API,
+                "api_mode",
                 "error_type",
                 "error_message",
+                "error",
+                "reason",
                 "status_code",
                 "retry_count",
                 "max_retries",
                 "retryable",
+                "api_duration",
+                "started_at",
+                "ended_at",
+                "request",
             ),
             "ignored",
             "When a request to the model fails.",
         ),
         HookSpec(
             "on_session_start",
-            ("session_id", "model", "platform"),
+            ("session_id", "model", "platform", "sender_id", "user_id", "user_name"),
             "ignored",
             "First turn of a new session.",
         ),
         HookSpec(
             "on_session_end",
-            ("session_id", "task_id", "turn_id", "completed", "interrupted", "model", "platform"),
+            (
+                "session_id",
+                "task_id",
+                "turn_id",
+                "api_request_id",
+                "completed",
+                "interrupted",
+                "model",
+                "platform",
+                "reason",
+            ),
             "ignored",
             "End of every turn, and when a client exits.",
         ),
         HookSpec(
             "on_session_finalize",
-            ("session_id", "platform", "reason"),
+            ("session_id", "platform", "reason", "old_session_id", "new_session_id"),
             "ignored",
             "A session is torn down (deleted, or the daemon stops).",
         ),
@@ -232,7 +292,7 @@ HOOKS: dict[str, HookSpec] = {
         ),
         HookSpec(
             "post_approval_response",
-            (*_APPROVAL, "choice"),
+            (*_APPROVAL, *_ANSWER),
             "ignored",
             "After the user answered (or the approval timed out).",
         ),
@@ -341,6 +401,9 @@ class HookBus:
         #: Plugins whose callback timed out inside a batch: theirs run one by one from now on,
         #: under the pool's per-plugin limits, so a hung plugin cannot hold batches hostage.
         self._unbatched: set[str] = set()
+        #: Middleware (`hermesd.plugins.middleware`): plugin code that changes what a tool call
+        #: or model request does; registered, bounded and rolled back along with the hooks.
+        self.middleware = MiddlewareBus(self._pool, timeout)
 
     def register(self, plugin_key: str, hook_name: str, callback: Callable[..., Any]) -> None:
         """Add ``callback`` for ``hook_name``; unknown names are warned about and kept."""
@@ -366,7 +429,7 @@ class HookBus:
 
     def unregister_plugin(self, plugin_key: str) -> int:
         """Remove every callback ``plugin_key`` registered; returns how many."""
-        removed = 0
+        removed = self.middleware.unregister_plugin(plugin_key)
         self._unbatched.discard(plugin_key)  # a reloaded plugin starts with a clean slate
         with self._lock:
             for hook_name, entries in list(self._callbacks.items()):

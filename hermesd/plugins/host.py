@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
+from hermesd.plugins import hostapi
 from hermesd.plugins.context import Injector, PluginContext, PluginServices
 from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.listing import plugins_payload, plugins_text
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LOAD_TIMEOUT = 10.0
 SAFE_MODE_TEXT = "Safe mode (HERMES_SAFE_MODE=1): no plugins are loaded."
+UNLOAD_TIMEOUT = 5.0  # one ctx.on_unload callback
 
 
 class PluginManager:
@@ -67,6 +69,7 @@ class PluginManager:
         pool: WorkerPool | None = None,
         cwd: Path | None = None,
         injector: Injector | None = None,
+        completer: Callable[..., Any] | None = None,
     ) -> None:
         """``settings``: the ``plugins`` section of config.yaml (``enabled``, ``disabled``,
         ``load_timeout``), or the whole config mapping. ``env``: the daemon's environment (the
@@ -81,8 +84,10 @@ class PluginManager:
         self.cwd = cwd
         self.load_timeout = float(self.settings.get("load_timeout") or DEFAULT_LOAD_TIMEOUT)
         self.services = PluginServices(self.home, registry, hooks, commands, skills, injector)
+        self.services.completer = completer
         self._pool = pool or shared_pool()
         self._records: dict[str, PluginRecord] = {}
+        hostapi.install(hostapi.HostState(self.home, self))
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -128,6 +133,8 @@ class PluginManager:
         if self.safe_mode:
             log.info("HERMES_SAFE_MODE is set: plugin discovery skipped")
             return []
+        hostapi.install(hostapi.HostState(self.home, self))
+        hostapi.enable_reference_modules()
         enabled_setting = self.settings.get("enabled")
         enabled = None if enabled_setting is None else {str(k) for k in enabled_setting}
         disabled = {str(k) for k in self.settings.get("disabled") or []}
@@ -175,6 +182,7 @@ class PluginManager:
         ctx = PluginContext(record, self.services, declared)
 
         def work() -> None:
+            hostapi.loading.set(ctx)  # this worker's own context: nothing to reset
             result = import_plugin(candidate)(ctx)
             if asyncio.iscoroutine(result):
                 asyncio.run(result)
@@ -197,11 +205,15 @@ class PluginManager:
         record.state = "loaded"
         record.warnings.extend(self._findings(candidate, record, declared))
         log.info(
-            "Loaded plugin '%s' (%d tools, %d hooks, %d commands)",
+            "Loaded plugin '%s' (%d tools, %d hooks, %d middleware, %d commands, "
+            "%d CLI commands, %d skills)",
             record.key,
             len(record.tools),
             len(record.hooks),
+            len(record.middleware),
             len(record.commands),
+            len(record.cli_commands),
+            len(record.skills),
         )
 
     def _fail(
@@ -223,6 +235,11 @@ class PluginManager:
 
     def _rollback(self, record: PluginRecord) -> None:
         services = self.services
+        for fn in services.unload_callbacks.pop(record.key, []):  # ctx.on_unload, newest first
+            try:
+                self._pool.call(fn, UNLOAD_TIMEOUT, f"plugin:{record.key}")
+            except Exception as exc:
+                log.warning("on_unload callback of plugin '%s' failed: %s", record.key, exc)
         services.tools.unregister_owner(record.key)
         services.hooks.unregister_plugin(record.key)
         services.commands.unregister_owner(record.key)

@@ -12,7 +12,8 @@ from hermesd.plugins.manifest import PluginRecord
 
 
 def plugin_line(record: PluginRecord) -> str:
-    """One line: ``  ✓ calculator v1.0.0 (2 tools, 1 hooks)`` or ``  ✗ x v1 — reason``.
+    """One line: ``  ✓ calculator v1.0.0 (2 tools, 1 hooks)`` or ``  ✗ x v1 — reason``; a
+    loaded plugin that registered nothing says so (``  ✓ quiet v1 — registered nothing``).
 
     A loaded plugin some of whose tools were refused gets `` — rejected tool 'n': why``; one
     that took the key of another gets ``shadows the bundled plugin`` there (or after its
@@ -25,12 +26,15 @@ def plugin_line(record: PluginRecord) -> str:
         for n, label in (
             (len(record.tools), "tools"),
             (len(record.hooks), "hooks"),
+            (len(record.middleware), "middleware"),
             (len(record.commands), "commands"),
         )
         if n
     ]
     detail = f" ({', '.join(counts)})" if counts else ""
     notes = [f"rejected tool '{r.name}': {r.reason}" for r in record.rejected_tools]
+    if record.loaded and not (counts or record.cli_commands or record.skills):
+        notes.insert(0, "registered nothing")
     if not record.loaded:
         notes = [record.reason] if record.reason else []
     notes += [f"shadows the {s.source} plugin" for s in record.shadows]
@@ -66,6 +70,7 @@ def plugin_dict(record: PluginRecord) -> dict[str, Any]:
         "commands": list(record.commands),
         "cli_commands": list(record.cli_commands),
         "skills": list(record.skills),
+        "middleware": list(record.middleware),
         "rejected_tools": [{"name": r.name, "reason": r.reason} for r in record.rejected_tools],
         "warnings": [w.as_dict() for w in record.warnings],
         "missing_env": list(record.missing_env),

@@ -41,6 +41,8 @@ from hermesd.plugins.manifest import (
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "hermes_agent.plugins"
+#: A group some published plugins declare by mistake: read too, with a warning.
+MISTAKEN_ENTRY_POINT_GROUP = "hermes.plugins"
 NAMESPACE = "hermes_plugins"
 _TRUTHY = {"1", "true", "yes", "on"}
 
@@ -130,9 +132,22 @@ def scan_folder(root: Path, source: Source, *, prefix: str = "") -> list[Candida
 def entry_point_candidates() -> list[Candidate]:
     """Plugins installed as distributions with a ``hermes_agent.plugins`` entry point."""
     found: dict[str, Candidate] = {}
-    for ep in sorted(
-        importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name
-    ):
+    right = list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+    mistaken = [
+        ep
+        for ep in importlib.metadata.entry_points(group=MISTAKEN_ENTRY_POINT_GROUP)
+        if ep.name not in {r.name for r in right}
+    ]
+    for ep in mistaken:
+        log.warning(
+            "Plugin '%s' (%s) declares its entry point in group '%s'; the group is '%s'. "
+            "Loaded all the same",
+            ep.name,
+            ep.dist.name if ep.dist is not None else ep.value,
+            MISTAKEN_ENTRY_POINT_GROUP,
+            ENTRY_POINT_GROUP,
+        )
+    for ep in sorted([*right, *mistaken], key=lambda e: e.name):
         if ep.name in found:
             continue
         meta: Any = ep.dist.metadata if ep.dist is not None else {}

@@ -339,6 +339,7 @@ class PluginRecord:
     commands: list[str] = field(default_factory=list)
     cli_commands: list[str] = field(default_factory=list)
     skills: list[str] = field(default_factory=list)
+    middleware: list[str] = field(default_factory=list)
     rejected_tools: list[RejectedTool] = field(default_factory=list)
     warnings: list[Finding] = field(default_factory=list)
     missing_env: list[str] = field(default_factory=list)
@@ -356,3 +357,4 @@ class PluginRecord:
         self.commands.clear()
         self.cli_commands.clear()
         self.skills.clear()
+        self.middleware.clear()

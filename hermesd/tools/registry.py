@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from hermesd.plugins.context import current_session
 from hermesd.plugins.hooks import HookBus
+from hermesd.plugins.middleware import MiddlewareTimeout
 from hermesd.plugins.tool_schema import (
     ToolRejected,
     check_args,
@@ -270,6 +271,11 @@ class ToolRegistry:
 
     # -- the call pipeline ------------------------------------------------------------------
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The daemon's loop, once attached."""
+        return self._loop
+
     def attach_loop(self, loop: asyncio.AbstractEventLoop | None) -> None:
         """Tell the registry which loop is the daemon's, for `call_sync` from plugin threads."""
         self._loop = loop
@@ -325,6 +331,12 @@ class ToolRegistry:
             "api_request_id": "",
         }
         args, problem = parse_args(raw_args)
+        original_args, trace = args, []
+        if problem is None and self.hooks.middleware.has("tool_request"):
+            rewritten = await self.hooks.middleware.apply_request(
+                "tool_request", "args", args, {"tool_name": name, **ids}
+            )
+            args, original_args, trace = rewritten.payload, rewritten.original, rewritten.trace
         if problem is None and entry.check_arguments:
             problem = check_args(entry.schema["parameters"], args)
         error_type: str | None = None
@@ -336,7 +348,9 @@ class ToolRegistry:
             )
             error_type, error_message = "invalid_arguments", problem
         else:
-            verdict = await self.hooks.pre_tool_verdict(tool_name=name, args=args, **ids)
+            verdict = await self.hooks.pre_tool_verdict(
+                tool_name=name, args=args, **ids, middleware_trace=trace
+            )
             block = verdict.block
             consent = None
             if block is None and entry.prepare is not None:
@@ -355,6 +369,10 @@ class ToolRegistry:
             if block is not None:
                 result, status = error_result(block), "blocked"
                 error_type, error_message = "blocked", block
+            elif self.hooks.middleware.has("tool_execution"):
+                result, status, error_type, error_message = await self._run_wrapped(
+                    entry, args, original_args, ids, consent
+                )
             else:
                 result, status, error_type, error_message = await self._run(
                     entry, args, ids, consent
@@ -380,6 +398,7 @@ class ToolRegistry:
                 status=status,
                 error_type=error_type,
                 error_message=error_message,
+                middleware_trace=trace,
             )
             if observers is not None and not self.hooks.has("transform_tool_result"):
                 observers.append(asyncio.ensure_future(observed))
@@ -393,6 +412,8 @@ class ToolRegistry:
             **ids,
             duration_ms=duration_ms,
             status=status,
+            error_type=error_type,
+            error_message=error_message,
         )
         return result if replaced is None else self._redact_and_clip(replaced)
 
@@ -464,6 +485,41 @@ class ToolRegistry:
             log.debug("Traceback of tool '%s'", entry.name, exc_info=True)
             message = f"Tool execution failed: {type(exc).__name__}: {exc}"
             return error_result(message), "error", type(exc).__name__, str(exc)
+        return as_result(entry.name, value)
+
+    async def _run_wrapped(
+        self,
+        entry: ToolEntry,
+        args: dict[str, Any],
+        original_args: dict[str, Any],
+        ids: dict[str, str],
+        consent: Consent | None,
+    ) -> tuple[str, str, str | None, str | None]:
+        """`_run` inside the ``tool_execution`` middleware; what a refusing one returned is
+        the result, as a handler's would be."""
+        ran: tuple[str, str, str | None, str | None] | None = None
+
+        async def handler(payload: Any) -> str:
+            nonlocal ran
+            ran = await self._run(
+                entry, payload if isinstance(payload, dict) else args, ids, consent
+            )
+            return ran[0]
+
+        context = {"tool_name": entry.name, **ids, "original_args": original_args}
+        try:
+            value = await self.hooks.middleware.run_execution(
+                "tool_execution", "args", args, handler, context
+            )
+        except MiddlewareTimeout as exc:
+            message = f"BLOCKED: {exc}"
+            return error_result(message), "blocked", "blocked", message
+        except Exception as exc:  # the handler's failures are results; this is middleware's
+            log.warning("tool_execution middleware of '%s' failed: %s", entry.name, exc)
+            message = f"Tool execution failed: {type(exc).__name__}: {exc}"
+            return error_result(message), "error", type(exc).__name__, str(exc)
+        if ran is not None and value is ran[0]:
+            return ran
         return as_result(entry.name, value)
 
     def _redact_and_clip(self, result: str) -> str:

@@ -271,7 +271,12 @@ def test_approval_hooks_fire_with_the_reference_kwargs(plugged) -> None:
         "session_key": sid,
         "surface": "cli",
     }
-    assert post == {**pre, "hook": "post_approval_response", "choice": "session"}
+    assert post == {
+        **pre,
+        "hook": "post_approval_response",
+        "choice": "session",
+        "decided_by": "user",
+    }
 
 
 def test_dispatch_tool_from_a_plugin_goes_through_approvals(plugged) -> None:

@@ -167,14 +167,14 @@ def test_a_user_plugin_shadowing_a_bundled_one_is_warned_about_everywhere(start:
     row = entries(daemon)["calc"]
     assert (row["source"], row["version"], row["state"]) == ("user", "6.6.6", "loaded")
     assert row["shadows"] == [{"source": "bundled", "location": str(bundled)}]
-    assert row["line"] == "✓ calc v6.6.6 — shadows the bundled plugin"
+    assert row["line"] == "✓ calc v6.6.6 — registered nothing; shadows the bundled plugin"
     warning = (
         f"shadows the plugin of the same key from the bundled source ({bundled}), "
         "which is therefore not loaded"
     )
     assert [w["message"] for w in row["warnings"]] == [warning]
     listing = ctl(daemon, "plugins", "list")
-    assert "✓ calc v6.6.6 — shadows the bundled plugin" in listing.stdout
+    assert "✓ calc v6.6.6 — registered nothing; shadows the bundled plugin" in listing.stdout
     info = ctl(daemon, "plugins", "info", "calc")
     assert f"  warning:     {warning}" in info.stdout
     log = daemon.log()

@@ -574,6 +574,7 @@ def test_plugin_text_with_half_a_surrogate_pair_is_stored_and_sent_as_a_replacem
         reply("one"),
         call_tools(tool_call("blocked")),
         reply("two"),
+        reply("the injected message's answer"),  # a message injected while idle starts a turn
         reply("next"),
     ]
     bad = "bad \ufffd text"
@@ -597,13 +598,15 @@ def test_plugin_text_with_half_a_surrogate_pair_is_stored_and_sent_as_a_replacem
             )
             cli = c.call("cli.run", {"argv": ["halfpair"]})
             assert (cli["exit_status"], cli["stdout"]) == (0, bad + "\n")
-            deadline = time.monotonic() + 5
-            while True:  # the injected message is stored once the command returned
+            deadline = time.monotonic() + 20
+            while True:  # the injected message starts a turn once the command returned
                 history = d.call("session.history", {"session_id": sid})["messages"]
-                if history[-1]["content"] == bad or time.monotonic() > deadline:
+                running = c.call("session.get", {"session_id": sid})["running"]
+                done = history[-1]["content"] == "the injected message's answer"
+                if (done and not running) or time.monotonic() > deadline:
                     break
                 time.sleep(0.05)
             assert [m["content"] for m in history if m["role"] != "user"][:1] == [bad]
-            assert history[-1] == {**history[-1], "role": "user", "content": bad}
+            assert history[-2] == {**history[-2], "role": "user", "content": bad}
             assert send_and_follow(c, sid, "and now")[-1]["final_text"] == "next"
         assert "UnicodeEncodeError" not in d.log()

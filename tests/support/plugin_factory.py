@@ -113,9 +113,10 @@ def build_wheel(
     entry_points: Mapping[str, str],
     summary: str = "",
     author: str = "",
+    group: str = "hermes_agent.plugins",
 ) -> Path:
-    """A pure-Python wheel of ``files`` (path -> source) with ``hermes_agent.plugins`` entry
-    points (name -> ``module`` or ``module:attr``), written to ``out_dir``."""
+    """A pure-Python wheel of ``files`` (path -> source) with entry points of ``group``
+    (name -> ``module`` or ``module:attr``), written to ``out_dir``."""
     norm = re.sub(r"[-_.]+", "_", dist)
     info = f"{norm}-{version}.dist-info"
     contents: dict[str, bytes] = {p: textwrap.dedent(s).encode() for p, s in files.items()}
@@ -127,8 +128,7 @@ def build_wheel(
         b"Wheel-Version: 1.0\nGenerator: hermesd-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     )
     contents[f"{info}/entry_points.txt"] = (
-        "[hermes_agent.plugins]\n"
-        + "".join(f"{name} = {target}\n" for name, target in entry_points.items())
+        f"[{group}]\n" + "".join(f"{name} = {target}\n" for name, target in entry_points.items())
     ).encode()
     record = [_record_line(p, data) for p, data in contents.items()] + [f"{info}/RECORD,,"]
     contents[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()

@@ -242,7 +242,7 @@ def test_a_user_plugin_shadowing_a_bundled_one_is_warned_about_naming_both(
     with caplog.at_level(logging.WARNING, logger="hermesd.plugins.loader"):
         [record] = host(env={"HERMES_BUNDLED_PLUGINS": str(tmp_path / "bundled")}).plugins.records()
     assert (record.source, record.version, record.state) == ("user", "2", "loaded")
-    assert plugin_line(record) == "  ✓ calc v2 — shadows the bundled plugin"
+    assert plugin_line(record) == "  ✓ calc v2 — registered nothing; shadows the bundled plugin"
     [warning] = [w.message for w in record.warnings]
     assert warning == (
         f"shadows the plugin of the same key from the bundled source ({bundled}), "
@@ -269,7 +269,7 @@ def test_a_plugin_shadowing_two_keeps_both_in_source_order(
     )
     [record] = built.plugins.records()
     assert [s.source for s in record.shadows] == ["bundled", "path"]
-    assert plugin_line(record).endswith(" — shadows the bundled plugin; shadows the path plugin")
+    assert plugin_line(record).endswith("; shadows the bundled plugin; shadows the path plugin")
 
 
 def test_a_failed_plugin_that_shadows_keeps_its_reason_first(

@@ -266,7 +266,6 @@ def test_unsupported_registrations_log_and_do_not_fail_register(
         "fancy",
         """
         def register(ctx):
-            ctx.register_middleware("request", lambda **kw: None)
             ctx.register_memory_provider(object())
             ctx.register_context_engine(object())
     """,
@@ -275,8 +274,36 @@ def test_unsupported_registrations_log_and_do_not_fail_register(
     with caplog.at_level(logging.WARNING):
         built.plugins.load_all()
     built.plugins.unload_all()
-    assert sum("does not support" in m for m in caplog.messages) == 3
+    assert sum("does not support" in m for m in caplog.messages) == 2
     assert (
         "Plugin 'fancy' called register_memory_provider, which hermesd does not support; "
         "ignored" in caplog.messages
     )
+
+
+def test_unknown_middleware_kind_is_stored_and_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    home = tmp_path / "home"
+    write_plugin(
+        home / "plugins",
+        "fancy",
+        """
+        def register(ctx):
+            ctx.register_middleware("request", lambda **kw: None)
+            ctx.register_middleware("api_execution", lambda **kw: None)
+    """,
+    )
+    built = make_host(home)
+    with caplog.at_level(logging.WARNING):
+        built.plugins.load_all()
+    record = built.plugins.get("fancy")
+    assert record is not None and record.middleware == ["request", "llm_execution"]
+    assert built.hooks.middleware.has("request")
+    assert built.hooks.middleware.has("llm_execution")
+    assert (
+        "Plugin 'fancy' registered unknown middleware 'request' (valid: llm_execution, "
+        "llm_request, tool_execution, tool_request)" in caplog.messages
+    )
+    built.plugins.unload_all()
+    assert not built.hooks.middleware.has("request")

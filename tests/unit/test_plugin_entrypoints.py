@@ -33,6 +33,12 @@ MODULE_FORM = {
                                                          "description": "text to shout"}}}}
     """,
 }
+WRONG_GROUP = {
+    "hermesd_ep_wronggroup/__init__.py": """
+        def register(ctx):
+            ctx.register_hook("post_tool_call", lambda **kw: None)
+    """,
+}
 CALLABLE_FORM = {
     "hermesd_ep_callform/__init__.py": """
         def register(ctx):
@@ -62,10 +68,19 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             {"callform": "hermesd_ep_callform:register"},
             summary="Adds context",
         ),
+        build_wheel(
+            root / "dist",
+            "hermes-plugin-wronggroup",
+            "1.0",
+            WRONG_GROUP,
+            {"wronggroup": "hermesd_ep_wronggroup"},
+            group="hermes.plugins",
+        ),
     ]
     target = root / "site"
     pip_install(wheels, target)
-    with on_sys_path(target, ["hermesd_ep_modform", "hermesd_ep_callform"]):
+    modules = ["hermesd_ep_modform", "hermesd_ep_callform", "hermesd_ep_wronggroup"]
+    with on_sys_path(target, modules):
         yield target
 
 
@@ -104,7 +119,7 @@ def test_entry_point_version_and_description_come_from_the_distribution(host: Pl
 
 def test_entry_points_load_after_folder_plugins_alphabetically(host: PluginHost) -> None:
     keys = [r.key for r in host.plugins.records() if r.source == "entrypoint"]
-    assert keys == ["callform", "modform"]
+    assert keys == ["callform", "modform", "wronggroup"]
 
 
 def test_entry_point_plugins_obey_plugins_disabled(site: Path, tmp_path: Path) -> None:
@@ -113,5 +128,22 @@ def test_entry_point_plugins_obey_plugins_disabled(site: Path, tmp_path: Path) -
         built.plugins.load_all()
         assert built.plugins.get("modform").state == "disabled"  # type: ignore[union-attr]
         assert built.tools.get("shout_text") is None
+    finally:
+        built.plugins.unload_all()
+
+
+def test_the_mistaken_entry_point_group_is_read_with_a_warning(
+    site: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    built = make_host(tmp_path / "home")
+    with caplog.at_level("WARNING"):
+        built.plugins.load_all()
+    try:
+        record = built.plugins.get("wronggroup")
+        assert record is not None and record.loaded and record.hooks == ["post_tool_call"]
+        assert (
+            "Plugin 'wronggroup' (hermes-plugin-wronggroup) declares its entry point in group "
+            "'hermes.plugins'; the group is 'hermes_agent.plugins'. Loaded all the same"
+        ) in caplog.messages
     finally:
         built.plugins.unload_all()

@@ -32,7 +32,11 @@ def test_counts_appear_only_when_non_zero_and_commands_follow() -> None:
     assert plugin_line(record(hooks=["a", "b"], commands=["x", "y", "z"])) == (
         "  ✓ calculator v1.0.0 (2 hooks, 3 commands)"
     )
-    assert plugin_line(record()) == "  ✓ calculator v1.0.0"
+    assert plugin_line(record(skills=["s"])) == "  ✓ calculator v1.0.0"
+
+
+def test_a_loaded_plugin_that_registered_nothing_says_so() -> None:
+    assert plugin_line(record()) == "  ✓ calculator v1.0.0 — registered nothing"
 
 
 def test_version_appears_only_when_known() -> None:

@@ -138,9 +138,9 @@ def test_manifest_version_is_coerced_to_a_string(user_plugins: Path, host: Facto
     write_plugin(user_plugins, "inty", manifest="name: inty\nversion: 2\n")
     write_plugin(user_plugins, "none", manifest="name: none\n")
     built = host()
-    assert line(built, "floaty") == "  ✓ floaty v1.0"
-    assert line(built, "inty") == "  ✓ inty v2"
-    assert line(built, "none") == "  ✓ none"
+    assert line(built, "floaty") == "  ✓ floaty v1.0 — registered nothing"
+    assert line(built, "inty") == "  ✓ inty v2 — registered nothing"
+    assert line(built, "none") == "  ✓ none — registered nothing"
 
 
 def test_manifest_name_is_the_key_and_unknown_fields_are_ignored(

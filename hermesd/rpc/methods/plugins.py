@@ -10,7 +10,8 @@ declare(
         "Every discovered plugin with its state, and the /plugins text.",
         (),
         "{plugins: [{key, name, version, description, source, path, state, reason, tools, hooks,"
-        " commands, cli_commands, skills, rejected_tools, warnings, missing_env, line}], text}",
+        " middleware, commands, cli_commands, skills, rejected_tools, warnings, missing_env,"
+        " line}], text}",
     )
 )
 declare(

@@ -122,6 +122,7 @@ declare(
             _SID,
             Param("message", "str", required=True, doc="the user's message"),
             Param("wait", "bool", doc="reply only when the turn has finished (default false)"),
+            Param("platform", "str", doc="the client's platform, for plugins (default cli)"),
         ),
         "{turn_id} or, with wait, the turn result {turn_id, status, final_text, error, ...}",
     )

@@ -1,0 +1,1 @@
+"""hermesd's ``agent`` package: the ABCs plugins subclass and a few helpers."""

@@ -1,0 +1,1 @@
+"""hermesd's ``gateway`` package: ``session_context`` only (hermesd has no messaging gateway)."""

@@ -1,0 +1,1 @@
+"""hermesd's ``hermes_cli`` package: ``config`` and ``plugins`` only."""

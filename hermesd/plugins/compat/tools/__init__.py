@@ -1,0 +1,1 @@
+"""hermesd's ``tools`` package: ``registry`` only."""

@@ -1,0 +1,118 @@
+"""``ctx.llm``: a completion plugins run against the daemon's own model, without keys of their own.
+
+The reference's ``PluginLlm`` surface (``complete`` and its result), over a completer the daemon
+hands in (`hermesd.agent.loop.AgentLoop.complete_blocking`): the request goes through the same
+hooks and middleware as a turn's. A plugin may not pick another model unless the owner allows it
+with ``plugins.entries.<key>.llm.allow_model_override: true`` (as in the reference, fail closed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+#: ``(messages, timeout=, model=, options=) -> Completion`` (the daemon's)
+Completer = Callable[..., Any]
+
+
+class PluginLlmTrustError(PermissionError):
+    """The plugin asked for something the owner did not allow (another model or provider)."""
+
+
+@dataclass
+class PluginLlmUsage:
+    """Token counts of one completion."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = None
+
+
+@dataclass
+class PluginLlmCompleteResult:
+    """What `PluginLlm.complete` returns."""
+
+    text: str
+    provider: str
+    model: str
+    agent_id: str
+    usage: PluginLlmUsage = field(default_factory=PluginLlmUsage)
+    audit: dict[str, Any] = field(default_factory=dict)
+
+
+class PluginLlm:
+    """Host-owned completions for one plugin."""
+
+    def __init__(
+        self,
+        plugin_id: str,
+        completer: Completer | None,
+        settings: Callable[[], dict[str, Any]],
+        provider: str = "custom",
+    ) -> None:
+        self._plugin_id = plugin_id
+        self._completer = completer
+        self._settings = settings  # the plugin's llm section, read at each call
+        self._provider = provider
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
+        agent_id: str | None = None,
+        profile: str | None = None,
+        purpose: str | None = None,
+    ) -> PluginLlmCompleteResult:
+        """One chat completion against the configured model; its text and counts."""
+        if self._completer is None:
+            raise NotImplementedError("ctx.llm is not available in hermesd outside the daemon")
+        allowed = self._settings()
+        if model and not allowed.get("allow_model_override"):
+            raise PluginLlmTrustError(
+                f"Plugin '{self._plugin_id}' may not choose the model; set "
+                f"plugins.entries.{self._plugin_id}.llm.allow_model_override: true to allow it"
+            )
+        if provider and provider != self._provider:
+            raise PluginLlmTrustError(
+                f"Plugin '{self._plugin_id}' asked for provider '{provider}'; hermesd has one "
+                "endpoint"
+            )
+        options: dict[str, Any] = {}
+        if temperature is not None:
+            options["temperature"] = temperature
+        if max_tokens is not None:
+            options["max_tokens"] = max_tokens
+        completion = self._completer(messages, timeout=timeout, model=model, options=options)
+        counts = completion.usage or {}
+        usage = PluginLlmUsage(
+            input_tokens=int(counts.get("prompt_tokens") or 0),
+            output_tokens=int(counts.get("completion_tokens") or 0),
+            total_tokens=int(counts.get("total_tokens") or 0),
+            cache_read_tokens=int(counts.get("cache_read_tokens") or 0),
+            cache_write_tokens=int(counts.get("cache_write_tokens") or 0),
+        )
+        return PluginLlmCompleteResult(
+            text=completion.content,
+            provider=self._provider,
+            model=completion.model or model or "",
+            agent_id=agent_id or "default",
+            usage=usage,
+            audit={
+                "plugin_id": self._plugin_id,
+                "purpose": purpose or "",
+                "profile": profile or "",
+            },
+        )
+
+    def complete_structured(self, *args: Any, **kwargs: Any) -> Any:
+        """Not available: hermesd has no structured-output completion for plugins."""
+        raise NotImplementedError("ctx.llm.complete_structured is not available in hermesd")
