@@ -36,6 +36,7 @@ let
   dependencies = [
     ps.pyyaml ps.openai ps.aiohttp ps.msgpack systemd-python ps.python-dotenv ps.orjson
     ps.tree-sitter ps.tree-sitter-grammars.tree-sitter-bash
+    ps.mcp  # hermesd.mcp: the MCP client (nixpkgs must carry the 2.x series, see pyproject.toml)
   ];
   build-system = [ ps.setuptools ps.wheel ];
   checkInputs = [ ps.pytest ps.pytest-timeout ps.hypothesis ];

@@ -76,6 +76,7 @@ SCHEMA: dict[str, Any] = {
         "enabled": _S(_strlist, None, "only these plugin keys load (default: all discovered)"),
         "disabled": _S(_strlist, [], "these plugin keys never load"),
         "load_timeout": _S(_num, 10.0, "seconds one plugin's register() may take"),
+        "entries": _S((dict,), None, "per plugin key: {mcp_allowlist: [server or server:tool]}"),
     },
     "tools": {
         "enabled_toolsets": _S(_strlist, None, "toolsets offered to the model (default: all)"),
@@ -99,6 +100,16 @@ SCHEMA: dict[str, Any] = {
         "approvers": _S(_strlist, [], "extra user names or uids allowed to answer approvals"),
     },
     "command_allowlist": _S(_strlist, [], "reference-compatible: commands never prompting"),
+    # MCP servers (docs/mcp.md); each entry is checked by hermesd.mcp.settings
+    "mcp_servers": _S((dict,), None, "MCP servers by name: command/args/env/cwd or url/headers"),
+    "mcp": {
+        "start": _S(
+            (str,),
+            "lazy",
+            "connect MCP servers before the first turn or at start",
+            ("lazy", "eager"),
+        ),
+    },
 }
 
 # Settings that no longer do anything, accepted (with a warning naming them) for one release
@@ -202,7 +213,19 @@ def parse(text: str, path: Path | None = None) -> Config:
     mode = (data.get("socket") or {}).get("mode")
     if mode is not None and parse_mode(mode) is None:
         raise ConfigError("'socket.mode' must be an octal mode such as '0660'")
+    _check_mcp(data, warnings)
     return Config(data, warnings, path)
+
+
+def _check_mcp(data: dict[str, Any], warnings: list[str]) -> None:
+    """The free-form parts of the MCP settings: each server, each plugin's allowlist."""
+    from hermesd.mcp.settings import McpSettingsError, check_allowlists, check_servers
+
+    try:
+        warnings.extend(check_servers(data.get("mcp_servers"))[1])
+        check_allowlists((data.get("plugins") or {}).get("entries"))
+    except McpSettingsError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def parse_mode(value: Any) -> int | None:

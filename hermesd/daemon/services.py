@@ -11,6 +11,7 @@ needs only the plugin host (tests, ``plugins lint``'s child process).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 from collections.abc import Callable, Mapping
@@ -25,10 +26,12 @@ from hermesd.approvals.broker import ApprovalBroker
 from hermesd.approvals.service import ApprovalService
 from hermesd.commands.registry import CommandRegistry
 from hermesd.commands.service import CommandService, hermesctl_subcommands
-from hermesd.daemon.config import SettingsFiles
+from hermesd.daemon.config import SettingsFiles, load_dotenv_file
+from hermesd.mcp.pool import McpPool
+from hermesd.mcp.service import McpService
 from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.plugins.admin import PluginAdminService
-from hermesd.plugins.context import Injector
+from hermesd.plugins.context import Injector, McpCaller
 from hermesd.plugins.hooks import DEFAULT_HOOK_TIMEOUT, HookBus
 from hermesd.plugins.host import DEFAULT_LOAD_TIMEOUT, PluginHost, PluginManager, ReloadGate
 from hermesd.plugins.service import PluginService
@@ -112,6 +115,7 @@ def _manager(
     *,
     injector: Injector | None = None,
     cwd: Path | None = None,
+    mcp_caller: McpCaller | None = None,
 ) -> PluginManager:
     settings = {
         "enabled": _setting(config, "plugins.enabled", None),
@@ -130,6 +134,7 @@ def _manager(
         pool=parts.pool,
         cwd=cwd,
         injector=injector,
+        mcp_caller=mcp_caller,
     )
 
 
@@ -201,11 +206,33 @@ def build_services(daemon: Daemon) -> None:
         on_forget=broker.forget_session,
         redact_event=redact.redact_event,
     )
-    manager = _manager(home, cfg, os.environ, dotenv, parts, injector=sessions.inject)
+    # MCP servers: one pool for the daemon, its tools in the same registry (docs/mcp.md)
+    mcp_pool = McpPool(
+        parts.tools,
+        values=functools.partial(_mcp_values, home),
+        start=str(cfg.get("mcp.start")),
+    )
+    manager = _manager(
+        home,
+        cfg,
+        os.environ,
+        dotenv,
+        parts,
+        injector=sessions.inject,
+        mcp_caller=mcp_pool.plugin_call,
+    )
     host = PluginHost(pool, hooks, parts.tools, parts.commands, parts.skills, manager, gate)
     admin = PluginAdminService(host, files, dotenv)
     approvals = ApprovalService(broker)
     host.commands.reserve_cli_names(hermesctl_subcommands())
+    mcp = McpService(mcp_pool, cfg, files.load)
+    host.commands.register(
+        "reload-mcp",
+        mcp.reload_command,
+        description="Reload MCP servers from config.yaml",
+        aliases=("reload_mcp",),
+    )
+    daemon.services.append(mcp)
     daemon.services.append(PluginService(host, cfg.get("tools.enabled_toolsets")))
     daemon.services.append(sessions)
     daemon.services.append(admin)
@@ -222,3 +249,9 @@ def build_services(daemon: Daemon) -> None:
     )
     # Last, so it stops first (pending approvals are answered before the others stop).
     daemon.services.append(approvals)
+
+
+async def _mcp_values(home: Path) -> dict[str, str]:
+    """What ``${VAR}`` in mcp_servers expands from: .env, then the environment (which wins)."""
+    dotenv = await asyncio.to_thread(load_dotenv_file, home)
+    return {**dotenv, **os.environ}

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from hermesd.plugins.context import Injector, PluginContext, PluginServices
+from hermesd.plugins.context import Injector, McpCaller, PluginContext, PluginServices
 from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.listing import plugins_payload, plugins_text
 from hermesd.plugins.loader import (
@@ -66,6 +66,7 @@ class PluginManager:
         pool: WorkerPool | None = None,
         cwd: Path | None = None,
         injector: Injector | None = None,
+        mcp_caller: McpCaller | None = None,
     ) -> None:
         """``settings``: the ``plugins`` section of config.yaml (``enabled``, ``disabled``,
         ``load_timeout``), or the whole config mapping. ``env``: the daemon's environment (the
@@ -79,7 +80,9 @@ class PluginManager:
         self.dotenv: Mapping[str, str] = dotenv or {}
         self.cwd = cwd
         self.load_timeout = float(self.settings.get("load_timeout") or DEFAULT_LOAD_TIMEOUT)
-        self.services = PluginServices(self.home, registry, hooks, commands, skills, injector)
+        self.services = PluginServices(
+            self.home, registry, hooks, commands, skills, injector, mcp_caller
+        )
         self._pool = pool or shared_pool()
         self._records: dict[str, PluginRecord] = {}
 

@@ -250,4 +250,4 @@ declare(
 
 # Each service area declares its methods in its own module (one file per area, so the table
 # reads by topic); importing them here completes METHODS for everyone who imports protocol.
-from hermesd.rpc.methods import approvals, commands, plugins, sessions  # noqa: E402, F401
+from hermesd.rpc.methods import approvals, commands, mcp, plugins, sessions  # noqa: E402, F401

@@ -91,6 +91,8 @@ class ToolEntry:
     shape: CallShape = field(repr=False)
     #: ``prepare(args, session_id=...) -> Consent``, run before approval (`hermesd.tools.consent`)
     prepare: Callable[..., Consent] | None = field(default=None, repr=False)
+    #: seconds a call may take, when the tool has its own bound (an MCP server's ``timeout``)
+    timeout: float | None = None
 
 
 class ToolRegistry:
@@ -122,6 +124,9 @@ class ToolRegistry:
         self.checks = CheckCache(self._pool, check_ttl, check_timeout)
         self._lock = threading.Lock()
         self._stacks: dict[str, list[ToolEntry]] = {}
+        self._aliases: dict[str, tuple[str, str]] = {}  # alias -> (name, owner)
+        #: awaited before a turn builds its tool list (the MCP pool starts lazy servers there)
+        self.before_listing: list[Callable[[], Awaitable[None]]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- registration -----------------------------------------------------------------------
@@ -141,12 +146,16 @@ class ToolRegistry:
         owner: str = BUILTIN,
         *,
         prepare: Callable[..., Consent] | None = None,
+        timeout: float | None = None,
+        aliases: Collection[str] = (),
     ) -> ToolEntry:
         """Add a tool; raises `ToolRejected` (nothing registered) when it may not be added.
 
         Parameters are the reference's, in its order, plus ``owner`` (``builtin`` or a plugin key)
         and ``prepare``: a check run before approval that may refuse the call, ask a person about
-        it, and hand the handler a ``plan=`` (`hermesd.tools.consent`).
+        it, and hand the handler a ``plan=`` (`hermesd.tools.consent`). ``timeout`` replaces
+        the registry's bound for this tool; ``aliases`` are other names a call may use (never
+        shown to the model), dropped with the owner's tools.
 
         ``is_async`` is informational: whether the handler is awaited or run on a worker thread
         is decided from the callable itself, so a wrong flag cannot put sync code on the loop.
@@ -169,6 +178,7 @@ class ToolRegistry:
             owner=owner,
             shape=CallShape.of(handler, positional=1),
             prepare=prepare,
+            timeout=timeout,
         )
         with self._lock:
             stack = self._stacks.get(name, [])
@@ -186,6 +196,9 @@ class ToolRegistry:
                     active.toolset,
                 )
             self._stacks[name] = [e for e in stack if e.owner != owner] + [entry]
+            for alias in aliases:
+                if alias != name:
+                    self._aliases[alias] = (name, owner)
         return entry
 
     def unregister_owner(self, owner: str) -> list[str]:
@@ -200,12 +213,17 @@ class ToolRegistry:
                     self._stacks[name] = kept
                 else:
                     del self._stacks[name]
+            for alias, (_, alias_owner) in list(self._aliases.items()):
+                if alias_owner == owner:
+                    del self._aliases[alias]
             self.checks.forget(lambda entry: getattr(entry, "owner", None) == owner)
         return removed
 
     def get(self, name: str) -> ToolEntry | None:
-        """The active entry for ``name``."""
+        """The active entry for ``name`` (or for the tool ``name`` is an alias of)."""
         stack = self._stacks.get(name)
+        if not stack and name in self._aliases:
+            stack = self._stacks.get(self._aliases[name][0])
         return stack[-1] if stack else None
 
     def entries(self) -> list[ToolEntry]:
@@ -226,6 +244,11 @@ class ToolRegistry:
     async def refresh_checks(self) -> None:
         """Re-run stale ``check_fn``s on worker threads; await this before `openai_tools` on the
         loop so building the tool list never waits on plugin code."""
+        for step in list(self.before_listing):
+            try:
+                await step()
+            except Exception:
+                log.exception("A step before listing the tools failed")
         await self.checks.refresh(self.entries())
 
     def available(self, entry: ToolEntry) -> bool:
@@ -310,6 +333,7 @@ class ToolRegistry:
         entry = (pinned.get(name) if pinned is not None else None) or self.get(name)
         if entry is None:
             return error_result(f"Unknown tool: {name}")
+        name = entry.name  # an alias runs, and is reported, as the tool it names
         started = time.monotonic()
         ids = {
             "task_id": session_id,
@@ -438,6 +462,7 @@ class ToolRegistry:
         consent: Consent | None = None,
     ) -> tuple[str, str, str | None, str | None]:
         offered: dict[str, Any] = {k: ids[k] for k in ("task_id", "session_id", "tool_call_id")}
+        timeout = self.timeout if entry.timeout is None else entry.timeout
         if consent is not None:
             offered["plan"] = consent.plan  # what was decided (and maybe approved) on
         try:
@@ -446,11 +471,11 @@ class ToolRegistry:
                 entry.handler,
                 (dict(args),),
                 entry.shape.select(offered),
-                self.timeout,
+                timeout,
                 f"tool:{entry.owner}",
             )
         except WorkTimeout:
-            message = f"Tool '{entry.name}' timed out after {self.timeout:g}s"
+            message = f"Tool '{entry.name}' timed out after {timeout:g}s"
             log.warning("%s (its thread, if any, keeps running)", message)
             return error_result(message), "timeout", "timeout", message
         except Exception as exc:

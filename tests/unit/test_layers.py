@@ -23,6 +23,7 @@ RANKS = {
     "plugins": 1,
     "tools": 2,
     "approvals": 3,
+    "mcp": 3,
     "agent": 4,
     "commands": 5,
     "daemon": 6,
