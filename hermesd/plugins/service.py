@@ -85,6 +85,8 @@ class PluginService:
                 raise RpcError(Codes.INVALID_PARAMS, "tools.call: args must be a JSON object")
             args = parsed
         if self.host.tools.get(p["name"]) is None:
+            await self.host.tools.start_pending()  # an MCP server not started yet
+        if self.host.tools.get(p["name"]) is None:
             raise RpcError(Codes.NOT_FOUND, f"Unknown tool: {p['name']}", {"name": p["name"]})
         result = await self.host.tools.call(
             p["name"], args, session_id=p.get("session_id") or "", source="client"

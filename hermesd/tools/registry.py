@@ -244,12 +244,16 @@ class ToolRegistry:
     async def refresh_checks(self) -> None:
         """Re-run stale ``check_fn``s on worker threads; await this before `openai_tools` on the
         loop so building the tool list never waits on plugin code."""
+        await self.start_pending()
+        await self.checks.refresh(self.entries())
+
+    async def start_pending(self) -> None:
+        """Run the `before_listing` steps (tool providers not started yet start now)."""
         for step in list(self.before_listing):
             try:
                 await step()
             except Exception:
                 log.exception("A step before listing the tools failed")
-        await self.checks.refresh(self.entries())
 
     def available(self, entry: ToolEntry) -> bool:
         """Whether the model may see ``entry``: its ``requires_env`` set and ``check_fn`` truthy.
@@ -331,6 +335,9 @@ class ToolRegistry:
     ) -> str:
         pinned = pinned_tools.get()
         entry = (pinned.get(name) if pinned is not None else None) or self.get(name)
+        if entry is None and self.before_listing:  # a tool of a server not started yet
+            await self.start_pending()
+            entry = self.get(name)
         if entry is None:
             return error_result(f"Unknown tool: {name}")
         name = entry.name  # an alias runs, and is reported, as the tool it names
