@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
@@ -200,6 +199,7 @@ class McpServer:
         self._watched: _WatchedStream | None = None
         self._ready = asyncio.Event()
         self._attempted = asyncio.Event()  # the first attempt finished, either way
+        self._next_attempt: list[asyncio.Future[None]] = []  # waiting for the next one
         self._wake = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
@@ -223,6 +223,20 @@ class McpServer:
         """Wait (at most ``timeout``) until the first connection attempt has finished."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._attempted.wait(), timeout)
+
+    async def wait_next_attempt(self, timeout: float) -> None:
+        """Wait (at most ``timeout``) until the next connection attempt has finished."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._next_attempt.append(waiter)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(waiter), timeout)
+
+    def _attempt_finished(self) -> None:
+        self._attempted.set()
+        waiters, self._next_attempt = self._next_attempt, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def restart(self) -> None:
         """Drop the connection and connect again at once (backoff and failures reset)."""
@@ -270,7 +284,7 @@ class McpServer:
             finally:
                 self._session, self._watched = None, None
                 self._ready.clear()
-                self._attempted.set()
+                self._attempt_finished()
             if self._is_stopping():
                 break
             if self._wake.is_set():  # restart asked for: no delay
@@ -319,7 +333,7 @@ class McpServer:
             self.failures = 0
             self.connects += 1
             self._ready.set()
-            self._attempted.set()
+            self._attempt_finished()
             log.info("MCP server '%s' ready: %d tools", self.name, len(tools))
             ended = asyncio.create_task(watched.ended.wait())
             woken = asyncio.create_task(self._wake.wait())
@@ -407,12 +421,11 @@ class McpServer:
         return self._stopping  # read anew: stop() sets it while the supervisor awaits
 
     async def call(self, op: Callable[[ClientSession], Awaitable[Any]], timeout: float) -> Any:
-        """Run ``op`` on the session within ``timeout`` seconds; raises `McpUnavailable`."""
-        started = time.monotonic()
+        """Run ``op`` on the session within ``timeout`` seconds (after waiting up to
+        ``connect_timeout`` for a connection); raises `McpUnavailable`."""
         session = await self.session(self.settings.connect_timeout)
-        left = max(timeout - (time.monotonic() - started), 0.001)
         try:
-            return await asyncio.wait_for(op(session), left)
+            return await asyncio.wait_for(op(session), timeout)
         except TimeoutError:
             raise McpUnavailable(
                 f"MCP server '{self.name}' did not answer within {timeout:g}s"

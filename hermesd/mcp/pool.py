@@ -117,8 +117,10 @@ class McpPool:
         server = self.servers[name]
         if not server.settings.enabled:
             raise McpSettingsError(f"MCP server '{name}' is disabled (enabled: false)")
+        waiting = asyncio.ensure_future(server.wait_next_attempt(server.settings.connect_timeout))
+        await asyncio.sleep(0)  # registered before the attempt can end
         server.restart()
-        await server.wait_attempted(0)
+        await waiting
 
     async def _drop(self, name: str) -> None:
         server = self.servers.pop(name)
@@ -261,11 +263,9 @@ class McpPool:
         server = self.servers.get(server_name)
         if server is None:
             return results.error_json(f"MCP server '{server_name}' is no longer configured")
-        timeout = server.settings.timeout
         try:
             result = await server.call(
-                lambda session: session.call_tool(tool, args, read_timeout_seconds=timeout),
-                timeout + server.settings.connect_timeout,
+                lambda session: session.call_tool(tool, args), server.settings.timeout
             )
         except McpUnavailable as exc:
             return results.error_json(str(exc))

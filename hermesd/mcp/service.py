@@ -90,7 +90,6 @@ class McpService:
         except McpSettingsError as exc:
             raise RpcError(Codes.CONFLICT, str(exc)) from None
         server = self.pool.servers[name]
-        await server.wait_attempted(server.settings.connect_timeout)
         return {"server": name, "state": server.state, "error": server.error}
 
     async def rpc_reload(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
