@@ -14,7 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import ModuleType
 
-ORDER = ["core", "chat", "sessions", "plugins", "plugin_mgmt", "cmd", "approvals"]
+ORDER = ["core", "chat", "sessions", "plugins", "plugin_mgmt", "cmd", "approvals", "mcp"]
 
 INDEX: dict[str, tuple[str, ...]] = {
     "status": ("core",),
@@ -27,6 +27,7 @@ INDEX: dict[str, tuple[str, ...]] = {
     "cmd": ("cmd",),
     "completion": ("cmd",),
     "approvals": ("approvals",),
+    "mcp": ("mcp",),
 }
 
 

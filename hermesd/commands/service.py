@@ -411,6 +411,7 @@ _HERMESCTL_FALLBACK = (
     "cmd",
     "completion",
     "help",
+    "mcp",
 )
 
 

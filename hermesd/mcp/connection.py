@@ -281,10 +281,11 @@ class McpServer:
                 level = logging.WARNING if self.failures <= MAX_ATTEMPTS else logging.DEBUG
                 log.log(level, "MCP server '%s' failed to connect: %s", self.name, self.error)
                 log.debug("MCP server '%s' connection failure", self.name, exc_info=True)
+                self._attempt_finished()
             finally:
                 self._session, self._watched = None, None
                 self._ready.clear()
-                self._attempt_finished()
+                self._attempted.set()
             if self._is_stopping():
                 break
             if self._wake.is_set():  # restart asked for: no delay

@@ -16,7 +16,7 @@ import pytest
 
 from hermesd.rpc.protocol import Codes, RpcError
 from tests.support.approvals import client_answering, tool
-from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
+from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir, start_daemon
 from tests.support.mcp_helpers import clamped, config, http_server, server_row, stdio, tool_names
 from tests.support.mcp_server import LONG_NAME
 
@@ -408,3 +408,55 @@ def test_the_results_are_json_strings_on_the_wire(mcpd: DaemonProcess) -> None:
     with mcpd.client() as c:
         raw = c.call("tools.call", {"name": "mcp__echo__echo", "args": {"text": "x"}})["result"]
     assert json.loads(raw) == {"result": "x", "structuredContent": {"result": "x"}}
+
+
+# --- hermesctl ------------------------------------------------------------------------------
+
+
+def hermesctl(daemon: DaemonProcess, *args: str) -> str:
+    done = run_hermesctl(["--socket", str(daemon.socket), *args], timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_hermesctl_mcp_list_shows_each_server_state_and_tool_count(mcpd: DaemonProcess) -> None:
+    out = hermesctl(mcpd, "mcp", "list")
+    line = next(x for x in out.splitlines() if x.startswith("some "))
+    assert "ready" in line
+    assert "2 tools" in line
+    assert "(toolset mcp-some)" in line
+
+
+def test_hermesctl_mcp_tools_shows_model_names_and_filtered_tools(mcpd: DaemonProcess) -> None:
+    out = hermesctl(mcpd, "mcp", "tools", "some")
+    assert any(x.startswith("mcp__some__add ") and "registered" in x for x in out.splitlines())
+    assert any(x.startswith("mcp__some__crash ") and "filtered" in x for x in out.splitlines())
+
+
+def test_hermesctl_mcp_logs_prints_the_servers_stderr(mcpd: DaemonProcess) -> None:
+    assert "mcp test server echo starting" in hermesctl(mcpd, "mcp", "logs", "echo")
+
+
+def test_hermesctl_mcp_restart_gives_the_server_a_new_process(start) -> None:
+    daemon = start(config=config({"r": stdio("echo")}))
+    before = pid_of(daemon, "r")
+    assert hermesctl(daemon, "mcp", "restart", "r").strip() == "r: ready"
+    assert pid_of(daemon, "r") != before
+
+
+def test_hermesctl_mcp_reload_reports_the_changes(start) -> None:
+    daemon = start(config=config({"a": stdio("echo")}))
+    (daemon.home / "config.yaml").write_text(config({"b": stdio("echo")}))
+    assert hermesctl(daemon, "mcp", "reload").strip() == "MCP servers: added b; removed a"
+
+
+def test_hermesctl_status_counts_mcp_servers(mcpd: DaemonProcess) -> None:
+    out = hermesctl(mcpd, "status")
+    assert "mcp:         7 servers (7 ready, 0 failed)" in out
+
+
+def test_hermesctl_mcp_on_an_unknown_server_is_a_clear_error(mcpd: DaemonProcess) -> None:
+    done = run_hermesctl(["--socket", str(mcpd.socket), "mcp", "tools", "nope"])
+    assert done.returncode != 0
+    assert "no MCP server 'nope' is configured" in done.stderr
+    assert "Traceback" not in done.stderr
