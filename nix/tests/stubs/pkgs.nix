@@ -98,6 +98,7 @@ let
         python-dotenv = leaf "python-dotenv" "1.0.1";
         orjson = leaf "orjson" "3.10.7";
         tree-sitter = leaf "tree-sitter" "0.26.1";
+        mcp = leaf "mcp" "2.3.0";
         tree-sitter-grammars = {
           tree-sitter-bash = leaf "python-tree-sitter-bash" "0.25.1";
         };
