@@ -31,12 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common
 from common import machine, median, now_utc, percentile
 
-# this script is bench/mcp.py: with its folder on sys.path, `import mcp` would find it, not the SDK
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
 from hermesctl.client import Client
 from tests.support.daemon import DaemonProcess, child_pids, start_daemon
 from tests.support.mcp_helpers import SERVER, config, stdio
+
+# this script is bench/mcp.py: with its folder on sys.path, `import mcp` would find it, not the SDK
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 TARGET_RATIO = 1.5
 TARGET_EXTRA_MS = 1.0
