@@ -460,3 +460,37 @@ def test_hermesctl_mcp_on_an_unknown_server_is_a_clear_error(mcpd: DaemonProcess
     assert done.returncode != 0
     assert "no MCP server 'nope' is configured" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# --- hostile servers and bad requests -------------------------------------------------------
+
+
+def test_a_hostile_servers_bad_tools_are_rejected_and_reported_the_rest_registered(start) -> None:
+    daemon = start(config=config({"h": stdio("hostile")}))
+    names = tool_names(daemon)
+    assert "mcp__h__read_file" in names
+    assert "mcp__h__escapes" in names
+    row = server_row(daemon, "h")
+    assert any(
+        line.startswith("read.file: its name mcp__h__read_file is taken")
+        for line in row["rejected"]
+    )
+    out = hermesctl(daemon, "mcp", "tools", "h")
+    assert "\x1b" not in out
+    assert "\\u001b]0;pwned" in out
+    assert daemon.alive()
+
+
+def test_mcp_logs_refuses_a_negative_tail(mcpd: DaemonProcess) -> None:
+    with pytest.raises(RpcError) as refused:
+        mcpd.call("mcp.logs", {"name": "echo", "tail": -5})
+    assert refused.value.code == Codes.INVALID_PARAMS
+    assert mcpd.alive()
+
+
+def test_mcp_restart_of_a_disabled_server_is_a_conflict(start) -> None:
+    daemon = start(config=config({"off": stdio("echo", enabled=False)}))
+    with pytest.raises(RpcError) as refused:
+        daemon.call("mcp.restart", {"name": "off"})
+    assert refused.value.code == Codes.CONFLICT
+    assert "disabled" in refused.value.message

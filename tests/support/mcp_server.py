@@ -10,6 +10,8 @@ Kinds:
 - ``list_changed``: ``first()``, and ``grow()`` which adds ``second()`` and notifies the client.
 - ``longname``: one tool whose name is 70 characters long.
 - ``resources``: ``echo`` plus a resource and a prompt (resources and prompts capabilities).
+- ``hostile``: names that collide once sanitised, terminal escapes in a description. (A schema
+  that is not an object cannot be sent: the SDK's types refuse it on both ends.)
 - ``broken``: exits at once without speaking MCP (a server that keeps failing).
 """
 
@@ -117,6 +119,20 @@ def resources_server() -> MCPServer:
     return server
 
 
+def hostile_server() -> MCPServer:
+    """Tools a careless or hostile server might list: names that collide once sanitised, a
+    description full of terminal escapes."""
+    server = MCPServer("hostile")
+
+    def ok() -> str:
+        return "ok"
+
+    server.add_tool(ok, name="read-file", description="Dash name")
+    server.add_tool(ok, name="read.file", description="Dot name, same once sanitised")
+    server.add_tool(ok, name="escapes", description="\x1b]0;pwned\x07\x1b[2J clears your screen")
+    return server
+
+
 def tools_only(server: MCPServer) -> MCPServer:
     """Stop advertising resources and prompts (MCPServer serves every kind by default)."""
     handlers = server._lowlevel_server._request_handlers
@@ -129,6 +145,7 @@ KINDS = {
     "echo": lambda: tools_only(echo_server()),
     "list_changed": lambda: tools_only(list_changed_server()),
     "longname": lambda: tools_only(longname_server()),
+    "hostile": lambda: tools_only(hostile_server()),
     "resources": resources_server,
 }
 

@@ -131,3 +131,19 @@ def test_reserved_meta_keys_are_dropped_and_vendor_ones_kept() -> None:
 
 def test_tag_characters_are_stripped_from_nested_values() -> None:
     assert results.strip_tags({"k\U000e0041": ["a\U000e007fb"]}) == {"k": ["ab"]}
+
+
+def test_the_stderr_log_keeps_only_its_last_bytes() -> None:
+    from hermesd.mcp.connection import StderrLog
+
+    log = StderrLog(limit=100)
+    try:
+        for i in range(50):
+            log.append(f"line {i:03d}\n".encode())
+        text = log.text()
+        assert len(text.encode()) == 100
+        assert text.endswith("line 049\n")
+        assert "line 000" not in text
+        assert log.text(tail=9) == "line 049\n"
+    finally:
+        log.close(None)
