@@ -219,6 +219,11 @@ class McpServer:
     def started(self) -> bool:
         return self._task is not None and not self._task.done()
 
+    @property
+    def attempted(self) -> bool:
+        """Whether the first connection attempt has finished."""
+        return self._attempted.is_set()
+
     async def wait_attempted(self, timeout: float) -> None:
         """Wait (at most ``timeout``) until the first connection attempt has finished."""
         with contextlib.suppress(TimeoutError):

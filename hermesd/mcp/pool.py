@@ -100,8 +100,8 @@ class McpPool:
         """Start lazy servers; wait (bounded) for the first attempt of any still starting."""
         waiting = []
         for server in self.servers.values():
-            if not server.settings.enabled:
-                continue
+            if not server.settings.enabled or (server.started and server.attempted):
+                continue  # the common case: nothing to do, nothing to wait for
             server.start()
             waiting.append(server.wait_attempted(min(server.settings.connect_timeout, 15.0)))
         if waiting:
