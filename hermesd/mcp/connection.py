@@ -23,17 +23,18 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 import httpx2
-import mcp_types as types
-from mcp.client.session import ClientSession
-from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
+from hermesd import __version__
 from hermesd.mcp.settings import McpSettingsError, ServerSettings
+
+if TYPE_CHECKING:  # the SDK is imported when a server first connects (see _load_sdk)
+    import mcp_types as types
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,12 @@ MAX_ATTEMPTS = 5
 PROBE_INTERVAL = 60.0
 LOG_BYTES = 256 * 1024
 SAFE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TERM", "SHELL", "TMPDIR")
-CLIENT_INFO = types.Implementation(name="hermesd", version="0.1.0")
+
+
+def _load_sdk() -> None:
+    """Import the MCP SDK (about half a second of CPU: kept out of the daemon's start-up, and
+    run on a thread when the first server connects, so the event loop does not wait for it)."""
+    import mcp_types  # noqa: F401
 
 
 class McpUnavailable(Exception):
@@ -65,6 +71,8 @@ def spawn_parameters(
     The one place a stdio command line is produced: the tool sandbox wraps its result.
     ``settings`` must already be resolved (`ServerSettings.resolved`).
     """
+    from mcp.client.stdio import StdioServerParameters
+
     assert settings.command is not None
     return StdioServerParameters(
         command=settings.command,
@@ -270,6 +278,7 @@ class McpServer:
         self.stderr.close(asyncio.get_running_loop())
 
     async def _supervise(self) -> None:
+        await asyncio.to_thread(_load_sdk)
         while not self._stopping:
             self._wake.clear()
             self.state = "connecting" if self.failures < MAX_ATTEMPTS else self.state
@@ -313,6 +322,9 @@ class McpServer:
                 await asyncio.wait_for(self._wake.wait(), delay)
 
     async def _connect_and_serve(self) -> None:
+        import mcp_types as types
+        from mcp.client.session import ClientSession
+
         settings = self.settings.resolved(await self._values())
         async with AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(self._transport(settings))
@@ -322,7 +334,7 @@ class McpServer:
                     watched,
                     write,
                     message_handler=self._on_message,
-                    client_info=CLIENT_INFO,
+                    client_info=types.Implementation(name="hermesd", version=__version__),
                 )
             )
             with anyio.fail_after(settings.connect_timeout):
@@ -350,6 +362,10 @@ class McpServer:
                 woken.cancel()
 
     def _transport(self, settings: ServerSettings) -> Any:
+        from mcp.client.sse import sse_client
+        from mcp.client.stdio import stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+
         if settings.kind == "stdio":
             return stdio_client(spawn_parameters(settings), errlog=self.stderr.writer)
         headers = dict(settings.headers)
@@ -371,6 +387,8 @@ class McpServer:
     # -- tools --------------------------------------------------------------------------
 
     async def _on_message(self, message: Any) -> None:
+        import mcp_types as types
+
         if isinstance(message, types.ToolListChangedNotification):
             task = asyncio.create_task(self.relist())
             self._background.add(task)
@@ -462,6 +480,8 @@ class McpServer:
 
 
 async def _all_tools(session: ClientSession) -> list[types.Tool]:
+    import mcp_types as types
+
     tools: list[types.Tool] = []
     cursor: str | None = None
     for _ in range(100):  # a server that keeps handing out cursors is cut off

@@ -19,9 +19,7 @@ import fnmatch
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
-
-import mcp_types as types
+from typing import TYPE_CHECKING, Any
 
 from hermesd.mcp import naming, results
 from hermesd.mcp.connection import McpServer, McpUnavailable
@@ -29,6 +27,9 @@ from hermesd.mcp.settings import McpSettingsError, ServerSettings
 from hermesd.plugins.tool_schema import ToolRejected
 from hermesd.tools.consent import Consent
 from hermesd.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    import mcp_types as types
 
 log = logging.getLogger(__name__)
 
