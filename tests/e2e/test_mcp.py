@@ -17,11 +17,20 @@ import pytest
 from hermesd.rpc.protocol import Codes, RpcError
 from tests.support.approvals import client_answering, tool
 from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir, start_daemon
-from tests.support.mcp_helpers import clamped, config, http_server, server_row, stdio, tool_names
+from tests.support.mcp_helpers import (
+    clamped,
+    config,
+    http_server,
+    server_row,
+    settle,
+    stdio,
+    tool_names,
+)
 from tests.support.mcp_server import LONG_NAME
 
 
 def call(daemon: DaemonProcess, name: str, args: dict[str, Any] | None = None) -> Any:
+    settle(daemon)
     with daemon.client() as c:
         return tool(c, name, args or {}, timeout=60)
 

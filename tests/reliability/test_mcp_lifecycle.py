@@ -18,7 +18,7 @@ import pytest
 from hermesd.rpc.protocol import Codes, RpcError
 from tests.support.approvals import tool
 from tests.support.daemon import DaemonProcess, child_pids, send_and_follow, short_tmpdir
-from tests.support.mcp_helpers import config, server_row, stdio, tool_names, wait_state
+from tests.support.mcp_helpers import config, server_row, settle, stdio, tool_names, wait_state
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 from tests.support.plugin_factory import write_plugin
 
@@ -30,6 +30,7 @@ def model() -> Iterator[ScriptedModelServer]:
 
 
 def call(daemon: DaemonProcess, name: str, args: dict[str, Any] | None = None) -> Any:
+    settle(daemon)
     with daemon.client() as c:
         return tool(c, name, args or {}, timeout=60)
 
@@ -105,6 +106,7 @@ def test_a_turn_in_flight_keeps_the_tool_list_it_started_with(
     start, model: ScriptedModelServer
 ) -> None:
     daemon = start(config=config({"lc": stdio("list_changed")}, model_url=model.url))
+    settle(daemon)  # the first turn would wait for it, but at most 15 s
     model.push(call_tools(tool_call("mcp__lc__grow")), reply("grown"))
     model.push(reply("next turn"))
     with daemon.client() as c:
@@ -125,6 +127,7 @@ def test_a_turn_in_flight_keeps_the_tool_list_it_started_with(
 
 def test_the_model_sees_and_calls_mcp_tools_in_a_turn(start, model: ScriptedModelServer) -> None:
     daemon = start(config=config({"m": stdio("echo")}, model_url=model.url))
+    settle(daemon)  # the first turn would wait for it, but at most 15 s
     model.push(call_tools(tool_call("mcp__m__echo", {"text": "from the model"})), reply("done"))
     with daemon.client() as c:
         sid = c.call("session.create")["id"]
@@ -138,6 +141,7 @@ def test_the_model_sees_and_calls_mcp_tools_in_a_turn(start, model: ScriptedMode
 
 def test_every_session_shares_one_server_process(start, model: ScriptedModelServer) -> None:
     daemon = start(config=config({"s": stdio("echo")}, model_url=model.url))
+    settle(daemon)  # the first turn would wait for it, but at most 15 s
     pids = []
     with daemon.client() as c:
         for _ in range(3):

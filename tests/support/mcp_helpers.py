@@ -61,8 +61,24 @@ def wait_state(daemon: DaemonProcess, name: str, state: str, timeout: float = 30
     raise AssertionError(f"server {name} not {state} in {timeout}s: {row}")
 
 
+def settle(daemon: DaemonProcess, timeout: float = 90) -> None:
+    """Start the lazy servers (as a turn would) and wait until none is still connecting.
+
+    A turn waits at most 15 s for a server's first connection; on a loaded test machine a
+    Python server can take longer to start, and a test must not depend on that race."""
+    daemon.call("tools.list")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = daemon.call("mcp.list")["servers"]
+        if not [r for r in rows if r["enabled"] and r["state"] in ("stopped", "connecting")]:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"MCP servers still connecting after {timeout}s: {rows}")
+
+
 def tool_names(daemon: DaemonProcess) -> list[str]:
-    """The names ``tools.list`` reports (starting lazy servers, as a turn would)."""
+    """The names ``tools.list`` reports, once every server has made its first attempt."""
+    settle(daemon)
     return [t["name"] for t in daemon.call("tools.list")["tools"]]
 
 
