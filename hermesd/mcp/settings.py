@@ -10,6 +10,7 @@ to be connected, so a changed ``.env`` needs only a restart of the server, not o
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -53,6 +54,11 @@ _KNOWN = {
 _TOOL_FILTER_KEYS = {"include", "exclude", "resources", "prompts"}
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _VARIABLE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _editor_variables() -> dict[str, str]:
+    """The editor-style variables the reference also accepts (Cursor's MCP config)."""
+    return {"userHome": os.path.expanduser("~"), "pathSeparator": os.sep}
 
 
 class McpSettingsError(ValueError):
@@ -109,17 +115,19 @@ class ServerSettings:
         """A copy with every ``${VAR}``/``${env:VAR}`` replaced from ``values``; raises
         `McpSettingsError` naming a variable that is not set."""
 
+        known = {**_editor_variables(), **values}
+
         def expand(text: str, where: str) -> str:
             def one(match: re.Match[str]) -> str:
                 name = match.group(1)
-                if name not in values:
+                if name not in known:
                     raise McpSettingsError(
                         f"mcp_servers.{self.name}.{where}: ${{{name}}} is not set in the "
                         "environment or .env"
                     )
-                return values[name]
+                return known[name]
 
-            return _VARIABLE.sub(one, text)
+            return _VARIABLE.sub(one, text.replace("${/}", os.sep))
 
         return replace(
             self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -147,3 +148,9 @@ def test_the_stderr_log_keeps_only_its_last_bytes() -> None:
         assert log.text(tail=9) == "line 049\n"
     finally:
         log.close(None)
+
+
+def test_editor_variables_user_home_and_path_separator_expand() -> None:
+    s = check_server("t", {"command": "srv", "args": ["${userHome}${/}data${pathSeparator}x"]})
+    home = os.path.expanduser("~")
+    assert s.resolved({}).args == (f"{home}/data/x",)
