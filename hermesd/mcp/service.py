@@ -59,6 +59,7 @@ class McpService:
         """A daemon configuration reload: apply the new ``mcp_servers`` in the background."""
         self._config = cfg
         self._reloading = asyncio.ensure_future(self._apply(cfg))
+        self._reloading.add_done_callback(_log_failure)
 
     async def _apply(self, cfg: Any) -> dict[str, list[str]]:
         servers, _ = check_servers(cfg.get("mcp_servers"))
@@ -121,3 +122,8 @@ class McpService:
         counts = self.pool.status()
         summary = f"{counts['mcp_servers']} MCP servers, {counts['mcp_tools']} tools"
         return "MCP servers reloaded (" + ("; ".join(parts) or "no changes") + f"). {summary}."
+
+
+def _log_failure(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("MCP servers not reloaded", exc_info=task.exception())
