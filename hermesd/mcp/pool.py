@@ -79,6 +79,8 @@ class McpPool:
                     changes["added"].append(name)
                 server = McpServer(wanted, values=self.values, on_tools=self._tools_changed)
                 self.servers[name] = server
+                # the raw server name selects its toolset in tools.enabled_toolsets too
+                self.registry.toolset_aliases[name] = naming.toolset(name)
                 if wanted.enabled and self._started and self._should_run(changes, name):
                     server.start()
         if any(changes.values()):
@@ -124,6 +126,7 @@ class McpPool:
         await waiting
 
     async def _drop(self, name: str) -> None:
+        self.registry.toolset_aliases.pop(name, None)
         server = self.servers.pop(name)
         await server.close()
         self.registry.unregister_owner(OWNER_PREFIX + name)

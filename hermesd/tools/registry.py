@@ -125,6 +125,8 @@ class ToolRegistry:
         self._lock = threading.Lock()
         self._stacks: dict[str, list[ToolEntry]] = {}
         self._aliases: dict[str, tuple[str, str]] = {}  # alias -> (name, owner)
+        #: other names of a toolset in ``enabled_toolsets`` (an MCP server's name: ``mcp-<name>``)
+        self.toolset_aliases: dict[str, str] = {}
         #: awaited before a turn builds its tool list (the MCP pool starts lazy servers there)
         self.before_listing: list[Callable[[], Awaitable[None]]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -267,14 +269,21 @@ class ToolRegistry:
 
     def openai_tools(self, enabled_toolsets: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The model's tool list in OpenAI form, filtered by toolset and availability."""
-        wanted = None if enabled_toolsets is None else set(enabled_toolsets)
+        wanted = self._wanted(enabled_toolsets)
         entries = [e for e in self.entries() if wanted is None or e.toolset in wanted]
         self.checks.probe(entries)
         return [openai_form(e.schema) for e in entries if self.available(e)]
 
+    def _wanted(self, enabled_toolsets: Collection[str] | None) -> set[str] | None:
+        if enabled_toolsets is None:
+            return None
+        wanted = set(enabled_toolsets)
+        return wanted | {self.toolset_aliases[n] for n in wanted if n in self.toolset_aliases}
+
     def describe(self, enabled_toolsets: Collection[str] | None = None) -> list[dict[str, Any]]:
         """Every active tool as a plain dict (for ``tools.list``), including hidden ones."""
         self.checks.probe(self.entries())
+        enabled_toolsets = self._wanted(enabled_toolsets)
         return [
             {
                 "name": e.name,

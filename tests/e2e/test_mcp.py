@@ -503,3 +503,13 @@ def test_mcp_restart_of_a_disabled_server_is_a_conflict(start) -> None:
         daemon.call("mcp.restart", {"name": "off"})
     assert refused.value.code == Codes.CONFLICT
     assert "disabled" in refused.value.message
+
+
+def test_the_raw_server_name_enables_its_toolset_in_enabled_toolsets(start) -> None:
+    servers = {"wanted": stdio("echo"), "other": stdio("echo")}
+    daemon = start(config=config(servers, tools={"enabled_toolsets": ["wanted"]}))
+    settle(daemon)
+    enabled = {t["name"] for t in daemon.call("tools.list")["tools"] if t["enabled"]}
+    assert "mcp__wanted__echo" in enabled
+    assert "mcp__other__echo" not in enabled
+    assert "terminal" not in enabled
