@@ -301,6 +301,38 @@ in
       '';
     };
 
+    # MCP servers (docs/mcp.md): the reference module's option, rendered as settings.mcp_servers
+    mcpServers = mkOption {
+      type = types.attrsOf (
+        types.submodule {
+          freeformType = settingsFormat.type;
+          options.command = mkOption {
+            type = types.nullOr (types.oneOf [ types.str types.package types.path ]);
+            default = null;
+            example = literalExpression "pkgs.mcp-server-time";
+            description = ''
+              The stdio server's program: a string, a package (its `meta.mainProgram`, through
+              `lib.getExe`) or a path (copied into the Nix store).
+            '';
+          };
+        }
+      );
+      default = { };
+      example = literalExpression ''
+        {
+          time = { command = pkgs.mcp-server-time; args = [ "--local-timezone" "UTC" ]; };
+          docs = { url = "https://mcp.example.org/mcp"; headers.Authorization = "Bearer ''${DOCS_TOKEN}"; };
+        }
+      '';
+      description = ''
+        MCP servers whose tools the agent may use, by name: the same attributes as
+        `settings.mcp_servers` (stdio `command`, `args`, `env`, `cwd`; HTTP `url`, `headers`,
+        `transport`; `timeout`, `connect_timeout`, `enabled`, `tools.include`/`exclude`,
+        `approval`, `trusted`). Put secrets in `environmentFiles` and refer to them as
+        `''${NAME}`: the values are expanded when a server connects, never stored here.
+      '';
+    };
+
     environmentFiles = mkOption {
       type = types.listOf (types.strMatching "-?/.+");
       default = [ ];
@@ -467,6 +499,14 @@ in
         inherit (cfg) group;
       };
       log_level = cfg.logLevel;
+      mcp_servers = mkIf (cfg.mcpServers != { }) (
+        lib.mapAttrs (_: server: lib.filterAttrs (_: v: v != null) (server // {
+          command =
+            if server.command == null then null
+            else if lib.isDerivation server.command then lib.getExe server.command
+            else "${server.command}";
+        })) cfg.mcpServers
+      );
     };
 
     users.users = mkIf (cfg.user == "hermes") {

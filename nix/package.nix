@@ -38,6 +38,7 @@ let
     ps.tree-sitter ps.tree-sitter-grammars.tree-sitter-bash
     ps.shtab  # hermesctl completion
     ps.croniter
+    ps.mcp  # hermesd.mcp: the MCP client (nixpkgs must carry the 2.x series, see pyproject.toml)
   ];
   build-system = [ ps.setuptools ps.wheel ];
   checkInputs = [ ps.pytest ps.pytest-timeout ps.hypothesis ];

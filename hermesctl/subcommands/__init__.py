@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 ORDER = ["core", "chat", "sessions", "plugins", "plugin_mgmt", "cmd", "approvals", "memory"]
-ORDER += ["ops", "cron"]  # day-two operations, scheduled jobs
+ORDER += ["ops", "cron", "mcp"]  # day-two operations, scheduled jobs, MCP servers
 
 INDEX: dict[str, tuple[str, ...]] = {
     "status": ("core",),
@@ -30,6 +30,7 @@ INDEX: dict[str, tuple[str, ...]] = {
     "approvals": ("approvals",),
     "memory": ("memory",),
     "cron": ("cron",),
+    "mcp": ("mcp",),
 }
 INDEX.update(dict.fromkeys(["config", "reload", "logs", "doctor", "stop"], ("ops",)))
 

@@ -36,6 +36,11 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
     print(f"  connections: {info['connections']}")
     print(f"  sessions:    {info.get('sessions', 0)}")
     print(f"  plugins:     {info.get('plugins', 0)}{_plugins_note(info)}")
+    if info.get("mcp_servers"):
+        print(
+            f"  mcp:         {info['mcp_servers']} servers ({info.get('mcp_ready', 0)} ready, "
+            f"{info.get('mcp_failed', 0)} failed), {info.get('mcp_tools', 0)} tools"
+        )
     if info.get("model"):
         print(f"  model:       {info['model']}")
     from hermesctl.chat_ui import sandbox_text

@@ -455,6 +455,7 @@ _HERMESCTL_FALLBACK = (
     "completion",
     "help",
     "cron",
+    "mcp",
 )
 
 

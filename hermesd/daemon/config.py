@@ -100,6 +100,7 @@ SCHEMA: dict[str, Any] = {
         "enabled": _S(_strlist, None, "only these plugin keys load (default: all discovered)"),
         "disabled": _S(_strlist, [], "these plugin keys never load"),
         "load_timeout": _S(_num, 10.0, "seconds one plugin's register() may take"),
+        "entries": _S((dict,), None, "per plugin key: {mcp_allowlist: [server or server:tool]}"),
     },
     "tools": {
         "enabled_toolsets": _S(_strlist, None, "toolsets offered to the model (default: all)"),
@@ -168,6 +169,16 @@ SCHEMA: dict[str, Any] = {
         "scale_to_zero": _S((bool,), False, "when idle, arm a systemd timer and exit"),
         "idle_exit": _S(_num, 300.0, "idle seconds before exiting with scale_to_zero"),
         "systemd_scope": _S((str,), "user", "systemd-run --user or system", ("user", "system")),
+    },
+    # MCP servers (docs/mcp.md); each entry is checked by hermesd.mcp.settings
+    "mcp_servers": _S((dict,), None, "MCP servers by name: command/args/env/cwd or url/headers"),
+    "mcp": {
+        "start": _S(
+            (str,),
+            "lazy",
+            "connect MCP servers before the first turn or at start",
+            ("lazy", "eager"),
+        ),
     },
 }
 
@@ -323,9 +334,26 @@ def parse(text: str, path: Path | None = None) -> Config:
     mode = (data.get("socket") or {}).get("mode") if isinstance(data.get("socket"), dict) else None
     if mode is not None and parse_mode(mode) is None:
         problems.append("'socket.mode' must be an octal mode such as '0660'")
+    try:
+        _check_mcp(data, warnings)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
     if problems:
         raise ConfigError("; ".join(problems), problems)
     return Config(data, warnings, path)
+
+
+def _check_mcp(data: dict[str, Any], warnings: list[str]) -> None:
+    """The free-form parts of the MCP settings: each server, each plugin's allowlist."""
+    from hermesd.mcp.settings import McpSettingsError, check_allowlists, check_servers
+
+    try:
+        warnings.extend(check_servers(data.get("mcp_servers"))[1])
+        plugins = data.get("plugins")
+        if isinstance(plugins, dict):  # any other type is a problem _validate reported
+            check_allowlists(plugins.get("entries"))
+    except McpSettingsError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def parse_mode(value: Any) -> int | None:

@@ -11,6 +11,7 @@ needs only the plugin host (tests, ``plugins lint``'s child process).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 from collections.abc import Callable, Mapping
@@ -28,18 +29,20 @@ from hermesd.commands.service import CommandService, hermesctl_subcommands
 from hermesd.cron.service import CronService
 from hermesd.cron.tool import register_cron_command, register_cron_tool
 from hermesd.cron.wake import Activity, ScaleToZero
-from hermesd.daemon.config import SettingsFiles
+from hermesd.daemon.config import SettingsFiles, load_dotenv_file
 from hermesd.daemon.config_service import ConfigService
 from hermesd.daemon.config_view import effective_settings
 from hermesd.daemon.doctor import DoctorService
 from hermesd.daemon.logring import LogService
 from hermesd.daemon.reloads import ReloadService
+from hermesd.mcp.pool import McpPool
+from hermesd.mcp.service import McpService
 from hermesd.memory.builtin import BuiltinMemory
 from hermesd.memory.service import MemoryService
 from hermesd.memory.tool import register_memory_tool
 from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.plugins.admin import PluginAdminService
-from hermesd.plugins.context import Injector
+from hermesd.plugins.context import Injector, McpCaller
 from hermesd.plugins.hooks import DEFAULT_HOOK_TIMEOUT, HookBus
 from hermesd.plugins.host import DEFAULT_LOAD_TIMEOUT, PluginHost, PluginManager, ReloadGate
 from hermesd.plugins.service import PluginService
@@ -126,6 +129,7 @@ def _manager(
     injector: Injector | None = None,
     cwd: Path | None = None,
     completer: Callable[..., Any] | None = None,
+    mcp_caller: McpCaller | None = None,
 ) -> PluginManager:
     settings = {
         "enabled": _setting(config, "plugins.enabled", None),
@@ -145,6 +149,7 @@ def _manager(
         cwd=cwd,
         completer=completer,
         injector=injector,
+        mcp_caller=mcp_caller,
     )
 
 
@@ -229,6 +234,12 @@ def build_services(daemon: Daemon) -> None:
         on_forget=broker.forget_session,
         redact_event=redact.redact_event,
     )
+    # MCP servers: one pool for the daemon, its tools in the same registry (docs/mcp.md)
+    mcp_pool = McpPool(
+        parts.tools,
+        values=functools.partial(_mcp_values, home),
+        start=str(cfg.get("mcp.start")),
+    )
     manager = _manager(
         home,
         cfg,
@@ -237,6 +248,7 @@ def build_services(daemon: Daemon) -> None:
         parts,
         injector=sessions.inject,
         completer=agent.complete_blocking,
+        mcp_caller=mcp_pool.plugin_call,
     )
     host = PluginHost(pool, hooks, parts.tools, parts.commands, parts.skills, manager, gate)
     admin = PluginAdminService(host, files)
@@ -249,6 +261,14 @@ def build_services(daemon: Daemon) -> None:
     cron = CronService(sessions, broker, parts.skills, cfg, home)
     register_cron_tool(parts.tools, cron)
     register_cron_command(parts.commands, cron)
+    mcp = McpService(mcp_pool, cfg, files.load)
+    host.commands.register(
+        "reload-mcp",
+        mcp.reload_command,
+        description="Reload MCP servers from config.yaml",
+        aliases=("reload_mcp",),
+    )
+    daemon.services.append(mcp)
     daemon.services.append(
         PluginService(host, cfg.get("tools.enabled_toolsets"), session_access=sessions.check_access)
     )
@@ -296,3 +316,9 @@ def build_services(daemon: Daemon) -> None:
                 scope=str(cfg.get("cron.systemd_scope")),
             )
         )
+
+
+async def _mcp_values(home: Path) -> dict[str, str]:
+    """What ``${VAR}`` in mcp_servers expands from: .env, then the environment (which wins)."""
+    dotenv = await asyncio.to_thread(load_dotenv_file, home)
+    return {**dotenv, **os.environ}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -42,6 +43,9 @@ current_session: contextvars.ContextVar[str] = contextvars.ContextVar(
 
 #: Puts a message into the active session: ``(content, role) -> accepted``.
 Injector = Callable[[str, str], bool]
+#: Calls an MCP tool for a plugin: ``(plugin_key, server, tool, args, timeout, session_id)
+#: -> result string`` (the daemon's MCP pool; it checks the plugin's ``mcp_allowlist``).
+McpCaller = Callable[[str, str, str, Mapping[str, Any], float, str], str]
 
 
 @dataclass
@@ -54,6 +58,7 @@ class PluginServices:
     commands: CommandRegistry
     skills: SkillCatalog
     injector: Injector | None = None
+    mcp_caller: McpCaller | None = None
     #: ``(messages, timeout=, model=, options=) -> Completion``: the daemon's model, for
     #: ``ctx.llm`` and ``agent.auxiliary_client.call_llm`` (None: not available)
     completer: Callable[..., Any] | None = None
@@ -236,6 +241,18 @@ class PluginContext:
             session_id=session,
             tool_call_id=kwargs.get("tool_call_id"),
             source="plugin",
+        )
+
+    def call_mcp(
+        self, server: str, tool: str, args: Mapping[str, Any] | None = None, timeout: float = 30
+    ) -> str:
+        """Call ``tool`` of MCP server ``server`` through the full tool pipeline; its result
+        string. Allowed only by ``plugins.entries.<key>.mcp_allowlist``."""
+        caller = self._services.mcp_caller
+        if caller is None:
+            return json.dumps({"error": "MCP servers are not available in this process"})
+        return caller(
+            self.plugin_name, server, tool, dict(args or {}), float(timeout), current_session.get()
         )
 
     # -- hooks ------------------------------------------------------------------------------

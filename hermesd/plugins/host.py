@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from hermesd.plugins import hostapi
-from hermesd.plugins.context import Injector, PluginContext, PluginServices
+from hermesd.plugins.context import Injector, McpCaller, PluginContext, PluginServices
 from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.listing import plugins_payload, plugins_text
 from hermesd.plugins.loader import (
@@ -70,6 +70,7 @@ class PluginManager:
         cwd: Path | None = None,
         injector: Injector | None = None,
         completer: Callable[..., Any] | None = None,
+        mcp_caller: McpCaller | None = None,
     ) -> None:
         """``settings``: the ``plugins`` section of config.yaml (``enabled``, ``disabled``,
         ``load_timeout``), or the whole config mapping. ``env``: the daemon's environment (the
@@ -83,7 +84,9 @@ class PluginManager:
         self.dotenv: Mapping[str, str] = dotenv or {}
         self.cwd = cwd
         self.load_timeout = float(self.settings.get("load_timeout") or DEFAULT_LOAD_TIMEOUT)
-        self.services = PluginServices(self.home, registry, hooks, commands, skills, injector)
+        self.services = PluginServices(
+            self.home, registry, hooks, commands, skills, injector, mcp_caller
+        )
         self.services.completer = completer
         self._pool = pool or shared_pool()
         self._records: dict[str, PluginRecord] = {}

@@ -123,6 +123,8 @@ class PluginService:
                 raise RpcError(Codes.INVALID_PARAMS, "tools.call: args must be a JSON object")
             args = parsed
         if self.host.tools.get(p["name"]) is None:
+            await self.host.tools.start_pending()  # an MCP server not started yet
+        if self.host.tools.get(p["name"]) is None:
             raise RpcError(Codes.NOT_FOUND, f"Unknown tool: {p['name']}", {"name": p["name"]})
         if p.get("session_id") and self.session_access is not None:
             await self.session_access(call.conn, p["session_id"])

@@ -255,6 +255,7 @@ from hermesd.rpc.methods import (  # noqa: E402, F401
     approvals,
     commands,
     cron,
+    mcp,
     memory,
     plugins,
     sessions,

@@ -94,6 +94,8 @@ class ToolEntry:
     prepare: Callable[..., Consent] | None = field(default=None, repr=False)
     #: False: the handler checks its own arguments (its errors are worded for the model)
     check_arguments: bool = True
+    #: seconds a call may take, when the tool has its own bound (an MCP server's ``timeout``)
+    timeout: float | None = None
 
 
 class ToolRegistry:
@@ -125,6 +127,11 @@ class ToolRegistry:
         self.checks = CheckCache(self._pool, check_ttl, check_timeout)
         self._lock = threading.Lock()
         self._stacks: dict[str, list[ToolEntry]] = {}
+        self._aliases: dict[str, tuple[str, str]] = {}  # alias -> (name, owner)
+        #: other names of a toolset in ``enabled_toolsets`` (an MCP server's name: ``mcp-<name>``)
+        self.toolset_aliases: dict[str, str] = {}
+        #: awaited before a turn builds its tool list (the MCP pool starts lazy servers there)
+        self.before_listing: list[Callable[[], Awaitable[None]]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- registration -----------------------------------------------------------------------
@@ -145,6 +152,8 @@ class ToolRegistry:
         *,
         prepare: Callable[..., Consent] | None = None,
         check_arguments: bool = True,
+        timeout: float | None = None,
+        aliases: Collection[str] = (),
     ) -> ToolEntry:
         """Add a tool; raises `ToolRejected` (nothing registered) when it may not be added.
 
@@ -152,7 +161,9 @@ class ToolRegistry:
         and ``prepare``: a check run before approval that may refuse the call, ask a person about
         it, and hand the handler a ``plan=`` (`hermesd.tools.consent`). ``check_arguments=False``
         leaves checking the arguments against the schema to the handler, for a tool whose
-        errors must be worded its own way (the built-in ``memory`` tool).
+        errors must be worded its own way (the built-in ``memory`` tool). ``timeout`` replaces
+        the registry's bound for this tool; ``aliases`` are other names a call may use (never
+        shown to the model), dropped with the owner's tools.
 
         ``is_async`` is informational: whether the handler is awaited or run on a worker thread
         is decided from the callable itself, so a wrong flag cannot put sync code on the loop.
@@ -176,6 +187,7 @@ class ToolRegistry:
             shape=CallShape.of(handler, positional=1),
             prepare=prepare,
             check_arguments=check_arguments,
+            timeout=timeout,
         )
         with self._lock:
             stack = self._stacks.get(name, [])
@@ -193,6 +205,9 @@ class ToolRegistry:
                     active.toolset,
                 )
             self._stacks[name] = [e for e in stack if e.owner != owner] + [entry]
+            for alias in aliases:
+                if alias != name:
+                    self._aliases[alias] = (name, owner)
         return entry
 
     def unregister_owner(self, owner: str) -> list[str]:
@@ -207,12 +222,17 @@ class ToolRegistry:
                     self._stacks[name] = kept
                 else:
                     del self._stacks[name]
+            for alias, (_, alias_owner) in list(self._aliases.items()):
+                if alias_owner == owner:
+                    del self._aliases[alias]
             self.checks.forget(lambda entry: getattr(entry, "owner", None) == owner)
         return removed
 
     def get(self, name: str) -> ToolEntry | None:
-        """The active entry for ``name``."""
+        """The active entry for ``name`` (or for the tool ``name`` is an alias of)."""
         stack = self._stacks.get(name)
+        if not stack and name in self._aliases:
+            stack = self._stacks.get(self._aliases[name][0])
         return stack[-1] if stack else None
 
     def entries(self) -> list[ToolEntry]:
@@ -233,7 +253,16 @@ class ToolRegistry:
     async def refresh_checks(self) -> None:
         """Re-run stale ``check_fn``s on worker threads; await this before `openai_tools` on the
         loop so building the tool list never waits on plugin code."""
+        await self.start_pending()
         await self.checks.refresh(self.entries())
+
+    async def start_pending(self) -> None:
+        """Run the `before_listing` steps (tool providers not started yet start now)."""
+        for step in list(self.before_listing):
+            try:
+                await step()
+            except Exception:
+                log.exception("A step before listing the tools failed")
 
     def available(self, entry: ToolEntry) -> bool:
         """Whether the model may see ``entry``: its ``requires_env`` set and ``check_fn`` truthy.
@@ -247,14 +276,21 @@ class ToolRegistry:
 
     def openai_tools(self, enabled_toolsets: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The model's tool list in OpenAI form, filtered by toolset and availability."""
-        wanted = None if enabled_toolsets is None else set(enabled_toolsets)
+        wanted = self._wanted(enabled_toolsets)
         entries = [e for e in self.entries() if wanted is None or e.toolset in wanted]
         self.checks.probe(entries)
         return [openai_form(e.schema) for e in entries if self.available(e)]
 
+    def _wanted(self, enabled_toolsets: Collection[str] | None) -> set[str] | None:
+        if enabled_toolsets is None:
+            return None
+        wanted = set(enabled_toolsets)
+        return wanted | {self.toolset_aliases[n] for n in wanted if n in self.toolset_aliases}
+
     def describe(self, enabled_toolsets: Collection[str] | None = None) -> list[dict[str, Any]]:
         """Every active tool as a plain dict (for ``tools.list``), including hidden ones."""
         self.checks.probe(self.entries())
+        enabled_toolsets = self._wanted(enabled_toolsets)
         return [
             {
                 "name": e.name,
@@ -320,8 +356,12 @@ class ToolRegistry:
     ) -> str:
         pinned = pinned_tools.get()
         entry = (pinned.get(name) if pinned is not None else None) or self.get(name)
+        if entry is None and self.before_listing:  # a tool of a server not started yet
+            await self.start_pending()
+            entry = self.get(name)
         if entry is None:
             return error_result(f"Unknown tool: {name}")
+        name = entry.name  # an alias runs, and is reported, as the tool it names
         started = time.monotonic()
         ids = {
             "task_id": session_id,
@@ -465,6 +505,7 @@ class ToolRegistry:
         consent: Consent | None = None,
     ) -> tuple[str, str, str | None, str | None]:
         offered: dict[str, Any] = {k: ids[k] for k in ("task_id", "session_id", "tool_call_id")}
+        timeout = self.timeout if entry.timeout is None else entry.timeout
         if consent is not None:
             offered["plan"] = consent.plan  # what was decided (and maybe approved) on
         try:
@@ -473,11 +514,11 @@ class ToolRegistry:
                 entry.handler,
                 (dict(args),),
                 entry.shape.select(offered),
-                self.timeout,
+                timeout,
                 f"tool:{entry.owner}",
             )
         except WorkTimeout:
-            message = f"Tool '{entry.name}' timed out after {self.timeout:g}s"
+            message = f"Tool '{entry.name}' timed out after {timeout:g}s"
             log.warning("%s (its thread, if any, keeps running)", message)
             return error_result(message), "timeout", "timeout", message
         except Exception as exc:

@@ -668,3 +668,70 @@ def test_settings_cron_renders_and_passes_hermesds_config_check(tmp_path: Path) 
         text=True,
     )
     assert wrong.returncode != 0 and "cron.timezone" in wrong.stderr
+
+
+# --- MCP servers ---------------------------------------------------------------------------------
+
+
+def test_mcp_servers_render_as_settings_mcp_servers() -> None:
+    body = """mcpServers = {
+      remote = { url = "http://127.0.0.1:9000/mcp"; headers.Authorization = "Bearer \\${TOKEN}"; };
+      local = { command = "uvx"; args = [ "mcp-server-time" ]; tools.exclude = [ "convert*" ]; };
+    };"""
+    assert evaluate(enabled(body), RENDERED)["mcp_servers"] == {
+        "remote": {
+            "url": "http://127.0.0.1:9000/mcp",
+            "headers": {"Authorization": "Bearer ${TOKEN}"},
+        },
+        "local": {
+            "command": "uvx",
+            "args": ["mcp-server-time"],
+            "tools": {"exclude": ["convert*"]},
+        },
+    }
+
+
+def test_an_mcp_server_command_may_be_a_package() -> None:
+    body = """mcpServers.time.command = derivation {
+      name = "mcp-time"; system = "x86_64-linux"; builder = "/bin/sh";
+    } // { meta.mainProgram = "mcp-server-time"; };"""
+    command = evaluate(enabled(body), RENDERED)["mcp_servers"]["time"]["command"]
+    assert re.fullmatch(STORE_PATH + r"mcp-time/bin/mcp-server-time", command), command
+
+
+def test_an_mcp_server_command_may_be_a_path_copied_to_the_store(tmp_path: Path) -> None:
+    script = tmp_path / "server.sh"
+    script.write_text("#!/bin/sh\n")
+    body = f"mcpServers.mine.command = {nix_path(script)};"
+    rendered = evaluate(enabled(body), RENDERED, store=True)
+    assert re.fullmatch(STORE_PATH + r"server\.sh", rendered["mcp_servers"]["mine"]["command"])
+
+
+def test_no_mcp_servers_render_nothing() -> None:
+    assert "mcp_servers" not in evaluate(enabled(), RENDERED)
+
+
+def test_rendered_mcp_servers_pass_hermesds_check(tmp_path: Path) -> None:
+    body = 'mcpServers.t = { command = "mcp-server-time"; timeout = 30; trusted = true; };'
+    settings = evaluate(enabled(body), RENDERED)
+    settings["socket"]["group"] = "root"
+    (tmp_path / "config.yaml").write_text(json.dumps(settings))
+    check = subprocess.run(
+        [sys.executable, str(REPO / "nix" / "check_config.py"), str(tmp_path / "config.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0, check.stderr
+
+
+def test_a_wrong_mcp_server_fails_the_config_check_naming_the_key(tmp_path: Path) -> None:
+    body = 'mcpServers.t = { command = "x"; url = "http://h"; };'
+    settings = evaluate(enabled(body), RENDERED)
+    (tmp_path / "config.yaml").write_text(json.dumps(settings))
+    check = subprocess.run(
+        [sys.executable, str(REPO / "nix" / "check_config.py"), str(tmp_path / "config.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 78
+    assert "'mcp_servers.t' needs exactly one of 'command'" in check.stderr

@@ -25,6 +25,7 @@ RANKS = {
     "tools": 2,
     "approvals": 3,
     "memory": 3,
+    "mcp": 3,
     "agent": 4,
     "commands": 5,
     "cron": 5,

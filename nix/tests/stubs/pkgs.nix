@@ -100,6 +100,7 @@ let
         ruamel-yaml = leaf "ruamel-yaml" "0.18.10";
         tree-sitter = leaf "tree-sitter" "0.26.1";
         croniter = leaf "croniter" "7.0.0";
+        mcp = leaf "mcp" "2.3.0";
         tree-sitter-grammars = {
           tree-sitter-bash = leaf "python-tree-sitter-bash" "0.25.1";
         };

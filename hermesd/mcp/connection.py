@@ -1,0 +1,507 @@
+"""`McpServer`: one configured MCP server, kept connected by a supervisor task.
+
+The supervisor (one asyncio task per server, which owns the SDK's transport and session
+contexts, as anyio requires) connects, initializes, lists the tools and hands them to the pool,
+then waits until the connection ends, a restart is asked for, or the server is stopped. A
+connection that ends or fails is retried with exponential backoff (0.5 s doubling to 30 s);
+after `MAX_ATTEMPTS` failures in a row the server is reported ``failed`` (with the last error)
+and probed again every `PROBE_INTERVAL` seconds, never dropped silently. Calls made while the
+server is (re)connecting wait for it up to ``connect_timeout``. ``notifications/tools/
+list_changed`` re-lists the tools, serialized by a lock.
+
+A stdio server's command line and environment come from `spawn_parameters` alone, so the tool
+sandbox can wrap that one function. Its stderr goes to a bounded in-memory log (`StderrLog`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TextIO
+
+import anyio
+import httpx2
+
+from hermesd import __version__
+from hermesd.mcp.settings import McpSettingsError, ServerSettings
+
+if TYPE_CHECKING:  # the SDK is imported when a server first connects (see _load_sdk)
+    import mcp_types as types
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters
+
+log = logging.getLogger(__name__)
+
+BACKOFF_FIRST = 0.5
+BACKOFF_MAX = 30.0
+MAX_ATTEMPTS = 5
+PROBE_INTERVAL = 60.0
+LOG_BYTES = 256 * 1024
+SAFE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TERM", "SHELL", "TMPDIR")
+
+
+def _load_sdk() -> None:
+    """Import the MCP SDK (about half a second of CPU: kept out of the daemon's start-up, and
+    run on a thread when the first server connects, so the event loop does not wait for it)."""
+    import mcp_types  # noqa: F401
+
+
+class McpUnavailable(Exception):
+    """The server cannot take a call now; the message says why, for the model."""
+
+
+def safe_environment(environ: Mapping[str, str], configured: Mapping[str, str]) -> dict[str, str]:
+    """What a stdio server's process gets: the harmless basics, ``XDG_*``, and its own ``env``."""
+    env = {k: v for k, v in environ.items() if k in SAFE_ENV or k.startswith("XDG_")}
+    env.update(configured)
+    return env
+
+
+def spawn_parameters(
+    settings: ServerSettings, environ: Mapping[str, str] | None = None
+) -> StdioServerParameters:
+    """The command line, environment and directory a stdio server is started with.
+
+    The one place a stdio command line is produced: the tool sandbox wraps its result.
+    ``settings`` must already be resolved (`ServerSettings.resolved`).
+    """
+    from mcp.client.stdio import StdioServerParameters
+
+    assert settings.command is not None
+    return StdioServerParameters(
+        command=settings.command,
+        args=list(settings.args),
+        env=safe_environment(os.environ if environ is None else environ, dict(settings.env)),
+        cwd=os.path.expanduser(settings.cwd) if settings.cwd else None,
+    )
+
+
+class StderrLog:
+    """The last `LOG_BYTES` of what a server wrote to stderr, read from a pipe on the loop."""
+
+    def __init__(self, limit: int = LOG_BYTES) -> None:
+        self.limit = limit
+        self._chunks: deque[bytes] = deque()
+        self._size = 0
+        self._read_fd, write_fd = os.pipe()
+        os.set_blocking(self._read_fd, False)
+        self.writer: TextIO = os.fdopen(write_fd, "w")  # handed to every child as its stderr
+        self._reading = False
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Read the pipe from ``loop`` from now on."""
+        if not self._reading:
+            loop.add_reader(self._read_fd, self._on_readable)
+            self._reading = True
+
+    def _on_readable(self) -> None:
+        try:
+            data = os.read(self._read_fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            self.append(data)
+
+    def append(self, data: bytes) -> None:
+        """Keep ``data``, dropping the oldest bytes past the limit."""
+        self._chunks.append(data)
+        self._size += len(data)
+        while self._size > self.limit and self._chunks:
+            dropped = self._chunks.popleft()
+            self._size -= len(dropped)
+            if self._size < self.limit:  # keep the part of the chunk that still fits
+                keep = self.limit - self._size
+                self._chunks.appendleft(dropped[-keep:])
+                self._size += keep
+
+    def text(self, tail: int | None = None) -> str:
+        """The kept log as text (the last ``tail`` bytes when given)."""
+        data = b"".join(self._chunks)
+        if tail is not None:
+            data = data[-tail:]
+        return data.decode("utf-8", "replace")
+
+    def close(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        """Stop reading and close both ends."""
+        if self._reading and loop is not None and not loop.is_closed():
+            loop.remove_reader(self._read_fd)
+        self._reading = False
+        with contextlib.suppress(OSError):
+            self.writer.close()
+        with contextlib.suppress(OSError):
+            os.close(self._read_fd)
+
+
+class _WatchedStream:
+    """The transport's read stream, with an event set when it ends (the server went away)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.ended = asyncio.Event()
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self.ended.set()
+            raise
+
+    async def aclose(self) -> None:
+        self.ended.set()
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _WatchedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _WatchedStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
+class McpServer:
+    """One server: its supervisor, its session, its tools, its stderr log and its state."""
+
+    def __init__(
+        self,
+        settings: ServerSettings,
+        *,
+        values: Callable[[], Awaitable[Mapping[str, str]]],
+        on_tools: Callable[[McpServer], Awaitable[None]],
+        log_bytes: int = LOG_BYTES,
+    ) -> None:
+        self.settings = settings
+        self.name = settings.name
+        self._values = values
+        self._on_tools = on_tools
+        self.state = "stopped"  # stopped, connecting, ready, retrying, failed
+        self.error: str | None = None
+        self.tools: list[types.Tool] = []
+        self.capabilities: types.ServerCapabilities | None = None
+        self.server_info: str = ""
+        self.connects = 0  # successful connections, the first included
+        self.failures = 0  # failed attempts in a row
+        self.stderr = StderrLog(log_bytes)
+        self._session: ClientSession | None = None
+        self._watched: _WatchedStream | None = None
+        self._ready = asyncio.Event()
+        self._attempted = asyncio.Event()  # the first attempt finished, either way
+        self._next_attempt: list[asyncio.Future[None]] = []  # waiting for the next one
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+        self._relist_lock = asyncio.Lock()
+        self._background: set[asyncio.Task[Any]] = set()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the supervisor (idempotent)."""
+        if self._task is None or self._task.done():
+            self._stopping = False
+            self.stderr.start(asyncio.get_running_loop())
+            self._task = asyncio.create_task(self._supervise(), name=f"mcp:{self.name}")
+
+    @property
+    def started(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    @property
+    def attempted(self) -> bool:
+        """Whether the first connection attempt has finished."""
+        return self._attempted.is_set()
+
+    async def wait_attempted(self, timeout: float) -> None:
+        """Wait (at most ``timeout``) until the first connection attempt has finished."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._attempted.wait(), timeout)
+
+    async def wait_next_attempt(self, timeout: float) -> None:
+        """Wait (at most ``timeout``) until the next connection attempt has finished."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._next_attempt.append(waiter)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(waiter), timeout)
+
+    def _attempt_finished(self) -> None:
+        self._attempted.set()
+        waiters, self._next_attempt = self._next_attempt, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def restart(self) -> None:
+        """Drop the connection and connect again at once (backoff and failures reset)."""
+        self.failures = 0
+        self.start()
+        self._wake.set()
+
+    async def stop(self) -> None:
+        """Close the session and end the process or connection."""
+        self._stopping = True
+        self._wake.set()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for extra in list(self._background):
+            extra.cancel()
+        self.state = "stopped"
+        self._session = None
+        self._ready.clear()
+
+    async def close(self) -> None:
+        """`stop`, and release the stderr log (the server is being dropped)."""
+        await self.stop()
+        self.stderr.close(asyncio.get_running_loop())
+
+    async def _supervise(self) -> None:
+        await asyncio.to_thread(_load_sdk)
+        while not self._stopping:
+            self._wake.clear()
+            self.state = "connecting" if self.failures < MAX_ATTEMPTS else self.state
+            try:
+                await self._connect_and_serve()
+                if self.state == "ready" and not self._stopping:
+                    self.error = "the connection ended"
+                    log.warning("MCP server '%s': the connection ended; reconnecting", self.name)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.error = _describe(exc)
+                self.failures += 1
+                level = logging.WARNING if self.failures <= MAX_ATTEMPTS else logging.DEBUG
+                log.log(level, "MCP server '%s' failed to connect: %s", self.name, self.error)
+                log.debug("MCP server '%s' connection failure", self.name, exc_info=True)
+                self._attempt_finished()
+            finally:
+                self._session, self._watched = None, None
+                self._ready.clear()
+                self._attempted.set()
+            if self._is_stopping():
+                break
+            if self._wake.is_set():  # restart asked for: no delay
+                continue
+            if self.failures >= MAX_ATTEMPTS:
+                if self.state != "failed":
+                    log.error(
+                        "MCP server '%s' failed %d times (%s); probing again every %gs",
+                        self.name,
+                        self.failures,
+                        self.error,
+                        PROBE_INTERVAL,
+                    )
+                self.state = "failed"
+                delay = PROBE_INTERVAL
+            else:
+                self.state = "retrying"
+                delay = min(BACKOFF_FIRST * 2 ** max(self.failures - 1, 0), BACKOFF_MAX)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)
+
+    async def _connect_and_serve(self) -> None:
+        import mcp_types as types
+        from mcp.client.session import ClientSession
+
+        settings = self.settings.resolved(await self._values())
+        async with AsyncExitStack() as stack:
+            read, write = await stack.enter_async_context(self._transport(settings))
+            watched = _WatchedStream(read)
+            session = await stack.enter_async_context(
+                ClientSession(
+                    watched,
+                    write,
+                    message_handler=self._on_message,
+                    client_info=types.Implementation(name="hermesd", version=__version__),
+                )
+            )
+            with anyio.fail_after(settings.connect_timeout):
+                init = await session.initialize()
+                tools = await _all_tools(session)
+            self.capabilities = init.capabilities
+            info = init.server_info
+            self.server_info = f"{info.name} {info.version}".strip() if info else ""
+            self.tools = tools
+            self._session, self._watched = session, watched
+            await self._on_tools(self)
+            self.state = "ready"
+            self.error = None
+            self.failures = 0
+            self.connects += 1
+            self._ready.set()
+            self._attempt_finished()
+            log.info("MCP server '%s' ready: %d tools", self.name, len(tools))
+            ended = asyncio.create_task(watched.ended.wait())
+            woken = asyncio.create_task(self._wake.wait())
+            try:
+                await asyncio.wait({ended, woken}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                ended.cancel()
+                woken.cancel()
+
+    def _transport(self, settings: ServerSettings) -> Any:
+        from mcp.client.sse import sse_client
+        from mcp.client.stdio import stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+
+        if settings.kind == "stdio":
+            return stdio_client(spawn_parameters(settings), errlog=self.stderr.writer)
+        headers = dict(settings.headers)
+        if settings.kind == "sse":
+            return sse_client(
+                str(settings.url),
+                headers=headers,
+                timeout=settings.connect_timeout,
+                sse_read_timeout=max(settings.timeout, 3600.0),
+            )
+        client = httpx2.AsyncClient(
+            headers=headers,
+            timeout=httpx2.Timeout(settings.connect_timeout, read=max(settings.timeout, 300.0)),
+        )
+        return _closing_client(
+            client, streamable_http_client(str(settings.url), http_client=client)
+        )
+
+    # -- tools --------------------------------------------------------------------------
+
+    async def _on_message(self, message: Any) -> None:
+        import mcp_types as types
+
+        if isinstance(message, types.ToolListChangedNotification):
+            task = asyncio.create_task(self.relist())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        elif isinstance(message, Exception):
+            log.debug("MCP server '%s' transport: %s", self.name, message)
+
+    async def relist(self) -> None:
+        """List the tools again and hand them to the pool (one re-list at a time)."""
+        async with self._relist_lock:
+            session = self._session
+            if session is None:
+                return
+            try:
+                self.tools = await asyncio.wait_for(
+                    _all_tools(session), self.settings.connect_timeout
+                )
+            except Exception as exc:
+                log.warning("MCP server '%s': re-listing tools failed: %s", self.name, exc)
+                return
+            log.info("MCP server '%s' changed its tools: %d now", self.name, len(self.tools))
+            await self._on_tools(self)
+
+    # -- calls --------------------------------------------------------------------------
+
+    async def session(self, wait: float) -> ClientSession:
+        """The live session, waiting up to ``wait`` seconds for a (re)connection."""
+        live = self._live_session()
+        if live is not None:
+            return live
+        self.start()
+        if self.state == "failed":
+            raise McpUnavailable(
+                f"MCP server '{self.name}' is unavailable after {self.failures} failed "
+                f"attempts ({self.error}); hermesd keeps probing it. Do not retry now."
+            )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ready.wait(), wait)
+        session = self._live_session()
+        if session is None:
+            raise McpUnavailable(
+                f"MCP server '{self.name}' is not connected ({self.error or self.state})"
+            )
+        return session
+
+    def _live_session(self) -> ClientSession | None:
+        """The session, unless its connection has ended (the supervisor may not know yet)."""
+        if self._watched is not None and self._watched.ended.is_set():
+            self._ready.clear()
+            return None
+        return self._session
+
+    def _is_stopping(self) -> bool:
+        return self._stopping  # read anew: stop() sets it while the supervisor awaits
+
+    async def call(self, op: Callable[[ClientSession], Awaitable[Any]], timeout: float) -> Any:
+        """Run ``op`` on the session within ``timeout`` seconds (after waiting up to
+        ``connect_timeout`` for a connection); raises `McpUnavailable`."""
+        session = await self.session(self.settings.connect_timeout)
+        try:
+            return await asyncio.wait_for(op(session), timeout)
+        except TimeoutError:
+            raise McpUnavailable(
+                f"MCP server '{self.name}' did not answer within {timeout:g}s"
+            ) from None
+        except McpSettingsError:
+            raise
+        except Exception as exc:
+            if self._live_session() is not session:
+                raise McpUnavailable(
+                    f"MCP server '{self.name}' went away during the call ({_describe(exc)}); "
+                    "it is being restarted"
+                ) from None
+            raise
+
+    def describe(self) -> dict[str, Any]:
+        """State for ``mcp.list`` and ``status``."""
+        return {
+            "name": self.name,
+            "kind": self.settings.kind,
+            "enabled": self.settings.enabled,
+            "state": self.state,
+            "error": self.error,
+            "server": self.server_info,
+            "tools": len(self.tools),
+            "connects": self.connects,
+            "failures": self.failures,
+        }
+
+
+async def _all_tools(session: ClientSession) -> list[types.Tool]:
+    import mcp_types as types
+
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    for _ in range(100):  # a server that keeps handing out cursors is cut off
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+@contextlib.asynccontextmanager
+async def _closing_client(client: httpx2.AsyncClient, transport: Any) -> Any:
+    async with client, transport as streams:
+        yield streams[0], streams[1]
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _describe(exc.exceptions[0])
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,52 @@
+"""RPC declarations of the mcp.* methods (see hermesd.rpc.protocol and docs/mcp.md)."""
+
+from __future__ import annotations
+
+from hermesd.rpc.protocol import MethodSpec, Param, declare
+
+_NAME = Param("name", "str", required=True, doc="the server's name in mcp_servers")
+
+declare(
+    MethodSpec(
+        "mcp.list",
+        "Every configured MCP server: its state, last error and tool counts.",
+        (),
+        "{servers: [{name, kind, enabled, state, error, server, tools, registered, rejected, "
+        "toolset, connects, failures}]}",
+    )
+)
+declare(
+    MethodSpec(
+        "mcp.tools",
+        "One server's tools: the model-facing name, and registered, filtered or rejected.",
+        (_NAME,),
+        "{server, tools: [{tool, name, status, description, approval}]}",
+    )
+)
+declare(
+    MethodSpec(
+        "mcp.restart",
+        "Reconnect one server now (a stdio server gets a new process).",
+        (_NAME,),
+        "{server, state, error}",
+        owner_only=True,
+    )
+)
+declare(
+    MethodSpec(
+        "mcp.reload",
+        "Re-read mcp_servers from config.yaml: add, remove and restart only changed servers.",
+        (),
+        "{added: [name], removed: [name], restarted: [name]}",
+        owner_only=True,
+    )
+)
+declare(
+    MethodSpec(
+        "mcp.logs",
+        "The end of what a server wrote to stderr (kept in memory, bounded).",
+        (_NAME, Param("tail", "int", doc="at most this many bytes (default 64 KiB)")),
+        "{server, text}",
+        owner_only=True,
+    )
+)
