@@ -80,9 +80,11 @@ def register(ctx):
 def test_a_plugin_may_create_its_job_once_in_register(start, model, home) -> None:
     write_plugin(home / "plugins", "digest", REGISTER_TIME_PLUGIN)
     daemon = start_cron(start, model, home=home)
+    daemon.call("plugins.list")  # waits for the plugins, which load after start-up
     assert [j["name"] for j in daemon.call("cron.list")["jobs"]] == ["nightly-digest"]
     daemon.stop()
     again = start_cron(start, model, home=home)
+    again.call("plugins.list")  # its register() has run: a second job would show now
     assert [j["name"] for j in again.call("cron.list")["jobs"]] == ["nightly-digest"]
 
 

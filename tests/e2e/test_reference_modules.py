@@ -269,6 +269,7 @@ def register(ctx):
     )
     daemon = start_daemon(home, env={"PYTHONPATH": checkout_pythonpath(str(fake))})
     try:
+        daemon.call("plugins.list")  # waits for the plugins, which load after start-up
         seen = json.loads((home / "which.json").read_text())
     finally:
         daemon.stop()
