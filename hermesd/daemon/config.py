@@ -2,6 +2,8 @@
 
 Owns the table of known settings (type and default). Unknown keys are warned about, wrong
 types raise ``ConfigError`` naming the dotted key (the daemon exits with status 78 for it).
+Plugins' settings are not unknown keys (`_plugin_setting`; a top-level section named like a
+discovered plugin, `plugin_sections`).
 ``.env`` fills environment variables that are not already set. Nothing here starts services.
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -317,8 +320,9 @@ def _names(types: tuple[type, ...]) -> str:
     return " or ".join(words.get(t, t.__name__) for t in types)
 
 
-def parse(text: str, path: Path | None = None) -> Config:
-    """Parse and validate config text; raise ConfigError."""
+def parse(text: str, path: Path | None = None, plugin_sections: Collection[str] = ()) -> Config:
+    """Parse and validate config text; raise ConfigError. A top-level mapping named in
+    ``plugin_sections`` (and not a setting of ours) is a plugin's, kept unchecked."""
     where = str(path) if path else "config"
     try:
         data = yaml.safe_load(text) if text.strip() else {}
@@ -330,7 +334,12 @@ def parse(text: str, path: Path | None = None) -> Config:
         raise ConfigError(f"{where} must be a mapping at the top level")
     warnings: list[str] = []
     problems: list[str] = []
-    _validate(data, SCHEMA, "", warnings, problems)
+    ours = {
+        k: v
+        for k, v in data.items()
+        if k in SCHEMA or k not in plugin_sections or not isinstance(v, dict)
+    }
+    _validate(ours, SCHEMA, "", warnings, problems)
     mode = (data.get("socket") or {}).get("mode") if isinstance(data.get("socket"), dict) else None
     if mode is not None and parse_mode(mode) is None:
         problems.append("'socket.mode' must be an octal mode such as '0660'")
@@ -365,8 +374,22 @@ def parse_mode(value: Any) -> int | None:
     return mode if 0 <= mode <= 0o777 else None
 
 
-def load(home: Path) -> Config:
-    """Read ``home/config.yaml`` (missing = defaults)."""
+def plugin_sections(home: Path, env: Mapping[str, str] | None = None) -> set[str]:
+    """The top-level sections plugins own: the key and the manifest name of every plugin
+    discovery finds in ``home`` with ``env`` (default the process environment), loaded or not.
+    Nothing is logged (the plugin host logs what it finds when it loads them)."""
+    from hermesd.plugins.loader import plugin_names
+
+    try:
+        return plugin_names(home, os.environ if env is None else env)
+    except Exception:  # the check then warns about those sections; it must not fail for this
+        log.debug("finding the plugins that own config sections failed", exc_info=True)
+        return set()
+
+
+def load(home: Path, env: Mapping[str, str] | None = None) -> Config:
+    """Read ``home/config.yaml`` (missing = defaults); plugins are found with ``env`` (default
+    the process environment) for `plugin_sections`."""
     path = home / "config.yaml"
     try:
         text = path.read_text(encoding="utf-8")
@@ -376,7 +399,7 @@ def load(home: Path) -> Config:
         raise ConfigError(f"cannot read {path}: {exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path} is not UTF-8 text") from None
-    return parse(text, path)
+    return parse(text, path, plugin_sections(home, env))
 
 
 def load_dotenv_file(home: Path) -> dict[str, str]:

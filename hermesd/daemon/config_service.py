@@ -104,7 +104,7 @@ class ConfigService:
         except (OSError, UnicodeDecodeError) as exc:
             return "", None, [f"cannot read {path}: {exc}"]
         try:
-            return text, config.parse(text, path), []
+            return text, config.parse(text, path, config.plugin_sections(self.files.home)), []
         except config.ConfigError as exc:
             return text, None, list(exc.problems)
 

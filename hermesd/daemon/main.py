@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             return EX_CANTCREAT
     try:
         dotenv = config.load_dotenv_file(home)
-        cfg = config.load(home)
+        cfg = config.load(home, {**dotenv, **os.environ})  # the plugins' environment
         if args.log_level and args.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise config.ConfigError("--log-level must be DEBUG, INFO, WARNING or ERROR")
         resolve_group(cfg.get("socket.group"))  # an unknown group is a config error

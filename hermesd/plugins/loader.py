@@ -11,7 +11,9 @@ level deep (``<category>/<dir>`` keys). The resulting order is the load order, h
 
 `import_plugin` imports a folder plugin as the package ``hermes_plugins.<slug>`` (relative
 imports and ``Path(__file__)`` work) or loads an entry point, and returns its ``register``
-callable. Neither function calls plugin code other than the import itself.
+callable. Neither function calls plugin code other than the import itself. `plugin_names` is
+discovery without its log lines, for the configuration check (a plugin's top-level section of
+config.yaml is a setting, not an unknown key).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import re
 import sys
 import types
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +42,18 @@ from hermesd.plugins.manifest import (
 )
 
 log = logging.getLogger(__name__)
+# Set while `plugin_names` discovers: the plugin host logs what discovery finds when it loads,
+# so the configuration check must not log it a second time. Per thread and task, so a discovery
+# running elsewhere at the same moment keeps its lines.
+_quiet: ContextVar[bool] = ContextVar("hermesd_quiet_discovery", default=False)
+
+
+def _unless_quiet(record: logging.LogRecord) -> bool:
+    return not _quiet.get()
+
+
+for _logger in (log, logging.getLogger("hermesd.plugins.manifest")):
+    _logger.addFilter(_unless_quiet)
 
 ENTRY_POINT_GROUP = "hermes_agent.plugins"
 #: A group some published plugins declare by mistake: read too, with a warning.
@@ -214,6 +229,17 @@ def discover(home: Path, env: Mapping[str, str], cwd: Path | None = None) -> lis
             ]
         winners[candidate.key] = candidate  # re-inserted: it loads at its own source's place
     return list(winners.values())
+
+
+def plugin_names(home: Path, env: Mapping[str, str], cwd: Path | None = None) -> set[str]:
+    """The key and manifest name of every plugin `discover` finds (enabled or not), found
+    without logging anything."""
+    token = _quiet.set(True)
+    try:
+        found = discover(home, env, cwd)
+    finally:
+        _quiet.reset(token)
+    return {c.key for c in found} | {c.manifest.name for c in found if c.manifest is not None}
 
 
 def module_name(key: str) -> str:
