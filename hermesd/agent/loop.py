@@ -431,7 +431,8 @@ class _Turn:
             else ""
         )
         context = redact.redact(context) if context else ""  # plugin text bound for the model
-        providers = self.loop.providers
+        # no provider for scheduled runs: the reference runs cron with skip_memory=True
+        providers = self.loop.providers if self.platform != "cron" else None
         if providers is not None:  # the provider's recall: the API copy only, never stored
             self.provider = await providers.start(
                 self.session_id,

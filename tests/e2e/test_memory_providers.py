@@ -339,3 +339,26 @@ def test_an_unknown_provider_name_is_a_clear_warning_and_the_builtin_memory_goes
         assert not (home / "recorder.jsonl").exists()  # not selected: never imported
     finally:
         daemon.stop()
+
+
+def test_provider_tools_stay_out_when_the_memory_toolset_is_off(
+    model: ScriptedModelServer,
+) -> None:
+    home = _home_with_recorder("recorder")
+    config = (
+        model_config(model.url)
+        + "memory:\n  provider: recorder\ntools:\n  enabled_toolsets: [file]\n"
+    )
+    daemon = start_daemon(home, config=config)
+    try:
+        with daemon.client() as c:
+            sid = c.call("session.create")["id"]
+            model.push(reply("Fine."))
+            seen = len(model.requests)
+            _send(c, sid, "hi")
+        names = [t["function"]["name"] for t in model.requests[seen].get("tools", [])]
+        assert "recall_notes" not in names
+        assert "memory" not in names
+        assert "prefetch" in _methods(_calls(daemon, sid))  # the provider itself still recalls
+    finally:
+        daemon.stop()
