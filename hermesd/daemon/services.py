@@ -237,6 +237,7 @@ def build_services(daemon: Daemon) -> None:
         os.environ,
         registrations,
         core_tool_names=lambda: [e.name for e in parts.tools.entries()],
+        store=store,
     )
     memory.write_listeners.append(providers.memory_written)
     gate = ReloadGate()

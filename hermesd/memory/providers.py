@@ -30,6 +30,7 @@ from hermesd.plugins.memory_providers import (
     provider_name,
 )
 from hermesd.plugins.workers import WorkerPool, WorkTimeout, call_bounded
+from hermesd.store.sessions import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class ActiveProvider:
     provider: Any
     name: str
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> function schema
+    platform: str = "cli"
     turns: int = 0
     prompt_block: str | None = None
     messages: list[dict[str, Any]] = field(default_factory=list)  # the last turn's history
@@ -79,9 +81,13 @@ class MemoryProviders:
         env: Mapping[str, str],
         registrations: ProviderRegistrations,
         core_tool_names: Callable[[], Iterable[str]] | None = None,
+        store: SessionStore | None = None,
     ) -> None:
-        """``core_tool_names()`` returns the names provider tools may not shadow."""
+        """``core_tool_names()`` returns the names provider tools may not shadow; ``store``
+        journals deliveries not made yet (None: not journalled)."""
         self.home, self.pool, self.env = home, pool, env
+        self.store = store
+        self._start_lock = asyncio.Lock()
         self.registrations = registrations
         self.core_tool_names: Callable[[], Iterable[str]] = core_tool_names or set
         self._factory: ProviderFactory | None = None
@@ -143,15 +149,28 @@ class MemoryProviders:
         **kwargs: Any,
     ) -> Any:
         """``provider.method(*args, **kwargs)`` on a worker; None after logging when it fails."""
+        return (await self._invoke(active, method, *args, timeout=timeout, **kwargs))[1]
+
+    async def _invoke(
+        self,
+        active: ActiveProvider | Any,
+        method: str,
+        *args: Any,
+        timeout: float = CALL_TIMEOUT,
+        **kwargs: Any,
+    ) -> tuple[bool, Any]:
+        """(answered, result): answered is False when the call overran (abandoned); a call
+        that raised answered (logged, result None)."""
         provider = active.provider if isinstance(active, ActiveProvider) else active
         name = active.name if isinstance(active, ActiveProvider) else provider_name(provider)
         fn = getattr(provider, method, None)
         if not callable(fn):
-            return None
+            return True, None
         try:
-            return await call_bounded(
+            result = await call_bounded(
                 self.pool, fn, args, kwargs, timeout, key=f"memory-provider:{name}"
             )
+            return True, result
         except WorkTimeout:
             log.warning(
                 "Memory provider '%s' %s() did not return within %gs; abandoned, the turn goes on",
@@ -159,6 +178,7 @@ class MemoryProviders:
                 method,
                 timeout,
             )
+            return False, None
         except Exception as exc:
             log.warning(
                 "Memory provider '%s' %s() failed: %s: %s; the turn goes on",
@@ -168,7 +188,7 @@ class MemoryProviders:
                 exc,
                 exc_info=True,
             )
-        return None
+        return True, None
 
     async def _instance(self) -> Any:
         """A fresh instance of the selected provider, or None (logged once per name)."""
@@ -226,6 +246,11 @@ class MemoryProviders:
         if active is not None:
             self._sessions.move_to_end(session_id)
             return active
+        async with self._start_lock:  # one instance per session, also against a replay
+            active = self._sessions.get(session_id)
+            return active if active is not None else await self._make(session_id, init)
+
+    async def _make(self, session_id: str, init: dict[str, Any]) -> ActiveProvider | None:
         provider = await self._instance()
         if provider is None:
             return None
@@ -234,9 +259,10 @@ class MemoryProviders:
             self._refused[session_id] = "unavailable"
             return None
         active = ActiveProvider(session_id, provider, name)
+        active.platform = str(init.pop("platform", None) or "cli")
         kwargs = {
             "hermes_home": str(self.home),
-            "platform": init.pop("platform", None) or "cli",
+            "platform": active.platform,
             "agent_context": "primary",
             "agent_identity": "default",
             "agent_workspace": "hermes",
@@ -295,23 +321,86 @@ class MemoryProviders:
     def turn_done(
         self, active: ActiveProvider, user: str, assistant: str, messages: list[dict[str, Any]]
     ) -> None:
-        """``sync_turn`` then ``queue_prefetch`` in the background, in order per session."""
-
+        """``sync_turn`` then ``queue_prefetch`` in the background, in order per session; the
+        sync is journalled until the provider answered it."""
         active.messages = list(messages)
+        payload = {"user": user, "assistant": assistant, "messages": list(messages)}
 
         async def sync() -> None:
+            delivery = await self._journal(active, "sync_turn", payload)
             async with active.lock:
-                await self._call(
-                    active,
-                    "sync_turn",
-                    user,
-                    assistant,
-                    session_id=active.session_id,
-                    messages=list(messages),
-                )
+                await self._deliver(active, "sync_turn", payload, delivery)
                 await self._call(active, "queue_prefetch", user, session_id=active.session_id)
 
         self._spawn(sync())
+
+    async def _journal(self, active: ActiveProvider, kind: str, payload: dict[str, Any]) -> int:
+        """Keep a delivery in state.db before it is made (0: not kept)."""
+        if self.store is None:
+            return 0
+        try:
+            text = json.dumps({**payload, "platform": active.platform}, default=str)
+            store = self.store
+            return await store.run(
+                store.journal_delivery, active.name, active.session_id, kind, text
+            )
+        except Exception:
+            log.exception(
+                "could not journal a %s delivery to memory provider '%s'", kind, active.name
+            )
+            return 0
+
+    async def _deliver(
+        self, active: ActiveProvider, kind: str, payload: dict[str, Any], delivery: int
+    ) -> None:
+        """Make one journalled delivery; forget it once the provider answered (an overrun or
+        a daemon stop keeps it for the next start)."""
+        if kind == "sync_turn":
+            answered, _ = await self._invoke(
+                active,
+                "sync_turn",
+                payload.get("user", ""),
+                payload.get("assistant", ""),
+                session_id=active.session_id,
+                messages=payload.get("messages") or [],
+            )
+        else:
+            answered, _ = await self._invoke(
+                active,
+                "on_memory_write",
+                payload.get("action", ""),
+                payload.get("target", "memory"),
+                payload.get("content", ""),
+                metadata=payload.get("metadata") or {},
+            )
+        if answered and delivery and self.store is not None:
+            try:
+                await self.store.run(self.store.delivery_made, delivery)
+            except Exception:
+                log.exception("could not mark memory provider delivery %d made", delivery)
+
+    async def replay(self) -> None:
+        """Make the deliveries a previous run of the daemon left in the journal, in order."""
+        if not self.selected or self.store is None:
+            return
+        try:
+            pending = await self.store.run(self.store.pending_deliveries, self.selected)
+        except Exception:
+            log.exception("could not read the memory provider journal")
+            return
+        if pending:
+            log.info(
+                "Memory provider '%s': delivering %d call(s) journalled before the restart",
+                self.selected,
+                len(pending),
+            )
+        for row in pending:
+            payload = json.loads(row["payload"])
+            active = await self.start(row["session_id"], platform=payload.get("platform"))
+            if active is None:
+                return  # not available now: kept for a later start
+            async with active.lock:
+                await self._deliver(active, row["kind"], payload, int(row["id"]))
 
     def openai_tools(self, active: ActiveProvider) -> list[dict[str, Any]]:
         """The provider's tools in the request's format."""
@@ -332,7 +421,7 @@ class MemoryProviders:
 
     # --- built-in writes ------------------------------------------------------------------
 
-    def memory_written(self, write: MemoryWrite, platform: str = "cli") -> None:
+    def memory_written(self, write: MemoryWrite) -> None:
         """A built-in write reached the files: tell the provider of the session that made it."""
         active = self._sessions.get(write.session_id) if write.session_id else None
         if active is None:
@@ -348,21 +437,22 @@ class MemoryProviders:
                 "execution_context": "foreground",
                 "session_id": write.session_id,
                 "parent_session_id": "",
-                "platform": platform,
+                "platform": active.platform,
                 "tool_name": "memory",
             }
             if op.get("old_text"):
                 metadata["old_text"] = str(op["old_text"])
-            self._spawn(
-                self._call(
-                    active,
-                    "on_memory_write",
-                    str(op["action"]),
-                    target,
-                    str(op.get("content") or ""),
-                    metadata=metadata,
-                )
-            )
+            payload = {
+                "action": str(op["action"]),
+                "target": target,
+                "content": str(op.get("content") or ""),
+                "metadata": metadata,
+            }
+            self._spawn(self._write_delivery(active, payload))
+
+    async def _write_delivery(self, active: ActiveProvider, payload: dict[str, Any]) -> None:
+        delivery = await self._journal(active, "on_memory_write", payload)
+        await self._deliver(active, "on_memory_write", payload, delivery)
 
     # --- ends ------------------------------------------------------------------------------
 

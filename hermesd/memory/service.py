@@ -38,7 +38,12 @@ class MemoryService:
         if removed:
             log.info("removed %d temporary memory file(s) left by a crash", removed)
         if self.providers is not None:  # the listing's availability; a warning in the log
-            self._checking = asyncio.get_running_loop().create_task(self.providers.check())
+            self._checking = asyncio.get_running_loop().create_task(self._providers_start())
+
+    async def _providers_start(self) -> None:
+        assert self.providers is not None
+        await self.providers.check()
+        await self.providers.replay()  # deliveries a killed daemon left in the journal
 
     async def stop(self) -> None:
         if self.providers is not None:

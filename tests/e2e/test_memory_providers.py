@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -362,3 +363,51 @@ def test_provider_tools_stay_out_when_the_memory_toolset_is_off(
         assert "prefetch" in _methods(_calls(daemon, sid))  # the provider itself still recalls
     finally:
         daemon.stop()
+
+
+def test_deliveries_pending_at_a_kill_are_made_once_after_the_restart(
+    model: ScriptedModelServer,
+) -> None:
+    home = _home_with_recorder("recorder")
+    (home / "recorder-mode.json").write_text(json.dumps({"hang": ["sync_turn", "on_memory_write"]}))
+    config = model_config(model.url) + "memory:\n  provider: recorder\n"
+    first = start_daemon(home, config=config)
+    with first.client() as c:
+        sid = c.call("session.create")["id"]
+        model.push(
+            call_tools(tool_call("memory", {"action": "add", "target": "user", "content": "Ada"})),
+            reply("Saved."),
+        )
+        _send(c, sid, "Remember me: Ada")
+    _wait_for(
+        lambda: {"sync_turn", "on_memory_write"} <= set(_methods(_calls(first, sid))),
+        "the hung deliveries",
+    )
+    first.proc.kill()  # kill -9 while the provider holds both
+    first.proc.wait()
+    first.stop()
+    (home / "recorder-mode.json").unlink()
+    before = len(_calls(first))
+
+    second = start_daemon(home, config=config)
+    try:
+        db = home / "state.db"
+
+        def journal_empty() -> bool:
+            with sqlite3.connect(db) as conn:
+                return conn.execute("SELECT count(*) FROM memory_deliveries").fetchone()[0] == 0
+
+        _wait_for(journal_empty, "the journal to empty")
+        after = _calls(second)[before:]
+        assert [c["method"] for c in after if c["method"] != "is_available"] == [
+            "initialize",
+            "on_memory_write",  # in the order they were made: the write came during the turn
+            "sync_turn",
+        ]
+        assert after[1]["args"] == ["add", "user", "Ada"]
+        assert after[1]["kwargs"]["metadata"]["session_id"] == sid
+        assert after[2]["args"] == ["Remember me: Ada", "Saved."]
+        assert after[2]["kwargs"]["session_id"] == sid
+        assert "delivering 2 call(s) journalled before the restart" in second.log()
+    finally:
+        second.stop()
