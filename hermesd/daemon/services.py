@@ -177,6 +177,11 @@ def build_plugin_host(
 def _forget_session(broker: ApprovalBroker, providers: MemoryProviders, sid: str) -> None:
     """A deleted session: its approvals dropped, its memory provider ended."""
     broker.forget_session(sid)
+    _end_provider(providers, sid)
+
+
+def _end_provider(providers: MemoryProviders, sid: str) -> None:
+    """A session at a real boundary (deleted, reset): its memory provider is ended."""
     task = asyncio.get_running_loop().create_task(providers.end_session(sid, []))
     _ENDING.add(task)
     task.add_done_callback(_ENDING.discard)
@@ -258,6 +263,7 @@ def build_services(daemon: Daemon) -> None:
         attached=attached,
         on_attach=broker.on_attach,
         on_forget=functools.partial(_forget_session, broker, providers),
+        on_reset=functools.partial(_end_provider, providers),
         redact_event=redact.redact_event,
     )
     # MCP servers: one pool for the daemon, its tools in the same registry (docs/mcp.md)
