@@ -246,6 +246,7 @@ def build_services(daemon: Daemon) -> None:
     )
     memory.write_listeners.append(providers.memory_written)
     gate = ReloadGate()
+    providers.ready = gate.wait  # a plugin's ctx.register_memory_provider comes first
     agent = AgentLoop(
         store,
         parts.tools,

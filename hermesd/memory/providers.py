@@ -17,7 +17,7 @@ import asyncio
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -87,6 +87,8 @@ class MemoryProviders:
         journals deliveries not made yet (None: not journalled)."""
         self.home, self.pool, self.env = home, pool, env
         self.store = store
+        #: awaited before the start-up check: plugins that register a provider have loaded
+        self.ready: Callable[[], Awaitable[None]] | None = None
         self._start_lock = asyncio.Lock()
         self.registrations = registrations
         self.core_tool_names: Callable[[], Iterable[str]] = core_tool_names or set
@@ -120,6 +122,8 @@ class MemoryProviders:
         ``unavailable_reason()``), for the listing and an early warning in the log."""
         if not self.selected:
             return
+        if self.ready is not None:
+            await self.ready()
         provider = await self._instance()
         if provider is None:
             self._status = {"available": False, "reason": "not found or not loadable"}

@@ -427,3 +427,25 @@ def test_a_reset_ends_the_old_sessions_provider(
     end = [c for c in calls if c["method"] == "on_session_end"]
     assert [m["content"] for m in end[0]["args"][0]] == ["last words", "Bye."]
     assert fresh != sid
+
+
+def test_a_provider_a_plugin_registers_through_ctx_is_used_when_named(
+    model: ScriptedModelServer,
+) -> None:
+    home = short_tmpdir("memp-")
+    declared = short_tmpdir("memd-")
+    shutil.copytree(RECORDER, declared / "recorder")
+    (declared / "recorder" / "plugin.yaml").write_text("name: recorder-plugin\nversion: 2.0.0\n")
+    config = model_config(model.url) + "memory:\n  provider: recorder\n"
+    daemon = start_daemon(home, config=config, env={"HERMES_PLUGIN_PATH": str(declared)})
+    try:
+        with daemon.client() as c:
+            sid = c.call("session.create")["id"]
+            model.push(reply("Fine."))
+            _send(c, sid, "hi")
+            lines = [p["line"] for p in c.call("plugins.list")["plugins"]]
+        assert "✓ recorder-plugin v2.0.0 (1 memory provider)" in lines
+        assert "prefetch" in _methods(_calls(daemon, sid))
+        assert "no memory provider of that name" not in daemon.log()
+    finally:
+        daemon.stop()
