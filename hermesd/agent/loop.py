@@ -50,6 +50,7 @@ from hermesd.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
     from hermesd.memory.builtin import BuiltinMemory
+    from hermesd.memory.providers import ActiveProvider, MemoryProviders
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +154,7 @@ class AgentLoop:
         settings: AgentSettings | None = None,
         reloads: ReloadGate | None = None,
         memory: BuiltinMemory | None = None,
+        providers: MemoryProviders | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -161,6 +163,7 @@ class AgentLoop:
         self.settings = settings or AgentSettings()
         self.reloads = reloads  # a turn starts once no plugin reload runs
         self.memory = memory  # the built-in memory's prompt snapshot (hermesd.memory)
+        self.providers = providers  # the external memory provider (memory.provider)
 
     def check_ready(self) -> None:
         """Raise ``ModelNotConfigured`` when no endpoint is configured (call before a turn)."""
@@ -258,6 +261,8 @@ class _Turn:
         self.messages: list[dict[str, Any]] = []  # what the model is sent
         self.stored_history: list[dict[str, Any]] = []  # the same, minus system and context
         self.toolsets: Toolsets | None = None
+        self.provider: ActiveProvider | None = None  # the session's memory provider
+        self.provider_tools: set[str] = set()  # its tools offered in this turn
 
     @property
     def turn_id(self) -> str:
@@ -363,6 +368,10 @@ class _Turn:
             except Exception:
                 log.exception("could not close tool calls of session %s", self.session_id)
         await self.settle_observers()
+        if status == "completed" and self.provider is not None and self.loop.providers:
+            self.loop.providers.turn_done(
+                self.provider, self.user_message, self.result.final_text or "", self.stored_history
+            )
         await self.hook(
             "on_session_end",
             completed=status == "completed",
@@ -422,6 +431,19 @@ class _Turn:
             else ""
         )
         context = redact.redact(context) if context else ""  # plugin text bound for the model
+        # no provider for scheduled runs: the reference runs cron with skip_memory=True
+        providers = self.loop.providers if self.platform != "cron" else None
+        if providers is not None:  # the provider's recall: the API copy only, never stored
+            self.provider = await providers.start(
+                self.session_id,
+                platform=self.platform,
+                user_id=self.sender_id,
+                user_name=self.user_name,
+            )
+        if providers is not None and self.provider is not None:
+            recalled = await providers.recall(self.provider, self.user_message)
+            if recalled:
+                context = context + "\n\n" + recalled if context else recalled
         api_user = {
             "role": "user",
             "content": self.user_message + ("\n\n" + context if context else ""),
@@ -429,6 +451,10 @@ class _Turn:
         system = self.loop.settings.system_message()
         if self.loop.memory is not None:  # the memory snapshot taken when the session started
             block = await self.loop.memory.prompt_block(self.session_id, fresh=first)
+            if block:
+                system = {**system, "content": system["content"] + "\n\n" + block}
+        if providers is not None and self.provider is not None:
+            block = await providers.system_prompt_block(self.provider)
             if block:
                 system = {**system, "content": system["content"] + "\n\n" + block}
         self.messages = [system, *prior, api_user]
@@ -442,6 +468,7 @@ class _Turn:
         tools = self.loop.registry.openai_tools(self.loop.settings.enabled_toolsets)
         if self.toolsets is not None:
             tools = self._narrowed(tools)
+        tools = tools + self._provider_tools(tools)
         limit = self.loop.settings.max_iterations
         while self.result.iterations < limit:
             self.result.iterations += 1
@@ -674,6 +701,24 @@ class _Turn:
             error={"type": type(exc).__name__, "message": str(exc), "status": status},
         )
 
+    def _provider_tools(self, offered: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The memory provider's tools, when the ``memory`` toolset is on for this turn (the
+        daemon's ``tools.enabled_toolsets`` and the turn's narrowing, re-applied here); never
+        one named like a tool already offered."""
+        providers, active = self.loop.providers, self.provider
+        if providers is None or active is None:
+            return []
+        narrowing = self.toolsets or Toolsets()
+        for enabled in (self.loop.settings.enabled_toolsets, narrowing.enabled):
+            if enabled is not None and "memory" not in enabled:
+                return []
+        if "memory" in narrowing.disabled:
+            return []
+        taken = {t["function"]["name"] for t in offered}
+        extra = [t for t in providers.openai_tools(active) if t["function"]["name"] not in taken]
+        self.provider_tools = {t["function"]["name"] for t in extra}
+        return extra
+
     def _narrowed(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         allowed = self._allowed_names()
         return [t for t in tools if t["function"]["name"] in allowed]
@@ -694,7 +739,9 @@ class _Turn:
         self.emit("tool.started", name=name, arguments=arguments, tool_call_id=call["id"])
         await self.settle_observers()  # the previous call's, before this one's pre_tool_call
         started = time.monotonic()
-        if self.toolsets is not None and name not in self._allowed_names():
+        if name in self.provider_tools and self.provider is not None and self.loop.providers:
+            result = await self.loop.providers.call_tool(self.provider, name, arguments)
+        elif self.toolsets is not None and name not in self._allowed_names():
             result = json.dumps(
                 {"error": f"Tool '{name}' is not available in this turn (its toolset is off)"}
             )

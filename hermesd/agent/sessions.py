@@ -67,10 +67,12 @@ class SessionService:
         on_attach: Callable[[str, Connection], None] | None = None,
         on_forget: Callable[[str], None] | None = None,
         redact_event: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        on_reset: Callable[[str], None] | None = None,
     ) -> None:
         """``attached`` is shared with whoever must reach a session's clients (approvals);
         ``on_attach(session_id, conn)`` runs whenever a connection attaches, ``on_forget``
-        with the id of a deleted session, ``redact_event`` on every event before it is sent."""
+        with the id of a deleted session, ``redact_event`` on every event before it is sent,
+        ``on_reset`` with the id of a session a client left with ``session.reset``."""
         self.store = store
         self.agent = agent
         self.hooks = hooks
@@ -86,6 +88,7 @@ class SessionService:
         self.on_attach = on_attach
         self.redact_event = redact_event
         self.on_forget = on_forget
+        self.on_reset = on_reset
         self.events = EventLog()
 
     # --- the service protocol ------------------------------------------------------------
@@ -413,6 +416,8 @@ class SessionService:
             previous = await self._owned(call.conn, old)
             model = previous["model"]
             await self.hooks.invoke("on_session_reset", session_id=old, platform=self.platform)
+            if self.on_reset is not None:
+                self.on_reset(old)
             self._detach(old, call.conn)
         session = await self._db(
             self.store.create_session,

@@ -159,6 +159,7 @@ SCHEMA: dict[str, Any] = {
         "memory_char_limit": _S((int,), 2200, "characters MEMORY.md may hold"),
         "user_char_limit": _S((int,), 1375, "characters USER.md may hold"),
         "write_approval": _S((bool,), False, "stage the agent's memory writes for a person"),
+        "provider": _S((str,), "", "external memory provider plugin ('' = built-in only)"),
     },
     # scheduled turns (hermesd.cron, docs/cron.md)
     "cron": {

@@ -38,6 +38,7 @@ from hermesd.daemon.reloads import ReloadService
 from hermesd.mcp.pool import McpPool
 from hermesd.mcp.service import McpService
 from hermesd.memory.builtin import BuiltinMemory
+from hermesd.memory.providers import MemoryProviders
 from hermesd.memory.service import MemoryService
 from hermesd.memory.tool import register_memory_tool
 from hermesd.model.client import ModelClient, ModelSettings
@@ -45,6 +46,7 @@ from hermesd.plugins.admin import PluginAdminService
 from hermesd.plugins.context import Injector, McpCaller
 from hermesd.plugins.hooks import DEFAULT_HOOK_TIMEOUT, HookBus
 from hermesd.plugins.host import DEFAULT_LOAD_TIMEOUT, PluginHost, PluginManager, ReloadGate
+from hermesd.plugins.memory_providers import ProviderRegistrations
 from hermesd.plugins.service import PluginService
 from hermesd.plugins.skills import SkillCatalog
 from hermesd.plugins.workers import WorkerPool
@@ -172,6 +174,22 @@ def build_plugin_host(
     return PluginHost(parts.pool, parts.hooks, parts.tools, parts.commands, parts.skills, manager)
 
 
+def _forget_session(broker: ApprovalBroker, providers: MemoryProviders, sid: str) -> None:
+    """A deleted session: its approvals dropped, its memory provider ended."""
+    broker.forget_session(sid)
+    _end_provider(providers, sid)
+
+
+def _end_provider(providers: MemoryProviders, sid: str) -> None:
+    """A session at a real boundary (deleted, reset): its memory provider is ended."""
+    task = asyncio.get_running_loop().create_task(providers.end_session(sid, []))
+    _ENDING.add(task)
+    task.add_done_callback(_ENDING.discard)
+
+
+_ENDING: set[asyncio.Task[None]] = set()
+
+
 def build_services(daemon: Daemon) -> None:
     """Build every service for ``daemon`` and append the RPC-facing ones to its list."""
     cfg = daemon.config
@@ -215,7 +233,20 @@ def build_services(daemon: Daemon) -> None:
     )
     register_memory_tool(parts.tools, memory)
     memory.slash.register(parts.commands)
+    # the external memory provider memory.provider selects (docs/memory.md)
+    registrations = ProviderRegistrations()
+    providers = MemoryProviders(
+        home,
+        cfg,
+        pool,
+        os.environ,
+        registrations,
+        core_tool_names=lambda: [e.name for e in parts.tools.entries()],
+        store=store,
+    )
+    memory.write_listeners.append(providers.memory_written)
     gate = ReloadGate()
+    providers.ready = gate.wait  # a plugin's ctx.register_memory_provider comes first
     agent = AgentLoop(
         store,
         parts.tools,
@@ -224,6 +255,7 @@ def build_services(daemon: Daemon) -> None:
         AgentSettings.from_config(cfg, skills_index=parts.skills.index_text()),
         reloads=gate,
         memory=memory,
+        providers=providers,
     )
     sessions = SessionService(
         store,
@@ -231,7 +263,8 @@ def build_services(daemon: Daemon) -> None:
         hooks,
         attached=attached,
         on_attach=broker.on_attach,
-        on_forget=broker.forget_session,
+        on_forget=functools.partial(_forget_session, broker, providers),
+        on_reset=functools.partial(_end_provider, providers),
         redact_event=redact.redact_event,
     )
     # MCP servers: one pool for the daemon, its tools in the same registry (docs/mcp.md)
@@ -250,6 +283,8 @@ def build_services(daemon: Daemon) -> None:
         completer=agent.complete_blocking,
         mcp_caller=mcp_pool.plugin_call,
     )
+    manager.services.memory_providers = registrations
+    manager.provider_status = providers.status
     host = PluginHost(pool, hooks, parts.tools, parts.commands, parts.skills, manager, gate)
     admin = PluginAdminService(host, files)
     approvals = ApprovalService(broker)
@@ -274,7 +309,7 @@ def build_services(daemon: Daemon) -> None:
     )
     daemon.services.append(sessions)
     daemon.services.append(admin)
-    daemon.services.append(MemoryService(memory))
+    daemon.services.append(MemoryService(memory, providers))
     daemon.services.append(
         CommandService(
             host,

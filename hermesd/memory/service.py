@@ -13,6 +13,7 @@ from typing import Any
 
 from hermesd.memory.builtin import BuiltinMemory
 from hermesd.memory.files import TARGETS
+from hermesd.memory.providers import MemoryProviders
 from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import Codes, RpcError
 
@@ -22,8 +23,11 @@ log = logging.getLogger(__name__)
 class MemoryService:
     """memory.show|write|set|pending|approve|reject."""
 
-    def __init__(self, memory: BuiltinMemory) -> None:
+    def __init__(self, memory: BuiltinMemory, providers: MemoryProviders | None = None) -> None:
+        """``providers``: the external memory provider, checked at start, ended at stop."""
         self.memory = memory
+        self.providers = providers
+        self._checking: asyncio.Task[None] | None = None
 
     def bind(self, router: Router) -> None:
         for name in ("show", "write", "set", "pending", "approve", "reject"):
@@ -33,15 +37,25 @@ class MemoryService:
         removed = await asyncio.to_thread(self.memory.files.remove_stale_temps)
         if removed:
             log.info("removed %d temporary memory file(s) left by a crash", removed)
+        if self.providers is not None:  # the listing's availability; a warning in the log
+            self._checking = asyncio.get_running_loop().create_task(self._providers_start())
+
+    async def _providers_start(self) -> None:
+        assert self.providers is not None
+        await self.providers.check()
+        await self.providers.replay()  # deliveries a killed daemon left in the journal
 
     async def stop(self) -> None:
-        pass
+        if self.providers is not None:
+            await self.providers.close()
 
     def status(self) -> dict[str, Any]:
         return {"memory_write_approval": self.memory.write_approval}
 
     def reload(self, cfg: Any) -> None:
         self.memory.reload(cfg)
+        if self.providers is not None:
+            self.providers.reload(cfg)
 
     # --- methods -----------------------------------------------------------------------------
 

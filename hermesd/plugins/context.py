@@ -25,6 +25,7 @@ from hermesd import redact
 from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.llm import PluginLlm
 from hermesd.plugins.manifest import Manifest, PluginRecord, RejectedTool
+from hermesd.plugins.memory_providers import ProviderRegistrations, provider_name
 from hermesd.plugins.skills import SkillCatalog
 from hermesd.plugins.tool_schema import ToolRejected
 from hermesd.plugins.workers import callable_name
@@ -64,6 +65,8 @@ class PluginServices:
     completer: Callable[..., Any] | None = None
     #: ``ctx.on_unload`` callbacks by plugin key, run (newest first) when it is unloaded
     unload_callbacks: dict[str, list[Callable[[], Any]]] = field(default_factory=dict)
+    #: the memory provider handed to ``ctx.register_memory_provider`` (at most one)
+    memory_providers: ProviderRegistrations = field(default_factory=ProviderRegistrations)
 
 
 def _takes_ctx(handler: Callable[..., Any]) -> bool:
@@ -356,8 +359,14 @@ class PluginContext:
         )
 
     def register_memory_provider(self, provider: Any) -> None:
-        """Not supported by hermesd: logged and ignored."""
-        self._unsupported("register_memory_provider")
+        """Offer ``provider`` as the memory provider of its ``name`` (used when
+        ``memory.provider`` names it); a second one, from any plugin, is rejected."""
+        with self._lock:
+            name = provider_name(provider)
+            if self._refuse_late("memory provider", name):
+                return
+            if self._services.memory_providers.register(provider, self.plugin_name):
+                self._record.memory_providers.append(name)
 
     def register_context_engine(self, engine: Any) -> None:
         """Not supported by hermesd: logged and ignored."""

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from hermesd.plugins import hostapi
 from hermesd.plugins.context import Injector, McpCaller, PluginContext, PluginServices
@@ -34,7 +34,8 @@ from hermesd.plugins.loader import (
     import_plugin,
     module_name,
 )
-from hermesd.plugins.manifest import PluginRecord
+from hermesd.plugins.manifest import PluginRecord, Source
+from hermesd.plugins.memory_providers import discover_providers, looks_like_provider
 from hermesd.plugins.skills import SkillCatalog
 from hermesd.plugins.tool_schema import Finding, ToolsJsonError, lint_tools, load_tools_json
 from hermesd.plugins.workers import WorkerPool, shared_pool
@@ -90,6 +91,8 @@ class PluginManager:
         self.services.completer = completer
         self._pool = pool or shared_pool()
         self._records: dict[str, PluginRecord] = {}
+        #: ``name -> {active, available, reason}`` of a memory provider (the daemon's)
+        self.provider_status: Callable[[str], dict[str, Any]] | None = None
         hostapi.install(hostapi.HostState(self.home, self))
 
     # -- queries ----------------------------------------------------------------------------
@@ -121,10 +124,12 @@ class PluginManager:
         """The ``/plugins`` text."""
         if self.safe_mode:
             return SAFE_MODE_TEXT
+        self.refresh_provider_status()
         return plugins_text(self.records(), self.home)
 
     def listing(self) -> list[dict[str, Any]]:
         """The ``plugins.list`` result."""
+        self.refresh_provider_status()
         return plugins_payload(self.records())
 
     # -- loading ----------------------------------------------------------------------------
@@ -142,6 +147,8 @@ class PluginManager:
         enabled = None if enabled_setting is None else {str(k) for k in enabled_setting}
         disabled = {str(k) for k in self.settings.get("disabled") or []}
         for candidate in discover(self.home, self.env, self.cwd):
+            if _is_memory_provider(candidate):
+                continue  # loaded by memory.provider only (listed below)
             record = _record_for(candidate)
             self._records[candidate.key] = record
             if candidate.error is not None:
@@ -158,9 +165,32 @@ class PluginManager:
                 pass
             else:
                 self._load(candidate, record)
+        for provider in discover_providers(self.home, self.env, self.cwd):
+            key = f"memory/{provider.name}"
+            if provider.name in self._records or key in self._records:
+                continue
+            self._records[key] = PluginRecord(
+                key=provider.name,
+                name=provider.name,
+                source=cast(Source, provider.source),
+                path=provider.location,
+                description=provider.description,
+                state="memory-provider",
+                provider_status=self._provider_status(provider.name),
+            )
         loaded = sum(r.loaded for r in self._records.values())
         log.info("Plugins: %d found, %d loaded", len(self._records), loaded)
         return self.records()
+
+    def _provider_status(self, name: str) -> dict[str, Any]:
+        status = self.provider_status(name) if self.provider_status is not None else None
+        return status or {"active": False, "available": None, "reason": ""}
+
+    def refresh_provider_status(self) -> None:
+        """Re-read the memory providers' status into their records (for the listing)."""
+        for record in self._records.values():
+            if record.state == "memory-provider":
+                record.provider_status = self._provider_status(record.key)
 
     def _missing_env(self, candidate: Candidate, record: PluginRecord) -> bool:
         requirements = candidate.manifest.requires_env if candidate.manifest else []
@@ -238,6 +268,7 @@ class PluginManager:
 
     def _rollback(self, record: PluginRecord) -> None:
         services = self.services
+        services.memory_providers.drop_owner(record.key)
         for fn in services.unload_callbacks.pop(record.key, []):  # ctx.on_unload, newest first
             try:
                 self._pool.call(fn, UNLOAD_TIMEOUT, f"plugin:{record.key}")
@@ -308,6 +339,17 @@ class PluginManager:
         """Unload everything, then discover and load again."""
         self.unload_all()
         return self.load_all()
+
+
+def _is_memory_provider(candidate: Candidate) -> bool:
+    """A user or project folder whose plugin.yaml says ``kind: exclusive``, or declares no kind
+    and names a memory provider marker: the reference's loader leaves it to memory.provider."""
+    if candidate.folder is None or candidate.source not in ("user", "project"):
+        return False
+    manifest = candidate.manifest
+    if manifest is not None and manifest.kind_declared:
+        return manifest.kind == "exclusive"
+    return looks_like_provider(candidate.folder)
 
 
 def _record_for(candidate: Candidate) -> PluginRecord:

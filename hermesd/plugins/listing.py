@@ -19,6 +19,8 @@ def plugin_line(record: PluginRecord) -> str:
     that took the key of another gets ``shadows the bundled plugin`` there (or after its
     reason), so the listing shows what the later source replaced.
     """
+    if record.state == "memory-provider":
+        return provider_line(record)
     mark = "✓" if record.loaded else "✗"
     version = f" v{record.version}" if record.version else ""
     counts = [
@@ -28,6 +30,7 @@ def plugin_line(record: PluginRecord) -> str:
             (len(record.hooks), "hooks"),
             (len(record.middleware), "middleware"),
             (len(record.commands), "commands"),
+            (len(record.memory_providers), "memory provider"),
         )
         if n
     ]
@@ -40,6 +43,24 @@ def plugin_line(record: PluginRecord) -> str:
     notes += [f"shadows the {s.source} plugin" for s in record.shadows]
     reason = f" — {'; '.join(notes)}" if notes else ""
     return f"  {mark} {record.key}{version}{detail}{reason}"
+
+
+def provider_line(record: PluginRecord) -> str:
+    """A memory provider plugin: ``  ✓ mem0 (memory provider, active)``, or ``  ✗ … — why``.
+
+    Only the provider ``memory.provider`` names is imported, so only its ``is_available()`` and
+    ``unavailable_reason()`` are known; the others say how to select them.
+    """
+    status = record.provider_status or {}
+    where = f"memory provider, {record.source}"
+    if not status.get("active"):
+        return f"  ○ {record.key} ({where}) — not selected (memory.provider: {record.key})"
+    if status.get("available") is None:
+        return f"  ○ {record.key} ({where}, active) — not checked yet"
+    if status.get("available"):
+        return f"  ✓ {record.key} ({where}, active, available)"
+    reason = status.get("reason") or "is_available() is false"
+    return f"  ✗ {record.key} ({where}, active) — unavailable: {reason}"
 
 
 def plugins_text(records: Iterable[PluginRecord], home: Path) -> str:
@@ -75,6 +96,8 @@ def plugin_dict(record: PluginRecord) -> dict[str, Any]:
         "warnings": [w.as_dict() for w in record.warnings],
         "missing_env": list(record.missing_env),
         "shadows": [{"source": s.source, "location": s.location} for s in record.shadows],
+        "memory_providers": list(record.memory_providers),
+        "memory_provider": dict(record.provider_status) if record.provider_status else None,
         "line": plugin_line(record).strip(),
     }
 

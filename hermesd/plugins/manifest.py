@@ -39,7 +39,7 @@ KNOWN_FIELDS = {
     "kind",
 }
 
-State = Literal["loaded", "disabled", "not-enabled", "error", "missing-env"]
+State = Literal["loaded", "disabled", "not-enabled", "error", "missing-env", "memory-provider"]
 Source = Literal["bundled", "path", "user", "project", "entrypoint"]
 
 
@@ -69,6 +69,7 @@ class Manifest:
     provides_tools: list[str] = field(default_factory=list)
     provides_hooks: list[str] = field(default_factory=list)
     kind: str = "standalone"
+    kind_declared: bool = False  # plugin.yaml names a kind (else a memory provider is sniffed)
     key: str = ""
     source: str = ""
     path: str | None = None
@@ -290,6 +291,7 @@ def parse_manifest(path: Path, default_name: str) -> Manifest:
         provides_tools=_str_list(data.get("provides_tools"), "provides_tools"),
         provides_hooks=_str_list(data.get("provides_hooks"), "provides_hooks"),
         kind=_optional_text(data, "kind") or "standalone",
+        kind_declared="kind" in data,
     )
 
 
@@ -344,6 +346,10 @@ class PluginRecord:
     warnings: list[Finding] = field(default_factory=list)
     missing_env: list[str] = field(default_factory=list)
     shadows: list[Shadowed] = field(default_factory=list)
+    #: memory providers: handed to ctx.register_memory_provider (a loaded plugin), or, for a
+    #: provider plugin (state ``memory-provider``), {active, available, reason}
+    memory_providers: list[str] = field(default_factory=list)
+    provider_status: dict[str, Any] | None = None
 
     @property
     def loaded(self) -> bool:

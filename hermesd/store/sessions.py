@@ -765,3 +765,32 @@ class SessionStore:
             conn.execute(
                 "UPDATE sessions SET memory_snapshot = ? WHERE id = ?", (snapshot, session_id)
             )
+
+    # --- deliveries to the memory provider (hermesd.memory.providers) ----------------------
+
+    @_on_db_thread
+    def journal_delivery(self, provider: str, session_id: str, kind: str, payload: str) -> int:
+        """Keep a delivery to make; its id (remove it with `delivery_made`)."""
+        with self._tx() as conn:
+            cursor = conn.execute(
+                "INSERT INTO memory_deliveries (provider, session_id, kind, payload, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (provider, session_id, kind, payload, time.time()),
+            )
+        return int(cursor.lastrowid or 0)
+
+    @_on_db_thread
+    def delivery_made(self, delivery_id: int) -> None:
+        """The provider answered this delivery: forget it."""
+        with self._tx() as conn:
+            conn.execute("DELETE FROM memory_deliveries WHERE id = ?", (delivery_id,))
+
+    @_on_db_thread
+    def pending_deliveries(self, provider: str) -> list[dict[str, Any]]:
+        """Deliveries to ``provider`` not made yet, oldest first."""
+        rows = self._conn.execute(
+            "SELECT id, session_id, kind, payload FROM memory_deliveries WHERE provider = ?"
+            " ORDER BY id",
+            (provider,),
+        ).fetchall()
+        return [dict(r) for r in rows]

@@ -115,7 +115,9 @@ def model() -> Iterator[ScriptedModelServer]:
 @pytest.fixture(scope="module")
 def refd(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     home = short_tmpdir("rm-")
-    write_plugin(home / "plugins", "refmods", PROBE)
+    # it names MemoryProvider, so it declares its kind: else it would be a memory provider
+    manifest = {"name": "refmods", "version": "1.0.0", "kind": "standalone"}
+    write_plugin(home / "plugins", "refmods", PROBE, manifest=manifest)
     daemon = start_daemon(home, config=model_config(model.url, timeout=5) + CONFIG_EXTRA)
     yield daemon
     daemon.stop()

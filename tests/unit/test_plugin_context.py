@@ -266,7 +266,6 @@ def test_unsupported_registrations_log_and_do_not_fail_register(
         "fancy",
         """
         def register(ctx):
-            ctx.register_memory_provider(object())
             ctx.register_context_engine(object())
     """,
     )
@@ -274,9 +273,9 @@ def test_unsupported_registrations_log_and_do_not_fail_register(
     with caplog.at_level(logging.WARNING):
         built.plugins.load_all()
     built.plugins.unload_all()
-    assert sum("does not support" in m for m in caplog.messages) == 2
+    assert sum("does not support" in m for m in caplog.messages) == 1
     assert (
-        "Plugin 'fancy' called register_memory_provider, which hermesd does not support; "
+        "Plugin 'fancy' called register_context_engine, which hermesd does not support; "
         "ignored" in caplog.messages
     )
 

@@ -160,4 +160,20 @@ CREATE TABLE cron_runs (
 CREATE INDEX cron_runs_by_job ON cron_runs(job_id, id);
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9]
+# v10: deliveries to the external memory provider not yet made (hermesd.memory.providers): a
+# completed turn's sync_turn and a built-in write's on_memory_write are journalled before they
+# are handed to the provider and removed once it answered, so a restart makes those a killed
+# daemon left behind. ``payload`` is the call's arguments as JSON.
+_V10 = """
+CREATE TABLE memory_deliveries (
+    id          INTEGER PRIMARY KEY,
+    provider    TEXT NOT NULL,
+    session_id  TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    payload     TEXT NOT NULL,
+    created_at  REAL NOT NULL
+);
+CREATE INDEX memory_deliveries_by_provider ON memory_deliveries(provider, id);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10]
