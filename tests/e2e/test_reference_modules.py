@@ -119,6 +119,7 @@ def refd(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     manifest = {"name": "refmods", "version": "1.0.0", "kind": "standalone"}
     write_plugin(home / "plugins", "refmods", PROBE, manifest=manifest)
     daemon = start_daemon(home, config=model_config(model.url, timeout=5) + CONFIG_EXTRA)
+    daemon.call("plugins.list")  # the plugins load after start-up; this waits for them
     yield daemon
     daemon.stop()
 
