@@ -12,6 +12,9 @@ Kinds:
 - ``resources``: ``echo`` plus a resource and a prompt (resources and prompts capabilities).
 - ``hostile``: names that collide once sanitised, terminal escapes in a description. (A schema
   that is not an object cannot be sent: the SDK's types refuse it on both ends.)
+- ``files``: what a server may touch in the tool sandbox: ``write(path, text)`` and
+  ``read(path)`` (the outcome as text, never an exception), ``env(name)``, ``tmpdir()``,
+  ``cwd()``, ``seccomp_filters()`` (the count in ``/proc/self/status``).
 - ``broken``: exits at once without speaking MCP (a server that keeps failing).
 """
 
@@ -133,6 +136,47 @@ def hostile_server() -> MCPServer:
     return server
 
 
+def files_server() -> MCPServer:
+    server = MCPServer("files")
+
+    @server.tool(description="Write text to a file; 'ok' or the error")
+    def write(path: str, text: str) -> str:
+        try:
+            with open(path, "w") as out:
+                out.write(text)
+        except OSError as exc:
+            return f"error: {exc.strerror}"
+        return "ok"
+
+    @server.tool(description="Read a file; its text or the error")
+    def read(path: str) -> str:
+        try:
+            with open(path) as source:
+                return source.read()
+        except OSError as exc:
+            return f"error: {exc.strerror}"
+
+    @server.tool(description="Read one variable of the server's environment")
+    def env(name: str) -> str:
+        return os.environ.get(name, "<unset>")
+
+    @server.tool(description="The server's TMPDIR")
+    def tmpdir() -> str:
+        return os.environ.get("TMPDIR", "<unset>")
+
+    @server.tool(description="The server's working directory")
+    def cwd() -> str:
+        return os.getcwd()
+
+    @server.tool(description="How many seccomp filters the server's process carries")
+    def seccomp_filters() -> str:
+        with open("/proc/self/status") as status:
+            line = next(x for x in status if x.startswith("Seccomp_filters:"))
+        return line.split()[1]
+
+    return server
+
+
 def tools_only(server: MCPServer) -> MCPServer:
     """Stop advertising resources and prompts (MCPServer serves every kind by default)."""
     handlers = server._lowlevel_server._request_handlers
@@ -146,6 +190,7 @@ KINDS = {
     "list_changed": lambda: tools_only(list_changed_server()),
     "longname": lambda: tools_only(longname_server()),
     "hostile": lambda: tools_only(hostile_server()),
+    "files": lambda: tools_only(files_server()),
     "resources": resources_server,
 }
 
