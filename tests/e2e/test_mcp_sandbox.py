@@ -7,6 +7,7 @@ Each aims inside this test's temporary directories.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from hermesd.rpc.protocol import Codes
 from hermesd.sandbox.confine import TEST_ABI_VARIABLE
 from tests.support.approvals import tool
 from tests.support.daemon import short_tmpdir, start_daemon
@@ -117,6 +119,17 @@ def test_a_server_carries_the_marker_so_its_connections_are_a_tools(box: Box) ->
     assert int(box.call("box", "seccomp_filters")) == daemon_filters + 1
 
 
+def test_a_servers_owner_only_call_on_the_socket_is_refused(box: Box) -> None:
+    answer = json.loads(
+        box.call("box", "owner_call", {"socket": str(box.daemon.socket), "method": "shutdown"})
+    )
+    if box.mechanism == "bwrap":
+        assert "unreachable" in answer  # the socket's folder is not there at all
+    else:
+        assert answer == {"error": Codes.PERMISSION_DENIED, "owner": False}
+    assert box.daemon.call("ping")["pong"] is True
+
+
 def test_the_private_tmp_lives_as_long_as_the_server_and_goes_with_it(box: Box) -> None:
     tmp = box.call("plain", "tmpdir")
     assert box.call("plain", "write", {"path": f"{tmp}/kept", "text": "t"}) == "ok"
@@ -171,5 +184,20 @@ def test_with_sandbox_mode_off_a_server_runs_unconfined_as_before() -> None:
             args = {"path": f"{outside}/written", "text": "z"}
             assert tool(c, "mcp__box__write", args, timeout=60)["result"] == "ok"
         assert (outside / "written").read_text() == "z"
+    finally:
+        daemon.stop()
+
+
+def test_with_sandbox_mode_off_a_servers_connection_back_is_still_a_tools() -> None:
+    daemon = start_daemon(
+        short_tmpdir("msh-"), config=config({"box": stdio("files")}, sandbox={"mode": "off"})
+    )
+    try:
+        settle(daemon)
+        args = {"socket": str(daemon.socket), "method": "shutdown"}
+        with daemon.client() as c:
+            answer = json.loads(tool(c, "mcp__box__owner_call", args, timeout=60)["result"])
+        assert answer == {"error": Codes.PERMISSION_DENIED, "owner": False}
+        assert daemon.call("ping")["pong"] is True
     finally:
         daemon.stop()

@@ -14,7 +14,8 @@ Kinds:
   that is not an object cannot be sent: the SDK's types refuse it on both ends.)
 - ``files``: what a server may touch in the tool sandbox: ``write(path, text)`` and
   ``read(path)`` (the outcome as text, never an exception), ``env(name)``, ``tmpdir()``,
-  ``cwd()``, ``seccomp_filters()`` (the count in ``/proc/self/status``).
+  ``cwd()``, ``seccomp_filters()`` (the count in ``/proc/self/status``), ``owner_call(socket,
+  method)`` (an owner-only method called on the daemon's socket: the outcome as JSON).
 - ``broken``: exits at once without speaking MCP (a server that keeps failing).
 """
 
@@ -167,6 +168,25 @@ def files_server() -> MCPServer:
     @server.tool(description="The server's working directory")
     def cwd() -> str:
         return os.getcwd()
+
+    @server.tool(description="Call a method on the daemon's socket; the outcome as JSON")
+    def owner_call(socket: str, method: str) -> str:
+        import json
+
+        from hermesctl.client import Client
+        from hermesd.rpc.protocol import RpcError
+
+        try:
+            client = Client.connect(socket, timeout=30, hello=True)
+        except Exception as exc:  # not there (bubblewrap hides it), or refused
+            return json.dumps({"unreachable": str(exc)})
+        with client:
+            owner = client.call("hello", {"protocol": "1.0"}).get("owner")
+            try:
+                client.call(method, {}, timeout=30)
+            except RpcError as exc:
+                return json.dumps({"error": exc.code, "owner": owner})
+            return json.dumps({"done": True, "owner": owner})
 
     @server.tool(description="How many seccomp filters the server's process carries")
     def seccomp_filters() -> str:
