@@ -100,7 +100,12 @@ def sandboxed_parameters(
     cwd = Path(plain.cwd) if plain.cwd else None
     try:
         launch = sandbox.prepare_program(
-            [plain.command, *plain.args], cwd, workspace, settings.writable, settings.readable
+            [plain.command, *plain.args],
+            cwd,
+            workspace,
+            settings.writable,
+            settings.readable,
+            search_path=dict(settings.env).get("PATH"),  # a configured PATH finds the command
         )
     except ValueError as exc:
         raise McpSettingsError(f"mcp_servers.{settings.name}.sandbox: {exc}") from None

@@ -223,23 +223,26 @@ class Sandbox:
         workspace: Path,
         writable: Sequence[str] = (),
         readable: Sequence[str] = (),
+        search_path: str | None = None,
     ) -> Launch:
         """The command line of a long-running program started by someone else's spawner (an
         MCP server: the SDK starts it and can hand it no extra file descriptor).
 
-        ``argv[0]`` is looked up on the sandbox environment's ``PATH``. ``writable`` and
-        ``readable`` widen this program's policy (`policy.rules`). Under bubblewrap the marker
-        is read by bwrap from a descriptor the command line opens itself (``sh -c 'exec 3<FILE;
-        exec bwrap ... --seccomp 3 ...'``, the file private to the daemon) and the private tmp
-        is a tmpfs that lives as long as the program; under Landlock (and ``mode: off``) it is a
-        folder that `Launch.cleanup` removes once the program has ended. Touches the disk: not
-        on the event loop. Raises `SandboxUnavailable`, and `ValueError` for a widening that
-        would reach the daemon's own places, `FileNotFoundError` for a program not found."""
+        ``argv[0]`` is looked up on ``search_path``, else the sandbox environment's ``PATH``.
+        ``writable`` and ``readable`` widen this program's policy (`policy.rules`). Under
+        bubblewrap, bwrap reads the marker from a descriptor the command line opens itself
+        (``sh -c 'exec 3<FILE && exec bwrap ... --seccomp 3 ...'``, the file private to the
+        daemon) and the private tmp is a tmpfs that lives as long as the program; under
+        Landlock (and ``mode: off``) it is a folder that `Launch.cleanup` removes once the
+        program has ended. Touches the disk: not on the event loop. Raises
+        `SandboxUnavailable`, `ValueError` for a widening that would reach the daemon's own
+        places, and `FileNotFoundError` for a program not found."""
         self._refuse_if_unavailable("MCP servers are")
         policy.check_widening(self.places, writable, readable)
         env = policy.tool_environment(self.environ, self.settings, self.dotenv)
         directory = Path(os.path.realpath(os.path.expanduser(str(cwd or workspace))))
-        program = [_find_program(argv[0], env.get("PATH", os.defpath), directory), *argv[1:]]
+        path = search_path or env.get("PATH", os.defpath)
+        program = [_find_program(argv[0], path, directory), *argv[1:]]
         if self.mechanism == "bwrap":
             marker = self._marker_file()
             rules = policy.rules(self.settings, self.places, workspace, None, writable, readable)

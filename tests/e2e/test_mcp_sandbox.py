@@ -8,6 +8,7 @@ Each aims inside this test's temporary directories.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +19,8 @@ import pytest
 from hermesd.rpc.protocol import Codes
 from hermesd.sandbox.confine import TEST_ABI_VARIABLE
 from tests.support.approvals import tool
-from tests.support.daemon import short_tmpdir, start_daemon
-from tests.support.mcp_helpers import config, server_row, settle, stdio, wait_state
+from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
+from tests.support.mcp_helpers import SERVER, config, server_row, settle, stdio, wait_state
 
 SECRET = "mcp-sandbox-dotenv-secret-value"
 
@@ -143,7 +144,7 @@ def test_the_private_tmp_lives_as_long_as_the_server_and_goes_with_it(box: Box) 
 
 
 def test_a_writable_path_inside_hermes_home_is_refused_by_name(box: Box) -> None:
-    row = wait_state(box.daemon, "inside", "retrying", timeout=60)
+    row = not_starting(box.daemon, "inside")
     assert "mcp_servers.inside.sandbox" in str(row["error"])
     assert "plugins" in str(row["error"])
     assert box.daemon.call("ping")["pong"] is True
@@ -160,13 +161,7 @@ def test_without_a_sandbox_a_server_fails_to_start_with_the_sandboxs_error() -> 
         env={TEST_ABI_VARIABLE: "0"},
     )
     try:
-        daemon.call("tools.list")
-        deadline = time.monotonic() + 60
-        row = server_row(daemon, "box")
-        while row["state"] in ("stopped", "connecting") and time.monotonic() < deadline:
-            time.sleep(0.1)
-            row = server_row(daemon, "box")
-        assert row["state"] in ("retrying", "failed")
+        row = not_starting(daemon, "box")
         assert "sandbox.mode" in str(row["error"]) and "bubblewrap" in str(row["error"])
         assert not [t for t in daemon.call("tools.list")["tools"] if t["toolset"] == "mcp-box"]
         assert daemon.call("ping")["pong"] is True
@@ -201,3 +196,50 @@ def test_with_sandbox_mode_off_a_servers_connection_back_is_still_a_tools() -> N
         assert daemon.call("ping")["pong"] is True
     finally:
         daemon.stop()
+
+
+@pytest.fixture(scope="module")
+def found() -> Iterator[DaemonProcess]:
+    """A daemon whose servers name their command by a bare name."""
+    bin_dir = short_tmpdir("msb-")
+    script = bin_dir / "files-server"
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} {SERVER} files\n")
+    script.chmod(0o755)
+    servers = {
+        "onpath": {
+            "command": "files-server",
+            "env": {"PATH": f"{bin_dir}:/usr/bin:/bin"},
+            "trusted": True,
+        },
+        "missing": {"command": "no-such-mcp-server-anywhere", "trusted": True},
+    }
+    daemon = start_daemon(short_tmpdir("msh-"), config=config(servers))
+    yield daemon
+    daemon.stop()
+
+
+def test_a_bare_command_is_found_on_the_servers_configured_path(found: DaemonProcess) -> None:
+    settle(found)
+    with found.client() as c:
+        assert tool(c, "mcp__onpath__env", {"name": "MCP_NONE"}, timeout=60) == {
+            "result": "<unset>",
+            "structuredContent": {"result": "<unset>"},
+        }
+
+
+def not_starting(daemon: DaemonProcess, name: str) -> dict[str, Any]:
+    """The row of server ``name`` once its first attempt has failed."""
+    daemon.call("tools.list")
+    deadline = time.monotonic() + 60
+    row = server_row(daemon, name)
+    while row["state"] in ("stopped", "connecting") and time.monotonic() < deadline:
+        time.sleep(0.1)
+        row = server_row(daemon, name)
+    assert row["state"] in ("retrying", "failed")
+    return row
+
+
+def test_a_command_not_found_is_the_servers_error(found: DaemonProcess) -> None:
+    row = not_starting(found, "missing")
+    assert "no-such-mcp-server-anywhere" in str(row["error"]) and "not found" in str(row["error"])
+    assert found.call("ping")["pong"] is True

@@ -4,7 +4,8 @@ Run as ``python tests/support/mcp_server.py KIND [--http PORT | --sse PORT]``; s
 Kinds:
 
 - ``echo``: ``echo(text)``, ``add(a, b)`` (structured content), ``env(name)`` (a variable of the
-  server's own environment, to check what the daemon passed), ``pid()``, ``secret_error()``
+  server's own environment, to check what the daemon passed), ``pid()`` (the process's pid and
+  a token drawn at start), ``secret_error()``
   (fails with a credential in its message), ``tagged()`` (text with invisible Unicode tags),
   ``image()`` (an image block), ``slow(seconds)``, ``crash()`` (exits the process mid-call).
 - ``list_changed``: ``first()``, and ``grow()`` which adds ``second()`` and notifies the client.
@@ -29,6 +30,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 
+#: this process: its pid and a token drawn at start (in the tool sandbox under bubblewrap every
+#: server is pid 2 of its own namespace, so the pid alone does not tell two processes apart)
+PROCESS = f"{os.getpid()}-{os.urandom(4).hex()}"
 LONG_NAME = "a_tool_whose_name_is_long_enough_to_push_the_prefixed_name_past_64_chr"
 PNG_1X1 = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -51,9 +55,9 @@ def echo_server(name: str = "echo") -> MCPServer:
     def env(name: str) -> str:
         return os.environ.get(name, "<unset>")
 
-    @server.tool(description="The server's process id")
+    @server.tool(description="The server process's identity")
     def pid() -> str:
-        return str(os.getpid())
+        return PROCESS
 
     @server.tool(description="Fail with a credential in the message")
     def secret_error() -> str:
@@ -220,7 +224,7 @@ def main(argv: list[str]) -> None:
     if kind == "broken":
         print("this server never starts", file=sys.stderr, flush=True)
         sys.exit(2)
-    print(f"mcp test server {kind} starting (pid {os.getpid()})", file=sys.stderr, flush=True)
+    print(f"mcp test server {kind} starting (pid {PROCESS})", file=sys.stderr, flush=True)
     server = KINDS[kind]()
     if len(argv) >= 3 and argv[1] == "--http":
         server.run("streamable-http", host="127.0.0.1", port=int(argv[2]))
