@@ -9,8 +9,9 @@ and probed again every `PROBE_INTERVAL` seconds, never dropped silently. Calls m
 server is (re)connecting wait for it up to ``connect_timeout``. ``notifications/tools/
 list_changed`` re-lists the tools, serialized by a lock.
 
-A stdio server's command line and environment come from `spawn_parameters` alone, so the tool
-sandbox can wrap that one function. Its stderr goes to a bounded in-memory log (`StderrLog`).
+A stdio server's command line and environment come from `spawn_parameters` alone, and
+`sandboxed_parameters` wraps them in the tool sandbox (`Sandbox.prepare_program`; docs/mcp.md,
+"Sandbox"). Its stderr goes to a bounded in-memory log (`StderrLog`).
 """
 
 from __future__ import annotations
