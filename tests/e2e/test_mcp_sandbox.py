@@ -41,6 +41,7 @@ class Box:
             "box": stdio(
                 "files",
                 sandbox={"writable": [str(self.allowed)], "readable": [str(self.denied)]},
+                env={"MCP_SANDBOX_MINE": "mine"},
             ),
             "plain": stdio("files"),
             "inside": stdio("files", sandbox={"writable": [str(self.home / "plugins")]}),
@@ -112,6 +113,11 @@ def test_sandbox_readable_lifts_readable_deny_for_that_server_only(box: Box) -> 
 def test_a_servers_environment_lacks_the_dotenv_secret(box: Box) -> None:
     assert box.call("box", "env", {"name": "MCP_SANDBOX_SECRET"}) == "<unset>"
     assert box.call("box", "env", {"name": "PATH"}) != "<unset>"
+
+
+def test_a_servers_configured_env_is_added_to_the_allow_list(box: Box) -> None:
+    assert box.call("box", "env", {"name": "MCP_SANDBOX_MINE"}) == "mine"
+    assert box.call("plain", "env", {"name": "MCP_SANDBOX_MINE"}) == "<unset>"
 
 
 def test_a_server_carries_the_marker_so_its_connections_are_a_tools(box: Box) -> None:
