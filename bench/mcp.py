@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 from pathlib import Path
@@ -50,11 +51,21 @@ def rss_mb(pid: int) -> float:
 
 
 def server_pids(daemon: DaemonProcess) -> list[int]:
+    """The test servers' processes: the daemon's descendants running mcp_server.py (under
+    bubblewrap the server is a grandchild, below bwrap itself)."""
     found = []
-    for pid in child_pids(daemon.proc.pid):
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        if any(a.endswith(b"mcp_server.py") for a in argv):
+    waiting = child_pids(daemon.proc.pid)
+    while waiting:
+        pid = waiting.pop()
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            program = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+        except OSError:
+            continue
+        if any(a.endswith(b"mcp_server.py") for a in argv) and program != "bwrap":
             found.append(pid)
+        else:
+            waiting.extend(child_pids(pid))
     return found
 
 

@@ -272,6 +272,8 @@ def build_services(daemon: Daemon) -> None:
         parts.tools,
         values=functools.partial(_mcp_values, home),
         start=str(cfg.get("mcp.start")),
+        sandbox=sandbox,  # stdio servers run in the tool sandbox
+        home=home,
     )
     manager = _manager(
         home,

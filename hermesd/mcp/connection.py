@@ -9,8 +9,9 @@ and probed again every `PROBE_INTERVAL` seconds, never dropped silently. Calls m
 server is (re)connecting wait for it up to ``connect_timeout``. ``notifications/tools/
 list_changed`` re-lists the tools, serialized by a lock.
 
-A stdio server's command line and environment come from `spawn_parameters` alone, so the tool
-sandbox can wrap that one function. Its stderr goes to a bounded in-memory log (`StderrLog`).
+A stdio server's command line and environment come from `spawn_parameters` alone, and
+`sandboxed_parameters` wraps them in the tool sandbox (`Sandbox.prepare_program`; docs/mcp.md,
+"Sandbox"). Its stderr goes to a bounded in-memory log (`StderrLog`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import contextlib
 import logging
 import os
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -30,6 +32,7 @@ import httpx2
 
 from hermesd import __version__
 from hermesd.mcp.settings import McpSettingsError, ServerSettings
+from hermesd.sandbox.confine import Launch, Sandbox
 
 if TYPE_CHECKING:  # the SDK is imported when a server first connects (see _load_sdk)
     import mcp_types as types
@@ -80,6 +83,40 @@ def spawn_parameters(
         env=safe_environment(os.environ if environ is None else environ, dict(settings.env)),
         cwd=os.path.expanduser(settings.cwd) if settings.cwd else None,
     )
+
+
+def sandboxed_parameters(
+    settings: ServerSettings, sandbox: Sandbox, workspace: Path
+) -> tuple[StdioServerParameters, Launch]:
+    """`spawn_parameters` wrapped in the tool sandbox (`Sandbox.prepare_program`): the
+    sandbox's environment allow-list plus the server's ``env``, writes confined to the
+    workspace, a private tmp and ``sandbox.writable``, the default directory the workspace.
+    Under ``sandbox.mode: off`` the server runs as unwrapped servers did (its environment and
+    directory as `spawn_parameters` gives them), carrying only the marker. The caller runs
+    `Launch.cleanup` once the process has ended. Raises `SandboxUnavailable`,
+    `McpSettingsError` (a widening the sandbox refuses) and `FileNotFoundError`."""
+    from mcp.client.stdio import StdioServerParameters
+
+    plain = spawn_parameters(settings)
+    cwd = Path(plain.cwd) if plain.cwd else None
+    try:
+        launch = sandbox.prepare_program(
+            [plain.command, *plain.args],
+            cwd,
+            workspace,
+            settings.writable,
+            settings.readable,
+            search_path=dict(settings.env).get("PATH"),  # a configured PATH finds the command
+        )
+    except ValueError as exc:
+        raise McpSettingsError(f"mcp_servers.{settings.name}.sandbox: {exc}") from None
+    off = sandbox.mechanism == "off"
+    env = dict(plain.env or {}) if off else {**launch.env, **dict(settings.env)}
+    directory = plain.cwd if off else str(launch.cwd)
+    params = StdioServerParameters(
+        command=launch.argv[0], args=launch.argv[1:], env=env, cwd=directory
+    )
+    return params, launch
 
 
 class StderrLog:
@@ -190,8 +227,14 @@ class McpServer:
         values: Callable[[], Awaitable[Mapping[str, str]]],
         on_tools: Callable[[McpServer], Awaitable[None]],
         log_bytes: int = LOG_BYTES,
+        sandbox: Sandbox | None = None,
+        workspace: Callable[[], Path] | None = None,
     ) -> None:
+        """``sandbox`` and ``workspace`` (where a stdio server works): without them a stdio
+        server runs unwrapped (`spawn_parameters`)."""
         self.settings = settings
+        self._sandbox = sandbox
+        self._workspace = workspace
         self.name = settings.name
         self._values = values
         self._on_tools = on_tools
@@ -367,7 +410,9 @@ class McpServer:
         from mcp.client.streamable_http import streamable_http_client
 
         if settings.kind == "stdio":
-            return stdio_client(spawn_parameters(settings), errlog=self.stderr.writer)
+            if self._sandbox is None or self._workspace is None:
+                return stdio_client(spawn_parameters(settings), errlog=self.stderr.writer)
+            return self._sandboxed_stdio(settings, self._sandbox, self._workspace)
         headers = dict(settings.headers)
         if settings.kind == "sse":
             return sse_client(
@@ -383,6 +428,24 @@ class McpServer:
         return _closing_client(
             client, streamable_http_client(str(settings.url), http_client=client)
         )
+
+    @contextlib.asynccontextmanager
+    async def _sandboxed_stdio(
+        self, settings: ServerSettings, sandbox: Sandbox, workspace: Callable[[], Path]
+    ) -> AsyncIterator[Any]:
+        """The stdio transport of a server inside the tool sandbox; its private tmp is
+        removed once the process has ended (the SDK's exit waits for it or kills it)."""
+        from mcp.client.stdio import stdio_client
+
+        def prepare() -> tuple[StdioServerParameters, Launch]:
+            return sandboxed_parameters(settings, sandbox, workspace())
+
+        params, launch = await asyncio.to_thread(prepare)
+        try:
+            async with stdio_client(params, errlog=self.stderr.writer) as streams:
+                yield streams
+        finally:
+            launch.cleanup()
 
     # -- tools --------------------------------------------------------------------------
 

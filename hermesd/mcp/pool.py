@@ -19,14 +19,17 @@ import fnmatch
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermesd.mcp import naming, results
 from hermesd.mcp.connection import McpServer, McpUnavailable
 from hermesd.mcp.settings import McpSettingsError, ServerSettings
 from hermesd.plugins.tool_schema import ToolRejected
+from hermesd.sandbox.confine import Sandbox
 from hermesd.tools.consent import Consent
 from hermesd.tools.registry import ToolRegistry
+from hermesd.tools.workspace import resolve_workspace
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -46,10 +49,17 @@ class McpPool:
         *,
         values: Callable[[], Awaitable[Mapping[str, str]]],
         start: str = "lazy",
+        sandbox: Sandbox | None = None,
+        home: Path | None = None,
     ) -> None:
         """``values``: the variables ``${VAR}`` expands from (the environment and .env, read
-        when a server connects)."""
+        when a server connects); ``sandbox`` and ``home``: stdio servers run in the tool
+        sandbox, their workspace the daemon's default one (``terminal.cwd``, else
+        ``$HERMES_HOME/workspace``)."""
         self.registry = registry
+        self.sandbox = sandbox
+        self.home = home
+        self.terminal_cwd: str | None = None  # terminal.cwd, set with each configuration
         self.values = values
         self.start_mode = start
         self.servers: dict[str, McpServer] = {}
@@ -77,7 +87,13 @@ class McpPool:
                     changes["restarted"].append(name)
                 else:
                     changes["added"].append(name)
-                server = McpServer(wanted, values=self.values, on_tools=self._tools_changed)
+                server = McpServer(
+                    wanted,
+                    values=self.values,
+                    on_tools=self._tools_changed,
+                    sandbox=self.sandbox,
+                    workspace=self._workspace if self.home is not None else None,
+                )
                 self.servers[name] = server
                 # the raw server name selects its toolset in tools.enabled_toolsets too
                 self.registry.toolset_aliases[name] = naming.toolset(name)
@@ -90,6 +106,10 @@ class McpPool:
     def _should_run(self, changes: dict[str, list[str]], name: str) -> bool:
         # a restarted server runs again at once; a new one follows mcp.start
         return name in changes["restarted"] or self.start_mode == "eager"
+
+    def _workspace(self) -> Path:
+        assert self.home is not None
+        return resolve_workspace(self.home, self.terminal_cwd)
 
     async def start(self) -> None:
         """Daemon start: with ``mcp.start: eager``, connect every enabled server now."""

@@ -64,6 +64,8 @@ class McpService:
     async def _apply(self, cfg: Any) -> dict[str, list[str]]:
         servers, _ = check_servers(cfg.get("mcp_servers"))
         self.pool.start_mode = str(cfg.get("mcp.start") or "lazy")
+        cwd = cfg.get("terminal.cwd")
+        self.pool.terminal_cwd = str(cwd) if cwd else None
         self.pool.allowlists = check_allowlists(cfg.get("plugins.entries"))
         return await self.pool.configure(servers)
 

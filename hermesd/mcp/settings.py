@@ -50,7 +50,9 @@ _KNOWN = {
     "approval",
     "approval_patterns",
     "trusted",
+    "sandbox",
 }
+_SANDBOX_KEYS = ("writable", "readable")
 _TOOL_FILTER_KEYS = {"include", "exclude", "resources", "prompts"}
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _VARIABLE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -87,6 +89,8 @@ class ServerSettings:
     approval: str = "always"
     approval_patterns: tuple[str, ...] = ()
     trusted: bool = False
+    writable: tuple[str, ...] = ()  # sandbox.writable: more folders a stdio server may write
+    readable: tuple[str, ...] = ()  # sandbox.readable: readable_deny paths it may read
     extra: tuple[str, ...] = field(default=(), compare=False)
 
     @property
@@ -137,6 +141,8 @@ class ServerSettings:
             cwd=None if self.cwd is None else expand(self.cwd, "cwd"),
             url=None if self.url is None else expand(self.url, "url"),
             headers=tuple((k, expand(v, f"headers.{k}")) for k, v in self.headers),
+            writable=tuple(expand(p, "sandbox.writable") for p in self.writable),
+            readable=tuple(expand(p, "sandbox.readable") for p in self.readable),
         )
 
 
@@ -200,6 +206,7 @@ def check_server(name: str, entry: Any) -> ServerSettings:
         raise McpSettingsError(
             f"'{where}.approval: patterns' needs 'approval_patterns' (tool name globs that ask)"
         )
+    writable, readable = _sandbox(entry, where, command is not None)
     return ServerSettings(
         name=name,
         command=command,
@@ -219,8 +226,40 @@ def check_server(name: str, entry: Any) -> ServerSettings:
         approval=approval,
         approval_patterns=patterns,
         trusted=trusted,
+        writable=writable,
+        readable=readable,
         extra=tuple(sorted(str(k) for k in entry if k not in _KNOWN)),
     )
+
+
+def _sandbox(
+    entry: Mapping[str, Any], where: str, stdio: bool
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``sandbox: {writable, readable}`` of a stdio server: absolute paths (``~`` and
+    ``${VAR}`` allowed at the start)."""
+    value = entry.get("sandbox")
+    if value is None:
+        return (), ()
+    if not stdio:
+        raise McpSettingsError(f"'{where}.sandbox' applies only to a stdio server (command)")
+    if not isinstance(value, dict):
+        raise McpSettingsError(f"'{where}.sandbox' must be a mapping with writable/readable")
+    unknown = sorted(str(k) for k in value if k not in _SANDBOX_KEYS)
+    if unknown:
+        raise McpSettingsError(
+            f"'{where}.sandbox' accepts writable and readable, not {', '.join(unknown)}"
+        )
+    found = []
+    for key in _SANDBOX_KEYS:
+        paths = _str_list(value, key, f"{where}.sandbox")
+        for path in paths:
+            if not path.startswith(("/", "~", "${")) or "\0" in path:
+                raise McpSettingsError(
+                    f"'{where}.sandbox.{key}' entries must be absolute paths (or start with "
+                    f"~ or ${{VAR}}), not {path!r}"
+                )
+        found.append(paths)
+    return found[0], found[1]
 
 
 def _opt_str(entry: Mapping[str, Any], key: str, where: str) -> str | None:

@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,12 +177,7 @@ class Sandbox:
     def prepare(self, command: str, cwd: Path, workspace: Path) -> Launch:
         """The command line of one ``/bin/sh -c command`` call (touches the disk: not on the
         event loop). Raises `SandboxUnavailable`."""
-        if self.mechanism == "unavailable":
-            raise SandboxUnavailable(
-                f"the sandbox cannot run here ({self.reason}), so tool commands are refused. "
-                "Install bubblewrap or use a kernel with Landlock, or set sandbox.mode: off "
-                "in config.yaml to run them unconfined."
-            )
+        self._refuse_if_unavailable("tool commands are")
         env = policy.tool_environment(self.environ, self.settings, self.dotenv)
         if self.mechanism == "bwrap":
             return self._bwrap(command, cwd, workspace, env)
@@ -195,8 +190,21 @@ class Sandbox:
             if self.mechanism == "off"
             else policy.rules(self.settings, self.places, workspace, private)
         )
+        launch.argv = self._launcher(rules, [SHELL, "-c", command])
+        return launch
+
+    def _refuse_if_unavailable(self, what: str) -> None:
+        if self.mechanism == "unavailable":
+            raise SandboxUnavailable(
+                f"the sandbox cannot run here ({self.reason}), so {what} refused. "
+                "Install bubblewrap or use a kernel with Landlock, or set sandbox.mode: off "
+                "in config.yaml to run them unconfined."
+            )
+
+    def _launcher(self, rules: list[tuple[str, str]], program: list[str]) -> list[str]:
+        """The Landlock launcher's command line (ABI 0 under ``mode: off``: the marker only)."""
         abi = 0 if self.mechanism == "off" else self.abi
-        launch.argv = [
+        return [
             sys.executable,
             "-I",
             "-S",
@@ -205,17 +213,85 @@ class Sandbox:
             *(["--no-network"] if abi and not self.settings.network else []),
             *(f"{level}={path}" for path, level in rules),
             "--",
-            SHELL,
-            "-c",
-            command,
+            *program,
         ]
+
+    def prepare_program(
+        self,
+        argv: Sequence[str],
+        cwd: Path | None,
+        workspace: Path,
+        writable: Sequence[str] = (),
+        readable: Sequence[str] = (),
+        search_path: str | None = None,
+    ) -> Launch:
+        """The command line of a long-running program started by someone else's spawner (an
+        MCP server: the SDK starts it and can hand it no extra file descriptor).
+
+        ``argv[0]`` is looked up on ``search_path``, else the sandbox environment's ``PATH``.
+        ``writable`` and ``readable`` widen this program's policy (`policy.rules`). Under
+        bubblewrap, bwrap reads the marker from a descriptor the command line opens itself
+        (``sh -c 'exec 3<FILE && exec bwrap ... --seccomp 3 ...'``, the file private to the
+        daemon) and the private tmp is a tmpfs that lives as long as the program; under
+        Landlock (and ``mode: off``) it is a folder that `Launch.cleanup` removes once the
+        program has ended. Touches the disk: not on the event loop. Raises
+        `SandboxUnavailable`, `ValueError` for a widening that would reach the daemon's own
+        places, and `FileNotFoundError` for a program not found."""
+        self._refuse_if_unavailable("MCP servers are")
+        policy.check_widening(self.places, writable, readable)
+        env = policy.tool_environment(self.environ, self.settings, self.dotenv)
+        directory = Path(os.path.realpath(os.path.expanduser(str(cwd or workspace))))
+        path = search_path or env.get("PATH", os.defpath)
+        program = [_find_program(argv[0], path, directory), *argv[1:]]
+        if self.mechanism == "bwrap":
+            marker = self._marker_file()
+            rules = policy.rules(self.settings, self.places, workspace, None, writable, readable)
+            env["TMPDIR"] = str(self.places.scratch)
+            inner = self._bwrap_mounts(rules)
+            inner += ["--seccomp", "3", "--chdir", str(directory), "--", *program]
+            opener = 'exec 3<"$0" && exec "$@"'
+            return Launch([SHELL, "-c", opener, str(marker), *inner], env, directory)
+        private = self._private_tmp("program-")
+        env["TMPDIR"] = str(private)
+        rules = (
+            []
+            if self.mechanism == "off"
+            else policy.rules(self.settings, self.places, workspace, private, writable, readable)
+        )
+        launch = Launch(self._launcher(rules, program), env, directory)
+        launch._cleanups.append(lambda: shutil.rmtree(private, ignore_errors=True))
         return launch
 
-    def _private_tmp(self) -> Path:
+    def _marker_file(self) -> Path:
+        """The seccomp marker as a file in the hidden scratch folder (for ``exec 3<FILE``)."""
         self.places.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix="call-", dir=self.places.scratch))
+        path = self.places.scratch / "seccomp-marker"
+        with contextlib.suppress(OSError):
+            if path.read_bytes() == landlock_exec.MARKER_FILTER:
+                return path
+        fd, temporary = tempfile.mkstemp(prefix=".marker-", dir=self.places.scratch)
+        with os.fdopen(fd, "wb") as out:
+            out.write(landlock_exec.MARKER_FILTER)
+        os.replace(temporary, path)
+        return path
+
+    def _private_tmp(self, prefix: str = "call-") -> Path:
+        self.places.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=self.places.scratch))
 
     def _bwrap(self, command: str, cwd: Path, workspace: Path, env: dict[str, str]) -> Launch:
+        argv = self._bwrap_mounts(policy.rules(self.settings, self.places, workspace, None))
+        read, write = os.pipe()
+        os.write(write, landlock_exec.MARKER_FILTER)
+        os.close(write)
+        env["TMPDIR"] = str(self.places.scratch)
+        argv += ["--seccomp", str(read), "--chdir", str(cwd), SHELL, "-c", command]
+        launch = Launch(argv, env, cwd, (read,))
+        launch._cleanups.append(lambda: os.close(read))
+        return launch
+
+    def _bwrap_mounts(self, rules: list[tuple[str, str]]) -> list[str]:
+        """bubblewrap's command line up to the seccomp marker: namespaces and mounts."""
         argv = [self.bwrap, "--die-with-parent", "--new-session", *_namespace_args()]
         if not self.settings.network:
             argv.append("--unshare-net")  # a loopback of its own, nothing else
@@ -224,7 +300,6 @@ class Sandbox:
         argv += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
         self.places.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)  # a mount point
         scratch = str(self.places.scratch)
-        rules = policy.rules(self.settings, self.places, workspace, None)
         remount: list[str] = []  # after every mount: mount points are made inside first
         for path, level in sorted(rules, key=lambda r: len(Path(r[0]).parts)):
             if path == "/" or level == "dev" or not os.path.lexists(path):
@@ -239,12 +314,17 @@ class Sandbox:
             else:
                 argv += ["--ro-bind", "/dev/null", path]
         argv += ["--tmpfs", scratch]  # this call's private tmp, writable, gone when it ends
-        argv += remount
-        read, write = os.pipe()
-        os.write(write, landlock_exec.MARKER_FILTER)
-        os.close(write)
-        env["TMPDIR"] = scratch
-        argv += ["--seccomp", str(read), "--chdir", str(cwd), SHELL, "-c", command]
-        launch = Launch(argv, env, cwd, (read,))
-        launch._cleanups.append(lambda: os.close(read))
-        return launch
+        return argv + remount
+
+
+def _find_program(name: str, path: str, cwd: Path) -> str:
+    """``name`` as an absolute path: on ``path`` when it has no slash, else from ``cwd``."""
+    if "/" in name:
+        found: str | None = str(cwd / name) if not os.path.isabs(name) else name
+        if not (os.path.isfile(str(found)) and os.access(str(found), os.X_OK)):
+            found = None
+    else:
+        found = shutil.which(name, path=path)
+    if found is None:
+        raise FileNotFoundError(f"the command {name!r} was not found (PATH={path})")
+    return found

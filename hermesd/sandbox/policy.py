@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,9 +80,17 @@ def _real(path: Path) -> Path:
 
 
 def rules(
-    settings: SandboxSettings, places: DaemonPlaces, workspace: Path, private_tmp: Path | None
+    settings: SandboxSettings,
+    places: DaemonPlaces,
+    workspace: Path,
+    private_tmp: Path | None,
+    writable: Sequence[str] = (),
+    readable: Sequence[str] = (),
 ) -> list[tuple[str, str]]:
-    """The (path, level) rules of one call (the deepest rule over a path wins)."""
+    """The (path, level) rules of one call (the deepest rule over a path wins). ``writable``
+    and ``readable`` widen one program's policy (an MCP server's ``sandbox`` setting), in
+    either mode, and lift ``sandbox.readable_deny`` entries at or below them; check them with
+    `check_widening` first."""
     out: list[tuple[str, str]] = [("/", "read")]
     out += [(dev, "dev") for dev in DEVICES]
     out += [(str(p), "read") for p in places.install]
@@ -91,7 +99,12 @@ def rules(
         out += [(str(_real(Path(p))), "write") for p in settings.writable]
     else:  # read-only: the workspace may sit in a hidden folder ($HERMES_HOME/workspace)
         out.append((str(_real(workspace)), "read"))
-    hidden = [places.home, places.scratch, *(_real(Path(p)) for p in settings.readable_deny)]
+    granted = [(_real(Path(p)), "write") for p in writable]
+    granted += [(_real(Path(p)), "read") for p in readable]
+    out += [(str(p), level) for p, level in granted]
+    denied = [_real(Path(p)) for p in settings.readable_deny]
+    denied = [p for p in denied if not any(_within(p, g) for g, _ in granted)]
+    hidden = [places.home, places.scratch, *denied]
     if places.socket is not None:
         hidden.append(places.socket.parent)
     out += [(str(p), "none") for p in hidden]
@@ -100,6 +113,29 @@ def rules(
     # the daemon's own places win over a workspace or writable entry that contains them
     order = {"write": 0, "dev": 0, "read": 1, "none": 2}
     return _deduplicate(out, order)
+
+
+def _within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def check_widening(places: DaemonPlaces, writable: Sequence[str], readable: Sequence[str]) -> None:
+    """Refuse (`ValueError`) a widening path that is, or is inside, ``$HERMES_HOME`` or the
+    socket's folder, or a writable one inside the daemon's install: those stay out of every
+    tool's reach."""
+    hidden = [places.home, places.scratch]
+    if places.socket is not None:
+        hidden.append(places.socket.parent)
+    for text, write in [*((p, True) for p in writable), *((p, False) for p in readable)]:
+        if not os.path.isabs(os.path.expanduser(text)):
+            raise ValueError(f"{text!r} is not an absolute path")
+        path = _real(Path(text))
+        for place in [*hidden, *(places.install if write else ())]:
+            if _within(path, place):
+                raise ValueError(
+                    f"{text} is inside {place}, hermesd's own state or install, which no "
+                    "tool's process may reach"
+                )
 
 
 def _deduplicate(out: list[tuple[str, str]], order: Mapping[str, int]) -> list[tuple[str, str]]:

@@ -40,7 +40,8 @@ def tool_results(events: list[dict[str, Any]]) -> list[Any]:
 
 
 def server_processes(daemon: DaemonProcess, kind: str = "echo") -> list[int]:
-    """The daemon's children running the MCP test server ``kind``."""
+    """The daemon's children running the MCP test server ``kind`` (the sandbox's launcher
+    becomes the server; bwrap carries the server's command line too)."""
     found = []
     for pid in child_pids(daemon.proc.pid):
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -149,7 +150,7 @@ def test_every_session_shares_one_server_process(start, model: ScriptedModelServ
             model.push(call_tools(tool_call("mcp__s__pid")), reply("ok"))
             pids.append(tool_results(send_and_follow(c, sid, "pid?", timeout=60))[0]["result"])
     assert len(set(pids)) == 1
-    assert server_processes(daemon) == [int(pids[0])]
+    assert len(server_processes(daemon)) == 1
 
 
 def test_a_plugin_calls_an_mcp_tool_it_is_allowed_to(start) -> None:

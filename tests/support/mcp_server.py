@@ -4,7 +4,8 @@ Run as ``python tests/support/mcp_server.py KIND [--http PORT | --sse PORT]``; s
 Kinds:
 
 - ``echo``: ``echo(text)``, ``add(a, b)`` (structured content), ``env(name)`` (a variable of the
-  server's own environment, to check what the daemon passed), ``pid()``, ``secret_error()``
+  server's own environment, to check what the daemon passed), ``pid()`` (the process's pid and
+  a token drawn at start), ``secret_error()``
   (fails with a credential in its message), ``tagged()`` (text with invisible Unicode tags),
   ``image()`` (an image block), ``slow(seconds)``, ``crash()`` (exits the process mid-call).
 - ``list_changed``: ``first()``, and ``grow()`` which adds ``second()`` and notifies the client.
@@ -12,6 +13,10 @@ Kinds:
 - ``resources``: ``echo`` plus a resource and a prompt (resources and prompts capabilities).
 - ``hostile``: names that collide once sanitised, terminal escapes in a description. (A schema
   that is not an object cannot be sent: the SDK's types refuse it on both ends.)
+- ``files``: what a server may touch in the tool sandbox: ``write(path, text)`` and
+  ``read(path)`` (the outcome as text, never an exception), ``env(name)``, ``tmpdir()``,
+  ``cwd()``, ``seccomp_filters()`` (the count in ``/proc/self/status``), ``owner_call(socket,
+  method)`` (an owner-only method called on the daemon's socket: the outcome as JSON).
 - ``broken``: exits at once without speaking MCP (a server that keeps failing).
 """
 
@@ -25,6 +30,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 
+#: this process: its pid and a token drawn at start (in the tool sandbox under bubblewrap every
+#: server is pid 2 of its own namespace, so the pid alone does not tell two processes apart)
+PROCESS = f"{os.getpid()}-{os.urandom(4).hex()}"
 LONG_NAME = "a_tool_whose_name_is_long_enough_to_push_the_prefixed_name_past_64_chr"
 PNG_1X1 = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -47,9 +55,9 @@ def echo_server(name: str = "echo") -> MCPServer:
     def env(name: str) -> str:
         return os.environ.get(name, "<unset>")
 
-    @server.tool(description="The server's process id")
+    @server.tool(description="The server process's identity")
     def pid() -> str:
-        return str(os.getpid())
+        return PROCESS
 
     @server.tool(description="Fail with a credential in the message")
     def secret_error() -> str:
@@ -133,6 +141,66 @@ def hostile_server() -> MCPServer:
     return server
 
 
+def files_server() -> MCPServer:
+    server = MCPServer("files")
+
+    @server.tool(description="Write text to a file; 'ok' or the error")
+    def write(path: str, text: str) -> str:
+        try:
+            with open(path, "w") as out:
+                out.write(text)
+        except OSError as exc:
+            return f"error: {exc.strerror}"
+        return "ok"
+
+    @server.tool(description="Read a file; its text or the error")
+    def read(path: str) -> str:
+        try:
+            with open(path) as source:
+                return source.read()
+        except OSError as exc:
+            return f"error: {exc.strerror}"
+
+    @server.tool(description="Read one variable of the server's environment")
+    def env(name: str) -> str:
+        return os.environ.get(name, "<unset>")
+
+    @server.tool(description="The server's TMPDIR")
+    def tmpdir() -> str:
+        return os.environ.get("TMPDIR", "<unset>")
+
+    @server.tool(description="The server's working directory")
+    def cwd() -> str:
+        return os.getcwd()
+
+    @server.tool(description="Call a method on the daemon's socket; the outcome as JSON")
+    def owner_call(socket: str, method: str) -> str:
+        import json
+
+        from hermesctl.client import Client
+        from hermesd.rpc.protocol import RpcError
+
+        try:
+            client = Client.connect(socket, timeout=30, hello=True)
+        except Exception as exc:  # not there (bubblewrap hides it), or refused
+            return json.dumps({"unreachable": str(exc)})
+        with client:
+            owner = client.call("hello", {"protocol": "1.0"}).get("owner")
+            try:
+                client.call(method, {}, timeout=30)
+            except RpcError as exc:
+                return json.dumps({"error": exc.code, "owner": owner})
+            return json.dumps({"done": True, "owner": owner})
+
+    @server.tool(description="How many seccomp filters the server's process carries")
+    def seccomp_filters() -> str:
+        with open("/proc/self/status") as status:
+            line = next(x for x in status if x.startswith("Seccomp_filters:"))
+        return line.split()[1]
+
+    return server
+
+
 def tools_only(server: MCPServer) -> MCPServer:
     """Stop advertising resources and prompts (MCPServer serves every kind by default)."""
     handlers = server._lowlevel_server._request_handlers
@@ -146,6 +214,7 @@ KINDS = {
     "list_changed": lambda: tools_only(list_changed_server()),
     "longname": lambda: tools_only(longname_server()),
     "hostile": lambda: tools_only(hostile_server()),
+    "files": lambda: tools_only(files_server()),
     "resources": resources_server,
 }
 
@@ -155,7 +224,7 @@ def main(argv: list[str]) -> None:
     if kind == "broken":
         print("this server never starts", file=sys.stderr, flush=True)
         sys.exit(2)
-    print(f"mcp test server {kind} starting (pid {os.getpid()})", file=sys.stderr, flush=True)
+    print(f"mcp test server {kind} starting (pid {PROCESS})", file=sys.stderr, flush=True)
     server = KINDS[kind]()
     if len(argv) >= 3 and argv[1] == "--http":
         server.run("streamable-http", host="127.0.0.1", port=int(argv[2]))

@@ -154,3 +154,37 @@ def test_editor_variables_user_home_and_path_separator_expand() -> None:
     s = check_server("t", {"command": "srv", "args": ["${userHome}${/}data${pathSeparator}x"]})
     home = os.path.expanduser("~")
     assert s.resolved({}).args == (f"{home}/data/x",)
+
+
+def test_a_servers_sandbox_setting_is_read_and_expanded() -> None:
+    s = check_server(
+        "fs",
+        {"command": "srv", "sandbox": {"writable": ["~/notes", "${DATA}/x"], "readable": "/r"}},
+    )
+    assert (s.writable, s.readable) == (("~/notes", "${DATA}/x"), ("/r",))
+    assert s.resolved({"DATA": "/data"}).writable == ("~/notes", "/data/x")
+
+
+@pytest.mark.parametrize(
+    ("sandbox", "message"),
+    [
+        ("/tmp", r"'mcp_servers\.fs\.sandbox' must be a mapping"),
+        ({"writeable": ["/x"]}, r"accepts writable and readable, not writeable"),
+        ({"writable": ["relative/dir"]}, r"sandbox\.writable' entries must be absolute paths"),
+        ({"readable": [{"a": 1}]}, r"sandbox\.readable' must be a list of strings"),
+    ],
+)
+def test_a_bad_sandbox_setting_is_refused_naming_the_key(sandbox: object, message: str) -> None:
+    with pytest.raises(McpSettingsError, match=message):
+        check_server("fs", {"command": "srv", "sandbox": sandbox})
+
+
+def test_a_sandbox_setting_on_an_http_server_is_refused() -> None:
+    with pytest.raises(McpSettingsError, match="applies only to a stdio server"):
+        check_server("web", {"url": "http://127.0.0.1:1/mcp", "sandbox": {"writable": ["/x"]}})
+
+
+def test_a_changed_sandbox_setting_compares_unequal_so_a_reload_restarts_it() -> None:
+    a = check_server("fs", {"command": "srv", "sandbox": {"writable": ["/a"]}})
+    b = check_server("fs", {"command": "srv", "sandbox": {"writable": ["/b"]}})
+    assert a != b

@@ -13,7 +13,13 @@ import pytest
 
 from hermesd.sandbox import landlock_exec as ll
 from hermesd.sandbox.confine import LAUNCHER, landlock_abi
-from hermesd.sandbox.policy import DaemonPlaces, SandboxSettings, rules, tool_environment
+from hermesd.sandbox.policy import (
+    DaemonPlaces,
+    SandboxSettings,
+    check_widening,
+    rules,
+    tool_environment,
+)
 
 
 def _tree(tmp_path: Path) -> dict[str, Path]:
@@ -79,6 +85,35 @@ def test_rules_hide_the_home_socket_and_denied_paths_and_keep_the_install_read_o
     default_ws = t["hermes"] / "workspace"
     hidden_ws = dict(rules(SandboxSettings(mode="read-only"), places, default_ws, None))
     assert hidden_ws[str(default_ws)] == "read"  # readable although $HERMES_HOME is hidden
+
+
+def test_a_programs_widening_writes_in_read_only_mode_and_lifts_readable_deny(
+    tmp_path: Path,
+) -> None:
+    t = _tree(tmp_path)
+    places = DaemonPlaces(t["hermes"], None, t["hermes"] / "tmp")
+    settings = SandboxSettings(mode="read-only", readable_deny=(str(t["home"] / "notes.txt"),))
+    got = dict(rules(settings, places, t["project"], None, [str(tmp_path / "w")], [str(t["home"])]))
+    assert got[str(tmp_path / "w")] == "write"
+    assert str(t["home"] / "notes.txt") not in got  # the deny below a readable entry is lifted
+    assert got[str(t["hermes"])] == "none"  # never the daemon's own places
+
+
+def test_a_widening_into_the_daemons_places_is_refused(tmp_path: Path) -> None:
+    t = _tree(tmp_path)
+    places = DaemonPlaces(
+        t["hermes"], tmp_path / "run" / "s.sock", t["hermes"] / "tmp", (tmp_path / "venv",)
+    )
+    for writable, readable in [
+        ([str(t["hermes"] / "plugins")], []),
+        ([], [str(t["hermes"])]),
+        ([], [str(tmp_path / "run")]),
+        ([str(tmp_path / "venv" / "lib")], []),
+        (["relative"], []),
+    ]:
+        with pytest.raises(ValueError):
+            check_widening(places, writable, readable)
+    check_widening(places, [str(t["project"])], [str(tmp_path / "venv" / "lib")])
 
 
 def test_a_workspace_that_is_the_home_stays_hidden(tmp_path: Path) -> None:
