@@ -12,6 +12,8 @@ import json
 import os
 from typing import Any, TextIO
 
+from hermesctl.subcommands.base import sandbox_text
+
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 ARGS_CHARS = 60
 
@@ -244,21 +246,6 @@ def _error_of(preview: str) -> str:
     if isinstance(parsed, dict) and "error" in parsed:
         return str(parsed["error"])[:120]
     return preview[:120]
-
-
-def sandbox_text(sandbox: Any) -> str | None:
-    """One line about the tool sandbox from ``status``'s ``sandbox`` field (None: not told)."""
-    if not isinstance(sandbox, dict):
-        return None
-    mode, mechanism = sandbox.get("mode"), sandbox.get("mechanism")
-    if mode == "off":
-        return "sandbox: off (sandbox.mode: off; tool commands run unconfined)"
-    if mechanism == "unavailable":
-        return (
-            f"sandbox: {mode}, but no mechanism works here: tool commands are refused "
-            f"({sandbox.get('reason', '')})"
-        )
-    return f"sandbox: {mode} ({mechanism})"
 
 
 def banner(

@@ -50,3 +50,18 @@ def emit_json(obj: Any) -> None:
 
     json.dump(obj, sys.stdout, indent=2, ensure_ascii=False, default=str)
     sys.stdout.write("\n")
+
+
+def sandbox_text(sandbox: Any) -> str | None:
+    """One line about the tool sandbox from ``status``'s ``sandbox`` field (None: not told)."""
+    if not isinstance(sandbox, dict):
+        return None
+    mode, mechanism = sandbox.get("mode"), sandbox.get("mechanism")
+    if mode == "off":
+        return "sandbox: off (sandbox.mode: off; tool commands run unconfined)"
+    if mechanism == "unavailable":
+        return (
+            f"sandbox: {mode}, but no mechanism works here: tool commands are refused "
+            f"({sandbox.get('reason', '')})"
+        )
+    return f"sandbox: {mode} ({mechanism})"

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from hermesctl.client import Client
-from hermesctl.subcommands.base import EXIT_OK, command, emit_json, positive_int
+from hermesctl.subcommands.base import EXIT_OK, command, emit_json, positive_int, sandbox_text
 from hermesd.rpc.humanize import duration
+
+TYPE_CHECKING = False  # typing is not imported at run time: start-up cost (bench/cli_startup.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,8 +46,6 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
         )
     if info.get("model"):
         print(f"  model:       {info['model']}")
-    from hermesctl.chat_ui import sandbox_text
-
     shield = sandbox_text(info.get("sandbox"))
     if shield:
         print(f"  {shield.replace('sandbox: ', 'sandbox:     ', 1)}")
