@@ -19,6 +19,7 @@ from hermesd import redact
 from hermesd.daemon import config
 from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import Codes, RpcError
+from hermesd.rpc.service import RpcService
 
 if TYPE_CHECKING:
     from hermesd.daemon.config import SettingsFiles
@@ -70,7 +71,7 @@ def _shown(dotted: str, value: Any) -> Any:
     return redact.redact_obj(value)
 
 
-class ConfigService:
+class ConfigService(RpcService):
     """config.yaml for hermesctl: read, checked, edited and reloaded."""
 
     def __init__(self, daemon: Daemon, files: SettingsFiles, reloads: ReloadService) -> None:
@@ -81,18 +82,6 @@ class ConfigService:
     def bind(self, router: Router) -> None:
         for name in ("show", "get", "set", "check"):
             router.bind(f"config.{name}", getattr(self, f"rpc_{name}"))
-
-    async def start(self) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
-
-    def status(self) -> dict[str, Any]:
-        return {}
-
-    def reload(self, cfg: Any) -> None:
-        pass
 
     def _read(self) -> tuple[str, config.Config | None, list[str]]:
         """The file's text, its settings (None when broken) and its problems."""

@@ -25,6 +25,7 @@ from hermesd.daemon import config, logs, sdnotify
 from hermesd.model.client import ModelNotConfigured, ModelSettings
 from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import PROTOCOL_VERSION
+from hermesd.rpc.service import RpcService
 
 if TYPE_CHECKING:
     from hermesd.daemon.config import SettingsFiles
@@ -221,7 +222,7 @@ def check_versions() -> Row:
     )
 
 
-class DoctorService:
+class DoctorService(RpcService):
     """The ``doctor`` method."""
 
     def __init__(self, daemon: Daemon, files: SettingsFiles, host: PluginHost) -> None:
@@ -231,18 +232,6 @@ class DoctorService:
 
     def bind(self, router: Router) -> None:
         router.bind("doctor", self.rpc_doctor)
-
-    async def start(self) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
-
-    def status(self) -> dict[str, Any]:
-        return {}
-
-    def reload(self, cfg: Any) -> None:
-        pass
 
     async def rpc_doctor(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         await self.host.gate.wait()  # plugins loading: their state is not known yet

@@ -19,6 +19,7 @@ from typing import Any
 
 from hermesd.redact import RedactingFilter
 from hermesd.rpc.connection import Call, Connection, Router
+from hermesd.rpc.service import RpcService
 
 CAPACITY = 2000  # records
 MESSAGE_MAX = 16 * 1024  # characters of one record kept: 2000 records stay a few MiB at most
@@ -81,7 +82,7 @@ class LogRing(logging.Handler):
 RING = LogRing()
 
 
-class LogService:
+class LogService(RpcService):
     """``logs.tail``: recent records, and new ones as notifications to followers."""
 
     def __init__(self, ring: LogRing = RING) -> None:
@@ -99,12 +100,6 @@ class LogService:
         for listener in self._followers.values():
             self.ring.forget(listener)
         self._followers.clear()
-
-    def status(self) -> dict[str, Any]:
-        return {}
-
-    def reload(self, cfg: Any) -> None:
-        pass
 
     def connection_closed(self, conn: Connection) -> None:
         listener = self._followers.pop(conn, None)

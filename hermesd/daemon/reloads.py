@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from hermesd.daemon import config
 from hermesd.rpc.connection import Call, Router
+from hermesd.rpc.service import RpcService
 
 if TYPE_CHECKING:
     from hermesd.daemon.main import Daemon
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class ReloadService:
+class ReloadService(RpcService):
     """``reload``, and the record of the last reload for ``status``."""
 
     def __init__(self, daemon: Daemon, admin: PluginAdminService) -> None:
@@ -36,17 +37,8 @@ class ReloadService:
     def bind(self, router: Router) -> None:
         router.bind("reload", self.rpc_reload)
 
-    async def start(self) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
-
     def status(self) -> dict[str, Any]:
         return {"last_reload": self.last}
-
-    def reload(self, cfg: Any) -> None:
-        pass
 
     def on_sighup(self) -> None:
         """SIGHUP: reload everything in the background (the signal handler returns)."""
