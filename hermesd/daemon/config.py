@@ -317,6 +317,7 @@ def _names(types: tuple[type, ...]) -> str:
         float: "a number",
         list: "a list",
         bool: "a boolean",
+        dict: "a mapping",
     }
     return " or ".join(words.get(t, t.__name__) for t in types)
 
@@ -358,7 +359,9 @@ def _check_mcp(data: dict[str, Any], warnings: list[str]) -> None:
     from hermesd.mcp.settings import McpSettingsError, check_allowlists, check_servers
 
     try:
-        warnings.extend(check_servers(data.get("mcp_servers"))[1])
+        servers = data.get("mcp_servers")
+        if servers is None or isinstance(servers, dict):  # else _validate reported the type
+            warnings.extend(check_servers(servers)[1])
         plugins = data.get("plugins")
         if isinstance(plugins, dict):  # any other type is a problem _validate reported
             check_allowlists(plugins.get("entries"))

@@ -42,6 +42,15 @@ def test_check_config_reports_every_problem_not_only_the_first() -> None:
     assert all(p.startswith("hermesd: configuration error: ") for p in problems)
 
 
+def test_sections_of_the_wrong_type_are_each_reported_once_without_a_traceback() -> None:
+    out = check_config("plugins: 5\nmcp_servers: 7\n")
+    assert out.returncode == 78, out.stderr
+    assert out.stderr.splitlines() == [
+        "hermesd: configuration error: 'plugins' must be a mapping, got int",
+        "hermesd: configuration error: 'mcp_servers' must be a mapping, got int",
+    ]
+
+
 @pytest.mark.parametrize(
     "url", ["localhost:8080/v1", "ftp://127.0.0.1/v1", "/v1", "http://", "http://host:port/v1"]
 )
