@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from hermesd import redact
+from hermesd.agent.budget import BudgetExceeded, UsageMeter
 from hermesd.model.client import (
     Completion,
     ConfigLike,
@@ -46,6 +47,7 @@ from hermesd.store.sessions import (
     SessionStore,
     StorageUnavailable,
 )
+from hermesd.store.usage import RequestUsage
 from hermesd.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
@@ -117,6 +119,7 @@ class TurnResult:
     usage: dict[str, int] = field(
         default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     )
+    cost_usd: float | None = None  # of the requests priced (hermesd.agent.budget)
 
 
 def new_id(prefix: str) -> str:
@@ -155,6 +158,7 @@ class AgentLoop:
         reloads: ReloadGate | None = None,
         memory: BuiltinMemory | None = None,
         providers: MemoryProviders | None = None,
+        meter: UsageMeter | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -164,6 +168,7 @@ class AgentLoop:
         self.reloads = reloads  # a turn starts once no plugin reload runs
         self.memory = memory  # the built-in memory's prompt snapshot (hermesd.memory)
         self.providers = providers  # the external memory provider (memory.provider)
+        self.meter = meter or UsageMeter(store)  # usage rows, prices and budget.*
 
     def check_ready(self) -> None:
         """Raise ``ModelNotConfigured`` when no endpoint is configured (call before a turn)."""
@@ -219,7 +224,11 @@ class AgentLoop:
         turn.model = model or self.client.settings.model or ""
         turn.messages = [dict(m) for m in messages]
         turn.result.iterations = 1
-        return await turn._request(list(tools or ()), extra=options)
+        completion = await turn._request(list(tools or ()), extra=options)
+        usage, turn._usage = turn._usage, None
+        if usage is not None:  # no message stores it: a row of its own
+            await self.store.run(self.meter.record, session_id or None, turn.turn_id, usage)
+        return completion
 
     def complete_blocking(
         self, messages: list[dict[str, Any]], timeout: float | None = None, **kwargs: Any
@@ -256,7 +265,7 @@ class _Turn:
         self._last_request: tuple[str, dict[str, Any]] | None = None  # id, what was sent
         self.result = TurnResult(turn_id=turn_id, status="completed")
         self.model = ""
-        self._usage: tuple[int, int, int | None] | None = None  # the last completion's, unstored
+        self._usage: RequestUsage | None = None  # the last completion's, not yet stored
         self._observers: list[asyncio.Task[Any]] = []  # post_tool_call hooks still running
         self.messages: list[dict[str, Any]] = []  # what the model is sent
         self.stored_history: list[dict[str, Any]] = []  # the same, minus system and context
@@ -312,19 +321,33 @@ class _Turn:
         return await self.store.run(fn, *args, **kwargs)
 
     async def commit(self, role: str, content: str | None, **fields: Any) -> MessageRecord:
-        """Commit one message of this turn and wait for it; the token counts of the completion
-        that produced it are added in the same write."""
+        """Commit one message of this turn and wait for it; the usage of the completion that
+        produced it (its row and the session's counters) is stored in the same transaction."""
         usage, self._usage = self._usage, None
-        record: MessageRecord = await self.db(
-            self.store.append_message,
-            self.session_id,
-            role,
-            content,
-            turn_id=self.turn_id,
-            usage=usage,
-            **fields,
-        )
+        store, meter = self.store, self.loop.meter
+
+        def write() -> MessageRecord:
+            record = store.append_message(
+                self.session_id,
+                role,
+                content,
+                turn_id=self.turn_id,
+                usage=usage.counters() if usage else None,
+                **fields,
+            )
+            if usage is not None:
+                self._add_cost(meter.record(self.session_id, self.turn_id, usage))
+            return record
+
+        if usage is None:
+            record: MessageRecord = await self.db(write)
+        else:
+            record = await self.db(store.run_in_transaction, write)
         return record
+
+    def _add_cost(self, cost: float | None) -> None:
+        if cost is not None:
+            self.result.cost_usd = (self.result.cost_usd or 0.0) + cost
 
     async def run(self) -> TurnResult:
         self.emit("turn.started", user_message=self.user_message)
@@ -335,7 +358,7 @@ class _Turn:
         except asyncio.CancelledError:
             await self._finish("cancelled", CANCELLED_RESULT)
             raise
-        except (ModelError, SessionNotFound, StorageUnavailable) as exc:
+        except (ModelError, SessionNotFound, StorageUnavailable, BudgetExceeded) as exc:
             self._fail(exc)
             await self._finish("failed", FAILED_RESULT)
         except Exception as exc:
@@ -348,7 +371,7 @@ class _Turn:
 
     def _fail(self, exc: Exception) -> None:
         self.result.status = "failed"
-        known = isinstance(exc, ModelError | SessionNotFound | StorageUnavailable)
+        known = isinstance(exc, ModelError | SessionNotFound | StorageUnavailable | BudgetExceeded)
         self.result.error = str(exc) if known else (f"internal error: {type(exc).__name__}: {exc}")
         self.result.error_type = type(exc).__name__
 
@@ -357,16 +380,23 @@ class _Turn:
         if status != "completed":
             self.result.exit_reason = status
             store, usage, self._usage = self.store, self._usage, None
+            meter = self.loop.meter
 
-            def close() -> None:  # the last completion's counts, if its message never was
+            def close() -> None:  # the last completion's usage, if its message never was
                 if usage is not None:
-                    store.add_usage(self.session_id, *usage)
+                    store.add_usage(self.session_id, *usage.counters())
+                    self._add_cost(meter.record(self.session_id, self.turn_id, usage))
                 store.close_dangling_tool_calls(self.session_id, reason, self.turn_id)
 
             try:  # shielded: a second cancel must not leave unanswered tool calls behind
                 await asyncio.shield(self.db(close))
             except Exception:
                 log.exception("could not close tool calls of session %s", self.session_id)
+        if status == "completed" and self.loop.meter.settings.active:
+            try:  # a budget this turn crossed is announced now, not at the next request
+                await self.loop.meter.check(self.session_id, self.model, self.emit, stop=False)
+            except Exception:
+                log.exception("checking the budgets after turn %s failed", self.turn_id)
         await self.settle_observers()
         if status == "completed" and self.provider is not None and self.loop.providers:
             self.loop.providers.turn_done(
@@ -389,6 +419,7 @@ class _Turn:
             error_type=self.result.error_type,
             iterations=self.result.iterations,
             usage=self.result.usage,
+            cost_usd=self.result.cost_usd,
             final_text=self.result.final_text,
         )
 
@@ -492,6 +523,8 @@ class _Turn:
     ) -> Completion:
         request_id = new_id("req")
         settings = self.loop.client.settings
+        # budget.*: announced once crossed; with action stop, no request past it
+        await self.loop.meter.check(self.session_id, self.model, self.emit)
         base = {
             "api_request_id": request_id,
             "api_call_count": self.result.iterations,
@@ -606,7 +639,9 @@ class _Turn:
         rest = shown.flush()
         if rest:
             self.emit("text.delta", text=rest)
-        usage = completion.usage or {}
+        buckets = canonical_usage(completion.usage)
+        # stored with the message this completion produced (``commit``)
+        self._usage = used = RequestUsage.from_buckets(self.model, buckets, completion.model)
         if self.hooked("post_api_request"):
             await self.hook(
                 "post_api_request",
@@ -623,20 +658,15 @@ class _Turn:
                 assistant_content_chars=len(completion.content),
                 assistant_tool_call_count=len(completion.tool_calls),
                 message_count=len(self.messages),
-                usage=canonical_usage(completion.usage),
+                usage=canonical_usage(completion.usage),  # a copy: a hook may change it
                 middleware_trace=trace,
             )
-        if usage:
-            for key in self.result.usage:
-                self.result.usage[key] += int(usage.get(key) or 0)
-            # committed with the message this completion produced (``commit``)
-            total = usage.get("total_tokens")
-            self._usage = (
-                int(usage.get("prompt_tokens") or 0),
-                int(usage.get("completion_tokens") or 0),
-                None if total is None else int(total),
-            )
-            self.emit("usage", **{k: int(usage.get(k) or 0) for k in self.result.usage})
+        if buckets:
+            counts = dict(zip(self.result.usage, used.counters(), strict=True))
+            for key, count in counts.items():
+                self.result.usage[key] += count
+            details = {k: v for k, v in buckets.items() if k.startswith(("cache", "reas"))}
+            self.emit("usage", **counts, **details)
         return completion
 
     async def _wrapped_send(

@@ -218,7 +218,8 @@ class ModelClient:
         self._building = asyncio.Lock()  # one endpoint built at a time, off the loop
         self._retired: set[_Endpoint] = set()  # older endpoints with requests still in flight
         self._closing: set[asyncio.Task[None]] = set()
-        self._usage_option = True
+        # base URLs whose endpoint refused stream_options (usage in the stream): not asked again
+        self._without_usage: set[str | None] = set()
         self._tools: tuple[Any, bytes] = (None, b"")  # a copy of the last tools and their JSON
 
     @property
@@ -230,11 +231,9 @@ class ModelClient:
         """New settings (config reload): a changed endpoint, key or timeout gets a new SDK
         client; requests in flight finish on the old one, which is closed after them."""
         old, self._settings = self._settings, new
-        if old.endpoint != new.endpoint:
-            self._usage_option = True
-            if self._endpoint is not None:
-                self._retire(self._endpoint)
-                self._endpoint = None
+        if old.endpoint != new.endpoint and self._endpoint is not None:
+            self._retire(self._endpoint)
+            self._endpoint = None
 
     async def _current(self) -> _Endpoint:
         """The SDK client for the current settings, built (off the loop) the first time."""
@@ -350,7 +349,8 @@ class ModelClient:
 
             started = time.monotonic()
             try:
-                if self._usage_option:
+                base_url = self.settings.base_url
+                if base_url not in self._without_usage:
                     payload["stream_options"] = {"include_usage": True}
                 else:
                     payload.pop("stream_options", None)
@@ -362,9 +362,9 @@ class ModelClient:
                     if not fell_back and "stream_options" in payload:
                         fell_back, attempt = True, attempt - 1
                         log.info("endpoint rejected stream_options (%s); retrying without", error)
-                        self._usage_option = False
+                        self._without_usage.add(base_url)
                         continue
-                    self._usage_option = True  # the rejection was not about stream_options
+                    self._without_usage.discard(base_url)  # the rejection was not about it
                 if not error.retryable or attempt >= attempts:
                     if attempt > 1:
                         error.args = (f"{error} (after {attempt} attempts)",)

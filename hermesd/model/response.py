@@ -18,6 +18,7 @@ from typing import Any
 
 from hermesd.model.client import Completion
 from hermesd.model.errors import ModelResponseInvalid
+from hermesd.model.stream import token_count
 
 _USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
@@ -86,7 +87,7 @@ def completion_from_response(value: Any) -> Completion:
     usage = _field(value, "usage")
     counts = None
     if usage is not None:
-        counts = {k: int(_field(usage, k) or 0) for k in _USAGE_KEYS}
+        counts = {k: token_count(_field(usage, k)) for k in _USAGE_KEYS}
     model = _field(value, "model")
     return Completion(
         out,

@@ -151,9 +151,23 @@ def http_library() -> ModuleType:
     return sys.modules[openai.DefaultAsyncHttpxClient.__bases__[0].__module__.partition(".")[0]]
 
 
-def _int(value: Any) -> int:
-    """A token count as an int (0 for anything else)."""
-    return value if type(value) is int else int(value) if type(value) is float else 0
+# The most tokens one response may report: far above any real request, and far enough below
+# SQLite's 64-bit integers that summing a lifetime of them cannot overflow.
+MAX_TOKENS = 1 << 40
+
+
+def token_count(value: Any) -> int:
+    """A reported token count as an int in 0..MAX_TOKENS: anything that is not a finite
+    non-negative number (a string, a bool, null, a negative or infinite value) counts 0, so
+    an endpoint's garbage can neither break a turn nor corrupt the stored totals."""
+    if type(value) is int:
+        return value if 0 <= value <= MAX_TOKENS else (MAX_TOKENS if value > 0 else 0)
+    if type(value) is float and 0 <= value < MAX_TOKENS:  # NaN fails both comparisons
+        return int(value)
+    return MAX_TOKENS if type(value) is float and value >= MAX_TOKENS else 0
+
+
+_int = token_count
 
 
 def usage_details(usage: dict[str, Any]) -> dict[str, int]:

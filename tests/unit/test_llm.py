@@ -277,7 +277,7 @@ def test_a_bad_request_unrelated_to_stream_options_still_fails(server: ScriptedM
     run = Run(server.url)
     with pytest.raises(ModelRequestFailed, match="context too long"):
         run()
-    assert run.client._usage_option is True
+    assert run.client._without_usage == set()
 
 
 def test_a_stream_cut_midway_is_retried_and_flagged(server: ScriptedModelServer) -> None:

@@ -176,4 +176,28 @@ CREATE TABLE memory_deliveries (
 CREATE INDEX memory_deliveries_by_provider ON memory_deliveries(provider, id);
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10]
+# usage: one row per model request (hermesd.store.usage): its tokens by bucket and its cost in
+# US dollars (NULL: unknown, the model has no price). ``session_id`` is not a foreign key on
+# purpose: deleting a session must not take back what its requests spent today (budgets), so
+# its rows stay. Sessions made before keep their counters in ``sessions`` and have no rows.
+_USAGE = """
+CREATE TABLE usage (
+    id                 INTEGER PRIMARY KEY,
+    session_id         TEXT,
+    turn_id            TEXT,
+    model              TEXT NOT NULL DEFAULT '',
+    input_tokens       INTEGER NOT NULL DEFAULT 0,
+    output_tokens      INTEGER NOT NULL DEFAULT 0,
+    cache_read_tokens  INTEGER NOT NULL DEFAULT 0,
+    cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+    reasoning_tokens   INTEGER NOT NULL DEFAULT 0,
+    request_count      INTEGER NOT NULL DEFAULT 1,
+    reported           INTEGER NOT NULL DEFAULT 1,
+    cost_usd           REAL,
+    created_at         REAL NOT NULL
+);
+CREATE INDEX usage_by_time ON usage(created_at, cost_usd);
+CREATE INDEX usage_by_session ON usage(session_id, created_at);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _USAGE]
