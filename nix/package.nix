@@ -39,6 +39,7 @@ let
     ps.shtab  # hermesctl completion
     ps.croniter
     ps.mcp  # hermesd.mcp: the MCP client (nixpkgs must carry the 2.x series, see pyproject.toml)
+    ps.genai-prices  # hermesd.model.pricing: the offline price table
   ];
   build-system = [ ps.setuptools ps.wheel ];
   checkInputs = [ ps.pytest ps.pytest-timeout ps.hypothesis ];

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 ORDER = ["core", "chat", "sessions", "plugins", "plugin_mgmt", "cmd", "approvals", "memory"]
-ORDER += ["ops", "cron", "mcp"]  # day-two operations, scheduled jobs, MCP servers
+ORDER += ["ops", "cron", "mcp", "usage"]  # day-two operations, jobs, MCP servers, usage
 
 INDEX: dict[str, tuple[str, ...]] = {
     "status": ("core",),
@@ -31,6 +31,7 @@ INDEX: dict[str, tuple[str, ...]] = {
     "memory": ("memory",),
     "cron": ("cron",),
     "mcp": ("mcp",),
+    "usage": ("usage",),
 }
 INDEX.update(dict.fromkeys(["config", "reload", "logs", "doctor", "stop"], ("ops",)))
 

@@ -248,6 +248,12 @@ class SessionService:
         for conn in conns:
             conn.send_soon(data)
 
+    def broadcast(self, event: dict[str, Any]) -> None:
+        """Send one event (a budget warning: not a turn's) to every attached client, through
+        each session it is attached to."""
+        for sid in list(self.attached):
+            self.emit({**event, "session_id": sid})
+
     def _attach(self, sid: str, conn: Connection) -> None:
         self.attached.setdefault(sid, set()).add(conn)
         conn.attachments.add(sid)  # an attached connection waits for events: never idle
@@ -475,6 +481,9 @@ class SessionService:
             self.agent.check_ready()
         except ModelError as exc:
             raise RpcError(Codes.MODEL, str(exc)) from None
+        refused = await self.agent.meter.refusal(sid)  # budget.action: stop, a budget used up
+        if refused is not None:
+            raise RpcError(Codes.BUDGET_EXCEEDED, str(refused), refused.data())
         self._attach(sid, call.conn)
         self.touched.add(sid)
         platform = p.get("platform")
@@ -633,6 +642,7 @@ def _result(result: TurnResult) -> dict[str, Any]:
         "exit_reason": result.exit_reason,
         "iterations": result.iterations,
         "usage": result.usage,
+        "cost_usd": result.cost_usd,
     }
 
 

@@ -94,9 +94,11 @@ class CommandService:
         cli_timeout: float = DEFAULT_CLI_TIMEOUT,
         approvals: ApprovalHandler | None = None,
         config_view: Callable[[], dict[str, Any]] | None = None,
+        usage_report: Callable[[Any, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         """``approvals`` answers ``/approve`` and ``/deny`` (the approvals service);
-        ``config_view`` gives the running settings for ``/config`` (secrets hidden)."""
+        ``config_view`` gives the running settings for ``/config`` (secrets hidden);
+        ``usage_report`` is ``usage.get``, for ``/usage``."""
         self.host = host
         self.registry = host.commands
         self.sessions = sessions
@@ -105,7 +107,7 @@ class CommandService:
         self.registry.timeout = timeout
         self.cli_timeout = cli_timeout
         self.approval_handler = approvals
-        self.session_commands = SessionCommands(sessions, status, config_view)
+        self.session_commands = SessionCommands(sessions, status, config_view, usage_report)
         install_output_router()  # before plugins load, so handlers see the routing streams
         for name, handler in self._builtin_handlers().items():
             self.registry.set_handler(name, handler)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from hermesd import __version__
 from hermesd.agent.sessions import SessionService
 from hermesd.commands.registry import CommandFailed
+from hermesd.rpc.humanize import usage_report
 from hermesd.rpc.protocol import PROTOCOL_VERSION
 
 HISTORY_DEFAULT = 20
@@ -47,10 +48,12 @@ class SessionCommands:
         sessions: SessionService,
         status: Callable[[], dict[str, Any]],
         config_view: Callable[[], dict[str, Any]] | None = None,
+        usage_report: Callable[[Any, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self.sessions = sessions
         self.status = status
         self.config_view = config_view
+        self.usage_report = usage_report  # usage.get (hermesd.agent.usage_service)
 
     def handlers(self) -> dict[str, Handler]:
         """Command name → handler."""
@@ -133,13 +136,14 @@ class SessionCommands:
         raise CommandFailed("No other session with messages to resume.")
 
     async def usage(self, outcome: Outcome, raw_args: str) -> str:
+        if self.usage_report is None:
+            raise CommandFailed("This daemon keeps no usage records.")
         sid = self._session(outcome, "usage")
-        s = await self.sessions.rpc_get(outcome.call, {"session_id": sid})
-        return (
-            f"Session {sid}: {s['prompt_tokens']} prompt + {s['completion_tokens']} completion "
-            f"= {s['total_tokens']} tokens over {s['message_count']} messages "
-            f"(model {s['model'] or self.sessions.agent.client.settings.model or '?'})"
-        )
+        report = await self.usage_report(outcome.call, {"session_id": sid})
+        outcome.extra["usage"] = report
+        s = report["session"]
+        model = s["model"] or self.sessions.agent.client.settings.model or "?"
+        return usage_report(report, f"Session {sid} (model {model})")
 
     async def version(self, outcome: Outcome, raw_args: str) -> str:
         return (

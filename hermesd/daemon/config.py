@@ -41,6 +41,7 @@ class Setting:
 
 
 _S = Setting
+_ACTIONS = ("warn", "stop")
 _num = (int, float)
 _strlist = (list,)
 
@@ -184,6 +185,16 @@ SCHEMA: dict[str, Any] = {
             ("lazy", "eager"),
         ),
     },
+    # what model requests cost and how much they may (hermesd.agent.budget, docs/sessions.md)
+    "budget": {
+        "session_tokens": _S((int,), None, "prompt + completion tokens one session may use"),
+        "daily_usd": _S(_num, None, "US dollars all requests of one day may cost (local time)"),
+        "monthly_usd": _S(_num, None, "US dollars all requests of one month may cost"),
+        "action": _S((str,), "warn", "warn, or stop: no model request past a budget", _ACTIONS),
+    },
+    "pricing": _S(
+        (dict,), None, "per model: {input_per_mtok, output_per_mtok, cache_read_per_mtok, …} USD"
+    ),
 }
 
 # Settings that no longer do anything, accepted (with a warning naming them) for one release
@@ -297,8 +308,24 @@ def url_problem(value: str) -> str | None:
     return None
 
 
+def _positive(value: float) -> str | None:
+    return "must be more than 0 (leave it out for no limit)" if value == 0 else None
+
+
+def _pricing_problem(value: Any) -> str | None:
+    from hermesd.model.pricing import price_problem
+
+    return price_problem(value)
+
+
 # Checks of a value beyond its type, by dotted key: a sentence saying what is wrong, or None.
-_CHECKS: dict[str, Any] = {"model.base_url": url_problem}
+_CHECKS: dict[str, Any] = {
+    "model.base_url": url_problem,
+    "budget.session_tokens": _positive,
+    "budget.daily_usd": _positive,
+    "budget.monthly_usd": _positive,
+    "pricing": _pricing_problem,
+}
 
 
 def _plugin_setting(prefix: str, key: Any, value: Any) -> bool:

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from hermesd import redact
+from hermesd.agent.budget import UsageMeter
 from hermesd.agent.loop import AgentLoop, AgentSettings
 from hermesd.agent.sessions import SessionService
+from hermesd.agent.usage_service import UsageService
 from hermesd.approvals.broker import ApprovalBroker
 from hermesd.approvals.service import ApprovalService
 from hermesd.commands.registry import CommandRegistry
@@ -247,6 +249,8 @@ def build_services(daemon: Daemon) -> None:
     memory.write_listeners.append(providers.memory_written)
     gate = ReloadGate()
     providers.ready = gate.wait  # a plugin's ctx.register_memory_provider comes first
+    meter = UsageMeter(store)  # usage rows, prices, budget.* (docs/sessions.md)
+    meter.reload(cfg)
     agent = AgentLoop(
         store,
         parts.tools,
@@ -256,6 +260,7 @@ def build_services(daemon: Daemon) -> None:
         reloads=gate,
         memory=memory,
         providers=providers,
+        meter=meter,
     )
     sessions = SessionService(
         store,
@@ -267,6 +272,7 @@ def build_services(daemon: Daemon) -> None:
         on_reset=functools.partial(_end_provider, providers),
         redact_event=redact.redact_event,
     )
+    meter.broadcast = sessions.broadcast  # the day's and month's budget warnings
     # MCP servers: one pool for the daemon, its tools in the same registry (docs/mcp.md)
     mcp_pool = McpPool(
         parts.tools,
@@ -310,6 +316,8 @@ def build_services(daemon: Daemon) -> None:
         PluginService(host, cfg.get("tools.enabled_toolsets"), session_access=sessions.check_access)
     )
     daemon.services.append(sessions)
+    usage = UsageService(meter, sessions)
+    daemon.services.append(usage)
     daemon.services.append(admin)
     daemon.services.append(MemoryService(memory, providers))
     daemon.services.append(
@@ -322,6 +330,7 @@ def build_services(daemon: Daemon) -> None:
             timeout=cfg.get("commands.timeout"),
             cli_timeout=cfg.get("commands.cli_timeout"),
             config_view=lambda: effective_settings(daemon.config),
+            usage_report=usage.rpc_get,
         )
     )
     # Day-two operations: config.*, reload, logs, doctor (hermesd.daemon's own modules).

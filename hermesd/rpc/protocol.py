@@ -38,6 +38,7 @@ class Codes:
     MODEL = _E + "ModelError"
     TIMEOUT = _E + "Timeout"
     STORAGE_UNAVAILABLE = _E + "StorageUnavailable"
+    BUDGET_EXCEEDED = _E + "BudgetExceeded"
     INTERNAL = _E + "Internal"
 
 
@@ -259,5 +260,6 @@ from hermesd.rpc.methods import (  # noqa: E402, F401
     memory,
     plugins,
     sessions,
+    usage,
 )
 from hermesd.rpc.methods import daemon as daemon_methods  # noqa: E402, F401
