@@ -34,7 +34,8 @@ BUDGETS = ("session_tokens", "daily_usd", "monthly_usd")
 ACTIONS = ("warn", "stop")
 
 Emit = Callable[..., None]  # emit(kind, **fields): the turn's events
-Broadcast = Callable[[dict[str, Any]], None]  # an event to every attached client
+# broadcast(event, skip): an event to every attached client, but through session ``skip``
+Broadcast = Callable[[dict[str, Any], str], None]
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,7 @@ class UsageMeter:
                 self._announced.add(key)
                 self._announce(
                     emit,
-                    crossing.budget != "session_tokens",
+                    session_id if crossing.budget != "session_tokens" else None,
                     reason="crossed",
                     budget=crossing.budget,
                     limit=crossing.limit,
@@ -220,7 +221,7 @@ class UsageMeter:
             names = " and ".join(f"budget.{b}" for b in budgets)
             self._announce(
                 emit,
-                False,
+                None,
                 reason="unpriced",
                 budget=budgets[0],
                 model=model,
@@ -246,12 +247,14 @@ class UsageMeter:
         first = crossings[0]
         return BudgetExceeded(first.budget, first.limit, first.used, first.sentence("stop"))
 
-    def _announce(self, emit: Emit | None, everyone: bool, **fields: Any) -> None:
+    def _announce(self, emit: Emit | None, everyone: str | None, **fields: Any) -> None:
+        """Send a warning to the turn's clients (``emit``); with ``everyone`` (the turn's
+        session id) to every other attached client too."""
         log.warning("budget: %s", fields["message"])
-        if everyone and self.broadcast is not None:
+        if emit is not None:
+            emit("budget.warning", **fields)
+        if everyone is not None and self.broadcast is not None:
             try:
-                self.broadcast({"type": "budget.warning", "turn_id": None, **fields})
+                self.broadcast({"type": "budget.warning", "turn_id": None, **fields}, everyone)
             except Exception:  # a warning that cannot be sent must not stop the turn
                 log.exception("could not send a budget warning")
-        elif emit is not None:
-            emit("budget.warning", **fields)

@@ -248,11 +248,12 @@ class SessionService:
         for conn in conns:
             conn.send_soon(data)
 
-    def broadcast(self, event: dict[str, Any]) -> None:
+    def broadcast(self, event: dict[str, Any], skip: str = "") -> None:
         """Send one event (a budget warning: not a turn's) to every attached client, through
-        each session it is attached to."""
+        each session it is attached to but ``skip`` (whose turn sent it already)."""
         for sid in list(self.attached):
-            self.emit({**event, "session_id": sid})
+            if sid != skip:
+                self.emit({**event, "session_id": sid})
 
     def _attach(self, sid: str, conn: Connection) -> None:
         self.attached.setdefault(sid, set()).add(conn)
