@@ -228,6 +228,9 @@ class TurnPrinter:
         name = "USER.md" if ev.get("target") == "user" else "MEMORY.md"
         self.line(self.style.dim(f"🧠 {name} updated ({ev.get('usage') or ''})"))
 
+    def _on_budget_warning(self, ev: dict[str, Any]) -> None:
+        self.line(self.style.yellow(f"⚠ {ev.get('message') or 'a budget was crossed'}"), self.err)
+
     def _on_session_deleted(self, ev: dict[str, Any]) -> None:
         self.line(self.style.yellow(f"session {ev.get('session_id')} was deleted"), self.err)
 

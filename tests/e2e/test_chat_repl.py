@@ -384,7 +384,9 @@ def test_usage_version_and_config_answer_in_the_repl(repl: Callable[..., Termina
     t.expect("You said: count my tokens")
     ready(t)
     t.sendline("/usage")
-    t.expect(r"\d+ prompt \+ \d+ completion = \d+ tokens over 2 messages")
+    t.expect(r"Session \S+ \(model scripted-model\): 1 request . \d+ tokens \(\d+ in, \d+ out\)")
+    t.expect(r"cost unknown")  # the scripted model has no price
+    t.expect(r"Today: \d+ requests? . ")
     t.sendline("/version")
     t.expect(r"hermesd \d+\.\d+\.\d+ \(protocol ")
     t.expect(r"hermesctl \d+\.\d+\.\d+")

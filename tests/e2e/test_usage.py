@@ -168,7 +168,7 @@ def test_a_configured_price_prices_a_local_model(
     [
         {"prompt_tokens": -50, "completion_tokens": "lots", "total_tokens": None},
         {"prompt_tokens": 1e300, "completion_tokens": 3, "prompt_tokens_details": "cached"},
-        {"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 99}},
+        {"prompt_tokens": 10, "completion_tokens": 2, "cache_read_input_tokens": 99},
         "a lot",
         None,
     ],
@@ -265,9 +265,7 @@ def test_a_daily_usd_budget_stops_every_session_of_the_day(
     with d.client() as c, pytest.raises(RpcError) as refused:
         c.call("session.send", {"session_id": idle, "message": "hi"})
     assert refused.value.code == "hermes.error.BudgetExceeded"
-    assert "Today's model spending is $2.0000, over budget.daily_usd ($1.5)" in str(
-        refused.value
-    )
+    assert "Today's model spending is $2.0000, over budget.daily_usd ($1.5)" in str(refused.value)
     assert len(model.requests) == 2
 
 
@@ -313,3 +311,32 @@ def test_bad_budget_and_pricing_settings_are_refused_by_check_config(
     )
     assert out.returncode == 78, out
     assert problem in out.stderr
+
+
+def test_the_chat_repl_shows_a_budget_warning_and_usage(
+    start: Callable[..., DaemonProcess], model: ScriptedModelServer
+) -> None:
+    import os
+
+    from tests.support.terminal import Terminal
+
+    model.push(reply("counted", usage={"prompt_tokens": 90, "completion_tokens": 20}))
+    d = start(config=config(model.url, extra=budget("session_tokens: 100")))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(HERMES_HOME=str(d.home), TERM="xterm")
+    t = Terminal([sys.executable, "-m", "hermesctl", "--socket", str(d.socket), "chat"], env)
+    try:
+        t.expect("› ")
+        t.wait_reading()
+        t.sendline("spend")
+        t.expect("counted")
+        t.expect(r"This session has used 110 tokens, over budget.session_tokens \(100\)")
+        t.expect("› ")
+        t.wait_reading()
+        t.sendline("/usage")
+        t.expect(r"1 request . 110 tokens \(90 in, 20 out\) . \$0\.0004")
+        t.expect(r"Budgets \(warn\): session_tokens 100")
+        t.sendline("/quit")
+        assert t.wait() == 0
+    finally:
+        t.close()
