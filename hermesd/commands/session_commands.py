@@ -91,6 +91,9 @@ class SessionCommands:
 
     async def retry(self, outcome: Outcome, raw_args: str) -> str:
         sid = self._session(outcome, "retry")
+        refused = await self.sessions.agent.meter.refusal(sid)  # before undoing anything
+        if refused is not None:
+            raise CommandFailed(str(refused))
         result = await self.sessions.rpc_undo(outcome.call, {"session_id": sid})
         message = result["user_message"]
         if not message:

@@ -272,6 +272,21 @@ def test_rejected_stream_options_fall_back_to_plain_streaming() -> None:
         assert run.sleeps == []
 
 
+def test_a_refusal_of_stream_options_is_remembered_per_base_url() -> None:
+    with (
+        ScriptedModelServer([reply("a1"), reply("a2")], reject_stream_options=True) as refusing,
+        ScriptedModelServer([reply("b1")]) as accepting,
+    ):
+        run = Run(refusing.url)
+        assert run().content == "a1"
+        run.client.settings = ModelSettings(base_url=accepting.url, model="m", timeout=5.0)
+        assert run().content == "b1"
+        assert accepting.requests[0]["stream_options"] == {"include_usage": True}
+        run.client.settings = ModelSettings(base_url=refusing.url, model="m", timeout=5.0)
+        assert run().content == "a2"
+        assert len(refusing.requests) == 3  # back on the refusing endpoint: not asked again
+
+
 def test_a_bad_request_unrelated_to_stream_options_still_fails(server: ScriptedModelServer) -> None:
     server.push(http_error(400, "context too long"), http_error(400, "context too long"))
     run = Run(server.url)
