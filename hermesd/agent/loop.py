@@ -326,7 +326,7 @@ class _Turn:
         usage, self._usage = self._usage, None
         store, meter = self.store, self.loop.meter
 
-        def write() -> MessageRecord:
+        def write() -> tuple[MessageRecord, float | None]:
             record = store.append_message(
                 self.session_id,
                 role,
@@ -335,14 +335,11 @@ class _Turn:
                 usage=usage.counters() if usage else None,
                 **fields,
             )
-            if usage is not None:
-                self._add_cost(meter.record(self.session_id, self.turn_id, usage))
-            return record
+            cost = None if usage is None else meter.record(self.session_id, self.turn_id, usage)
+            return record, cost
 
-        if usage is None:
-            record: MessageRecord = await self.db(write)
-        else:
-            record = await self.db(store.run_in_transaction, write)
+        record, cost = await self.store.run(store.run_in_transaction, write)
+        self._add_cost(cost)
         return record
 
     def _add_cost(self, cost: float | None) -> None:
@@ -382,14 +379,16 @@ class _Turn:
             store, usage, self._usage = self.store, self._usage, None
             meter = self.loop.meter
 
-            def close() -> None:  # the last completion's usage, if its message never was
+            def close() -> float | None:  # the last completion's usage, if its message never was
+                cost = None
                 if usage is not None:
                     store.add_usage(self.session_id, *usage.counters())
-                    self._add_cost(meter.record(self.session_id, self.turn_id, usage))
+                    cost = meter.record(self.session_id, self.turn_id, usage)
                 store.close_dangling_tool_calls(self.session_id, reason, self.turn_id)
+                return cost
 
             try:  # shielded: a second cancel must not leave unanswered tool calls behind
-                await asyncio.shield(self.db(close))
+                self._add_cost(await asyncio.shield(self.db(close)))
             except Exception:
                 log.exception("could not close tool calls of session %s", self.session_id)
         if status == "completed" and self.loop.meter.settings.active:
