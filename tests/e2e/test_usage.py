@@ -340,3 +340,57 @@ def test_the_chat_repl_shows_a_budget_warning_and_usage(
         assert t.wait() == 0
     finally:
         t.close()
+
+
+ASKING_PLUGIN = """
+import json
+
+def register(ctx):
+    def ask(args):
+        try:
+            result = ctx.llm.complete([{"role": "user", "content": "plugin question"}])
+        except Exception as exc:
+            return json.dumps({"error": f"{type(exc).__name__}: {exc}"})
+        return json.dumps({"text": result.text})
+
+    schema = {"description": "Ask the model", "parameters": {"type": "object",
+              "properties": {}}}
+    ctx.register_tool("ask_model", "asking", schema, ask)
+"""
+
+
+def test_a_plugins_own_model_calls_are_counted_and_held_to_the_budget(
+    start: Callable[..., DaemonProcess], model: ScriptedModelServer
+) -> None:
+    from tests.support.approvals import tool
+    from tests.support.plugin_factory import write_plugin
+
+    home = short_tmpdir()
+    write_plugin(home / "plugins", "asking", ASKING_PLUGIN)
+    prices = "pricing:\n  metered: {input_per_mtok: 1000, output_per_mtok: 1000}\n"
+    d = start(
+        home, config=config(model.url, "metered", prices + budget("daily_usd: 1;action: stop"))
+    )
+    model.push(reply("plugin answer", usage={"prompt_tokens": 1000, "completion_tokens": 500}))
+    with d.client() as c:
+        c.call("plugins.list")
+        assert tool(c, "ask_model", {}) == {"text": "plugin answer"}
+        second = tool(c, "ask_model", {})
+    assert second["error"].startswith("BudgetExceeded: Today's model spending is $1.5000")
+    assert len(model.requests) == 1
+    report = ctl(d, "usage")
+    assert report["today"]["requests"] == 1 and report["today"]["cost_usd"] == pytest.approx(1.5)
+    assert [(s["session_id"], s["requests"]) for s in report["by_session"]] == [(None, 1)]
+
+
+def test_deleting_a_session_does_not_take_back_what_it_spent(
+    start: Callable[..., DaemonProcess], model: ScriptedModelServer
+) -> None:
+    model.push(reply("spent", usage=GPT4O_USAGE))
+    d = start(config=config(model.url))
+    sid = turn(d)[0]["session_id"]
+    d.call("session.delete", {"session_id": sid})
+    report = ctl(d, "usage")
+    assert report["today"]["cost_usd"] == pytest.approx(GPT4O_COST)
+    [group] = report["by_session"]
+    assert group["session_id"] == sid and group["deleted"] is True
