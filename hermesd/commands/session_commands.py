@@ -146,7 +146,11 @@ class SessionCommands:
         outcome.extra["usage"] = report
         s = report["session"]
         model = s["model"] or self.sessions.agent.client.settings.model or "?"
-        return usage_report(report, f"Session {sid} (model {model})")
+        text = usage_report(report, f"Session {sid} (model {model})")
+        older = s["total_tokens"] - report["totals"]["total_tokens"]
+        if older > 0:  # a session older than the usage table has counters but no rows
+            text += f"\n(and {older:,} tokens counted before per-request records were kept)"
+        return text
 
     async def version(self, outcome: Outcome, raw_args: str) -> str:
         return (

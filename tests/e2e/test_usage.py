@@ -108,7 +108,11 @@ def test_usage_survives_a_restart_and_hermesctl_usage_shows_it(
     d = start(config=config(model.url, "claude-sonnet-4-5"))
     sid = turn(d)[0]["session_id"]
     d.stop()
+    with sqlite3.connect(d.home / "state.db") as db:  # as if counted before the usage table
+        db.execute("UPDATE sessions SET total_tokens = total_tokens + 1000 WHERE id = ?", (sid,))
     d = start(d.home, config=config(model.url, "claude-sonnet-4-5"))
+    ran = d.call("command.run", {"line": "/usage", "session_id": sid})
+    assert "(and 1,000 tokens counted before per-request records were kept)" in ran["output"]
     report = ctl(d, "usage", "--session", sid)
     totals = report["totals"]
     assert (totals["input_tokens"], totals["cache_write_tokens"]) == (200, 100)
