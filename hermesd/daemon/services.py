@@ -181,13 +181,26 @@ def _forget_session(broker: ApprovalBroker, providers: MemoryProviders, sid: str
 
 
 def _end_provider(providers: MemoryProviders, sid: str) -> None:
-    """A session at a real boundary (deleted, reset): its memory provider is ended."""
+    """A deleted session: its memory provider is ended."""
     task = asyncio.get_running_loop().create_task(providers.end_session(sid, []))
     _ENDING.add(task)
     task.add_done_callback(_ENDING.discard)
 
 
 _ENDING: set[asyncio.Task[None]] = set()
+
+
+def _provider_cli(
+    commands: CommandRegistry,
+    owner: str,
+    name: str,
+    help_text: str,
+    setup: Any,
+    handler: Any,
+    description: str,
+) -> None:
+    """The active memory provider's cli.py as ``hermesctl <name>``."""
+    commands.register_cli(name, help_text, setup, handler, description, owner=owner)
 
 
 def build_services(daemon: Daemon) -> None:
@@ -264,7 +277,7 @@ def build_services(daemon: Daemon) -> None:
         attached=attached,
         on_attach=broker.on_attach,
         on_forget=functools.partial(_forget_session, broker, providers),
-        on_reset=functools.partial(_end_provider, providers),
+        on_switch=providers.session_switched,
         redact_event=redact.redact_event,
     )
     # MCP servers: one pool for the daemon, its tools in the same registry (docs/mcp.md)
@@ -291,6 +304,8 @@ def build_services(daemon: Daemon) -> None:
     admin = PluginAdminService(host, files)
     approvals = ApprovalService(broker)
     host.commands.reserve_cli_names(hermesctl_subcommands())
+    providers.cli.sink = functools.partial(_provider_cli, host.commands)
+    providers.cli.drop = host.commands.unregister_owner
     daemon.services.append(SandboxService(sandbox, files.dotenv))
     # scheduled turns: after the sessions (runs are their turns), before plugins load (their
     # cron.jobs calls need it, even in register()); the tool and /cron register like any

@@ -176,4 +176,22 @@ CREATE TABLE memory_deliveries (
 CREATE INDEX memory_deliveries_by_provider ON memory_deliveries(provider, id);
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10]
+# memory deliveries count their attempts (each start that makes one again adds one), so that
+# one a provider never answers is given up after a few instead of being repeated forever.
+_MEMORY_DELIVERY_ATTEMPTS = """
+ALTER TABLE memory_deliveries ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1;
+"""
+
+MIGRATIONS: list[str] = [
+    _V1,
+    _V2,
+    _V3,
+    _V4,
+    _V5,
+    _V6,
+    _V7,
+    _V8,
+    _V9,
+    _V10,
+    _MEMORY_DELIVERY_ATTEMPTS,
+]
