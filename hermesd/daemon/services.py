@@ -34,6 +34,7 @@ from hermesd.daemon.config_service import ConfigService
 from hermesd.daemon.config_view import effective_settings
 from hermesd.daemon.doctor import DoctorService
 from hermesd.daemon.logring import LogService
+from hermesd.daemon.memory_setup import MemorySetupService
 from hermesd.daemon.reloads import ReloadService
 from hermesd.mcp.pool import McpPool
 from hermesd.mcp.service import McpService
@@ -341,6 +342,7 @@ def build_services(daemon: Daemon) -> None:
     )
     # Day-two operations: config.*, reload, logs, doctor (hermesd.daemon's own modules).
     reloads = ReloadService(daemon, admin)
+    daemon.services.append(MemorySetupService(providers, files, reloads))
     daemon.services.append(reloads)
     daemon.services.append(ConfigService(daemon, files, reloads))
     daemon.services.append(LogService())

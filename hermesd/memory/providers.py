@@ -205,6 +205,29 @@ class MemoryProviders:
             self._factory = ProviderFactory(match)
         return self._factory
 
+    async def instance_of(self, name: str) -> Any:
+        """A fresh, uninitialized instance of provider ``name`` (selected or not) for its
+        setup, or None when there is none of that name."""
+        shared = self.registrations.provider
+        if shared is not None and provider_name(shared) == name:
+            return shared
+        if name == self.selected:
+            factory = await self.factory()
+        else:
+            found = await asyncio.to_thread(discover_providers, self.home, self.env)
+            match = next((c for c in found if c.name == name), None)
+            factory = ProviderFactory(match) if match is not None else None
+        if factory is None:
+            return None
+        return await self.pool.run(factory.create, CALL_TIMEOUT, key="memory-provider")
+
+    async def known_names(self) -> list[str]:
+        """Every provider's name (discovered, and one a plugin registered)."""
+        found = await asyncio.to_thread(discover_providers, self.home, self.env)
+        names = [c.name for c in found]
+        shared = self.registrations.provider
+        return names + ([provider_name(shared)] if shared is not None else [])
+
     async def _instance(self) -> Any:
         """A fresh instance of the selected provider, or None (logged once per name)."""
         shared = self.registrations.provider
