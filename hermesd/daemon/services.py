@@ -191,6 +191,13 @@ def _end_provider(providers: MemoryProviders, sid: str) -> None:
 _ENDING: set[asyncio.Task[None]] = set()
 
 
+async def _set_write_approval(files: SettingsFiles, reloads: ReloadService, on: bool) -> None:
+    """``/memory approval on|off``: memory.write_approval in config.yaml, then a reload."""
+    text = await asyncio.to_thread(files.edited_text, "memory.write_approval", on)
+    await asyncio.to_thread(files.write_config, text)
+    await reloads.reload_all("/memory approval")
+
+
 def _provider_cli(
     commands: CommandRegistry,
     owner: str,
@@ -343,6 +350,7 @@ def build_services(daemon: Daemon) -> None:
     # Day-two operations: config.*, reload, logs, doctor (hermesd.daemon's own modules).
     reloads = ReloadService(daemon, admin)
     daemon.services.append(MemorySetupService(providers, files, reloads))
+    memory.slash.set_approval = functools.partial(_set_write_approval, files, reloads)
     daemon.services.append(reloads)
     daemon.services.append(ConfigService(daemon, files, reloads))
     daemon.services.append(LogService())

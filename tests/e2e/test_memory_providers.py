@@ -7,6 +7,7 @@ the requests the scripted model received, the stored history and the daemon log.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import time
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from hermesctl.client import Client
-from tests.support.daemon import REPO, DaemonProcess, short_tmpdir, start_daemon
+from tests.support.daemon import REPO, DaemonProcess, run_hermesctl, short_tmpdir, start_daemon
 from tests.support.modelserver import (
     ScriptedModelServer,
     call_tools,
@@ -432,3 +433,36 @@ def test_a_provider_a_plugin_registers_through_ctx_is_used_when_named(
         assert "no memory provider of that name" not in daemon.log()
     finally:
         daemon.stop()
+
+
+def test_a_persons_writes_reach_the_provider_with_their_origin(
+    client: Client, daemon: DaemonProcess
+) -> None:
+    before = len(_calls(daemon))
+    ctl = ["--socket", str(daemon.socket), "memory"]
+    assert run_hermesctl([*ctl, "add", "Prefers", "tabs"]).returncode == 0
+    assert run_hermesctl([*ctl, "remove", "tabs"]).returncode == 0
+    writes = _wait_for(
+        lambda: (
+            len(w := [c for c in _calls(daemon)[before:] if c["method"] == "on_memory_write"]) == 2
+            and w
+        ),
+        "two writes",
+    )
+    person = {
+        "write_origin": "user",
+        "execution_context": "foreground",
+        "platform": "cli",
+        "tool_name": "memory",
+    }
+    assert writes[0]["args"] == ["add", "memory", "Prefers tabs"]
+    assert writes[0]["kwargs"]["metadata"] == person
+    assert writes[1]["args"] == ["remove", "memory", ""]
+    assert writes[1]["kwargs"]["metadata"] == {**person, "old_text": "tabs"}
+    [init] = [
+        c
+        for c in _calls(daemon)
+        if c["method"] == "initialize" and c["instance"] == writes[0]["instance"]
+    ]
+    assert init["args"] == [""]  # an instance for writes made outside any session
+    assert init["kwargs"]["user_id"] == str(os.getuid())
