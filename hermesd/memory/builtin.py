@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hermesd.memory import edits, snapshot
+from hermesd.memory import edits, snapshot, threats
 from hermesd.memory.commands import SlashMemory
 from hermesd.memory.files import TARGETS, Limits, MemoryFiles
 from hermesd.memory.pending import STAGED_MESSAGE, PendingWrites
@@ -161,6 +161,9 @@ class BuiltinMemory:
             return await asyncio.to_thread(
                 edits.missing_old_text, self.files, call.target, call.action
             )
+        refused = await asyncio.to_thread(threats.payload_error, call.payload())
+        if refused is not None:  # before staging: a person is never asked about one
+            return refused
         # redaction scans the text: off the loop too, content may be long
         payload = await asyncio.to_thread(self.redacted, call.payload())
         if self.write_approval:
@@ -183,6 +186,9 @@ class BuiltinMemory:
             return await asyncio.to_thread(
                 edits.missing_old_text, self.files, call.target, call.action
             )
+        refused = await asyncio.to_thread(threats.payload_error, call.payload())
+        if refused is not None:
+            return refused
         payload = await asyncio.to_thread(self.redacted, call.payload())
         return await self._write(payload, "client", "", uid)
 
@@ -272,7 +278,10 @@ class BuiltinMemory:
                 record = self.pending.get(pending_id)
                 if record is None:
                     return None, None
-                # a staged file may come from another program: redacted here as well
+                # a staged file may come from another program: checked and redacted here too
+                refused = threats.payload_error(record["payload"])
+                if refused is not None:
+                    return record, edits.Edit(refused)
                 edit = self.apply(self.redacted(record["payload"]))
                 if edit.result.get("success"):
                     self.pending.discard(pending_id)
