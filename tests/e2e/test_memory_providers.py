@@ -466,3 +466,40 @@ def test_a_persons_writes_reach_the_provider_with_their_origin(
     ]
     assert init["args"] == [""]  # an instance for writes made outside any session
     assert init["kwargs"]["user_id"] == str(os.getuid())
+
+
+def test_a_delivery_never_answered_is_given_up_after_three_attempts(
+    model: ScriptedModelServer,
+) -> None:
+    home = _home_with_recorder("recorder")
+    (home / "recorder-mode.json").write_text(json.dumps({"hang": ["sync_turn"]}))
+    config = model_config(model.url) + "memory:\n  provider: recorder\n"
+
+    def attempts() -> list[int]:
+        with sqlite3.connect(home / "state.db") as conn:
+            return [r[0] for r in conn.execute("SELECT attempts FROM memory_deliveries")]
+
+    def syncs(daemon: DaemonProcess) -> int:
+        return _methods(_calls(daemon)).count("sync_turn")
+
+    daemon = start_daemon(home, config=config)
+    with daemon.client() as c:
+        sid = c.call("session.create")["id"]
+        model.push(reply("Stuck."))
+        _send(c, sid, "remember this forever")
+    for expected in (1, 2, 3):  # each start makes it again, and the provider hangs again
+        _wait_for(lambda d=daemon, n=expected: syncs(d) == n, f"attempt {expected}")
+        assert attempts() == [expected]
+        daemon.proc.kill()
+        daemon.proc.wait()
+        daemon.stop()
+        daemon = start_daemon(home, config=config)
+    try:
+        _wait_for(lambda: attempts() == [], "the journal to give it up")
+        assert syncs(daemon) == 3  # not made a fourth time
+        assert (
+            f"Memory provider 'recorder': sync_turn delivery 1 for session {sid} was not "
+            "answered in 3 attempts; given up" in daemon.log()
+        )
+    finally:
+        daemon.stop()
