@@ -16,7 +16,7 @@ import functools
 import inspect
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from hermesd.plugins.context import current_session
 from hermesd.plugins.memory_providers import provider_name
@@ -39,6 +39,30 @@ def memory_context_block(text: str) -> str:
         return ""
     clean = text.replace("<memory-context>", "").replace("</memory-context>", "").strip()
     return f"<memory-context>\n{CONTEXT_NOTE}\n\n{clean}\n</memory-context>"
+
+
+def usable_tools(provider: str, schemas: Any, core: set[str]) -> dict[str, dict[str, Any]]:
+    """``get_tool_schemas()``'s answer as name -> function schema: entries without a name
+    skipped, a tool named like a core tool dropped (core tools always win), each logged."""
+    tools: dict[str, dict[str, Any]] = {}
+    for raw in schemas if isinstance(schemas, list) else []:
+        schema = raw.get("function", raw) if isinstance(raw, dict) else None
+        name = schema.get("name") if isinstance(schema, dict) else None
+        if not isinstance(name, str) or not name:
+            log.warning(
+                "Memory provider '%s' returned a tool schema with no name; skipped", provider
+            )
+            continue
+        if name in core:
+            log.warning(
+                "Memory provider '%s' tool '%s' shadows a core tool name; dropped "
+                "(core tools always win)",
+                provider,
+                name,
+            )
+            continue
+        tools.setdefault(name, dict(cast(dict[str, Any], schema)))
+    return tools
 
 
 def _parameters(fn: Callable[..., Any]) -> list[inspect.Parameter] | None:

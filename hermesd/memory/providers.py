@@ -39,7 +39,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from hermesd.memory.builtin import MemoryWrite
 from hermesd.memory.provider_calls import (
@@ -47,15 +47,12 @@ from hermesd.memory.provider_calls import (
     PREFETCH_TIMEOUT,
     ProviderCaller,
     memory_context_block,
+    usable_tools,
 )
 from hermesd.memory.provider_cli import ProviderCli
 from hermesd.memory.provider_journal import DeliveryJournal
-from hermesd.plugins.memory_providers import (
-    ProviderFactory,
-    ProviderRegistrations,
-    discover_providers,
-    provider_name,
-)
+from hermesd.memory.provider_source import ProviderSource
+from hermesd.plugins.memory_providers import ProviderRegistrations, provider_name
 from hermesd.plugins.workers import WorkerPool
 from hermesd.store.sessions import SessionStore
 
@@ -114,33 +111,36 @@ class MemoryProviders:
         self.ready: Callable[[], Awaitable[None]] | None = None
         self._start_lock = asyncio.Lock()
         self.registrations = registrations
+        self.source = ProviderSource(home, env, pool, self.calls, registrations)
         self.core_tool_names: Callable[[], Iterable[str]] = core_tool_names or set
-        self._factory: ProviderFactory | None = None
         self._sessions: OrderedDict[str, ActiveProvider] = OrderedDict()
         self._refused: dict[str, str] = {}  # session -> why it has none (not retried per turn)
         self._lineage: OrderedDict[str, str] = OrderedDict()  # fork -> parent, until its turn
-        self._warned: set[str] = set()
         self._background: set[asyncio.Task[Any]] = set()
-        #: what the listing shows of the selected provider: {active, available, reason}
-        self._status: dict[str, Any] = {}
         self.reload(config)
 
     def reload(self, cfg: Any) -> None:
         """Take ``memory.provider`` (a change applies to sessions that start afterwards)."""
-        selected = str(cfg.get("memory.provider", "") or "").strip()
-        if selected != getattr(self, "selected", None):
-            self._factory = None
+        if self.source.select(str(cfg.get("memory.provider", "") or "").strip()):
             self._refused.clear()
-            self._status = {}
             self.cli.forget()
-        self.selected = selected
+
+    @property
+    def selected(self) -> str:
+        """The provider ``memory.provider`` names ("" for none)."""
+        return self.source.selected
 
     def status(self, name: str) -> dict[str, Any]:
-        """``{active, available, reason}`` of provider ``name`` for the plugin listing
-        (available is None until the selected one was checked)."""
-        if name != self.selected or not name:
-            return {"active": False, "available": None, "reason": ""}
-        return {"active": True, "available": None, "reason": "", **self._status}
+        """``{active, available, reason}`` of provider ``name`` for the plugin listing."""
+        return self.source.status(name)
+
+    async def instance_of(self, name: str) -> Any:
+        """A fresh, uninitialized instance of provider ``name`` (for its setup), or None."""
+        return await self.source.instance_of(name)
+
+    async def known_names(self) -> list[str]:
+        """Every provider's name."""
+        return await self.source.known_names()
 
     async def check(self) -> None:
         """Make an instance of the selected provider and ask ``is_available()`` (and
@@ -150,26 +150,13 @@ class MemoryProviders:
             return
         if self.ready is not None:
             await self.ready()
-        provider = await self._instance()
+        provider = await self.source.instance()
         if provider is None:
-            self._status = {"available": False, "reason": "not found or not loadable"}
+            self.source.checked = {"available": False, "reason": "not found or not loadable"}
             return
-        await self._availability(provider)
-        if self._factory is not None:
-            await self.cli.offer(self.selected, self._factory)
-
-    async def _availability(self, provider: Any) -> bool:
-        available = await self._call(provider, "is_available") is True
-        reason = "" if available else await self._call(provider, "unavailable_reason")
-        if not available and not reason:
-            reason = "is_available() returned False"
-        self._status = {"available": available, "reason": str(reason or "")}
-        if not available:
-            self._warn_once(
-                f"Memory provider '{provider_name(provider)}' is not available: {reason}; "
-                "using the built-in memory only"
-            )
-        return available
+        await self.source.available(provider)
+        if self.source.factory is not None:
+            await self.cli.offer(self.selected, self.source.factory)
 
     async def _call(
         self, active: ActiveProvider | Any, method: str, *args: Any, **kwargs: Any
@@ -187,76 +174,6 @@ class MemoryProviders:
                 )
             )[1]
         return (await self.calls.invoke(active, method, *args, **kwargs))[1]
-
-    async def factory(self) -> ProviderFactory | None:
-        """The selected provider's factory (discovered once), or None (warned once)."""
-        if self._factory is None:
-            found = await asyncio.to_thread(discover_providers, self.home, self.env)
-            match = next((c for c in found if c.name == self.selected), None)
-            if match is None:
-                self._warn_once(
-                    f"memory.provider is '{self.selected}', but no memory provider of that "
-                    f"name was found (bundled, {self.home}/plugins/<name>/, entry points "
-                    "hermes_agent.memory_providers, or a plugin's register_memory_provider); "
-                    "using the built-in memory only. Known providers: "
-                    + (", ".join(c.name for c in found) or "none")
-                )
-                return None
-            self._factory = ProviderFactory(match)
-        return self._factory
-
-    async def instance_of(self, name: str) -> Any:
-        """A fresh, uninitialized instance of provider ``name`` (selected or not) for its
-        setup, or None when there is none of that name."""
-        shared = self.registrations.provider
-        if shared is not None and provider_name(shared) == name:
-            return shared
-        if name == self.selected:
-            factory = await self.factory()
-        else:
-            found = await asyncio.to_thread(discover_providers, self.home, self.env)
-            match = next((c for c in found if c.name == name), None)
-            factory = ProviderFactory(match) if match is not None else None
-        if factory is None:
-            return None
-        return await self.pool.run(factory.create, CALL_TIMEOUT, key="memory-provider")
-
-    async def known_names(self) -> list[str]:
-        """Every provider's name (discovered, and one a plugin registered)."""
-        found = await asyncio.to_thread(discover_providers, self.home, self.env)
-        names = [c.name for c in found]
-        shared = self.registrations.provider
-        return names + ([provider_name(shared)] if shared is not None else [])
-
-    async def _instance(self) -> Any:
-        """A fresh instance of the selected provider, or None (logged once per name)."""
-        shared = self.registrations.provider
-        if shared is not None and provider_name(shared) == self.selected:
-            return shared  # handed to ctx.register_memory_provider: one instance for all
-        factory = await self.factory()
-        if factory is None:
-            return None
-        try:
-            instance = await self.pool.run(factory.create, CALL_TIMEOUT, key="memory-provider")
-        except Exception as exc:
-            self._warn_once(
-                f"Memory provider '{self.selected}' could not be loaded from "
-                f"{factory.candidate.location}: {type(exc).__name__}: {exc}; using the built-in "
-                "memory only"
-            )
-            log.debug("loading memory provider failed", exc_info=True)
-            return None
-        if instance is None:
-            self._warn_once(
-                f"Memory provider '{self.selected}' loaded but no provider instance found "
-                "(no register_memory_provider call, no MemoryProvider subclass)"
-            )
-        return instance
-
-    def _warn_once(self, text: str) -> None:
-        if text not in self._warned:
-            self._warned.add(text)
-            log.warning("%s", text)
 
     # --- the session's instance ----------------------------------------------------------
 
@@ -283,11 +200,11 @@ class MemoryProviders:
         return active
 
     async def _make(self, session_id: str, init: dict[str, Any]) -> ActiveProvider | None:
-        provider = await self._instance()
+        provider = await self.source.instance()
         if provider is None:
             return None
         name = provider_name(provider)
-        if not await self._availability(provider):
+        if not await self.source.available(provider):
             self._refused[session_id] = "unavailable"
             return None
         parent = self._lineage.pop(session_id, "")
@@ -324,26 +241,7 @@ class MemoryProviders:
 
     async def _tools_of(self, active: ActiveProvider) -> dict[str, dict[str, Any]]:
         schemas = await self._call(active, "get_tool_schemas")
-        core = set(self.core_tool_names())
-        tools: dict[str, dict[str, Any]] = {}
-        for raw in schemas if isinstance(schemas, list) else []:
-            schema = raw.get("function", raw) if isinstance(raw, dict) else None
-            name = schema.get("name") if isinstance(schema, dict) else None
-            if not isinstance(name, str) or not name:
-                log.warning(
-                    "Memory provider '%s' returned a tool schema with no name; skipped", active.name
-                )
-                continue
-            if name in core:
-                log.warning(
-                    "Memory provider '%s' tool '%s' shadows a core tool name; dropped "
-                    "(core tools always win)",
-                    active.name,
-                    name,
-                )
-                continue
-            tools.setdefault(name, dict(cast(dict[str, Any], schema)))
-        return tools
+        return usable_tools(active.name, schemas, set(self.core_tool_names()))
 
     # --- the turn ------------------------------------------------------------------------
 
