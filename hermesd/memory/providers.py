@@ -63,6 +63,7 @@ log = logging.getLogger(__name__)
 DRAIN_TIMEOUT = 5.0  # at daemon stop: background deliveries still running are given up
 END_TIMEOUT = 5.0  # on_session_end and shutdown at daemon stop
 PRE_COMPRESS_TIMEOUT = 10.0  # compression waits for it: bounded like a prefetch
+SWITCH_WAIT = 8.0  # the new session's turn waits this long for the switch to be told
 MAX_SESSIONS = 256  # live provider instances; the least recently used one is ended past this
 MAX_LINEAGE = 1024  # forks waiting for their first turn
 MIRRORED_ACTIONS = ("add", "replace", "remove")
@@ -195,8 +196,18 @@ class MemoryProviders:
         else:
             self._sessions.move_to_end(session_id)
         if active is not None and active.switching is not None:
-            await asyncio.shield(active.switching)  # told of the switch before its turn
-            active.switching = None
+            switching, active.switching = active.switching, None
+            # told of the switch before its turn, but a provider slow to end the old session
+            # (an LLM-bound extraction) holds the new session's turn only so long
+            done, _ = await asyncio.wait([switching], timeout=SWITCH_WAIT)
+            if not done:
+                log.warning(
+                    "Memory provider '%s' is still being told of the switch to session %s "
+                    "after %gs; the turn goes on",
+                    active.name,
+                    session_id,
+                    SWITCH_WAIT,
+                )
         return active
 
     async def _make(self, session_id: str, init: dict[str, Any]) -> ActiveProvider | None:

@@ -6,6 +6,7 @@ instance serves the session the conversation went on in. Drives the recorder pro
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -157,3 +158,43 @@ def test_provider_threads_started_with_spawn_context_thread_keep_the_session(
     }
     assert seen["spawn_context_thread"] == sid
     assert seen["threading.Thread"] == ""  # a plain thread does not inherit the context
+
+
+def test_a_provider_failing_at_a_switch_leaves_the_new_sessions_turn_whole(
+    client: Client, daemon: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    mode = daemon.home / "recorder-mode.json"
+    sid = client.call("session.create")["id"]
+    client.call("session.attach", {"session_id": sid})
+    _turn(client, model, sid, "before")
+    mode.write_text(json.dumps({"raise": ["on_session_end", "on_session_switch"]}))
+    try:
+        fresh = client.call("session.reset", {"session_id": sid})["id"]
+        model.push(reply("Still fine."))
+        assert _send(client, fresh, "after")["final_text"] == "Still fine."
+        log = _wait_for(
+            lambda: "'recorder' on_session_switch() failed" in (t := daemon.log()) and t, "log"
+        )
+        assert "Memory provider 'recorder' on_session_end() failed: RuntimeError" in log
+    finally:
+        mode.unlink()
+
+
+def test_a_provider_hanging_at_a_switch_holds_the_next_turn_only_briefly(
+    client: Client, daemon: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    mode = daemon.home / "recorder-mode.json"
+    sid = client.call("session.create")["id"]
+    client.call("session.attach", {"session_id": sid})
+    _turn(client, model, sid, "before")
+    mode.write_text(json.dumps({"hang": ["on_session_end"]}))
+    try:
+        fresh = client.call("session.reset", {"session_id": sid})["id"]
+        model.push(reply("Not held."))
+        assert _send(client, fresh, "after")["final_text"] == "Not held."
+        assert (
+            f"Memory provider 'recorder' is still being told of the switch to session {fresh}"
+            in daemon.log()
+        )
+    finally:
+        mode.unlink()
