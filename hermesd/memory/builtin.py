@@ -48,6 +48,8 @@ class MemoryWrite:
     origin: str  # tool | client | approval
     session_id: str
     by_uid: int | None
+    task_id: str = ""  # the tool call's, for the provider's metadata
+    tool_call_id: str = ""
 
 
 class BuiltinMemory:
@@ -150,8 +152,16 @@ class BuiltinMemory:
 
     # --- writes ----------------------------------------------------------------------------
 
-    async def tool_call(self, args: dict[str, Any], *, session_id: str = "") -> dict[str, Any]:
-        """The ``memory`` tool: the result the model gets, as a dict."""
+    async def tool_call(
+        self,
+        args: dict[str, Any],
+        *,
+        session_id: str = "",
+        task_id: str = "",
+        tool_call_id: str = "",
+    ) -> dict[str, Any]:
+        """The ``memory`` tool: the result the model gets, as a dict (``task_id`` and
+        ``tool_call_id`` go to the memory provider with the write)."""
         if not self.available():
             return tool_error(UNAVAILABLE)
         call = read_call(args)
@@ -175,7 +185,7 @@ class BuiltinMemory:
                 "pending_id": record["id"],
                 "message": STAGED_MESSAGE,
             }
-        return await self._write(payload, "tool", session_id, None)
+        return await self._write(payload, "tool", session_id, None, (task_id, tool_call_id))
 
     async def person_write(self, args: dict[str, Any], uid: int | None) -> dict[str, Any]:
         """A person's add/replace/remove/batch: never staged (they are the approval)."""
@@ -193,11 +203,16 @@ class BuiltinMemory:
         return await self._write(payload, "client", "", uid)
 
     async def _write(
-        self, payload: dict[str, Any], origin: str, session_id: str, uid: int | None
+        self,
+        payload: dict[str, Any],
+        origin: str,
+        session_id: str,
+        uid: int | None,
+        call_ids: tuple[str, str] = ("", ""),
     ) -> dict[str, Any]:
         edit = await asyncio.to_thread(self.apply, payload)
         if edit.written:
-            self._written(MemoryWrite(payload, origin, session_id, uid), edit.result)
+            self._written(MemoryWrite(payload, origin, session_id, uid, *call_ids), edit.result)
         return self._budgeted(session_id, edit) if origin == "tool" else edit.result
 
     def _budgeted(self, session_id: str, edit: edits.Edit) -> dict[str, Any]:

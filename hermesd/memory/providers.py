@@ -369,6 +369,8 @@ class MemoryProviders:
                 "parent_session_id": active.parent_session_id if active else "",
                 "platform": active.platform if active else "cli",
                 "tool_name": "memory",
+                "task_id": write.task_id,
+                "tool_call_id": write.tool_call_id,
                 "old_text": str(op.get("old_text") or ""),
             }
             writes.append(

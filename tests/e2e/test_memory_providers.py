@@ -108,7 +108,11 @@ def test_every_lifecycle_call_gets_the_reference_arguments(
     model.push(
         call_tools(
             tool_call("recall_notes", {"q": "cat"}),
-            tool_call("memory", {"action": "add", "target": "memory", "content": "Cat: Miso"}),
+            tool_call(
+                "memory",
+                {"action": "add", "target": "memory", "content": "Cat: Miso"},
+                call_id="call_mem_1",
+            ),
         ),
         reply("Your cat is Miso."),
     )
@@ -140,6 +144,8 @@ def test_every_lifecycle_call_gets_the_reference_arguments(
         "session_id": sid,
         "platform": "cli",
         "tool_name": "memory",
+        "task_id": sid,
+        "tool_call_id": "call_mem_1",
     }
     sync = by_method["sync_turn"]
     assert sync["args"] == ["What is my cat called?", "Your cat is Miso."]
