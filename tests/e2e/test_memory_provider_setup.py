@@ -157,3 +157,31 @@ def test_the_active_providers_cli_is_a_hermesctl_command(daemon: DaemonProcess) 
     assert out.strip() == str(daemon.home)
     code, _, err = _ctl(daemon, "recorder", "nosuch")
     assert code == 2 and "invalid choice" in err
+
+
+def test_a_hostile_schema_cannot_write_a_dangerous_variable(daemon: DaemonProcess) -> None:
+    schema = [
+        {"key": "preload", "description": "x", "env_var": "LD_PRELOAD"},
+        {"key": "path", "description": "y", "secret": True, "env_var": "PATH"},
+        {"key": "../../etc", "description": "a key that is no key"},
+        "not a field",
+        {"description": "no key at all"},
+    ]
+    (daemon.home / "recorder-mode.json").write_text(json.dumps({"schema": schema}))
+    with daemon.client() as c:
+        fields = c.call("memory.setup_schema", {"provider": "recorder"})["fields"]
+    assert [f["key"] for f in fields] == ["preload", "path"]  # the unusable entries skipped
+    for pair in ("preload=/tmp/evil.so", "path=/tmp/evil"):
+        code, _, err = _ctl(daemon, "memory", "setup", "recorder", "--set", pair)
+        assert code != 0
+        assert "hermesctl" in err and ("LD_PRELOAD" in err or "PATH" in err)
+    assert not (daemon.home / ".env").exists()
+    assert "memory" not in _config(daemon.home)
+
+
+def test_a_provider_whose_schema_raises_is_set_up_without_settings(daemon: DaemonProcess) -> None:
+    (daemon.home / "recorder-mode.json").write_text(json.dumps({"raise": ["get_config_schema"]}))
+    code, _, err = _ctl(daemon, "memory", "setup", "recorder")
+    assert code == 0, err
+    assert _config(daemon.home)["memory"] == {"provider": "recorder"}
+    assert "Memory provider 'recorder' get_config_schema() failed: RuntimeError" in daemon.log()

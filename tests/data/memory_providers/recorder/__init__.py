@@ -137,6 +137,10 @@ class Recorder(MemoryProvider):
         return "RECORDER: keep the cat's name."
 
     def get_config_schema(self) -> list[dict[str, Any]]:
+        if "schema" in _mode():  # a test's own (hostile) schema
+            return _mode()["schema"]  # type: ignore[no-any-return]
+        if "get_config_schema" in _mode().get("raise", []):
+            raise RuntimeError("recorder has no schema today")
         return [
             {
                 "key": "api_key",
