@@ -1,9 +1,10 @@
-"""``hermesctl memory show|add|replace|remove|edit|pending|approve|reject``: the built-in memory.
+"""``hermesctl memory show|add|replace|remove|edit|pending|approve|reject|setup``: memory.
 
 Thin wrappers over the ``memory.*`` methods. ``edit`` opens the file's entries in ``$VISUAL``
 or ``$EDITOR`` (entries separated by a line holding only ``§``) and saves them with
 ``memory.set``, refused when the file changed meanwhile. A write that fails (no match, over the
-limit) prints the daemon's sentence and exits 1.
+limit) prints the daemon's sentence and exits 1. ``setup`` (a memory provider's settings) is
+`hermesctl.subcommands.memory_setup`.
 """
 
 from __future__ import annotations
@@ -60,6 +61,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     a.add_argument("id")
     a = action("reject", "drop a staged write", target=False)
     a.add_argument("id")
+    a = action("setup", "configure and select a memory provider", target=False)
+    a.add_argument("provider", help="the provider's name (hermesctl plugins list shows them)")
+    a.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a setting without prompting (repeatable; for scripts)",
+    )
 
 
 def _outcome(args: argparse.Namespace, result: dict[str, Any]) -> int:
@@ -187,6 +196,10 @@ _ACTIONS = {
 
 
 def _run(args: argparse.Namespace, client: Client) -> int:
+    if args.memory_command == "setup":
+        from hermesctl.subcommands.memory_setup import cmd_setup
+
+        return cmd_setup(args, client)
     return _ACTIONS[args.memory_command](args, client)
 
 

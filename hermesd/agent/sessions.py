@@ -67,12 +67,14 @@ class SessionService:
         on_attach: Callable[[str, Connection], None] | None = None,
         on_forget: Callable[[str], None] | None = None,
         redact_event: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-        on_reset: Callable[[str], None] | None = None,
+        on_switch: Callable[[str, str, str], None] | None = None,
     ) -> None:
         """``attached`` is shared with whoever must reach a session's clients (approvals);
         ``on_attach(session_id, conn)`` runs whenever a connection attaches, ``on_forget``
         with the id of a deleted session, ``redact_event`` on every event before it is sent,
-        ``on_reset`` with the id of a session a client left with ``session.reset``."""
+        ``on_switch(old_id, new_id, reason)`` when a conversation moves on: ``new_session``
+        (``session.reset``), ``resume`` (`switched`), ``rewind`` (``session.undo``, the same id
+        twice) and ``branch`` (``session.fork``; the caller stays in the old one)."""
         self.store = store
         self.agent = agent
         self.hooks = hooks
@@ -88,7 +90,7 @@ class SessionService:
         self.on_attach = on_attach
         self.redact_event = redact_event
         self.on_forget = on_forget
-        self.on_reset = on_reset
+        self.on_switch = on_switch
         self.events = EventLog()
 
     # --- the service protocol ------------------------------------------------------------
@@ -401,6 +403,7 @@ class SessionService:
             self.store.fork, p["session_id"], p.get("upto_message_id"), title=p.get("title")
         )
         self._count += 1
+        self.switched(p["session_id"], session["id"], "branch")
         return self._live(session)
 
     async def rpc_search(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
@@ -423,8 +426,6 @@ class SessionService:
             previous = await self._owned(call.conn, old)
             model = previous["model"]
             await self.hooks.invoke("on_session_reset", session_id=old, platform=self.platform)
-            if self.on_reset is not None:
-                self.on_reset(old)
             self._detach(old, call.conn)
         session = await self._db(
             self.store.create_session,
@@ -434,6 +435,8 @@ class SessionService:
         )
         self._count += 1
         self._attach(session["id"], call.conn)
+        if old:
+            self.switched(old, session["id"], "new_session")
         return self._live(session)
 
     async def rpc_attach(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
@@ -580,6 +583,14 @@ class SessionService:
         if not task.cancelled() and task.exception() is not None:
             log.error("turn %s of session %s crashed", turn_id, sid, exc_info=task.exception())
 
+    def switched(self, old: str, new: str, reason: str) -> None:
+        """Report that the conversation of ``old`` goes on as ``new`` (``on_switch``)."""
+        if self.on_switch is not None:
+            try:
+                self.on_switch(old, new, reason)
+            except Exception:
+                log.exception("a session switch listener failed (%s -> %s)", old, new)
+
     async def rpc_undo(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         sid = await self._resolve(call.conn, p)
         running = self.turns.get(sid)
@@ -590,6 +601,8 @@ class SessionService:
                 {"turn_id": running[0]},
             )
         undone = await self._db(self.store.undo_last_turn, sid)
+        if undone:
+            self.switched(sid, sid, "rewind")
         first = undone[0] if undone else None
         return {
             "undone": [m["id"] for m in undone],

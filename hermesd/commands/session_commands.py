@@ -126,6 +126,7 @@ class SessionCommands:
         session = await self.sessions.rpc_attach(outcome.call, {"session_id": target})
         if outcome.session_id and outcome.session_id != session["id"]:
             await self.sessions.rpc_detach(outcome.call, {"session_id": outcome.session_id})
+            self.sessions.switched(outcome.session_id, session["id"], "resume")
         outcome.action, outcome.session = "session", session
         title = f" “{session['title']}”" if session.get("title") else ""
         return f"Resumed session {session['id']}{title} ({session['message_count']} messages)."

@@ -330,11 +330,12 @@ _CHECKS: dict[str, Any] = {
 
 def _plugin_setting(prefix: str, key: Any, value: Any) -> bool:
     """Settings that belong to plugins, kept as written for them to read (``ctx.config``,
-    ``hermes_cli.config.load_config``): ``plugins.entries``, a ``plugins.<key>`` section, and
-    the reference's ``_config_version``."""
+    ``hermes_cli.config.load_config``): ``plugins.entries``, a ``plugins.<key>`` section, a
+    memory provider's ``memory.<provider>`` section (``hermesctl memory setup``), and the
+    reference's ``_config_version``."""
     if prefix == "" and key == "_config_version":
         return True
-    return prefix == "plugins." and isinstance(value, dict)
+    return prefix in ("plugins.", "memory.") and isinstance(value, dict)
 
 
 def _names(types: tuple[type, ...]) -> str:

@@ -36,6 +36,7 @@ from hermesd.daemon.config_service import ConfigService
 from hermesd.daemon.config_view import effective_settings
 from hermesd.daemon.doctor import DoctorService
 from hermesd.daemon.logring import LogService
+from hermesd.daemon.memory_setup import MemorySetupService
 from hermesd.daemon.reloads import ReloadService
 from hermesd.mcp.pool import McpPool
 from hermesd.mcp.service import McpService
@@ -183,13 +184,33 @@ def _forget_session(broker: ApprovalBroker, providers: MemoryProviders, sid: str
 
 
 def _end_provider(providers: MemoryProviders, sid: str) -> None:
-    """A session at a real boundary (deleted, reset): its memory provider is ended."""
+    """A deleted session: its memory provider is ended."""
     task = asyncio.get_running_loop().create_task(providers.end_session(sid, []))
     _ENDING.add(task)
     task.add_done_callback(_ENDING.discard)
 
 
 _ENDING: set[asyncio.Task[None]] = set()
+
+
+async def _set_write_approval(files: SettingsFiles, reloads: ReloadService, on: bool) -> None:
+    """``/memory approval on|off``: memory.write_approval in config.yaml, then a reload."""
+    text = await asyncio.to_thread(files.edited_text, "memory.write_approval", on)
+    await asyncio.to_thread(files.write_config, text)
+    await reloads.reload_all("/memory approval")
+
+
+def _provider_cli(
+    commands: CommandRegistry,
+    owner: str,
+    name: str,
+    help_text: str,
+    setup: Any,
+    handler: Any,
+    description: str,
+) -> None:
+    """The active memory provider's cli.py as ``hermesctl <name>``."""
+    commands.register_cli(name, help_text, setup, handler, description, owner=owner)
 
 
 def build_services(daemon: Daemon) -> None:
@@ -269,7 +290,7 @@ def build_services(daemon: Daemon) -> None:
         attached=attached,
         on_attach=broker.on_attach,
         on_forget=functools.partial(_forget_session, broker, providers),
-        on_reset=functools.partial(_end_provider, providers),
+        on_switch=providers.session_switched,
         redact_event=redact.redact_event,
     )
     meter.broadcast = sessions.broadcast  # the day's and month's budget warnings
@@ -297,6 +318,8 @@ def build_services(daemon: Daemon) -> None:
     admin = PluginAdminService(host, files)
     approvals = ApprovalService(broker)
     host.commands.reserve_cli_names(hermesctl_subcommands())
+    providers.cli.sink = functools.partial(_provider_cli, host.commands)
+    providers.cli.drop = host.commands.unregister_owner
     daemon.services.append(SandboxService(sandbox, files.dotenv))
     # scheduled turns: after the sessions (runs are their turns), before plugins load (their
     # cron.jobs calls need it, even in register()); the tool and /cron register like any
@@ -335,6 +358,8 @@ def build_services(daemon: Daemon) -> None:
     )
     # Day-two operations: config.*, reload, logs, doctor (hermesd.daemon's own modules).
     reloads = ReloadService(daemon, admin)
+    daemon.services.append(MemorySetupService(providers, files, reloads))
+    memory.slash.set_approval = functools.partial(_set_write_approval, files, reloads)
     daemon.services.append(reloads)
     daemon.services.append(ConfigService(daemon, files, reloads))
     daemon.services.append(LogService())

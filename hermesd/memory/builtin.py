@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hermesd.memory import edits, snapshot
+from hermesd.memory import edits, snapshot, threats
 from hermesd.memory.commands import SlashMemory
 from hermesd.memory.files import TARGETS, Limits, MemoryFiles
 from hermesd.memory.pending import STAGED_MESSAGE, PendingWrites
@@ -48,6 +48,8 @@ class MemoryWrite:
     origin: str  # tool | client | approval
     session_id: str
     by_uid: int | None
+    task_id: str = ""  # the tool call's, for the provider's metadata
+    tool_call_id: str = ""
 
 
 class BuiltinMemory:
@@ -150,8 +152,16 @@ class BuiltinMemory:
 
     # --- writes ----------------------------------------------------------------------------
 
-    async def tool_call(self, args: dict[str, Any], *, session_id: str = "") -> dict[str, Any]:
-        """The ``memory`` tool: the result the model gets, as a dict."""
+    async def tool_call(
+        self,
+        args: dict[str, Any],
+        *,
+        session_id: str = "",
+        task_id: str = "",
+        tool_call_id: str = "",
+    ) -> dict[str, Any]:
+        """The ``memory`` tool: the result the model gets, as a dict (``task_id`` and
+        ``tool_call_id`` go to the memory provider with the write)."""
         if not self.available():
             return tool_error(UNAVAILABLE)
         call = read_call(args)
@@ -161,6 +171,9 @@ class BuiltinMemory:
             return await asyncio.to_thread(
                 edits.missing_old_text, self.files, call.target, call.action
             )
+        refused = await asyncio.to_thread(threats.payload_error, call.payload())
+        if refused is not None:  # before staging: a person is never asked about one
+            return refused
         # redaction scans the text: off the loop too, content may be long
         payload = await asyncio.to_thread(self.redacted, call.payload())
         if self.write_approval:
@@ -172,7 +185,7 @@ class BuiltinMemory:
                 "pending_id": record["id"],
                 "message": STAGED_MESSAGE,
             }
-        return await self._write(payload, "tool", session_id, None)
+        return await self._write(payload, "tool", session_id, None, (task_id, tool_call_id))
 
     async def person_write(self, args: dict[str, Any], uid: int | None) -> dict[str, Any]:
         """A person's add/replace/remove/batch: never staged (they are the approval)."""
@@ -183,15 +196,23 @@ class BuiltinMemory:
             return await asyncio.to_thread(
                 edits.missing_old_text, self.files, call.target, call.action
             )
+        refused = await asyncio.to_thread(threats.payload_error, call.payload())
+        if refused is not None:
+            return refused
         payload = await asyncio.to_thread(self.redacted, call.payload())
         return await self._write(payload, "client", "", uid)
 
     async def _write(
-        self, payload: dict[str, Any], origin: str, session_id: str, uid: int | None
+        self,
+        payload: dict[str, Any],
+        origin: str,
+        session_id: str,
+        uid: int | None,
+        call_ids: tuple[str, str] = ("", ""),
     ) -> dict[str, Any]:
         edit = await asyncio.to_thread(self.apply, payload)
         if edit.written:
-            self._written(MemoryWrite(payload, origin, session_id, uid), edit.result)
+            self._written(MemoryWrite(payload, origin, session_id, uid, *call_ids), edit.result)
         return self._budgeted(session_id, edit) if origin == "tool" else edit.result
 
     def _budgeted(self, session_id: str, edit: edits.Edit) -> dict[str, Any]:
@@ -272,7 +293,10 @@ class BuiltinMemory:
                 record = self.pending.get(pending_id)
                 if record is None:
                     return None, None
-                # a staged file may come from another program: redacted here as well
+                # a staged file may come from another program: checked and redacted here too
+                refused = threats.payload_error(record["payload"])
+                if refused is not None:
+                    return record, edits.Edit(refused)
                 edit = self.apply(self.redacted(record["payload"]))
                 if edit.result.get("success"):
                     self.pending.discard(pending_id)

@@ -1,13 +1,17 @@
-"""``/memory [pending|approve ID|reject ID]``: staged memory writes answered from any client.
+"""``/memory [pending|approve ID|reject ID|approval on|off]``: staged memory writes answered
+from any client, and the switch that stages them.
 
 Registered as a built-in slash command through `CommandRegistry.register`, the call plugins
 use. Answers as the connection running the command (``rpc.current_connection``), with the
-approval broker's rule for who may answer; the texts are the reference's.
+approval broker's rule for who may answer; the texts are the reference's. ``approval on|off``
+writes ``memory.write_approval`` to config.yaml through `set_approval` (the daemon's config
+editor, handed in; then a reload), and only the daemon's owner may, as ``config.set``.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from hermesd.rpc.connection import current_connection
@@ -16,7 +20,10 @@ if TYPE_CHECKING:
     from hermesd.commands.registry import CommandRegistry
     from hermesd.memory.builtin import BuiltinMemory
 
-USAGE = "Usage: /memory [pending | approve <id> | reject <id>]  (<id> may be 'all')"
+USAGE = "Unknown /memory subcommand. Use: pending, approve <id>, reject <id>, approval <on|off>."
+TRUTHY = {"on", "true", "yes", "1", "enable", "enabled"}
+FALSEY = {"off", "false", "no", "0", "disable", "disabled"}
+NOT_OWNER = "Only the daemon's owner can change memory.write_approval (as with config.set)."
 NOT_ALLOWED = "Only the daemon's owner (or a user in approvals.approvers) can review memory writes."
 
 
@@ -35,13 +42,15 @@ class SlashMemory:
 
     def __init__(self, service: BuiltinMemory) -> None:
         self.service = service
+        #: persists ``memory.write_approval`` and reloads; None: tell the person the command
+        self.set_approval: Callable[[bool], Awaitable[None]] | None = None
 
     def register(self, commands: CommandRegistry) -> None:
         commands.register(
             "memory",
             self.run,
             description="Review memory writes waiting for approval",
-            args_hint="[pending|approve ID|reject ID]",
+            args_hint="[pending|approve ID|reject ID|approval on|off]",
         )
 
     async def run(self, raw_args: str) -> str:
@@ -57,6 +66,9 @@ class SlashMemory:
             return f"memory.write_approval = {state}\n\n" + format_pending(records)
         if verb == "pending":
             return format_pending(records)
+        if verb in ("approval", "mode"):  # 'mode': the reference's older name
+            owner = conn is not None and conn.is_owner
+            return await self._approval(words[1:], owner)
         if verb not in ("approve", "apply", "reject", "deny", "drop"):
             return USAGE
         if len(words) < 2:
@@ -65,6 +77,27 @@ class SlashMemory:
         if verb in ("approve", "apply"):
             return await self._approve(wanted, records, uid)
         return await self._reject(wanted, records, uid)
+
+    async def _approval(self, rest: list[str], owner: bool) -> str:
+        state = f"memory.write_approval = {'on' if self.service.write_approval else 'off'}"
+        if not rest:
+            return f"{state}\nSet with: /memory approval <on|off>"
+        value = rest[0].strip().lower()
+        if value not in TRUTHY | FALSEY:
+            return f"Invalid value '{value}'. Use: on or off."
+        if not owner:
+            return NOT_OWNER
+        enabled = value in TRUTHY
+        if self.set_approval is None:
+            return (
+                "To change the memory approval gate, run:\n"
+                f"  hermesctl config set memory.write_approval {'true' if enabled else 'false'}"
+            )
+        try:
+            await self.set_approval(enabled)
+        except Exception as exc:
+            return f"Failed to set memory.write_approval: {exc}"
+        return f"memory.write_approval set to '{'on' if enabled else 'off'}'."
 
     async def _records(self) -> list[dict[str, Any]]:
         return await asyncio.to_thread(self.service.pending.list)

@@ -5,10 +5,29 @@ the reference's lifecycle: ``initialize`` when the session's first turn here sta
 ``system_prompt_block`` at prompt assembly, ``on_turn_start`` then ``prefetch`` before the tool
 loop (its text fenced in a ``<memory-context>`` block for the API copy of the user message),
 ``sync_turn`` then ``queue_prefetch`` after a completed turn (in the background, in order per
-session), its tools, ``on_memory_write`` after built-in writes, ``on_session_end`` and
-``shutdown`` at the end. Every call runs on the plugin worker threads with a deadline; a call
-that raises or overruns is logged with the provider's name and the method, and the turn goes on
-without it. The agent loop calls in; nothing here touches the store.
+session, journalled: `hermesd.memory.provider_journal`), its tools, ``on_memory_write`` after
+built-in writes, ``on_session_end`` and ``shutdown`` at the end. Every call goes through
+`hermesd.memory.provider_calls` (worker thread, deadline, the session's context); a call that
+raises or overruns is logged and the turn goes on without it.
+
+Session switches (the instance follows the conversation, as in the reference, where one agent's
+provider is told its session id changed):
+
+- ``on_session_switch(old_session_id, new_session_id, reason=..., reset=...)`` — public: the
+  instance of ``old_session_id`` (if it has one) is told ``on_session_switch(new_session_id,
+  parent_session_id=old_session_id, reset=reset, reason=reason)`` and serves
+  ``new_session_id`` from then on (unless that session has its own already). In the background,
+  after the old session's pending ``sync_turn``; the new session's next turn waits for it. The
+  daemon calls it for ``/new`` (``reason="new_session"``, ``reset=True``, after
+  ``on_session_end``), ``/resume`` (``"resume"``) and ``/undo`` (``rewound=True``); compression
+  calls it with ``reason="compression"`` (the same id twice when compressed in place).
+- ``await on_pre_compress(session_id, messages) -> str`` — public: the provider's text for the
+  compression summary ("" when the session has no provider, or it raised or overran: logged).
+- ``forked(parent_session_id, fork_id)`` — a fork's instance, made at its first turn, is
+  initialized with ``parent_session_id=`` and told ``on_session_switch(fork_id,
+  parent_session_id=parent, reset=False, reason="branch")`` before its first turn.
+
+The agent loop and the session service call in; nothing here touches the store but the journal.
 """
 
 from __future__ import annotations
@@ -20,39 +39,36 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from hermesd.memory.builtin import MemoryWrite
-from hermesd.plugins.memory_providers import (
-    ProviderFactory,
-    ProviderRegistrations,
-    discover_providers,
-    provider_name,
+from hermesd.memory.provider_calls import (
+    CALL_TIMEOUT,
+    PREFETCH_TIMEOUT,
+    ProviderCaller,
+    memory_context_block,
+    usable_tools,
 )
-from hermesd.plugins.workers import WorkerPool, WorkTimeout, call_bounded
+from hermesd.memory.provider_cli import ProviderCli
+from hermesd.memory.provider_journal import DeliveryJournal
+from hermesd.memory.provider_source import ProviderSource
+from hermesd.plugins.memory_providers import ProviderRegistrations, provider_name
+from hermesd.plugins.workers import WorkerPool
 from hermesd.store.sessions import SessionStore
+
+__all__ = ["ActiveProvider", "MemoryProviders", "memory_context_block"]
 
 log = logging.getLogger(__name__)
 
-PREFETCH_TIMEOUT = 8.0  # the reference's bound on an external prefetch
-CALL_TIMEOUT = 30.0  # any other call (initialize may open a connection)
 DRAIN_TIMEOUT = 5.0  # at daemon stop: background deliveries still running are given up
 END_TIMEOUT = 5.0  # on_session_end and shutdown at daemon stop
+PRE_COMPRESS_TIMEOUT = 10.0  # compression waits for it: bounded like a prefetch
+SWITCH_WAIT = 8.0  # the new session's turn waits this long for the switch to be told
 MAX_SESSIONS = 256  # live provider instances; the least recently used one is ended past this
-CONTEXT_NOTE = (
-    "[System note: The following is recalled memory context, NOT new user input. Treat as "
-    "authoritative reference data — this is the agent's persistent memory and should inform "
-    "all responses.]"
-)
+MAX_LINEAGE = 1024  # forks waiting for their first turn
 MIRRORED_ACTIONS = ("add", "replace", "remove")
-
-
-def memory_context_block(text: str) -> str:
-    """The reference's fence around recalled text ("" for none); fence tags inside are removed."""
-    if not text or not text.strip():
-        return ""
-    clean = text.replace("<memory-context>", "").replace("</memory-context>", "").strip()
-    return f"<memory-context>\n{CONTEXT_NOTE}\n\n{clean}\n</memory-context>"
+#: the instance that mirrors writes made outside any session (a person's, hermesctl memory)
+NO_SESSION = ""
 
 
 @dataclass
@@ -66,8 +82,10 @@ class ActiveProvider:
     platform: str = "cli"
     turns: int = 0
     prompt_block: str | None = None
+    parent_session_id: str = ""
     messages: list[dict[str, Any]] = field(default_factory=list)  # the last turn's history
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # sync_turn in order
+    switching: asyncio.Task[Any] | None = None  # a switch to this session not told yet
 
 
 class MemoryProviders:
@@ -86,154 +104,77 @@ class MemoryProviders:
         """``core_tool_names()`` returns the names provider tools may not shadow; ``store``
         journals deliveries not made yet (None: not journalled)."""
         self.home, self.pool, self.env = home, pool, env
-        self.store = store
+        self.calls = ProviderCaller(pool)
+        self.journal = DeliveryJournal(store)
+        #: the active provider's cli.py as ``hermesctl <name>`` (the daemon sets its sinks)
+        self.cli = ProviderCli(pool)
         #: awaited before the start-up check: plugins that register a provider have loaded
         self.ready: Callable[[], Awaitable[None]] | None = None
         self._start_lock = asyncio.Lock()
         self.registrations = registrations
+        self.source = ProviderSource(home, env, pool, self.calls, registrations)
         self.core_tool_names: Callable[[], Iterable[str]] = core_tool_names or set
-        self._factory: ProviderFactory | None = None
         self._sessions: OrderedDict[str, ActiveProvider] = OrderedDict()
         self._refused: dict[str, str] = {}  # session -> why it has none (not retried per turn)
-        self._warned: set[str] = set()
+        self._lineage: OrderedDict[str, str] = OrderedDict()  # fork -> parent, until its turn
         self._background: set[asyncio.Task[Any]] = set()
-        #: what the listing shows of the selected provider: {active, available, reason}
-        self._status: dict[str, Any] = {}
         self.reload(config)
 
     def reload(self, cfg: Any) -> None:
         """Take ``memory.provider`` (a change applies to sessions that start afterwards)."""
-        selected = str(cfg.get("memory.provider", "") or "").strip()
-        if selected != getattr(self, "selected", None):
-            self._factory = None
+        if self.source.select(str(cfg.get("memory.provider", "") or "").strip()):
             self._refused.clear()
-            self._status = {}
-        self.selected = selected
+            self.cli.forget()
+
+    @property
+    def selected(self) -> str:
+        """The provider ``memory.provider`` names ("" for none)."""
+        return self.source.selected
 
     def status(self, name: str) -> dict[str, Any]:
-        """``{active, available, reason}`` of provider ``name`` for the plugin listing
-        (available is None until the selected one was checked)."""
-        if name != self.selected or not name:
-            return {"active": False, "available": None, "reason": ""}
-        return {"active": True, "available": None, "reason": "", **self._status}
+        """``{active, available, reason}`` of provider ``name`` for the plugin listing."""
+        return self.source.status(name)
+
+    async def instance_of(self, name: str) -> Any:
+        """A fresh, uninitialized instance of provider ``name`` (for its setup), or None."""
+        return await self.source.instance_of(name)
+
+    async def known_names(self) -> list[str]:
+        """Every provider's name."""
+        return await self.source.known_names()
 
     async def check(self) -> None:
         """Make an instance of the selected provider and ask ``is_available()`` (and
-        ``unavailable_reason()``), for the listing and an early warning in the log."""
+        ``unavailable_reason()``), for the listing and an early warning in the log; offer its
+        cli.py as ``hermesctl <name>``."""
         if not self.selected:
             return
         if self.ready is not None:
             await self.ready()
-        provider = await self._instance()
+        provider = await self.source.instance()
         if provider is None:
-            self._status = {"available": False, "reason": "not found or not loadable"}
+            self.source.checked = {"available": False, "reason": "not found or not loadable"}
             return
-        await self._availability(provider)
-
-    async def _availability(self, provider: Any) -> bool:
-        available = await self._call(provider, "is_available") is True
-        reason = "" if available else await self._call(provider, "unavailable_reason")
-        self._status = {"available": available, "reason": str(reason or "")}
-        if not available:
-            self._warn_once(
-                f"Memory provider '{provider_name(provider)}' is not available"
-                + (f": {reason}" if reason else "")
-                + "; using the built-in memory only"
-            )
-        return available
-
-    # --- calling provider code -----------------------------------------------------------
+        await self.source.available(provider)
+        if self.source.factory is not None:
+            await self.cli.offer(self.selected, self.source.factory)
 
     async def _call(
-        self,
-        active: ActiveProvider | Any,
-        method: str,
-        *args: Any,
-        timeout: float = CALL_TIMEOUT,
-        **kwargs: Any,
+        self, active: ActiveProvider | Any, method: str, *args: Any, **kwargs: Any
     ) -> Any:
-        """``provider.method(*args, **kwargs)`` on a worker; None after logging when it fails."""
-        return (await self._invoke(active, method, *args, timeout=timeout, **kwargs))[1]
-
-    async def _invoke(
-        self,
-        active: ActiveProvider | Any,
-        method: str,
-        *args: Any,
-        timeout: float = CALL_TIMEOUT,
-        **kwargs: Any,
-    ) -> tuple[bool, Any]:
-        """(answered, result): answered is False when the call overran (abandoned); a call
-        that raised answered (logged, result None)."""
-        provider = active.provider if isinstance(active, ActiveProvider) else active
-        name = active.name if isinstance(active, ActiveProvider) else provider_name(provider)
-        fn = getattr(provider, method, None)
-        if not callable(fn):
-            return True, None
-        try:
-            result = await call_bounded(
-                self.pool, fn, args, kwargs, timeout, key=f"memory-provider:{name}"
-            )
-            return True, result
-        except WorkTimeout:
-            log.warning(
-                "Memory provider '%s' %s() did not return within %gs; abandoned, the turn goes on",
-                name,
-                method,
-                timeout,
-            )
-            return False, None
-        except Exception as exc:
-            log.warning(
-                "Memory provider '%s' %s() failed: %s: %s; the turn goes on",
-                name,
-                method,
-                type(exc).__name__,
-                exc,
-                exc_info=True,
-            )
-        return True, None
-
-    async def _instance(self) -> Any:
-        """A fresh instance of the selected provider, or None (logged once per name)."""
-        shared = self.registrations.provider
-        if shared is not None and provider_name(shared) == self.selected:
-            return shared  # handed to ctx.register_memory_provider: one instance for all
-        if self._factory is None:
-            found = await asyncio.to_thread(discover_providers, self.home, self.env)
-            match = next((c for c in found if c.name == self.selected), None)
-            if match is None:
-                self._warn_once(
-                    f"memory.provider is '{self.selected}', but no memory provider of that "
-                    f"name was found (bundled, {self.home}/plugins/<name>/, entry points "
-                    "hermes_agent.memory_providers, or a plugin's register_memory_provider); "
-                    "using the built-in memory only. Known providers: "
-                    + (", ".join(c.name for c in found) or "none")
+        """``provider.method(*args, **kwargs)`` as the session; None after logging a failure."""
+        if isinstance(active, ActiveProvider):
+            return (
+                await self.calls.invoke(
+                    active.provider,
+                    method,
+                    *args,
+                    as_session=active.session_id,
+                    name=active.name,
+                    **kwargs,
                 )
-                return None
-            self._factory = ProviderFactory(match)
-        factory = self._factory
-        try:
-            instance = await self.pool.run(factory.create, CALL_TIMEOUT, key="memory-provider")
-        except Exception as exc:
-            self._warn_once(
-                f"Memory provider '{self.selected}' could not be loaded from "
-                f"{factory.candidate.location}: {type(exc).__name__}: {exc}; using the built-in "
-                "memory only"
-            )
-            log.debug("loading memory provider failed", exc_info=True)
-            return None
-        if instance is None:
-            self._warn_once(
-                f"Memory provider '{self.selected}' loaded but no provider instance found "
-                "(no register_memory_provider call, no MemoryProvider subclass)"
-            )
-        return instance
-
-    def _warn_once(self, text: str) -> None:
-        if text not in self._warned:
-            self._warned.add(text)
-            log.warning("%s", text)
+            )[1]
+        return (await self.calls.invoke(active, method, *args, **kwargs))[1]
 
     # --- the session's instance ----------------------------------------------------------
 
@@ -247,22 +188,38 @@ class MemoryProviders:
         if not self.selected or session_id in self._refused:
             return None
         active = self._sessions.get(session_id)
-        if active is not None:
+        if active is None:
+            async with self._start_lock:  # one instance per session, also against a replay
+                active = self._sessions.get(session_id)
+                if active is None:
+                    active = await self._make(session_id, init)
+        else:
             self._sessions.move_to_end(session_id)
-            return active
-        async with self._start_lock:  # one instance per session, also against a replay
-            active = self._sessions.get(session_id)
-            return active if active is not None else await self._make(session_id, init)
+        if active is not None and active.switching is not None:
+            switching, active.switching = active.switching, None
+            # told of the switch before its turn, but a provider slow to end the old session
+            # (an LLM-bound extraction) holds the new session's turn only so long
+            done, _ = await asyncio.wait([switching], timeout=SWITCH_WAIT)
+            if not done:
+                log.warning(
+                    "Memory provider '%s' is still being told of the switch to session %s "
+                    "after %gs; the turn goes on",
+                    active.name,
+                    session_id,
+                    SWITCH_WAIT,
+                )
+        return active
 
     async def _make(self, session_id: str, init: dict[str, Any]) -> ActiveProvider | None:
-        provider = await self._instance()
+        provider = await self.source.instance()
         if provider is None:
             return None
         name = provider_name(provider)
-        if not await self._availability(provider):
+        if not await self.source.available(provider):
             self._refused[session_id] = "unavailable"
             return None
-        active = ActiveProvider(session_id, provider, name)
+        parent = self._lineage.pop(session_id, "")
+        active = ActiveProvider(session_id, provider, name, parent_session_id=parent)
         active.platform = str(init.pop("platform", None) or "cli")
         kwargs = {
             "hermes_home": str(self.home),
@@ -270,38 +227,32 @@ class MemoryProviders:
             "agent_context": "primary",
             "agent_identity": "default",
             "agent_workspace": "hermes",
+            **({"parent_session_id": parent} if parent else {}),
             **{k: v for k, v in init.items() if v is not None},
         }
         await self._call(active, "initialize", session_id, **kwargs)
+        if parent:  # a fork: the reference's /branch tells the provider it continues here
+            await self._call(
+                active,
+                "on_session_switch",
+                session_id,
+                parent_session_id=parent,
+                reset=False,
+                reason="branch",
+            )
         active.tools = await self._tools_of(active)
-        self._sessions[session_id] = active
+        self._keep(active)
+        return active
+
+    def _keep(self, active: ActiveProvider) -> None:
+        self._sessions[active.session_id] = active
         while len(self._sessions) > MAX_SESSIONS:
             _, old = self._sessions.popitem(last=False)
             self._spawn(self._end(old, []))
-        return active
 
     async def _tools_of(self, active: ActiveProvider) -> dict[str, dict[str, Any]]:
         schemas = await self._call(active, "get_tool_schemas")
-        core = set(self.core_tool_names())
-        tools: dict[str, dict[str, Any]] = {}
-        for raw in schemas if isinstance(schemas, list) else []:
-            schema = raw.get("function", raw) if isinstance(raw, dict) else None
-            name = schema.get("name") if isinstance(schema, dict) else None
-            if not isinstance(name, str) or not name:
-                log.warning(
-                    "Memory provider '%s' returned a tool schema with no name; skipped", active.name
-                )
-                continue
-            if name in core:
-                log.warning(
-                    "Memory provider '%s' tool '%s' shadows a core tool name; dropped "
-                    "(core tools always win)",
-                    active.name,
-                    name,
-                )
-                continue
-            tools.setdefault(name, dict(cast(dict[str, Any], schema)))
-        return tools
+        return usable_tools(active.name, schemas, set(self.core_tool_names()))
 
     # --- the turn ------------------------------------------------------------------------
 
@@ -329,82 +280,52 @@ class MemoryProviders:
         sync is journalled until the provider answered it."""
         active.messages = list(messages)
         payload = {"user": user, "assistant": assistant, "messages": list(messages)}
+        session_id = active.session_id  # the turn's, even if the instance moves on meanwhile
 
         async def sync() -> None:
-            delivery = await self._journal(active, "sync_turn", payload)
+            delivery = await self.journal.keep(
+                active.name, session_id, "sync_turn", {**payload, "platform": active.platform}
+            )
             async with active.lock:
-                await self._deliver(active, "sync_turn", payload, delivery)
-                await self._call(active, "queue_prefetch", user, session_id=active.session_id)
+                await self._deliver(active, session_id, "sync_turn", payload, delivery)
+                await self._call(active, "queue_prefetch", user, session_id=session_id)
 
         self._spawn(sync())
 
-    async def _journal(self, active: ActiveProvider, kind: str, payload: dict[str, Any]) -> int:
-        """Keep a delivery in state.db before it is made (0: not kept)."""
-        if self.store is None:
-            return 0
-        try:
-            text = json.dumps({**payload, "platform": active.platform}, default=str)
-            store = self.store
-            return await store.run(
-                store.journal_delivery, active.name, active.session_id, kind, text
-            )
-        except Exception:
-            log.exception(
-                "could not journal a %s delivery to memory provider '%s'", kind, active.name
-            )
-            return 0
-
     async def _deliver(
-        self, active: ActiveProvider, kind: str, payload: dict[str, Any], delivery: int
-    ) -> None:
+        self,
+        active: ActiveProvider,
+        session_id: str,
+        kind: str,
+        payload: dict[str, Any],
+        delivery: int,
+    ) -> bool:
         """Make one journalled delivery; forget it once the provider answered (an overrun or
-        a daemon stop keeps it for the next start)."""
+        a daemon stop keeps it for the next start). Whether it answered."""
         if kind == "sync_turn":
-            answered, _ = await self._invoke(
-                active,
-                "sync_turn",
-                payload.get("user", ""),
-                payload.get("assistant", ""),
-                session_id=active.session_id,
-                messages=payload.get("messages") or [],
-            )
+            answered = await self.calls.sync_turn(active.provider, session_id, active.name, payload)
         else:
-            answered, _ = await self._invoke(
-                active,
-                "on_memory_write",
-                payload.get("action", ""),
-                payload.get("target", "memory"),
-                payload.get("content", ""),
-                metadata=payload.get("metadata") or {},
+            answered = await self.calls.memory_write(
+                active.provider, session_id, active.name, payload
             )
-        if answered and delivery and self.store is not None:
-            try:
-                await self.store.run(self.store.delivery_made, delivery)
-            except Exception:
-                log.exception("could not mark memory provider delivery %d made", delivery)
+        if answered:
+            await self.journal.made(delivery)
+        return answered
 
     async def replay(self) -> None:
         """Make the deliveries a previous run of the daemon left in the journal, in order."""
-        if not self.selected or self.store is None:
+        if not self.selected:
             return
-        try:
-            pending = await self.store.run(self.store.pending_deliveries, self.selected)
-        except Exception:
-            log.exception("could not read the memory provider journal")
-            return
-        if pending:
-            log.info(
-                "Memory provider '%s': delivering %d call(s) journalled before the restart",
-                self.selected,
-                len(pending),
-            )
-        for row in pending:
-            payload = json.loads(row["payload"])
-            active = await self.start(row["session_id"], platform=payload.get("platform"))
+
+        async def deliver(session_id: str, kind: str, payload: dict[str, Any], row: int) -> bool:
+            active = await self.start(session_id, platform=payload.get("platform"))
             if active is None:
-                return  # not available now: kept for a later start
+                return False  # not available now: kept for a later start
             async with active.lock:
-                await self._deliver(active, row["kind"], payload, int(row["id"]))
+                await self._deliver(active, session_id, kind, payload, row)
+            return True
+
+        await self.journal.replay(self.selected, deliver)
 
     def openai_tools(self, active: ActiveProvider) -> list[dict[str, Any]]:
         """The provider's tools in the request's format."""
@@ -426,43 +347,163 @@ class MemoryProviders:
     # --- built-in writes ------------------------------------------------------------------
 
     def memory_written(self, write: MemoryWrite) -> None:
-        """A built-in write reached the files: tell the provider of the session that made it."""
-        active = self._sessions.get(write.session_id) if write.session_id else None
-        if active is None:
+        """A built-in write reached the files: tell the provider — the instance of the
+        session that made it, or, for a person's write (or an approved one whose session has
+        no instance here), the instance that serves writes made outside a session."""
+        if not self.selected:
             return
         payload = write.payload
+        if payload.get("action") == "set":  # hermesctl memory edit: the file, rewritten
+            return
         ops = payload.get("operations") if payload.get("action") == "batch" else [payload]
         target = str(payload.get("target") or "memory")
+        writes = []
         for op in ops if isinstance(ops, list) else []:
             if not isinstance(op, dict) or op.get("action") not in MIRRORED_ACTIONS:
                 continue
-            metadata = {
-                "write_origin": "assistant_tool" if write.origin == "tool" else write.origin,
+            active = self._sessions.get(write.session_id) if write.session_id else None
+            metadata = {  # empty values left out, as the reference's metadata builder does
+                "write_origin": "user" if write.origin == "client" else "assistant_tool",
                 "execution_context": "foreground",
                 "session_id": write.session_id,
-                "parent_session_id": "",
-                "platform": active.platform,
+                "parent_session_id": active.parent_session_id if active else "",
+                "platform": active.platform if active else "cli",
                 "tool_name": "memory",
+                "task_id": write.task_id,
+                "tool_call_id": write.tool_call_id,
+                "old_text": str(op.get("old_text") or ""),
             }
-            if op.get("old_text"):
-                metadata["old_text"] = str(op["old_text"])
-            payload = {
-                "action": str(op["action"]),
-                "target": target,
-                "content": str(op.get("content") or ""),
-                "metadata": metadata,
-            }
-            self._spawn(self._write_delivery(active, payload))
+            writes.append(
+                {
+                    "action": str(op["action"]),
+                    "target": target,
+                    "content": str(op.get("content") or ""),
+                    "metadata": {k: v for k, v in metadata.items() if v},
+                }
+            )
+        if writes:
+            self._spawn(self._write_deliveries(write, writes))
 
-    async def _write_delivery(self, active: ActiveProvider, payload: dict[str, Any]) -> None:
-        delivery = await self._journal(active, "on_memory_write", payload)
-        await self._deliver(active, "on_memory_write", payload, delivery)
+    async def _write_deliveries(self, write: MemoryWrite, writes: list[dict[str, Any]]) -> None:
+        active = self._sessions.get(write.session_id) if write.session_id else None
+        if active is None:
+            user = str(write.by_uid) if write.by_uid is not None else None
+            active = await self.start(NO_SESSION, platform="cli", user_id=user)
+        if active is None:
+            return
+        for payload in writes:
+            delivery = await self.journal.keep(
+                active.name,
+                active.session_id,
+                "on_memory_write",
+                {**payload, "platform": active.platform},
+            )
+            await self._deliver(active, active.session_id, "on_memory_write", payload, delivery)
+
+    # --- switches ---------------------------------------------------------------------------
+
+    def on_session_switch(
+        self,
+        old_session_id: str,
+        new_session_id: str,
+        *,
+        reason: str,
+        reset: bool = False,
+        rewound: bool = False,
+        end_old: bool = False,
+    ) -> None:
+        """The conversation of ``old_session_id`` goes on as ``new_session_id`` (the same id
+        for an in-place compression or a rewind): its instance is told and moves along, in the
+        background, after its pending deliveries. ``end_old``: ``on_session_end`` first (a real
+        boundary: ``/new``). Nothing happens when the old session has no instance here."""
+        self._refused.pop(new_session_id, None)
+        active = self._sessions.get(old_session_id)
+        if active is None or not self.selected:
+            return
+        if new_session_id != old_session_id and new_session_id in self._sessions:
+            if end_old:  # the new session has its own instance: this one's session ended
+                self._sessions.pop(old_session_id, None)
+                self._spawn(self._end(active, []))
+            return
+        moved = active
+        if new_session_id != old_session_id:
+            self._sessions.pop(old_session_id, None)
+            moved = ActiveProvider(
+                new_session_id,
+                active.provider,
+                active.name,
+                tools=active.tools,
+                platform=active.platform,
+                turns=0 if reset else active.turns,
+                parent_session_id=old_session_id,
+                lock=active.lock,  # after the old session's pending sync_turn
+            )
+            self._keep(moved)
+        kwargs: dict[str, Any] = {"rewound": True} if rewound else {"reason": reason}
+        parent = "" if rewound else old_session_id
+        moved.switching = self._spawn(self._switched(active, moved, parent, reset, end_old, kwargs))
+
+    async def _switched(
+        self,
+        old: ActiveProvider,
+        new: ActiveProvider,
+        parent: str,
+        reset: bool,
+        end_old: bool,
+        kwargs: dict[str, Any],
+    ) -> None:
+        async with old.lock:
+            if end_old:
+                await self._call(old, "on_session_end", list(old.messages))
+            await self._call(
+                new,
+                "on_session_switch",
+                new.session_id,
+                parent_session_id=parent,
+                reset=reset,
+                **kwargs,
+            )
+
+    def session_switched(self, old_session_id: str, new_session_id: str, reason: str) -> None:
+        """What the session service reports: ``new_session`` (``/new``), ``resume``,
+        ``rewind`` (``/undo``), ``branch`` (a fork, told at its first turn)."""
+        if reason == "branch":
+            self.forked(old_session_id, new_session_id)
+        elif reason == "new_session":
+            self.on_session_switch(
+                old_session_id, new_session_id, reason=reason, reset=True, end_old=True
+            )
+        elif reason == "rewind":
+            self.on_session_switch(old_session_id, old_session_id, reason=reason, rewound=True)
+        else:
+            self.on_session_switch(old_session_id, new_session_id, reason=reason)
+
+    def forked(self, parent_session_id: str, fork_id: str) -> None:
+        """``fork_id`` was copied from ``parent_session_id``: its instance, made at its first
+        turn, is told it branched from there."""
+        if not self.selected:
+            return
+        self._lineage[fork_id] = parent_session_id
+        while len(self._lineage) > MAX_LINEAGE:
+            self._lineage.popitem(last=False)
+
+    async def on_pre_compress(self, session_id: str, messages: list[dict[str, Any]]) -> str:
+        """The provider's ``on_pre_compress(messages)`` text for the compression summary;
+        "" when the session has no provider, or it raised, overran (10 s) or returned no text."""
+        active = self._sessions.get(session_id)
+        if active is None:
+            return ""
+        text = await self._call(
+            active, "on_pre_compress", list(messages), timeout=PRE_COMPRESS_TIMEOUT
+        )
+        return text.strip() if isinstance(text, str) else ""
 
     # --- ends ------------------------------------------------------------------------------
 
     async def end_session(self, session_id: str, messages: list[dict[str, Any]]) -> None:
-        """A real boundary (reset, delete): ``on_session_end(messages)`` then ``shutdown()``."""
+        """A real boundary (deleted): ``on_session_end(messages)`` then ``shutdown()``."""
         self._refused.pop(session_id, None)
+        self._lineage.pop(session_id, None)
         active = self._sessions.pop(session_id, None)
         if active is not None:
             await self._end(active, messages)
@@ -493,7 +534,8 @@ class MemoryProviders:
         if shared is not None:
             await self._call(shared, "shutdown", timeout=END_TIMEOUT)
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task

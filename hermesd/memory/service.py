@@ -55,7 +55,10 @@ class MemoryService:
     def reload(self, cfg: Any) -> None:
         self.memory.reload(cfg)
         if self.providers is not None:
+            before = self.providers.selected
             self.providers.reload(cfg)
+            if self.providers.selected != before:  # the listing, the CLI of the new one
+                self._checking = asyncio.get_running_loop().create_task(self.providers.check())
 
     # --- methods -----------------------------------------------------------------------------
 

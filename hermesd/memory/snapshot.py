@@ -2,15 +2,21 @@
 
 A session's blocks are taken once, from the files as they are when its first turn starts, and
 kept in state.db (``BuiltinMemory.prompt_block``): writes during the session reach the files
-but not its prompt, so the prompt prefix stays the same for every request of the session.
+but not its prompt, so the prompt prefix stays the same for every request of the session. An
+entry with a prompt-injection finding (`hermesd.memory.threats`) is shown as a ``[BLOCKED: …]``
+note instead, as the reference does; the file keeps it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 
 from hermesd.memory.edits import percent
 from hermesd.memory.files import ENTRY_DELIMITER, MemoryFiles
+from hermesd.memory.threats import blocked_placeholder, findings
+
+log = logging.getLogger(__name__)
 
 RULE = "═" * 46
 HEADERS = {"memory": "MEMORY (your personal notes)", "user": "USER PROFILE (who the user is)"}
@@ -26,9 +32,27 @@ def render_block(target: str, entries: list[str], limit: int) -> str:
     return f"{RULE}\n{header}\n{RULE}\n{content}"
 
 
+def sanitized(entries: list[str], filename: str) -> list[str]:
+    """The entries with each poisoned one replaced by its ``[BLOCKED: …]`` note (logged)."""
+    out = []
+    for entry in entries:
+        note = blocked_placeholder(entry, filename)
+        if note is not None:
+            log.warning(
+                "Memory entry from %s blocked at load time: %s",
+                filename,
+                ", ".join(findings(entry)),
+            )
+        out.append(entry if note is None else note)
+    return out
+
+
 def take(files: MemoryFiles) -> str:
     """Both blocks as they are on disk now, as the JSON text stored for a session."""
-    blocks = {t: render_block(t, files.entries(t), files.limits.of(t)) for t in ("memory", "user")}
+    blocks = {
+        t: render_block(t, sanitized(files.entries(t), files.path(t).name), files.limits.of(t))
+        for t in ("memory", "user")
+    }
     return json.dumps(blocks, ensure_ascii=False)
 
 

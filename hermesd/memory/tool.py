@@ -160,8 +160,16 @@ def read_call(args: dict[str, Any]) -> MemoryCall | dict[str, Any]:
 def register_memory_tool(registry: ToolRegistry, service: BuiltinMemory) -> None:
     """Register ``memory`` backed by ``service``; hidden while both stores are switched off."""
 
-    async def memory(args: dict[str, Any], session_id: str = "", **_: Any) -> str:
-        result = await service.tool_call(args, session_id=session_id)
+    async def memory(
+        args: dict[str, Any],
+        session_id: str = "",
+        task_id: str = "",
+        tool_call_id: str = "",
+        **_: Any,
+    ) -> str:
+        result = await service.tool_call(
+            args, session_id=session_id, task_id=task_id, tool_call_id=tool_call_id
+        )
         return json.dumps(result, ensure_ascii=False)
 
     registry.register(

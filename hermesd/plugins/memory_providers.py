@@ -61,7 +61,8 @@ def looks_like_provider(folder: Path) -> bool:
     return any(marker in head for marker in MARKERS)
 
 
-def _description(folder: Path) -> str:
+def description_of(folder: Path) -> str:
+    """The ``description:`` line of the folder's plugin.yaml ("" without one)."""
     for name in ("plugin.yaml", "plugin.yml"):
         try:
             text = (folder / name).read_text(encoding="utf-8-sig", errors="replace")
@@ -116,7 +117,7 @@ def discover_providers(
                 candidate.source,
                 candidate.folder,
                 None,
-                _description(candidate.folder),
+                description_of(candidate.folder),
             )
         winners.setdefault(candidate.name, candidate)
     return list(winners.values())
@@ -163,7 +164,8 @@ class ProviderFactory:
         self._loaded: Any = None
         self._lock = threading.Lock()
 
-    def _module(self) -> Any:
+    def module(self) -> Any:
+        """The provider's module (imported once; blocking, plugin code)."""
         with self._lock:
             if self._loaded is None:
                 from hermesd.plugins import hostapi  # hostapi imports the context module
@@ -179,7 +181,7 @@ class ProviderFactory:
 
     def create(self) -> Any:
         """A new provider instance, or None when the module yields none (blocking, plugin code)."""
-        loaded = self._module()
+        loaded = self.module()
         register = getattr(loaded, "register", None)
         if register is None and not isinstance(loaded, types.ModuleType) and callable(loaded):
             register = loaded  # an entry point naming register() itself

@@ -786,10 +786,23 @@ class SessionStore:
             conn.execute("DELETE FROM memory_deliveries WHERE id = ?", (delivery_id,))
 
     @_on_db_thread
+    def delivery_attempted(self, delivery_id: int) -> int:
+        """One more attempt at this delivery is about to be made: the attempts so far."""
+        with self._tx() as conn:
+            conn.execute(
+                "UPDATE memory_deliveries SET attempts = attempts + 1 WHERE id = ?", (delivery_id,)
+            )
+            row = conn.execute(
+                "SELECT attempts FROM memory_deliveries WHERE id = ?", (delivery_id,)
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    @_on_db_thread
     def pending_deliveries(self, provider: str) -> list[dict[str, Any]]:
         """Deliveries to ``provider`` not made yet, oldest first."""
         rows = self._conn.execute(
-            "SELECT id, session_id, kind, payload FROM memory_deliveries WHERE provider = ?"
+            "SELECT id, session_id, kind, payload, attempts FROM memory_deliveries"
+            " WHERE provider = ?"
             " ORDER BY id",
             (provider,),
         ).fetchall()

@@ -7,6 +7,7 @@ the requests the scripted model received, the stored history and the daemon log.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import time
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from hermesctl.client import Client
-from tests.support.daemon import REPO, DaemonProcess, short_tmpdir, start_daemon
+from tests.support.daemon import REPO, DaemonProcess, run_hermesctl, short_tmpdir, start_daemon
 from tests.support.modelserver import (
     ScriptedModelServer,
     call_tools,
@@ -107,7 +108,11 @@ def test_every_lifecycle_call_gets_the_reference_arguments(
     model.push(
         call_tools(
             tool_call("recall_notes", {"q": "cat"}),
-            tool_call("memory", {"action": "add", "target": "memory", "content": "Cat: Miso"}),
+            tool_call(
+                "memory",
+                {"action": "add", "target": "memory", "content": "Cat: Miso"},
+                call_id="call_mem_1",
+            ),
         ),
         reply("Your cat is Miso."),
     )
@@ -133,13 +138,14 @@ def test_every_lifecycle_call_gets_the_reference_arguments(
     assert by_method["handle_tool_call"]["args"] == ["recall_notes", {"q": "cat"}]
     write = by_method["on_memory_write"]
     assert write["args"] == ["add", "memory", "Cat: Miso"]
-    assert write["kwargs"]["metadata"] == {
+    assert write["kwargs"]["metadata"] == {  # empty values left out, as the reference does
         "write_origin": "assistant_tool",
         "execution_context": "foreground",
         "session_id": sid,
-        "parent_session_id": "",
         "platform": "cli",
         "tool_name": "memory",
+        "task_id": sid,
+        "tool_call_id": "call_mem_1",
     }
     sync = by_method["sync_turn"]
     assert sync["args"] == ["What is my cat called?", "Your cat is Miso."]
@@ -413,22 +419,6 @@ def test_deliveries_pending_at_a_kill_are_made_once_after_the_restart(
         second.stop()
 
 
-def test_a_reset_ends_the_old_sessions_provider(
-    client: Client, daemon: DaemonProcess, model: ScriptedModelServer
-) -> None:
-    sid = client.call("session.create")["id"]
-    client.call("session.attach", {"session_id": sid})
-    model.push(reply("Bye."))
-    _send(client, sid, "last words")
-    fresh = client.call("session.reset", {"session_id": sid})["id"]
-    calls = _wait_for(
-        lambda: (c := _calls(daemon, sid)) and c[-1]["method"] == "shutdown" and c, "shutdown"
-    )
-    end = [c for c in calls if c["method"] == "on_session_end"]
-    assert [m["content"] for m in end[0]["args"][0]] == ["last words", "Bye."]
-    assert fresh != sid
-
-
 def test_a_provider_a_plugin_registers_through_ctx_is_used_when_named(
     model: ScriptedModelServer,
 ) -> None:
@@ -447,5 +437,75 @@ def test_a_provider_a_plugin_registers_through_ctx_is_used_when_named(
         assert "✓ recorder-plugin v2.0.0 (1 memory provider)" in lines
         assert "prefetch" in _methods(_calls(daemon, sid))
         assert "no memory provider of that name" not in daemon.log()
+    finally:
+        daemon.stop()
+
+
+def test_a_persons_writes_reach_the_provider_with_their_origin(
+    client: Client, daemon: DaemonProcess
+) -> None:
+    before = len(_calls(daemon))
+    ctl = ["--socket", str(daemon.socket), "memory"]
+    assert run_hermesctl([*ctl, "add", "Prefers", "tabs"]).returncode == 0
+    assert run_hermesctl([*ctl, "remove", "tabs"]).returncode == 0
+    writes = _wait_for(
+        lambda: (
+            len(w := [c for c in _calls(daemon)[before:] if c["method"] == "on_memory_write"]) == 2
+            and w
+        ),
+        "two writes",
+    )
+    person = {
+        "write_origin": "user",
+        "execution_context": "foreground",
+        "platform": "cli",
+        "tool_name": "memory",
+    }
+    assert writes[0]["args"] == ["add", "memory", "Prefers tabs"]
+    assert writes[0]["kwargs"]["metadata"] == person
+    assert writes[1]["args"] == ["remove", "memory", ""]
+    assert writes[1]["kwargs"]["metadata"] == {**person, "old_text": "tabs"}
+    [init] = [
+        c
+        for c in _calls(daemon)
+        if c["method"] == "initialize" and c["instance"] == writes[0]["instance"]
+    ]
+    assert init["args"] == [""]  # an instance for writes made outside any session
+    assert init["kwargs"]["user_id"] == str(os.getuid())
+
+
+def test_a_delivery_never_answered_is_given_up_after_three_attempts(
+    model: ScriptedModelServer,
+) -> None:
+    home = _home_with_recorder("recorder")
+    (home / "recorder-mode.json").write_text(json.dumps({"hang": ["sync_turn"]}))
+    config = model_config(model.url) + "memory:\n  provider: recorder\n"
+
+    def attempts() -> list[int]:
+        with sqlite3.connect(home / "state.db") as conn:
+            return [r[0] for r in conn.execute("SELECT attempts FROM memory_deliveries")]
+
+    def syncs(daemon: DaemonProcess) -> int:
+        return _methods(_calls(daemon)).count("sync_turn")
+
+    daemon = start_daemon(home, config=config)
+    with daemon.client() as c:
+        sid = c.call("session.create")["id"]
+        model.push(reply("Stuck."))
+        _send(c, sid, "remember this forever")
+    for expected in (1, 2, 3):  # each start makes it again, and the provider hangs again
+        _wait_for(lambda d=daemon, n=expected: syncs(d) == n, f"attempt {expected}")
+        assert attempts() == [expected]
+        daemon.proc.kill()
+        daemon.proc.wait()
+        daemon.stop()
+        daemon = start_daemon(home, config=config)
+    try:
+        _wait_for(lambda: attempts() == [], "the journal to give it up")
+        assert syncs(daemon) == 3  # not made a fourth time
+        assert (
+            f"Memory provider 'recorder': sync_turn delivery 1 for session {sid} was not "
+            "answered in 3 attempts; given up" in daemon.log()
+        )
     finally:
         daemon.stop()

@@ -108,3 +108,50 @@ def test_plugin_does_at_least_what_it_does_in_the_reference(
     finally:
         daemon.stop()
     assert not less, f"{entry['name']} does less in hermesd than in the reference: {less}"
+
+
+PROVIDERS = corpus.memory_providers()
+
+
+def provider_listing(daemon: DaemonProcess, name: str, timeout: float = 60) -> dict[str, Any]:
+    """The listing row of provider ``name`` once its availability was checked."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for row in daemon.call("plugins.list")["plugins"]:
+            status = row.get("memory_provider") or {}
+            if row["key"] == name and status.get("available") is not None:
+                return dict(row)
+        time.sleep(0.1)
+    raise AssertionError(f"memory provider {name} was never checked")
+
+
+@pytest.mark.parametrize("entry", PROVIDERS, ids=[e["name"] for e in PROVIDERS])
+def test_memory_provider_is_found_and_listed_as_a_provider(
+    entry: dict[str, Any], model: ScriptedModelServer
+) -> None:
+    root = short_tmpdir("pm-")
+    home = root / ".hermes"
+    home.mkdir(parents=True)
+    try:
+        corpus.install_provider(entry, home)
+    except corpus.Unreachable as exc:
+        pytest.skip(f"package registry unreachable: {exc}")
+    config = corpus.config_for({"key": "none"}, model.url) + (
+        f"memory:\n  provider: {entry['provider']}\n"
+    )
+    daemon = start_daemon(home, config=config, env={"HOME": str(root)}, timeout=60)
+    try:
+        row = provider_listing(daemon, entry["provider"])
+        name = entry["provider"]
+        if entry["available"]:
+            assert row["line"] == f"✓ {name} (memory provider, user, active, available)"
+        else:
+            assert row["line"] == (
+                f"✗ {name} (memory provider, user, active) — unavailable: {entry['reason']}"
+            )
+        assert "registered nothing" not in daemon.call("plugins.list")["text"]
+        assert daemon.alive()
+    finally:
+        daemon.stop()

@@ -39,6 +39,25 @@ def entries() -> list[dict[str, Any]]:
     return list(json.loads(CORPUS.read_text())["plugins"])
 
 
+def memory_providers() -> list[dict[str, Any]]:
+    """The memory providers of the corpus, in their order."""
+    return list(json.loads(CORPUS.read_text()).get("memory_providers", []))
+
+
+def install_provider(entry: dict[str, Any], home: Path, python: str = sys.executable) -> Path:
+    """Install memory provider ``entry`` (its package from the cache) into HERMES_HOME
+    ``home`` the way its package says (its ``install`` command); the package's folder."""
+    target = install(entry, python)
+    argv = [a.replace("{home}", str(home)) for a in entry["install"]]
+    env = {**os.environ, "PYTHONPATH": str(target), "HERMES_HOME": str(home)}
+    done = subprocess.run(
+        [python, *argv], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{entry['name']} install failed: {done.stderr.strip()}")
+    return target
+
+
 def recording(name: str) -> dict[str, Any]:
     """What plugin ``name`` did in the reference."""
     return dict(json.loads((RECORDINGS / f"{name}.json").read_text()))

@@ -64,3 +64,26 @@ declare(
         "{id, rejected: true}",
     )
 )
+declare(
+    MethodSpec(
+        "memory.setup_schema",
+        "The settings a memory provider asks for (its get_config_schema()), owner only.",
+        (Param("provider", "str", required=True, doc="the provider's name"),),
+        "{provider, fields: [{key, description, secret, required, default, choices, url, "
+        "env_var, is_set, current?}]}",
+        owner_only=True,
+    )
+)
+declare(
+    MethodSpec(
+        "memory.setup",
+        "Configure and select a memory provider: secrets to .env, the rest to config.yaml "
+        "(memory.<provider>) and its save_config(); then reload (owner only).",
+        (
+            Param("provider", "str", required=True, doc="the provider's name"),
+            Param("values", "map", doc="{key: value} for the provider's settings"),
+        ),
+        "{provider, config_keys, env_vars, save_config_error, reload}",
+        owner_only=True,
+    )
+)

@@ -200,4 +200,23 @@ CREATE INDEX usage_by_time ON usage(created_at, cost_usd);
 CREATE INDEX usage_by_session ON usage(session_id, created_at);
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _USAGE]
+# memory deliveries count their attempts (each start that makes one again adds one), so that
+# one a provider never answers is given up after a few instead of being repeated forever.
+_MEMORY_DELIVERY_ATTEMPTS = """
+ALTER TABLE memory_deliveries ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1;
+"""
+
+MIGRATIONS: list[str] = [
+    _V1,
+    _V2,
+    _V3,
+    _V4,
+    _V5,
+    _V6,
+    _V7,
+    _V8,
+    _V9,
+    _V10,
+    _USAGE,
+    _MEMORY_DELIVERY_ATTEMPTS,
+]

@@ -1,7 +1,8 @@
 """hermesd's ``agent.memory_provider``: the class memory provider plugins subclass.
 
 The abstract methods and the defaults of the optional ones are the reference's
-(docs/hermes-compat.md §11.4). hermesd does not call providers yet (issue 21).
+(docs/hermes-compat.md §11.4); hermesd calls the selected provider per session (docs/memory.md).
+Provider calls run with the session's context; `spawn_context_thread` keeps it in a thread.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 It has no plugin.yaml (the daemon finds it by the markers in this file, as the reference does).
 ``$HERMES_HOME/recorder-mode.json`` changes how it behaves, read at each call:
 ``{"raise": [methods], "hang": [methods], "unavailable": "why", "recall": "text"}``.
+Its ``prefetch`` also starts two threads, one with ``spawn_context_thread`` and one plain, that
+record which session they see (method ``thread_context``). ``cli.py`` is its
+``hermesctl recorder`` command.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.memory_provider import MemoryProvider
+from agent.memory_provider import MemoryProvider, spawn_context_thread
+from gateway.session_context import get_session_env
 
 _lock = threading.Lock()
 
@@ -77,6 +81,14 @@ class Recorder(MemoryProvider):
 
     def prefetch(self, query: str, *, session_id: str = "") -> str:
         self._record("prefetch", query, session_id=session_id)
+
+        def seen(how: str) -> None:
+            self._record("thread_context", how, get_session_env("HERMES_SESSION_ID"))
+
+        spawn_context_thread(lambda: seen("spawn_context_thread"), name="recorder-ctx").join()
+        plain = threading.Thread(target=seen, args=("threading.Thread",))
+        plain.start()
+        plain.join()
         return _mode().get("recall", "The user's cat is called Miso.")
 
     def queue_prefetch(self, query: str, *, session_id: str = "") -> None:
@@ -116,6 +128,47 @@ class Recorder(MemoryProvider):
         self, action: str, target: str, content: str, metadata: dict[str, Any] | None = None
     ) -> None:
         self._record("on_memory_write", action, target, content, metadata=metadata)
+
+    def on_session_switch(self, new_session_id: str, **kwargs: Any) -> None:
+        self._record("on_session_switch", new_session_id, **kwargs)
+
+    def on_pre_compress(self, messages: list[dict[str, Any]]) -> str:
+        self._record("on_pre_compress", messages)
+        return "RECORDER: keep the cat's name."
+
+    def get_config_schema(self) -> list[dict[str, Any]]:
+        if "schema" in _mode():  # a test's own (hostile) schema
+            return _mode()["schema"]  # type: ignore[no-any-return]
+        if "get_config_schema" in _mode().get("raise", []):
+            raise RuntimeError("recorder has no schema today")
+        return [
+            {
+                "key": "api_key",
+                "description": "Recorder API key",
+                "secret": True,
+                "required": True,
+                "env_var": "RECORDER_API_KEY",
+                "url": "https://example.invalid",
+            },
+            {
+                "key": "mode",
+                "description": "Recording mode",
+                "default": "full",
+                "choices": ["full", "brief"],
+            },
+            {
+                "key": "endpoint",
+                "description": "Where recordings go",
+                "env_var": "RECORDER_URL",
+                "default": "local",
+            },
+        ]
+
+    def save_config(self, values: dict[str, Any], hermes_home: str) -> None:
+        self._record("save_config", values, hermes_home)
+        if _mode().get("save_config_fails"):
+            raise RuntimeError("recorder could not save its configuration")
+        (Path(hermes_home) / "recorder-config.json").write_text(json.dumps(values))
 
     def on_session_end(self, messages: list[dict[str, Any]]) -> None:
         self._record("on_session_end", messages)
