@@ -97,7 +97,6 @@ SCHEMA: dict[str, Any] = {
     "agent": {
         "max_iterations": _S((int,), 25, "model rounds per turn"),
         "system_prompt": _S((str,), None, "system prompt (a sensible default is used)"),
-        "history_messages": _S((int,), 400, "most messages sent to the model per turn"),
     },
     "plugins": {
         "enabled": _S(_strlist, None, "only these plugin keys load (default: all discovered)"),
@@ -193,6 +192,7 @@ DEPRECATED: dict[str, str] = {
     "model.process": "model requests are always sent from the daemon's event loop",
     "model.process_idle_exit": "there is no model client process any more",
     "switch_interval": "Python's own interpreter-lock switch interval is used",
+    "agent.history_messages": "sessions are compacted by a context engine, never trimmed",
 }
 
 

@@ -196,7 +196,7 @@ def build_services(daemon: Daemon) -> None:
     home = daemon.home
     files = SettingsFiles(home)
     dotenv = files.dotenv()
-    store = SessionStore.in_home(home, history_messages=cfg.get("agent.history_messages"))
+    store = SessionStore.in_home(home)
     # Who is attached to which session: the session service keeps it, the broker asks it.
     attached: dict[str, set[Connection]] = {}
     pool = WorkerPool()

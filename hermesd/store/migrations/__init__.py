@@ -176,4 +176,26 @@ CREATE TABLE memory_deliveries (
 CREATE INDEX memory_deliveries_by_provider ON memory_deliveries(provider, id);
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10]
+# compactions (hermesd.store.compactions, docs/sessions.md "The view model"): what a context
+# engine made of a session's older messages. The model is sent ``view`` (a JSON list of
+# OpenAI-shaped messages) followed by the stored messages after ``upto_seq``; the messages
+# themselves are never changed or deleted. ``undone_at`` is set when /undo reaches into the
+# messages a compaction replaced, which retires it.
+_COMPACTIONS = """
+CREATE TABLE compactions (
+    id          INTEGER PRIMARY KEY,
+    session_id  TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    upto_seq    INTEGER NOT NULL,
+    view        TEXT NOT NULL,
+    engine      TEXT NOT NULL,
+    summary     TEXT,
+    replaced    INTEGER NOT NULL DEFAULT 0,
+    fallback    INTEGER NOT NULL DEFAULT 0,
+    focus       TEXT,
+    created_at  REAL NOT NULL,
+    undone_at   REAL
+);
+CREATE INDEX compactions_by_session ON compactions(session_id, id) WHERE undone_at IS NULL;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _COMPACTIONS]
