@@ -109,6 +109,7 @@ class SessionService:
             "send",
             "cancel",
             "undo",
+            "compress",
         ):
             router.bind(f"session.{name}", getattr(self, f"rpc_{name}"))
 
@@ -136,6 +137,8 @@ class SessionService:
             await asyncio.wait(running, timeout=10)
         for sid in sorted(self.touched):
             await self.hooks.invoke("on_session_finalize", session_id=sid, platform=self.platform)
+        if self.agent.context is not None:  # on_session_end for every engine started
+            await self.agent.context.close()
         await self.agent.client.aclose()
         await self.store.aclose()
 
@@ -216,6 +219,8 @@ class SessionService:
             AgentSettings.from_config(cfg, skills_index=self.agent.settings.skills_index),
             ModelSettings.from_config(cfg),
         )
+        if self.agent.context is not None:
+            self.agent.context.reload(cfg)
 
     def connection_closed(self, conn: Connection) -> None:
         """Forget a closed connection; its sessions' turns keep running."""
@@ -307,11 +312,13 @@ class SessionService:
 
     def _live(self, session: dict[str, Any]) -> dict[str, Any]:
         turn = self.turns.get(session["id"])
+        context = self.agent.context
         return {
             **session,
             "running": turn is not None,
             "turn_id": turn[0] if turn else None,
             "attached": len(self.attached.get(session["id"], ())),
+            "context": context.status(session["id"]) if context is not None else None,
         }
 
     # --- methods -----------------------------------------------------------------------------
@@ -585,6 +592,24 @@ class SessionService:
             "undone": [m["id"] for m in undone],
             "user_message": first["content"] if first else None,
         }
+
+    async def rpc_compress(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        """Compact the session now (``/compress``): the engine's ``compress(force=True)``."""
+        sid = await self._resolve(call.conn, p)
+        session = await self._owned(call.conn, sid)
+        context = self.agent.context
+        if context is None:
+            raise RpcError(Codes.INTERNAL, "this daemon has no context engine")
+        focus = p.get("focus")
+        if focus is not None and not isinstance(focus, str):
+            raise RpcError(Codes.INVALID_PARAMS, "session.compress: focus must be a string")
+        model = session["model"] or self.agent.client.settings.model or ""
+        await context.open(sid, platform=session["platform"] or self.platform, model=model)
+        self.touched.add(sid)
+        result = await context.compact(sid, force=True, focus=focus or None, reason="manual")
+        result["session_id"] = sid
+        result["context"] = context.status(sid)
+        return result
 
     async def rpc_cancel(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         await self._resolve(call.conn, p)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from hermesd import redact
+from hermesd.agent.context import ContextHost, ContextSettings
 from hermesd.agent.loop import AgentLoop, AgentSettings
 from hermesd.agent.sessions import SessionService
 from hermesd.approvals.broker import ApprovalBroker
@@ -44,6 +45,7 @@ from hermesd.memory.tool import register_memory_tool
 from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.plugins.admin import PluginAdminService
 from hermesd.plugins.context import Injector, McpCaller
+from hermesd.plugins.context_engines import EngineRegistrations
 from hermesd.plugins.hooks import DEFAULT_HOOK_TIMEOUT, HookBus
 from hermesd.plugins.host import DEFAULT_LOAD_TIMEOUT, PluginHost, PluginManager, ReloadGate
 from hermesd.plugins.memory_providers import ProviderRegistrations
@@ -174,10 +176,25 @@ def build_plugin_host(
     return PluginHost(parts.pool, parts.hooks, parts.tools, parts.commands, parts.skills, manager)
 
 
-def _forget_session(broker: ApprovalBroker, providers: MemoryProviders, sid: str) -> None:
-    """A deleted session: its approvals dropped, its memory provider ended."""
+def _forget_session(
+    broker: ApprovalBroker, providers: MemoryProviders, context: ContextHost, sid: str
+) -> None:
+    """A deleted session: its approvals dropped, its memory provider and engine ended."""
     broker.forget_session(sid)
     _end_provider(providers, sid)
+    _spawn(context.end_session(sid))
+
+
+def _reset_session(providers: MemoryProviders, context: ContextHost, sid: str) -> None:
+    """A session left with /new: its memory provider ended, its engine reset."""
+    _end_provider(providers, sid)
+    _spawn(context.reset_session(sid))
+
+
+def _spawn(coro: Any) -> None:
+    task = asyncio.get_running_loop().create_task(coro)
+    _ENDING.add(task)
+    task.add_done_callback(_ENDING.discard)
 
 
 def _end_provider(providers: MemoryProviders, sid: str) -> None:
@@ -247,15 +264,28 @@ def build_services(daemon: Daemon) -> None:
     memory.write_listeners.append(providers.memory_written)
     gate = ReloadGate()
     providers.ready = gate.wait  # a plugin's ctx.register_memory_provider comes first
+    client = ModelClient(ModelSettings.from_config(cfg))
+    # the sessions' context engines (context.engine; docs/sessions.md "The view model")
+    engine_slot = EngineRegistrations()
+    context = ContextHost(
+        store,
+        client,
+        ContextSettings.from_config(cfg),
+        home=home,
+        env=dict(os.environ),
+        registrations=engine_slot,
+        providers=providers,
+    )
     agent = AgentLoop(
         store,
         parts.tools,
         hooks,
-        ModelClient(ModelSettings.from_config(cfg)),
+        client,
         AgentSettings.from_config(cfg, skills_index=parts.skills.index_text()),
         reloads=gate,
         memory=memory,
         providers=providers,
+        context=context,
     )
     sessions = SessionService(
         store,
@@ -263,10 +293,11 @@ def build_services(daemon: Daemon) -> None:
         hooks,
         attached=attached,
         on_attach=broker.on_attach,
-        on_forget=functools.partial(_forget_session, broker, providers),
-        on_reset=functools.partial(_end_provider, providers),
+        on_forget=functools.partial(_forget_session, broker, providers, context),
+        on_reset=functools.partial(_reset_session, providers, context),
         redact_event=redact.redact_event,
     )
+    context.emit = sessions.emit
     # MCP servers: one pool for the daemon, its tools in the same registry (docs/mcp.md)
     mcp_pool = McpPool(
         parts.tools,
@@ -286,6 +317,7 @@ def build_services(daemon: Daemon) -> None:
         mcp_caller=mcp_pool.plugin_call,
     )
     manager.services.memory_providers = registrations
+    manager.services.context_engines = engine_slot
     manager.provider_status = providers.status
     host = PluginHost(pool, hooks, parts.tools, parts.commands, parts.skills, manager, gate)
     admin = PluginAdminService(host, files)

@@ -100,7 +100,7 @@ def _ask(base_url: str, model: str, api_key: str | None) -> int | None:
     if api_key:
         request.add_header("Authorization", f"Bearer {api_key}")
     try:
-        with urllib.request.urlopen(request, timeout=ASK_TIMEOUT) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=ASK_TIMEOUT) as response:
             listing = json.loads(response.read(4 << 20))
     except (OSError, ValueError) as exc:
         log.info("could not read the context length of %s from %s: %s", model, url, exc)

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermesd import redact
-from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.context_engines import EngineRegistrations
+from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.llm import PluginLlm
 from hermesd.plugins.manifest import Manifest, PluginRecord, RejectedTool
 from hermesd.plugins.memory_providers import ProviderRegistrations, provider_name

@@ -157,4 +157,3 @@ def find_engine(
     if candidate is not None and engine_name(candidate) == name:
         return candidate, "plugin"
     return None, "not found"
-

@@ -52,7 +52,10 @@ def latest(conn: sqlite3.Connection, session_id: str) -> tuple[list[dict[str, An
 
 
 def build_view(
-    prefix: list[dict[str, Any]], upto_seq: int, count: int, stored: list[tuple[int, dict[str, Any]]]
+    prefix: list[dict[str, Any]],
+    upto_seq: int,
+    count: int,
+    stored: list[tuple[int, dict[str, Any]]],
 ) -> View:
     """The prefix then the stored (seq, message) pairs, repaired so every tool call has exactly
     one result."""

@@ -3,9 +3,10 @@
 Every read and write of sessions, messages, full-text search and token counters. The file
 itself (creation with mode 0600, pragmas, schema migrations) and the store's errors are
 ``hermesd.store.dbfile``, re-exported here; the search query, the search and the deferred index
-are ``hermesd.store.search``. ``history()`` is what the model is sent of a session: the newest compaction's view
-followed by the messages it did not replace (``hermesd.store.compactions``), repaired so every
-tool call has exactly one result (``hermesd.store.history``); no stored message is ever dropped.
+are ``hermesd.store.search``. ``history()`` is what the model is sent of a session: the newest
+compaction's view followed by the messages it did not replace (``hermesd.store.compactions``),
+repaired so every tool call has exactly one result (``hermesd.store.history``); no stored
+message is ever dropped.
 It knows nothing of RPC, clients or models.
 
 Threads: every statement runs on the store's one DB thread (``hermesd.store.dbthread``), which
@@ -38,6 +39,7 @@ from typing import Any, Concatenate, ParamSpec, TypedDict, TypeVar
 
 from hermesd.store import compactions
 from hermesd.store import search as fts
+from hermesd.store.compactions import View
 from hermesd.store.dbfile import (
     BUSY_TIMEOUT_MS,
     MessageNotFound,
@@ -50,7 +52,6 @@ from hermesd.store.dbfile import (
     storage_error,
 )
 from hermesd.store.dbthread import DbThread
-from hermesd.store.compactions import View
 from hermesd.store.history import INTERRUPTED_RESULT, to_openai
 from hermesd.store.search import INDEX_EVERY, RANKED_MATCHES, SearchHit, fts_query, index_pending
 
@@ -666,12 +667,31 @@ class SessionStore:
 
     @_on_db_thread
     def record_compaction(
-        self, session_id: str, prefix: list[dict[str, Any]], upto_seq: int, **fields: Any
+        self,
+        session_id: str,
+        prefix: list[dict[str, Any]],
+        upto_seq: int,
+        *,
+        engine: str,
+        summary: str | None = None,
+        replaced: int = 0,
+        fallback: bool = False,
+        focus: str | None = None,
     ) -> int:
         """Keep a compaction of the session (`hermesd.store.compactions.record`); its id."""
         self.get_session(session_id)
         with self._tx() as db:
-            return compactions.record(db, session_id, prefix, upto_seq, **fields)
+            return compactions.record(
+                db,
+                session_id,
+                prefix,
+                upto_seq,
+                engine=engine,
+                summary=summary,
+                replaced=replaced,
+                fallback=fallback,
+                focus=focus,
+            )
 
     @_on_db_thread
     def compactions(self, session_id: str) -> list[dict[str, Any]]:
