@@ -65,6 +65,8 @@ MIN_TAIL = 3
 SERIALIZED_CHARS = 2_000  # of one message, in what the summary model reads
 _PATH = re.compile(r"(?:~|\.{0,2})/[\w.@+-]+(?:/[\w.@+-]+)+")
 
+SUMMARY_SYSTEM = "You write faithful, compact conversation summaries."
+
 Summarize = Callable[[list[dict[str, Any]], int], str]
 
 
@@ -307,7 +309,7 @@ class BuiltinCompressor(ContextEngine):
             parts.append("Context from the memory provider, to keep:\n" + memory_context)
         parts.append("The excerpt:\n" + "\n".join(lines))
         return [
-            {"role": "system", "content": "You write faithful, compact conversation summaries."},
+            {"role": "system", "content": SUMMARY_SYSTEM},
             {"role": "user", "content": "\n\n".join(parts)},
         ]
 

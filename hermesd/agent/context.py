@@ -27,7 +27,6 @@ import inspect
 import json
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +42,7 @@ from hermesd.model import context_length
 from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.plugins.compat.agent.context_engine import sanitize_memory_context
 from hermesd.plugins.context_engines import EngineRegistrations, find_engine
+from hermesd.plugins.workers import WorkerPool, WorkTimeout
 from hermesd.store.compactions import split_view
 from hermesd.store.sessions import SessionStore
 
@@ -157,7 +157,8 @@ class ContextHost:
         self.providers = providers
         self.emit: Emit | None = None  # every attached client of a session (SessionService.emit)
         self.sessions: dict[str, SessionContext] = {}
-        self._threads = ThreadPoolExecutor(max_workers=8, thread_name_prefix="context-engine")
+        # daemon threads, one engine's hung calls bounded: it cannot starve the others
+        self._threads = WorkerPool(16, "context-engine", per_key=8)
         self._prototypes: dict[str, Any] = {}  # engine folders, loaded once, copied per session
         self._summary_client: ModelClient | None = None
 
@@ -249,11 +250,9 @@ class ContextHost:
             return None
         if ctx.builtin:
             return fn(*args, **kw)
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._threads, functools.partial(fn, *args, **kw))
         try:
-            return await asyncio.wait_for(future, timeout)
-        except TimeoutError:
+            return await self._threads.run(functools.partial(fn, *args, **kw), timeout, ctx.name)
+        except WorkTimeout:
             log.error(
                 "context engine '%s': %s() did not return within %.0f s (session %s)",
                 ctx.name,
@@ -371,11 +370,8 @@ class ContextHost:
                 fn = getattr(active.provider, "on_pre_compress", None)
                 if fn is None:
                     return ""
-                result = await asyncio.wait_for(
-                    asyncio.get_running_loop().run_in_executor(
-                        self._threads, fn, copy.deepcopy(messages)
-                    ),
-                    CALL_TIMEOUT,
+                result = await self._threads.run(
+                    functools.partial(fn, copy.deepcopy(messages)), CALL_TIMEOUT, "memory"
                 )
         except Exception:
             log.warning(
@@ -451,11 +447,10 @@ class ContextHost:
         )
         try:
             if ctx.builtin:  # its summary request must not hold the event loop
-                output = await asyncio.wait_for(
-                    asyncio.get_running_loop().run_in_executor(
-                        self._threads, functools.partial(ctx.engine.compress, inputs, **kwargs)
-                    ),
+                output = await self._threads.run(
+                    functools.partial(ctx.engine.compress, inputs, **kwargs),
                     self.settings.timeout,
+                    ctx.name,
                 )
             else:
                 output = await self._call(
@@ -470,7 +465,7 @@ class ContextHost:
             )
             result["why_not"] = "summary failed"
             return result
-        except TimeoutError:
+        except WorkTimeout:
             log.error("the built-in compressor did not finish within %.0f s", self.settings.timeout)
             self.warn(sid, "Compaction took too long and was abandoned; nothing was compacted.")
             result["why_not"] = "timed out"
@@ -503,6 +498,7 @@ class ContextHost:
             replaced=replaced,
             fallback=bool(error),
             focus=focus,
+            reason=reason,
         )
         ctx.generation += 1
         count = int(getattr(ctx.engine, "compression_count", 0) or 0)
@@ -733,6 +729,6 @@ class ContextHost:
         """End every session's engine, then stop the threads (a hung engine's is left)."""
         for sid in list(self.sessions):
             await self.end_session(sid)
-        self._threads.shutdown(wait=False, cancel_futures=True)
+        self._threads.shutdown()
         if self._summary_client is not None:
             await self._summary_client.aclose()

@@ -114,11 +114,12 @@ def record(
     replaced: int = 0,
     fallback: bool = False,
     focus: str | None = None,
+    reason: str | None = None,
 ) -> int:
     """Keep a compaction (inside the caller's transaction); its id."""
     cursor = conn.execute(
         "INSERT INTO compactions (session_id, upto_seq, view, engine, summary, replaced,"
-        " fallback, focus, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " fallback, focus, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             session_id,
             upto_seq,
@@ -128,6 +129,7 @@ def record(
             replaced,
             int(fallback),
             focus,
+            reason,
             time.time(),
         ),
     )
@@ -147,7 +149,7 @@ def listing(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:
     """Every compaction of the session, oldest first, without the view text."""
     rows = conn.execute(
         "SELECT id, upto_seq, engine, summary, replaced, fallback, focus, created_at,"
-        " undone_at FROM compactions WHERE session_id = ? ORDER BY id",
+        " undone_at, reason FROM compactions WHERE session_id = ? ORDER BY id",
         (session_id,),
     ).fetchall()
     return [
@@ -161,6 +163,7 @@ def listing(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:
             "focus": r[6],
             "created_at": r[7],
             "undone": r[8] is not None,
+            "reason": r[9],
         }
         for r in rows
     ]

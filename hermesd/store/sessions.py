@@ -489,10 +489,10 @@ class SessionStore:
             # the copy keeps the compactions of the messages it holds (its view is the same)
             db.execute(
                 "INSERT INTO compactions (session_id, upto_seq, view, engine, summary, replaced,"
-                " fallback, focus, created_at) SELECT ?, upto_seq, view, engine, summary,"
-                " replaced, fallback, focus, created_at FROM compactions WHERE session_id = ?"
-                " AND undone_at IS NULL AND upto_seq <= (SELECT coalesce(max(seq), 0) FROM"
-                " messages WHERE session_id = ?) ORDER BY id",
+                " fallback, focus, reason, created_at) SELECT ?, upto_seq, view, engine,"
+                " summary, replaced, fallback, focus, reason, created_at FROM compactions"
+                " WHERE session_id = ? AND undone_at IS NULL AND upto_seq <="
+                " (SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = ?) ORDER BY id",
                 (new["id"], session_id, new["id"]),
             )
         self._written(cur.rowcount)
@@ -677,6 +677,7 @@ class SessionStore:
         replaced: int = 0,
         fallback: bool = False,
         focus: str | None = None,
+        reason: str | None = None,
     ) -> int:
         """Keep a compaction of the session (`hermesd.store.compactions.record`); its id."""
         self.get_session(session_id)
@@ -691,6 +692,7 @@ class SessionStore:
                 replaced=replaced,
                 fallback=fallback,
                 focus=focus,
+                reason=reason,
             )
 
     @_on_db_thread

@@ -192,6 +192,7 @@ CREATE TABLE compactions (
     replaced    INTEGER NOT NULL DEFAULT 0,
     fallback    INTEGER NOT NULL DEFAULT 0,
     focus       TEXT,
+    reason      TEXT,
     created_at  REAL NOT NULL,
     undone_at   REAL
 );
