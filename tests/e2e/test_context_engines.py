@@ -20,8 +20,10 @@ import pytest
 
 from hermesctl.client import Client
 from hermesd.agent.compressor import SUMMARY_PREFIX, SUMMARY_SYSTEM
+from tests.support import corpus
 from tests.support.daemon import (
     DaemonProcess,
+    checkout_pythonpath,
     run_hermesctl,
     short_tmpdir,
     start_daemon,
@@ -449,5 +451,43 @@ def test_model_context_length_in_config_wins_over_the_endpoint(
         status = c.call("session.get", {"session_id": sid})["context"]
         assert (status["context_length"], status["context_length_source"]) == (50000, "config")
         assert status["threshold_tokens"] == 42500  # 85% of a window under the 64K floor
+    finally:
+        daemon.stop()
+
+
+def test_the_published_lossless_hermes_engine_is_selected_and_called_as_its_signature_allows(
+    model: tuple[ScriptedModelServer, Model], home: Path
+) -> None:
+    """lossless-hermes-py 0.1.6 (PyPI): ``compress(messages, current_tokens=None, **kwargs)``,
+    registered by a general plugin through ``ctx.register_context_engine``; installed into a
+    test-only folder (the plugin corpus cache)."""
+    server, _ = model
+    try:
+        target = corpus.install({"dist": "lossless-hermes-py", "version": "0.1.6"})
+    except corpus.Unreachable as exc:
+        pytest.skip(str(exc))
+    extra = "plugins:\n  enabled: [lossless-hermes]\ncontext:\n  engine: lossless-hermes\n"
+    env = {"PYTHONPATH": checkout_pythonpath(str(target))}
+    daemon = _start(home, _config(server.url, extra), env=env)
+    try:
+        c = daemon.client()
+        assert any(p["key"] == "lossless-hermes" for p in c.call("plugins.list")["plugins"])
+        sid = c.call("session.create", {})["id"]
+        for i in range(1, 13):  # past its threshold (75% of the window)
+            assert _turn(c, sid, f"question marker{i} please")[-1]["status"] == "completed"
+        log = daemon.log()
+        assert "Using context engine: lossless-hermes" in log
+        # **kwargs: every optional argument the host has (no memory provider: no memory_context)
+        assert f"compacting session {sid} with context engine 'lossless-hermes' (threshold;" in log
+        assert "arguments: messages, current_tokens, focus_topic, force)" in log
+        done = c.call("session.compress", {"session_id": sid, "focus": "markers"})
+        assert done["engine"] == "lossless-hermes"
+        status = c.call("session.get", {"session_id": sid})["context"]
+        assert status["engine"] == "lossless-hermes"
+        assert status["context_length"] == WINDOW
+        assert (home / "lcm.db").exists()  # it keeps its own store, in HERMES_HOME
+        # whatever it made of the view, the transcript is whole
+        assert len(c.call("session.history", {"session_id": sid})["messages"]) == 24
+        assert _turn(c, sid, "after all that")[-1]["status"] == "completed"
     finally:
         daemon.stop()
