@@ -189,8 +189,8 @@ class BuiltinCompressor(ContextEngine):
     def _tail_start(self, messages: list[dict[str, Any]], head_end: int) -> int:
         n = len(messages)
         available = n - head_end
-        if available <= MIN_TAIL:
-            return n
+        if available <= MIN_TAIL + 1:
+            return head_end  # a few messages after the head: all of them are the tail
         floor = min(max(MIN_TAIL, min(self.protect_last_n, available - 2)), available)
         ceiling = int(self.tail_budget * 1.5)
         used, cut = 0, n

@@ -491,3 +491,50 @@ def test_the_published_lossless_hermes_engine_is_selected_and_called_as_its_sign
         assert _turn(c, sid, "after all that")[-1]["status"] == "completed"
     finally:
         daemon.stop()
+
+
+PRECOMPRESS_PROVIDER = """
+from agent.memory_provider import MemoryProvider
+
+class Keeper(MemoryProvider):
+    @property
+    def name(self):
+        return "keeper"
+    def is_available(self):
+        return True
+    def initialize(self, session_id, **kwargs):
+        pass
+    def get_tool_schemas(self):
+        return []
+    def on_pre_compress(self, messages):
+        return ("KEEP-HEAD token sk-proj-abcdefghijklmnopqrstuvwxyz123456 " + "m" * 9000
+                + " KEEP-TAIL")
+
+def register(ctx):
+    ctx.register_memory_provider(Keeper())
+"""
+
+
+def test_the_memory_providers_pre_compress_text_reaches_the_summary_redacted_and_capped(
+    model: tuple[ScriptedModelServer, Model], home: Path
+) -> None:
+    server, rules = model
+    folder = home / "plugins" / "keeper"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text(PRECOMPRESS_PROVIDER)
+    daemon = _start(home, _config(server.url, "memory:\n  provider: keeper\n"))
+    try:
+        c = daemon.client()
+        sid = c.call("session.create", {})["id"]
+        for i in range(1, 7):
+            _turn(c, sid, f"question marker{i} please")
+        assert c.call("session.compress", {"session_id": sid})["compacted"]
+        asked = rules.summaries[-1]["messages"][1]["content"]
+        kept = asked.split("Context from the memory provider, to keep:\n", 1)[1]
+        kept = kept.split("\n\nThe excerpt:", 1)[0]
+        assert kept.startswith("KEEP-HEAD token [REDACTED]") and kept.endswith("KEEP-TAIL")
+        assert "...[memory provider context truncated]..." in kept
+        assert "sk-proj" not in asked
+        assert len(kept) <= 6_000 + len("\n...[memory provider context truncated]...\n")
+    finally:
+        daemon.stop()
