@@ -75,6 +75,7 @@ class SessionService:
         ``on_reset`` with the id of a session a client left with ``session.reset``."""
         self.store = store
         self.agent = agent
+        self.context = getattr(agent, "context", None)  # the sessions' context engines
         self.hooks = hooks
         self.platform = platform
         self.attached: dict[str, set[Connection]] = {} if attached is None else attached
@@ -137,8 +138,8 @@ class SessionService:
             await asyncio.wait(running, timeout=10)
         for sid in sorted(self.touched):
             await self.hooks.invoke("on_session_finalize", session_id=sid, platform=self.platform)
-        if self.agent.context is not None:  # on_session_end for every engine started
-            await self.agent.context.close()
+        if self.context is not None:  # on_session_end for every engine started
+            await self.context.close()
         await self.agent.client.aclose()
         await self.store.aclose()
 
@@ -219,8 +220,8 @@ class SessionService:
             AgentSettings.from_config(cfg, skills_index=self.agent.settings.skills_index),
             ModelSettings.from_config(cfg),
         )
-        if self.agent.context is not None:
-            self.agent.context.reload(cfg)
+        if self.context is not None:
+            self.context.reload(cfg)
 
     def connection_closed(self, conn: Connection) -> None:
         """Forget a closed connection; its sessions' turns keep running."""
@@ -312,7 +313,7 @@ class SessionService:
 
     def _live(self, session: dict[str, Any]) -> dict[str, Any]:
         turn = self.turns.get(session["id"])
-        context = self.agent.context
+        context = self.context
         return {
             **session,
             "running": turn is not None,
@@ -597,7 +598,7 @@ class SessionService:
         """Compact the session now (``/compress``): the engine's ``compress(force=True)``."""
         sid = await self._resolve(call.conn, p)
         session = await self._owned(call.conn, sid)
-        context = self.agent.context
+        context = self.context
         if context is None:
             raise RpcError(Codes.INTERNAL, "this daemon has no context engine")
         focus = p.get("focus")
