@@ -19,7 +19,7 @@ import logging
 import pwd
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermesd.agent.event_log import EventLog
 from hermesd.agent.loop import AgentLoop, Toolsets, TurnResult, new_id
@@ -37,6 +37,9 @@ from hermesd.store.sessions import (
     StorageUnavailable,
     StoreError,
 )
+
+if TYPE_CHECKING:
+    from hermesd.agent.context import ContextHost
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +78,8 @@ class SessionService:
         ``on_reset`` with the id of a session a client left with ``session.reset``."""
         self.store = store
         self.agent = agent
-        self.context = getattr(agent, "context", None)  # the sessions' context engines
+        # the sessions' context engines (hermesd.agent.context)
+        self.context: ContextHost | None = getattr(agent, "context", None)
         self.hooks = hooks
         self.platform = platform
         self.attached: dict[str, set[Connection]] = {} if attached is None else attached
