@@ -349,7 +349,7 @@ def report(args: argparse.Namespace, db_path: Path, gen_s: float | None, r: dict
         f"{r['history_len']} messages returned (target ≤ 100 ms: "
         f"{'met' if h <= 100 else 'MISSED'}). The session was never compacted, so every "
         "stored message is read; a compacted one reads its view and the messages after it "
-        "(bench:context; docs/sessions.md, \"The view model\").",
+        '(bench:context; docs/sessions.md, "The view model").',
         "",
         f"**Size**: {size['file'] / 2**20:,.0f} MiB, **{size['file'] / n:,.0f} bytes per "
         f"message** ({size['text'] / n:,.0f} bytes of text each)",
