@@ -1,20 +1,18 @@
 """The context engine host: which engine each session uses, when it is called, and what is kept
 of what it returns (docs/sessions.md, "The view model"; docs/hermes-compat.md §11.5).
 
-Owns, per session: the engine instance (the built-in compressor, a copy of the engine a plugin
-registered, or one loaded from ``plugins/context_engine/<name>/``), initialised with
-``update_model`` and ``on_session_start`` the first time the session is used; the lock that lets
-one compaction at a time run on it; the compactions of the running turn (at most
-`MAX_PER_TURN`); and compaction off the hot path between turns. A compaction is recorded as a
-view (``SessionStore.record_compaction``), never by changing stored messages.
+Owns, per session: its engine (made by ``hermesd.agent.engines``), started with
+``update_model`` (the window from ``hermesd.model.context_length``) and ``on_session_start`` the
+first time the session is used; the lock that lets one compaction at a time run on it; the
+compactions of the running turn (at most `MAX_PER_TURN`); compaction off the hot path between
+turns; and the memory provider's ``on_pre_compress`` text. A compaction is recorded as a view
+(``SessionStore.record_compaction``), never by changing stored messages.
 
-Isolation: a plugin engine's code runs on this module's threads, each call under a timeout
-(``context.timeout`` for ``compress``, `CALL_TIMEOUT` for the others). An engine that raises,
-hangs or returns something that is not a message list is logged with its traceback, the attached
-clients get a ``context.warning`` event, and the session goes on with the built-in compressor;
-the turn is never failed by it. Not owned here: the turn loop (``hermesd.agent.loop`` calls
-`before_request`, `after_response`, `turn_finished`), the built-in engine itself
-(``hermesd.agent.compressor``), storage (``hermesd.store``).
+Failures: an engine call that raises, hangs or returns something that is not a message list is
+logged with its traceback, the attached clients get a ``context.warning`` event, and the session
+goes on with the built-in compressor; the turn is never failed by it. Not owned here: the turn
+loop (``hermesd.agent.loop`` calls `before_request`, `after_response`, `turn_finished`), the
+built-in engine itself (``hermesd.agent.compressor``), storage (``hermesd.store``).
 """
 
 from __future__ import annotations
@@ -27,22 +25,24 @@ import inspect
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hermesd.agent.compressor import (
-    BuiltinCompressor,
-    CompressionSettings,
-    SummaryFailed,
-    estimate_tokens,
-    is_summary,
+from hermesd.agent.compressor import SummaryFailed, estimate_tokens, is_summary
+from hermesd.agent.engines import (
+    CALL_TIMEOUT,
+    ContextSettings,
+    EngineFailed,
+    Engines,
+    SessionContext,
+    supported_kwargs,
+    valid_messages,
 )
 from hermesd.model import context_length
-from hermesd.model.client import ModelClient, ModelSettings
+from hermesd.model.client import ModelClient
 from hermesd.plugins.compat.agent.context_engine import sanitize_memory_context
-from hermesd.plugins.context_engines import EngineRegistrations, find_engine
-from hermesd.plugins.workers import WorkerPool, WorkTimeout
+from hermesd.plugins.context_engines import EngineRegistrations
+from hermesd.plugins.workers import WorkTimeout
 from hermesd.store.compactions import split_view
 from hermesd.store.sessions import SessionStore
 
@@ -51,87 +51,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+__all__ = ["ContextHost", "ContextSettings", "supported_kwargs"]
+
 MAX_PER_TURN = 3
-CALL_TIMEOUT = 10.0  # seconds any engine call but compress may take
 BACKGROUND_SHARE = 0.9  # an idle session this close to its threshold is compacted now
 REPEAT_WARNING = (
     "Session compressed {n} times — accuracy may degrade. Consider /new to start fresh."
 )
-_ROLES = ("system", "user", "assistant", "tool")
 
 Emit = Callable[[dict[str, Any]], None]
-
-
-class EngineFailed(Exception):
-    """A plugin engine raised, hung or answered nonsense (the session falls back)."""
-
-
-@dataclass
-class ContextSettings:
-    """``context.*``, ``compression.*``, ``auxiliary.compression.*``, ``model.context_length``."""
-
-    engine: str = "compressor"
-    compression: CompressionSettings = field(default_factory=CompressionSettings)
-    context_length: int | None = None
-    summary_model: str | None = None
-    summary_base_url: str | None = None
-    summary_api_key: str | None = None
-    timeout: float = 120.0
-    background: bool = True
-
-    @classmethod
-    def from_config(cls, config: Any) -> ContextSettings:
-        """Read the settings from a `Config` (or anything with a dotted ``get``)."""
-        return cls(
-            engine=str(config.get("context.engine") or "compressor"),
-            compression=CompressionSettings.from_config(config),
-            context_length=config.get("model.context_length"),
-            summary_model=config.get("auxiliary.compression.model") or None,
-            summary_base_url=config.get("auxiliary.compression.base_url") or None,
-            summary_api_key=config.get("auxiliary.compression.api_key") or None,
-            timeout=float(config.get("context.timeout", 120.0)),
-            background=bool(config.get("context.background", True)),
-        )
-
-
-@dataclass
-class SessionContext:
-    """One session's engine and its compaction state."""
-
-    session_id: str
-    engine: Any
-    name: str
-    builtin: bool
-    model: str = ""
-    context_length: int = 0
-    length_source: str = ""
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    generation: int = 0  # compactions recorded since the daemon started
-    status: dict[str, Any] = field(default_factory=dict)
-    tool_names: set[str] = field(default_factory=set)
-    background: asyncio.Task[Any] | None = None
-
-
-def supported_kwargs(compress: Any, **candidates: Any) -> dict[str, Any]:
-    """The optional arguments of ``compress`` that its signature accepts (all with
-    ``**kwargs``); ``memory_context`` only when there is some."""
-    if not candidates.get("memory_context"):
-        candidates.pop("memory_context", None)
-    try:
-        parameters = inspect.signature(compress).parameters
-    except (TypeError, ValueError):
-        return {"current_tokens": candidates.get("current_tokens")}
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return candidates
-    return {k: v for k, v in candidates.items() if k in parameters}
-
-
-def _valid_messages(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(m, dict) and m.get("role") in _ROLES for m in value)
-    )
 
 
 class ContextHost:
@@ -150,17 +78,11 @@ class ContextHost:
     ) -> None:
         self.store = store
         self.client = client
-        self.settings = settings
+        self.engines = Engines(client, settings, home=home, env=env, registrations=registrations)
         self.home = home
-        self.env = dict(env or {})
-        self.registrations = registrations or EngineRegistrations()
         self.providers = providers
         self.emit: Emit | None = None  # every attached client of a session (SessionService.emit)
         self.sessions: dict[str, SessionContext] = {}
-        # daemon threads, one engine's hung calls bounded: it cannot starve the others
-        self._threads = WorkerPool(16, "context-engine", per_key=8)
-        self._prototypes: dict[str, Any] = {}  # engine folders, loaded once, copied per session
-        self._summary_client: ModelClient | None = None
 
     # --- engines -----------------------------------------------------------------------------
 
@@ -170,7 +92,7 @@ class ContextHost:
         ctx = self.sessions.get(session_id)
         if ctx is not None:
             return ctx
-        engine, name, builtin = await self._select()
+        engine, name, builtin = await self.engines.select(model)
         ctx = SessionContext(session_id, engine, name, builtin, model=model)
         self.sessions[session_id] = ctx
         length, source = await context_length.resolve(
@@ -181,8 +103,8 @@ class ContextHost:
         )
         ctx.context_length, ctx.length_source = length, source
         try:
-            await self._call(ctx, "update_model", model, length, **self._endpoint())
-            await self._call(
+            await self.engines.call(ctx, "update_model", model, length, **self.engines.endpoint())
+            await self.engines.call(
                 ctx,
                 "on_session_start",
                 session_id,
@@ -197,86 +119,12 @@ class ContextHost:
         await self._refresh_status(ctx)
         return ctx
 
-    def _endpoint(self) -> dict[str, Any]:
-        s = self.client.settings
-        return {
-            "base_url": s.base_url or "",
-            "api_key": s.api_key or "",
-            "provider": s.provider,
-            "api_mode": "chat_completions",
-        }
-
-    def _builtin(self, model: str = "") -> BuiltinCompressor:
-        return BuiltinCompressor(self.settings.compression, self._summarizer(model))
-
-    async def _select(self) -> tuple[Any, str, bool]:
-        name = self.settings.engine
-        if name == "compressor":
-            return self._builtin(), "compressor", True
-        original = self._prototypes.get(name)
-        if original is None:
-            found, source = await asyncio.to_thread(
-                find_engine, name, self.home, self.env, self.registrations
-            )
-            if found is None:
-                log.warning(
-                    "Context engine '%s' not found — falling back to built-in compressor", name
-                )
-                return self._builtin(), "compressor", True
-            original = found
-            if source == "folder":
-                self._prototypes[name] = found
-        try:
-            engine = await asyncio.to_thread(copy.deepcopy, original)
-        except Exception as exc:
-            log.warning(
-                "Context engine '%s' could not be copied for a session (%s) — falling back to "
-                "built-in compressor. Engines holding locks or database connections should "
-                "implement __deepcopy__ to copy only their per-session state.",
-                name,
-                exc,
-            )
-            return self._builtin(), "compressor", True
-        log.info("Using context engine: %s", name)
-        return engine, name, False
-
-    async def _call(
-        self, ctx: SessionContext, method: str, *args: Any, timeout: float = CALL_TIMEOUT, **kw: Any
-    ) -> Any:
-        """``ctx.engine.<method>(...)``: the built-in's inline, a plugin's on a thread under
-        ``timeout``; its failure raises `EngineFailed`."""
-        fn = getattr(ctx.engine, method, None)
-        if fn is None:
-            return None
-        if ctx.builtin:
-            return fn(*args, **kw)
-        try:
-            return await self._threads.run(functools.partial(fn, *args, **kw), timeout, ctx.name)
-        except WorkTimeout:
-            log.error(
-                "context engine '%s': %s() did not return within %.0f s (session %s)",
-                ctx.name,
-                method,
-                timeout,
-                ctx.session_id,
-            )
-            raise EngineFailed(f"{method}() did not return within {timeout:.0f} s") from None
-        except Exception as exc:
-            log.error(
-                "context engine '%s': %s() raised (session %s)",
-                ctx.name,
-                method,
-                ctx.session_id,
-                exc_info=True,
-            )
-            raise EngineFailed(f"{method}() raised {type(exc).__name__}: {exc}") from exc
-
     async def _fall_back(self, ctx: SessionContext, exc: Exception) -> None:
         """The session's plugin engine failed: the built-in takes over, the clients hear of it."""
         failed = ctx.name
-        ctx.engine, ctx.name, ctx.builtin = self._builtin(ctx.model), "compressor", True
+        ctx.engine, ctx.name, ctx.builtin = self.engines.builtin(ctx.model), "compressor", True
         ctx.tool_names = set()
-        ctx.engine.update_model(ctx.model, ctx.context_length, **self._endpoint())
+        ctx.engine.update_model(ctx.model, ctx.context_length, **self.engines.endpoint())
         self.warn(
             ctx.session_id,
             f"The context engine '{failed}' failed ({exc}); this session continues with the "
@@ -286,7 +134,7 @@ class ContextHost:
 
     async def _refresh_status(self, ctx: SessionContext) -> None:
         try:
-            status = await self._call(ctx, "get_status")
+            status = await self.engines.call(ctx, "get_status")
         except EngineFailed:
             status = None
         ctx.status = {
@@ -315,42 +163,6 @@ class ContextHost:
                 }
             )
 
-    # --- the summary model -------------------------------------------------------------------
-
-    def _summarizer(self, model: str) -> Callable[[list[dict[str, Any]], int], str]:
-        loop = asyncio.get_running_loop()
-
-        def summarize(messages: list[dict[str, Any]], max_tokens: int) -> str:
-            client, name = self._summary_endpoint(model)
-            future = asyncio.run_coroutine_threadsafe(
-                client.stream_completion(messages, model=name, extra={"max_tokens": max_tokens}),
-                loop,
-            )
-            try:
-                return future.result(self.settings.timeout).content
-            except TimeoutError:
-                future.cancel()
-                raise
-
-        return summarize
-
-    def _summary_endpoint(self, model: str) -> tuple[ModelClient, str]:
-        name = self.settings.summary_model or model or self.client.settings.model or ""
-        if not self.settings.summary_base_url:
-            return self.client, name
-        if self._summary_client is None:
-            main = self.client.settings
-            self._summary_client = ModelClient(
-                ModelSettings(
-                    base_url=self.settings.summary_base_url,
-                    model=name,
-                    api_key=self.settings.summary_api_key or main.api_key,
-                    timeout=main.timeout,
-                    max_retries=main.max_retries,
-                )
-            )
-        return self._summary_client, name
-
     # --- memory ------------------------------------------------------------------------------
 
     async def _memory_context(self, session_id: str, messages: list[dict[str, Any]]) -> str:
@@ -370,7 +182,7 @@ class ContextHost:
                 fn = getattr(active.provider, "on_pre_compress", None)
                 if fn is None:
                     return ""
-                result = await self._threads.run(
+                result = await self.engines.threads.run(
                     functools.partial(fn, copy.deepcopy(messages)), CALL_TIMEOUT, "memory"
                 )
         except Exception:
@@ -424,7 +236,7 @@ class ContextHost:
             return result
         inputs = copy.deepcopy(view.messages)
         try:
-            if force and not await self._call(ctx, "has_content_to_compress", inputs):
+            if force and not await self.engines.call(ctx, "has_content_to_compress", inputs):
                 result["why_not"] = "nothing between the protected head and tail to compact"
                 return result
         except EngineFailed:
@@ -447,13 +259,13 @@ class ContextHost:
         )
         try:
             if ctx.builtin:  # its summary request must not hold the event loop
-                output = await self._threads.run(
+                output = await self.engines.threads.run(
                     functools.partial(ctx.engine.compress, inputs, **kwargs),
                     self.settings.timeout,
                     ctx.name,
                 )
             else:
-                output = await self._call(
+                output = await self.engines.call(
                     ctx, "compress", inputs, timeout=self.settings.timeout, **kwargs
                 )
         except SummaryFailed as exc:
@@ -474,7 +286,7 @@ class ContextHost:
             await self._fall_back(ctx, exc)
             result["why_not"] = str(exc)
             return result
-        if not _valid_messages(output):
+        if not valid_messages(output):
             await self._fall_back(
                 ctx, EngineFailed(f"compress() returned {type(output).__name__}, not messages")
             )
@@ -554,7 +366,7 @@ class ContextHost:
             estimate = prompt + estimate_tokens(turn.messages[length:])
         if turn.compactions < MAX_PER_TURN:
             try:
-                due = bool(await self._call(ctx, "should_compress", estimate))
+                due = bool(await self.engines.call(ctx, "should_compress", estimate))
             except EngineFailed as exc:
                 await self._fall_back(ctx, exc)
                 due = bool(ctx.engine.should_compress(estimate))
@@ -569,7 +381,7 @@ class ContextHost:
         if select is None:
             return None
         try:
-            chosen = await self._call(
+            chosen = await self.engines.call(
                 ctx,
                 "select_context",
                 list(turn.messages),
@@ -579,7 +391,7 @@ class ContextHost:
             )
         except EngineFailed:
             return None  # falls open
-        return chosen if _valid_messages(chosen) else None
+        return chosen if valid_messages(chosen) else None
 
     async def _rebuild(self, turn: Any, ctx: SessionContext) -> None:
         view = await self.store.run(self.store.view, turn.session_id)
@@ -598,7 +410,7 @@ class ContextHost:
         if usage and usage.get("prompt_tokens"):
             turn.measured_tokens = (int(usage["prompt_tokens"]), len(turn.messages))
         try:
-            await self._call(ctx, "update_from_response", dict(usage or {}))
+            await self.engines.call(ctx, "update_from_response", dict(usage or {}))
         except EngineFailed as exc:
             await self._fall_back(ctx, exc)
         await self._refresh_status(ctx)
@@ -611,7 +423,7 @@ class ContextHost:
             return
         if completed and hasattr(ctx.engine, "on_turn_complete"):
             with contextlib.suppress(EngineFailed):  # best effort, as the contract says
-                await self._call(
+                await self.engines.call(
                     ctx,
                     "on_turn_complete",
                     list(turn.stored_history),
@@ -638,12 +450,6 @@ class ContextHost:
         except Exception:
             log.exception("background compaction of session %s failed", session_id)
 
-    async def wait_idle(self, session_id: str) -> None:
-        """Wait for the session's background compaction, if one runs (tests, shutdown)."""
-        ctx = self.sessions.get(session_id)
-        if ctx is not None and ctx.background is not None:
-            await asyncio.wait([ctx.background])
-
     # --- engine tools ------------------------------------------------------------------------
 
     async def tools(
@@ -655,7 +461,7 @@ class ContextHost:
         if ctx is None or any(e is not None and "context_engine" not in e for e in enabled):
             return []
         try:
-            schemas = await self._call(ctx, "get_tool_schemas")
+            schemas = await self.engines.call(ctx, "get_tool_schemas")
         except EngineFailed:
             return []
         taken = {t["function"]["name"] for t in offered}
@@ -684,7 +490,7 @@ class ContextHost:
         except ValueError:
             return json.dumps({"error": f"invalid JSON arguments for {name}"})
         try:
-            result = await self._call(
+            result = await self.engines.call(
                 ctx,
                 "handle_tool_call",
                 name,
@@ -710,7 +516,7 @@ class ContextHost:
         except Exception:
             messages = []
         with contextlib.suppress(EngineFailed):
-            await self._call(ctx, "on_session_end", session_id, messages)
+            await self.engines.call(ctx, "on_session_end", session_id, messages)
 
     async def reset_session(self, session_id: str) -> None:
         """``/new`` left the session: ``on_session_reset()``; its engine is dropped."""
@@ -718,17 +524,19 @@ class ContextHost:
         if ctx is None:
             return
         with contextlib.suppress(EngineFailed):
-            await self._call(ctx, "on_session_reset")
+            await self.engines.call(ctx, "on_session_reset")
+
+    @property
+    def settings(self) -> ContextSettings:
+        return self.engines.settings
 
     def reload(self, config: Any) -> None:
         """New settings apply to sessions opened from now on."""
-        self.settings = ContextSettings.from_config(config)
+        self.engines.settings = ContextSettings.from_config(config)
         context_length.forget()
 
     async def close(self) -> None:
         """End every session's engine, then stop the threads (a hung engine's is left)."""
         for sid in list(self.sessions):
             await self.end_session(sid)
-        self._threads.shutdown()
-        if self._summary_client is not None:
-            await self._summary_client.aclose()
+        await self.engines.close()
