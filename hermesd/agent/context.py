@@ -366,7 +366,11 @@ class ContextHost:
             estimate = prompt + estimate_tokens(turn.messages[length:])
         if turn.compactions < MAX_PER_TURN:
             try:
-                due = bool(await self.engines.call(ctx, "should_compress", estimate))
+                # an engine may ask to wait for a real count rather than act on a rough one
+                defer = measured is None and bool(
+                    await self.engines.call(ctx, "should_defer_preflight_to_real_usage", estimate)
+                )
+                due = not defer and bool(await self.engines.call(ctx, "should_compress", estimate))
             except EngineFailed as exc:
                 await self._fall_back(ctx, exc)
                 due = bool(ctx.engine.should_compress(estimate))

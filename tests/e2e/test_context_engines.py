@@ -297,10 +297,12 @@ def test_an_idle_session_near_its_threshold_is_compacted_between_turns(
             break
         assert background and background[0]["reason"] == "background"
         events = _turn(c, sid, "next question")
-        assert not any(e["type"] == "context.compacted" for e in events)
+        assert not any(e["type"] == "context.compacted" and e["turn_id"] for e in events)
         sent = _chat_requests(server)[-1]["messages"]
         assert any(str(m.get("content")).startswith(SUMMARY_PREFIX) for m in sent)
-        assert [r["reason"] for r in _compactions(home, sid)] == ["background"]
+        # (a turn that started while one ran may have left the session near it again)
+        reasons = {r["reason"] for r in _compactions(home, sid)}
+        assert reasons == {"background"}
     finally:
         daemon.stop()
 
