@@ -83,6 +83,7 @@ class ContextHost:
         self.providers = providers
         self.emit: Emit | None = None  # every attached client of a session (SessionService.emit)
         self.sessions: dict[str, SessionContext] = {}
+        self._opening: dict[str, asyncio.Future[SessionContext]] = {}
 
     # --- engines -----------------------------------------------------------------------------
 
@@ -92,9 +93,16 @@ class ContextHost:
         ctx = self.sessions.get(session_id)
         if ctx is not None:
             return ctx
+        opening = self._opening.get(session_id)
+        if opening is None:  # a turn and a /compress at once still make one engine
+            opening = asyncio.ensure_future(self._start(session_id, platform, model))
+            self._opening[session_id] = opening
+            opening.add_done_callback(lambda _: self._opening.pop(session_id, None))
+        return await asyncio.shield(opening)
+
+    async def _start(self, session_id: str, platform: str, model: str) -> SessionContext:
         engine, name, builtin = await self.engines.select(model)
         ctx = SessionContext(session_id, engine, name, builtin, model=model)
-        self.sessions[session_id] = ctx
         length, source = await context_length.resolve(
             model,
             configured=self.settings.context_length,
@@ -117,6 +125,7 @@ class ContextHost:
         except EngineFailed as exc:
             await self._fall_back(ctx, exc)
         await self._refresh_status(ctx)
+        self.sessions[session_id] = ctx
         return ctx
 
     async def _fall_back(self, ctx: SessionContext, exc: Exception) -> None:
