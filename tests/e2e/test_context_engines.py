@@ -545,3 +545,27 @@ def test_the_memory_providers_pre_compress_text_reaches_the_summary_redacted_and
         assert len(kept) <= 6_000 + len("\n...[memory provider context truncated]...\n")
     finally:
         daemon.stop()
+
+
+def test_an_engine_answering_nonsense_and_bad_compress_params_are_refused(
+    model: tuple[ScriptedModelServer, Model], home: Path
+) -> None:
+    server, _ = model
+    _engine(home, "liar", "return True", "return {'role': 'user'}")
+    daemon = _start(home, _config(server.url, "context:\n  engine: liar\n"))
+    try:
+        c = daemon.client()
+        sid = c.call("session.create", {})["id"]
+        events = _turn(c, sid, "hello")
+        assert events[-1]["status"] == "completed"
+        warning = next(e for e in events if e["type"] == "context.warning")
+        assert "compress() returned dict, not messages" in warning["message"]
+        assert _compactions(home, sid) == []
+        with pytest.raises(Exception) as refused:
+            c.call("session.compress", {"session_id": sid, "focus": ["not", "text"]})
+        assert "parameter 'focus' must be str" in str(refused.value)
+        with pytest.raises(Exception) as missing:
+            c.call("session.compress", {"session_id": "no-such-session"})
+        assert "no-such-session" in str(missing.value)
+    finally:
+        daemon.stop()
