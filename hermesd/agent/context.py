@@ -40,6 +40,7 @@ from hermesd.agent.engines import (
 )
 from hermesd.model import context_length
 from hermesd.model.client import ModelClient
+from hermesd.model.stream import canonical_usage
 from hermesd.plugins.compat.agent.context_engine import sanitize_memory_context
 from hermesd.plugins.context_engines import EngineRegistrations
 from hermesd.plugins.workers import WorkTimeout
@@ -416,14 +417,20 @@ class ContextHost:
         turn.context_generation = ctx.generation
 
     async def after_response(self, turn: Any, usage: dict[str, Any] | None) -> None:
-        """After every model response: ``update_from_response`` (``{}`` without usage)."""
+        """After every model response: ``update_from_response`` with the response's counts
+        (``prompt_tokens``, ``completion_tokens``, ``total_tokens`` and the reference's buckets),
+        ``{}`` without usage."""
         ctx = self.sessions.get(turn.session_id)
         if ctx is None:
             return
-        if usage and usage.get("prompt_tokens"):
-            turn.measured_tokens = (int(usage["prompt_tokens"]), len(turn.messages))
+        counts: dict[str, Any] = {}
+        if usage:
+            counts = {**usage, **(canonical_usage(usage) or {})}
+            counts.setdefault("completion_tokens", int(usage.get("completion_tokens") or 0))
+            if usage.get("prompt_tokens"):
+                turn.measured_tokens = (int(usage["prompt_tokens"]), len(turn.messages))
         try:
-            await self.engines.call(ctx, "update_from_response", dict(usage or {}))
+            await self.engines.call(ctx, "update_from_response", counts)
         except EngineFailed as exc:
             await self._fall_back(ctx, exc)
         await self._refresh_status(ctx)

@@ -1,7 +1,8 @@
 """One turn of one session: the OpenAI tool-calling loop.
 
 Owns the order of a turn: commit the user message, run the turn's hooks (docs/hermes-compat.md §5),
-stream model responses, run the model's tool calls through the tool registry in the model's
+let the session's context engine check each request (``hermesd.agent.context``), stream model
+responses, run the model's tool calls through the tool registry in the model's
 order, commit every message as soon as it exists (each write awaited before the turn goes
 on, so messages are stored in the order they happened), and report progress as events. It does not
 own transport (events go to an ``emit`` callback), the tool pipeline (the registry's job:
