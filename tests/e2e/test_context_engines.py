@@ -29,6 +29,7 @@ from tests.support.daemon import (
     start_daemon,
 )
 from tests.support.modelserver import ScriptedModelServer, Step, http_error, model_config, reply
+from tests.support.plugin_factory import write_plugin
 
 WINDOW = 8000  # tokens: the threshold is 85% of it (6,800): the reference's rule for small windows
 ANSWER = 2400  # characters of each answer: 600 tokens
@@ -567,5 +568,43 @@ def test_an_engine_answering_nonsense_and_bad_compress_params_are_refused(
         with pytest.raises(Exception) as missing:
             c.call("session.compress", {"session_id": "no-such-session"})
         assert "no-such-session" in str(missing.value)
+    finally:
+        daemon.stop()
+
+
+def test_a_registered_engine_that_cannot_be_copied_means_the_builtin_with_a_warning(
+    model: tuple[ScriptedModelServer, Model], home: Path
+) -> None:
+    server, _ = model
+    write_plugin(
+        home / "plugins",
+        "locky",
+        """
+        import threading
+        from agent.context_engine import ContextEngine
+
+        class Locky(ContextEngine):
+            name = "locky"
+            def __init__(self):
+                self.lock = threading.Lock()  # no __deepcopy__: a session cannot get a copy
+            def update_from_response(self, usage): pass
+            def should_compress(self, prompt_tokens=None): return False
+            def compress(self, messages, current_tokens=None): return messages
+
+        def register(ctx):
+            ctx.register_context_engine(Locky())
+        """,
+    )
+    daemon = _start(home, _config(server.url, "context:\n  engine: locky\n"))
+    try:
+        c = daemon.client()
+        c.call("plugins.list")  # plugins load in the background: wait for them
+        sid = c.call("session.create", {})["id"]
+        assert _turn(c, sid, "hello")[-1]["status"] == "completed"
+        assert c.call("session.get", {"session_id": sid})["context"]["engine"] == "compressor"
+        log = daemon.log()
+        assert "Plugin 'locky' registered context engine: locky" in log
+        assert "Context engine 'locky' could not be copied for a session" in log
+        assert "__deepcopy__" in log
     finally:
         daemon.stop()
