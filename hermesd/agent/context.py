@@ -296,6 +296,11 @@ class ContextHost:
             await self._fall_back(ctx, exc)
             result["why_not"] = str(exc)
             return result
+        except Exception as exc:  # the built-in's own bug: the turn goes on uncompressed
+            log.exception("the built-in compressor failed on session %s", sid)
+            self.warn(sid, f"Compaction failed ({type(exc).__name__}: {exc}); nothing compacted.")
+            result["why_not"] = "the compressor failed"
+            return result
         if not valid_messages(output):
             await self._fall_back(
                 ctx, EngineFailed(f"compress() returned {type(output).__name__}, not messages")
