@@ -182,10 +182,18 @@ class ContextHost:
         active = providers.active(session_id) if providers is not None else None
         if active is None:
             return ""
-        hook = getattr(providers, "on_pre_compress", None)  # the manager's, once it has one
+        # The memory manager's own on_pre_compress once it has one (issue 21): on the session's
+        # provider object, else on the manager taking that object; until then the provider's
+        # method itself, on a worker thread.
+        per_session = getattr(active, "on_pre_compress", None)
+        manager = getattr(providers, "on_pre_compress", None)
         try:
-            if hook is not None:
-                result = hook(active, list(messages))
+            if per_session is not None or manager is not None:
+                if per_session is not None:
+                    result = per_session(list(messages))
+                else:
+                    assert manager is not None
+                    result = manager(active, list(messages))
                 if inspect.isawaitable(result):
                     result = await asyncio.wait_for(result, CALL_TIMEOUT)
             else:
