@@ -213,6 +213,7 @@ class SessionService:
             "sessions": self._count,
             "turns_running": len(self.turns),
             "model": self.agent.client.settings.model,
+            "context_engine": self.context.settings.engine if self.context else None,
         }
 
     def reload(self, cfg: Any) -> None:
