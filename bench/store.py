@@ -10,7 +10,8 @@ Then a real hermesd opens a copy of it and, over its socket, against ``ping`` in
 - ``session.history`` of the 10,000-message session (newest 400, what the RPC gives a client);
 
 and in this process, on the same file while the daemon runs: ``store.history()`` of that
-session, which is what a turn loads (trimmed to ``agent.history_messages``), target ≤ 100 ms;
+session, which is what a turn loads (never compacted here: every stored message; a compacted
+session loads its view instead, bench/context.py), target ≤ 100 ms;
 plus the database size per message and the daemon's start-up time on the big database.
 
     python bench/store.py [--quick] [--no-write] [--sessions N] [--messages N]
@@ -346,9 +347,9 @@ def report(args: argparse.Namespace, db_path: Path, gen_s: float | None, r: dict
         f"this process on the daemon's file, {len(r['history_ms'])} times): "
         f"**{h:.1f} ms p50**, {percentile(r['history_ms'], 90):.1f} ms p90, "
         f"{r['history_len']} messages returned (target ≤ 100 ms: "
-        f"{'met' if h <= 100 else 'MISSED'}). Only the newest `agent.history_messages` "
-        "(400) rows are read, through the `(session_id, seq)` index; see "
-        "docs/sessions.md for the trimming policy.",
+        f"{'met' if h <= 100 else 'MISSED'}). The session was never compacted, so every "
+        "stored message is read; a compacted one reads its view and the messages after it "
+        '(bench:context; docs/sessions.md, "The view model").',
         "",
         f"**Size**: {size['file'] / 2**20:,.0f} MiB, **{size['file'] / n:,.0f} bytes per "
         f"message** ({size['text'] / n:,.0f} bytes of text each)",

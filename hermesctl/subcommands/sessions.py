@@ -1,4 +1,5 @@
-"""``hermesctl sessions list|show|search|rename|delete|fork|export``: stored conversations.
+"""``hermesctl sessions list|show|search|rename|delete|fork|export|compress``: stored
+conversations.
 
 Thin wrappers over the ``session.*`` methods: each prints for people, or JSON with ``--json``
 (list commands print a JSON array of objects). ``export`` writes a session as JSON (the session
@@ -50,6 +51,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="last message to copy (default: all)",
     )
     a.add_argument("--title", help="title of the new session")
+    a = action("compress", "compact what the model is sent of a session now (nothing deleted)")
+    a.add_argument("id")
+    a.add_argument("--focus", metavar="TEXT", help="what the summary should keep most of")
     a = action("export", "write a session as JSON or Markdown")
     a.add_argument("id")
     a.add_argument("--format", choices=("json", "markdown"), default="markdown")
@@ -233,6 +237,28 @@ def to_markdown(session: dict[str, Any], messages: list[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _compress(args: argparse.Namespace, client: Client) -> int:
+    params: dict[str, Any] = {"session_id": args.id}
+    if args.focus:
+        params["focus"] = args.focus
+    result = client.call("session.compress", params)
+    if args.json:
+        emit_json(result)
+        return EXIT_OK
+    if not result.get("compacted"):
+        print(f"Nothing compacted: {result.get('why_not') or 'no change'}.")
+        return EXIT_OK
+    note = (
+        " (mechanical summary: the summary model failed)" if result.get("summary_fallback") else ""
+    )
+    print(
+        f"Compacted {result['session_id']} with {result['engine']}: {result['replaced']} messages"
+        f" summarised{note}; the model now gets {result['messages_after']} messages instead of"
+        f" {result['messages_before']}. Every message stays stored."
+    )
+    return EXIT_OK
+
+
 _ACTIONS = {
     "list": _list,
     "show": _show,
@@ -241,4 +267,5 @@ _ACTIONS = {
     "delete": _delete,
     "fork": _fork,
     "export": _export,
+    "compress": _compress,
 }

@@ -1,7 +1,8 @@
 """One turn of one session: the OpenAI tool-calling loop.
 
 Owns the order of a turn: commit the user message, run the turn's hooks (docs/hermes-compat.md §5),
-stream model responses, run the model's tool calls through the tool registry in the model's
+let the session's context engine check each request (``hermesd.agent.context``), stream model
+responses, run the model's tool calls through the tool registry in the model's
 order, commit every message as soon as it exists (each write awaited before the turn goes
 on, so messages are stored in the order they happened), and report progress as events. It does not
 own transport (events go to an ``emit`` callback), the tool pipeline (the registry's job:
@@ -51,6 +52,7 @@ from hermesd.store.usage import RequestUsage
 from hermesd.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
+    from hermesd.agent.context import ContextHost
     from hermesd.memory.builtin import BuiltinMemory
     from hermesd.memory.providers import ActiveProvider, MemoryProviders
 
@@ -159,6 +161,7 @@ class AgentLoop:
         memory: BuiltinMemory | None = None,
         providers: MemoryProviders | None = None,
         meter: UsageMeter | None = None,
+        context: ContextHost | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -169,6 +172,7 @@ class AgentLoop:
         self.memory = memory  # the built-in memory's prompt snapshot (hermesd.memory)
         self.providers = providers  # the external memory provider (memory.provider)
         self.meter = meter or UsageMeter(store)  # usage rows, prices and budget.*
+        self.context = context  # the sessions' context engines (hermesd.agent.context)
 
     def check_ready(self) -> None:
         """Raise ``ModelNotConfigured`` when no endpoint is configured (call before a turn)."""
@@ -272,6 +276,12 @@ class _Turn:
         self.toolsets: Toolsets | None = None
         self.provider: ActiveProvider | None = None  # the session's memory provider
         self.provider_tools: set[str] = set()  # its tools offered in this turn
+        # the context engine's view of this turn (hermesd.agent.context)
+        self.api_user: dict[str, Any] = {}  # the user message as sent (with recalled context)
+        self.user_seq = 0  # ... and its stored seq
+        self.context_generation = 0  # the session's compactions when its history was read
+        self.measured_tokens: tuple[int, int] | None = None  # real prompt tokens, at len(messages)
+        self.compactions = 0  # automatic compactions in this turn
 
     @property
     def turn_id(self) -> str:
@@ -397,6 +407,11 @@ class _Turn:
             except Exception:
                 log.exception("checking the budgets after turn %s failed", self.turn_id)
         await self.settle_observers()
+        if self.loop.context is not None:
+            try:
+                await self.loop.context.turn_finished(self, status == "completed")
+            except Exception:  # the engine's business must not fail a finished turn
+                log.exception("context engine after turn %s failed", self.turn_id)
         if status == "completed" and self.provider is not None and self.loop.providers:
             self.loop.providers.turn_done(
                 self.provider, self.user_message, self.result.final_text or "", self.stored_history
@@ -427,16 +442,24 @@ class _Turn:
         if self.loop.reloads is not None:  # hooks and tools half unloaded: wait for them
             await self.loop.reloads.wait()
 
+        engines = self.loop.context
+        known = engines.sessions.get(self.session_id) if engines is not None else None
+        self.context_generation = known.generation if known is not None else 0
+
         # one trip to the DB thread, and one transaction, not four
-        def begin() -> tuple[Any, list[dict[str, Any]]]:
+        def begin() -> tuple[Any, list[dict[str, Any]], int]:
             session = store.get_session(self.session_id)  # SessionNotFound: nothing stored
             store.close_dangling_tool_calls(self.session_id)
             history = store.history(self.session_id)
-            store.append_message(self.session_id, "user", self.user_message, turn_id=self.turn_id)
-            return session, history
+            record = store.append_message(
+                self.session_id, "user", self.user_message, turn_id=self.turn_id
+            )
+            return session, history, record["seq"]
 
-        session, prior = await self.db(store.run_in_transaction, begin)
+        session, prior, self.user_seq = await self.db(store.run_in_transaction, begin)
         self.model = session["model"] or self.model
+        if engines is not None:  # the session's engine, started the first time
+            await engines.open(self.session_id, platform=self.platform, model=self.model)
         first = session["message_count"] == 0
         if first:
             await self.hook(
@@ -488,6 +511,7 @@ class _Turn:
             if block:
                 system = {**system, "content": system["content"] + "\n\n" + block}
         self.messages = [system, *prior, api_user]
+        self.api_user = api_user
         self.stored_history = [*prior, {"role": "user", "content": self.user_message}]
         pin = getattr(self.loop.registry, "pin", None)
         if pin is not None:  # a plugin reload during this turn must not change its tools
@@ -499,10 +523,15 @@ class _Turn:
         if self.toolsets is not None:
             tools = self._narrowed(tools)
         tools = tools + self._provider_tools(tools)
+        if engines is not None and "context_engine" not in (self.toolsets or Toolsets()).disabled:
+            narrowing = (self.toolsets or Toolsets()).enabled
+            tools = tools + await engines.tools(
+                self.session_id, tools, [self.loop.settings.enabled_toolsets, narrowing]
+            )
         limit = self.loop.settings.max_iterations
         while self.result.iterations < limit:
             self.result.iterations += 1
-            completion = await self._request(tools)
+            completion = await self._request_in_context(tools)
             calls = completion.tool_calls
             if not calls:
                 await self._answer(completion.content)
@@ -516,6 +545,24 @@ class _Turn:
             f"I stopped because this turn reached the limit of {limit} model calls "
             "(agent.max_iterations in config.yaml). Ask me to continue, or raise the limit."
         )
+
+    async def _request_in_context(self, tools: list[dict[str, Any]]) -> Completion:
+        """`_request` between the context engine's checks: compaction before it (and its
+        request-only ``select_context``), ``update_from_response`` after it."""
+        context = self.loop.context
+        if context is None:
+            return await self._request(tools)
+        chosen = await context.before_request(self, tools)
+        if chosen is None:
+            completion = await self._request(tools)
+        else:
+            kept, self.messages = self.messages, chosen
+            try:
+                completion = await self._request(tools)
+            finally:
+                self.messages = kept
+        await context.after_response(self, completion.usage)
+        return completion
 
     async def _request(
         self, tools: list[dict[str, Any]], extra: dict[str, Any] | None = None
@@ -768,8 +815,11 @@ class _Turn:
         self.emit("tool.started", name=name, arguments=arguments, tool_call_id=call["id"])
         await self.settle_observers()  # the previous call's, before this one's pre_tool_call
         started = time.monotonic()
+        context = self.loop.context
         if name in self.provider_tools and self.provider is not None and self.loop.providers:
             result = await self.loop.providers.call_tool(self.provider, name, arguments)
+        elif context is not None and context.owns_tool(self.session_id, name):
+            result = await context.call_tool(self.session_id, name, arguments, self.messages)
         elif self.toolsets is not None and name not in self._allowed_names():
             result = json.dumps(
                 {"error": f"Tool '{name}' is not available in this turn (its toolset is off)"}

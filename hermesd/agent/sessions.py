@@ -19,7 +19,7 @@ import logging
 import pwd
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermesd.agent.event_log import EventLog
 from hermesd.agent.loop import AgentLoop, Toolsets, TurnResult, new_id
@@ -37,6 +37,9 @@ from hermesd.store.sessions import (
     StorageUnavailable,
     StoreError,
 )
+
+if TYPE_CHECKING:
+    from hermesd.agent.context import ContextHost
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +80,8 @@ class SessionService:
         twice) and ``branch`` (``session.fork``; the caller stays in the old one)."""
         self.store = store
         self.agent = agent
+        # the sessions' context engines (hermesd.agent.context)
+        self.context: ContextHost | None = getattr(agent, "context", None)
         self.hooks = hooks
         self.platform = platform
         self.attached: dict[str, set[Connection]] = {} if attached is None else attached
@@ -111,6 +116,7 @@ class SessionService:
             "send",
             "cancel",
             "undo",
+            "compress",
         ):
             router.bind(f"session.{name}", getattr(self, f"rpc_{name}"))
 
@@ -138,6 +144,8 @@ class SessionService:
             await asyncio.wait(running, timeout=10)
         for sid in sorted(self.touched):
             await self.hooks.invoke("on_session_finalize", session_id=sid, platform=self.platform)
+        if self.context is not None:  # on_session_end for every engine started
+            await self.context.close()
         await self.agent.client.aclose()
         await self.store.aclose()
 
@@ -207,6 +215,7 @@ class SessionService:
             "sessions": self._count,
             "turns_running": len(self.turns),
             "model": self.agent.client.settings.model,
+            "context_engine": self.context.settings.engine if self.context else None,
         }
 
     def reload(self, cfg: Any) -> None:
@@ -218,6 +227,8 @@ class SessionService:
             AgentSettings.from_config(cfg, skills_index=self.agent.settings.skills_index),
             ModelSettings.from_config(cfg),
         )
+        if self.context is not None:
+            self.context.reload(cfg)
 
     def connection_closed(self, conn: Connection) -> None:
         """Forget a closed connection; its sessions' turns keep running."""
@@ -316,11 +327,13 @@ class SessionService:
 
     def _live(self, session: dict[str, Any]) -> dict[str, Any]:
         turn = self.turns.get(session["id"])
+        context = self.context
         return {
             **session,
             "running": turn is not None,
             "turn_id": turn[0] if turn else None,
             "attached": len(self.attached.get(session["id"], ())),
+            "context": context.status(session["id"]) if context is not None else None,
         }
 
     # --- methods -----------------------------------------------------------------------------
@@ -608,6 +621,22 @@ class SessionService:
             "undone": [m["id"] for m in undone],
             "user_message": first["content"] if first else None,
         }
+
+    async def rpc_compress(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        """Compact the session now (``/compress``): the engine's ``compress(force=True)``."""
+        sid = await self._resolve(call.conn, p)
+        session = await self._owned(call.conn, sid)
+        context = self.context
+        if context is None:
+            raise RpcError(Codes.INTERNAL, "this daemon has no context engine")
+        focus = p.get("focus")  # a str: the method's declaration is checked before this
+        model = session["model"] or self.agent.client.settings.model or ""
+        await context.open(sid, platform=session["platform"] or self.platform, model=model)
+        self.touched.add(sid)
+        result = await context.compact(sid, force=True, focus=focus or None, reason="manual")
+        result["session_id"] = sid
+        result["context"] = context.status(sid)
+        return result
 
     async def rpc_cancel(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         await self._resolve(call.conn, p)

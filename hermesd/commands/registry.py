@@ -49,6 +49,12 @@ BUILTIN_COMMANDS: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
     ("usage", (), "Show this session's token usage", ""),
     ("version", (), "Show hermesd's version", ""),
     ("config", (), "Show the running configuration (read-only)", "[key]"),
+    (
+        "compress",
+        ("compact",),
+        "Compact this session's context now (nothing is deleted)",
+        "[focus]",
+    ),
 )
 
 

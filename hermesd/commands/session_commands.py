@@ -1,5 +1,5 @@
 """The everyday chat commands: ``/retry``, ``/undo``, ``/history``, ``/resume``, ``/usage``,
-``/version`` and ``/config``.
+``/version``, ``/config`` and ``/compress``.
 
 Each handler gets the calling command's outcome (its session, its connection, and where the
 result's ``action``/``session`` go) and the text after the name, and returns what the person
@@ -65,6 +65,7 @@ class SessionCommands:
             "usage": self.usage,
             "version": self.version,
             "config": self.config,
+            "compress": self.compress,
         }
 
     @staticmethod
@@ -172,6 +173,24 @@ class SessionCommands:
         width = max(len(k) for k in settings)
         lines = [f"{k:<{width}}  {json.dumps(v, ensure_ascii=False)}" for k, v in settings.items()]
         return "\n".join(lines) + "\n(read-only; edit config.yaml and reload to change)"
+
+    async def compress(self, outcome: Outcome, raw_args: str) -> str:
+        sid = self._session(outcome, "compress")
+        focus = raw_args.strip() or None
+        result = await self.sessions.rpc_compress(outcome.call, {"session_id": sid, "focus": focus})
+        outcome.extra["compaction"] = result
+        if not result["compacted"]:
+            return f"Nothing compacted: {result.get('why_not') or 'no change'}."
+        note = (
+            " (mechanical summary: the summary model failed)"
+            if result.get("summary_fallback")
+            else ""
+        )
+        return (
+            f"Compacted with {result['engine']}: {result['replaced']} messages summarised"
+            f"{note}; the model now gets {result['messages_after']} messages instead of "
+            f"{result['messages_before']}. Every message stays in the record."
+        )
 
 
 def _one_line(text: str, limit: int) -> str:

@@ -94,11 +94,34 @@ SCHEMA: dict[str, Any] = {
         "timeout": _S(_num, 120.0, "seconds per model request"),
         "max_retries": _S((int,), 3, "retries for 429/5xx/connection errors"),
         "retry_max_wait": _S(_num, 30.0, "cap on one retry wait, seconds"),
+        "context_length": _S(
+            (int,), None, "tokens of the model's window (default: the endpoint's, a table, 128K)"
+        ),
+    },
+    # context engines and compaction (hermesd.agent.context, docs/sessions.md)
+    "context": {
+        "engine": _S((str,), "compressor", "context engine: compressor (built-in) or a plugin's"),
+        "timeout": _S(_num, 120.0, "seconds one compaction may take"),
+        "background": _S((bool,), True, "compact an idle session near its threshold between turns"),
+    },
+    "compression": {
+        "enabled": _S((bool,), True, "the built-in compressor compacts automatically"),
+        "threshold": _S(_num, 0.50, "share of the window that triggers (≥ 0.75 under 512K)"),
+        "target_ratio": _S(_num, 0.20, "tail kept verbatim: threshold × this"),
+        "protect_first_n": _S((int,), 3, "first messages never compacted"),
+        "protect_last_n": _S((int,), 20, "newest messages kept verbatim (within the tail budget)"),
+        "abort_on_summary_failure": _S(
+            (bool,), False, "no summary: keep the transcript as it is instead of a plain one"
+        ),
+    },
+    "auxiliary": {
+        "compression": _S(
+            (dict,), None, "summary model: {model, base_url, api_key} (default: the session's)"
+        ),
     },
     "agent": {
         "max_iterations": _S((int,), 25, "model rounds per turn"),
         "system_prompt": _S((str,), None, "system prompt (a sensible default is used)"),
-        "history_messages": _S((int,), 400, "most messages sent to the model per turn"),
     },
     "plugins": {
         "enabled": _S(_strlist, None, "only these plugin keys load (default: all discovered)"),
@@ -204,6 +227,7 @@ DEPRECATED: dict[str, str] = {
     "model.process": "model requests are always sent from the daemon's event loop",
     "model.process_idle_exit": "there is no model client process any more",
     "switch_interval": "Python's own interpreter-lock switch interval is used",
+    "agent.history_messages": "sessions are compacted by a context engine, never trimmed",
 }
 
 

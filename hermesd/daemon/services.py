@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from hermesd import redact
 from hermesd.agent.budget import UsageMeter
+from hermesd.agent.context import ContextHost, ContextSettings
 from hermesd.agent.loop import AgentLoop, AgentSettings
 from hermesd.agent.sessions import SessionService
 from hermesd.agent.usage_service import UsageService
@@ -47,6 +48,7 @@ from hermesd.memory.tool import register_memory_tool
 from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.plugins.admin import PluginAdminService
 from hermesd.plugins.context import Injector, McpCaller
+from hermesd.plugins.context_engines import EngineRegistrations
 from hermesd.plugins.hooks import DEFAULT_HOOK_TIMEOUT, HookBus
 from hermesd.plugins.host import DEFAULT_LOAD_TIMEOUT, PluginHost, PluginManager, ReloadGate
 from hermesd.plugins.memory_providers import ProviderRegistrations
@@ -177,10 +179,29 @@ def build_plugin_host(
     return PluginHost(parts.pool, parts.hooks, parts.tools, parts.commands, parts.skills, manager)
 
 
-def _forget_session(broker: ApprovalBroker, providers: MemoryProviders, sid: str) -> None:
-    """A deleted session: its approvals dropped, its memory provider ended."""
+def _forget_session(
+    broker: ApprovalBroker, providers: MemoryProviders, context: ContextHost, sid: str
+) -> None:
+    """A deleted session: its approvals dropped, its memory provider and engine ended."""
     broker.forget_session(sid)
     _end_provider(providers, sid)
+    _spawn(context.end_session(sid))
+
+
+def _session_switched(
+    providers: MemoryProviders, context: ContextHost, old: str, new: str, reason: str
+) -> None:
+    """A conversation moved on (/new, /resume, /undo, a fork): the memory provider is told;
+    a session left with /new also has its context engine reset."""
+    providers.session_switched(old, new, reason)
+    if reason == "new_session":
+        _spawn(context.reset_session(old))
+
+
+def _spawn(coro: Any) -> None:
+    task = asyncio.get_running_loop().create_task(coro)
+    _ENDING.add(task)
+    task.add_done_callback(_ENDING.discard)
 
 
 def _end_provider(providers: MemoryProviders, sid: str) -> None:
@@ -219,7 +240,7 @@ def build_services(daemon: Daemon) -> None:
     home = daemon.home
     files = SettingsFiles(home)
     dotenv = files.dotenv()
-    store = SessionStore.in_home(home, history_messages=cfg.get("agent.history_messages"))
+    store = SessionStore.in_home(home)
     # Who is attached to which session: the session service keeps it, the broker asks it.
     attached: dict[str, set[Connection]] = {}
     pool = WorkerPool()
@@ -272,16 +293,29 @@ def build_services(daemon: Daemon) -> None:
     providers.ready = gate.wait  # a plugin's ctx.register_memory_provider comes first
     meter = UsageMeter(store)  # usage rows, prices, budget.* (docs/sessions.md)
     meter.reload(cfg)
+    client = ModelClient(ModelSettings.from_config(cfg))
+    # the sessions' context engines (context.engine; docs/sessions.md "The view model")
+    engine_slot = EngineRegistrations()
+    context = ContextHost(
+        store,
+        client,
+        ContextSettings.from_config(cfg),
+        home=home,
+        env=dict(os.environ),
+        registrations=engine_slot,
+        providers=providers,
+    )
     agent = AgentLoop(
         store,
         parts.tools,
         hooks,
-        ModelClient(ModelSettings.from_config(cfg)),
+        client,
         AgentSettings.from_config(cfg, skills_index=parts.skills.index_text()),
         reloads=gate,
         memory=memory,
         providers=providers,
         meter=meter,
+        context=context,
     )
     sessions = SessionService(
         store,
@@ -289,11 +323,12 @@ def build_services(daemon: Daemon) -> None:
         hooks,
         attached=attached,
         on_attach=broker.on_attach,
-        on_forget=functools.partial(_forget_session, broker, providers),
-        on_switch=providers.session_switched,
+        on_forget=functools.partial(_forget_session, broker, providers, context),
+        on_switch=functools.partial(_session_switched, providers, context),
         redact_event=redact.redact_event,
     )
     meter.broadcast = sessions.broadcast  # the day's and month's budget warnings
+    context.emit = sessions.emit
     # MCP servers: one pool for the daemon, its tools in the same registry (docs/mcp.md)
     mcp_pool = McpPool(
         parts.tools,
@@ -313,6 +348,7 @@ def build_services(daemon: Daemon) -> None:
         mcp_caller=mcp_pool.plugin_call,
     )
     manager.services.memory_providers = registrations
+    manager.services.context_engines = engine_slot
     manager.provider_status = providers.status
     host = PluginHost(pool, hooks, parts.tools, parts.commands, parts.skills, manager, gate)
     admin = PluginAdminService(host, files)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermesd import redact
+from hermesd.plugins.context_engines import EngineRegistrations
 from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.llm import PluginLlm
 from hermesd.plugins.manifest import Manifest, PluginRecord, RejectedTool
@@ -67,6 +68,8 @@ class PluginServices:
     unload_callbacks: dict[str, list[Callable[[], Any]]] = field(default_factory=dict)
     #: the memory provider handed to ``ctx.register_memory_provider`` (at most one)
     memory_providers: ProviderRegistrations = field(default_factory=ProviderRegistrations)
+    #: the context engine handed to ``ctx.register_context_engine`` (at most one)
+    context_engines: EngineRegistrations = field(default_factory=EngineRegistrations)
 
 
 def _takes_ctx(handler: Callable[..., Any]) -> bool:
@@ -351,13 +354,6 @@ class PluginContext:
             log.exception("inject_message from plugin '%s' failed", self.plugin_name)
             return False
 
-    # -- accepted but not supported ---------------------------------------------------------
-
-    def _unsupported(self, what: str) -> None:
-        log.warning(
-            "Plugin '%s' called %s, which hermesd does not support; ignored", self.plugin_name, what
-        )
-
     def register_memory_provider(self, provider: Any) -> None:
         """Offer ``provider`` as the memory provider of its ``name`` (used when
         ``memory.provider`` names it); a second one, from any plugin, is rejected."""
@@ -369,5 +365,9 @@ class PluginContext:
                 self._record.memory_providers.append(name)
 
     def register_context_engine(self, engine: Any) -> None:
-        """Not supported by hermesd: logged and ignored."""
-        self._unsupported("register_context_engine")
+        """Offer ``engine`` as the context engine of its ``name`` (used when ``context.engine``
+        names it; each session works on its own copy); a second one is rejected."""
+        with self._lock:
+            if self._refuse_late("context engine", str(getattr(engine, "name", "?"))):
+                return
+            self._services.context_engines.register(engine, self.plugin_name)

@@ -269,6 +269,7 @@ class PluginManager:
     def _rollback(self, record: PluginRecord) -> None:
         services = self.services
         services.memory_providers.drop_owner(record.key)
+        services.context_engines.drop_owner(record.key)
         for fn in services.unload_callbacks.pop(record.key, []):  # ctx.on_unload, newest first
             try:
                 self._pool.call(fn, UNLOAD_TIMEOUT, f"plugin:{record.key}")

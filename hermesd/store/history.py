@@ -1,9 +1,9 @@
-"""What the model is sent of a session: stored messages in chat-completions form, trimmed to
-the history budgets and repaired so every tool call has exactly one result.
+"""Stored messages in chat-completions form, repaired so every tool call has exactly one result.
 
-Pure functions over lists of message dicts; ``hermesd.store.sessions`` calls them for
-``history()``, and the crash tests use them to check what a session would send. Standard
-library only.
+Pure functions over lists of message dicts; ``hermesd.store.compactions`` calls them to build
+what the model is sent (``SessionStore.history()``), and the crash tests use them to check what
+a session would send. Nothing here drops a turn to save space: a session is made to fit its
+model's window by a context engine (docs/sessions.md, "The view model"). Standard library only.
 """
 
 from __future__ import annotations
@@ -48,35 +48,6 @@ def repair_history(
                 pending[str(call.get("id"))] = None
     close_pending()
     return out
-
-
-def _size(msg: dict[str, Any]) -> int:
-    calls = msg.get("tool_calls")
-    return len(msg.get("content") or "") + (len(json.dumps(calls)) if calls else 0)
-
-
-def trim_history(
-    messages: list[dict[str, Any]], max_messages: int, max_chars: int
-) -> list[dict[str, Any]]:
-    """Keep the newest messages within both budgets, starting at a user message.
-
-    Starting at a user message means a tool call is never separated from its results. When
-    the budget ends inside the current turn, the whole turn is kept anyway.
-    """
-    start = max(0, len(messages) - max_messages)
-    used = 0
-    for i in range(len(messages) - 1, start - 1, -1):
-        used += _size(messages[i])
-        if used > max_chars:
-            start = i + 1
-            break
-    for i in range(start, len(messages)):
-        if messages[i].get("role") == "user":
-            return messages[i:]
-    for i in range(min(start, len(messages)) - 1, -1, -1):
-        if messages[i].get("role") == "user":
-            return messages[i:]
-    return messages[start:]
 
 
 def to_openai(record: Mapping[str, Any]) -> dict[str, Any]:

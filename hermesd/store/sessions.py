@@ -3,8 +3,10 @@
 Every read and write of sessions, messages, full-text search and token counters. The file
 itself (creation with mode 0600, pragmas, schema migrations) and the store's errors are
 ``hermesd.store.dbfile``, re-exported here; the search query, the search and the deferred index
-are ``hermesd.store.search``. ``history()`` hands what the model is sent of a session to
-``hermesd.store.history``, which trims old messages and repairs tool calls left without results.
+are ``hermesd.store.search``. ``history()`` is what the model is sent of a session: the newest
+compaction's view followed by the messages it did not replace (``hermesd.store.compactions``),
+repaired so every tool call has exactly one result (``hermesd.store.history``); no stored
+message is ever dropped.
 It knows nothing of RPC, clients or models.
 
 Threads: every statement runs on the store's one DB thread (``hermesd.store.dbthread``), which
@@ -35,7 +37,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypedDict, TypeVar
 
+from hermesd.store import compactions
 from hermesd.store import search as fts
+from hermesd.store.compactions import View
 from hermesd.store.dbfile import (
     BUSY_TIMEOUT_MS,
     MessageNotFound,
@@ -48,7 +52,7 @@ from hermesd.store.dbfile import (
     storage_error,
 )
 from hermesd.store.dbthread import DbThread
-from hermesd.store.history import INTERRUPTED_RESULT, repair_history, to_openai, trim_history
+from hermesd.store.history import INTERRUPTED_RESULT, to_openai
 from hermesd.store.search import INDEX_EVERY, RANKED_MATCHES, SearchHit, fts_query, index_pending
 
 log = logging.getLogger(__name__)
@@ -189,12 +193,8 @@ def _on_db_thread(
 class SessionStore:
     """Sessions, messages, search and usage counters in one SQLite file."""
 
-    def __init__(
-        self, path: Path, *, history_messages: int = 400, history_chars: int = 400_000
-    ) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self.history_messages = history_messages
-        self.history_chars = history_chars
         self._db = DbThread(connection=self._open_connection, map_error=self._storage_error)
         self._unindexed = 0  # messages written since the last indexing run (DB thread only)
         # Waits for the file to open (the daemon builds the store before it serves anything),
@@ -486,6 +486,15 @@ class SessionStore:
             db.execute(
                 "UPDATE sessions SET message_count = ? WHERE id = ?", (cur.rowcount, new["id"])
             )
+            # the copy keeps the compactions of the messages it holds (its view is the same)
+            db.execute(
+                "INSERT INTO compactions (session_id, upto_seq, view, engine, summary, replaced,"
+                " fallback, focus, reason, created_at) SELECT ?, upto_seq, view, engine,"
+                " summary, replaced, fallback, focus, reason, created_at FROM compactions"
+                " WHERE session_id = ? AND undone_at IS NULL AND upto_seq <="
+                " (SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = ?) ORDER BY id",
+                (new["id"], session_id, new["id"]),
+            )
         self._written(cur.rowcount)
         return self.get_session(new["id"])
 
@@ -634,19 +643,63 @@ class SessionStore:
                 " AND undone_at IS NULL",
                 (time.time(), session_id, last_user["seq"]),
             )
+            # a compaction standing for an undone message no longer says what was said
+            compactions.retire_from(db, session_id, last_user["seq"])
         undone = [_message(r) for r in rows]
         for record in undone:
             record["undone"] = True
         return undone
 
     @_on_db_thread
-    def history(self, session_id: str, limit: int | None = None) -> list[dict[str, Any]]:
-        """What the model is sent of this session: trimmed, repaired, OpenAI-shaped (without
-        the turns /undo took out)."""
-        budget = self.history_messages if limit is None else limit
-        records = self.messages(session_id, limit=budget, include_undone=False)
-        shaped = [to_openai(r) for r in records]
-        return repair_history(trim_history(shaped, budget, self.history_chars))
+    def history(self, session_id: str) -> list[dict[str, Any]]:
+        """What the model is sent of this session: the newest compaction's view, then the
+        stored messages after it (without the turns /undo took out), OpenAI-shaped."""
+        return self.view(session_id).messages
+
+    @_on_db_thread
+    def view(self, session_id: str) -> View:
+        """`history` with the stored seq of each message (what a context engine compacts)."""
+        prefix, upto, count = compactions.latest(self._conn, session_id)
+        records = self.messages(session_id, after_seq=upto, include_undone=False)
+        return compactions.build_view(
+            prefix, upto, count, [(r["seq"], to_openai(r)) for r in records]
+        )
+
+    @_on_db_thread
+    def record_compaction(
+        self,
+        session_id: str,
+        prefix: list[dict[str, Any]],
+        upto_seq: int,
+        *,
+        engine: str,
+        summary: str | None = None,
+        replaced: int = 0,
+        fallback: bool = False,
+        focus: str | None = None,
+        reason: str | None = None,
+    ) -> int:
+        """Keep a compaction of the session (`hermesd.store.compactions.record`); its id."""
+        self.get_session(session_id)
+        with self._tx() as db:
+            return compactions.record(
+                db,
+                session_id,
+                prefix,
+                upto_seq,
+                engine=engine,
+                summary=summary,
+                replaced=replaced,
+                fallback=fallback,
+                focus=focus,
+                reason=reason,
+            )
+
+    @_on_db_thread
+    def compactions(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's compactions, oldest first (retired ones marked ``undone``)."""
+        self.get_session(session_id)
+        return compactions.listing(self._conn, session_id)
 
     @_on_db_thread
     def close_dangling_tool_calls(

@@ -61,7 +61,8 @@ def test_without_retries_a_post_the_endpoint_hung_up_on_is_sent_once_and_fails_c
     start: Callable[..., DaemonProcess],
 ) -> None:
     with RawHTTPServer(streamed("first answer"), HUNG_UP) as server:
-        d = start(config=model_config(server.url + "/v1", max_retries=0))
+        # a configured window: the daemon asks no /v1/models, the script answers only the POSTs
+        d = start(config=model_config(server.url + "/v1", max_retries=0, context_length=128000))
         first, second = two_turns(d)
         assert first[-1]["final_text"] == "first answer"
         assert [r.conn for r in server.requests] == [0, 0]  # on the kept-alive connection
@@ -76,7 +77,11 @@ def test_with_retries_every_copy_of_a_post_the_endpoint_sees_is_an_announced_ret
 ) -> None:
     answers = [streamed("first answer"), HUNG_UP, HUNG_UP, streamed("third try")]
     with RawHTTPServer(*answers) as server:
-        d = start(config=model_config(server.url + "/v1", max_retries=3, retry_max_wait=0.05))
+        d = start(
+            config=model_config(
+                server.url + "/v1", max_retries=3, retry_max_wait=0.05, context_length=128000
+            )
+        )
         _, second = two_turns(d)
         copies = len(server.requests) - 1  # the second turn's
     retries = [e for e in second if e["type"] == "model.retry"]

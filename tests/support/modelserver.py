@@ -139,8 +139,12 @@ class ScriptedModelServer:
         model: str = "scripted-model",
         reject_stream_options: bool = False,
         port: int = 0,
+        model_info: dict[str, Any] | None = None,
     ) -> None:
         self.steps: deque[Step] = deque(steps)
+        #: more fields of the model's /v1/models entry (e.g. vLLM's ``max_model_len``)
+        self.model_info: dict[str, Any] = dict(model_info or {})
+        self.listings = 0  # /v1/models requests answered
         self.rules = rules
         self.latency = latency
         self.model = model
@@ -238,6 +242,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") in ("/v1/models", "/models"):
+            self.owner.listings += 1
             self._json(
                 200,
                 {
@@ -248,6 +253,7 @@ class _Handler(BaseHTTPRequestHandler):
                             "object": "model",
                             "created": 0,
                             "owned_by": "test",
+                            **self.owner.model_info,
                         }
                     ],
                 },

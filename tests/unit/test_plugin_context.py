@@ -257,13 +257,29 @@ def test_inject_message_delegates_to_the_injector(host: PluginHost) -> None:
     assert context(host).inject_message("again") is False
 
 
-def test_unsupported_registrations_log_and_do_not_fail_register(
+ENGINE_PLUGIN = """
+from agent.context_engine import ContextEngine
+
+class Tiny(ContextEngine):
+    name = "{name}"
+    def update_from_response(self, usage): pass
+    def should_compress(self, prompt_tokens=None): return False
+    def compress(self, messages, current_tokens=None): return messages
+
+def register(ctx):
+    ctx.register_context_engine(Tiny())
+"""
+
+
+def test_register_context_engine_is_one_slot_and_takes_only_context_engines(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     home = tmp_path / "home"
+    write_plugin(home / "plugins", "first", ENGINE_PLUGIN.format(name="one"))
+    write_plugin(home / "plugins", "second", ENGINE_PLUGIN.format(name="two"))
     write_plugin(
         home / "plugins",
-        "fancy",
+        "an-object",  # loads first: the slot is still free
         """
         def register(ctx):
             ctx.register_context_engine(object())
@@ -272,12 +288,18 @@ def test_unsupported_registrations_log_and_do_not_fail_register(
     built = make_host(home)
     with caplog.at_level(logging.WARNING):
         built.plugins.load_all()
-    built.plugins.unload_all()
-    assert sum("does not support" in m for m in caplog.messages) == 1
+    slot = built.plugins.services.context_engines
+    assert slot.engine is not None and slot.engine.name == "one"
     assert (
-        "Plugin 'fancy' called register_context_engine, which hermesd does not support; "
-        "ignored" in caplog.messages
+        "Plugin 'second' tried to register a context engine, but one is already registered. "
+        "Only one context engine plugin is allowed." in caplog.messages
     )
+    assert any(
+        "'an-object'" in m and "not an agent.context_engine.ContextEngine" in m
+        for m in caplog.messages
+    )
+    built.plugins.unload_all()
+    assert slot.engine is None
 
 
 def test_unknown_middleware_kind_is_stored_and_warned_about(

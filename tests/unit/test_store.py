@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from hermesd.store.history import INTERRUPTED_RESULT, repair_history, trim_history
+from hermesd.store.history import INTERRUPTED_RESULT, repair_history
 from hermesd.store.migrations import MIGRATIONS
 from hermesd.store.sessions import (
     MessageNotFound,
@@ -498,27 +498,53 @@ def test_history_is_openai_shaped(store: SessionStore) -> None:
     ]
 
 
-def test_trimming_starts_at_a_user_message_and_never_splits_tool_calls() -> None:
-    msgs = [
-        {"role": "user", "content": "old"},
-        {"role": "assistant", "content": "x"},
-        {"role": "user", "content": "q"},
-        {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]},
-        {"role": "tool", "tool_call_id": "a", "content": "1"},
-        {"role": "tool", "tool_call_id": "b", "content": "2"},
-        {"role": "assistant", "content": "done"},
-    ]
-    assert trim_history(msgs, 4, 10**6)[0] == {"role": "user", "content": "q"}
-    assert trim_history(msgs, 100, 10**6) == msgs
-    # a budget smaller than the current turn keeps that whole turn
-    assert trim_history(msgs, 2, 5) == msgs[2:]
-
-
-def test_history_limit_is_applied(store: SessionStore) -> None:
+def test_history_is_every_message_when_nothing_was_compacted(store: SessionStore) -> None:
     sid = store.create_session()["id"]
-    for i in range(10):
+    for i in range(600):
         add_turn(store, sid, f"q{i}", f"a{i}")
-    assert [m["content"] for m in store.history(sid, limit=4)] == ["q8", "a8", "q9", "a9"]
+    history = store.history(sid)
+    assert len(history) == 1200
+    assert history[0] == {"role": "user", "content": "q0"}
+
+
+def test_a_compaction_is_a_view_the_stored_messages_stay(store: SessionStore) -> None:
+    sid = store.create_session()["id"]
+    for i in range(5):
+        add_turn(store, sid, f"q{i}", f"a{i}")
+    summary = {"role": "user", "content": "[summary] q0..q2"}
+    store.record_compaction(sid, [summary], 6, engine="test")
+    assert store.history(sid) == [
+        summary,
+        {"role": "user", "content": "q3"},
+        {"role": "assistant", "content": "a3"},
+        {"role": "user", "content": "q4"},
+        {"role": "assistant", "content": "a4"},
+    ]
+    assert len(store.messages(sid)) == 10
+    assert [h["session_id"] for h in store.search("q1")] == [sid]
+
+
+def test_undo_into_a_compacted_message_retires_the_compaction(store: SessionStore) -> None:
+    sid = store.create_session()["id"]
+    for i in range(3):
+        add_turn(store, sid, f"q{i}", f"a{i}")
+    store.record_compaction(sid, [{"role": "user", "content": "[summary]"}], 6, engine="test")
+    store.undo_last_turn(sid)
+    assert [m["content"] for m in store.history(sid)] == ["q0", "a0", "q1", "a1"]
+    assert store.compactions(sid)[0]["undone"] is True
+
+
+def test_split_view_keeps_the_unchanged_tail_as_references() -> None:
+    from hermesd.store.compactions import split_view
+
+    inputs = [{"role": "user", "content": f"m{i}"} for i in range(6)]
+    seqs: list[int | None] = [1, 2, 3, 4, 5, 6]
+    summary = {"role": "user", "content": "summary"}
+    assert split_view(inputs, seqs, [inputs[0], summary, *inputs[4:]], 0) == (
+        [inputs[0], summary],
+        4,
+    )
+    assert split_view(inputs, seqs, list(inputs), 0) is None
 
 
 def test_repair_answers_unanswered_tool_calls_in_place() -> None:

@@ -143,3 +143,11 @@ declare(
         "{undone: [message_id], user_message}",
     )
 )
+declare(
+    MethodSpec(
+        "session.compress",
+        "Compact the session now with its context engine (the stored messages all stay).",
+        (_SID, Param("focus", "str", doc="what the summary should keep most of")),
+        "{compacted, engine, replaced, messages_before, messages_after, why_not?, context}",
+    )
+)

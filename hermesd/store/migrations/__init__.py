@@ -206,6 +206,29 @@ _MEMORY_DELIVERY_ATTEMPTS = """
 ALTER TABLE memory_deliveries ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1;
 """
 
+# compactions (hermesd.store.compactions, docs/sessions.md "The view model"): what a context
+# engine made of a session's older messages. The model is sent ``view`` (a JSON list of
+# OpenAI-shaped messages) followed by the stored messages after ``upto_seq``; the messages
+# themselves are never changed or deleted. ``undone_at`` is set when /undo reaches into the
+# messages a compaction replaced, which retires it.
+_COMPACTIONS = """
+CREATE TABLE compactions (
+    id          INTEGER PRIMARY KEY,
+    session_id  TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    upto_seq    INTEGER NOT NULL,
+    view        TEXT NOT NULL,
+    engine      TEXT NOT NULL,
+    summary     TEXT,
+    replaced    INTEGER NOT NULL DEFAULT 0,
+    fallback    INTEGER NOT NULL DEFAULT 0,
+    focus       TEXT,
+    reason      TEXT,
+    created_at  REAL NOT NULL,
+    undone_at   REAL
+);
+CREATE INDEX compactions_by_session ON compactions(session_id, id) WHERE undone_at IS NULL;
+"""
+
 MIGRATIONS: list[str] = [
     _V1,
     _V2,
@@ -219,4 +242,5 @@ MIGRATIONS: list[str] = [
     _V10,
     _USAGE,
     _MEMORY_DELIVERY_ATTEMPTS,
+    _COMPACTIONS,
 ]

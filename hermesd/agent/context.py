@@ -1,0 +1,554 @@
+"""The context engine host: which engine each session uses, when it is called, and what is kept
+of what it returns (docs/sessions.md, "The view model"; docs/hermes-compat.md §11.5).
+
+Owns, per session: its engine (made by ``hermesd.agent.engines``), started with
+``update_model`` (the window from ``hermesd.model.context_length``) and ``on_session_start`` the
+first time the session is used; the lock that lets one compaction at a time run on it; the
+compactions of the running turn (at most `MAX_PER_TURN`); compaction off the hot path between
+turns; and the memory provider's ``on_pre_compress`` text. A compaction is recorded as a view
+(``SessionStore.record_compaction``), never by changing stored messages.
+
+Failures: an engine call that raises, hangs or returns something that is not a message list is
+logged with its traceback, the attached clients get a ``context.warning`` event, and the session
+goes on with the built-in compressor; the turn is never failed by it. Not owned here: the turn
+loop (``hermesd.agent.loop`` calls `before_request`, `after_response`, `turn_finished`), the
+built-in engine itself (``hermesd.agent.compressor``), storage (``hermesd.store``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import functools
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hermesd.agent.compressor import SummaryFailed, estimate_tokens, is_summary
+from hermesd.agent.engines import (
+    ContextSettings,
+    EngineFailed,
+    Engines,
+    SessionContext,
+    supported_kwargs,
+    valid_messages,
+)
+from hermesd.model import context_length
+from hermesd.model.client import ModelClient
+from hermesd.model.stream import canonical_usage
+from hermesd.plugins.compat.agent.context_engine import sanitize_memory_context
+from hermesd.plugins.context_engines import EngineRegistrations
+from hermesd.plugins.workers import WorkTimeout
+from hermesd.store.compactions import split_view
+from hermesd.store.sessions import SessionStore
+
+if TYPE_CHECKING:
+    from hermesd.memory.providers import MemoryProviders
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ContextHost", "ContextSettings", "supported_kwargs"]
+
+MAX_PER_TURN = 3
+BACKGROUND_SHARE = 0.9  # an idle session this close to its threshold is compacted now
+REPEAT_WARNING = (
+    "Session compressed {n} times — accuracy may degrade. Consider /new to start fresh."
+)
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+class ContextHost:
+    """The engines of the daemon's sessions; one per daemon."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        client: ModelClient,
+        settings: ContextSettings,
+        *,
+        home: Path,
+        env: dict[str, str] | None = None,
+        registrations: EngineRegistrations | None = None,
+        providers: MemoryProviders | None = None,
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.engines = Engines(client, settings, home=home, env=env, registrations=registrations)
+        self.home = home
+        self.providers = providers
+        self.emit: Emit | None = None  # every attached client of a session (SessionService.emit)
+        self.sessions: dict[str, SessionContext] = {}
+        self._opening: dict[str, asyncio.Future[SessionContext]] = {}
+
+    # --- engines -----------------------------------------------------------------------------
+
+    async def open(self, session_id: str, *, platform: str, model: str) -> SessionContext:
+        """The session's engine, made and started the first time (``update_model`` with the
+        resolved window, then ``on_session_start``)."""
+        ctx = self.sessions.get(session_id)
+        if ctx is not None:
+            return ctx
+        opening = self._opening.get(session_id)
+        if opening is None:  # a turn and a /compress at once still make one engine
+            opening = asyncio.ensure_future(self._start(session_id, platform, model))
+            self._opening[session_id] = opening
+            opening.add_done_callback(lambda _: self._opening.pop(session_id, None))
+        return await asyncio.shield(opening)
+
+    async def _start(self, session_id: str, platform: str, model: str) -> SessionContext:
+        engine, name, builtin = await self.engines.select(model)
+        ctx = SessionContext(session_id, engine, name, builtin, model=model)
+        length, source = await context_length.resolve(
+            model,
+            configured=self.settings.context_length,
+            base_url=self.client.settings.base_url,
+            api_key=self.client.settings.api_key,
+        )
+        ctx.context_length, ctx.length_source = length, source
+        try:
+            await self.engines.call(ctx, "update_model", model, length, **self.engines.endpoint())
+            await self.engines.call(
+                ctx,
+                "on_session_start",
+                session_id,
+                hermes_home=str(self.home),
+                platform=platform,
+                model=model,
+                context_length=length,
+                conversation_id=session_id,
+            )
+        except EngineFailed as exc:
+            await self._fall_back(ctx, exc)
+        await self._refresh_status(ctx)
+        self.sessions[session_id] = ctx
+        return ctx
+
+    async def _fall_back(self, ctx: SessionContext, exc: Exception) -> None:
+        """The session's plugin engine failed: the built-in takes over, the clients hear of it."""
+        failed = ctx.name
+        ctx.engine, ctx.name, ctx.builtin = self.engines.builtin(ctx.model), "compressor", True
+        ctx.tool_names = set()
+        ctx.engine.update_model(ctx.model, ctx.context_length, **self.engines.endpoint())
+        self.warn(
+            ctx.session_id,
+            f"The context engine '{failed}' failed ({exc}); this session continues with the "
+            "built-in compressor.",
+            engine=failed,
+        )
+
+    async def _refresh_status(self, ctx: SessionContext) -> None:
+        try:
+            status = await self.engines.call(ctx, "get_status")
+        except EngineFailed:
+            status = None
+        ctx.status = {
+            **(status if isinstance(status, dict) else {}),
+            "engine": ctx.name,
+            "context_length": ctx.context_length,
+            "context_length_source": ctx.length_source,
+        }
+
+    def status(self, session_id: str) -> dict[str, Any] | None:
+        """The session's engine status (``get_status()`` as of its last call), or None."""
+        ctx = self.sessions.get(session_id)
+        return dict(ctx.status) if ctx is not None else None
+
+    def warn(self, session_id: str, message: str, **data: Any) -> None:
+        """A ``context.warning`` event to every client attached to the session (and the log)."""
+        log.warning("session %s: %s", session_id, message)
+        if self.emit is not None:
+            self.emit(
+                {
+                    "type": "context.warning",
+                    "session_id": session_id,
+                    "turn_id": None,
+                    "message": message,
+                    **data,
+                }
+            )
+
+    # --- memory ------------------------------------------------------------------------------
+
+    async def _memory_context(self, session_id: str, messages: list[dict[str, Any]]) -> str:
+        """What the session's memory provider wants kept (``on_pre_compress``), redacted and
+        capped; "" when there is no provider or it fails."""
+        if self.providers is None:
+            return ""
+        try:  # isolated there too (a raise or an overrun gives ""); this is a last guard
+            result = await self.providers.on_pre_compress(session_id, list(messages))
+        except Exception:
+            log.warning(
+                "memory provider on_pre_compress failed (session %s)", session_id, exc_info=True
+            )
+            return ""
+        return sanitize_memory_context(result) if isinstance(result, str) and result else ""
+
+    # --- compaction --------------------------------------------------------------------------
+
+    async def compact(
+        self,
+        session_id: str,
+        *,
+        force: bool = False,
+        focus: str | None = None,
+        current_tokens: int | None = None,
+        reason: str = "threshold",
+        turn_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Run the session's engine over what the model is sent of it and keep the result as a
+        view. Returns ``{compacted, engine, replaced, messages_before, messages_after, ...}``."""
+        ctx = self.sessions.get(session_id)
+        if ctx is None:
+            raise KeyError(session_id)
+        async with ctx.lock:
+            return await self._compact_locked(ctx, force, focus, current_tokens, reason, turn_id)
+
+    async def _compact_locked(
+        self,
+        ctx: SessionContext,
+        force: bool,
+        focus: str | None,
+        current_tokens: int | None,
+        reason: str,
+        turn_id: str | None,
+    ) -> dict[str, Any]:
+        sid = ctx.session_id
+        view = await self.store.run(self.store.view, sid)
+        result: dict[str, Any] = {
+            "compacted": False,
+            "engine": ctx.name,
+            "messages_before": len(view.messages),
+            "messages_after": len(view.messages),
+            "replaced": 0,
+            "reason": reason,
+        }
+        if not view.messages:
+            result["why_not"] = "the session has no messages"
+            return result
+        inputs = copy.deepcopy(view.messages)
+        try:
+            if force and not await self.engines.call(ctx, "has_content_to_compress", inputs):
+                result["why_not"] = "nothing between the protected head and tail to compact"
+                return result
+        except EngineFailed:
+            pass  # compress() will tell
+        memory_context = await self._memory_context(sid, view.messages)
+        kwargs = supported_kwargs(
+            ctx.engine.compress,
+            current_tokens=current_tokens or estimate_tokens(view.messages),
+            focus_topic=focus,
+            force=force,
+            memory_context=memory_context,
+        )
+        log.info(
+            "compacting session %s with context engine '%s' (%s; %d messages; arguments: %s)",
+            sid,
+            ctx.name,
+            reason,
+            len(inputs),
+            ", ".join(["messages", *kwargs]),
+        )
+        try:
+            if ctx.builtin:  # its summary request must not hold the event loop
+                output = await self.engines.threads.run(
+                    functools.partial(ctx.engine.compress, inputs, **kwargs),
+                    self.settings.timeout,
+                    ctx.name,
+                )
+            else:
+                output = await self.engines.call(
+                    ctx, "compress", inputs, timeout=self.settings.timeout, **kwargs
+                )
+        except SummaryFailed as exc:
+            self.warn(
+                sid,
+                f"Compaction failed: the summary model did not answer ({exc}); nothing was "
+                "compacted (compression.abort_on_summary_failure is set).",
+                engine=ctx.name,
+            )
+            result["why_not"] = "summary failed"
+            return result
+        except WorkTimeout:
+            log.error("the built-in compressor did not finish within %.0f s", self.settings.timeout)
+            self.warn(sid, "Compaction took too long and was abandoned; nothing was compacted.")
+            result["why_not"] = "timed out"
+            return result
+        except EngineFailed as exc:
+            await self._fall_back(ctx, exc)
+            result["why_not"] = str(exc)
+            return result
+        except Exception as exc:  # the built-in's own bug: the turn goes on uncompressed
+            log.exception("the built-in compressor failed on session %s", sid)
+            self.warn(sid, f"Compaction failed ({type(exc).__name__}: {exc}); nothing compacted.")
+            result["why_not"] = "the compressor failed"
+            return result
+        if not valid_messages(output):
+            await self._fall_back(
+                ctx, EngineFailed(f"compress() returned {type(output).__name__}, not messages")
+            )
+            result["why_not"] = "the engine returned no messages"
+            return result
+        split = split_view(view.messages, view.seqs, output, view.upto_seq)
+        if split is None:
+            result["why_not"] = "the engine kept every message"
+            return result
+        prefix, upto = split
+        replaced = sum(1 for s in view.seqs if s is not None and view.upto_seq < s <= upto)
+        summary = next((str(m["content"]) for m in prefix if is_summary(m)), None)
+        error = getattr(ctx.engine, "last_summary_error", None) if ctx.builtin else None
+        await self.store.run(
+            self.store.record_compaction,
+            sid,
+            prefix,
+            upto,
+            engine=ctx.name,
+            summary=summary,
+            replaced=replaced,
+            fallback=bool(error),
+            focus=focus,
+            reason=reason,
+        )
+        ctx.generation += 1
+        count = int(getattr(ctx.engine, "compression_count", 0) or 0)
+        result.update(
+            compacted=True,
+            replaced=replaced,
+            messages_after=len(prefix) + sum(1 for s in view.seqs if s is not None and s > upto),
+            compression_count=count,
+            summary_fallback=bool(error),
+        )
+        await self._refresh_status(ctx)
+        if self.providers is not None:  # the reference tells the memory provider (in place)
+            self.providers.on_session_switch(sid, sid, reason="compression")
+        if self.emit is not None:
+            self.emit(
+                {
+                    "type": "context.compacted",
+                    "session_id": sid,
+                    "turn_id": turn_id,
+                    "engine": ctx.name,
+                    "reason": reason,
+                    "replaced": replaced,
+                    "messages_before": result["messages_before"],
+                    "messages_after": result["messages_after"],
+                    "compression_count": count,
+                    "summary_fallback": bool(error),
+                }
+            )
+        if error:
+            self.warn(
+                sid,
+                f"The summary model failed ({error}); the {replaced} compacted messages are "
+                "described by a mechanical summary instead. Every message stays stored.",
+                engine=ctx.name,
+            )
+        if count >= 2:
+            self.warn(sid, REPEAT_WARNING.format(n=count), compression_count=count)
+        return result
+
+    # --- call points of a turn (hermesd.agent.loop) ------------------------------------------
+
+    async def before_request(self, turn: Any, tools: list[dict[str, Any]]) -> list[Any] | None:
+        """Before a model request: compact when the engine says so (at most `MAX_PER_TURN` a
+        turn), rebuild the turn's messages from the new view, and return the request-only
+        selection of ``select_context`` (None: send ``turn.messages``)."""
+        ctx = self.sessions.get(turn.session_id)
+        if ctx is None:
+            return None
+        if ctx.generation != turn.context_generation:  # a compaction between turns finished
+            await self._rebuild(turn, ctx)
+        estimate = estimate_tokens(turn.messages, tools)
+        measured = turn.measured_tokens
+        if measured is not None:  # the last response's real count, plus what came after it
+            prompt, length = measured
+            estimate = prompt + estimate_tokens(turn.messages[length:])
+        if turn.compactions < MAX_PER_TURN:
+            try:
+                # an engine may ask to wait for a real count rather than act on a rough one
+                defer = measured is None and bool(
+                    await self.engines.call(ctx, "should_defer_preflight_to_real_usage", estimate)
+                )
+                due = not defer and bool(await self.engines.call(ctx, "should_compress", estimate))
+            except EngineFailed as exc:
+                await self._fall_back(ctx, exc)
+                due = bool(ctx.engine.should_compress(estimate))
+            if due:
+                turn.compactions += 1
+                done = await self.compact(
+                    turn.session_id, current_tokens=estimate, turn_id=turn.turn_id
+                )
+                if done["compacted"]:
+                    await self._rebuild(turn, ctx)
+        select = getattr(ctx.engine, "select_context", None)
+        if select is None:
+            return None
+        try:
+            chosen = await self.engines.call(
+                ctx,
+                "select_context",
+                list(turn.messages),
+                conversation_messages=list(turn.stored_history),
+                incoming_message=turn.user_message,
+                budget_tokens=int(getattr(ctx.engine, "threshold_tokens", 0) or 0),
+            )
+        except EngineFailed:
+            return None  # falls open
+        return chosen if valid_messages(chosen) else None
+
+    async def _rebuild(self, turn: Any, ctx: SessionContext) -> None:
+        view = await self.store.run(self.store.view, turn.session_id)
+        messages = [turn.messages[0]]
+        for msg, seq in zip(view.messages, view.seqs, strict=True):
+            messages.append(turn.api_user if seq == turn.user_seq else msg)
+        turn.messages = messages
+        turn.measured_tokens = None
+        turn.context_generation = ctx.generation
+
+    async def after_response(self, turn: Any, usage: dict[str, Any] | None) -> None:
+        """After every model response: ``update_from_response`` with the response's counts
+        (``prompt_tokens``, ``completion_tokens``, ``total_tokens`` and the reference's buckets),
+        ``{}`` without usage."""
+        ctx = self.sessions.get(turn.session_id)
+        if ctx is None:
+            return
+        counts: dict[str, Any] = {}
+        if usage:
+            counts = {**usage, **(canonical_usage(usage) or {})}
+            counts.setdefault("completion_tokens", int(usage.get("completion_tokens") or 0))
+            if usage.get("prompt_tokens"):
+                turn.measured_tokens = (int(usage["prompt_tokens"]), len(turn.messages))
+        try:
+            await self.engines.call(ctx, "update_from_response", counts)
+        except EngineFailed as exc:
+            await self._fall_back(ctx, exc)
+        await self._refresh_status(ctx)
+
+    async def turn_finished(self, turn: Any, completed: bool) -> None:
+        """``on_turn_complete`` when the engine has it; then, for an idle session close to its
+        threshold, a compaction in the background so the next turn does not wait for it."""
+        ctx = self.sessions.get(turn.session_id)
+        if ctx is None:
+            return
+        if completed and hasattr(ctx.engine, "on_turn_complete"):
+            with contextlib.suppress(EngineFailed):  # best effort, as the contract says
+                await self.engines.call(
+                    ctx,
+                    "on_turn_complete",
+                    list(turn.stored_history),
+                    usage=dict(turn.result.usage),
+                )
+        if not (completed and self.settings.background):
+            return
+        threshold = int(getattr(ctx.engine, "threshold_tokens", 0) or 0)
+        measured = turn.measured_tokens
+        if threshold <= 0 or measured is None:
+            return
+        tokens = measured[0] + estimate_tokens(turn.messages[measured[1] :])
+        if tokens < threshold * BACKGROUND_SHARE or turn.compactions >= MAX_PER_TURN:
+            return
+        if ctx.background is not None and not ctx.background.done():
+            return
+        ctx.background = asyncio.get_running_loop().create_task(
+            self._background(turn.session_id, tokens)
+        )
+
+    async def _background(self, session_id: str, tokens: int) -> None:
+        try:
+            await self.compact(session_id, current_tokens=tokens, reason="background")
+        except Exception:
+            log.exception("background compaction of session %s failed", session_id)
+
+    # --- engine tools ------------------------------------------------------------------------
+
+    async def tools(
+        self, session_id: str, offered: list[dict[str, Any]], enabled: list[list[str] | None]
+    ) -> list[dict[str, Any]]:
+        """The engine's tools (``get_tool_schemas``) when every setting in ``enabled`` lets the
+        ``context_engine`` toolset in; never one named like a tool already offered."""
+        ctx = self.sessions.get(session_id)
+        if ctx is None or any(e is not None and "context_engine" not in e for e in enabled):
+            return []
+        try:
+            schemas = await self.engines.call(ctx, "get_tool_schemas")
+        except EngineFailed:
+            return []
+        taken = {t["function"]["name"] for t in offered}
+        extra: list[dict[str, Any]] = []
+        for schema in schemas or ():
+            if not isinstance(schema, dict):
+                continue
+            fn = schema.get("function") if schema.get("type") == "function" else schema
+            if not isinstance(fn, dict) or not fn.get("name") or fn["name"] in taken:
+                continue
+            extra.append({"type": "function", "function": fn})
+        ctx.tool_names = {t["function"]["name"] for t in extra}
+        return extra
+
+    def owns_tool(self, session_id: str, name: str) -> bool:
+        ctx = self.sessions.get(session_id)
+        return ctx is not None and name in ctx.tool_names
+
+    async def call_tool(
+        self, session_id: str, name: str, arguments: str, messages: list[dict[str, Any]]
+    ) -> str:
+        """``handle_tool_call(name, args, messages=…)``; an error result when it fails."""
+        ctx = self.sessions[session_id]
+        try:
+            args = json.loads(arguments or "{}")
+        except ValueError:
+            return json.dumps({"error": f"invalid JSON arguments for {name}"})
+        try:
+            result = await self.engines.call(
+                ctx,
+                "handle_tool_call",
+                name,
+                args if isinstance(args, dict) else {},
+                messages=copy.deepcopy(messages),
+                timeout=self.settings.timeout,
+            )
+        except EngineFailed as exc:
+            return json.dumps({"error": f"context engine tool {name} failed: {exc}"})
+        return result if isinstance(result, str) else json.dumps(result, default=str)
+
+    # --- session boundaries ------------------------------------------------------------------
+
+    async def end_session(self, session_id: str) -> None:
+        """A real boundary (deleted, daemon stopping): ``on_session_end(id, messages)``."""
+        ctx = self.sessions.pop(session_id, None)
+        if ctx is None:
+            return
+        if ctx.background is not None:
+            ctx.background.cancel()
+        try:
+            messages = await self.store.run(self.store.history, session_id)
+        except Exception:
+            messages = []
+        with contextlib.suppress(EngineFailed):
+            await self.engines.call(ctx, "on_session_end", session_id, messages)
+
+    async def reset_session(self, session_id: str) -> None:
+        """``/new`` left the session: ``on_session_reset()``; its engine is dropped."""
+        ctx = self.sessions.pop(session_id, None)
+        if ctx is None:
+            return
+        with contextlib.suppress(EngineFailed):
+            await self.engines.call(ctx, "on_session_reset")
+
+    @property
+    def settings(self) -> ContextSettings:
+        return self.engines.settings
+
+    def reload(self, config: Any) -> None:
+        """New settings apply to sessions opened from now on."""
+        self.engines.settings = ContextSettings.from_config(config)
+        context_length.forget()
+
+    async def close(self) -> None:
+        """End every session's engine, then stop the threads (a hung engine's is left)."""
+        for sid in list(self.sessions):
+            await self.end_session(sid)
+        await self.engines.close()
