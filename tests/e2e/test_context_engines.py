@@ -511,9 +511,13 @@ class Keeper(MemoryProvider):
     def is_available(self):
         return True
     def initialize(self, session_id, **kwargs):
-        pass
+        self.home = kwargs["hermes_home"]
     def get_tool_schemas(self):
         return []
+    def on_session_switch(self, new_session_id, **kwargs):
+        import json, os
+        with open(os.path.join(self.home, "switches.jsonl"), "a") as f:
+            f.write(json.dumps({"new": new_session_id, **kwargs}) + "\\n")
     def on_pre_compress(self, messages):
         return ("KEEP-HEAD token sk-proj-abcdefghijklmnopqrstuvwxyz123456 " + "m" * 9000
                 + " KEEP-TAIL")
@@ -544,6 +548,13 @@ def test_the_memory_providers_pre_compress_text_reaches_the_summary_redacted_and
         assert "...[memory provider context truncated]..." in kept
         assert "sk-proj" not in asked
         assert len(kept) <= 6_000 + len("\n...[memory provider context truncated]...\n")
+        # then the provider is told the conversation goes on, compressed, in the same session
+        switches = home / "switches.jsonl"
+        deadline = time.monotonic() + 10
+        while not switches.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        told = [json.loads(line) for line in switches.read_text().splitlines()]
+        assert [(t["new"], t.get("reason")) for t in told] == [(sid, "compression")]
     finally:
         daemon.stop()
 
