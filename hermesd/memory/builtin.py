@@ -112,11 +112,31 @@ class BuiltinMemory:
     async def set_entries(
         self, target: str, entries: list[str], base: str | None, uid: int | None
     ) -> dict[str, Any]:
-        """A person's rewrite of a whole file (redacted), refused if it changed since ``base``."""
-        clean = await asyncio.to_thread(lambda: [self.redact_text(e) for e in entries])
-        edit = await asyncio.to_thread(edits.replace_all, self.files, target, clean, base)
+        """A person's rewrite of a whole file (redacted), refused if it changed since ``base``
+        or if an entry it adds is refused by the injection scan. Providers hear of it as the
+        removes and adds it amounts to."""
+
+        def run() -> tuple[edits.Edit, list[str], list[str]]:
+            clean = [self.redact_text(e) for e in entries]
+            before = self.files.entries(target)
+            new = [e for e in (x.strip() for x in clean) if e]
+            for entry in new:
+                message = None if entry in before else threats.write_error(entry)
+                if message:
+                    return edits.Edit({"success": False, "error": message}), clean, before
+            return edits.replace_all(self.files, target, clean, base), clean, before
+
+        edit, clean, before = await asyncio.to_thread(run)
         if edit.written:
-            payload = {"action": "set", "target": target, "entries": clean}
+            after = [e for e in (x.strip() for x in clean) if e]
+            operations = [{"action": "remove", "old_text": e} for e in before if e not in after]
+            operations += [{"action": "add", "content": e} for e in after if e not in before]
+            payload = {
+                "action": "set",
+                "target": target,
+                "entries": clean,
+                "operations": operations,
+            }
             self._written(MemoryWrite(payload, "client", "", uid), edit.result)
         return edit.result
 

@@ -353,9 +353,9 @@ class MemoryProviders:
         if not self.selected:
             return
         payload = write.payload
-        if payload.get("action") == "set":  # hermesctl memory edit: the file, rewritten
-            return
-        ops = payload.get("operations") if payload.get("action") == "batch" else [payload]
+        # a batch, or hermesctl memory edit (``set``: the removes and adds the rewrite made)
+        batch = payload.get("action") in ("batch", "set")
+        ops = payload.get("operations") if batch else [payload]
         target = str(payload.get("target") or "memory")
         writes = []
         for op in ops if isinstance(ops, list) else []:

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import sqlite3
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -472,6 +473,41 @@ def test_a_persons_writes_reach_the_provider_with_their_origin(
     ]
     assert init["args"] == [""]  # an instance for writes made outside any session
     assert init["kwargs"]["user_id"] == str(os.getuid())
+
+
+def test_a_persons_edit_of_the_file_reaches_the_provider_as_its_removes_and_adds(
+    client: Client, daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    ctl = ["--socket", str(daemon.socket), "memory"]
+    assert run_hermesctl([*ctl, "add", "Uses", "vim"]).returncode == 0
+    _wait_for(
+        lambda: any(c["args"] == ["add", "memory", "Uses vim"] for c in _calls(daemon)), "the add"
+    )
+    before = len(_calls(daemon))
+    editor = tmp_path / "editor.py"
+    editor.write_text(
+        "import sys\n"
+        "path = sys.argv[1]\n"
+        "text = open(path).read().replace('Uses vim', 'Uses emacs')\n"
+        "open(path, 'w').write(text)\n"
+    )
+    env = {**os.environ, "EDITOR": f"{sys.executable} {editor}"}
+    done = run_hermesctl([*ctl, "edit"], env=env)
+    assert done.returncode == 0, done.stderr
+    writes = _wait_for(
+        lambda: (
+            len(w := [c for c in _calls(daemon)[before:] if c["method"] == "on_memory_write"]) == 2
+            and w
+        ),
+        "the edit's two writes",
+    )
+    assert [w["args"] for w in writes] == [
+        ["remove", "memory", ""],
+        ["add", "memory", "Uses emacs"],
+    ]
+    assert writes[0]["kwargs"]["metadata"]["old_text"] == "Uses vim"
+    assert writes[1]["kwargs"]["metadata"]["write_origin"] == "user"
+    assert run_hermesctl([*ctl, "remove", "emacs"]).returncode == 0
 
 
 def test_a_delivery_never_answered_is_given_up_after_three_attempts(
