@@ -619,3 +619,65 @@ def test_a_registered_engine_that_cannot_be_copied_means_the_builtin_with_a_warn
         assert "__deepcopy__" in log
     finally:
         daemon.stop()
+
+
+LIFECYCLE_ENGINE = """
+import json, os
+from agent.context_engine import ContextEngine
+
+def _log(*call):
+    with open(os.environ["HERMES_HOME"] + "/lifecycle.jsonl", "a") as f:
+        f.write(json.dumps(call, default=str) + "\\n")
+
+class Lifecycle(ContextEngine):
+    name = "lifecycle"
+    def update_from_response(self, usage): _log("update_from_response", sorted(usage))
+    def should_compress(self, prompt_tokens=None): return False
+    def compress(self, messages, current_tokens=None): return messages
+    def update_model(self, model, context_length, **kwargs):
+        _log("update_model", model, context_length)
+    def on_session_start(self, session_id, **kwargs): _log("on_session_start", session_id)
+    def on_session_reset(self): _log("on_session_reset")
+    def on_session_end(self, session_id, messages):
+        _log("on_session_end", session_id, len(messages))
+"""
+
+
+def test_an_engine_hears_of_its_sessions_start_reset_and_end(
+    model: tuple[ScriptedModelServer, Model], home: Path
+) -> None:
+    server, _ = model
+    folder = home / "plugins" / "context_engine" / "lifecycle"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text(LIFECYCLE_ENGINE)
+    daemon = _start(home, _config(server.url, "context:\n  engine: lifecycle\n"))
+    log = home / "lifecycle.jsonl"
+
+    def calls() -> list[list[Any]]:
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    def wait_for(name: str) -> list[Any]:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            found = [call for call in calls() if call[0] == name]
+            if found:
+                return found[-1]
+            time.sleep(0.05)
+        raise AssertionError(f"{name} never called: {calls()}")
+
+    try:
+        c = daemon.client()
+        first = c.call("session.create", {})["id"]
+        _turn(c, first, "hello there")
+        names = [call[0] for call in calls()]
+        assert names.index("update_model") < names.index("on_session_start")
+        assert wait_for("on_session_start") == ["on_session_start", first]
+        assert "prompt_tokens" in wait_for("update_from_response")[1]
+        c.call("session.reset", {"session_id": first})  # /new
+        wait_for("on_session_reset")
+        second = c.call("session.create", {})["id"]
+        _turn(c, second, "again")
+        c.call("session.delete", {"session_id": second})
+        assert wait_for("on_session_end")[:2] == ["on_session_end", second]
+    finally:
+        daemon.stop()
