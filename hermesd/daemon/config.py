@@ -336,6 +336,24 @@ def _positive(value: float) -> str | None:
     return "must be more than 0 (leave it out for no limit)" if value == 0 else None
 
 
+def _share(value: float) -> str | None:
+    return (
+        None
+        if 0 < value <= 1
+        else f"must be a share of the window, above 0 and at most 1, not {value}"
+    )
+
+
+def _summary_model_problem(value: dict[str, Any]) -> str | None:
+    # the reference's other keys (provider, timeout, extra_body, …) are left alone: a home
+    # shared with its CLI keeps working
+    for key in ("model", "base_url", "api_key"):
+        if value.get(key) is not None and not isinstance(value[key], str):
+            return f"{key} must be a string"
+    base_url = value.get("base_url")
+    return f"base_url {url_problem(base_url)}" if base_url and url_problem(base_url) else None
+
+
 def _pricing_problem(value: Any) -> str | None:
     from hermesd.model.pricing import price_problem
 
@@ -345,6 +363,9 @@ def _pricing_problem(value: Any) -> str | None:
 # Checks of a value beyond its type, by dotted key: a sentence saying what is wrong, or None.
 _CHECKS: dict[str, Any] = {
     "model.base_url": url_problem,
+    "compression.threshold": _share,
+    "compression.target_ratio": _share,
+    "auxiliary.compression": _summary_model_problem,
     "budget.session_tokens": _positive,
     "budget.daily_usd": _positive,
     "budget.monthly_usd": _positive,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +26,7 @@ from tests.support import corpus
 from tests.support.daemon import (
     DaemonProcess,
     checkout_pythonpath,
+    daemon_env,
     run_hermesctl,
     short_tmpdir,
     start_daemon,
@@ -681,3 +684,45 @@ def test_an_engine_hears_of_its_sessions_start_reset_and_end(
         assert wait_for("on_session_end")[:2] == ["on_session_end", second]
     finally:
         daemon.stop()
+
+
+def _check_config(text: str) -> subprocess.CompletedProcess[str]:
+    home = short_tmpdir()
+    (home / "config.yaml").write_text(text + "\n")
+    return subprocess.run(
+        [sys.executable, "-m", "hermesd", "--check-config"],
+        env=daemon_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("compression: {threshold: 7}", "'compression.threshold' must be a share of the window"),
+        ("compression: {target_ratio: 0}", "'compression.target_ratio' must be a share"),
+        ("compression: {protect_last_n: -3}", "'compression.protect_last_n' must not be negative"),
+        ("compression: {enabled: maybe}", "'compression.enabled' must be a boolean"),
+        ("context: {engine: 42}", "'context.engine' must be a string"),
+        ("model: {context_length: big}", "'model.context_length' must be an integer"),
+        (
+            "auxiliary: {compression: {base_url: 'ftp://x'}}",
+            "'auxiliary.compression' base_url must be an absolute http(s) URL",
+        ),
+        ("auxiliary: {compression: {model: 5}}", "'auxiliary.compression' model must be a string"),
+    ],
+)
+def test_bad_compression_settings_are_refused_by_check_config(text: str, problem: str) -> None:
+    out = _check_config(text)
+    assert out.returncode == 78, out
+    assert problem in out.stderr
+
+
+def test_the_references_summary_model_settings_are_accepted() -> None:
+    out = _check_config(
+        "auxiliary:\n  compression:\n    provider: auto\n    model: ''\n    base_url: ''\n"
+        "    api_key: ''\n    timeout: 120\n    extra_body: {}\n    reasoning_effort: ''\n"
+    )
+    assert out.returncode == 0, out.stderr
