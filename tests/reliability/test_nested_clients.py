@@ -73,6 +73,8 @@ OWNER_ONLY = {
     "plugins.install": {"source": "/nonexistent"},
     "approvals.respond": {"id": "apr_000000000000", "choice": "once"},
     "approvals.revoke": {"pattern_key": "rm -r"},
+    # writes .env and config.yaml: a way to plant a key or switch the memory provider
+    "memory.setup": {"provider": "evil", "values": {"API_KEY": "x"}},
 }
 
 
