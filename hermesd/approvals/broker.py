@@ -37,9 +37,9 @@ from typing import Any
 
 from hermesd import redact
 from hermesd.approvals import display, patterns
-from hermesd.plugins.hooks import HookBus
 from hermesd.rpc import wire
 from hermesd.rpc.connection import Connection, current_connection
+from hermesd.runtime.hooks import HookBus
 from hermesd.store.sessions import SessionStore, StoreError
 
 log = logging.getLogger(__name__)

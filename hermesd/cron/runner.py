@@ -23,7 +23,7 @@ from hermesd.approvals.broker import RunPolicy
 if TYPE_CHECKING:
     from hermesd.agent.sessions import SessionService
     from hermesd.approvals.broker import ApprovalBroker
-    from hermesd.plugins.skills import SkillCatalog
+    from hermesd.tools.skill_catalog import SkillCatalog
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from hermesd.store.sessions import SessionNotFound
 if TYPE_CHECKING:
     from hermesd.agent.sessions import SessionService
     from hermesd.approvals.broker import ApprovalBroker
-    from hermesd.plugins.skills import SkillCatalog
     from hermesd.rpc.connection import Call, Router
+    from hermesd.tools.skill_catalog import SkillCatalog
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -98,7 +98,7 @@ SCHEMA: dict[str, Any] = {
             (int,), None, "tokens of the model's window (default: the endpoint's, a table, 128K)"
         ),
     },
-    # context engines and compaction (hermesd.agent.context, docs/sessions.md)
+    # context engines and compaction (hermesd.context.host, docs/sessions.md)
     "context": {
         "engine": _S((str,), "compressor", "context engine: compressor (built-in) or a plugin's"),
         "timeout": _S(_num, 120.0, "seconds one compaction may take"),

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 from hermesd.mcp import naming, results
 from hermesd.mcp.connection import McpServer, McpUnavailable
 from hermesd.mcp.settings import McpSettingsError, ServerSettings
-from hermesd.plugins.tool_schema import ToolRejected
 from hermesd.sandbox.confine import Sandbox
 from hermesd.tools.consent import Consent
 from hermesd.tools.registry import ToolRegistry
+from hermesd.tools.schema import ToolRejected
 from hermesd.tools.workspace import resolve_workspace
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ plugins fill with ``ctx.register_context_engine``, and engine folders
 whose ``__init__.py`` has a ``register(ctx)`` or a ``ContextEngine`` subclass.
 
 Nothing here decides which engine a session uses or calls an engine's methods beyond ``name``:
-``hermesd.agent.context`` reads ``context.engine``, asks `find_engine` and copies the engine
+``hermesd.context.host`` reads ``context.engine``, asks `find_engine` and copies the engine
 for each session.
 """
 
@@ -31,13 +31,18 @@ REJECTED_TYPE = (
 )
 
 
+def _is_engine_base(klass: type) -> bool:
+    """hermesd's interface (``hermesd.context.engine``, also seen as ``agent.context_engine``) or
+    the reference's own when hermes-agent itself is installed."""
+    module = klass.__module__
+    return klass.__name__ == "ContextEngine" and (
+        module.endswith("context_engine") or module == "hermesd.context.engine"
+    )
+
+
 def is_context_engine(value: object) -> bool:
-    """Whether ``value`` is an instance of a ``ContextEngine`` subclass (hermesd's class, or the
-    reference's when hermes-agent itself is installed)."""
-    for klass in type(value).__mro__[1:]:
-        if klass.__name__ == "ContextEngine" and klass.__module__.endswith("context_engine"):
-            return True
-    return False
+    """Whether ``value`` is an instance of a ``ContextEngine`` subclass."""
+    return any(_is_engine_base(klass) for klass in type(value).__mro__[1:])
 
 
 def engine_name(engine: Any) -> str:
@@ -108,10 +113,7 @@ def engine_folder(name: str, home: Path, env: Mapping[str, str]) -> Path | None:
 def _is_engine_class(value: object) -> bool:
     if not isinstance(value, type) or getattr(value, "__abstractmethods__", None):
         return False
-    return any(
-        k.__name__ == "ContextEngine" and k.__module__.endswith("context_engine")
-        for k in value.__mro__[1:]
-    )
+    return any(_is_engine_base(k) for k in value.__mro__[1:])
 
 
 def load_folder_engine(name: str, folder: Path) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from hermesd.plugins.hooks import HookBus
+from hermesd.runtime.hooks import HookBus
 from hermesd.tools import file_access, safeopen
 from hermesd.tools.arguments import BadArgs
 from hermesd.tools.consent import Consent

@@ -20,16 +20,20 @@ RANKS = {
     "rpc": 0,
     "store": 0,
     "model": 0,
-    "plugins": 1,
+    "runtime": 1,
     "sandbox": 1,
     "tools": 2,
+    "plugins": 3,
     "approvals": 3,
-    "memory": 3,
     "mcp": 3,
-    "agent": 4,
-    "commands": 5,
-    "cron": 5,
-    "daemon": 6,
+    "memory": 4,
+    "context": 4,
+    # the reference's module names plugins import: a face over every domain below the agent
+    "plugins.compat": 5,
+    "agent": 5,
+    "commands": 6,
+    "cron": 6,
+    "daemon": 7,
 }
 # the compatibility names at the top of the package (re-export shims)
 SHIMS = {"wire": "rpc", "protocol": "rpc"}
@@ -70,6 +74,8 @@ def _package(module: str) -> str | None:
     if parts[0] != "hermesd" or len(parts) < 2:
         return None
     top = SHIMS.get(parts[1], parts[1])
+    if len(parts) > 2 and f"{top}.{parts[2]}" in RANKS:
+        return f"{top}.{parts[2]}"
     return top if top in RANKS else None
 
 

@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hermesd.plugins.workers import (
+from hermesd.runtime.workers import (
     CallShape,
     WorkerPool,
     WorkTimeout,

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hermesd.model.fastjson import valid_text
-from hermesd.plugins.middleware import MiddlewareBus
-from hermesd.plugins.workers import (
+from hermesd.runtime.middleware import MiddlewareBus
+from hermesd.runtime.workers import (
     CallShape,
     WorkerPool,
     WorkTimeout,
@@ -401,7 +401,7 @@ class HookBus:
         #: Plugins whose callback timed out inside a batch: theirs run one by one from now on,
         #: under the pool's per-plugin limits, so a hung plugin cannot hold batches hostage.
         self._unbatched: set[str] = set()
-        #: Middleware (`hermesd.plugins.middleware`): plugin code that changes what a tool call
+        #: Middleware (`hermesd.runtime.middleware`): plugin code that changes what a tool call
         #: or model request does; registered, bounded and rolled back along with the hooks.
         self.middleware = MiddlewareBus(self._pool, timeout)
 
