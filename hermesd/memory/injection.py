@@ -44,7 +44,11 @@ _OVERRIDE_VERB = (
 
 #: (id, pattern, flags) matched on the folded text, one line at a time kept where ^ matters
 _FOLDED: tuple[tuple[str, str, int], ...] = (
-    ("role_header", r"(?m)^\s*(?:SYSTEM|ASSISTANT|DEVELOPER|ADMIN|ROOT)\s*(?:MESSAGE|PROMPT)?\s*:", 0),
+    (
+        "role_header",
+        r"(?m)^\s*(?:SYSTEM|ASSISTANT|DEVELOPER|ADMIN|ROOT)\s*(?:MESSAGE|PROMPT)?\s*:",
+        0,  # upper case only: "System: Arch Linux" is a note about a machine
+    ),
     (
         "role_header",
         r"<\s*/?\s*(?:system|developer|assistant|instructions?|sys|admin)\s*>|<<\s*/?\s*SYS\s*>>"
@@ -161,7 +165,11 @@ _FOREIGN: tuple[tuple[str, str], ...] = (
     ),
     ("new_instructions_ru", r"\bты\s+теперь\b|\bтеперь\s+ты\b|\bновые\s+инструкции\s*:"),
     # Chinese
-    ("override_instructions_zh", r"(?:忽略|无视|忘记|忽视)(?:之前|以上|前面|所有|先前|上述)\S{0,6}(?:指令|指示|说明|规则|提示)"),
+    (
+        "override_instructions_zh",
+        r"(?:忽略|无视|忘记|忽视)(?:之前|以上|前面|所有|先前|上述)\S{0,6}"
+        r"(?:指令|指示|说明|规则|提示)",
+    ),
 )  # fmt: skip
 
 _FOLDED_COMPILED = tuple((pid, re.compile(p, f)) for pid, p, f in _FOLDED)

@@ -20,7 +20,15 @@ from hermesd.rpc.protocol import Codes
 from hermesd.sandbox.confine import TEST_ABI_VARIABLE
 from tests.support.approvals import tool
 from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
-from tests.support.mcp_helpers import SERVER, config, server_row, settle, stdio, wait_state
+from tests.support.mcp_helpers import (
+    SERVER,
+    config,
+    server_row,
+    settle,
+    stdio,
+    unmarked,
+    wait_state,
+)
 
 SECRET = "mcp-sandbox-dotenv-secret-value"
 
@@ -59,7 +67,7 @@ class Box:
     def call(self, server: str, name: str, args: dict[str, Any] | None = None) -> str:
         settle(self.daemon)
         with self.daemon.client() as c:
-            result = tool(c, f"mcp__{server}__{name}", args or {}, timeout=60)
+            result = unmarked(tool(c, f"mcp__{server}__{name}", args or {}, timeout=60))
         return str(result["result"] if isinstance(result, dict) else result)
 
 

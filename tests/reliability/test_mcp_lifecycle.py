@@ -18,7 +18,15 @@ import pytest
 from hermesd.rpc.protocol import Codes, RpcError
 from tests.support.approvals import tool
 from tests.support.daemon import DaemonProcess, child_pids, send_and_follow, short_tmpdir
-from tests.support.mcp_helpers import config, server_row, settle, stdio, tool_names, wait_state
+from tests.support.mcp_helpers import (
+    config,
+    server_row,
+    settle,
+    stdio,
+    tool_names,
+    unmarked,
+    wait_state,
+)
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 from tests.support.plugin_factory import write_plugin
 
@@ -32,11 +40,11 @@ def model() -> Iterator[ScriptedModelServer]:
 def call(daemon: DaemonProcess, name: str, args: dict[str, Any] | None = None) -> Any:
     settle(daemon)
     with daemon.client() as c:
-        return tool(c, name, args or {}, timeout=60)
+        return unmarked(tool(c, name, args or {}, timeout=60))
 
 
 def tool_results(events: list[dict[str, Any]]) -> list[Any]:
-    return [json.loads(e["preview"]) for e in events if e["type"] == "tool.finished"]
+    return [unmarked(e["preview"]) for e in events if e["type"] == "tool.finished"]
 
 
 def server_processes(daemon: DaemonProcess, kind: str = "echo") -> list[int]:
@@ -134,6 +142,9 @@ def test_the_model_sees_and_calls_mcp_tools_in_a_turn(start, model: ScriptedMode
         sid = c.call("session.create")["id"]
         events = send_and_follow(c, sid, "use the tool", timeout=60)
     assert tool_results(events)[0]["result"] == "from the model"
+    [seen] = [m["content"] for m in model.requests[1]["messages"] if m["role"] == "tool"]
+    assert seen.startswith("[Untrusted data from mcp:m/echo follows.")
+    assert unmarked(seen, "mcp:m/echo")["result"] == "from the model"
     schema = next(
         t["function"] for t in model.requests[0]["tools"] if t["function"]["name"] == "mcp__m__echo"
     )
