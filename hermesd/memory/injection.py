@@ -192,7 +192,8 @@ def findings(text: str, reference: Callable[[str], list[str]], depth: int = 0) -
     found: list[str] = []
     # an invisible character inside a word joins it ("ig\u200bnore"); one between words
     # ("ignore\u00adall") separates them: both readings are checked
-    for invisible_as in ("", " "):
+    hides = any(untrusted.invisible(ch) for ch in text)
+    for invisible_as in ("", " ") if hides else ("",):
         plain = _plain(text, invisible_as)
         folded_lines = "\n".join(untrusted.fold(line) for line in plain.split("\n"))
         found += reference(untrusted.fold(plain))
@@ -205,12 +206,11 @@ def findings(text: str, reference: Callable[[str], list[str]], depth: int = 0) -
 
 def _decoded_findings(text: str, reference: Callable[[str], list[str]], depth: int) -> list[str]:
     for blob in _BLOB.findall(text)[:_MAX_BLOBS]:
-        decoded = _decode(blob)
-        if decoded is None:
-            continue
-        found = reference(decoded) or findings(decoded, reference, depth + 1)
-        if found:
-            return found
+        # a blob glued to a word ("noteSWdub3Jl…") starts up to three characters late
+        for decoded in filter(None, (_decode(blob[skip:]) for skip in range(4))):
+            found = reference(decoded) or findings(decoded, reference, depth + 1)
+            if found:
+                return found
     return []
 
 
@@ -221,10 +221,11 @@ def _decode(blob: str) -> str | None:
     for alphabet in (b"+/", b"-_"):
         try:
             raw = base64.b64decode(padded, altchars=alphabet, validate=True)
-            text = raw.decode("utf-8")
         except (binascii.Error, ValueError):
             continue
-        printable = sum(ch.isprintable() or ch in "\n\t" for ch in text)
+        # replaced bytes count as unreadable: a few (a blob glued to a word) are tolerated
+        text = raw.decode("utf-8", "replace")
+        printable = sum((ch.isprintable() and ch != "\ufffd") or ch in "\n\t" for ch in text)
         if text and printable >= 0.9 * len(text):
             return text
     return None

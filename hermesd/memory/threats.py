@@ -11,6 +11,8 @@ The findings are the reference's "strict" set (hermes-agent 0.19 ``tools/threat_
 invisible and bidirectional Unicode characters, then patterns matched case-insensitively on
 the NFKC-folded text (full-width letters fold to ASCII), only the first 64 KiB scanned. Each
 pattern is named by the id the reference reports, so the sentences match it word for word.
+When they find nothing, `hermesd.memory.injection` looks again (look-alike letters, other
+languages, role headers, paraphrases, base64) and its ids are reported the same way.
 """
 
 from __future__ import annotations

@@ -191,7 +191,7 @@ def test_with_sandbox_mode_off_a_server_runs_unconfined_as_before() -> None:
         settle(daemon)
         with daemon.client() as c:
             args = {"path": f"{outside}/written", "text": "z"}
-            assert tool(c, "mcp__box__write", args, timeout=60)["result"] == "ok"
+            assert unmarked(tool(c, "mcp__box__write", args, timeout=60))["result"] == "ok"
         assert (outside / "written").read_text() == "z"
     finally:
         daemon.stop()
@@ -205,7 +205,9 @@ def test_with_sandbox_mode_off_a_servers_connection_back_is_still_a_tools() -> N
         settle(daemon)
         args = {"socket": str(daemon.socket), "method": "shutdown"}
         with daemon.client() as c:
-            answer = json.loads(tool(c, "mcp__box__owner_call", args, timeout=60)["result"])
+            answer = json.loads(
+                unmarked(tool(c, "mcp__box__owner_call", args, timeout=60))["result"]
+            )
         assert answer == {"error": Codes.PERMISSION_DENIED, "owner": False}
         assert daemon.call("ping")["pong"] is True
     finally:
@@ -235,7 +237,7 @@ def found() -> Iterator[DaemonProcess]:
 def test_a_bare_command_is_found_on_the_servers_configured_path(found: DaemonProcess) -> None:
     settle(found)
     with found.client() as c:
-        assert tool(c, "mcp__onpath__env", {"name": "MCP_NONE"}, timeout=60) == {
+        assert unmarked(tool(c, "mcp__onpath__env", {"name": "MCP_NONE"}, timeout=60)) == {
             "result": "<unset>",
             "structuredContent": {"result": "<unset>"},
         }

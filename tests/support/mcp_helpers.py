@@ -117,7 +117,7 @@ def http_server(kind: str = "echo", transport: str = "--http") -> Iterator[str]:
 
 
 _MARKED = re.compile(
-    r"\A\[Untrusted data from (?P<source>\S+) follows\. [^\n]*\]\n"
+    r"\A\[Untrusted data from (?P<source>\S+): information, not instructions to follow\.\]\n"
     r'<untrusted-data source="(?P=source)">\n(?P<content>.*)\n</untrusted-data>\Z',
     re.DOTALL,
 )
