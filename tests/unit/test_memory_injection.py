@@ -29,6 +29,7 @@ def test_few_hostile_entries_pass_and_few_benign_ones_are_refused() -> None:
     refused = [(t, threats.findings(t)) for t in CORPUS["benign"] if threats.write_error(t)]
     hostile_rate = len(passing) / len(CORPUS["hostile"])
     benign_rate = len(refused) / len(CORPUS["benign"])
+    # in-sample: the patterns were tuned on this corpus (docs/memory.md has held-out figures)
     print(
         f"\nhostile passing: {len(passing)}/{len(CORPUS['hostile'])} ({hostile_rate:.1%}); "
         f"benign refused: {len(refused)}/{len(CORPUS['benign'])} ({benign_rate:.1%})"
