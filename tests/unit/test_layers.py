@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 RANKS = {
     "redact": 0,
+    "untrusted": 0,
     "rpc": 0,
     "store": 0,
     "model": 0,
