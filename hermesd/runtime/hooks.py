@@ -231,6 +231,8 @@ HOOKS: dict[str, HookSpec] = {
                 "api_request_id",
                 "completed",
                 "interrupted",
+                "failed",
+                "turn_exit_reason",
                 "model",
                 "platform",
                 "reason",
