@@ -47,7 +47,7 @@ from hermesd.memory.service import MemoryService
 from hermesd.memory.tool import register_memory_tool
 from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.plugins.admin import PluginAdminService
-from hermesd.plugins.context import Injector, McpCaller
+from hermesd.plugins.registrar import Injector, McpCaller
 from hermesd.plugins.context_engines import EngineRegistrations
 from hermesd.plugins.host import DEFAULT_LOAD_TIMEOUT, PluginHost, PluginManager, ReloadGate
 from hermesd.plugins.memory_providers import ProviderRegistrations

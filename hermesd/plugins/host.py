@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, cast
 
 from hermesd.plugins import hostapi
-from hermesd.plugins.context import Injector, McpCaller, PluginContext, PluginServices
+from hermesd.plugins.registrar import Injector, McpCaller, PluginContext, PluginServices
 from hermesd.plugins.listing import plugins_payload, plugins_text
 from hermesd.plugins.loader import (
     Candidate,
