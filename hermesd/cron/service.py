@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from hermesd.cron import bridge, jobs
-from hermesd.cron.clock import TEST_CLOCK_ENV, ManualClock, clock_from_env, local, zone
+from hermesd.cron.clock import (
+    ManualClock,
+    clock_from_env,
+    local,
+    serve_test_clock,
+    test_clock_channel,
+    zone,
+)
 from hermesd.cron.runner import JobRunner, RunOutcome, RunSettings
 from hermesd.cron.schedule import ScheduleError
 from hermesd.cron.scheduler import Scheduler
@@ -56,7 +63,10 @@ class CronService:
         self.store = sessions.store
         self.table = CronTable(self.store)
         self.home = home
-        self.clock = clock_from_env(os.environ if env is None else env)
+        env = os.environ if env is None else env
+        self.clock = clock_from_env(env)
+        self._test_channel = test_clock_channel(env, self.clock)
+        self._test_clock: asyncio.Task[None] | None = None
         self.config = config
         self.tz = zone(config.get("cron.timezone"))
         self.runner = JobRunner(sessions, broker, skills, RunSettings.from_config(config))
@@ -84,13 +94,15 @@ class CronService:
         for name in ("list", "get", "create", "update", "pause", "resume", "remove", "run"):
             router.bind(f"cron.{name}", getattr(self, f"rpc_{name}"))
         router.bind("cron.runs", self.rpc_runs)
-        router.bind("cron.clock", self.rpc_clock)
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         bridge.activate(self)
         await self.import_reference()
         self._count = await self.store.run(self.table.count)
+        if self._test_channel is not None:
+            channel, self._test_channel = self._test_channel, None
+            self._test_clock = asyncio.create_task(serve_test_clock(channel, self.move_clock))
         if self.config.get("cron.enabled"):
             await self.scheduler.start()
         else:
@@ -98,6 +110,8 @@ class CronService:
 
     async def stop(self) -> None:
         bridge.deactivate(self)
+        if self._test_clock is not None:
+            self._test_clock.cancel()
         await self.scheduler.stop()
 
     def status(self) -> dict[str, Any]:
@@ -357,15 +371,12 @@ class CronService:
     async def rpc_runs(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         return {"runs": await self.runs(p["job_id"], max(1, min(int(p.get("limit") or 20), 500)))}
 
-    async def rpc_clock(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        if not isinstance(self.clock, ManualClock):
-            raise RpcError(
-                Codes.PERMISSION_DENIED,
-                f"cron.clock is a test hook: it works only when {TEST_CLOCK_ENV} is set",
-            )
-        self.clock.advance(float(p.get("advance") or 0))
+    async def move_clock(self, seconds: float, wait: bool) -> dict[str, Any]:
+        """Move the test clock and tick; with ``wait``, return once the started runs ended."""
+        assert isinstance(self.clock, ManualClock)  # the channel exists only with one
+        self.clock.advance(seconds)
         started = await self.scheduler.tick()
-        if p.get("wait"):
+        if wait:
             tasks = [self.scheduler.running[j] for j in started if j in self.scheduler.running]
             if tasks:
                 await asyncio.wait(tasks)

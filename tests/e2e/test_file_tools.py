@@ -43,12 +43,6 @@ class Box:
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def box(model: ScriptedModelServer) -> Iterator[Box]:
     base = short_tmpdir("ft-")
     home, hermes = base / "home", base / "hermes"

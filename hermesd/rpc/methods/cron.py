@@ -79,13 +79,3 @@ _declare(
     "{runs: [{id, job_id, session_id, scheduled_for, started_at, finished_at, status, "
     "kind, missed, silent, output, error}]}",
 )
-_declare(
-    "cron.clock",
-    "Test hook: move the scheduler's test clock and tick (only when "
-    "HERMESD_TEST_CLOCK is set; owner only).",
-    (
-        Param("advance", "number", doc="seconds to move forward (default 0)"),
-        Param("wait", "bool", doc="return once the runs started have finished"),
-    ),
-    "{now, started: [job_id]}",
-)
