@@ -100,9 +100,6 @@ def _path_list(value: str) -> tuple[Path, ...]:
     )
 
 
-_contains = contains
-
-
 def _under(path: Path, roots: Iterable[Path | str]) -> Path | None:
     for root in roots:
         root = Path(root)
@@ -150,7 +147,7 @@ def write_verdict(path: Path, places: Places, workspace: Path) -> Verdict | None
     if own is not None:
         return _own(own)
     for run in protected.READ_ONLY_IN_WRITABLE:
-        if _contains(path.parts, run):
+        if contains(path.parts, run):
             return Verdict(
                 f"{'/'.join(run)}, which tools may not write (git runs what it names; the "
                 "sandbox keeps it read-only too)",
@@ -180,17 +177,17 @@ def sensitive_target(path: Path, places: Places, workspace: Path) -> Verdict | N
         )
     if _under(path, places.plugin_path) is not None:
         return Verdict("a HERMES_PLUGIN_PATH folder (code the daemon runs)", "plugin-path")
-    if _contains(parts, (".hermes", "plugins")):
+    if contains(parts, (".hermes", "plugins")):
         return Verdict("a project plugin folder (.hermes/plugins: code hermes runs)", "plugins")
-    if _contains(parts, (".ssh",)):
+    if contains(parts, (".ssh",)):
         return Verdict("ssh keys and settings (who may log in)", "ssh")
-    if name in STARTUP_FILES or any(_contains(parts, run) for run in STARTUP_DIRS):
+    if name in STARTUP_FILES or any(contains(parts, run) for run in STARTUP_DIRS):
         return Verdict("a shell start-up file (runs in every new shell or login)", "startup")
     etc_cron = len(parts) > 2 and parts[1] == "etc" and parts[2].startswith("cron")
     if etc_cron or _under(path, _CRON_ROOTS) or "crontabs" in parts:
         return Verdict("a cron table (runs commands on a schedule)", "cron")
     if _under(path, (*_SYSTEM_UNIT_ROOTS, "/etc/xdg/autostart")) or any(
-        _contains(parts, run) for run in UNIT_DIRS
+        contains(parts, run) for run in UNIT_DIRS
     ):
         return Verdict("a systemd or autostart unit (runs at boot or login)", "units")
     if len(parts) > 1 and parts[1] == "etc":
@@ -200,7 +197,7 @@ def sensitive_target(path: Path, places: Places, workspace: Path) -> Verdict | N
         return Verdict(autorun, "autorun")
     if name == ".gitconfig":
         return Verdict("a git configuration (can name commands git runs)", "git-config")
-    if _contains(parts, (".config", "git")):
+    if contains(parts, (".config", "git")):
         return Verdict("a git configuration (can name commands git runs)", "git-config")
     if name.endswith(".pth") or name in _PY_STARTUP:
         return Verdict("a Python start-up file (runs in every Python process)", "python-startup")
