@@ -131,11 +131,21 @@ def hidden_paths(
 
 
 def read_only_in(root: Path) -> list[Path]:
-    """The entries of writable ``root`` that stay read-only (those that exist now: one made
-    during a call is not covered until the next)."""
+    """The entries of writable ``root`` that stay read-only: those of a repository at its top
+    or one folder down (a workspace holding several checkouts), that exist now (one made
+    during a call is covered from the next). Deeper repositories are not looked for: a walk
+    per call would cost more than it is worth; the file tools and the approval parser still
+    cover them."""
+    repos = [root]
+    try:
+        with os.scandir(root) as entries:
+            repos += [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        pass
     out = []
-    for run in READ_ONLY_IN_WRITABLE:
-        path = root.joinpath(*run)
-        if os.path.lexists(path):
-            out.append(_real(path))  # a linked hooks folder: where it really is
+    for repo in repos:
+        for run in READ_ONLY_IN_WRITABLE:
+            path = repo.joinpath(*run)
+            if os.path.lexists(path):
+                out.append(_real(path))  # a linked hooks folder: where it really is
     return out

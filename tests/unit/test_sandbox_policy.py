@@ -123,6 +123,13 @@ def test_git_hooks_and_config_of_a_writable_root_are_read_only_when_asked_for(
     assert got[str(t["project"])] == "write"
     assert got[str(t["project"] / ".git" / "hooks")] == "read"
     assert got[str(t["project"] / ".git" / "config")] == "read"
+    nested = t["home"] / "project" / "checkout"
+    (nested / ".git" / "hooks").mkdir(parents=True)
+    deeper = nested / "vendor" / "lib"
+    (deeper / ".git" / "hooks").mkdir(parents=True)
+    got = dict(rules(SandboxSettings(), places, t["project"], None))
+    assert got[str(nested / ".git" / "hooks")] == "read"  # a checkout one folder down
+    assert str(deeper / ".git" / "hooks") not in got  # deeper ones are not looked for
     landlock = dict(rules(SandboxSettings(), places, t["project"], None, protect_git=False))
     assert str(t["project"] / ".git" / "hooks") not in landlock
     read_only = dict(rules(SandboxSettings(mode="read-only"), places, t["project"], None))
