@@ -54,7 +54,7 @@ DEFAULT_CLI_TIMEOUT = 120.0
 ApprovalHandler = Callable[[str, str, str], Awaitable[str]]
 
 #: Built-in commands that do what an RPC method does: they are owner-only when it is.
-BUILTIN_METHODS = {"reload-plugins": "plugins.reload"}
+BUILTIN_METHODS = {"reload-plugins": "plugins.reload", "cron": "cron.create"}
 
 
 @dataclass

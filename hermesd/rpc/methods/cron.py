@@ -7,7 +7,8 @@ from hermesd.rpc.protocol import MethodSpec, Param, declare
 _JOB = (
     "{id, name, prompt, skills, model, schedule {kind, run_at|minutes|expr, display}, "
     "schedule_display, repeat {times, completed}, enabled, state, next_run_at, last_run_at, "
-    "last_status, last_error, deliver, enabled_toolsets, workdir, session, ...}"
+    "last_status, last_error, deliver, enabled_toolsets, workdir, session, owner_uid, "
+    "orphaned, ...}"
 )
 _FIELDS = (
     Param("prompt", "str", doc="what the run asks the agent (self-contained)"),
