@@ -23,7 +23,7 @@ import pytest
 
 from tests.support.approvals import client_answering, terminal, tool
 from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
-from tests.support.mcp_helpers import config, settle, stdio
+from tests.support.mcp_helpers import config, settle, stdio, unmarked
 
 MECHANISMS = ["bwrap", "landlock"]
 KEY = f"ssh-private-{secrets.token_hex(8)}"
@@ -120,7 +120,7 @@ def test_read_file_refuses_the_same_stores(box: Box) -> None:
 
 
 def test_a_stdio_mcp_server_cannot_read_the_ssh_key(box: Box) -> None:
-    result = box.tool("mcp__files__read", {"path": str(box.home / ".ssh" / "id_ed25519")})
+    result = unmarked(box.tool("mcp__files__read", {"path": str(box.home / ".ssh" / "id_ed25519")}))
     answer = str(result["result"] if isinstance(result, dict) else result)
     assert answer.startswith("error") and KEY not in answer, answer
     result = box.tool("mcp__files__read", {"path": str(box.home / "notes.txt")})
