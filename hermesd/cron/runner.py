@@ -129,7 +129,7 @@ class JobRunner:
         """The session the run works in (made now unless the job names one)."""
         named = job.get("session")
         if named:
-            await self.sessions.store.run(self.sessions.store.get_session, named)
+            await self.sessions.store.run(self.sessions.store.sessions.get, named)
             return str(named)
         base = session_id_for(job["id"], when)
         for attempt in range(100):
@@ -202,7 +202,7 @@ class JobRunner:
         store = self.sessions.store
         content = f"[cron job '{job['name']}' ({job['id']})]\n\n{text}"
         try:
-            record = await store.run(store.append_message, sid, "assistant", content)
+            record = await store.run(store.messages.append, sid, "assistant", content)
         except Exception as exc:
             return f"could not deliver to session {sid}: {exc}"
         self.sessions.emit(

@@ -23,8 +23,8 @@ from hermesd.cron.runner import JobRunner, RunOutcome, RunSettings
 from hermesd.cron.schedule import ScheduleError
 from hermesd.cron.scheduler import Scheduler
 from hermesd.rpc.protocol import Codes, RpcError
-from hermesd.store.cronjobs import CronTable, JobNotFound
-from hermesd.store.sessions import SessionNotFound
+from hermesd.store.cronjobs import JobNotFound
+from hermesd.store.dbfile import SessionNotFound
 
 if TYPE_CHECKING:
     from hermesd.agent.sessions import SessionService
@@ -54,7 +54,7 @@ class CronService:
     ) -> None:
         self.sessions = sessions
         self.store = sessions.store
-        self.table = CronTable(self.store)
+        self.table = self.store.cron
         self.home = home
         self.clock = clock_from_env(os.environ if env is None else env)
         self.config = config
@@ -319,7 +319,7 @@ class CronService:
 
     async def _session_exists(self, sid: str) -> None:
         try:
-            await self.store.run(self.store.get_session, sid)
+            await self.store.run(self.store.sessions.get, sid)
         except SessionNotFound:
             raise RpcError(
                 Codes.INVALID_PARAMS, f"no session '{sid}' to run the job in", {"session": sid}

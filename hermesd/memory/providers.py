@@ -54,7 +54,7 @@ from hermesd.memory.provider_journal import DeliveryJournal
 from hermesd.memory.provider_source import ProviderSource
 from hermesd.plugins.memory_providers import ProviderRegistrations, provider_name
 from hermesd.runtime.workers import WorkerPool
-from hermesd.store.sessions import SessionStore
+from hermesd.store.facade import SessionStore
 
 __all__ = ["ActiveProvider", "MemoryProviders", "memory_context_block"]
 
