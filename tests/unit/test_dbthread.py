@@ -98,6 +98,22 @@ def test_a_direct_call_from_another_thread_runs_on_the_db_thread_and_waits(
     assert threads and set(threads) == {_db_thread(store)} != {threading.get_ident()}
 
 
+def test_every_table_of_the_store_runs_a_direct_call_on_the_db_thread(
+    store: SessionStore,
+) -> None:
+    threads = _statement_threads(store)
+    sid = store.sessions.create()["id"]
+    store.messages.append(sid, "user", "a heron")
+    assert store.compactions.listing(sid) == []
+    assert [h["session_id"] for h in store.search.find("heron")] == [sid]
+    assert store.usage.totals()["requests"] == 0
+    assert store.cron.count() == 0
+    assert store.approvals.add("rule", "test")["decision"] == "always"
+    store.memory.keep_snapshot(sid, "remembered")
+    assert store.memory.snapshot(sid) == "remembered"
+    assert threads and set(threads) == {_db_thread(store)} != {threading.get_ident()}
+
+
 def test_no_sqlite_statement_runs_on_the_event_loop_thread(tmp_path: Path) -> None:
     # start-up, RPC calls, a turn's writes, a worker thread's search and the shutdown of the
     # session service that owns the store
