@@ -42,12 +42,9 @@ from hermesd.model.stream import canonical_usage
 from hermesd.plugins.host import ReloadGate
 from hermesd.runtime.hooks import HookBus
 from hermesd.runtime.middleware import MiddlewareBus, MiddlewareTimeout
-from hermesd.store.sessions import (
-    MessageRecord,
-    SessionNotFound,
-    SessionStore,
-    StorageUnavailable,
-)
+from hermesd.store.dbfile import SessionNotFound, StorageUnavailable
+from hermesd.store.facade import SessionStore
+from hermesd.store.messages import MessageRecord
 from hermesd.store.usage import RequestUsage
 from hermesd.tools.registry import ToolRegistry
 
@@ -337,7 +334,7 @@ class _Turn:
         store, meter = self.store, self.loop.meter
 
         def write() -> tuple[MessageRecord, float | None]:
-            record = store.append_message(
+            record = store.messages.append(
                 self.session_id,
                 role,
                 content,
@@ -392,9 +389,9 @@ class _Turn:
             def close() -> float | None:  # the last completion's usage, if its message never was
                 cost = None
                 if usage is not None:
-                    store.add_usage(self.session_id, *usage.counters())
+                    store.sessions.add_usage(self.session_id, *usage.counters())
                     cost = meter.record(self.session_id, self.turn_id, usage)
-                store.close_dangling_tool_calls(self.session_id, reason, self.turn_id)
+                store.messages.close_dangling_tool_calls(self.session_id, reason, self.turn_id)
                 return cost
 
             try:  # shielded: a second cancel must not leave unanswered tool calls behind
@@ -448,10 +445,10 @@ class _Turn:
 
         # one trip to the DB thread, and one transaction, not four
         def begin() -> tuple[Any, list[dict[str, Any]], int]:
-            session = store.get_session(self.session_id)  # SessionNotFound: nothing stored
-            store.close_dangling_tool_calls(self.session_id)
-            history = store.history(self.session_id)
-            record = store.append_message(
+            session = store.sessions.get(self.session_id)  # SessionNotFound: nothing stored
+            store.messages.close_dangling_tool_calls(self.session_id)
+            history = store.messages.history(self.session_id)
+            record = store.messages.append(
                 self.session_id, "user", self.user_message, turn_id=self.turn_id
             )
             return session, history, record["seq"]

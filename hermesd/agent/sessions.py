@@ -30,13 +30,8 @@ from hermesd.rpc.connection import Call, Connection, Router
 from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.runtime.hooks import HookBus
 from hermesd.runtime.session import current_session
-from hermesd.store.sessions import (
-    MessageNotFound,
-    SessionNotFound,
-    SessionStore,
-    StorageUnavailable,
-    StoreError,
-)
+from hermesd.store.dbfile import MessageNotFound, SessionNotFound, StorageUnavailable, StoreError
+from hermesd.store.facade import SessionStore
 
 if TYPE_CHECKING:
     from hermesd.context.host import ContextHost
@@ -122,7 +117,7 @@ class SessionService:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._count = await self.store.run(self.store.count_sessions)
+        self._count = await self.store.run(self.store.sessions.count)
         # Import the model SDK in the background now, not during the first turn (~0.5 s).
         self._warm_up = self._loop.create_task(self._warm_model_client())
 
@@ -194,7 +189,7 @@ class SessionService:
     async def _flush_injections(self, sid: str) -> None:
         for role, content in self._injections.pop(sid, []):
             try:
-                record = await self.store.run(self.store.append_message, sid, role, content)
+                record = await self.store.run(self.store.messages.append, sid, role, content)
             except StoreError as exc:
                 log.warning("inject_message into %s failed: %s", sid, exc)
                 return
@@ -293,7 +288,7 @@ class SessionService:
         if scope is None:
             return
         if sid not in self._owners:
-            session = await self._db(self.store.get_session, sid)
+            session = await self._db(self.store.sessions.get, sid)
             self._owners[sid] = session["owner_uid"]
         if self._owners[sid] != scope:
             log.info("uid %d asked for session %s of another user: not found", scope, sid)
@@ -301,7 +296,7 @@ class SessionService:
 
     async def _owned(self, conn: Connection, sid: str) -> dict[str, Any]:
         """The session, when ``conn`` may use it (`check_access`)."""
-        session: dict[str, Any] = await self._db(self.store.get_session, sid)
+        session: dict[str, Any] = await self._db(self.store.sessions.get, sid)
         self._owners[sid] = session["owner_uid"]
         await self.check_access(conn, sid)
         return session
@@ -313,7 +308,9 @@ class SessionService:
         sid = p.get(key)
         if not isinstance(sid, str) or not sid or sid in self.touched or sid in self.attached:
             return str(sid or "")
-        matches = await self._db(self.store.ids_starting_with, sid, 11, owner_uid=conn.scope_uid)
+        matches = await self._db(
+            self.store.sessions.ids_starting_with, sid, 11, owner_uid=conn.scope_uid
+        )
         if len(matches) > 1 and sid not in matches:
             shown = ", ".join(matches[:10]) + (", …" if len(matches) > 10 else "")
             raise RpcError(
@@ -350,7 +347,7 @@ class SessionService:
     async def rpc_create(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         self._check_model_choice(call.conn, p.get("model"))
         session = await self._db(
-            self.store.create_session,
+            self.store.sessions.create,
             title=p.get("title"),
             model=p.get("model"),
             platform=p.get("platform") or "cli",
@@ -363,7 +360,7 @@ class SessionService:
 
     async def rpc_list(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         page: dict[str, Any] = await self._db(
-            self.store.list_sessions,
+            self.store.sessions.page,
             p.get("limit") or 50,
             before=p.get("before"),
             owner_uid=call.conn.scope_uid,
@@ -379,7 +376,7 @@ class SessionService:
         await self._resolve(call.conn, p)
         await self.check_access(call.conn, p["session_id"])
         messages = await self._db(
-            self.store.messages,
+            self.store.messages.read,
             p["session_id"],
             limit=p.get("limit"),
             after_seq=p.get("after_seq") or 0,
@@ -389,7 +386,7 @@ class SessionService:
     async def rpc_rename(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         await self._resolve(call.conn, p)
         await self.check_access(call.conn, p["session_id"])
-        return self._live(await self._db(self.store.rename, p["session_id"], p["title"]))
+        return self._live(await self._db(self.store.sessions.rename, p["session_id"], p["title"]))
 
     async def rpc_delete(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         await self._resolve(call.conn, p)
@@ -397,7 +394,7 @@ class SessionService:
         await self._owned(call.conn, sid)
         await self._cancel(sid)
         await self.hooks.invoke("on_session_finalize", session_id=sid, platform=self.platform)
-        await self._db(self.store.delete, sid)
+        await self._db(self.store.sessions.delete, sid)
         self._count -= 1
         self.touched.discard(sid)
         self._owners.pop(sid, None)
@@ -413,7 +410,10 @@ class SessionService:
         await self._resolve(call.conn, p)
         await self.check_access(call.conn, p["session_id"])
         session = await self._db(
-            self.store.fork, p["session_id"], p.get("upto_message_id"), title=p.get("title")
+            self.store.sessions.fork,
+            p["session_id"],
+            p.get("upto_message_id"),
+            title=p.get("title"),
         )
         self._count += 1
         self.switched(p["session_id"], session["id"], "branch")
@@ -424,7 +424,7 @@ class SessionService:
             await self._resolve(call.conn, p)
             await self.check_access(call.conn, p["session_id"])
         hits = await self._db(
-            self.store.search,
+            self.store.search.find,
             p["query"],
             p.get("limit") or 20,
             session_id=p.get("session_id"),
@@ -441,7 +441,7 @@ class SessionService:
             await self.hooks.invoke("on_session_reset", session_id=old, platform=self.platform)
             self._detach(old, call.conn)
         session = await self._db(
-            self.store.create_session,
+            self.store.sessions.create,
             model=model,
             platform=self.platform,
             owner_uid=_owner_uid(call.conn),
@@ -530,7 +530,7 @@ class SessionService:
 
     async def create_session(self, **fields: Any) -> dict[str, Any]:
         """A new session made by the daemon itself (a scheduled run's); counted in status."""
-        session: dict[str, Any] = dict(await self.store.run(self.store.create_session, **fields))
+        session: dict[str, Any] = dict(await self.store.run(self.store.sessions.create, **fields))
         self._count += 1
         return session
 
@@ -613,7 +613,7 @@ class SessionService:
                 f"session {sid} is running turn {running[0]}; cancel it before undoing",
                 {"turn_id": running[0]},
             )
-        undone = await self._db(self.store.undo_last_turn, sid)
+        undone = await self._db(self.store.messages.undo_last_turn, sid)
         if undone:
             self.switched(sid, sid, "rewind")
         first = undone[0] if undone else None

@@ -84,7 +84,7 @@ class UsageService(RpcService):
                 "month_start": month,
             }
             if sid:
-                out["session"] = store.get_session(sid)
+                out["session"] = store.sessions.get(sid)
             _add_titles(store.connection(), out["by_session"])
             return out
 

@@ -40,7 +40,8 @@ from hermesd.approvals import display, patterns
 from hermesd.rpc import wire
 from hermesd.rpc.connection import Connection, current_connection
 from hermesd.runtime.hooks import HookBus
-from hermesd.store.sessions import SessionStore, StoreError
+from hermesd.store.dbfile import StoreError
+from hermesd.store.facade import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +201,7 @@ class ApprovalBroker:
     async def load(self) -> None:
         """Read the "always" rules from state.db."""
         self._loop = asyncio.get_running_loop()
-        rows = await self.store.run(self.store.approval_rules)
+        rows = await self.store.run(self.store.approvals.all)
         self.rules = {r["pattern_key"]: r for r in rows}
 
     # --- who may answer --------------------------------------------------------------------
@@ -505,7 +506,7 @@ class ApprovalBroker:
             for key in keys:
                 try:
                     self.rules[key] = await self.store.run(
-                        self.store.add_approval_rule,
+                        self.store.approvals.add,
                         key,
                         f"{who} (uid {uid})",
                         pending.subject.description,
@@ -568,7 +569,7 @@ class ApprovalBroker:
 
     async def revoke(self, pattern_key: str) -> bool:
         """Forget an "always" rule; False when there was none."""
-        removed = await self.store.run(self.store.revoke_approval_rule, pattern_key)
+        removed = await self.store.run(self.store.approvals.revoke, pattern_key)
         self.rules.pop(pattern_key, None)
         return bool(removed)
 

@@ -44,7 +44,7 @@ from hermesd.rpc.humanize import duration
 from hermesd.rpc.protocol import METHODS, Codes, RpcError
 from hermesd.runtime.session import current_session
 from hermesd.runtime.workers import WorkTimeout, call_bounded
-from hermesd.store.sessions import SessionNotFound
+from hermesd.store.dbfile import SessionNotFound
 
 log = logging.getLogger(__name__)
 
@@ -343,7 +343,7 @@ class CommandService:
     async def _sessions(self, raw_args: str) -> str:
         store = self.sessions.store
         scope = _outcome.get().call.conn.scope_uid
-        page = await store.run(store.list_sessions, 20, owner_uid=scope)
+        page = await store.run(store.sessions.page, 20, owner_uid=scope)
         sessions = page["sessions"]
         if not sessions:
             return "No sessions yet."
@@ -388,7 +388,7 @@ class CommandService:
                 {"peer_uid": outcome.call.conn.peer.uid, "command": "model"},
             )
         try:
-            info = await store.run(store.set_model, outcome.session_id, raw_args)
+            info = await store.run(store.sessions.set_model, outcome.session_id, raw_args)
         except SessionNotFound:
             raise CommandFailed(f"no session '{outcome.session_id}'") from None
         outcome.session = dict(info)

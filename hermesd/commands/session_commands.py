@@ -134,7 +134,7 @@ class SessionCommands:
 
     async def _latest_other(self, current: str) -> str:
         store = self.sessions.store
-        page = await store.run(store.list_sessions, 50)
+        page = await store.run(store.sessions.page, 50)
         for s in page["sessions"]:
             if s["id"] != current and s["message_count"]:
                 return str(s["id"])

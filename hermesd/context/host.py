@@ -6,7 +6,7 @@ Owns, per session: its engine (made by ``hermesd.context.engines``), started wit
 first time the session is used; the lock that lets one compaction at a time run on it; the
 compactions of the running turn (at most `MAX_PER_TURN`); compaction off the hot path between
 turns; and the memory provider's ``on_pre_compress`` text. A compaction is recorded as a view
-(``SessionStore.record_compaction``), never by changing stored messages.
+(``store.compactions.record``), never by changing stored messages.
 
 Failures: an engine call that raises, hangs or returns something that is not a message list is
 logged with its traceback, the attached clients get a ``context.warning`` event, and the session
@@ -43,7 +43,7 @@ from hermesd.model.stream import canonical_usage
 from hermesd.plugins.context_engines import EngineRegistrations
 from hermesd.runtime.workers import WorkTimeout
 from hermesd.store.compactions import split_view
-from hermesd.store.sessions import SessionStore
+from hermesd.store.facade import SessionStore
 
 if TYPE_CHECKING:
     from hermesd.memory.providers import MemoryProviders
@@ -217,7 +217,7 @@ class ContextHost:
         turn_id: str | None,
     ) -> dict[str, Any]:
         sid = ctx.session_id
-        view = await self.store.run(self.store.view, sid)
+        view = await self.store.run(self.store.messages.view, sid)
         result: dict[str, Any] = {
             "compacted": False,
             "engine": ctx.name,
@@ -301,7 +301,7 @@ class ContextHost:
         summary = next((str(m["content"]) for m in prefix if is_summary(m)), None)
         error = getattr(ctx.engine, "last_summary_error", None) if ctx.builtin else None
         await self.store.run(
-            self.store.record_compaction,
+            self.store.compactions.record,
             sid,
             prefix,
             upto,
@@ -400,7 +400,7 @@ class ContextHost:
         return chosen if valid_messages(chosen) else None
 
     async def _rebuild(self, turn: Any, ctx: SessionContext) -> None:
-        view = await self.store.run(self.store.view, turn.session_id)
+        view = await self.store.run(self.store.messages.view, turn.session_id)
         messages = [turn.messages[0]]
         for msg, seq in zip(view.messages, view.seqs, strict=True):
             messages.append(turn.api_user if seq == turn.user_seq else msg)
@@ -524,7 +524,7 @@ class ContextHost:
         if ctx.background is not None:
             ctx.background.cancel()
         try:
-            messages = await self.store.run(self.store.history, session_id)
+            messages = await self.store.run(self.store.messages.history, session_id)
         except Exception:
             messages = []
         with contextlib.suppress(EngineFailed):

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from hermesd.agent.loop import Toolsets
 from hermesd.approvals.broker import RunPolicy
 from hermesd.cron.authority import job_authority
-from hermesd.store.sessions import SessionNotFound
+from hermesd.store.dbfile import SessionNotFound
 
 if TYPE_CHECKING:
     from hermesd.agent.sessions import SessionService
@@ -134,7 +134,7 @@ class JobRunner:
         named = job.get("session")
         authority = job_authority(job)
         if named:
-            session = await self.sessions.store.run(self.sessions.store.get_session, named)
+            session = await self.sessions.store.run(self.sessions.store.sessions.get, named)
             if not authority.may_use(session.get("owner_uid")):
                 raise PermissionError(f"the job may not run in session {named} (another user's)")
             return str(named)
@@ -210,14 +210,14 @@ class JobRunner:
         store = self.sessions.store
         content = f"[cron job '{job['name']}' ({job['id']})]\n\n{text}"
         try:  # checked again here: the job may predate the check, or been edited in the store
-            owner = (await store.run(store.get_session, sid)).get("owner_uid")
+            owner = (await store.run(store.sessions.get, sid)).get("owner_uid")
         except SessionNotFound:
             return f"could not deliver to session {sid}: it no longer exists"
         if not job_authority(job).may_use(owner):
             log.warning("cron job %s may not deliver into session %s: refused", job["id"], sid)
             return f"could not deliver to session {sid}: it belongs to another user"
         try:
-            record = await store.run(store.append_message, sid, "assistant", content)
+            record = await store.run(store.messages.append, sid, "assistant", content)
         except Exception as exc:
             return f"could not deliver to session {sid}: {exc}"
         self.sessions.emit(

@@ -32,8 +32,8 @@ from hermesd.cron.runner import JobRunner, RunOutcome, RunSettings
 from hermesd.cron.schedule import ScheduleError
 from hermesd.cron.scheduler import Scheduler
 from hermesd.rpc.protocol import Codes, RpcError
-from hermesd.store.cronjobs import CronTable, JobNotFound
-from hermesd.store.sessions import SessionNotFound
+from hermesd.store.cronjobs import JobNotFound
+from hermesd.store.dbfile import SessionNotFound
 from hermesd.tools.workspace import resolve_workspace
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class CronService:
     ) -> None:
         self.sessions = sessions
         self.store = sessions.store
-        self.table = CronTable(self.store)
+        self.table = self.store.cron
         self.home = home
         env = os.environ if env is None else env
         self.clock = clock_from_env(env)
@@ -139,7 +139,7 @@ class CronService:
 
     async def authority_of(self, session_id: str) -> Authority:
         """The authority of a job made in ``session_id``: its owner's uid, its workspace."""
-        session = await self._db(self.store.get_session, session_id)
+        session = await self._db(self.store.sessions.get, session_id)
         uid = session.get("owner_uid")
         workspace = await asyncio.to_thread(
             resolve_workspace, self.home, self.config.get("terminal.cwd"), session.get("cwd")
@@ -197,7 +197,7 @@ class CronService:
         known = set(session_targets(before)) if before is not None else set()
         for sid in [t for t in session_targets(job) if t not in known]:
             try:
-                session = await self.store.run(self.store.get_session, sid)
+                session = await self.store.run(self.store.sessions.get, sid)
             except SessionNotFound:
                 session = None
             if session is None or not authority.may_use(session.get("owner_uid")):

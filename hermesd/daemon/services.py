@@ -56,7 +56,7 @@ from hermesd.runtime.hooks import DEFAULT_HOOK_TIMEOUT, HookBus
 from hermesd.runtime.workers import WorkerPool
 from hermesd.sandbox.confine import Sandbox
 from hermesd.sandbox.service import SandboxService
-from hermesd.store.sessions import SessionStore
+from hermesd.store.facade import SessionStore
 from hermesd.tools.builtin_files import register_builtin_file_tools
 from hermesd.tools.builtin_skills import register_skill_tools
 from hermesd.tools.registry import (

@@ -30,7 +30,7 @@ from hermesd.memory.pending import STAGED_MESSAGE, PendingWrites
 from hermesd.memory.tool import UNAVAILABLE, read_call, tool_error
 from hermesd.rpc import wire
 from hermesd.rpc.connection import Connection, current_connection
-from hermesd.store.sessions import SessionStore
+from hermesd.store.facade import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -154,10 +154,10 @@ class BuiltinMemory:
             return ""
         stored = None if fresh else self._snapshots.get(session_id)
         if stored is None and not fresh:
-            stored = await self.store.run(self.store.memory_snapshot, session_id)
+            stored = await self.store.run(self.store.memory.snapshot, session_id)
         if stored is None:
             stored = await asyncio.to_thread(snapshot.take, self.files)
-            await self.store.run(self.store.keep_memory_snapshot, session_id, stored)
+            await self.store.run(self.store.memory.keep_snapshot, session_id, stored)
         self._snapshots[session_id] = stored
         self._snapshots.move_to_end(session_id)
         while len(self._snapshots) > _CACHED_SNAPSHOTS:

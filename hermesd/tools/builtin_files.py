@@ -21,7 +21,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from hermesd.rpc.connection import current_connection
 from hermesd.sandbox.confine import Sandbox
@@ -71,8 +71,8 @@ class ConfigLike(Protocol):
     def get(self, dotted: str, default: Any = None) -> Any: ...
 
 
-class SearchableStore(Protocol):
-    def search(
+class MessageSearch(Protocol):
+    def find(
         self,
         query: str,
         limit: int = 20,
@@ -80,6 +80,20 @@ class SearchableStore(Protocol):
         session_id: str | None = None,
         owner_uid: int | None = None,
     ) -> list[Any]: ...
+
+
+class SessionLookup(Protocol):
+    def get(self, session_id: str) -> Mapping[str, object]: ...
+
+
+class SearchableStore(Protocol):
+    """What these tools read of the session store (``store.search``, ``store.sessions``)."""
+
+    @property
+    def search(self) -> MessageSearch: ...
+
+    @property
+    def sessions(self) -> SessionLookup: ...
 
 
 # -- schemas (the tools.json self-check: input → output, every parameter described) -----------
@@ -207,11 +221,6 @@ SESSION_SEARCH_SCHEMA: dict[str, Any] = {
 }
 
 
-@runtime_checkable
-class SessionLookup(Protocol):
-    def get_session(self, session_id: str) -> Mapping[str, object]: ...
-
-
 class BuiltinFileTools:
     """The handlers, bound to one HERMES_HOME, store and configuration."""
 
@@ -232,7 +241,7 @@ class BuiltinFileTools:
         # one read policy: the file tools refuse what the sandbox hides (its settings reload)
         self.guard = PathGuard(home, self.base, settings=lambda: sandbox.settings)
         self.store = store
-        self.sessions: SessionLookup | None = store if isinstance(store, SessionLookup) else None
+        self.sessions: SessionLookup | None = store.sessions if store is not None else None
         self.terminal = Terminal(
             self.guard,
             self.base,
@@ -247,7 +256,7 @@ class BuiltinFileTools:
         session_cwd = None
         if session_id and self.sessions is not None:
             try:
-                cwd = self.sessions.get_session(session_id).get("cwd")
+                cwd = self.sessions.get(session_id).get("cwd")
                 session_cwd = cwd if isinstance(cwd, str) else None
             except Exception:  # no such session (a bare tools.call), or the store is closing
                 session_cwd = None
@@ -363,7 +372,7 @@ class BuiltinFileTools:
             return conn.scope_uid
         if session_id and self.sessions is not None:
             try:
-                owner = self.sessions.get_session(session_id).get("owner_uid")
+                owner = self.sessions.get(session_id).get("owner_uid")
             except Exception:  # no such session (a bare tools.call), or the store is closing
                 owner = None
             if isinstance(owner, int) and owner not in (os.geteuid(), 0):
@@ -379,7 +388,7 @@ class BuiltinFileTools:
             return error(str(exc))
         if self.store is None:
             return error("session search is not available")
-        hits = self.store.search(query, limit, owner_uid=self.search_scope(session_id))
+        hits = self.store.search.find(query, limit, owner_uid=self.search_scope(session_id))
         return json.dumps(
             {
                 "query": query,

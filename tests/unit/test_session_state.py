@@ -14,7 +14,7 @@ from typing import Any
 from hermesd.agent.sessions import SessionService
 from hermesd.rpc.connection import Call, Peer
 from hermesd.runtime.hooks import HookBus
-from hermesd.store.sessions import SessionStore
+from hermesd.store.facade import SessionStore
 
 
 class Conn:
