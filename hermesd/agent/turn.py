@@ -116,7 +116,7 @@ class Turn:
             self._fail(exc)
             await self._finish("failed", FAILED_RESULT)
         except Exception as exc:
-            log.exception("turn %s of session %s failed", *reversed(self.ids))
+            log.exception("turn %s of session %s failed", self.scope.turn_id, self.scope.session_id)
             self._fail(exc)
             await self._finish("failed", FAILED_RESULT)
         else:

@@ -117,7 +117,7 @@ HOOKS: dict[str, HookSpec] = {
         ),
         HookSpec(
             "transform_llm_output",
-            ("response_text", "session_id", "model", "platform"),
+            ("response_text", "session_id", "task_id", "turn_id", "model", "platform"),
             "replace",
             "Final assistant text of a turn; the first str returned replaces it.",
         ),
@@ -219,7 +219,16 @@ HOOKS: dict[str, HookSpec] = {
         ),
         HookSpec(
             "on_session_start",
-            ("session_id", "model", "platform", "sender_id", "user_id", "user_name"),
+            (
+                "session_id",
+                "task_id",
+                "turn_id",
+                "model",
+                "platform",
+                "sender_id",
+                "user_id",
+                "user_name",
+            ),
             "ignored",
             "First turn of a new session.",
         ),
