@@ -127,6 +127,7 @@ SCHEMA: dict[str, Any] = {
         "enabled": _S(_strlist, None, "only these plugin keys load (default: all discovered)"),
         "disabled": _S(_strlist, [], "these plugin keys never load"),
         "load_timeout": _S(_num, 10.0, "seconds one plugin's register() may take"),
+        "llm_timeout": _S(_num, 120.0, "seconds a plugin's ctx.llm or call_llm completion waits"),
         "entries": _S((dict,), None, "per plugin key: {mcp_allowlist: [server or server:tool]}"),
     },
     "tools": {

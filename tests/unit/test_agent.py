@@ -15,6 +15,7 @@ import pytest
 
 from hermesd.agent.loop import AgentLoop, AgentSettings, TurnResult, pre_llm_context
 from hermesd.model.client import ModelClient, ModelSettings
+from hermesd.runtime.middleware import MiddlewareBus
 from hermesd.store.facade import SessionStore
 from hermesd.store.history import repair_history
 from tests.support.modelserver import (
@@ -33,6 +34,13 @@ class FakeRegistry:
         self.tools = tools
         self.calls: list[tuple[str, Any, str | None]] = []
         self.turn_ids: list[str] = []
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def pin(self) -> None:
+        """Nothing to pin: the tools never change during a test."""
+
+    async def refresh_checks(self) -> None:
+        """No check_fns to re-run."""
 
     def openai_tools(self, enabled_toolsets: list[str] | None = None) -> list[dict[str, Any]]:
         return [
@@ -78,6 +86,10 @@ class FakeHooks:
     def __init__(self, results: dict[str, list[Any]] | None = None) -> None:
         self.results = results or {}
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.middleware = MiddlewareBus()  # none registered
+
+    def has(self, hook_name: str) -> bool:
+        return True  # every hook is recorded
 
     async def invoke(self, hook_name: str, **kwargs: Any) -> list[Any]:
         self.calls.append((hook_name, kwargs))
@@ -265,7 +277,7 @@ def test_a_tool_runs_only_after_its_call_is_committed_even_behind_a_busy_db_thre
     def rules(request: dict[str, Any]) -> Any:
         if request["messages"][-1]["role"] == "tool":
             return reply("done")
-        harness.store.db.thread.submit(hold_the_db_thread)  # busy when the tool call is written
+        harness.store._db.submit(hold_the_db_thread)  # busy when the tool call is written
         assert held.wait(5)
         return call_tools(tool_call("look", {}))
 
