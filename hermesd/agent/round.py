@@ -149,9 +149,13 @@ async def _pre_api_request(scope: TurnScope, sent: RoundInput, attempt: _Attempt
     messages = request.get("messages")
     messages = messages if isinstance(messages, list) else sent.messages
     chars = sum(len(str(m.get("content") or "")) for m in messages if isinstance(m, dict))
+    base = attempt.base  # spelled out below: the hook-site test checks the names
     await scope.hook(
         "pre_api_request",
-        **attempt.base,
+        api_request_id=base["api_request_id"],
+        api_call_count=base["api_call_count"],
+        provider=base["provider"],
+        base_url=base["base_url"],
         api_mode="chat_completions",
         request_messages=list(messages),
         message_count=len(messages),
@@ -259,9 +263,13 @@ async def _request_error(
     """``api_request_error`` for one failed attempt (``count``: the retry that failed)."""
     status = exc.status if isinstance(exc, ModelRequestFailed) else None
     retry_count = attempt.retries if count is None else count - 1
+    base = attempt.base
     await scope.hook(
         "api_request_error",
-        **attempt.base,
+        api_request_id=base["api_request_id"],
+        api_call_count=base["api_call_count"],
+        provider=base["provider"],
+        base_url=base["base_url"],
         status_code=status,
         retry_count=retry_count,
         max_retries=client.settings.max_retries,

@@ -122,8 +122,16 @@ class ToolPipeline:
         """``pre_tool_call`` hooks, the tool's ``prepare`` step, approval: a block message, or
         None to run (with ``call.consent`` set when the tool prepared)."""
         name, args, session_id = call.entry.name, call.args, call.ids["session_id"]
+        ids = call.ids
         verdict = await self.registry.hooks.pre_tool_verdict(
-            tool_name=name, args=args, **call.ids, middleware_trace=call.trace
+            tool_name=name,
+            args=args,
+            task_id=ids["task_id"],
+            session_id=session_id,
+            tool_call_id=ids["tool_call_id"],
+            turn_id=ids["turn_id"],
+            api_request_id=ids["api_request_id"],
+            middleware_trace=call.trace,
         )
         if verdict.block is not None:
             return verdict.block
@@ -158,12 +166,16 @@ class ToolPipeline:
     ) -> str:
         """``post_tool_call`` (started as an observer task when allowed), then
         ``transform_tool_result``; the result string the caller gets."""
-        hooks = self.registry.hooks
-        report = {
+        hooks, ids = self.registry.hooks, call.ids
+        report = {  # spelled out: the hook-site test checks these names against HOOKS
             "tool_name": call.entry.name,
             "args": call.args,
             "result": outcome.result,
-            **call.ids,
+            "task_id": ids["task_id"],
+            "session_id": ids["session_id"],
+            "tool_call_id": ids["tool_call_id"],
+            "turn_id": ids["turn_id"],
+            "api_request_id": ids["api_request_id"],
             "duration_ms": duration_ms,
             "status": outcome.status,
             "error_type": outcome.error_type,

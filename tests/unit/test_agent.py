@@ -277,7 +277,7 @@ def test_a_tool_runs_only_after_its_call_is_committed_even_behind_a_busy_db_thre
     def rules(request: dict[str, Any]) -> Any:
         if request["messages"][-1]["role"] == "tool":
             return reply("done")
-        harness.store._db.submit(hold_the_db_thread)  # busy when the tool call is written
+        harness.store.db.thread.submit(hold_the_db_thread)  # busy when the tool call is written
         assert held.wait(5)
         return call_tools(tool_call("look", {}))
 

@@ -39,14 +39,6 @@ _SHORTCUTS["pre_llm_context"] = "pre_llm_call"
 #: service split, the context host): the coordinator fixes these after merging. Each entry is
 #: (file, hook); the test fails when one of them starts to match, so the list only shrinks.
 KNOWN_MISMATCHES = {
-    # the turn's hook() wrapper adds task_id and turn_id, which the reference does not pass to
-    # these two (0.19.0: agent/conversation_loop.py, agent/turn_finalizer.py): the call is wrong
-    ("hermesd/agent/loop.py", "on_session_start"),
-    ("hermesd/agent/loop.py", "transform_llm_output"),
-    # retry_count is always 0 here and the reference does not pass it: the call is wrong
-    ("hermesd/agent/loop.py", "pre_api_request"),
-    # **base arrives as a parameter (unresolvable); resolved by hand it lacks base_url
-    ("hermesd/agent/loop.py", "api_request_error"),
     # reason, old_session_id and new_session_id are passed by the reference (cli.py,
     # gateway/slash_commands.py) and declared: the calls are wrong
     ("hermesd/agent/sessions.py", "on_session_finalize"),
@@ -62,6 +54,8 @@ class Site:
     line: int
     hook: str
     kwargs: frozenset[str] | None
+    #: kwargs a wrapper passes only where the hook declares them (filtered by the table)
+    filtered: frozenset[str] = frozenset()
 
     def problem(self) -> str | None:
         """What is wrong with this site against `HOOKS`, or None."""
@@ -70,8 +64,9 @@ class Site:
             return f"unknown hook {self.hook!r}"
         if self.kwargs is None:
             return "passes a **mapping this test cannot resolve"
-        extra = sorted(self.kwargs - set(spec.kwargs))
-        missing = sorted(set(spec.kwargs) - self.kwargs)
+        passed = self.kwargs | (self.filtered & set(spec.kwargs))
+        extra = sorted(passed - set(spec.kwargs))
+        missing = sorted(set(spec.kwargs) - passed)
         if not extra and not missing:
             return None
         return f"undeclared {extra}, not passed {missing}"
@@ -145,13 +140,57 @@ def _bus_call(call: ast.Call) -> tuple[ast.expr | None, int] | None:
     return None
 
 
-def _module_sites(path: Path, tree: ast.Module, forwarded: dict[str, str]) -> Iterator[Site]:
+#: a wrapper's kwargs: (always added, added only where the hook declares them); None when a
+#: ``**`` it passes cannot be resolved
+Wrapper = tuple[frozenset[str], frozenset[str]] | None
+
+
+def _filtered_splat(value: ast.expr, mappings: dict[str, frozenset[str] | None]) -> frozenset[str]:
+    """``**{k: v for k, v in ids.items() if k in wanted}`` over a dict literal ``ids``: its keys
+    (the wrapper passes those of them the hook declares); empty when it is not that shape."""
+    if not isinstance(value, ast.DictComp) or len(value.generators) != 1:
+        return frozenset()
+    source = value.generators[0].iter
+    if not (isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute)):
+        return frozenset()
+    owner = source.func.value
+    if source.func.attr != "items" or not isinstance(owner, ast.Name):
+        return frozenset()
+    return mappings.get(owner.id) or frozenset()
+
+
+def _wrappers(trees: dict[Path, ast.Module]) -> dict[str, Wrapper]:
+    """Functions that pass one of their parameters as the hook name (the turn scope's
+    ``hook(name, **kwargs)``), in any module: function name -> the kwargs it adds."""
+    found: dict[str, Wrapper] = {}
+    for tree in trees.values():
+        for function in _functions(tree):
+            mappings = _dict_literals(function)
+            params = {a.arg for a in (*function.args.args, *function.args.kwonlyargs)}
+            for call in _calls(function):
+                bus = _bus_call(call)
+                if bus is None or not isinstance(bus[0], ast.Name) or bus[0].id not in params:
+                    continue
+                fixed = frozenset(k.arg for k in call.keywords if k.arg is not None)
+                filtered: frozenset[str] = frozenset()
+                wrapper: Wrapper = (fixed, filtered)
+                for keyword in call.keywords:
+                    if keyword.arg is None and isinstance(keyword.value, ast.Name):
+                        continue  # the wrapper's own **kwargs: the caller's, checked there
+                    if keyword.arg is None:
+                        filtered = filtered | _filtered_splat(keyword.value, mappings)
+                        wrapper = (fixed, filtered) if filtered else None
+                found[function.name] = wrapper
+    return found
+
+
+def _module_sites(
+    path: Path, tree: ast.Module, forwarded: dict[str, str], wrappers: dict[str, Wrapper]
+) -> Iterator[Site]:
     rel = str(path.relative_to(REPO))
-    wrappers: dict[str, frozenset[str]] = {}  # function name -> kwargs it adds
     direct: list[tuple[ast.Call, str, dict[str, frozenset[str] | None]]] = []
     for function in _functions(tree):
         mappings = _dict_literals(function)
-        params = {a.arg for a in (*function.args.args, *function.args.kwonlyargs)}
         for call in _calls(function):
             found = _bus_call(call)
             if found is None:
@@ -162,9 +201,6 @@ def _module_sites(path: Path, tree: ast.Module, forwarded: dict[str, str]) -> It
             hook = _SHORTCUTS.get(func.attr) if name_node is None else _literal(name_node)
             if hook is not None:
                 direct.append((call, hook, mappings))
-            elif isinstance(name_node, ast.Name) and name_node.id in params:
-                added = {k.arg for k in call.keywords if k.arg is not None}
-                wrappers[function.name] = frozenset(added)
     seen: set[int] = set()
     for call, hook, mappings in direct:
         if id(call) in seen:
@@ -185,8 +221,11 @@ def _module_sites(path: Path, tree: ast.Module, forwarded: dict[str, str]) -> It
                 names = _kwargs(call, mappings)
                 hook = _literal(call.args[0])
                 assert hook is not None
-                added = wrappers[callee]
-                yield Site(rel, call.lineno, hook, None if names is None else names | added)
+                wrapper = wrappers[callee]
+                if wrapper is None or names is None:
+                    yield Site(rel, call.lineno, hook, None)
+                else:
+                    yield Site(rel, call.lineno, hook, names | wrapper[0], wrapper[1])
             elif callee in forwarded and isinstance(call.func, ast.Attribute):
                 yield Site(rel, call.lineno, forwarded[callee], _kwargs(call, mappings))
 
@@ -211,8 +250,12 @@ def _forwarded(trees: dict[Path, ast.Module]) -> dict[str, str]:
 
 def _sites() -> list[Site]:
     trees = {path: ast.parse(path.read_text()) for path in sorted(HERMESD.rglob("*.py"))}
-    forwarded = _forwarded(trees)
-    return [site for path, tree in trees.items() for site in _module_sites(path, tree, forwarded)]
+    forwarded, wrappers = _forwarded(trees), _wrappers(trees)
+    return [
+        site
+        for path, tree in trees.items()
+        for site in _module_sites(path, tree, forwarded, wrappers)
+    ]
 
 
 SITES = _sites()
@@ -221,11 +264,11 @@ SITES = _sites()
 def test_the_scan_finds_the_sites_of_every_kind() -> None:
     """A guard on the scanner itself: each way of firing a hook is found somewhere."""
     found = {(site.path, site.hook) for site in SITES}
-    assert ("hermesd/tools/registry.py", "pre_tool_call") in found  # a shortcut
-    assert ("hermesd/tools/registry.py", "post_tool_call") in found  # invoke, **ids resolved
+    assert ("hermesd/tools/pipeline.py", "pre_tool_call") in found  # a shortcut
+    assert ("hermesd/tools/pipeline.py", "post_tool_call") in found  # invoke, **report resolved
     assert ("hermesd/tools/terminal.py", "transform_terminal_output") in found  # a partial
     assert ("hermesd/approvals/broker.py", "post_approval_response") in found
-    assert ("hermesd/agent/loop.py", "post_llm_call") in found  # through the turn's wrapper
+    assert ("hermesd/agent/turn.py", "post_llm_call") in found  # through the turn's wrapper
     assert len(SITES) >= 15
 
 
