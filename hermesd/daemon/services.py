@@ -258,7 +258,8 @@ def build_services(daemon: Daemon) -> None:
         approver=broker.approve,
         redactor=redact.redact,
     )
-    sandbox = Sandbox.for_home(home, cfg, daemon.socket_path, dotenv)  # issue 18
+    # issue 18; issue 29: hosts off sandbox.allowed_domains are asked about like a tool call
+    sandbox = Sandbox.for_home(home, cfg, daemon.socket_path, dotenv, approve=broker.approve)
     register_builtin_file_tools(
         parts.tools,
         home=home,
