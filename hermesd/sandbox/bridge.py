@@ -15,12 +15,11 @@ once per call, like `hermesd.sandbox.landlock_exec`, whose seccomp code it reuse
 
 from __future__ import annotations
 
+import _socket  # not socket and threading: importing them would cost every call milliseconds
+import _thread
 import os
 import select
-import signal
-import socket
 import sys
-import threading
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,23 +29,25 @@ else:  # run by path with -I: its neighbour is not importable as part of the pac
     import landlock_exec
 
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
+SIGKILL = 9
 CHUNK = 65536
+Socket = _socket.socket
 
 
-def relay(listener: socket.socket, target: str) -> None:
+def relay(listener: Socket, target: str) -> None:
     """Accept on ``listener`` forever; each connection is copied to and from ``target``."""
     landlock_exec._call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)
-    landlock_exec._call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    landlock_exec._call("prctl", PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # the caller reads the command's output until every writer is gone
         os.dup2(null, fd)
     while True:
-        client, _ = listener.accept()
-        threading.Thread(target=_pump, args=(client, target), daemon=True).start()
+        fd, _ = listener._accept()  # type: ignore[attr-defined]  # _socket has no accept()
+        _thread.start_new_thread(_pump, (Socket(fileno=fd), target))
 
 
-def _pump(client: socket.socket, target: str) -> None:
-    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _pump(client: Socket, target: str) -> None:
+    upstream = Socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         upstream.connect(target)
     except OSError:
@@ -65,9 +66,7 @@ def _pump(client: socket.socket, target: str) -> None:
         upstream.close()
 
 
-def _move(
-    end: socket.socket, open_ends: dict[socket.socket, socket.socket], last: socket.socket
-) -> None:
+def _move(end: Socket, open_ends: dict[Socket, Socket], last: Socket) -> None:
     """One read from ``end`` passed on; at its end of file (or when the other side can take
     no more) that direction is over, and once ``last`` is over, the exchange is."""
     other = open_ends[end]
@@ -80,7 +79,7 @@ def _move(
         pass  # the proxy may refuse and close before reading all: still pass on its answer
     del open_ends[end]
     try:  # noqa: SIM105 (contextlib is one import more for every call)
-        other.shutdown(socket.SHUT_WR)
+        other.shutdown(_socket.SHUT_WR)
     except OSError:
         pass
     if end is last:
@@ -91,8 +90,8 @@ def main(argv: list[str]) -> None:
     if len(argv) < 6 or argv[4] != "--":
         landlock_exec.fail("usage: bridge.py SOCKET PORT FILTER_FD -- PROGRAM [ARGS...]")
     target, port, filter_fd, program = argv[1], int(argv[2]), int(argv[3]), argv[5:]
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener = Socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    listener.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
     try:
         listener.bind(("127.0.0.1", port))
         listener.listen(64)
