@@ -235,7 +235,8 @@ class EgressProxy:
         if not grant.ask or self.approve is None:
             log.info("egress: %s refused (not in sandbox.allowed_domains)", host)
             return (
-                f"{host} is not in sandbox.allowed_domains, and this process has no session to ask"
+                f"{host} is not in sandbox.allowed_domains (this process is not a tool call, "
+                "so no one is asked)"
             )
         asked = f"network access to {host} (port {port}), not in sandbox.allowed_domains"
         approving = self.approve(

@@ -19,8 +19,10 @@ from typing import Any
 
 import pytest
 
-from tests.support.approvals import client_answering, terminal
+from tests.support.approvals import client_answering, terminal, tool
 from tests.support.daemon import DaemonProcess, short_tmpdir
+from tests.support.mcp_helpers import config as mcp_config
+from tests.support.mcp_helpers import settle, stdio
 
 Start = Callable[..., DaemonProcess]
 MECHANISMS = ["bwrap", "landlock"]
@@ -247,3 +249,21 @@ def test_bad_input_to_the_proxy_gets_a_clear_error_and_others_are_served(
     assert lines["slow"].startswith("HTTP/1.1 408"), output
     assert " 200 OK" in lines["good"] and PAGE.decode() in output, output
     assert json.dumps(d.call("ping")["pong"]) == "true"
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_an_mcp_server_gets_the_allow_list_and_is_not_asked_for_more(
+    start: Start, mechanism: str, page_port: int
+) -> None:
+    sandbox = {"mechanism": mechanism, "network": "allowlist", "allowed_domains": ["127.0.0.1"]}
+    d = start(config=mcp_config({"web": stdio("files")}, sandbox=sandbox))
+    settle(d)
+    client, answers = client_answering(d, "once")
+    with client:
+        allowed = tool(
+            client, "mcp__web__fetch", {"url": f"http://127.0.0.1:{page_port}/"}, None, 90
+        )
+        other = tool(client, "mcp__web__fetch", {"url": f"http://localhost:{page_port}/"}, None, 90)
+    assert allowed["result"] == PAGE.decode(), allowed
+    assert other["result"].startswith("error 403") and "not a tool call" in other["result"], other
+    assert answers.requests == []
