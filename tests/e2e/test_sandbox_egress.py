@@ -8,11 +8,14 @@ Nothing here aims anywhere but the loopback.
 
 from __future__ import annotations
 
+import base64
 import http.server
 import json
+import socket
 import subprocess
 import sys
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -267,3 +270,57 @@ def test_an_mcp_server_gets_the_allow_list_and_is_not_asked_for_more(
     assert allowed["result"] == PAGE.decode(), allowed
     assert other["result"].startswith("error 403") and "not a tool call" in other["result"], other
     assert answers.requests == []
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+@pytest.mark.parametrize("network", ["allowlist", "'off'"])
+def test_no_datagram_leaves_the_sandbox(start: Start, mechanism: str, network: str) -> None:
+    # a stand-in for a DNS server on the loopback: a query from the sandbox must not reach it
+    listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    d = _daemon(start, mechanism, network)
+    probe = (
+        'python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); '
+        f"s.sendto(b'query', ('127.0.0.1', {port})); print('sent')\" 2>&1"
+    )
+    with d.client(timeout=90) as c:
+        output = _run(c, probe)
+    try:
+        # loopback delivery happens inside sendto: had it left, it would be queued already
+        with pytest.raises(BlockingIOError):
+            listener.recv(100)
+    finally:
+        listener.close()
+    assert ("sent" in output) is (mechanism == "bwrap"), output  # Landlock: refused outright
+
+
+def test_a_calls_credentials_end_with_the_call(start: Start) -> None:
+    d = _daemon(start, "landlock", "allowlist", "['127.0.0.1']")
+    with d.client(timeout=90) as c:
+        proxy = urllib.parse.urlsplit(_run(c, "echo $http_proxy").strip())
+    assert proxy.hostname == "127.0.0.1" and proxy.username and proxy.password
+    auth = base64.b64encode(f"{proxy.username}:{proxy.password}".encode()).decode()
+    assert proxy.port is not None
+    with socket.create_connection(("127.0.0.1", proxy.port), 30) as s:
+        s.sendall(
+            f"CONNECT 127.0.0.1:9 HTTP/1.1\r\nProxy-Authorization: Basic {auth}\r\n\r\n".encode()
+        )
+        reply = s.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 407"), reply
+
+
+def test_a_reload_to_allowlist_starts_the_proxy(start: Start, page_port: int) -> None:
+    d = _daemon(start, "bwrap", "'on'")
+    d.home.joinpath("config.yaml").write_text(
+        "approvals:\n  mode: 'off'\n"
+        "sandbox:\n  mechanism: bwrap\n  network: allowlist\n  allowed_domains: ['127.0.0.1']\n"
+    )
+    with d.client(timeout=90) as c:
+        c.call("config.reload")
+        assert c.call("status")["sandbox"]["network"] == "allowlist"
+        proxied = _run(c, _curl(f"http://127.0.0.1:{page_port}/"))
+        direct = _run(c, _curl(f"http://127.0.0.1:{page_port}/", "--noproxy '*'"))
+    assert "status=200" in proxied, proxied
+    assert "status=000" in direct, direct
