@@ -30,6 +30,7 @@ import logging
 import os
 import re
 import secrets
+import socket
 import threading
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -120,38 +121,56 @@ class EgressProxy:
         self.port = 0
         self._grants: dict[str, _Grant] = {}
         self._lock = threading.Lock()  # passes are issued and revoked on worker threads
+        self._sockets: list[socket.socket] = []  # bound and listening, served or about to be
         self._servers: list[asyncio.Server] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._clients = 0
 
     @property
     def running(self) -> bool:
-        """Whether it listens."""
-        return bool(self._servers)
+        """Whether it listens (connections wait in the backlog until `start` serves them)."""
+        return bool(self._sockets)
 
     def configure(self, allowed_domains: Iterable[str]) -> None:
         """Take a new ``sandbox.allowed_domains`` (checked by the config already)."""
         self.allow_list = DomainAllowList(allowed_domains)
 
-    async def start(self) -> None:
-        """Listen on 127.0.0.1 and on the Unix socket (a no-op when listening already)."""
-        if self._servers:
+    def listen(self) -> None:
+        """Bind 127.0.0.1 (the same port again after a stop) and the Unix socket at once, so
+        a call prepared right after a reload finds the proxy; `start` serves them."""
+        if self._sockets:
             return
-        self._loop = asyncio.get_running_loop()
-        tcp = await asyncio.start_server(self._serve, "127.0.0.1", self.port, limit=HEAD_LIMIT)
-        self.port = tcp.sockets[0].getsockname()[1]
+        tcp = socket.create_server(("127.0.0.1", self.port))
+        self.port = tcp.getsockname()[1]
         self.socket_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
-        unix = await asyncio.start_unix_server(self._serve, str(self.socket_path), limit=HEAD_LIMIT)
-        self._servers = [tcp, unix]
+        unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        unix.bind(str(self.socket_path))
+        unix.listen(128)
+        self._sockets = [tcp, unix]
         log.info("egress proxy on 127.0.0.1:%d and %s", self.port, self.socket_path)
+
+    async def start(self) -> None:
+        """Listen (`listen`) and serve (a no-op when serving already)."""
+        self.listen()
+        if self._servers:
+            return
+        self._loop = asyncio.get_running_loop()
+        tcp, unix = self._sockets
+        self._servers = [
+            await asyncio.start_server(self._serve, sock=tcp, limit=HEAD_LIMIT),
+            await asyncio.start_unix_server(self._serve, sock=unix, limit=HEAD_LIMIT),
+        ]
 
     async def stop(self) -> None:
         """Stop listening and close every tunnel."""
         servers, self._servers = self._servers, []
+        sockets, self._sockets = self._sockets, []
         for server in servers:
             server.close()
+        for sock in sockets:
+            sock.close()
         with self._lock:
             grants, self._grants = list(self._grants.values()), {}
         for grant in grants:

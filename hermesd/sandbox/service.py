@@ -46,6 +46,11 @@ class SandboxService:
     def reload(self, cfg: Any) -> None:
         """New ``sandbox.*`` keys and ``.env`` values; the proxy starts or stops with them."""
         self.sandbox.reload(SandboxSettings.from_config(cfg), self.dotenv())
+        if self.sandbox.settings.network == "allowlist":
+            try:  # bound now, so the next call finds it; served by the task below
+                self.sandbox.egress.listen()
+            except OSError:
+                log.exception("the egress proxy could not listen")
         self._switching = asyncio.get_running_loop().create_task(self._follow_network())
 
     async def _follow_network(self) -> None:
