@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from hermesd.sandbox import landlock_exec, policy
-from hermesd.sandbox.egress import Approve, EgressProxy, ProxyPass, socket_path_for
+from hermesd.sandbox.egress import Approve, EgressProxy, socket_path_for
 from hermesd.sandbox.policy import DaemonPlaces, SandboxSettings
 
 log = logging.getLogger(__name__)
@@ -197,7 +197,7 @@ class Sandbox:
         the event loop. Raises `SandboxUnavailable`."""
         self._refuse_if_unavailable("tool commands are")
         env = policy.tool_environment(self.environ, self.settings, self.dotenv)
-        proxy = self._proxy_pass(session_id, ask=True)
+        proxy = self._proxy_port()
         if self.mechanism == "bwrap":
             launch = self._bwrap(command, cwd, workspace, env, proxy)
         else:
@@ -211,13 +211,13 @@ class Sandbox:
                 else policy.rules(self.settings, self.places, workspace, private)
             )
             launch.argv = self._launcher(rules, [SHELL, "-c", command], proxy)
-        self._hand_over(launch, proxy)
+        self._hand_over(launch, proxy, session_id, ask=True)
         return launch
 
     # --- sandbox.network: allowlist (hermesd.sandbox.egress, hermesd.sandbox.bridge) --------
 
-    def _proxy_pass(self, session_id: str | None, ask: bool) -> ProxyPass | None:
-        """This call's egress credentials under ``network: allowlist``, else None."""
+    def _proxy_port(self) -> int | None:
+        """The egress proxy's port under ``network: allowlist``, else None."""
         if self.settings.network != "allowlist":
             return None
         if not self.egress.running:
@@ -225,18 +225,22 @@ class Sandbox:
                 "sandbox.network is allowlist but the egress proxy is not running (see the "
                 "daemon log), so nothing was run"
             )
-        return self.egress.issue(session_id, ask)
+        return self.egress.port
 
-    def _hand_over(self, launch: Launch, proxy: ProxyPass | None) -> None:
-        """Point the call's HTTP clients at the proxy; its credentials end with the call."""
-        if proxy is not None:
+    def _hand_over(
+        self, launch: Launch, port: int | None, session_id: str | None, ask: bool
+    ) -> None:
+        """Give the call its proxy credentials (last: nothing can fail after, so none leak)
+        and point its HTTP clients at the proxy; the credentials end with the call."""
+        if port is not None:
+            proxy = self.egress.issue(session_id, ask)
             launch.env.update(proxy.environment())
             launch._cleanups.insert(0, functools.partial(self.egress.revoke, proxy.user))
 
-    def _bridged(self, proxy: ProxyPass, filter_fd: int, program: list[str]) -> list[str]:
+    def _bridged(self, port: int, filter_fd: int, program: list[str]) -> list[str]:
         """bubblewrap's program when its network namespace is bridged to the proxy: the
         bridge, which applies the seccomp filter from ``filter_fd`` after its relay starts."""
-        bridge = [sys.executable, "-I", "-S", BRIDGE, BRIDGED_SOCKET, str(proxy.port)]
+        bridge = [sys.executable, "-I", "-S", BRIDGE, BRIDGED_SOCKET, str(port)]
         return [*bridge, str(filter_fd), "--", *program]
 
     # -----------------------------------------------------------------------------------------
@@ -250,7 +254,7 @@ class Sandbox:
             )
 
     def _launcher(
-        self, rules: list[tuple[str, str]], program: list[str], proxy: ProxyPass | None = None
+        self, rules: list[tuple[str, str]], program: list[str], proxy: int | None = None
     ) -> list[str]:
         """The Landlock launcher's command line (ABI 0 under ``mode: off``: the marker only);
         under ``network: allowlist`` TCP may connect to the proxy's port alone."""
@@ -259,7 +263,7 @@ class Sandbox:
         if abi and self.settings.network != "on":
             network.append("--no-network")
             if proxy is not None:
-                network.append(f"--connect-port={proxy.port}")
+                network.append(f"--connect-port={proxy}")
         return [
             sys.executable,
             "-I",
@@ -299,7 +303,7 @@ class Sandbox:
         directory = Path(os.path.realpath(os.path.expanduser(str(cwd or workspace))))
         path = search_path or env.get("PATH", os.defpath)
         program = [_find_program(argv[0], path, directory), *argv[1:]]
-        proxy = self._proxy_pass(None, ask=False)  # no session to ask: the allow-list only
+        proxy = self._proxy_port()
         if self.mechanism == "bwrap":
             marker = self._marker_file()
             rules = policy.rules(self.settings, self.places, workspace, None, writable, readable)
@@ -323,7 +327,7 @@ class Sandbox:
             )
             launch = Launch(self._launcher(rules, program, proxy), env, directory)
             launch._cleanups.append(lambda: shutil.rmtree(private, ignore_errors=True))
-        self._hand_over(launch, proxy)
+        self._hand_over(launch, proxy, None, ask=False)  # no session: the allow-list only
         return launch
 
     def _marker_file(self) -> Path:
@@ -349,7 +353,7 @@ class Sandbox:
         cwd: Path,
         workspace: Path,
         env: dict[str, str],
-        proxy: ProxyPass | None = None,
+        proxy: int | None = None,
     ) -> Launch:
         argv = self._bwrap_mounts(policy.rules(self.settings, self.places, workspace, None))
         read, write = os.pipe()
