@@ -123,7 +123,7 @@ def report(samples: dict[str, list[float]], args: argparse.Namespace) -> str:
         verdicts.append(f"{name} +{added:.1f} ms ({verdict})")
     lines += ["", f"Target ≤ {TARGET_MS:g} ms added at p50: " + "; ".join(verdicts) + "."]
     allowlist = ", ".join(
-        f"{name} +{(median(samples[f'{name} allowlist']) - median(samples[name])) * ms:.1f} ms"
+        f"{name} {(median(samples[f'{name} allowlist']) - median(samples[name])) * ms:+.1f} ms"
         for name in ("bwrap", "landlock")
     )
     lines += [
