@@ -130,6 +130,24 @@ def test_a_session_answer_is_remembered_for_the_session(start: Start, page_port:
     assert len(answers.requests) == 1
 
 
+def test_an_always_answer_is_kept_as_a_rule_for_every_session(start: Start, page_port: int) -> None:
+    d = _daemon(start, "landlock", "allowlist")
+    client, answers = client_answering(d, "always")
+    with client:
+        first = _run(client, _curl(f"http://localhost:{page_port}/"))
+        other_session = d.call("session.create", {"attach": False})["id"]
+        second = _run(client, _curl(f"http://localhost:{page_port}/"), other_session)
+    assert "status=200" in first and "status=200" in second, (first, second)
+    assert len(answers.requests) == 1
+    rules = [r["pattern_key"] for r in d.call("approvals.list")["rules"]]
+    assert "network:localhost" in rules
+    d.call("approvals.revoke", {"pattern_key": "network:localhost"})
+    refusing, asked = client_answering(d, "deny")
+    with refusing:
+        third = _run(refusing, _curl(f"http://localhost:{page_port}/"))
+    assert "status=403" in third and len(asked.requests) == 1, third
+
+
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_a_direct_connection_that_ignores_the_proxy_fails(
     start: Start, mechanism: str, page_port: int
