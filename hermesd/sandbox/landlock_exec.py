@@ -233,7 +233,7 @@ def _landlock(abi: int, rules: list[tuple[str, str]], network: bool, connect_por
         _check(_call("syscall", SYS_CAPSET, struct.pack("Ii", 0x20080522, 0), bytes(24)), "capset")
     scoped = SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL if abi >= 6 else 0
     if not network and abi < 4:
-        fail("sandbox.network: false needs Landlock ABI 4")
+        fail("sandbox.network: off or allowlist needs Landlock ABI 4")
     net = 0 if network else NET_BIND_TCP | NET_CONNECT_TCP  # handled, never granted
     attr = struct.pack("QQQ", handled(abi), net, scoped)
     ruleset = _check(_call("syscall", SYS_CREATE, attr, len(attr), 0), "landlock_create_ruleset")
