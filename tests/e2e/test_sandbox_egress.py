@@ -206,6 +206,8 @@ def test_status_shows_the_network_mode(start: Start, network: str) -> None:
             timeout=30,
         )
         assert "network: allowlist (2 domains)" in cli.stdout, cli.stdout
+        [row] = [r for r in d.call("doctor")["checks"] if r["name"] == "sandbox"]
+        assert "network: allowlist" in row["detail"], row
 
 
 def test_a_bad_allowed_domains_entry_is_a_config_error(start: Start) -> None:
