@@ -119,6 +119,16 @@ def test_a_denied_host_gets_403_with_a_reason(start: Start, mechanism: str, page
     assert len(answers.requests) == 1
 
 
+def test_one_question_per_host_per_command(start: Start, page_port: int) -> None:
+    d = _daemon(start, "bwrap", "allowlist")
+    client, answers = client_answering(d, "once")
+    fetch = _curl(f"http://localhost:{page_port}/")
+    with client:  # three fetches at once, then one more: one question, for the whole command
+        output = _run(client, f"({fetch}) & ({fetch}) & ({fetch}) & wait; echo; {fetch}")
+    assert output.count("status=200") == 4, output
+    assert len(answers.requests) == 1
+
+
 def test_a_session_answer_is_remembered_for_the_session(start: Start, page_port: int) -> None:
     d = _daemon(start, "bwrap", "allowlist")
     session = d.call("session.create", {"attach": False})["id"]
