@@ -129,6 +129,21 @@ def test_one_question_per_host_per_command(start: Start, page_port: int) -> None
     assert len(answers.requests) == 1
 
 
+def test_approvals_deny_network_refuses_unlisted_hosts_without_asking(
+    start: Start, page_port: int
+) -> None:
+    config = (
+        "approvals:\n  mode: 'off'\n  deny: [network]\n"
+        "sandbox:\n  mechanism: landlock\n  network: allowlist\n"
+    )
+    d = start(config=config)
+    client, answers = client_answering(d, "once")
+    with client:
+        output = _run(client, _curl(f"http://localhost:{page_port}/"))
+    assert "status=403" in output and "approvals.deny" in output, output
+    assert answers.requests == []
+
+
 def test_a_session_answer_is_remembered_for_the_session(start: Start, page_port: int) -> None:
     d = _daemon(start, "bwrap", "allowlist")
     session = d.call("session.create", {"attach": False})["id"]
