@@ -60,6 +60,7 @@ _REASONS = {
     503: "Service Unavailable",
     504: "Gateway Timeout",
 }
+_SHORT_FOLDER = "hermesd-egress-"
 _HOP_BY_HOP = {b"proxy-authorization", b"proxy-connection", b"connection", b"keep-alive"}
 
 
@@ -180,6 +181,9 @@ class EgressProxy:
                 await asyncio.wait_for(server.wait_closed(), 2)
         with contextlib.suppress(OSError):
             self.socket_path.unlink()
+        if self.socket_path.parent.name.startswith(_SHORT_FOLDER):  # `socket_path_for` made it
+            with contextlib.suppress(OSError):
+                self.socket_path.parent.rmdir()
 
     def issue(self, session_id: str | None, ask: bool = True) -> ProxyPass:
         """New credentials for one call (any thread; the current context is the call's)."""
@@ -464,4 +468,4 @@ def socket_path_for(scratch: Path) -> Path:
         return path
     import tempfile
 
-    return Path(tempfile.mkdtemp(prefix="hermesd-egress-")) / "egress.sock"
+    return Path(tempfile.mkdtemp(prefix=_SHORT_FOLDER)) / "egress.sock"
