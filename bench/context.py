@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common
 from common import machine, now_utc, percentile
 
-from hermesd.agent.compressor import (
+from hermesd.context.compressor import (
     SUMMARY_PREFIX,
     SUMMARY_SYSTEM,
     BuiltinCompressor,

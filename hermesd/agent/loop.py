@@ -1,7 +1,7 @@
 """One turn of one session: the OpenAI tool-calling loop.
 
 Owns the order of a turn: commit the user message, run the turn's hooks (docs/hermes-compat.md §5),
-let the session's context engine check each request (``hermesd.agent.context``), stream model
+let the session's context engine check each request (``hermesd.context.host``), stream model
 responses, run the model's tool calls through the tool registry in the model's
 order, commit every message as soon as it exists (each write awaited before the turn goes
 on, so messages are stored in the order they happened), and report progress as events. It does not
@@ -39,9 +39,9 @@ from hermesd.model.client import (
 from hermesd.model.fastjson import valid_text
 from hermesd.model.response import as_chat_completion, completion_from_response
 from hermesd.model.stream import canonical_usage
-from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.host import ReloadGate
-from hermesd.plugins.middleware import MiddlewareBus, MiddlewareTimeout
+from hermesd.runtime.hooks import HookBus
+from hermesd.runtime.middleware import MiddlewareBus, MiddlewareTimeout
 from hermesd.store.sessions import (
     MessageRecord,
     SessionNotFound,
@@ -52,7 +52,7 @@ from hermesd.store.usage import RequestUsage
 from hermesd.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
-    from hermesd.agent.context import ContextHost
+    from hermesd.context.host import ContextHost
     from hermesd.memory.builtin import BuiltinMemory
     from hermesd.memory.providers import ActiveProvider, MemoryProviders
 
@@ -172,7 +172,7 @@ class AgentLoop:
         self.memory = memory  # the built-in memory's prompt snapshot (hermesd.memory)
         self.providers = providers  # the external memory provider (memory.provider)
         self.meter = meter or UsageMeter(store)  # usage rows, prices and budget.*
-        self.context = context  # the sessions' context engines (hermesd.agent.context)
+        self.context = context  # the sessions' context engines (hermesd.context.host)
 
     def check_ready(self) -> None:
         """Raise ``ModelNotConfigured`` when no endpoint is configured (call before a turn)."""
@@ -276,7 +276,7 @@ class _Turn:
         self.toolsets: Toolsets | None = None
         self.provider: ActiveProvider | None = None  # the session's memory provider
         self.provider_tools: set[str] = set()  # its tools offered in this turn
-        # the context engine's view of this turn (hermesd.agent.context)
+        # the context engine's view of this turn (hermesd.context.host)
         self.api_user: dict[str, Any] = {}  # the user message as sent (with recalled context)
         self.user_seq = 0  # ... and its stored seq
         self.context_generation = 0  # the session's compactions when its history was read

@@ -25,11 +25,11 @@ from hermesd.agent.event_log import EventLog
 from hermesd.agent.loop import AgentLoop, Toolsets, TurnResult, new_id
 from hermesd.model.client import ModelError
 from hermesd.model.fastjson import valid_text
-from hermesd.plugins.context import current_session
-from hermesd.plugins.hooks import HookBus
 from hermesd.rpc import wire
 from hermesd.rpc.connection import Call, Connection, Router
 from hermesd.rpc.protocol import Codes, RpcError
+from hermesd.runtime.hooks import HookBus
+from hermesd.runtime.session import current_session
 from hermesd.store.sessions import (
     MessageNotFound,
     SessionNotFound,
@@ -39,7 +39,7 @@ from hermesd.store.sessions import (
 )
 
 if TYPE_CHECKING:
-    from hermesd.agent.context import ContextHost
+    from hermesd.context.host import ContextHost
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class SessionService:
         twice) and ``branch`` (``session.fork``; the caller stays in the old one)."""
         self.store = store
         self.agent = agent
-        # the sessions' context engines (hermesd.agent.context)
+        # the sessions' context engines (hermesd.context.host)
         self.context: ContextHost | None = getattr(agent, "context", None)
         self.hooks = hooks
         self.platform = platform

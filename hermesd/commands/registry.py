@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hermesd.plugins.workers import WorkerPool, WorkTimeout, call_bounded, shared_pool
+from hermesd.runtime.workers import WorkerPool, WorkTimeout, call_bounded, shared_pool
 
 log = logging.getLogger(__name__)
 

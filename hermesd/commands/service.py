@@ -38,12 +38,12 @@ from hermesd.commands.registry import (
 )
 from hermesd.commands.session_commands import SessionCommands
 from hermesd.model.fastjson import valid_text
-from hermesd.plugins.context import current_session
 from hermesd.plugins.host import PluginHost
-from hermesd.plugins.workers import WorkTimeout, call_bounded
 from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.humanize import duration
 from hermesd.rpc.protocol import METHODS, Codes, RpcError
+from hermesd.runtime.session import current_session
+from hermesd.runtime.workers import WorkTimeout, call_bounded
 from hermesd.store.sessions import SessionNotFound
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ DEFAULT_CLI_TIMEOUT = 120.0
 ApprovalHandler = Callable[[str, str, str], Awaitable[str]]
 
 #: Built-in commands that do what an RPC method does: they are owner-only when it is.
-BUILTIN_METHODS = {"reload-plugins": "plugins.reload"}
+BUILTIN_METHODS = {"reload-plugins": "plugins.reload", "cron": "cron.create"}
 
 
 @dataclass

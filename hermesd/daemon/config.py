@@ -98,7 +98,7 @@ SCHEMA: dict[str, Any] = {
             (int,), None, "tokens of the model's window (default: the endpoint's, a table, 128K)"
         ),
     },
-    # context engines and compaction (hermesd.agent.context, docs/sessions.md)
+    # context engines and compaction (hermesd.context.host, docs/sessions.md)
     "context": {
         "engine": _S((str,), "compressor", "context engine: compressor (built-in) or a plugin's"),
         "timeout": _S(_num, 120.0, "seconds one compaction may take"),
@@ -156,7 +156,12 @@ SCHEMA: dict[str, Any] = {
         ),
         "mechanism": _S((str,), "auto", "auto, bwrap or landlock", ("auto", "bwrap", "landlock")),
         "writable": _S(_strlist, [], "more directories a tool may write (workspace-write)"),
-        "readable_deny": _S(_strlist, [], "paths a tool may not read"),
+        "readable_deny": _S(
+            _strlist, [], "paths a tool may not read, besides the credential stores (~/.ssh …)"
+        ),
+        "readable_allow": _S(
+            _strlist, [], "credential stores (~/.aws …) tools may read after all (a risk)"
+        ),
         "bwrap": _S((str,), "bwrap", "the bubblewrap command"),
         "network": _S(
             (bool, str),

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from hermesd import redact
 from hermesd.agent.budget import UsageMeter
-from hermesd.agent.context import ContextHost, ContextSettings
 from hermesd.agent.loop import AgentLoop, AgentSettings
 from hermesd.agent.sessions import SessionService
 from hermesd.agent.usage_service import UsageService
@@ -29,6 +28,7 @@ from hermesd.approvals.broker import ApprovalBroker
 from hermesd.approvals.service import ApprovalService
 from hermesd.commands.registry import CommandRegistry
 from hermesd.commands.service import CommandService, hermesctl_subcommands
+from hermesd.context.host import ContextHost, ContextSettings
 from hermesd.cron.service import CronService
 from hermesd.cron.tool import register_cron_command, register_cron_tool
 from hermesd.cron.wake import Activity, ScaleToZero
@@ -46,15 +46,14 @@ from hermesd.memory.providers import MemoryProviders
 from hermesd.memory.service import MemoryService
 from hermesd.memory.tool import register_memory_tool
 from hermesd.model.client import ModelClient, ModelSettings
-from hermesd.plugins.admin import PluginAdminService
-from hermesd.plugins.context import Injector, McpCaller
+from hermesd.plugins.admin_service import PluginAdminService
 from hermesd.plugins.context_engines import EngineRegistrations
-from hermesd.plugins.hooks import DEFAULT_HOOK_TIMEOUT, HookBus
 from hermesd.plugins.host import DEFAULT_LOAD_TIMEOUT, PluginHost, PluginManager, ReloadGate
 from hermesd.plugins.memory_providers import ProviderRegistrations
+from hermesd.plugins.registrar import Injector, McpCaller
 from hermesd.plugins.service import PluginService
-from hermesd.plugins.skills import SkillCatalog
-from hermesd.plugins.workers import WorkerPool
+from hermesd.runtime.hooks import DEFAULT_HOOK_TIMEOUT, HookBus
+from hermesd.runtime.workers import WorkerPool
 from hermesd.sandbox.confine import Sandbox
 from hermesd.sandbox.service import SandboxService
 from hermesd.store.sessions import SessionStore
@@ -67,6 +66,7 @@ from hermesd.tools.registry import (
     ToolRegistry,
 )
 from hermesd.tools.results import Redactor
+from hermesd.tools.skill_catalog import SkillCatalog
 
 if TYPE_CHECKING:
     from hermesd.daemon.main import Daemon

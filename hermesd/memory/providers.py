@@ -53,7 +53,7 @@ from hermesd.memory.provider_cli import ProviderCli
 from hermesd.memory.provider_journal import DeliveryJournal
 from hermesd.memory.provider_source import ProviderSource
 from hermesd.plugins.memory_providers import ProviderRegistrations, provider_name
-from hermesd.plugins.workers import WorkerPool
+from hermesd.runtime.workers import WorkerPool
 from hermesd.store.sessions import SessionStore
 
 __all__ = ["ActiveProvider", "MemoryProviders", "memory_context_block"]

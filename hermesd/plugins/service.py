@@ -4,7 +4,7 @@ Owns loading plugins at start-up and exposing the host's registries to clients. 
 the background, behind the reload gate: the daemon listens and answers ``status`` (which says
 ``plugins_loading``) at once, while requests that need plugins wait at the gate as they do
 during a reload. Loading rules, the tool pipeline and skills live in ``hermesd.plugins.host``,
-``hermesd.tools`` and ``hermesd.plugins.skills``; this module only translates to and from RPC.
+``hermesd.tools`` and ``hermesd.tools.skill_catalog``; this module only translates to and from RPC.
 """
 
 from __future__ import annotations

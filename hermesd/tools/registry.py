@@ -29,17 +29,10 @@ from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hermesd.plugins.context import current_session
-from hermesd.plugins.hooks import HookBus
-from hermesd.plugins.middleware import MiddlewareTimeout
-from hermesd.plugins.tool_schema import (
-    ToolRejected,
-    check_args,
-    normalize_schema,
-    openai_form,
-    validate_tool,
-)
-from hermesd.plugins.workers import CallShape, WorkerPool, WorkTimeout, call_bounded, shared_pool
+from hermesd.runtime.hooks import HookBus
+from hermesd.runtime.middleware import MiddlewareTimeout
+from hermesd.runtime.session import current_session
+from hermesd.runtime.workers import CallShape, WorkerPool, WorkTimeout, call_bounded, shared_pool
 from hermesd.tools.checks import CheckCache
 from hermesd.tools.consent import Consent
 from hermesd.tools.results import (
@@ -48,6 +41,13 @@ from hermesd.tools.results import (
     error_result,
     parse_args,
     redact_and_clip,
+)
+from hermesd.tools.schema import (
+    ToolRejected,
+    check_args,
+    normalize_schema,
+    openai_form,
+    validate_tool,
 )
 
 log = logging.getLogger(__name__)

@@ -563,7 +563,7 @@ def test_runs_with_the_real_registry_and_hook_bus(
     tmp_path: Path, server: ScriptedModelServer
 ) -> None:
     from hermesd.daemon import config
-    from hermesd.plugins.hooks import HookBus
+    from hermesd.runtime.hooks import HookBus
     from hermesd.tools.builtin_files import register_builtin_file_tools
     from hermesd.tools.registry import ToolRegistry
 
@@ -603,7 +603,7 @@ def test_post_tool_call_runs_beside_the_next_request_but_in_hook_order(
     # post_tool_call callbacks are observers: the turn does not wait for them before the next
     # model request, but they finish before the turn's next hook (here the second call's
     # pre_tool_call, and on_session_end) and before turn.finished.
-    from hermesd.plugins.hooks import HookBus
+    from hermesd.runtime.hooks import HookBus
     from hermesd.tools.registry import ToolRegistry
 
     log: list[str] = []

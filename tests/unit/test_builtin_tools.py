@@ -306,7 +306,7 @@ def test_session_search_finds_past_conversations(reg: Registrations, store: Sess
 
 
 def test_schemas_pass_the_registry_lint(reg: Registrations) -> None:
-    from hermesd.plugins.tool_schema import lint_tools
+    from hermesd.tools.schema import lint_tools
 
     findings = lint_tools((n, t["toolset"], t["schema"]) for n, t in reg.tools.items())
     # 'terminal' keeps the reference's name (plugins and hooks refer to it) despite verb_noun
@@ -318,7 +318,7 @@ def test_schemas_pass_the_registry_lint(reg: Registrations) -> None:
 def test_tools_run_through_the_real_registry_pipeline(
     home: Path, work: Path, store: SessionStore
 ) -> None:
-    from hermesd.plugins.hooks import HookBus
+    from hermesd.runtime.hooks import HookBus
     from hermesd.tools.registry import ToolRegistry
 
     registry = ToolRegistry(HookBus())

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from hermesd.agent.sessions import SessionService
-from hermesd.plugins.hooks import HookBus
+from hermesd.runtime.hooks import HookBus
 from hermesd.store.dbthread import DbThread
 from hermesd.store.sessions import SessionNotFound, SessionStore, StorageUnavailable
 

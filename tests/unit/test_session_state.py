@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from hermesd.agent.sessions import SessionService
-from hermesd.plugins.hooks import HookBus
 from hermesd.rpc.connection import Call, Peer
+from hermesd.runtime.hooks import HookBus
 from hermesd.store.sessions import SessionStore
 
 

@@ -6,7 +6,7 @@ an engine folder's engine or the plugin slot's, deep-copied per session; the bui
 reference's warnings when neither works), and `Engines.call`: the built-in's methods inline, a
 plugin engine's on daemon worker threads, each call under a timeout, a failure raised as
 `EngineFailed` with its traceback in the log. When to call what, and what is kept of it, is
-``hermesd.agent.context``'s business.
+``hermesd.context.host``'s business.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermesd.agent.compressor import BuiltinCompressor, CompressionSettings
+from hermesd.context.compressor import BuiltinCompressor, CompressionSettings
 from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.plugins.context_engines import EngineRegistrations, find_engine
-from hermesd.plugins.workers import WorkerPool, WorkTimeout
+from hermesd.runtime.workers import WorkerPool, WorkTimeout
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The context engine host: which engine each session uses, when it is called, and what is kept
 of what it returns (docs/sessions.md, "The view model"; docs/hermes-compat.md §11.5).
 
-Owns, per session: its engine (made by ``hermesd.agent.engines``), started with
+Owns, per session: its engine (made by ``hermesd.context.engines``), started with
 ``update_model`` (the window from ``hermesd.model.context_length``) and ``on_session_start`` the
 first time the session is used; the lock that lets one compaction at a time run on it; the
 compactions of the running turn (at most `MAX_PER_TURN`); compaction off the hot path between
@@ -12,7 +12,7 @@ Failures: an engine call that raises, hangs or returns something that is not a m
 logged with its traceback, the attached clients get a ``context.warning`` event, and the session
 goes on with the built-in compressor; the turn is never failed by it. Not owned here: the turn
 loop (``hermesd.agent.loop`` calls `before_request`, `after_response`, `turn_finished`), the
-built-in engine itself (``hermesd.agent.compressor``), storage (``hermesd.store``).
+built-in engine itself (``hermesd.context.compressor``), storage (``hermesd.store``).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hermesd.agent.compressor import SummaryFailed, estimate_tokens, is_summary
-from hermesd.agent.engines import (
+from hermesd.context.compressor import SummaryFailed, estimate_tokens, is_summary
+from hermesd.context.engine import sanitize_memory_context
+from hermesd.context.engines import (
     ContextSettings,
     EngineFailed,
     Engines,
@@ -39,9 +40,8 @@ from hermesd.agent.engines import (
 from hermesd.model import context_length
 from hermesd.model.client import ModelClient
 from hermesd.model.stream import canonical_usage
-from hermesd.plugins.compat.agent.context_engine import sanitize_memory_context
 from hermesd.plugins.context_engines import EngineRegistrations
-from hermesd.plugins.workers import WorkTimeout
+from hermesd.runtime.workers import WorkTimeout
 from hermesd.store.compactions import split_view
 from hermesd.store.sessions import SessionStore
 
