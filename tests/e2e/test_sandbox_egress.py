@@ -25,7 +25,7 @@ import pytest
 from tests.support.approvals import client_answering, terminal, tool
 from tests.support.daemon import DaemonProcess, short_tmpdir
 from tests.support.mcp_helpers import config as mcp_config
-from tests.support.mcp_helpers import settle, stdio
+from tests.support.mcp_helpers import settle, stdio, unmarked
 
 Start = Callable[..., DaemonProcess]
 MECHANISMS = ["bwrap", "landlock"]
@@ -312,6 +312,7 @@ def test_an_mcp_server_gets_the_allow_list_and_is_not_asked_for_more(
             client, "mcp__web__fetch", {"url": f"http://127.0.0.1:{page_port}/"}, None, 90
         )
         other = tool(client, "mcp__web__fetch", {"url": f"http://localhost:{page_port}/"}, None, 90)
+    allowed, other = unmarked(allowed), unmarked(other)
     assert allowed["result"] == PAGE.decode(), allowed
     assert other["result"].startswith("error 403") and "not a tool call" in other["result"], other
     assert answers.requests == []
