@@ -165,7 +165,13 @@ SCHEMA: dict[str, Any] = {
         ),
         "bwrap": _S((str,), "bwrap", "the bubblewrap command"),
         "network": _S(
-            (bool,), True, "false: a tool's command gets no network (TCP under Landlock)"
+            (bool, str),
+            "on",
+            "on, allowlist (only through the egress proxy) or off (true/false: on/off)",
+            (True, False, "on", "off", "allowlist"),
+        ),
+        "allowed_domains": _S(
+            _strlist, [], "hosts reachable under network: allowlist, e.g. '*.github.com'"
         ),
     },
     "approvals": {
@@ -366,6 +372,12 @@ def _pricing_problem(value: Any) -> str | None:
     return price_problem(value)
 
 
+def _allowed_domains_problem(value: Any) -> str | None:
+    from hermesd.sandbox.allowlist import entries_problem
+
+    return entries_problem(value)
+
+
 # Checks of a value beyond its type, by dotted key: a sentence saying what is wrong, or None.
 _CHECKS: dict[str, Any] = {
     "model.base_url": url_problem,
@@ -376,6 +388,7 @@ _CHECKS: dict[str, Any] = {
     "budget.daily_usd": _positive,
     "budget.monthly_usd": _positive,
     "pricing": _pricing_problem,
+    "sandbox.allowed_domains": _allowed_domains_problem,
 }
 
 

@@ -298,7 +298,8 @@ def _core(daemon: Daemon) -> _Core:
         approver=broker.approve,
         redactor=redact.redact,
     )
-    sandbox = Sandbox.for_home(home, cfg, daemon.socket_path, dotenv)  # issue 18
+    # issue 18; issue 29: hosts off sandbox.allowed_domains are asked about like a tool call
+    sandbox = Sandbox.for_home(home, cfg, daemon.socket_path, dotenv, approve=broker.approve)
     register_builtin_file_tools(
         parts.tools,
         home=home,

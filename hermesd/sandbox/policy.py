@@ -25,6 +25,8 @@ from hermesd.sandbox import protected
 
 MODES = ("read-only", "workspace-write", "off")
 MECHANISMS = ("auto", "bwrap", "landlock")
+#: ``sandbox.network``: no network, only through the egress proxy, the machine's network
+NETWORK_MODES = ("off", "allowlist", "on")
 #: variables a tool's shell gets (when set), besides ``LC_*`` and ``terminal.env_passthrough``
 ENV_ALLOWED = ("PATH", "HOME", "LANG", "LANGUAGE", "TERM", "USER", "LOGNAME", "SHELL", "TZ")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
@@ -41,7 +43,8 @@ class SandboxSettings:
     readable_allow: tuple[str, ...] = ()
     env_passthrough: tuple[str, ...] = ()
     bwrap: str = "bwrap"
-    network: bool = True
+    network: str = "on"  # NETWORK_MODES
+    allowed_domains: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, config: Any) -> SandboxSettings:
@@ -58,8 +61,18 @@ class SandboxSettings:
             readable_allow=strings("sandbox.readable_allow"),
             env_passthrough=strings("terminal.env_passthrough"),
             bwrap=str(config.get("sandbox.bwrap") or "bwrap"),
-            network=config.get("sandbox.network") is not False,
+            network=network_mode(config.get("sandbox.network")),
+            allowed_domains=strings("sandbox.allowed_domains"),
         )
+
+
+def network_mode(value: Any) -> str:
+    """``sandbox.network`` as one of `NETWORK_MODES` (YAML reads bare on/off as booleans)."""
+    if value is None or value is True:
+        return "on"
+    if value is False:
+        return "off"
+    return str(value).lower()
 
 
 @dataclass(frozen=True)

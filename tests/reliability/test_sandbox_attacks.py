@@ -63,6 +63,7 @@ def sandboxed(
     assert daemon.call("status")["sandbox"] == {
         "mode": "workspace-write",
         "mechanism": request.param,
+        "network": "on",
     }
     yield daemon
     daemon.stop()
