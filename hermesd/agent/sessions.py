@@ -26,6 +26,7 @@ from hermesd.agent.loop import AgentLoop, Toolsets, TurnResult, new_id
 from hermesd.model.client import ModelError
 from hermesd.model.fastjson import valid_text
 from hermesd.rpc import wire
+from hermesd.rpc.caller import Caller
 from hermesd.rpc.connection import Call, Connection, Router
 from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.runtime.hooks import HookBus
@@ -119,6 +120,7 @@ class SessionService:
             "compress",
         ):
             router.bind(f"session.{name}", getattr(self, f"rpc_{name}"))
+        router.gate.sessions = self.guard  # every Access.SESSION method's check
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -286,34 +288,38 @@ class SessionService:
         except StoreError as exc:
             raise RpcError(Codes.INTERNAL, f"session store: {exc}") from None
 
-    async def check_access(self, conn: Connection, sid: str) -> None:
-        """Raise ``NotFound`` unless ``conn`` may use session ``sid`` (it exists, and the peer
-        is the daemon's owner or the session's)."""
-        scope = conn.scope_uid
+    async def guard(self, caller: Caller, p: dict[str, Any], key: str) -> None:
+        """The access check of every ``Access.SESSION`` method (`hermesd.rpc.access`):
+        resolve ``p[key]`` (`resolve`), then `check_access`."""
+        await self.check_access(caller, await self.resolve(caller, p, key))
+
+    async def check_access(self, caller: Caller, sid: str) -> None:
+        """Raise ``NotFound`` unless ``caller`` may use session ``sid`` (it exists, and the
+        caller is the daemon's owner or the session's)."""
+        scope = caller.scope_uid
         if scope is None:
             return
         if sid not in self._owners:
             session = await self._db(self.store.get_session, sid)
             self._owners[sid] = session["owner_uid"]
         if self._owners[sid] != scope:
-            log.info("uid %d asked for session %s of another user: not found", scope, sid)
+            log.info("%s asked for session %s of another user: not found", caller.describe(), sid)
             raise _not_found(SessionNotFound(sid))
 
-    async def _owned(self, conn: Connection, sid: str) -> dict[str, Any]:
-        """The session, when ``conn`` may use it (`check_access`)."""
+    async def _session(self, sid: str) -> dict[str, Any]:
+        """The stored session (``NotFound`` when there is none); access was checked before."""
         session: dict[str, Any] = await self._db(self.store.get_session, sid)
         self._owners[sid] = session["owner_uid"]
-        await self.check_access(conn, sid)
         return session
 
-    async def _resolve(self, conn: Connection, p: dict[str, Any], key: str = "session_id") -> str:
+    async def resolve(self, caller: Caller, p: dict[str, Any], key: str = "session_id") -> str:
         """``p[key]`` as a full session id: a unique prefix stands for its session (like git
         and docker); an ambiguous one is an error listing the candidates. Only the sessions
-        ``conn`` may use are candidates (sessions have owners). Returns the id."""
+        ``caller`` may use are candidates (sessions have owners). Returns the id."""
         sid = p.get(key)
         if not isinstance(sid, str) or not sid or sid in self.touched or sid in self.attached:
             return str(sid or "")
-        matches = await self._db(self.store.ids_starting_with, sid, 11, owner_uid=conn.scope_uid)
+        matches = await self._db(self.store.ids_starting_with, sid, 11, owner_uid=caller.scope_uid)
         if len(matches) > 1 and sid not in matches:
             shown = ", ".join(matches[:10]) + (", …" if len(matches) > 10 else "")
             raise RpcError(
@@ -338,23 +344,23 @@ class SessionService:
 
     # --- methods -----------------------------------------------------------------------------
 
-    def _check_model_choice(self, conn: Connection, model: str | None) -> None:
+    def _check_model_choice(self, caller: Caller, model: str | None) -> None:
         """Which model the daemon's key pays for is the owner's choice (``/model`` too)."""
-        if model and conn.scope_uid is not None and model != self.agent.client.settings.model:
+        if model and not caller.is_owner and model != self.agent.client.settings.model:
             raise RpcError(
                 Codes.PERMISSION_DENIED,
                 "only the daemon's owner may choose a session's model",
-                {"peer_uid": conn.peer.uid},
+                {"peer_uid": caller.uid},
             )
 
     async def rpc_create(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        self._check_model_choice(call.conn, p.get("model"))
+        self._check_model_choice(call.caller, p.get("model"))
         session = await self._db(
             self.store.create_session,
             title=p.get("title"),
             model=p.get("model"),
             platform=p.get("platform") or "cli",
-            owner_uid=_owner_uid(call.conn),
+            owner_uid=call.caller.session_uid,
         )
         self._count += 1
         if p.get("attach", True):
@@ -366,18 +372,15 @@ class SessionService:
             self.store.list_sessions,
             p.get("limit") or 50,
             before=p.get("before"),
-            owner_uid=call.conn.scope_uid,
+            owner_uid=call.caller.scope_uid,
         )
         page["sessions"] = [self._live(s) for s in page["sessions"]]
         return page
 
     async def rpc_get(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        await self._resolve(call.conn, p)
-        return self._live(await self._owned(call.conn, p["session_id"]))
+        return self._live(await self._session(p["session_id"]))
 
     async def rpc_history(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        await self._resolve(call.conn, p)
-        await self.check_access(call.conn, p["session_id"])
         messages = await self._db(
             self.store.messages,
             p["session_id"],
@@ -387,14 +390,11 @@ class SessionService:
         return {"messages": messages}
 
     async def rpc_rename(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        await self._resolve(call.conn, p)
-        await self.check_access(call.conn, p["session_id"])
         return self._live(await self._db(self.store.rename, p["session_id"], p["title"]))
 
     async def rpc_delete(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        await self._resolve(call.conn, p)
         sid = p["session_id"]
-        await self._owned(call.conn, sid)
+        await self._session(sid)
         await self._cancel(sid)
         await self.hooks.invoke("on_session_finalize", session_id=sid, platform=self.platform)
         await self._db(self.store.delete, sid)
@@ -410,8 +410,6 @@ class SessionService:
         return {"deleted": True}
 
     async def rpc_fork(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        await self._resolve(call.conn, p)
-        await self.check_access(call.conn, p["session_id"])
         session = await self._db(
             self.store.fork, p["session_id"], p.get("upto_message_id"), title=p.get("title")
         )
@@ -420,23 +418,20 @@ class SessionService:
         return self._live(session)
 
     async def rpc_search(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        if p.get("session_id"):
-            await self._resolve(call.conn, p)
-            await self.check_access(call.conn, p["session_id"])
         hits = await self._db(
             self.store.search,
             p["query"],
             p.get("limit") or 20,
             session_id=p.get("session_id"),
-            owner_uid=call.conn.scope_uid,
+            owner_uid=call.caller.scope_uid,
         )
         return {"hits": hits}
 
     async def rpc_reset(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        old = await self._resolve(call.conn, p) if p.get("session_id") else None
+        old = p.get("session_id")
         model = None
         if old:
-            previous = await self._owned(call.conn, old)
+            previous = await self._session(old)
             model = previous["model"]
             await self.hooks.invoke("on_session_reset", session_id=old, platform=self.platform)
             self._detach(old, call.conn)
@@ -444,7 +439,7 @@ class SessionService:
             self.store.create_session,
             model=model,
             platform=self.platform,
-            owner_uid=_owner_uid(call.conn),
+            owner_uid=call.caller.session_uid,
         )
         self._count += 1
         self._attach(session["id"], call.conn)
@@ -453,8 +448,7 @@ class SessionService:
         return self._live(session)
 
     async def rpc_attach(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        await self._resolve(call.conn, p)
-        session = await self._owned(call.conn, p["session_id"])
+        session = await self._session(p["session_id"])
         sid = session["id"]
         others = [c for c in self.attached.get(sid, ()) if c is not call.conn and c.is_open]
         # No await from here on: the events replayed and the ones sent from now on meet
@@ -469,7 +463,6 @@ class SessionService:
         return result
 
     async def rpc_detach(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        await self._resolve(call.conn, p)
         conns = self.attached.get(p["session_id"])
         if not conns or call.conn not in conns:
             return {"detached": False}
@@ -477,15 +470,12 @@ class SessionService:
         return {"detached": True}
 
     async def rpc_send(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        await self._resolve(call.conn, p)
         sid = p["session_id"]
         message = p["message"]
         if not message.strip():
             raise RpcError(Codes.INVALID_PARAMS, "session.send: message is empty")
         if sid not in self.touched:  # a session that ran a turn exists until it is deleted
-            await self._owned(call.conn, sid)
-        else:
-            await self.check_access(call.conn, sid)
+            await self._session(sid)
         running = self.turns.get(sid)
         if running is not None:
             raise RpcError(
@@ -509,7 +499,7 @@ class SessionService:
                 Codes.INVALID_PARAMS,
                 "session.send: platform must be 1 to 64 letters, digits, '_', '-' or '.'",
             )
-        turn_id, task = self._start_turn(sid, message, call.conn.peer.uid, platform)
+        turn_id, task = self._start_turn(sid, message, call.caller.uid, platform)
         if not p.get("wait"):
             return {"turn_id": turn_id}
         try:
@@ -605,7 +595,7 @@ class SessionService:
                 log.exception("a session switch listener failed (%s -> %s)", old, new)
 
     async def rpc_undo(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        sid = await self._resolve(call.conn, p)
+        sid = p["session_id"]
         running = self.turns.get(sid)
         if running is not None:
             raise RpcError(
@@ -624,8 +614,8 @@ class SessionService:
 
     async def rpc_compress(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         """Compact the session now (``/compress``): the engine's ``compress(force=True)``."""
-        sid = await self._resolve(call.conn, p)
-        session = await self._owned(call.conn, sid)
+        sid = p["session_id"]
+        session = await self._session(sid)
         context = self.context
         if context is None:
             raise RpcError(Codes.INTERNAL, "this daemon has no context engine")
@@ -639,8 +629,7 @@ class SessionService:
         return result
 
     async def rpc_cancel(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        await self._resolve(call.conn, p)
-        await self._owned(call.conn, p["session_id"])
+        await self._session(p["session_id"])
         turn_id = await self._cancel(p["session_id"])
         return {"cancelled": turn_id is not None, "turn_id": turn_id}
 
@@ -652,12 +641,6 @@ class SessionService:
         task.cancel()
         await asyncio.wait([task], timeout=10)
         return turn_id
-
-
-def _owner_uid(conn: Connection) -> int:
-    """The uid a session created by ``conn`` belongs to (the one it is scoped to)."""
-    scope = conn.scope_uid
-    return conn.peer.uid if scope is None else scope
 
 
 def _client_info(conn: Connection) -> dict[str, Any]:

@@ -371,9 +371,7 @@ def build_services(daemon: Daemon) -> None:
         aliases=("reload_mcp",),
     )
     daemon.services.append(mcp)
-    daemon.services.append(
-        PluginService(host, cfg.get("tools.enabled_toolsets"), session_access=sessions.check_access)
-    )
+    daemon.services.append(PluginService(host, cfg.get("tools.enabled_toolsets")))
     daemon.services.append(sessions)
     usage = UsageService(meter, sessions)
     daemon.services.append(usage)

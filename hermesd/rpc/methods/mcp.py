@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hermesd.rpc.protocol import MethodSpec, Param, declare
+from hermesd.rpc.protocol import Access, MethodSpec, Param, declare
 
 _NAME = Param("name", "str", required=True, doc="the server's name in mcp_servers")
 
@@ -13,6 +13,7 @@ declare(
         (),
         "{servers: [{name, kind, enabled, state, error, server, tools, registered, rejected, "
         "toolset, connects, failures}]}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -21,6 +22,7 @@ declare(
         "One server's tools: the model-facing name, and registered, filtered or rejected.",
         (_NAME,),
         "{server, tools: [{tool, name, status, description, approval}]}",
+        access=Access.ANY,
     )
 )
 declare(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hermesd.rpc.protocol import MethodSpec, Param, declare
+from hermesd.rpc.protocol import Access, MethodSpec, Param, declare
 
 declare(
     MethodSpec(
@@ -12,6 +12,7 @@ declare(
         "{plugins: [{key, name, version, description, source, path, state, reason, tools, hooks,"
         " middleware, commands, cli_commands, skills, rejected_tools, warnings, missing_env,"
         " line}], text}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -20,6 +21,7 @@ declare(
         "Every registered tool (built-in and plugin), including hidden ones.",
         (Param("toolset", "str", doc="only this toolset"),),
         "{tools: [{name, toolset, description, owner, available, enabled, parameters}]}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -32,6 +34,7 @@ declare(
             Param("session_id", "str", doc="session the call belongs to (default: none)"),
         ),
         "{result: str} — the tool's JSON result text, errors included",
+        access=Access.SESSION,
     )
 )
 declare(
@@ -40,6 +43,7 @@ declare(
         "User skills and plugin skills.",
         (),
         "{skills: [{name, description, source, plugin, path}]}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -51,6 +55,7 @@ declare(
             Param("file_path", "str", doc="a file inside the skill's folder"),
         ),
         "{success, name, content, description, linked_files, ...} or {success: false, error}",
+        access=Access.ANY,
     )
 )
 
@@ -64,6 +69,7 @@ declare(
         "One plugin in detail, with its requires_env and whether each is set.",
         (_NAME,),
         "plugins.list entry + {requires_env: [{name, description, url, secret, present}], git}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -73,6 +79,7 @@ declare(
         (_NAME,),
         "{message, comments_kept, state, reason, missing_env}",
         owner_only=True,
+        widens=lambda p: [f"enable plugin {p.get('name')!r}: its code runs inside hermesd"],
     )
 )
 declare(
@@ -96,6 +103,9 @@ declare(
         ),
         "{name, path, replaced, missing_env: [{name, description, url, secret}], plugin}",
         owner_only=True,
+        widens=lambda p: [
+            f"install a plugin from {p.get('source')!r}: its code runs inside hermesd"
+        ],
     )
 )
 declare(
@@ -123,6 +133,7 @@ declare(
         (_NAME,),
         "{output, plugin}",
         owner_only=True,
+        widens=lambda p: [f"update plugin {p.get('name')!r}: new code runs inside hermesd"],
     )
 )
 declare(
