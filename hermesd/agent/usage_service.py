@@ -15,7 +15,7 @@ import logging
 from typing import Any
 
 from hermesd.agent.budget import BUDGETS, UsageMeter, period_starts
-from hermesd.agent.sessions import SessionService
+from hermesd.agent.session_service import SessionService
 from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.rpc.service import RpcService

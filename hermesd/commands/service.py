@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hermesd.agent.sessions import SessionService
+from hermesd.agent.session_service import SessionService
 from hermesd.commands.cli_runner import install_output_router, run_cli_command
 from hermesd.commands.registry import (
     BUILTIN,
@@ -426,9 +426,8 @@ class CommandService:
 
 def _check_access(what: str, access: str, caller: Caller) -> None:
     """Refuse ``caller`` a command whose declared access it does not meet."""
-    why = refusal(access, caller)
-    if why is not None:
-        raise denied(what, caller, why.replace("be called", "be run"))
+    if refusal(access, caller) is not None:
+        raise denied(what, caller, access, verb="run")
 
 
 def hermesctl_subcommands() -> list[str]:

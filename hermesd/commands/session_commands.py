@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from hermesd import __version__
-from hermesd.agent.sessions import SessionService
+from hermesd.agent.session_service import SessionService
 from hermesd.commands.registry import CommandFailed
 from hermesd.rpc.humanize import usage_report
 from hermesd.rpc.protocol import PROTOCOL_VERSION

@@ -21,7 +21,7 @@ from hermesd.agent.loop import Toolsets
 from hermesd.approvals.broker import RunPolicy
 
 if TYPE_CHECKING:
-    from hermesd.agent.sessions import SessionService
+    from hermesd.agent.session_service import SessionService
     from hermesd.approvals.broker import ApprovalBroker
     from hermesd.tools.skill_catalog import SkillCatalog
 

@@ -27,7 +27,7 @@ from hermesd.store.cronjobs import CronTable, JobNotFound
 from hermesd.store.sessions import SessionNotFound
 
 if TYPE_CHECKING:
-    from hermesd.agent.sessions import SessionService
+    from hermesd.agent.session_service import SessionService
     from hermesd.approvals.broker import ApprovalBroker
     from hermesd.rpc.connection import Call, Router
     from hermesd.tools.skill_catalog import SkillCatalog

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 from hermesd import redact
 from hermesd.agent.budget import UsageMeter
 from hermesd.agent.loop import AgentLoop, AgentSettings
-from hermesd.agent.sessions import SessionService
+from hermesd.agent.session_service import SessionService
 from hermesd.agent.usage_service import UsageService
 from hermesd.approvals.broker import ApprovalBroker
 from hermesd.approvals.service import ApprovalService

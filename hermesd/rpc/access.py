@@ -11,6 +11,7 @@ Handlers do not repeat these checks.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -26,13 +27,22 @@ log = logging.getLogger(__name__)
 SessionCheck = Callable[[Caller, dict[str, Any], str], Awaitable[None]]
 
 
-def denied(method: str, caller: Caller, why: str) -> RpcError:
-    """The ``PermissionDenied`` answer to ``caller`` for ``method``."""
-    log.warning("%s refused to %s: %s", method, caller.describe(), why)
+def denied(what: str, caller: Caller, access: str, verb: str = "call") -> RpcError:
+    """The ``PermissionDenied`` answer to ``caller`` for ``what`` (a method or a command)."""
+    why = refusal(access, caller) or "is not allowed"
+    log.warning(
+        "uid %d (%s, pid %d) may not %s %s (%s only)",
+        caller.uid,
+        caller.trust,
+        caller.pid,
+        verb,
+        what,
+        access,
+    )
     return RpcError(
         Codes.PERMISSION_DENIED,
-        f"{method} {why}",
-        {"peer_uid": caller.uid, "trust": caller.trust},
+        f"{what} {why.replace('be called', 'be ' + ('run' if verb == 'run' else 'called'))}",
+        {"peer_uid": caller.uid, "trust": caller.trust, "access": access},
     )
 
 
@@ -55,15 +65,20 @@ class AccessGate:
     def admit(self, spec: MethodSpec, caller: Caller, params: dict[str, Any]) -> bool:
         """Raise unless ``caller`` may call ``spec`` with ``params``; True when the session
         parameter still has to be checked (`check_session`, asynchronous)."""
-        why = refusal(spec.access, caller)
-        if why is not None:
-            raise denied(spec.name, caller, why)
+        if refusal(spec.access, caller) is not None:
+            raise denied(spec.name, caller, spec.access)
         if spec.widens is not None:
             self.confirmations.check(spec, caller, params)
         return spec.access == Access.SESSION and bool(params.get(spec.session_param))
 
-    async def check_session(self, spec: MethodSpec, caller: Caller, params: dict[str, Any]) -> None:
-        """The session named by the call must be the caller's (the owner's: any)."""
-        if self.sessions is None:  # fail closed: nobody can tell whose the session is
-            raise RpcError(Codes.INTERNAL, f"{spec.name}: session ownership cannot be checked")
-        await self.sessions(caller, params, spec.session_param)
+    def guarded(self, spec: MethodSpec, handler: Callable[[Any, dict[str, Any]], Any]) -> Any:
+        """``handler`` run only once the call's session is known to be the caller's."""
+
+        async def run(call: Any, params: dict[str, Any]) -> Any:
+            if self.sessions is None:  # fail closed: nobody can tell whose the session is
+                raise RpcError(Codes.INTERNAL, f"{spec.name}: session ownership is unknown")
+            await self.sessions(call.caller, params, spec.session_param)
+            result = handler(call, params)
+            return await result if inspect.isawaitable(result) else result
+
+        return run

@@ -321,9 +321,9 @@ class Connection(asyncio.BufferedProtocol):
             spec, handler, is_async = self.router.lookup(req.method)
             params = spec.validate(req.params)
             if self.router.gate.admit(spec, self.caller, params):
-                handler, is_async = functools.partial(self._guarded, spec, handler), True
+                handler, is_async = self.router.gate.guarded(spec, handler), True
             if is_async and len(self._tasks) >= self.limits.max_inflight:
-                raise self._too_many()
+                raise _too_many(self.limits.max_inflight)
             # a request whose handler outlives this call keeps its params alive: counted
             size = self._hold_params(req.method) if is_async else 0
             call = Call(self, req.msgid, req.method, self.caller)
@@ -342,7 +342,7 @@ class Connection(asyncio.BufferedProtocol):
                     return
                 try:  # a sync handler that returned work to wait for (ping with a delay)
                     if len(self._tasks) >= self.limits.max_inflight:
-                        raise self._too_many()
+                        raise _too_many(self.limits.max_inflight)
                     size = self._hold_params(req.method)
                 except RpcError:
                     if inspect.iscoroutine(pending):
@@ -362,14 +362,6 @@ class Connection(asyncio.BufferedProtocol):
         current_connection.reset(token)
         self._tasks.add(task)
         task.add_done_callback(functools.partial(self._finished, size))
-
-    async def _guarded(
-        self, spec: MethodSpec, handler: Handler, call: Call, params: dict[str, Any]
-    ) -> Any:
-        """Run ``handler`` once the call's session is known to be the caller's."""
-        await self.router.gate.check_session(spec, call.caller, params)
-        result = handler(call, params)
-        return await result if inspect.isawaitable(result) else result
 
     def _hold_params(self, method: str) -> int:
         """Count the request just decoded against the in-flight budget; its size."""
@@ -398,17 +390,9 @@ class Connection(asyncio.BufferedProtocol):
         self._release_params(size)
         self.last_active = time.monotonic()
 
-    def _too_many(self) -> RpcError:
-        return RpcError(
-            Codes.TOO_MANY_REQUESTS,
-            f"more than {self.limits.max_inflight} requests in flight on this connection",
-        )
-
     async def _run(self, req: wire.Request, coro: Awaitable[Any]) -> None:
         try:
             result = await coro
-        except RpcError as err:
-            self._send(wire.pack_response(req.msgid, err.to_wire(), None))
         except asyncio.CancelledError:
             self._send(
                 wire.pack_response(
@@ -419,19 +403,7 @@ class Connection(asyncio.BufferedProtocol):
             )
             raise
         except Exception as exc:
-            code = getattr(exc, "rpc_code", None)
-            if code in _DECLARED_CODES:  # an error that names its wire code (a full disk)
-                log.error("method %s failed: %s", req.method, exc)
-                self._send(
-                    wire.pack_response(
-                        req.msgid,
-                        {"code": code, "message": str(exc), "data": getattr(exc, "rpc_data", None)},
-                        None,
-                    )
-                )
-                return
-            log.exception("method %s failed", req.method)
-            self._send(wire.pack_response(req.msgid, _internal(req.method), None))
+            self._send(wire.pack_response(req.msgid, _failure(req.method, exc), None))
         else:
             self._reply(req.msgid, None, result)
 
@@ -590,6 +562,24 @@ class Connection(asyncio.BufferedProtocol):
         self._uncork()
         if self._transport is not None:
             self._transport.close()
+
+
+def _too_many(limit: int) -> RpcError:
+    return RpcError(
+        Codes.TOO_MANY_REQUESTS, f"more than {limit} requests in flight on this connection"
+    )
+
+
+def _failure(method: str, exc: Exception) -> dict[str, Any]:
+    """The error map answering a handler that raised ``exc`` (the traceback goes to the log)."""
+    if isinstance(exc, RpcError):
+        return exc.to_wire()
+    code = getattr(exc, "rpc_code", None)
+    if code in _DECLARED_CODES:  # an error that names its wire code (a full disk)
+        log.error("method %s failed: %s", method, exc)
+        return {"code": code, "message": str(exc), "data": getattr(exc, "rpc_data", None)}
+    log.exception("method %s failed", method, exc_info=exc)
+    return _internal(method)
 
 
 def _internal(what: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ declare(
         (Param("session_id", "str", doc="only this session's"),),
         "{pending: [{id, session_id, tool, command, pattern_key, pattern_keys, description, "
         "choices, deadline}]}",
-        access=Access.SESSION,
+        access=Access.ANY,  # filtered to what the caller may see (its own requests)
     )
 )
 declare(
