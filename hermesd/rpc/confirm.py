@@ -9,7 +9,9 @@ The daemon accepts the answer only on the same connection, for the same method a
 parameters, within `TTL` seconds, and only from a peer that has a controlling terminal
 (``tty_nr`` in ``/proc/<pid>/stat``) and is not a tool's process; anyone else is refused
 outright. Editing config.yaml and reloading stays the other way: that is the person too.
-Limits are in docs/sandbox.md ("The owner is proven, not presumed").
+Whoever starts the daemon may turn the terminal requirement off for the owner with
+``HERMESD_CONFIRM_WIDENING=off`` in its environment (provisioning scripts, CI; a tool's process
+stays refused). Limits are in docs/sandbox.md ("The owner is proven, not presumed").
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import secrets
 import time
 from typing import Any
@@ -28,6 +31,7 @@ log = logging.getLogger(__name__)
 
 TTL = 300.0  # seconds a challenge stays open
 MAX_OPEN = 256  # challenges kept at once (the oldest go first)
+CONFIRM_ENV = "HERMESD_CONFIRM_WIDENING"  # "off": the owner's calls need no terminal
 
 
 def controlling_tty(pid: int) -> int:
@@ -53,6 +57,15 @@ class Confirmations:
 
     def __init__(self) -> None:
         self._open: dict[tuple[int, str], tuple[str, float]] = {}
+        setting = os.environ.get(CONFIRM_ENV, "on").strip().lower()
+        self.required = setting not in ("off", "0", "false", "no")
+        if not self.required:
+            log.warning(
+                "%s=%s: calls that widen what tools may do are accepted from the owner "
+                "without a confirmation on a terminal",
+                CONFIRM_ENV,
+                setting,
+            )
 
     def check(self, spec: MethodSpec, caller: Caller, params: dict[str, Any]) -> None:
         """Return when the call needs no confirmation or carries a valid one; else raise
@@ -64,6 +77,9 @@ class Confirmations:
         if not widened:
             return
         who = _why_not_a_person(caller)
+        if not self.required and caller.is_owner:  # never a tool's process (not the owner)
+            log.info("%s by %s, unconfirmed (%s=off)", spec.name, caller.describe(), CONFIRM_ENV)
+            return
         if who is not None:
             log.warning("%s refused to %s: %s", spec.name, caller.describe(), who)
             raise RpcError(

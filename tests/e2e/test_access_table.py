@@ -79,7 +79,11 @@ def _params(spec: MethodSpec, sid: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[DaemonProcess]:
-    d = start_daemon(short_tmpdir("acc-"), config=f"socket:\n  group: {NOGROUP.gr_name}\n")
+    d = start_daemon(
+        short_tmpdir("acc-"),
+        config=f"socket:\n  group: {NOGROUP.gr_name}\n",
+        env={"HERMESD_CONFIRM_WIDENING": "on"},  # the rule as it ships
+    )
     os.chmod(d.socket.parent, 0o755)
     (d.home / "client.py").write_text(CLIENT)
     yield d
