@@ -369,9 +369,7 @@ class BuiltinFileTools:
             except Exception:  # no such session, or the store is closing: nobody's
                 log.info("session_search: owner of %s unknown; searching nothing", session_id)
                 return NO_ONE
-            if not isinstance(owner, int):
-                return NO_ONE
-            if owner not in (os.geteuid(), 0):
+            if isinstance(owner, int) and owner not in (os.geteuid(), 0):
                 return owner
         return None
 
