@@ -182,18 +182,13 @@ class MethodSpec:
         summary: str,
         params: tuple[Param, ...] = (),
         result: str = "",
-        owner_only: bool = False,
         *,
-        access: str | None = None,
+        access: str,
         session_param: str = "session_id",
         widens: Callable[[dict[str, Any]], list[str]] | None = None,
     ) -> None:
-        if access is None:  # every method says who may call it: no default to forget
-            if not owner_only:
-                raise ValueError(f"method {name}: declare its access")
-            access = Access.OWNER
-        if access not in Access.ALL or (owner_only and access != Access.OWNER):
-            raise ValueError(f"method {name}: unknown or contradictory access {access!r}")
+        if access not in Access.ALL:  # every method says who may call it: no default
+            raise ValueError(f"method {name}: unknown access {access!r}")
         if widens is not None:
             params = (
                 *params,
@@ -306,7 +301,7 @@ declare(
         "Stop the daemon gracefully (owner only).",
         (),
         "{stopping: true}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -315,7 +310,7 @@ declare(
         "Re-read config.yaml and .env, as SIGHUP does (owner only).",
         (),
         "{reloaded: true, warnings}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 

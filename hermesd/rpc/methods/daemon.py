@@ -31,7 +31,7 @@ declare(
         "Set one setting in config.yaml, comments kept, validated, then reload (owner only).",
         (_KEY, Param("value", "str", required=True, doc="the value, as YAML (3, true, [a, b])")),
         "{key, value, path, reload: <reload result>, restart_needed}",
-        owner_only=True,
+        access=Access.OWNER,
         widens=lambda p: (
             [f"set {p.get('key')} to {p.get('value')!r}: it decides what tools may do"]
             if widening_key(str(p.get("key") or ""))
@@ -54,7 +54,7 @@ declare(
         "Reload config.yaml, .env and every plugin; the outcome is kept for status (owner only).",
         (),
         "{time, source, ok, config_problems, config_warnings, plugins, plugins_failed}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -66,7 +66,7 @@ declare(
             Param("follow", "bool", doc="then send each new record as a log.record notification"),
         ),
         "{records: [{seq, time, level, logger, message}], capacity}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(

@@ -31,7 +31,7 @@ declare(
         "Reconnect one server now (a stdio server gets a new process).",
         (_NAME,),
         "{server, state, error}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -40,7 +40,7 @@ declare(
         "Re-read mcp_servers from config.yaml: add, remove and restart only changed servers.",
         (),
         "{added: [name], removed: [name], restarted: [name]}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -49,6 +49,6 @@ declare(
         "The end of what a server wrote to stderr (kept in memory, bounded).",
         (_NAME, Param("tail", "int", doc="at most this many bytes (default 64 KiB)")),
         "{server, text}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )

@@ -77,7 +77,7 @@ declare(
         (Param("provider", "str", required=True, doc="the provider's name"),),
         "{provider, fields: [{key, description, secret, required, default, choices, url, "
         "env_var, is_set, current?}]}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -90,6 +90,6 @@ declare(
             Param("values", "map", doc="{key: value} for the provider's settings"),
         ),
         "{provider, config_keys, env_vars, save_config_error, reload}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )

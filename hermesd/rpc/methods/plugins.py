@@ -78,7 +78,7 @@ declare(
         "Enable a plugin in config.yaml and reload (owner only).",
         (_NAME,),
         "{message, comments_kept, state, reason, missing_env}",
-        owner_only=True,
+        access=Access.OWNER,
         widens=lambda p: [f"enable plugin {p.get('name')!r}: its code runs inside hermesd"],
     )
 )
@@ -88,7 +88,7 @@ declare(
         "Disable a plugin in config.yaml and reload (owner only).",
         (_NAME,),
         "{message, comments_kept, state, reason, missing_env}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -102,7 +102,7 @@ declare(
             Param("force", "bool", doc="replace an installed plugin of the same name"),
         ),
         "{name, path, replaced, missing_env: [{name, description, url, secret}], plugin}",
-        owner_only=True,
+        access=Access.OWNER,
         widens=lambda p: [
             f"install a plugin from {p.get('source')!r}: its code runs inside hermesd"
         ],
@@ -114,7 +114,7 @@ declare(
         "Set variables in $HERMES_HOME/.env (owner only).",
         (Param("values", "map", required=True, doc="variable name -> value"),),
         "{written: [name], path}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -123,7 +123,7 @@ declare(
         "Remove variables from $HERMES_HOME/.env and the daemon's environment (owner only).",
         (Param("names", "array", required=True, doc="variable names"),),
         "{removed: [name], path}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -132,7 +132,7 @@ declare(
         "git pull --ff-only an installed plugin and reload (owner only).",
         (_NAME,),
         "{output, plugin}",
-        owner_only=True,
+        access=Access.OWNER,
         widens=lambda p: [f"update plugin {p.get('name')!r}: new code runs inside hermesd"],
     )
 )
@@ -142,7 +142,7 @@ declare(
         "Unload and delete an installed plugin (owner only).",
         (_NAME,),
         "{removed, path}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -151,7 +151,7 @@ declare(
         "Hot reload: unload every plugin and load again (owner only).",
         (),
         "{summary, loaded, failed, plugins, text}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -160,6 +160,6 @@ declare(
         "Check a plugin folder without loading it into the daemon (owner only).",
         (Param("path", "str", required=True, doc="the plugin folder"),),
         "{findings: [{severity, tool, parameter, message}], text, errors}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
