@@ -136,6 +136,7 @@ class Pending:
             "command_length": shown.length,
             "notes": shown.notes,
             "secrets_hidden": shown.secrets_hidden,
+            "warnings": shown.warnings,
             "pattern_key": self.subject.keys[0],
             "pattern_keys": list(self.subject.keys),
             "description": self.subject.shown_description(),
@@ -406,7 +407,8 @@ class ApprovalBroker:
                 ", ".join(subject.keys),
                 shown.length,
                 shown.text,
-                "".join(f" [{note}]" for note in shown.notes),
+                "".join(f" [{note}]" for note in shown.notes)
+                + "".join(f" [warning: {w['message']}]" for w in shown.warnings),
                 extra={redact.VALUES_ONLY: True},
             )
             # The client whose request led here (tools.call, a command, session.send) is asked

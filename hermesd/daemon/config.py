@@ -156,7 +156,12 @@ SCHEMA: dict[str, Any] = {
         ),
         "mechanism": _S((str,), "auto", "auto, bwrap or landlock", ("auto", "bwrap", "landlock")),
         "writable": _S(_strlist, [], "more directories a tool may write (workspace-write)"),
-        "readable_deny": _S(_strlist, [], "paths a tool may not read"),
+        "readable_deny": _S(
+            _strlist, [], "paths a tool may not read, besides the credential stores (~/.ssh …)"
+        ),
+        "readable_allow": _S(
+            _strlist, [], "credential stores (~/.aws …) tools may read after all (a risk)"
+        ),
         "bwrap": _S((str,), "bwrap", "the bubblewrap command"),
         "network": _S(
             (bool,), True, "false: a tool's command gets no network (TCP under Landlock)"

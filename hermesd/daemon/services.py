@@ -46,11 +46,11 @@ from hermesd.memory.providers import MemoryProviders
 from hermesd.memory.service import MemoryService
 from hermesd.memory.tool import register_memory_tool
 from hermesd.model.client import ModelClient, ModelSettings
-from hermesd.plugins.admin import PluginAdminService
-from hermesd.plugins.context import Injector, McpCaller
+from hermesd.plugins.admin_service import PluginAdminService
 from hermesd.plugins.context_engines import EngineRegistrations
 from hermesd.plugins.host import DEFAULT_LOAD_TIMEOUT, PluginHost, PluginManager, ReloadGate
 from hermesd.plugins.memory_providers import ProviderRegistrations
+from hermesd.plugins.registrar import Injector, McpCaller
 from hermesd.plugins.service import PluginService
 from hermesd.runtime.hooks import DEFAULT_HOOK_TIMEOUT, HookBus
 from hermesd.runtime.workers import WorkerPool

@@ -57,6 +57,17 @@ _API = (
 )
 _APPROVAL = ("command", "description", "pattern_key", "pattern_keys", "session_key", "surface")
 _ANSWER = ("choice", "decided_by")
+#: what post_tool_call and transform_tool_result both get: the call, its result, how it went
+_TOOL_RESULT = (
+    "tool_name",
+    "args",
+    "result",
+    *_TOOL_IDS,
+    "duration_ms",
+    "status",
+    "error_type",
+    "error_message",
+)
 
 
 @dataclass(frozen=True)
@@ -80,32 +91,13 @@ HOOKS: dict[str, HookSpec] = {
         ),
         HookSpec(
             "post_tool_call",
-            (
-                "tool_name",
-                "args",
-                "result",
-                *_TOOL_IDS,
-                "duration_ms",
-                "status",
-                "error_type",
-                "error_message",
-                "middleware_trace",
-            ),
+            (*_TOOL_RESULT, "middleware_trace"),
             "ignored",
             "After every tool call, including errors, blocks and timeouts.",
         ),
         HookSpec(
             "transform_tool_result",
-            (
-                "tool_name",
-                "args",
-                "result",
-                *_TOOL_IDS,
-                "duration_ms",
-                "status",
-                "error_type",
-                "error_message",
-            ),
+            _TOOL_RESULT,
             "replace",
             "After post_tool_call; the first str returned replaces the result.",
         ),
@@ -231,6 +223,8 @@ HOOKS: dict[str, HookSpec] = {
                 "api_request_id",
                 "completed",
                 "interrupted",
+                "failed",
+                "turn_exit_reason",
                 "model",
                 "platform",
                 "reason",

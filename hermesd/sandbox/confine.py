@@ -8,7 +8,10 @@ namespace (the daemon is not there to signal or read), ``--die-with-parent``,
 handed to ``--seccomp``. Where user namespaces are not allowed, ``landlock``: the command
 runs through `hermesd.sandbox.landlock_exec`, which confines itself with the kernel's
 Landlock (ABI 6 or later: signals and abstract sockets scoped too) before it executes the
-shell. With neither, every call is refused with an error naming ``sandbox.mode``; nothing
+shell. Landlock can only grant, so ``.git/hooks`` and ``.git/config`` of a writable root
+stay writable under it (keeping them read-only would take away creating files in the root and
+in ``.git``: docs/sandbox.md); bubblewrap binds them back read-only. With neither, every call
+is refused with an error naming ``sandbox.mode``; nothing
 runs unconfined unless ``sandbox.mode: off`` says so, and even then the process carries the
 marker, so the socket never takes it for the owner (`hermesd.rpc.peer_trust`).
 """
@@ -188,7 +191,7 @@ class Sandbox:
         rules = (
             []
             if self.mechanism == "off"
-            else policy.rules(self.settings, self.places, workspace, private)
+            else policy.rules(self.settings, self.places, workspace, private, protect_git=False)
         )
         launch.argv = self._launcher(rules, [SHELL, "-c", command])
         return launch
@@ -256,7 +259,9 @@ class Sandbox:
         rules = (
             []
             if self.mechanism == "off"
-            else policy.rules(self.settings, self.places, workspace, private, writable, readable)
+            else policy.rules(
+                self.settings, self.places, workspace, private, writable, readable, False
+            )
         )
         launch = Launch(self._launcher(rules, program), env, directory)
         launch._cleanups.append(lambda: shutil.rmtree(private, ignore_errors=True))

@@ -95,6 +95,16 @@ class CronTable:
         rows = self._db.execute("SELECT doc FROM cron_jobs ORDER BY created_at, id").fetchall()
         return [json.loads(r[0]) for r in rows]
 
+    def orphaned(self) -> set[str]:
+        """Ids of the jobs whose origin session, or the session they run in, was deleted."""
+        gone = "{0} IS NOT NULL AND {0} NOT IN (SELECT id FROM sessions)"
+        origin, named = (
+            gone.format("json_extract(doc, '$.origin.session_id')"),
+            gone.format("json_extract(doc, '$.session')"),
+        )
+        rows = self._db.execute(f"SELECT id FROM cron_jobs WHERE ({origin}) OR ({named})")
+        return {str(r[0]) for r in rows}
+
     def count(self) -> int:
         """How many jobs there are."""
         return int(self._db.execute("SELECT count(*) FROM cron_jobs").fetchone()[0])

@@ -231,7 +231,9 @@ class BuiltinFileTools:
         self.configured_cwd: str | None = config.get("terminal.cwd")
         cwd = self.configured_cwd
         self.base = Path(cwd).expanduser() if cwd else Path.home()
-        self.guard = PathGuard(home, self.base)
+        sandbox = sandbox or Sandbox.for_home(home, config)
+        # one read policy: the file tools refuse what the sandbox hides (its settings reload)
+        self.guard = PathGuard(home, self.base, settings=lambda: sandbox.settings)
         self.store = store
         self.sessions: SessionLookup | None = store if isinstance(store, SessionLookup) else None
         self.terminal = Terminal(
@@ -239,7 +241,7 @@ class BuiltinFileTools:
             self.base,
             timeout=float(config.get("terminal.timeout", 60.0)),
             transform_output=transform_output,
-            sandbox=sandbox or Sandbox.for_home(home, config),
+            sandbox=sandbox,
             workspace=self.workspace,
         )
 

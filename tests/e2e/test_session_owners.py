@@ -31,12 +31,6 @@ SECRET_WORD = "zanzibarplan"
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def shared(model: ScriptedModelServer) -> Iterator[tuple[DaemonProcess, str]]:
     """(daemon, the owner's session id); the session holds a message naming SECRET_WORD."""
     daemon = start_daemon(

@@ -78,12 +78,6 @@ OWNER_ONLY = {
 }
 
 
-@pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
 def _config(model: ScriptedModelServer, mode: str) -> str:
     sandbox = "  mode: 'off'\n" if mode == "off" else f"  mechanism: {mode}\n"
     return (

@@ -7,7 +7,8 @@ from hermesd.rpc.protocol import Access, MethodSpec, Param, declare
 _JOB = (
     "{id, name, prompt, skills, model, schedule {kind, run_at|minutes|expr, display}, "
     "schedule_display, repeat {times, completed}, enabled, state, next_run_at, last_run_at, "
-    "last_status, last_error, deliver, enabled_toolsets, workdir, session, ...}"
+    "last_status, last_error, deliver, enabled_toolsets, workdir, session, owner_uid, "
+    "orphaned, ...}"
 )
 _FIELDS = (
     Param("prompt", "str", doc="what the run asks the agent (self-contained)"),
@@ -78,14 +79,4 @@ _declare(
     (_ID, Param("limit", "int", doc="at most this many (default 20)")),
     "{runs: [{id, job_id, session_id, scheduled_for, started_at, finished_at, status, "
     "kind, missed, silent, output, error}]}",
-)
-_declare(
-    "cron.clock",
-    "Test hook: move the scheduler's test clock and tick (only when "
-    "HERMESD_TEST_CLOCK is set; owner only).",
-    (
-        Param("advance", "number", doc="seconds to move forward (default 0)"),
-        Param("wait", "bool", doc="return once the runs started have finished"),
-    ),
-    "{now, started: [job_id]}",
 )

@@ -59,7 +59,7 @@ declare(
     )
 )
 
-# --- plugin management (hermesd.plugins.admin) ---------------------------------------------------
+# --- plugin management (hermesd.plugins.admin_service) ---------------------------------------
 
 _NAME = Param("name", "str", required=True, doc="plugin key or name")
 
