@@ -18,8 +18,8 @@ from typing import Any
 
 from hermesd.agent.loop import TurnResult
 from hermesd.agent.session_registry import EVENT, SessionRegistry
+from hermesd.caller import Caller
 from hermesd.model.client import ModelError
-from hermesd.rpc.caller import Caller
 from hermesd.rpc.connection import Call, Connection, Router
 from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.store.sessions import (

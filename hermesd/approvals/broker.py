@@ -37,8 +37,8 @@ from typing import Any
 
 from hermesd import redact
 from hermesd.approvals import display, patterns
+from hermesd.caller import Caller, current_caller
 from hermesd.rpc import wire
-from hermesd.rpc.caller import Caller, current_caller
 from hermesd.rpc.connection import Connection, connection_of
 from hermesd.runtime.hooks import HookBus
 from hermesd.store.sessions import SessionStore, StoreError

@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from hermesd.approvals.broker import ApprovalBroker
-from hermesd.rpc.caller import Caller
+from hermesd.caller import Caller
 from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import Codes, RpcError
 

@@ -9,7 +9,8 @@ removing it (rollback, reload) brings the earlier one back. `run` calls a slash 
 with its raw argument string, off the event loop and bounded in time.
 
 Every command declares who may run it, in the vocabulary of the RPC method table
-(`hermesd.rpc.protocol.Access`): the built-ins in `BUILTIN_COMMANDS`, a plugin's with
+(`OWNER`, `PERSON`, `ANY`, the words of ``hermesd.rpc.protocol.Access``): the built-ins in
+`BUILTIN_COMMANDS`, a plugin's with
 ``access=`` (default ``owner``: a plugin command may change state, and only the owner may).
 ``command.run`` and ``cli.run`` enforce it before the handler runs.
 """
@@ -22,7 +23,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hermesd.rpc.protocol import Access
 from hermesd.runtime.workers import WorkerPool, WorkTimeout, call_bounded, shared_pool
 
 log = logging.getLogger(__name__)
@@ -32,39 +32,42 @@ DEFAULT_COMMAND_TIMEOUT = 30.0
 
 Handler = Callable[..., Any]  # (raw_args) or, with takes_caller, (raw_args, caller)
 
-_ANY, _PERSON, _OWNER = Access.ANY, Access.PERSON, Access.OWNER
+#: Who may run a command, in the words of the RPC method table (``hermesd.rpc.protocol.Access``;
+#: ``command.run`` and ``cli.run`` enforce them): the owner only, any client but a tool's
+#: process, anyone admitted.
+OWNER, PERSON, ANY = "owner", "person", "any"
 
 #: Built-in slash commands: name, aliases, description, args hint, who may run it. The session
 #: a command works on is the caller's (``command.run`` is ``Access.SESSION``); ``/model NAME``
 #: is the owner's choice on top (the handler says so, ``/model`` alone shows it).
 BUILTIN_COMMANDS: tuple[tuple[str, tuple[str, ...], str, str, str], ...] = (
-    ("help", (), "Show available commands", "", _ANY),
-    ("new", ("reset",), "Start a new session", "[title]", _ANY),
-    ("plugins", (), "List installed plugins and their status", "", _ANY),
-    ("tools", (), "List available tools", "", _ANY),
-    ("skills", (), "List available skills", "", _ANY),
-    ("sessions", (), "List previous sessions", "", _ANY),
-    ("title", (), "Set a title for the current session", "[title]", _ANY),
-    ("model", (), "Show or switch the model", "[model]", _ANY),
-    ("status", (), "Show session and daemon status", "", _ANY),
-    ("approve", (), "Approve a pending dangerous command", "[session|always]", _PERSON),
-    ("deny", (), "Deny a pending dangerous command", "[reason]", _PERSON),
-    ("reload-plugins", (), "Reload all plugins", "", _OWNER),  # as plugins.reload
-    ("quit", ("exit",), "Leave the session", "", _ANY),
+    ("help", (), "Show available commands", "", ANY),
+    ("new", ("reset",), "Start a new session", "[title]", ANY),
+    ("plugins", (), "List installed plugins and their status", "", ANY),
+    ("tools", (), "List available tools", "", ANY),
+    ("skills", (), "List available skills", "", ANY),
+    ("sessions", (), "List previous sessions", "", ANY),
+    ("title", (), "Set a title for the current session", "[title]", ANY),
+    ("model", (), "Show or switch the model", "[model]", ANY),
+    ("status", (), "Show session and daemon status", "", ANY),
+    ("approve", (), "Approve a pending dangerous command", "[session|always]", PERSON),
+    ("deny", (), "Deny a pending dangerous command", "[reason]", PERSON),
+    ("reload-plugins", (), "Reload all plugins", "", OWNER),  # as plugins.reload
+    ("quit", ("exit",), "Leave the session", "", ANY),
     # the everyday chat commands of hermesd.commands.session_commands
-    ("retry", (), "Send the last message again (its answer is undone)", "", _ANY),
-    ("undo", (), "Take the last turn out of the conversation (the record keeps it)", "", _ANY),
-    ("history", (), "Show this session's messages", "[N]", _ANY),
-    ("resume", (), "Switch to another session (default: the latest other one)", "[id]", _ANY),
-    ("usage", (), "Show this session's token usage", "", _ANY),
-    ("version", (), "Show hermesd's version", "", _ANY),
-    ("config", (), "Show the running configuration (read-only)", "[key]", _ANY),
+    ("retry", (), "Send the last message again (its answer is undone)", "", ANY),
+    ("undo", (), "Take the last turn out of the conversation (the record keeps it)", "", ANY),
+    ("history", (), "Show this session's messages", "[N]", ANY),
+    ("resume", (), "Switch to another session (default: the latest other one)", "[id]", ANY),
+    ("usage", (), "Show this session's token usage", "", ANY),
+    ("version", (), "Show hermesd's version", "", ANY),
+    ("config", (), "Show the running configuration (read-only)", "[key]", ANY),
     (
         "compress",
         ("compact",),
         "Compact this session's context now (nothing is deleted)",
         "[focus]",
-        _ANY,
+        ANY,
     ),
 )
 
@@ -88,7 +91,7 @@ class SlashCommand:
     args_hint: str = ""
     aliases: tuple[str, ...] = ()
     owner: str = BUILTIN
-    access: str = Access.OWNER  # who may run it (`hermesd.rpc.protocol.Access`)
+    access: str = OWNER  # who may run it (`OWNER`, `PERSON` or `ANY`)
     takes_caller: bool = False  # a built-in's handler is called (raw_args, caller)
 
 
@@ -102,7 +105,7 @@ class CliCommand:
     handler_fn: Callable[[Any], Any] | None = None
     description: str = ""
     owner: str = BUILTIN
-    access: str = Access.OWNER  # who may run it (`hermesd.rpc.protocol.Access`)
+    access: str = OWNER  # who may run it (`OWNER`, `PERSON` or `ANY`)
 
 
 @dataclass
@@ -134,7 +137,7 @@ class _Table:
 
 def _check_access(access: str) -> None:
     # a session-scoped command is command.run's business: a command itself declares who
-    if access not in (Access.OWNER, Access.PERSON, Access.ANY):
+    if access not in (OWNER, PERSON, ANY):
         raise ValueError(f"access must be 'owner', 'person' or 'any', not {access!r}")
 
 
@@ -187,12 +190,12 @@ class CommandRegistry:
         args_hint: str = "",
         aliases: Iterable[str] = (),
         owner: str = BUILTIN,
-        access: str = Access.OWNER,
+        access: str = OWNER,
         takes_caller: bool = False,
     ) -> SlashCommand | None:
         """Add a slash command; None (with a warning) when a plugin may not take the name.
         ``access`` says who may run it (default: the daemon's owner only); a handler that
-        ``takes_caller`` is called with the `hermesd.rpc.caller.Caller` after the text."""
+        ``takes_caller`` is called with the `hermesd.caller.Caller` after the text."""
         _check_access(access)
         clean = normalize_command_name(name)
         if not clean:
@@ -283,7 +286,7 @@ class CommandRegistry:
         handler_fn: Callable[[Any], Any] | None = None,
         description: str = "",
         owner: str = BUILTIN,
-        access: str = Access.OWNER,
+        access: str = OWNER,
     ) -> CliCommand | None:
         """Add a CLI command; None (with a warning) when a plugin may not take the name.
         ``access`` says who may run it (default: the daemon's owner only)."""

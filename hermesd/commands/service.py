@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hermesd.agent.session_service import SessionService
+from hermesd.caller import Caller
 from hermesd.commands.cli_runner import install_output_router, run_cli_command
 from hermesd.commands.registry import (
     BUILTIN,
@@ -42,7 +43,6 @@ from hermesd.commands.session_commands import SessionCommands
 from hermesd.model.fastjson import valid_text
 from hermesd.plugins.host import PluginHost
 from hermesd.rpc.access import denied, refusal
-from hermesd.rpc.caller import Caller
 from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.humanize import duration
 from hermesd.rpc.protocol import Codes, RpcError

@@ -15,7 +15,7 @@ import json
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from hermesd.rpc.protocol import Access, RpcError
+from hermesd.rpc.protocol import RpcError
 
 if TYPE_CHECKING:
     from hermesd.commands.registry import CommandRegistry
@@ -241,5 +241,5 @@ def register_cron_command(commands: CommandRegistry, cron: CronService) -> None:
         slash,
         description="List and manage scheduled jobs",
         args_hint="[list|add|show|pause|resume|remove|run]",
-        access=Access.OWNER,  # as every cron.* method: the jobs are the owner's
+        access="owner",  # as every cron.* method: the jobs are the owner's
     )

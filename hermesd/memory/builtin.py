@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hermesd.caller import current_caller
 from hermesd.memory import edits, snapshot, threats
 from hermesd.memory.commands import SlashMemory
 from hermesd.memory.files import TARGETS, Limits, MemoryFiles
 from hermesd.memory.pending import STAGED_MESSAGE, PendingWrites
 from hermesd.memory.tool import UNAVAILABLE, read_call, tool_error
 from hermesd.rpc import wire
-from hermesd.rpc.caller import current_caller
 from hermesd.rpc.connection import Connection, connection_of
 from hermesd.store.sessions import SessionStore
 

@@ -14,8 +14,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from hermesd.rpc.caller import Caller
-from hermesd.rpc.protocol import Access
+from hermesd.caller import Caller
 
 if TYPE_CHECKING:
     from hermesd.commands.registry import CommandRegistry
@@ -52,7 +51,7 @@ class SlashMemory:
             self.run,
             description="Review memory writes waiting for approval",
             args_hint="[pending|approve ID|reject ID|approval on|off]",
-            access=Access.PERSON,  # as memory.approve: a person, never a tool's process
+            access="person",  # as memory.approve: a person, never a tool's process
             takes_caller=True,
         )
 

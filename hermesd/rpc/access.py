@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from hermesd.rpc.caller import Caller
+from hermesd.caller import Caller
 from hermesd.rpc.confirm import Confirmations
 from hermesd.rpc.protocol import Access, Codes, MethodSpec, RpcError
 

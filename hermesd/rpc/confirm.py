@@ -24,7 +24,7 @@ import secrets
 import time
 from typing import Any
 
-from hermesd.rpc.caller import Caller
+from hermesd.caller import Caller
 from hermesd.rpc.protocol import CONFIRM_PARAM, Codes, MethodSpec, RpcError
 
 log = logging.getLogger(__name__)

@@ -27,10 +27,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from hermesd.caller import MEMBER, Caller, current_caller
 from hermesd.rpc import wire
 from hermesd.rpc.access import AccessGate
 from hermesd.rpc.budgets import Budgets, OverBudget
-from hermesd.rpc.caller import MEMBER, Caller, current_caller
 from hermesd.rpc.protocol import METHODS, Codes, MethodSpec, RpcError
 
 log = logging.getLogger(__name__)

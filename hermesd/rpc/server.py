@@ -26,8 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hermesd.caller import MEMBER, OWNER, TOOL
 from hermesd.rpc.budgets import Budgets
-from hermesd.rpc.caller import MEMBER, OWNER, TOOL
 from hermesd.rpc.connection import Connection, Limits, Peer, Router
 from hermesd.rpc.peer_trust import PeerTrust
 from hermesd.rpc.protocol import Codes, RpcError

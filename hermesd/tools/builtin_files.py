@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from hermesd.rpc.caller import NO_ONE, current_caller
+from hermesd.caller import NO_ONE, current_caller
 from hermesd.sandbox.confine import Sandbox
 from hermesd.tools import file_access
 from hermesd.tools.arguments import (

@@ -1,6 +1,6 @@
 """Who is asking is a value: only the RPC layer and the services' RPC edges read the connection.
 
-Domain code gets a `hermesd.rpc.caller.Caller` (in its `Call`, as an argument, or for a turn's
+Domain code gets a `hermesd.caller.Caller` (in its `Call`, as an argument, or for a turn's
 tool calls in ``current_caller``); ``current_connection`` is read in ``hermesd/rpc/`` and the
 ``*/service.py`` files only.
 """
@@ -41,3 +41,10 @@ def test_current_connection_is_read_only_in_rpc_and_service_edges() -> None:
 def test_the_check_sees_a_read_where_there_is_one() -> None:
     # the rule would pass vacuously if the name changed: the declaration is still found
     assert _reads_current_connection("hermesd/rpc/connection.py")
+
+
+def test_commands_declare_access_in_the_method_tables_words() -> None:
+    from hermesd.commands.registry import ANY, OWNER, PERSON
+    from hermesd.rpc.protocol import Access
+
+    assert (OWNER, PERSON, ANY) == (Access.OWNER, Access.PERSON, Access.ANY)

@@ -49,8 +49,8 @@ KNOWN_MISMATCHES = {
     ("hermesd/agent/loop.py", "api_request_error"),
     # reason, old_session_id and new_session_id are passed by the reference (cli.py,
     # gateway/slash_commands.py) and declared: the calls are wrong
-    ("hermesd/agent/sessions.py", "on_session_finalize"),
-    ("hermesd/agent/sessions.py", "on_session_reset"),
+    ("hermesd/agent/session_service.py", "on_session_finalize"),
+    ("hermesd/agent/session_service.py", "on_session_reset"),
 }
 
 

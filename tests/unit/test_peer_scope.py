@@ -7,8 +7,8 @@ import os
 
 import pytest
 
+from hermesd.caller import MEMBER, NO_ONE, OWNER, TOOL, Caller
 from hermesd.rpc.budgets import BudgetLimits, Budgets, OverBudget
-from hermesd.rpc.caller import MEMBER, NO_ONE, OWNER, TOOL, Caller
 from hermesd.rpc.connection import Connection, Limits, Peer, Router
 
 

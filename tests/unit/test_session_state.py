@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hermesd.agent.session_service import SessionService
-from hermesd.rpc.caller import OWNER, Caller
+from hermesd.caller import OWNER, Caller
 from hermesd.rpc.connection import Call, Peer
 from hermesd.runtime.hooks import HookBus
 from hermesd.store.sessions import SessionStore

@@ -1,4 +1,4 @@
-"""`Caller`: who is asking, as a value built once at the RPC edge.
+"""`Caller`: who is asking, as a value built once at the RPC edge (a leaf every layer may use).
 
 A connection is admitted (``rpc.server``) and classified: the daemon's owner, a member of
 ``socket.group``, or a tool's process (``rpc.peer_trust``). That verdict, with the peer's uid,
