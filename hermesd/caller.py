@@ -13,13 +13,11 @@ set by the connection beside the request's context, like ``runtime.session.curre
 from __future__ import annotations
 
 import contextvars
-import os
 from dataclasses import dataclass
 
 OWNER = "owner"
 MEMBER = "member"
 TOOL = "tool"
-DAEMON = "daemon"  # the daemon itself (a scheduled run, a plugin's own call): the owner's power
 
 NO_ONE = -1  # `Caller.scope_uid` of a tool's process: it must not pass for anyone's sessions
 
@@ -37,8 +35,8 @@ class Caller:
 
     @property
     def is_owner(self) -> bool:
-        """The daemon's owner (or root), not from a tool's process; the daemon itself too."""
-        return self.trust in (OWNER, DAEMON)
+        """The daemon's owner (or root), not from a tool's process."""
+        return self.trust == OWNER
 
     @property
     def is_tool(self) -> bool:
@@ -64,11 +62,6 @@ class Caller:
     def describe(self) -> str:
         """A short phrase for logs: ``uid 1001 (member, pid 42)``."""
         return f"uid {self.uid} ({self.trust}, pid {self.pid})"
-
-
-def daemon_caller() -> Caller:
-    """The daemon acting on its own (the scheduler, a plugin's background work)."""
-    return Caller(os.geteuid(), os.getpid(), DAEMON, "hermesd")
 
 
 #: The caller of the request a task serves; a turn started by ``session.send`` and a tool call
