@@ -25,7 +25,7 @@ from hermesd.cron.authority import job_authority
 from hermesd.store.dbfile import SessionNotFound
 
 if TYPE_CHECKING:
-    from hermesd.agent.sessions import SessionService
+    from hermesd.agent.session_service import SessionService
     from hermesd.approvals.broker import ApprovalBroker
     from hermesd.tools.skill_catalog import SkillCatalog
 

@@ -37,7 +37,7 @@ from hermesd.store.dbfile import SessionNotFound
 from hermesd.tools.workspace import resolve_workspace
 
 if TYPE_CHECKING:
-    from hermesd.agent.sessions import SessionService
+    from hermesd.agent.session_service import SessionService
     from hermesd.approvals.broker import ApprovalBroker
     from hermesd.rpc.connection import Call, Router
     from hermesd.tools.skill_catalog import SkillCatalog

@@ -241,4 +241,5 @@ def register_cron_command(commands: CommandRegistry, cron: CronService) -> None:
         slash,
         description="List and manage scheduled jobs",
         args_hint="[list|add|show|pause|resume|remove|run]",
+        access="owner",  # as every cron.* method: the jobs are the owner's
     )

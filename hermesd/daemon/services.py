@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 from hermesd import redact
 from hermesd.agent.budget import UsageMeter
 from hermesd.agent.loop import AgentLoop, AgentSettings
-from hermesd.agent.sessions import SessionService
+from hermesd.agent.session_service import SessionService
 from hermesd.agent.usage_service import UsageService
 from hermesd.approvals.broker import ApprovalBroker
 from hermesd.approvals.service import ApprovalService
@@ -449,9 +449,7 @@ def _append_services(
     approvals = ApprovalService(core.broker)
     daemon.services.append(SandboxService(core.sandbox, files.dotenv))
     daemon.services.append(mcp)
-    daemon.services.append(
-        PluginService(host, cfg.get("tools.enabled_toolsets"), session_access=sessions.check_access)
-    )
+    daemon.services.append(PluginService(host, cfg.get("tools.enabled_toolsets")))
     daemon.services.append(sessions)
     usage = UsageService(turns.meter, sessions)
     daemon.services.append(usage)

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from hermesd.rpc.connection import current_connection
+from hermesd.caller import NO_ONE, current_caller
 from hermesd.sandbox.confine import Sandbox
 from hermesd.tools import file_access
 from hermesd.tools.arguments import (
@@ -38,6 +39,8 @@ from hermesd.tools.consent import Consent
 from hermesd.tools.file_access import PathGuard
 from hermesd.tools.terminal import TERMINAL_SCHEMA, Terminal
 from hermesd.tools.workspace import resolve_workspace
+
+log = logging.getLogger(__name__)
 
 __all__ = ["BuiltinFileTools", "PathGuard", "register_builtin_file_tools"]
 
@@ -366,15 +369,17 @@ class BuiltinFileTools:
     def search_scope(self, session_id: str | None) -> int | None:
         """Whose sessions ``session_search`` reads: the calling peer's own when it is not the
         daemon's owner, else those of the session's owner when that is another user; None: all.
+        When the session's owner cannot be looked up, only the sessions of no one (fail closed).
         """
-        conn = current_connection.get()
-        if conn is not None and conn.scope_uid is not None:
-            return conn.scope_uid
+        caller = current_caller.get()  # the turn's or tools.call's (a value, set at the edge)
+        if caller is not None and caller.scope_uid is not None:
+            return caller.scope_uid
         if session_id and self.sessions is not None:
             try:
                 owner = self.sessions.get(session_id).get("owner_uid")
-            except Exception:  # no such session (a bare tools.call), or the store is closing
-                owner = None
+            except Exception:  # no such session, or the store is closing: nobody's
+                log.info("session_search: owner of %s unknown; searching nothing", session_id)
+                return NO_ONE
             if isinstance(owner, int) and owner not in (os.geteuid(), 0):
                 return owner
         return None

@@ -120,6 +120,16 @@ def test_session_search_tool_called_by_a_member_reads_only_its_sessions(shared) 
     assert [r["session_id"] for r in found] == [owner_sid]
 
 
+def test_session_search_fails_closed_when_the_sessions_owner_is_unknown(shared) -> None:
+    daemon, owner_sid = shared
+    call = {"name": "session_search", "args": {"query": SECRET_WORD}}
+    with daemon.client() as owner:
+        unknown = owner.call("tools.call", {**call, "session_id": "no-such-session"})
+        known = owner.call("tools.call", {**call, "session_id": owner_sid})
+    assert json.loads(unknown["result"])["results"] == []
+    assert [r["session_id"] for r in json.loads(known["result"])["results"]] == [owner_sid]
+
+
 def test_member_cannot_run_tools_or_commands_in_the_owners_session(shared) -> None:
     daemon, sid = shared
     replies = as_member(

@@ -111,6 +111,9 @@ def daemon_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str
     env["HERMES_HOME"] = str(home)
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = checkout_pythonpath(env.get("PYTHONPATH"))
+    # The test process has no terminal to confirm plugin installs and sandbox changes on, as
+    # the person would (docs/sandbox.md); tests of that rule turn it back on.
+    env["HERMESD_CONFIRM_WIDENING"] = "off"
     env.update(extra or {})
     return env
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hermesd.agent.sessions import SessionService
+from hermesd.agent.session_service import SessionService
 from hermesd.runtime.hooks import HookBus
 from hermesd.store.dbfile import SessionNotFound, StorageUnavailable
 from hermesd.store.dbthread import DbThread

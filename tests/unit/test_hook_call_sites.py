@@ -41,8 +41,8 @@ _SHORTCUTS["pre_llm_context"] = "pre_llm_call"
 KNOWN_MISMATCHES = {
     # reason, old_session_id and new_session_id are passed by the reference (cli.py,
     # gateway/slash_commands.py) and declared: the calls are wrong
-    ("hermesd/agent/sessions.py", "on_session_finalize"),
-    ("hermesd/agent/sessions.py", "on_session_reset"),
+    ("hermesd/agent/session_service.py", "on_session_finalize"),
+    ("hermesd/agent/session_service.py", "on_session_reset"),
 }
 
 

@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 RANKS = {
     "redact": 0,
     "untrusted": 0,
+    "caller": -1,  # who is asking: a value the RPC layer builds and every layer takes
     "rpc": 0,
     "store": 0,
     "model": 0,
@@ -116,13 +117,11 @@ def test_hermesctl_imports_only_the_client_side_of_the_rpc_layer(path: Path) -> 
 #: import ``hermesd.rpc``; ``hermesd.rpc.humanize`` and ``hermesd.rpc.paths`` are leaves kept in
 #: the RPC package for the client's sake, not the protocol. An entry goes when it is fixed.
 RPC_IN_DOMAIN = {
-    # the session.* service itself, until the SessionService split moves it to a service module
-    "hermesd/agent/sessions.py": "session.* RPC service (issue 30 split in progress)",
-    # "who is asking" read from the connection contextvar instead of passed as a caller value
-    "hermesd/approvals/broker.py": "current_connection, Connection: asks connections directly",
-    "hermesd/memory/builtin.py": "current_connection, Connection: asks connections directly",
-    "hermesd/memory/commands.py": "current_connection: who runs /memory",
-    "hermesd/tools/builtin_files.py": "current_connection: whose sessions session_search reads",
+    # attachments are connections: a session's events are encoded once and sent to each
+    "hermesd/agent/session_registry.py": "wire, Connection: sends events to attached clients",
+    # they ask the caller's client (an approval, a memory event): connection_of(caller)
+    "hermesd/approvals/broker.py": "Connection, connection_of: asks connections directly",
+    "hermesd/memory/builtin.py": "Connection, connection_of: tells connections directly",
     # CronService's API raises RpcError, so every way into it catches RpcError
     "hermesd/cron/tool.py": "catches the RpcError the cron API raises",
     "hermesd/cron/reference_modules/cron/jobs.py": "catches the RpcError the cron API raises",

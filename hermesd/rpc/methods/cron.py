@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hermesd.rpc.protocol import MethodSpec, Param, declare
+from hermesd.rpc.protocol import Access, MethodSpec, Param, declare
 
 _JOB = (
     "{id, name, prompt, skills, model, schedule {kind, run_at|minutes|expr, display}, "
@@ -26,7 +26,7 @@ _ID = Param("job_id", "str", required=True, doc="the job's id (cron.list shows t
 
 
 def _declare(name: str, summary: str, params: tuple[Param, ...], result: str) -> None:
-    declare(MethodSpec(name, summary, params, result, owner_only=True))
+    declare(MethodSpec(name, summary, params, result, access=Access.OWNER))
 
 
 _declare(
