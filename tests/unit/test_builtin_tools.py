@@ -293,9 +293,9 @@ def test_search_files_never_lists_hermesd_files(reg: Registrations, home: Path) 
 
 
 def test_session_search_finds_past_conversations(reg: Registrations, store: SessionStore) -> None:
-    store.create_session(session_id="s1")  # the session the tool runs in (Registrations.run)
-    sid = store.create_session()["id"]
-    store.append_message(sid, "user", "remember the blue heron")
+    store.sessions.create(session_id="s1")  # the session the tool runs in (Registrations.run)
+    sid = store.sessions.create()["id"]
+    store.messages.append(sid, "user", "remember the blue heron")
     out = reg.run("session_search", query="heron")
     [hit] = out["results"]
     assert hit["session_id"] == sid and "«heron»" in hit["snippet"] and hit["when"]
@@ -306,8 +306,8 @@ def test_session_search_finds_past_conversations(reg: Registrations, store: Sess
 def test_session_search_finds_nothing_when_its_sessions_owner_is_unknown(
     reg: Registrations, store: SessionStore
 ) -> None:
-    sid = store.create_session()["id"]  # the tool runs in "s1", which does not exist
-    store.append_message(sid, "user", "remember the blue heron")
+    sid = store.sessions.create()["id"]  # the tool runs in "s1", which does not exist
+    store.messages.append(sid, "user", "remember the blue heron")
     assert reg.run("session_search", query="heron")["results"] == []
 
 
