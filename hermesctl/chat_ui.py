@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from hermesctl.subcommands.base import sandbox_text
+
+if TYPE_CHECKING:
+    from hermesctl.markdown_render import MarkdownStream
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 ARGS_CHARS = 60
@@ -79,10 +82,17 @@ class TurnPrinter:
     stream in the REPL; stderr in one-shot mode, so ``chat -m … > file`` keeps only the answer).
     """
 
-    def __init__(self, out: TextIO, info: TextIO, err: TextIO, *, tty: bool) -> None:
+    def __init__(
+        self, out: TextIO, info: TextIO, err: TextIO, *, tty: bool, markdown: bool = False
+    ) -> None:
         self.out, self.info, self.err = out, info, err
         self.tty = tty
         self.style = Style(tty)
+        self.markdown: MarkdownStream | None = None
+        if markdown and self.style.enabled:
+            from hermesctl.markdown_render import MarkdownStream
+
+            self.markdown = MarkdownStream(out)
         self._at_line_start = True
         self._round_text = ""  # text streamed since the last tool call
         self._tools: dict[str, tuple[str, str]] = {}
@@ -98,7 +108,15 @@ class TurnPrinter:
             self.info.flush()
             self._spinning = False
 
+    def _end_text(self) -> None:
+        """Render the markdown block still collected (something else is about to be shown)."""
+        if self.markdown is not None and self.markdown.holding:
+            self._clear_status()
+            self.markdown.flush()
+            self._at_line_start = True
+
     def _newline_if_needed(self) -> None:
+        self._end_text()
         if not self._at_line_start:
             self.out.write("\n")
             self.out.flush()
@@ -145,6 +163,8 @@ class TurnPrinter:
     def _on_turn_started(self, ev: dict[str, Any]) -> None:
         self._round_text = ""
         self._at_line_start = True
+        if self.markdown is not None:
+            self.markdown.new_answer()
 
     def _on_text_delta(self, ev: dict[str, Any]) -> None:
         text = str(ev.get("text") or "")
@@ -152,9 +172,13 @@ class TurnPrinter:
             return
         self._clear_status()
         self._end_pending_tool()
+        self._round_text += text
+        if self.markdown is not None:
+            self.markdown.feed(text)  # previewed, then rendered when its block closes
+            self._at_line_start = not self.markdown.previewing
+            return
         self.out.write(text)
         self.out.flush()
-        self._round_text += text
         self._at_line_start = text.endswith("\n")
 
     def _on_model_retry(self, ev: dict[str, Any]) -> None:
@@ -166,6 +190,8 @@ class TurnPrinter:
         if ev.get("discard_partial") and self._round_text:
             note += "; the partial answer above is discarded"
             self._round_text = ""
+            if self.markdown is not None:
+                self.markdown.reset()
         self.line(self.style.yellow(note))
 
     def _on_tool_started(self, ev: dict[str, Any]) -> None:
@@ -205,8 +231,11 @@ class TurnPrinter:
             # Not streamed as is (a transform_llm_output hook changed it): show the final text.
             self._clear_status()
             self._newline_if_needed()
-            self.out.write(content)
-            self._at_line_start = content.endswith("\n")
+            if self.markdown is not None:
+                self.markdown.feed(content)
+            else:
+                self.out.write(content)
+                self._at_line_start = content.endswith("\n")
         self.finish()
 
     def _on_turn_finished(self, ev: dict[str, Any]) -> None:

@@ -55,7 +55,13 @@ class Repl:
         self.args, self.client = args, client
         self.tty = sys.stdout.isatty()
         self.style = Style(self.tty)
-        self.printer = TurnPrinter(sys.stdout, sys.stdout, sys.stderr, tty=self.tty)
+        self.printer = TurnPrinter(
+            sys.stdout,
+            sys.stdout,
+            sys.stderr,
+            tty=self.tty,
+            markdown=self.tty and not getattr(args, "plain", False),
+        )
         self.session: dict[str, Any] = {}
         self.methods: set[str] = set()
         self.editor: LineEditor | None = None
