@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any
 
-from hermesctl.chat_ui import Style, TurnPrinter, banner, render_history
+from hermesctl.chat_ui import Style, TurnPrinter, banner, render_history, status_line
 from hermesctl.client import Client, ConnectionClosed, DaemonNotRunning
 from hermesctl.line_editor import LineEditor
 from hermesctl.subcommands.base import EXIT_OK
@@ -68,6 +68,7 @@ class Repl:
         self.event_seq: int | None = None  # the last event of the session shown here
         self.last_message_id = 0  # the newest stored message known to be shown
         self.typed = ""  # typed at an approval prompt that closed: starts the next prompt
+        self.model: str | None = None
 
     # --- start -------------------------------------------------------------------------------
 
@@ -80,6 +81,7 @@ class Repl:
         status = self.client.call("status")
         tools = self.client.call("tools.list").get("tools") or []
         model = session.get("model") or status.get("model")
+        self.model = model
         print(
             banner(
                 {**info, "sandbox": status.get("sandbox")},
@@ -170,13 +172,32 @@ class Repl:
                     return EXIT_OK
                 continue
             try:
+                started = time.monotonic()
                 self.turn(text)
+                self.footer(time.monotonic() - started)
             except ConnectionLost:
                 raise
             except (RpcError, ConnectionClosed, OSError) as exc:
                 if not lost(exc):  # lost again while recovering: attach again, then go on
                     raise
                 self.reconnect()
+
+    def footer(self, took_s: float | None = None) -> None:
+        """The status line under an answer: model, context use, session cost, approvals."""
+        sid = self.session["id"]
+        try:
+            live = self.client.call("session.get", {"session_id": sid})
+            cost = None
+            if "usage.get" in self.methods:
+                report = self.client.call("usage.get", {"session_id": sid, "limit": 1})
+                cost = (report.get("totals") or {}).get("cost_usd")
+            pending = self.client.call("approvals.pending").get("pending") or []
+        except RpcError:
+            return  # the footer is a convenience: a daemon that refuses one part shows none
+        model = live.get("model") or self.model
+        self.printer.line(
+            self.style.dim(status_line(model, live.get("context"), cost, took_s, len(pending)))
+        )
 
     # --- turns -------------------------------------------------------------------------------
 

@@ -114,3 +114,27 @@ def test_a_piped_answer_is_the_markdown_as_written(
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ANSWER
     assert "\x1b[" not in done.stdout
+
+
+# --- the REPL's status line and spinner -------------------------------------------------------
+
+
+def test_the_repl_shows_a_status_line_and_a_spinner_with_elapsed_seconds(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    t = chat_on_terminal(chatd)
+    try:
+        t.expect("› ")
+        t.wait_reading()
+        model.push(reply("slow but sure", delay=2.5))
+        t.sendline("take your time")
+        t.expect(r"thinking… 1s")  # counts while the model is awaited
+        t.expect("slow but sure")
+        footer = t.expect(r"scripted-model · context ([\d,.k]+)/([\d,.k]+) \(\d+%\).*last turn")
+        assert footer.group(1) != "0"
+        t.expect("› ")
+        t.wait_reading()
+        t.sendline("/quit")
+        assert t.wait() == 0
+    finally:
+        t.close()
