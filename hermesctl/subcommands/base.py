@@ -65,3 +65,36 @@ def sandbox_text(sandbox: Any) -> str | None:
             f"({sandbox.get('reason', '')})"
         )
     return f"sandbox: {mode} ({mechanism})"
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    """Rows under upper-case headers in aligned columns (as ``docker ps`` prints them)."""
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    lines = []
+    for row in [headers, *rows]:
+        cells = [str(c).ljust(w) for c, w in zip(row[:-1], widths, strict=False)]
+        lines.append("   ".join([*cells, str(row[-1])]).rstrip())
+    return "\n".join(lines)
+
+
+def relative_time(when: Any, now: float | None = None) -> str:
+    """``3m 5s ago``, ``in 2h 10m``, ``just now``: a Unix time or ISO 8601 text, from now."""
+    import time
+
+    from hermesd.rpc.humanize import duration
+
+    if when is None or when == "":
+        return "-"
+    try:
+        ts = float(when)
+    except (TypeError, ValueError):
+        from datetime import datetime
+
+        try:
+            ts = datetime.fromisoformat(str(when)).timestamp()
+        except ValueError:
+            return str(when)
+    delta = (time.time() if now is None else now) - ts
+    if abs(delta) < 1:
+        return "just now"
+    return f"{duration(delta)} ago" if delta > 0 else f"in {duration(-delta)}"

@@ -18,6 +18,7 @@ import functools
 import logging
 import pwd
 import re
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -108,6 +109,7 @@ class SessionService:
             "history",
             "rename",
             "delete",
+            "prune",
             "fork",
             "search",
             "reset",
@@ -396,6 +398,27 @@ class SessionService:
         sid = p["session_id"]
         await self._owned(call.conn, sid)
         await self._cancel(sid)
+        await self._forget(sid)
+        return {"deleted": True}
+
+    async def rpc_prune(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        older, empty = p.get("older_than_s"), bool(p.get("empty"))
+        if older is None and not empty:
+            raise RpcError(Codes.INVALID_PARAMS, "say which sessions: older_than_s and/or empty")
+        if older is not None and older < 0:
+            raise RpcError(Codes.INVALID_PARAMS, "older_than_s must not be negative")
+        cutoff = None if older is None else time.time() - float(older)
+        found = await self._db(
+            self.store.prunable, updated_before=cutoff, empty=empty, owner_uid=call.conn.scope_uid
+        )
+        chosen = [sid for sid in found if sid not in self.turns]  # a running turn keeps it
+        if not p.get("dry_run"):
+            for sid in chosen:
+                await self._forget(sid)
+        return {"deleted": chosen, "dry_run": bool(p.get("dry_run"))}
+
+    async def _forget(self, sid: str) -> None:
+        """Delete a session (its turn already stopped) and tell whoever is attached."""
         await self.hooks.invoke("on_session_finalize", session_id=sid, platform=self.platform)
         await self._db(self.store.delete, sid)
         self._count -= 1
@@ -407,7 +430,6 @@ class SessionService:
         for conn in self.attached.pop(sid, set()):
             conn.attachments.discard(sid)
             conn.notify(EVENT, [{"type": "session.deleted", "session_id": sid}])
-        return {"deleted": True}
 
     async def rpc_fork(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         await self._resolve(call.conn, p)
