@@ -132,6 +132,33 @@ def test_config_check_lists_every_problem_of_the_file_as_it_is_now(daemon: Daemo
     assert out.stdout.splitlines()[-1].endswith("config.yaml: 2 problem(s)")
 
 
+def test_config_check_names_the_key_a_typo_meant_also_beside_other_errors(
+    daemon: DaemonProcess,
+) -> None:
+    (daemon.home / "config.yaml").write_text(
+        "log_level: LOUD\napprovals:\n  timout: 5\nmodel:\n  defualt: qwen\n"
+    )
+    out = ctl(daemon, "config", "check")
+    assert out.returncode == 1
+    assert "unknown setting 'approvals.timout' ignored; did you mean 'approvals.timeout'?" in (
+        out.stdout
+    )
+    assert "did you mean 'model.default'?" in out.stdout
+    assert "'log_level' must be one of" in out.stdout
+    typo = ctl(daemon, "config", "set", "approvals.mdoe", "manual")
+    assert typo.returncode == 1 and "did you mean 'approvals.mode'?" in typo.stderr
+
+
+def test_config_set_of_a_word_yaml_reads_as_a_boolean_keeps_the_word(
+    daemon: DaemonProcess,
+) -> None:
+    out = ctl(daemon, "config", "set", "approvals.mode", "off")
+    assert out.returncode == 0, out.stderr
+    assert "mode: 'off'" in (daemon.home / "config.yaml").read_text()
+    assert ctl(daemon, "config", "get", "approvals.mode").stdout == "off\n"
+    assert ctl(daemon, "config", "set", "approvals.mode", "manual").returncode == 0
+
+
 def test_config_path_and_get_of_a_section(daemon: DaemonProcess) -> None:
     assert ctl(daemon, "config", "path").stdout == f"{daemon.home / 'config.yaml'}\n"
     section = ctl(daemon, "config", "get", "model").stdout.splitlines()
