@@ -13,7 +13,6 @@ import sys
 from hermesctl.approval_prompt import visible
 from hermesctl.client import Client
 from hermesctl.subcommands.base import COMMANDS, EXIT_ERROR, EXIT_OK, emit_json, table
-from hermesd.rpc.protocol import RpcError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs milliseconds at start-up
@@ -61,26 +60,22 @@ def cmd_list(args: argparse.Namespace, client: Client) -> int:
     ]
     print(table(["NAME", "STATE", "KIND", "TOOLS", "TOOLSET"], rows))
     for row in servers:
-        for line in why_not_running(client, row):
+        for line in why_not_running(row):
             print(f"  {row['name']}: {line}")
         for line in row.get("rejected") or []:
             print(f"  {row['name']}: not registered: {visible(line)}")
     return EXIT_OK
 
 
-def why_not_running(client: Client, row: dict[str, Any], tail_lines: int = 5) -> list[str]:
+def why_not_running(row: dict[str, Any]) -> list[str]:
     """For a server with an error: the error, and the last lines it wrote to stderr."""
     if not row.get("error"):
         return []
     out = [f"error: {visible(row['error'])}"]
-    try:
-        text = client.call("mcp.logs", {"name": row["name"], "tail": 2000}).get("text") or ""
-    except RpcError:
-        text = ""
-    lines = [visible(line) for line in text.splitlines() if line.strip()][-tail_lines:]
-    if lines:
+    tail = [visible(line) for line in str(row.get("stderr_tail") or "").splitlines()]
+    if tail:
         out.append("stderr (last lines):")
-        out += [f"  {line}" for line in lines]
+        out += [f"  {line}" for line in tail]
     return out
 
 

@@ -399,7 +399,7 @@ def build_services(daemon: Daemon) -> None:
     daemon.services.append(reloads)
     daemon.services.append(ConfigService(daemon, files, reloads))
     daemon.services.append(LogService())
-    daemon.services.append(DoctorService(daemon, files, host))
+    daemon.services.append(DoctorService(daemon, files, host, mcp_pool))
     # Late, so it stops early (pending approvals are answered before the others stop).
     daemon.services.append(approvals)
     # The scheduler starts last (a run may need every other service: approval rules loaded,

@@ -156,3 +156,43 @@ def test_cron_list_has_headers_and_when_the_next_run_is(d: DaemonProcess) -> Non
     assert " in 1h 59m " in row or " in 2h 0m " in row
     assert "never ran" in row and row.endswith("logs digest")
     assert json.loads(ctl(d, "cron", "list", "--json").stdout)[0]["name"] == "logs digest"
+
+
+def test_doctor_and_status_say_why_an_mcp_server_is_not_running(mcpd: DaemonProcess) -> None:
+    out = ctl(mcpd, "doctor", "--json")
+    checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+    assert checks["mcp fine"]["status"] == "ok"
+    assert checks["mcp broken"]["status"] == "fail"
+    assert "cannot open /nope/db: no such file" in checks["mcp broken"]["detail"]
+    assert out.returncode == 1
+    status = ctl(mcpd, "status").stdout
+    failed = [r for r in mcpd.call("mcp.list")["servers"] if r["state"] == "failed"]
+    if failed:  # "failed" after its attempts; until then it is "retrying" (then doctor says so)
+        assert "broken: error: " in status and "cannot open /nope/db" in status
+
+
+def test_doctor_reports_an_endpoint_that_answers_with_a_web_page(start: Any) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"<!doctype html><html><body>Welcome to the web UI</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    with ThreadingHTTPServer(("127.0.0.1", 0), Page) as web:
+        threading.Thread(target=web.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{web.server_address[1]}"
+        daemon = start(config=model_config(url))
+        out = ctl(daemon, "doctor")
+        web.shutdown()
+    assert out.returncode == 1, out.stderr
+    assert "internal error" not in out.stdout + out.stderr
+    assert "answered with text/html, not an OpenAI model list" in out.stdout
