@@ -231,7 +231,7 @@ def _main(argv: list[str] | None = None) -> int:
     if args.command == "completion":
         from hermesctl.subcommands.cmd import completion
 
-        return completion(args.shell, args.socket)
+        return completion(args.shell, args.socket, args.install)
     if not args.command:
         parser.print_help()
         return EXIT_USAGE

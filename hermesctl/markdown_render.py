@@ -24,6 +24,7 @@ from typing import Any, TextIO
 FENCE_MARKS = ("```", "~~~")
 # Trailing padding rich adds to fill the width (before any closing escape codes): dropped so a
 # narrower terminal later does not wrap empty cells, and copied text has no trailing spaces.
+ESCAPES = re.compile(r"\x1b\[[0-9;]*m")
 PADDING = re.compile(r"[ ]+((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)
 
 
@@ -152,7 +153,13 @@ class MarkdownStream:
         console = self._console_for_out()
         console.file = io.StringIO()
         console.print(Markdown(source, code_theme="ansi_dark"))
-        rendered = PADDING.sub(r"\1", console.file.getvalue())
+        lines = PADDING.sub(r"\1", console.file.getvalue()).split("\n")
+        # one blank line between blocks: drop the empty rows rich puts around tables and code
+        while lines and not ESCAPES.sub("", lines[0]).strip():
+            lines.pop(0)
+        while lines and not ESCAPES.sub("", lines[-1]).strip():
+            lines.pop()
+        rendered = "\n".join(lines) + "\x1b[0m\n"  # a reset on a dropped row still applies
         self.out.write(("\n" if self._blocks_written else "") + rendered)
         self._blocks_written += 1
         self.out.flush()
