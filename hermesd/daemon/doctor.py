@@ -74,11 +74,11 @@ async def check_model(cfg: config.Config) -> list[Row]:
         raw = await sdk.models.with_raw_response.list()
         kind = raw.headers.get("content-type", "")
         if "json" not in kind:  # a web page (a proxy's login, a UI's index), not the API
-            return [row("model endpoint", "fail", _not_an_api(settings.base_url, kind))]
+            return [row("model endpoint", "fail", _not_an_api(settings.base_url or "", kind))]
         try:
             names = sorted(str(m.id) for m in raw.parse().data)
         except (AttributeError, TypeError, ValueError):  # JSON, but not a model list
-            return [row("model endpoint", "fail", _not_an_api(settings.base_url, kind))]
+            return [row("model endpoint", "fail", _not_an_api(settings.base_url or "", kind))]
     except openai.APIStatusError as exc:
         return [
             row(
