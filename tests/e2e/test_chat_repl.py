@@ -441,3 +441,30 @@ def test_resume_recaps_the_last_exchange(
     ready(t)
     t.sendline("/quit")
     assert t.wait() == 0
+
+
+def test_the_status_line_counts_approvals_waiting_in_another_session(
+    repl: Callable[..., Terminal], chatd: DaemonProcess
+) -> None:
+    from tests.support.approvals import Background, client_answering, terminal, wait_pending
+
+    workspace = chatd.home / "workspace"
+    workspace.mkdir(exist_ok=True)
+    victim = Path(tempfile.mkdtemp(prefix="victim-", dir=workspace))
+    other = chatd.call("session.create")["id"]
+    caller, _ = client_answering(chatd, None)
+    with caller:
+        running = Background(terminal, caller, f"rm -r {victim}", other)
+        [pending] = wait_pending(chatd)
+        t = repl()
+        t.expect(r"session (\S+)")
+        ready(t)
+        t.sendline("anything waiting?")
+        t.expect("You said: anything waiting?")
+        t.expect(r"· 1 approval pending \(hermesctl approvals\)")
+        ready(t)
+        chatd.call("approvals.respond", {"id": pending["id"], "choice": "deny"})
+        running.result()
+        t.sendline("/quit")
+        assert t.wait() == 0
+    assert victim.exists()
