@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
-from tests.support.modelserver import ScriptedModelServer, model_config, reply
+from tests.support.modelserver import (
+    ScriptedModelServer,
+    call_tools,
+    model_config,
+    reply,
+    tool_call,
+)
 from tests.support.terminal import Terminal
 from tests.support.tmux import TmuxWindow
 
@@ -135,6 +141,20 @@ def test_the_repl_shows_a_status_line_and_a_spinner_with_elapsed_seconds(
         t.expect("› ")
         t.wait_reading()
         t.sendline("/quit")
+        assert t.wait() == 0
+    finally:
+        t.close()
+
+
+def test_a_running_tool_line_counts_its_seconds(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    model.push(call_tools(tool_call("terminal", {"command": "sleep 2"})), reply("slept well"))
+    t = chat_on_terminal(chatd, "-m", "have a nap")
+    try:
+        t.expect(r"⚙ terminal\(command='sleep 2'\) \S 1s")
+        t.expect(r"⚙ terminal\(command='sleep 2'\) ✓")
+        t.expect("slept well")
         assert t.wait() == 0
     finally:
         t.close()
