@@ -39,7 +39,7 @@ from hermesd.approvals.broker import ApprovalBroker
 from hermesd.daemon.config import Config
 from hermesd.redact import Redactor
 from hermesd.runtime.hooks import HookBus
-from hermesd.store.sessions import SessionStore
+from hermesd.store.facade import SessionStore
 from hermesd.tools.registry import ToolRegistry
 from hermesd.tools.terminal import TERMINAL_SCHEMA
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hermesd.plugins import hostapi
 from hermesd.plugins.loader import _import_folder, bundled_dir
 
 log = logging.getLogger(__name__)
@@ -119,8 +120,6 @@ def _is_engine_class(value: object) -> bool:
 def load_folder_engine(name: str, folder: Path) -> Any:
     """A new engine from ``folder`` (``register(ctx)``, else its first ``ContextEngine``
     subclass); None when it has none. Blocking: runs plugin code."""
-    from hermesd.plugins import hostapi  # hostapi imports the plugin context module
-
     hostapi.enable_reference_modules()  # engines import agent.context_engine
     module = _import_folder(f"context_engine/{name}", folder)
     register = getattr(module, "register", None)

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, cast
 
 from hermesd.plugins import hostapi
-from hermesd.plugins.context import Injector, McpCaller, PluginContext, PluginServices
 from hermesd.plugins.listing import plugins_payload, plugins_text
 from hermesd.plugins.loader import (
     Candidate,
@@ -35,6 +34,7 @@ from hermesd.plugins.loader import (
 )
 from hermesd.plugins.manifest import PluginRecord, Source
 from hermesd.plugins.memory_providers import discover_providers, looks_like_provider
+from hermesd.plugins.registrar import Injector, McpCaller, PluginContext, PluginServices
 from hermesd.runtime.hooks import HookBus
 from hermesd.runtime.workers import WorkerPool, shared_pool
 from hermesd.tools.schema import Finding, ToolsJsonError, lint_tools, load_tools_json

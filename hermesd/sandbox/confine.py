@@ -8,7 +8,10 @@ namespace (the daemon is not there to signal or read), ``--die-with-parent``,
 handed to ``--seccomp``. Where user namespaces are not allowed, ``landlock``: the command
 runs through `hermesd.sandbox.landlock_exec`, which confines itself with the kernel's
 Landlock (ABI 6 or later: signals and abstract sockets scoped too) before it executes the
-shell. With neither, every call is refused with an error naming ``sandbox.mode``; nothing
+shell. Landlock can only grant, so ``.git/hooks`` and ``.git/config`` of a writable root
+stay writable under it (keeping them read-only would take away creating files in the root and
+in ``.git``: docs/sandbox.md); bubblewrap binds them back read-only. With neither, every call
+is refused with an error naming ``sandbox.mode``; nothing
 runs unconfined unless ``sandbox.mode: off`` says so, and even then the process carries the
 marker, so the socket never takes it for the owner (`hermesd.rpc.peer_trust`).
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import logging
 import os
 import shutil
@@ -29,11 +33,16 @@ from pathlib import Path
 from typing import Any
 
 from hermesd.sandbox import landlock_exec, policy
+from hermesd.sandbox.egress import Approve, EgressProxy, socket_path_for
 from hermesd.sandbox.policy import DaemonPlaces, SandboxSettings
 
 log = logging.getLogger(__name__)
 
 LAUNCHER = str(Path(landlock_exec.__file__).resolve())
+#: run by path, never imported here (it puts its own folder on sys.path)
+BRIDGE = str(Path(LAUNCHER).with_name("bridge.py"))
+#: where the egress proxy's Unix socket appears inside a bubblewrap sandbox (/run is its own)
+BRIDGED_SOCKET = "/run/hermesd/egress.sock"
 MIN_LANDLOCK_ABI = 6  # signal scoping: without it a confined process could signal the daemon
 #: Tests only: pretend the kernel's Landlock ABI is this number (``0``: no Landlock).
 TEST_ABI_VARIABLE = "HERMES_TEST_LANDLOCK_ABI"
@@ -104,11 +113,15 @@ class Sandbox:
         places: DaemonPlaces,
         environ: Mapping[str, str],
         dotenv: Mapping[str, str],
+        approve: Approve | None = None,
     ) -> None:
         self.places = places
         self.environ = environ
         self.settings = settings
         self.dotenv = dict(dotenv)
+        #: sandbox.network: allowlist's way out (`SandboxService` starts and stops it)
+        self.egress = EgressProxy(socket_path_for(places.scratch), approve)
+        self.egress.configure(settings.allowed_domains)
         self.mechanism = "none"
         self.reason = ""
         self.abi = 0
@@ -122,17 +135,21 @@ class Sandbox:
         config: Any,
         socket: Path | None = None,
         dotenv: Mapping[str, str] | None = None,
+        approve: Approve | None = None,
     ) -> Sandbox:
-        """The sandbox of a daemon with this home, configuration and socket."""
+        """The sandbox of a daemon with this home, configuration and socket; ``approve``
+        asks about hosts off ``sandbox.allowed_domains`` (the approval broker's)."""
         # inside the hidden home: Landlock then need not grant every entry of /tmp around it
         scratch = home / "sandbox-tmp"
         places = DaemonPlaces.of_this_process(home, socket, scratch)
-        return cls(SandboxSettings.from_config(config), places, os.environ, dotenv or {})
+        settings = SandboxSettings.from_config(config)
+        return cls(settings, places, os.environ, dotenv or {}, approve)
 
     def reload(self, settings: SandboxSettings, dotenv: Mapping[str, str]) -> None:
         """New ``sandbox.*`` settings (the mechanism is chosen again)."""
         self.settings = settings
         self.dotenv = dict(dotenv)
+        self.egress.configure(settings.allowed_domains)
         self._choose()
 
     def _choose(self) -> None:
@@ -168,30 +185,68 @@ class Sandbox:
     def status(self) -> dict[str, Any]:
         """The ``sandbox`` field of ``status``."""
         out: dict[str, Any] = {"mode": self.settings.mode, "mechanism": self.mechanism}
-        if not self.settings.network and self.mechanism in ("bwrap", "landlock"):
-            out["network"] = False
+        out["network"] = self.settings.network
+        if self.settings.network == "allowlist":
+            out["allowed_domains"] = list(self.settings.allowed_domains)
         if self.reason:
             out["reason"] = self.reason
         return out
 
-    def prepare(self, command: str, cwd: Path, workspace: Path) -> Launch:
-        """The command line of one ``/bin/sh -c command`` call (touches the disk: not on the
-        event loop). Raises `SandboxUnavailable`."""
+    def prepare(
+        self, command: str, cwd: Path, workspace: Path, session_id: str | None = None
+    ) -> Launch:
+        """The command line of one ``/bin/sh -c command`` call for ``session_id`` (whose
+        clients are asked about hosts under ``network: allowlist``); touches the disk: not on
+        the event loop. Raises `SandboxUnavailable`."""
         self._refuse_if_unavailable("tool commands are")
         env = policy.tool_environment(self.environ, self.settings, self.dotenv)
+        proxy = self._proxy_port()
         if self.mechanism == "bwrap":
-            return self._bwrap(command, cwd, workspace, env)
-        private = self._private_tmp()
-        env["TMPDIR"] = str(private)
-        launch = Launch([], env, cwd)
-        launch._cleanups.append(lambda: shutil.rmtree(private, ignore_errors=True))
-        rules = (
-            []
-            if self.mechanism == "off"
-            else policy.rules(self.settings, self.places, workspace, private)
-        )
-        launch.argv = self._launcher(rules, [SHELL, "-c", command])
+            launch = self._bwrap(command, cwd, workspace, env, proxy)
+        else:
+            private = self._private_tmp()
+            env["TMPDIR"] = str(private)
+            launch = Launch([], env, cwd)
+            launch._cleanups.append(lambda: shutil.rmtree(private, ignore_errors=True))
+            rules = (
+                []
+                if self.mechanism == "off"
+                else policy.rules(self.settings, self.places, workspace, private, protect_git=False)
+            )
+            launch.argv = self._launcher(rules, [SHELL, "-c", command], proxy)
+        self._hand_over(launch, proxy, session_id, ask=True)
         return launch
+
+    # --- sandbox.network: allowlist (hermesd.sandbox.egress, hermesd.sandbox.bridge) --------
+
+    def _proxy_port(self) -> int | None:
+        """The egress proxy's port under ``network: allowlist``, else None."""
+        if self.settings.network != "allowlist":
+            return None
+        if not self.egress.running:
+            raise SandboxUnavailable(
+                "sandbox.network is allowlist but the egress proxy is not running (see the "
+                "daemon log), so nothing was run"
+            )
+        return self.egress.port
+
+    def _hand_over(
+        self, launch: Launch, port: int | None, session_id: str | None, ask: bool
+    ) -> None:
+        """Give the call its proxy credentials (last: nothing can fail after, so none leak)
+        and point its HTTP clients at the proxy; the credentials end with the call."""
+        if port is not None:
+            proxy = self.egress.issue(session_id, ask)
+            launch.env.update(proxy.environment())
+            launch._cleanups.insert(0, functools.partial(self.egress.revoke, proxy.user))
+
+    def _bridged(self, port: int, filter_fd: int, program: list[str]) -> list[str]:
+        """bubblewrap's program when its network namespace is bridged to the proxy: the
+        bridge, which applies the seccomp filter from ``filter_fd`` after its relay starts."""
+        bridge = [sys.executable, "-I", "-S", BRIDGE, BRIDGED_SOCKET, str(port)]
+        return [*bridge, str(filter_fd), "--", *program]
+
+    # -----------------------------------------------------------------------------------------
 
     def _refuse_if_unavailable(self, what: str) -> None:
         if self.mechanism == "unavailable":
@@ -201,16 +256,24 @@ class Sandbox:
                 "in config.yaml to run them unconfined."
             )
 
-    def _launcher(self, rules: list[tuple[str, str]], program: list[str]) -> list[str]:
-        """The Landlock launcher's command line (ABI 0 under ``mode: off``: the marker only)."""
+    def _launcher(
+        self, rules: list[tuple[str, str]], program: list[str], proxy: int | None = None
+    ) -> list[str]:
+        """The Landlock launcher's command line (ABI 0 under ``mode: off``: the marker only);
+        under ``network: allowlist`` TCP may connect to the proxy's port alone."""
         abi = 0 if self.mechanism == "off" else self.abi
+        network = []
+        if abi and self.settings.network != "on":
+            network.append("--no-network")
+            if proxy is not None:
+                network.append(f"--connect-port={proxy}")
         return [
             sys.executable,
             "-I",
             "-S",
             LAUNCHER,
             str(abi),
-            *(["--no-network"] if abi and not self.settings.network else []),
+            *network,
             *(f"{level}={path}" for path, level in rules),
             "--",
             *program,
@@ -243,23 +306,31 @@ class Sandbox:
         directory = Path(os.path.realpath(os.path.expanduser(str(cwd or workspace))))
         path = search_path or env.get("PATH", os.defpath)
         program = [_find_program(argv[0], path, directory), *argv[1:]]
+        proxy = self._proxy_port()
         if self.mechanism == "bwrap":
             marker = self._marker_file()
             rules = policy.rules(self.settings, self.places, workspace, None, writable, readable)
             env["TMPDIR"] = str(self.places.scratch)
             inner = self._bwrap_mounts(rules)
-            inner += ["--seccomp", "3", "--chdir", str(directory), "--", *program]
+            if proxy is None:
+                inner += ["--seccomp", "3", "--chdir", str(directory), "--", *program]
+            else:
+                inner += ["--chdir", str(directory), "--", *self._bridged(proxy, 3, program)]
             opener = 'exec 3<"$0" && exec "$@"'
-            return Launch([SHELL, "-c", opener, str(marker), *inner], env, directory)
-        private = self._private_tmp("program-")
-        env["TMPDIR"] = str(private)
-        rules = (
-            []
-            if self.mechanism == "off"
-            else policy.rules(self.settings, self.places, workspace, private, writable, readable)
-        )
-        launch = Launch(self._launcher(rules, program), env, directory)
-        launch._cleanups.append(lambda: shutil.rmtree(private, ignore_errors=True))
+            launch = Launch([SHELL, "-c", opener, str(marker), *inner], env, directory)
+        else:
+            private = self._private_tmp("program-")
+            env["TMPDIR"] = str(private)
+            rules = (
+                []
+                if self.mechanism == "off"
+                else policy.rules(
+                    self.settings, self.places, workspace, private, writable, readable, False
+                )
+            )
+            launch = Launch(self._launcher(rules, program, proxy), env, directory)
+            launch._cleanups.append(lambda: shutil.rmtree(private, ignore_errors=True))
+        self._hand_over(launch, proxy, None, ask=False)  # no session: the allow-list only
         return launch
 
     def _marker_file(self) -> Path:
@@ -279,13 +350,24 @@ class Sandbox:
         self.places.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix=prefix, dir=self.places.scratch))
 
-    def _bwrap(self, command: str, cwd: Path, workspace: Path, env: dict[str, str]) -> Launch:
+    def _bwrap(
+        self,
+        command: str,
+        cwd: Path,
+        workspace: Path,
+        env: dict[str, str],
+        proxy: int | None = None,
+    ) -> Launch:
         argv = self._bwrap_mounts(policy.rules(self.settings, self.places, workspace, None))
         read, write = os.pipe()
         os.write(write, landlock_exec.MARKER_FILTER)
         os.close(write)
         env["TMPDIR"] = str(self.places.scratch)
-        argv += ["--seccomp", str(read), "--chdir", str(cwd), SHELL, "-c", command]
+        shell = [SHELL, "-c", command]
+        if proxy is None:
+            argv += ["--seccomp", str(read), "--chdir", str(cwd), *shell]
+        else:  # the bridge applies the filter once its relay runs
+            argv += ["--chdir", str(cwd), "--", *self._bridged(proxy, read, shell)]
         launch = Launch(argv, env, cwd, (read,))
         launch._cleanups.append(lambda: os.close(read))
         return launch
@@ -293,10 +375,12 @@ class Sandbox:
     def _bwrap_mounts(self, rules: list[tuple[str, str]]) -> list[str]:
         """bubblewrap's command line up to the seccomp marker: namespaces and mounts."""
         argv = [self.bwrap, "--die-with-parent", "--new-session", *_namespace_args()]
-        if not self.settings.network:
+        if self.settings.network != "on":
             argv.append("--unshare-net")  # a loopback of its own, nothing else
         argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         argv += ["--tmpfs", "/run"]
+        if self.settings.network == "allowlist":  # the proxy's socket, for the bridge
+            argv += ["--bind", str(self.egress.socket_path), BRIDGED_SOCKET]
         argv += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
         self.places.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)  # a mount point
         scratch = str(self.places.scratch)

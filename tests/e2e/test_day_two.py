@@ -4,6 +4,7 @@ show/get/set/path/check, reload, logs, doctor and stop."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from tests.support.daemon import (
 )
 from tests.support.modelserver import ScriptedModelServer, model_config
 from tests.support.plugin_factory import write_plugin
+from tests.support.terminal import Terminal
 
 ENV = {"HERMES_BUNDLED_PLUGINS": "/nonexistent"}
 
@@ -152,11 +154,19 @@ def test_config_check_names_the_key_a_typo_meant_also_beside_other_errors(
 def test_config_set_of_a_word_yaml_reads_as_a_boolean_keeps_the_word(
     daemon: DaemonProcess,
 ) -> None:
-    out = ctl(daemon, "config", "set", "approvals.mode", "off")
-    assert out.returncode == 0, out.stderr
+    # approvals.mode widens what tools may do: confirmed on a terminal (hermesctl.confirm)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(HERMES_HOME=str(daemon.home), TERM="xterm")
+    argv = [sys.executable, "-m", "hermesctl", "--socket", str(daemon.socket)]
+    t = Terminal([*argv, "config", "set", "approvals.mode", "off"], env)
+    try:
+        t.expect("Type 'yes' to allow it: ")
+        t.sendline("yes")
+        assert t.wait() == 0, t.text
+    finally:
+        t.close()
     assert "mode: 'off'" in (daemon.home / "config.yaml").read_text()
     assert ctl(daemon, "config", "get", "approvals.mode").stdout == "off\n"
-    assert ctl(daemon, "config", "set", "approvals.mode", "manual").returncode == 0
 
 
 def test_config_path_and_get_of_a_section(daemon: DaemonProcess) -> None:

@@ -155,12 +155,6 @@ FIGURES: dict[str, dict[str, float]] = {}
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def hostile(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     home = short_tmpdir()
     for folder, source in (

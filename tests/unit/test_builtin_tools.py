@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from hermesd.daemon import config
-from hermesd.store.sessions import SessionStore
+from hermesd.store.facade import SessionStore
 from hermesd.tools.builtin_files import register_builtin_file_tools
 
 
@@ -293,13 +293,22 @@ def test_search_files_never_lists_hermesd_files(reg: Registrations, home: Path) 
 
 
 def test_session_search_finds_past_conversations(reg: Registrations, store: SessionStore) -> None:
-    sid = store.create_session()["id"]
-    store.append_message(sid, "user", "remember the blue heron")
+    store.sessions.create(session_id="s1")  # the session the tool runs in (Registrations.run)
+    sid = store.sessions.create()["id"]
+    store.messages.append(sid, "user", "remember the blue heron")
     out = reg.run("session_search", query="heron")
     [hit] = out["results"]
     assert hit["session_id"] == sid and "«heron»" in hit["snippet"] and hit["when"]
     assert reg.run("session_search", query='"AND (')["results"] == []
     assert reg.run("session_search")["error"] == "'query' is required"
+
+
+def test_session_search_finds_nothing_when_its_sessions_owner_is_unknown(
+    reg: Registrations, store: SessionStore
+) -> None:
+    sid = store.sessions.create()["id"]  # the tool runs in "s1", which does not exist
+    store.messages.append(sid, "user", "remember the blue heron")
+    assert reg.run("session_search", query="heron")["results"] == []
 
 
 # -- through the real registry ------------------------------------------------------------------
@@ -356,7 +365,7 @@ def test_a_sessions_own_directory_is_its_workspace(
 ) -> None:
     own = tmp_path / "own-project"
     own.mkdir()
-    sid = store.create_session(cwd=str(own))["id"]
+    sid = store.sessions.create(cwd=str(own))["id"]
     write = reg.tools["write_file"]["handler"]
     out = json.loads(write({"path": "x.txt", "content": "hi"}, session_id=sid))
     assert out["path"] == str(own.resolve() / "x.txt")

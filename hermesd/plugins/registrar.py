@@ -275,8 +275,10 @@ class PluginContext:
         description: str = "",
         args_hint: str = "",
         help: str | None = None,
+        access: str = "owner",
     ) -> None:
-        """Add a ``/name`` command; ``help=`` is a synonym of ``description=``."""
+        """Add a ``/name`` command; ``help=`` is a synonym of ``description=``; ``access`` who
+        may run it: ``owner`` (default), ``person`` or ``any`` (docs/plugins.md)."""
         with self._lock:
             if self._refuse_late("command", name):
                 return
@@ -288,6 +290,7 @@ class PluginContext:
                 description=description or help or "Plugin command",
                 args_hint=args_hint,
                 owner=self.plugin_name,
+                access=access,
             )
             if command is not None and command.name not in self._record.commands:
                 self._record.commands.append(command.name)
@@ -299,13 +302,15 @@ class PluginContext:
         setup_fn: Callable[[Any], Any],
         handler_fn: Callable[[Any], Any] | None = None,
         description: str = "",
+        access: str = "owner",
     ) -> None:
-        """Add a ``hermesctl <name> …`` command (argparse tree built by ``setup_fn``)."""
+        """Add a ``hermesctl <name> …`` command (argparse tree built by ``setup_fn``);
+        ``access`` as for `register_command`."""
         with self._lock:
             if self._refuse_late("CLI command", name):
                 return
             command = self._services.commands.register_cli(
-                name, help, setup_fn, handler_fn, description, owner=self.plugin_name
+                name, help, setup_fn, handler_fn, description, owner=self.plugin_name, access=access
             )
             if command is not None and command.name not in self._record.cli_commands:
                 self._record.cli_commands.append(command.name)
