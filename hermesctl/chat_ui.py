@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, TextIO
+import time
+from typing import TYPE_CHECKING, Any, TextIO
 
 from hermesctl.subcommands.base import sandbox_text
+
+if TYPE_CHECKING:
+    from hermesctl.markdown_render import MarkdownStream
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 ARGS_CHARS = 60
@@ -79,16 +83,24 @@ class TurnPrinter:
     stream in the REPL; stderr in one-shot mode, so ``chat -m … > file`` keeps only the answer).
     """
 
-    def __init__(self, out: TextIO, info: TextIO, err: TextIO, *, tty: bool) -> None:
+    def __init__(
+        self, out: TextIO, info: TextIO, err: TextIO, *, tty: bool, markdown: bool = False
+    ) -> None:
         self.out, self.info, self.err = out, info, err
         self.tty = tty
         self.style = Style(tty)
+        self.markdown: MarkdownStream | None = None
+        if markdown and self.style.enabled:
+            from hermesctl.markdown_render import MarkdownStream
+
+            self.markdown = MarkdownStream(out)
         self._at_line_start = True
         self._round_text = ""  # text streamed since the last tool call
         self._tools: dict[str, tuple[str, str]] = {}
         self._spin = 0
         self._spinning = False
         self._pending_tool: str | None = None  # a tool line written without its end (TTY)
+        self._waiting_since = time.monotonic()  # the spinner's elapsed time counts from here
 
     # --- low level ---------------------------------------------------------------------------
 
@@ -98,7 +110,15 @@ class TurnPrinter:
             self.info.flush()
             self._spinning = False
 
+    def _end_text(self) -> None:
+        """Render the markdown block still collected (something else is about to be shown)."""
+        if self.markdown is not None and self.markdown.holding:
+            self._clear_status()
+            self.markdown.flush()
+            self._at_line_start = True
+
     def _newline_if_needed(self) -> None:
+        self._end_text()
         if not self._at_line_start:
             self.out.write("\n")
             self.out.flush()
@@ -119,11 +139,20 @@ class TurnPrinter:
             self._pending_tool = None
 
     def tick(self) -> None:
-        """Advance the spinner (TTY only, and only while nothing else is on the line)."""
-        if not self.tty or not self._at_line_start or self._pending_tool is not None:
+        """Advance the spinner and its elapsed seconds (TTY only): on a line of its own while
+        the model is awaited, at the end of the tool line while a tool runs."""
+        if not self.tty:
             return
         self._spin = (self._spin + 1) % len(SPINNER)
-        self.info.write(f"\r{self.style.dim(SPINNER[self._spin] + ' thinking…')}")
+        waited = f"{SPINNER[self._spin]} {time.monotonic() - self._waiting_since:.0f}s"
+        if self._pending_tool is not None:
+            label, _ = self._tools.get(self._pending_tool, ("", ""))
+            self.info.write(f"\r\x1b[K{self.style.cyan('⚙ ')}{label} {self.style.dim(waited)}")
+            self.info.flush()
+            return
+        if not self._at_line_start:
+            return
+        self.info.write(f"\r\x1b[K{self.style.dim(waited.replace(' ', ' thinking… ', 1))}")
         self.info.flush()
         self._spinning = True
 
@@ -143,8 +172,11 @@ class TurnPrinter:
             handler(ev)
 
     def _on_turn_started(self, ev: dict[str, Any]) -> None:
+        self._waiting_since = time.monotonic()
         self._round_text = ""
         self._at_line_start = True
+        if self.markdown is not None:
+            self.markdown.new_answer()
 
     def _on_text_delta(self, ev: dict[str, Any]) -> None:
         text = str(ev.get("text") or "")
@@ -152,9 +184,14 @@ class TurnPrinter:
             return
         self._clear_status()
         self._end_pending_tool()
+        self._round_text += text
+        self._waiting_since = time.monotonic()
+        if self.markdown is not None:
+            self.markdown.feed(text)  # previewed, then rendered when its block closes
+            self._at_line_start = not self.markdown.previewing
+            return
         self.out.write(text)
         self.out.flush()
-        self._round_text += text
         self._at_line_start = text.endswith("\n")
 
     def _on_model_retry(self, ev: dict[str, Any]) -> None:
@@ -166,12 +203,15 @@ class TurnPrinter:
         if ev.get("discard_partial") and self._round_text:
             note += "; the partial answer above is discarded"
             self._round_text = ""
+            if self.markdown is not None:
+                self.markdown.reset()
         self.line(self.style.yellow(note))
 
     def _on_tool_started(self, ev: dict[str, Any]) -> None:
         label = format_call(str(ev.get("name")), str(ev.get("arguments") or ""))
         self._tools[str(ev.get("tool_call_id"))] = (label, str(ev.get("name")))
         self._round_text = ""
+        self._waiting_since = time.monotonic()
         if self.tty:
             self._clear_status()
             self._end_pending_tool()
@@ -183,6 +223,7 @@ class TurnPrinter:
     def _on_tool_finished(self, ev: dict[str, Any]) -> None:
         call_id = str(ev.get("tool_call_id"))
         label, _ = self._tools.pop(call_id, (str(ev.get("name")), ""))
+        self._waiting_since = time.monotonic()
         ok = ev.get("status") == "ok"
         mark = self.style.green("✓") if ok else self.style.red("✗")
         took = format_duration(float(ev.get("duration_ms") or 0))
@@ -205,8 +246,11 @@ class TurnPrinter:
             # Not streamed as is (a transform_llm_output hook changed it): show the final text.
             self._clear_status()
             self._newline_if_needed()
-            self.out.write(content)
-            self._at_line_start = content.endswith("\n")
+            if self.markdown is not None:
+                self.markdown.feed(content)
+            else:
+                self.out.write(content)
+                self._at_line_start = content.endswith("\n")
         self.finish()
 
     def _on_turn_finished(self, ev: dict[str, Any]) -> None:
@@ -239,6 +283,33 @@ class TurnPrinter:
         from hermesctl.approval_prompt import decided_elsewhere
 
         self.line(self.style.dim(f"approval {params.get('id', '')}: {decided_elsewhere(params)}"))
+
+
+def status_line(
+    model: str | None,
+    context: dict[str, Any] | None,
+    cost: float | None,
+    took_s: float | None,
+    pending: int,
+) -> str:
+    """The REPL's footer: model · context used/window · session cost · last turn · approvals."""
+    parts = [model or "no model"]
+    if context and context.get("context_length"):
+        used, window = int(context.get("last_prompt_tokens") or 0), int(context["context_length"])
+        parts.append(f"context {_tokens(used)}/{_tokens(window)} ({used / window:.0%})")
+    if cost is not None:
+        parts.append(f"${cost:.4f} this session" if cost < 1 else f"${cost:,.2f} this session")
+    if took_s is not None:
+        parts.append(f"last turn {took_s:.1f} s")
+    if pending:
+        parts.append(
+            f"{pending} approval{'s' if pending != 1 else ''} pending (hermesctl approvals)"
+        )
+    return " · ".join(parts)
+
+
+def _tokens(n: int) -> str:
+    return f"{n / 1000:.1f}k" if n >= 10_000 else f"{n:,}"
 
 
 def _error_of(preview: str) -> str:

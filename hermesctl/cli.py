@@ -225,11 +225,13 @@ def _main(argv: list[str] | None = None) -> int:
         extra = plugin_cli_commands(socket_path)
         if extra:
             parser.epilog = f"{_plugin_epilog(extra)}\n\n{parser.epilog}"
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # reported by the (sub)command's parser, so its usage is the one shown
+        command_parser(parser, argv[first:]).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "completion":
         from hermesctl.subcommands.cmd import completion
 
-        return completion(args.shell, args.socket)
+        return completion(args.shell, args.socket, args.install)
     if not args.command:
         parser.print_help()
         return EXIT_USAGE

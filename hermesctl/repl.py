@@ -7,9 +7,11 @@ what was missed), and text typed at an approval prompt that an answer from elsew
 stays here), and their ``action`` is followed: ``session`` switches session (``/new``,
 ``/resume``), ``turn`` follows the turn a command started (``/retry``).
 
-When the connection is lost (a daemon restart), the REPL reconnects with backoff, attaches
-again with ``after_seq``, says so, shows the events and stored messages it missed, and sends
-a message again only when the daemon had not stored it. Reading lines is
+When the connection is lost (a daemon restart), the REPL reconnects with backoff for as long
+as the person waits (Ctrl-C stops trying and puts the unsent message back at the prompt),
+attaches again with ``after_seq``, says so, shows the events and stored messages it missed,
+and sends a message again only when the daemon had not stored it. ``/resume`` ends with a
+recap of the session it switched to: the last exchange and its pending approvals. Reading lines is
 ``hermesctl.line_editor``'s job, showing events ``hermesctl.chat_ui``'s.
 """
 
@@ -20,25 +22,20 @@ import sys
 import time
 from typing import Any
 
-from hermesctl.chat_ui import Style, TurnPrinter, banner, render_history
+from hermesctl.chat_ui import Style, TurnPrinter, banner, render_history, status_line
 from hermesctl.client import Client, ConnectionClosed, DaemonNotRunning
 from hermesctl.line_editor import LineEditor
 from hermesctl.subcommands.base import EXIT_OK
 from hermesctl.turns import Interrupts, approval_handler, choose_session, follow_turn
 from hermesd.rpc.protocol import Codes, RpcError
 
-RECONNECT_DELAYS = (0.1, 0.2, 0.5, 1.0, 2.0)  # then the last, until RECONNECT_GIVE_UP_S
-RECONNECT_GIVE_UP_S = 60.0
+RECONNECT_DELAYS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0)  # then the last, until Ctrl-C
 LOCAL_HELP = [
     ("/help", "show this list"),
     ("/new, /reset", "start a new session"),
     ("/plugins", "list plugins and their status"),
     ("/quit, /exit", "leave (Ctrl-D works too)"),
 ]
-
-
-class ConnectionLost(ConnectionClosed):
-    """hermesd went away and did not come back in time."""
 
 
 def lost(exc: BaseException) -> bool:
@@ -55,13 +52,21 @@ class Repl:
         self.args, self.client = args, client
         self.tty = sys.stdout.isatty()
         self.style = Style(self.tty)
-        self.printer = TurnPrinter(sys.stdout, sys.stdout, sys.stderr, tty=self.tty)
+        self.printer = TurnPrinter(
+            sys.stdout,
+            sys.stdout,
+            sys.stderr,
+            tty=self.tty,
+            markdown=self.tty and not getattr(args, "plain", False),
+        )
         self.session: dict[str, Any] = {}
         self.methods: set[str] = set()
         self.editor: LineEditor | None = None
         self.event_seq: int | None = None  # the last event of the session shown here
         self.last_message_id = 0  # the newest stored message known to be shown
         self.typed = ""  # typed at an approval prompt that closed: starts the next prompt
+        self.model: str | None = None
+        self.connected = True  # False from a lost connection until attached again
 
     # --- start -------------------------------------------------------------------------------
 
@@ -74,6 +79,7 @@ class Repl:
         status = self.client.call("status")
         tools = self.client.call("tools.list").get("tools") or []
         model = session.get("model") or status.get("model")
+        self.model = model
         print(
             banner(
                 {**info, "sandbox": status.get("sandbox")},
@@ -159,18 +165,48 @@ class Repl:
             last_interrupt = False
             if not text.strip():
                 continue
-            if text.lstrip().startswith("/"):
-                if self.slash(text.strip()) == "quit":
-                    return EXIT_OK
-                continue
             try:
+                if not self.connected:
+                    self.reconnect()
+                if text.lstrip().startswith("/"):
+                    if self.slash(text.strip()) == "quit":
+                        return EXIT_OK
+                    continue
+                started = time.monotonic()
                 self.turn(text)
-            except ConnectionLost:
-                raise
+                self.footer(time.monotonic() - started)
+            except KeyboardInterrupt:
+                if self.connected:
+                    raise
+                # Ctrl-C while waiting for hermesd: stop trying, keep the message
+                self.typed = text
+                self.printer.line(
+                    self.style.yellow(
+                        "⊘ stopped reconnecting; your message is back at the prompt "
+                        "(Enter tries again, Ctrl-D leaves)"
+                    )
+                )
             except (RpcError, ConnectionClosed, OSError) as exc:
                 if not lost(exc):  # lost again while recovering: attach again, then go on
                     raise
                 self.reconnect()
+
+    def footer(self, took_s: float | None = None) -> None:
+        """The status line under an answer: model, context use, session cost, approvals."""
+        sid = self.session["id"]
+        try:
+            live = self.client.call("session.get", {"session_id": sid})
+            cost = None
+            if "usage.get" in self.methods:
+                report = self.client.call("usage.get", {"session_id": sid, "limit": 1})
+                cost = (report.get("totals") or {}).get("cost_usd")
+            pending = self.client.call("approvals.pending").get("pending") or []
+        except RpcError:
+            return  # the footer is a convenience: a daemon that refuses one part shows none
+        model = live.get("model") or self.model
+        self.printer.line(
+            self.style.dim(status_line(model, live.get("context"), cost, took_s, len(pending)))
+        )
 
     # --- turns -------------------------------------------------------------------------------
 
@@ -277,12 +313,16 @@ class Repl:
     def reconnect(self) -> dict[str, Any]:
         """A new connection, attached again to the session; its ``session.attach`` result.
 
-        Tries with growing pauses for up to RECONNECT_GIVE_UP_S (Ctrl-C gives up at once).
+        Tries with growing pauses until it works; Ctrl-C (KeyboardInterrupt) stops trying.
         """
         self.printer.finish()
-        self.printer.line(self.style.yellow("⚡ lost the connection to hermesd; reconnecting…"))
+        self.printer.line(
+            self.style.yellow(
+                "⚡ lost the connection to hermesd; reconnecting… (Ctrl-C stops trying)"
+            )
+        )
         self.client.close()
-        deadline = time.monotonic() + RECONNECT_GIVE_UP_S
+        self.connected = False
         attempt = 0
         while True:
             try:
@@ -299,11 +339,10 @@ class Repl:
                     if exc.code != Codes.SHUTTING_DOWN:
                         raise
                 else:
+                    self.connected = True
                     return attached
-            if time.monotonic() >= deadline:
-                raise ConnectionLost(
-                    f"hermesd did not come back within {RECONNECT_GIVE_UP_S:.0f} s"
-                )
+            if attempt and attempt % 12 == 0:  # about once a minute at the longest pause
+                self.printer.line(self.style.dim("still waiting for hermesd…"))
             time.sleep(RECONNECT_DELAYS[min(attempt, len(RECONNECT_DELAYS) - 1)])
             attempt += 1
 
@@ -372,6 +411,30 @@ class Repl:
                 raise
         return None
 
+    def recap(self) -> None:
+        """Where the resumed conversation stands: its last exchange and pending approvals."""
+        sid = self.session["id"]
+        try:
+            recent = self.client.call("session.history", {"session_id": sid, "limit": 20})
+            pending = self.client.call("approvals.pending", {"session_id": sid})
+        except RpcError:
+            return
+        messages = recent.get("messages") or []
+        last_user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+        if last_user is not None:
+            after = [m for m in messages if m["id"] >= last_user["id"]]
+            answer = [m for m in after if m.get("role") == "assistant" and m.get("content")]
+            self.printer.line(self.style.dim("last exchange:"))
+            for block in render_history([last_user, *answer[-1:]]):
+                self.printer.line("  " + _clip(block, 400))
+        for p in pending.get("pending") or []:
+            self.printer.line(
+                self.style.yellow(
+                    f"⏳ approval {p.get('id')} pending: {p.get('tool')} "
+                    f"{_clip(str(p.get('command') or p.get('description') or ''), 120)}"
+                )
+            )
+
     def _local_help(self) -> None:
         print("Commands (this daemon has no command.run; plugin commands need a newer hermesd):")
         for names, text in LOCAL_HELP:
@@ -394,6 +457,8 @@ class Repl:
         if isinstance(session, dict) and session.get("id"):
             # /new, /resume: the daemon attached us to it; /title, /model: updated
             self._switch(session)
+            if result.get("command") == "resume":
+                self.recap()
         if result.get("action") == "turn" and result.get("turn_id"):
             with Interrupts() as interrupts:  # /retry: the daemon started the turn again
                 self._follow(str(result["turn_id"]), interrupts)
@@ -403,3 +468,7 @@ class Repl:
     def close(self) -> None:
         if self.editor is not None:
             self.editor.save()
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -74,3 +74,36 @@ def _network_text(sandbox: dict[str, Any]) -> str:
         domains = sandbox.get("allowed_domains") or []
         return f", network: allowlist ({len(domains)} domain{'s' if len(domains) != 1 else ''})"
     return f", network: {network}" if isinstance(network, str) else ""
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    """Rows under upper-case headers in aligned columns (as ``docker ps`` prints them)."""
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    lines = []
+    for row in [headers, *rows]:
+        cells = [str(c).ljust(w) for c, w in zip(row[:-1], widths, strict=False)]
+        lines.append("   ".join([*cells, str(row[-1])]).rstrip())
+    return "\n".join(lines)
+
+
+def relative_time(when: Any, now: float | None = None) -> str:
+    """``3m 5s ago``, ``in 2h 10m``, ``just now``: a Unix time or ISO 8601 text, from now."""
+    import time
+
+    from hermesd.rpc.humanize import duration
+
+    if when is None or when == "":
+        return "-"
+    try:
+        ts = float(when)
+    except (TypeError, ValueError):
+        from datetime import datetime
+
+        try:
+            ts = datetime.fromisoformat(str(when)).timestamp()
+        except ValueError:
+            return str(when)
+    delta = (time.time() if now is None else now) - ts
+    if abs(delta) < 1:
+        return "just now"
+    return f"{duration(delta)} ago" if delta > 0 else f"in {duration(-delta)}"

@@ -46,6 +46,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="one-shot: print every event of the turn as one JSON object per line",
     )
     p.add_argument(
+        "--plain",
+        action="store_true",
+        help="print the answer's markdown as it is (the default on a terminal renders it; "
+        "a pipe or NO_COLOR gets plain text anyway)",
+    )
+    p.add_argument(
         "--approve",
         choices=("deny", "once"),
         default="deny",
@@ -65,7 +71,13 @@ def _one_shot(args: argparse.Namespace, client: Client, message: str) -> int:
     client.hello("hermesctl chat")
     session, resumed = choose_session(args, client)
     tty = sys.stdout.isatty()
-    printer = TurnPrinter(sys.stdout, sys.stdout if tty else sys.stderr, sys.stderr, tty=tty)
+    printer = TurnPrinter(
+        sys.stdout,
+        sys.stdout if tty else sys.stderr,
+        sys.stderr,
+        tty=tty,
+        markdown=tty and not getattr(args, "plain", False),
+    )
     interactive = sys.stdin.isatty() and args.message not in (None, "-")
     client.on_request = approval_handler(
         interactive,

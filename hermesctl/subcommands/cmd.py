@@ -9,7 +9,9 @@ commands included while the daemon is up.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 from hermesctl.subcommands.base import EXIT_ERROR, EXIT_OK, command, emit_json
 
@@ -32,6 +34,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "shell",
         choices=("bash", "zsh", "fish", "names"),
         help="the shell; 'names' lists subcommand names, one per line",
+    )
+    p.add_argument(
+        "--install",
+        action="store_true",
+        help="write the script where the shell looks for it in your home (directories "
+        "created) instead of printing it",
     )
 
 
@@ -60,13 +68,38 @@ def subcommand_names(socket_path: str | None = None) -> list[str]:
     return names + [c["name"] for c in plugin_cli_commands(socket_path) if c["name"] not in names]
 
 
-def completion(shell: str, socket_path: str | None = None) -> int:
-    """Print the completion script (or the names); needs no daemon."""
+def completion(shell: str, socket_path: str | None = None, install: bool = False) -> int:
+    """Print the completion script (or the names), or install it; needs no daemon."""
     if shell == "names":
         print("\n".join(subcommand_names(socket_path)))
         return EXIT_OK
     from hermesctl.cli import build_parser
     from hermesctl.completion import script
 
-    sys.stdout.write(script(shell, build_parser()))
+    text = script(shell, build_parser())
+    if not install:
+        sys.stdout.write(text)
+        return EXIT_OK
+    path, note = install_path(shell)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        print(f"hermesctl: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"wrote {path}{note}")
     return EXIT_OK
+
+
+def install_path(shell: str) -> tuple[Path, str]:
+    """Where a per-user completion script for ``shell`` goes, and what else it needs."""
+    home = Path.home()
+    data = Path(os.environ.get("XDG_DATA_HOME") or home / ".local/share")
+    conf = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    if shell == "bash":  # bash-completion loads it on first use of hermesctl
+        return data / "bash-completion/completions/hermesctl", "; open a new shell"
+    if shell == "fish":
+        return conf / "fish/completions/hermesctl.fish", "; open a new shell"
+    return home / ".zfunc/_hermesctl", (
+        "; add to ~/.zshrc, before compinit: fpath=(~/.zfunc $fpath)"
+    )

@@ -44,6 +44,13 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
             f"  mcp:         {info['mcp_servers']} servers ({info.get('mcp_ready', 0)} ready, "
             f"{info.get('mcp_failed', 0)} failed), {info.get('mcp_tools', 0)} tools"
         )
+        if info.get("mcp_failed"):  # say why, without a second command
+            from hermesctl.subcommands.mcp import why_not_running
+
+            for row in client.call("mcp.list")["servers"]:
+                if row["state"] == "failed":
+                    for line in why_not_running(row):
+                        print(f"    {row['name']}: {line}")
     if info.get("model"):
         print(f"  model:       {info['model']}")
     shield = sandbox_text(info.get("sandbox"))

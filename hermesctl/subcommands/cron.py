@@ -10,7 +10,14 @@ from __future__ import annotations
 import argparse
 
 from hermesctl.client import Client
-from hermesctl.subcommands.base import COMMANDS, EXIT_OK, emit_json, positive_int
+from hermesctl.subcommands.base import (
+    COMMANDS,
+    EXIT_OK,
+    emit_json,
+    positive_int,
+    relative_time,
+    table,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs milliseconds at start-up
@@ -59,6 +66,25 @@ def _line(job: dict[str, Any]) -> str:
         f"{job['id']}  {job['state']:<9}  {job['schedule_display']:<18}  "
         f"next {job.get('next_run_at') or '-'}  last {last}  {job['name']}{orphaned}"
     )
+
+
+def _table(jobs: list[dict[str, Any]]) -> str:
+    rows = [
+        [
+            j["id"],
+            j["state"],
+            j["schedule_display"],
+            relative_time(j.get("next_run_at")) if j.get("next_run_at") else "-",
+            (
+                f"{j['last_status']} {relative_time(j.get('last_run_at'))}"
+                if j.get("last_status")
+                else "never ran"
+            ),
+            j["name"],
+        ]
+        for j in jobs
+    ]
+    return table(["JOB ID", "STATE", "SCHEDULE", "NEXT RUN", "LAST RUN", "NAME"], rows)
 
 
 def _show(job: dict[str, Any]) -> None:
@@ -113,7 +139,7 @@ def _do(args: argparse.Namespace, client: Client) -> int:
         emit_json(result)
         return EXIT_OK
     if verb == "list":
-        print("\n".join(_line(j) for j in result) if result else "no cron jobs")
+        print(_table(result) if result else "no cron jobs")
     elif verb == "logs":
         if not result:
             print("no runs yet")

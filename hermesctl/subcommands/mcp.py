@@ -12,7 +12,7 @@ import sys
 
 from hermesctl.approval_prompt import visible
 from hermesctl.client import Client
-from hermesctl.subcommands.base import COMMANDS, EXIT_OK, emit_json
+from hermesctl.subcommands.base import COMMANDS, EXIT_ERROR, EXIT_OK, emit_json, table
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs milliseconds at start-up
@@ -47,17 +47,36 @@ def cmd_list(args: argparse.Namespace, client: Client) -> int:
         return EXIT_OK
     if not servers:
         print("no MCP servers configured (mcp_servers in config.yaml)")
+        return EXIT_OK
+    rows = [
+        [
+            row["name"],
+            row["state"] if row["enabled"] else "disabled",
+            row["kind"],
+            f"{row['registered']} tools",
+            row["toolset"],
+        ]
+        for row in servers
+    ]
+    print(table(["NAME", "STATE", "KIND", "TOOLS", "TOOLSET"], rows))
     for row in servers:
-        state = row["state"] if row["enabled"] else "disabled"
-        print(
-            f"{row['name']:<20} {state:<10} {row['kind']:<15} "
-            f"{row['registered']} tools  (toolset {row['toolset']})"
-        )
-        if row.get("error"):
-            print(f"    error: {visible(row['error'])}")
+        for line in why_not_running(row):
+            print(f"  {row['name']}: {line}")
         for line in row.get("rejected") or []:
-            print(f"    not registered: {visible(line)}")
+            print(f"  {row['name']}: not registered: {visible(line)}")
     return EXIT_OK
+
+
+def why_not_running(row: dict[str, Any]) -> list[str]:
+    """For a server with an error: the error, and the last lines it wrote to stderr."""
+    if not row.get("error"):
+        return []
+    out = [f"error: {visible(row['error'])}"]
+    tail = [visible(line) for line in str(row.get("stderr_tail") or "").splitlines()]
+    if tail:
+        out.append("stderr (last lines):")
+        out += [f"  {line}" for line in tail]
+    return out
 
 
 def cmd_tools(args: argparse.Namespace, client: Client) -> int:
@@ -80,7 +99,8 @@ def cmd_restart(args: argparse.Namespace, client: Client) -> int:
     else:
         error = f": {visible(result['error'])}" if result.get("error") else ""
         print(f"{args.name}: {result['state']}{error}")
-    return EXIT_OK
+    # a server that did not come back is a failure for scripts too
+    return EXIT_OK if result.get("state") == "ready" else EXIT_ERROR
 
 
 def cmd_reload(args: argparse.Namespace, client: Client) -> int:

@@ -14,7 +14,15 @@ import time
 from typing import Any
 
 from hermesctl.client import Client
-from hermesctl.subcommands.base import EXIT_OK, command, emit_json, positive_int
+from hermesctl.subcommands.base import (
+    EXIT_OK,
+    UsageError,
+    command,
+    emit_json,
+    positive_int,
+    relative_time,
+    table,
+)
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,6 +39,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     a = action("list", "sessions, most recently updated first")
     a.add_argument("-n", "--limit", type=positive_int, default=20, help="page size (default 20)")
     a.add_argument("--before", metavar="CURSOR", help="the next page (cursor printed by list)")
+    a = action("prune", "delete old and/or empty sessions (your own; root: everyone's)")
+    a.add_argument(
+        "--older-than",
+        type=age,
+        metavar="AGE",
+        help="not updated for this long: 30d, 12h, 45m, 90s",
+    )
+    a.add_argument("--empty", action="store_true", help="only sessions without messages")
+    a.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
     a = action("show", "a session and its history")
     a.add_argument("id")
     a = action("search", "full-text search over every message")
@@ -58,6 +75,23 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     a.add_argument("id")
     a.add_argument("--format", choices=("json", "markdown"), default="markdown")
     a.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+
+
+AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def age(text: str) -> float:
+    """argparse type: ``30d``, ``12h``, ``45m``, ``90s``, ``2w`` as seconds."""
+    number, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    try:
+        value = float(number) * AGE_UNITS[unit]
+    except (KeyError, ValueError):
+        raise argparse.ArgumentTypeError(
+            f"invalid age '{text}': a number and a unit, s m h d or w (30d, 12h)"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("an age cannot be negative")
+    return value
 
 
 def _when(ts: Any) -> str:
@@ -91,10 +125,41 @@ def _list(args: argparse.Namespace, client: Client) -> int:
         return EXIT_OK
     if not sessions:
         print("No sessions." if not args.before else "No more sessions.")
-    for s in sessions:
-        print(_summary(s))
+    else:
+        rows = [
+            [
+                s["id"],
+                relative_time(s.get("updated_at")),
+                str(s.get("message_count", 0)),
+                "running" if s.get("running") else "idle",
+                s.get("model") or "(default)",
+                s.get("title") or "(untitled)",
+            ]
+            for s in sessions
+        ]
+        print(table(["SESSION ID", "UPDATED", "MESSAGES", "STATE", "MODEL", "TITLE"], rows))
     if page.get("next_cursor"):
         print(f"more: hermesctl sessions list --before {page['next_cursor']}")
+    return EXIT_OK
+
+
+def _prune(args: argparse.Namespace, client: Client) -> int:
+    if args.older_than is None and not args.empty:
+        raise UsageError("say which sessions: --older-than AGE and/or --empty")
+    params: dict[str, Any] = {"dry_run": args.dry_run}
+    if args.older_than is not None:
+        params["older_than_s"] = args.older_than
+    if args.empty:
+        params["empty"] = True
+    result = client.call("session.prune", params)
+    if args.json:
+        emit_json(result)
+        return EXIT_OK
+    ids = result.get("deleted") or []
+    verb = "Would delete" if args.dry_run else "Deleted"
+    print(f"{verb} {len(ids)} session{'s' if len(ids) != 1 else ''}.")
+    for sid in ids:
+        print(f"  {sid}")
     return EXIT_OK
 
 
@@ -265,6 +330,7 @@ _ACTIONS = {
     "search": _search,
     "rename": _rename,
     "delete": _delete,
+    "prune": _prune,
     "fork": _fork,
     "export": _export,
     "compress": _compress,

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import pwd
 import re
+import time
 from typing import Any
 
 from hermesd.agent.loop import TurnResult
@@ -55,6 +56,7 @@ class SessionService(SessionRegistry):
             "history",
             "rename",
             "delete",
+            "prune",
             "fork",
             "search",
             "reset",
@@ -233,6 +235,30 @@ class SessionService(SessionRegistry):
         sid = p["session_id"]
         await self._session(sid)
         await self._cancel(sid)
+        await self._forget(sid)
+        return {"deleted": True}
+
+    async def rpc_prune(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        older, empty = p.get("older_than_s"), bool(p.get("empty"))
+        if older is None and not empty:
+            raise RpcError(Codes.INVALID_PARAMS, "say which sessions: older_than_s and/or empty")
+        if older is not None and older < 0:
+            raise RpcError(Codes.INVALID_PARAMS, "older_than_s must not be negative")
+        cutoff = None if older is None else time.time() - float(older)
+        found = await self._db(
+            self.store.sessions.prunable,
+            updated_before=cutoff,
+            empty=empty,
+            owner_uid=call.caller.scope_uid,
+        )
+        chosen = [sid for sid in found if sid not in self.turns]  # a running turn keeps it
+        if not p.get("dry_run"):
+            for sid in chosen:
+                await self._forget(sid)
+        return {"deleted": chosen, "dry_run": bool(p.get("dry_run"))}
+
+    async def _forget(self, sid: str) -> None:
+        """Delete a session (its turn already stopped) and tell whoever is attached."""
         await self.hooks.invoke("on_session_finalize", session_id=sid, platform=self.platform)
         await self._db(self.store.sessions.delete, sid)
         self._count -= 1
@@ -244,7 +270,6 @@ class SessionService(SessionRegistry):
         for conn in self.attached.pop(sid, set()):
             conn.attachments.discard(sid)
             conn.notify(EVENT, [{"type": "session.deleted", "session_id": sid}])
-        return {"deleted": True}
 
     async def rpc_fork(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         session = await self._db(

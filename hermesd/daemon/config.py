@@ -27,9 +27,12 @@ class ConfigError(ValueError):
     """config.yaml cannot be used; the message names the key. ``problems`` lists every one
     found (the message joins them)."""
 
-    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+    def __init__(
+        self, message: str, problems: list[str] | None = None, warnings: list[str] | None = None
+    ) -> None:
         super().__init__(message)
         self.problems = problems or [message]
+        self.warnings = warnings or []  # found beside the problems (unknown keys)
 
 
 @dataclass(frozen=True)
@@ -303,7 +306,9 @@ def _validate_one(
     spec = schema.get(key) if isinstance(key, str) else None
     if spec is None:
         if not _plugin_setting(prefix, key, value):
-            warnings.append(f"unknown setting '{dotted}' ignored")
+            guess = closest_key(dotted, [f"{prefix}{k}" for k in schema])
+            hint = f"; did you mean '{guess}'?" if guess else ""
+            warnings.append(f"unknown setting '{dotted}' ignored{hint}")
         return
     if isinstance(spec, dict):
         if value is None:
@@ -315,7 +320,12 @@ def _validate_one(
     if value is None:
         return
     if isinstance(value, bool) and bool not in spec.types:
-        raise ConfigError(f"'{dotted}' must be {_names(spec.types)}, got bool")
+        hint = ""
+        if any(
+            isinstance(c, str) and c.lower() in ("on", "off", "yes", "no") for c in spec.choices
+        ):
+            hint = " (YAML reads a bare on/off/yes/no as a boolean: put the word in quotes)"
+        raise ConfigError(f"'{dotted}' must be {_names(spec.types)}, got bool{hint}")
     if not isinstance(value, spec.types):
         raise ConfigError(f"'{dotted}' must be {_names(spec.types)}, got {type(value).__name__}")
     if spec.choices and value not in spec.choices and str(value).upper() not in spec.choices:
@@ -442,8 +452,23 @@ def parse(text: str, path: Path | None = None, plugin_sections: Collection[str] 
     except ConfigError as exc:
         problems.extend(exc.problems)
     if problems:
-        raise ConfigError("; ".join(problems), problems)
+        raise ConfigError("; ".join(problems), problems, warnings)
     return Config(data, warnings, path)
+
+
+def closest_key(dotted: str, candidates: Collection[str]) -> str | None:
+    """The known key ``dotted`` was most likely meant to be (a typo's correction), or None."""
+    import difflib
+
+    # Compared by the last part among the keys of the same section, so a shared prefix
+    # ("model.") does not make unrelated names look alike; a wrong section, by the whole key.
+    parent, _, leaf = dotted.rpartition(".")
+    siblings = {c.rpartition(".")[2]: c for c in candidates if c.rpartition(".")[0] == parent}
+    found = difflib.get_close_matches(leaf, list(siblings), n=1, cutoff=0.7)
+    if found:
+        return siblings[found[0]]
+    whole = difflib.get_close_matches(dotted, list(candidates), n=1, cutoff=0.85)
+    return whole[0] if whole else None
 
 
 def _check_mcp(data: dict[str, Any], warnings: list[str]) -> None:

@@ -113,8 +113,23 @@ def edited_config_text(text: str, dotted: str, value: Any) -> str:
     if value is None:
         section.pop(leaf, None)
     else:
-        section[leaf] = _flow_list(value) if isinstance(value, list) else value
+        section[leaf] = _flow_list(value) if isinstance(value, list) else _scalar(value)
     return _dump(doc)
+
+
+def _scalar(value: Any) -> Any:
+    """``value``, quoted when it is text that hermesd's YAML reader would take for something
+    else (YAML 1.1 reads a bare ``off``, ``no``, ``on`` as booleans, ``1e3`` as a number)."""
+    import yaml
+    from ruamel.yaml.scalarstring import SingleQuotedScalarString
+
+    if not isinstance(value, str):
+        return value
+    try:
+        same = yaml.safe_load(value) == value
+    except yaml.YAMLError:
+        same = False
+    return value if same else SingleQuotedScalarString(value)
 
 
 def set_value(path: Path, dotted: str, value: Any) -> None:

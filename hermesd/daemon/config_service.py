@@ -65,6 +65,11 @@ def parse_value(dotted: str, text: str) -> Any:
     return value
 
 
+def _did_you_mean(dotted: str) -> str:
+    guess = config.closest_key(dotted, leaves())
+    return f" (did you mean '{guess}'?)" if guess and guess != dotted else ""
+
+
 def _shown(dotted: str, value: Any) -> Any:
     if dotted in SECRET_SETTINGS and value:
         return redact.REDACTED
@@ -119,7 +124,8 @@ class ConfigService(RpcService):
         if node is None:
             raise RpcError(
                 Codes.NOT_FOUND,
-                f"unknown setting '{dotted}' (hermesctl config show lists them)",
+                f"unknown setting '{dotted}'{_did_you_mean(dotted)} "
+                "(hermesctl config show lists them)",
                 {"key": dotted},
             )
         running = self.daemon.config
@@ -140,7 +146,8 @@ class ConfigService(RpcService):
             what = "a section" if isinstance(node, dict) else "an unknown setting"
             raise RpcError(
                 Codes.INVALID_PARAMS,
-                f"'{dotted}' is {what}; hermesctl config show lists the settings",
+                f"'{dotted}' is {what}{_did_you_mean(dotted)}; "
+                "hermesctl config show lists the settings",
                 {"key": dotted},
             )
         value = parse_value(dotted, raw)
@@ -170,10 +177,16 @@ class ConfigService(RpcService):
         }
 
     async def rpc_check(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        _, cfg, problems = await asyncio.to_thread(self._read)
+        text, cfg, problems = await asyncio.to_thread(self._read)
+        warnings = list(cfg.warnings) if cfg else []
+        if cfg is None:  # the problems hide the warnings: parse again for them
+            try:
+                config.parse(text, None, config.plugin_sections(self.files.home))
+            except config.ConfigError as exc:
+                warnings = list(exc.warnings)
         return {
             "path": str(self.files.config_path),
             "ok": not problems,
             "problems": problems,
-            "warnings": list(cfg.warnings) if cfg else [],
+            "warnings": warnings,
         }

@@ -31,6 +31,7 @@ from hermesd.sandbox.policy import network_mode
 if TYPE_CHECKING:
     from hermesd.daemon.config import SettingsFiles
     from hermesd.daemon.main import Daemon
+    from hermesd.mcp.pool import McpPool
     from hermesd.plugins.host import PluginHost
 
 Row = dict[str, str]
@@ -71,8 +72,14 @@ async def check_model(cfg: config.Config) -> list[Row]:
         max_retries=0,
     )
     try:
-        page = await sdk.models.list()
-        names = sorted(m.id for m in page.data)
+        raw = await sdk.models.with_raw_response.list()
+        kind = raw.headers.get("content-type", "")
+        if "json" not in kind:  # a web page (a proxy's login, a UI's index), not the API
+            return [row("model endpoint", "fail", _not_an_api(settings.base_url or "", kind))]
+        try:
+            names = sorted(str(m.id) for m in raw.parse().data)
+        except (AttributeError, TypeError, ValueError):  # JSON, but not a model list
+            return [row("model endpoint", "fail", _not_an_api(settings.base_url or "", kind))]
     except openai.APIStatusError as exc:
         return [
             row(
@@ -224,13 +231,46 @@ def check_versions() -> Row:
     )
 
 
+def _not_an_api(base_url: str, content_type: str) -> str:
+    shown = content_type.split(";")[0].strip() or "no content type"
+    return (
+        f"{base_url}/models answered with {shown}, not an OpenAI model list: is model.base_url "
+        "the API's address (most end in /v1), not a web page's?"
+    )
+
+
+def check_mcp(pool: McpPool | None) -> list[Row]:
+    """Each enabled MCP server: ready, or why not (its error and the last line of its stderr)."""
+    rows = []
+    for server in pool.describe() if pool is not None else []:
+        if not server["enabled"]:
+            continue
+        name = f"mcp {server['name']}"
+        if server["state"] == "ready":
+            rows.append(row(name, "ok", f"ready, {server['registered']} tools"))
+        elif server.get("error"):
+            tail = str(server.get("stderr_tail") or "").splitlines()[-1:]
+            detail = f"{server['state']}: {server['error']}"
+            rows.append(row(name, "fail", detail + (f" (stderr: {tail[0]})" if tail else "")))
+        else:
+            rows.append(row(name, "ok", f"{server['state']} (starts when first used)"))
+    return rows
+
+
 class DoctorService(RpcService):
     """The ``doctor`` method."""
 
-    def __init__(self, daemon: Daemon, files: SettingsFiles, host: PluginHost) -> None:
+    def __init__(
+        self,
+        daemon: Daemon,
+        files: SettingsFiles,
+        host: PluginHost,
+        mcp_pool: McpPool | None = None,
+    ) -> None:
         self.daemon = daemon
         self.files = files
         self.host = host
+        self.mcp_pool = mcp_pool
 
     def bind(self, router: Router) -> None:
         router.bind("doctor", self.rpc_doctor)
@@ -242,6 +282,7 @@ class DoctorService(RpcService):
         rows = [check_socket(self.daemon), await asyncio.to_thread(check_config, self.files)]
         rows += await model
         rows += check_plugins(self.host)
+        rows += check_mcp(self.mcp_pool)
         rows.append(await sandbox)
         rows.append(check_systemd(self.daemon))
         rows.append(check_versions())

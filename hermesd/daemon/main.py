@@ -334,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     except config.ConfigError as exc:
         for problem in exc.problems:  # every one, not only the first
             print(f"hermesd: configuration error: {problem}", file=sys.stderr)
+        for warning in exc.warnings:  # a mistyped key often explains the problem
+            print(f"hermesd: warning: {warning}", file=sys.stderr)
         return config.EX_CONFIG
     except ValueError as exc:
         print(f"hermesd: configuration error: {exc}", file=sys.stderr)

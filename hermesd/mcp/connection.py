@@ -539,7 +539,13 @@ class McpServer:
             "tools": len(self.tools),
             "connects": self.connects,
             "failures": self.failures,
+            "stderr_tail": self._stderr_tail() if self.error else "",
         }
+
+    def _stderr_tail(self, lines: int = 5) -> str:
+        """The last lines the server wrote to stderr: why it did not start, most often."""
+        kept = [x for x in self.stderr.text(tail=4000).splitlines() if x.strip()]
+        return "\n".join(x[:300] for x in kept[-lines:])
 
 
 async def _all_tools(session: ClientSession) -> list[types.Tool]:

@@ -210,6 +210,27 @@ class SessionRows(Table):
                 raise SessionNotFound(session_id)
 
     @on_db_thread
+    def prunable(
+        self, *, updated_before: float | None, empty: bool, owner_uid: int | None
+    ) -> list[str]:
+        """Ids of sessions updated before ``updated_before`` and/or without messages (of one
+        owner with ``owner_uid``), oldest first: what ``session.prune`` deletes."""
+        conditions, args = ["1"], []
+        if updated_before is not None:
+            conditions.append("updated_at < ?")
+            args.append(updated_before)
+        if empty:
+            conditions.append("message_count = 0")
+        if owner_uid is not None:
+            conditions.append("owner_uid = ?")
+            args.append(owner_uid)
+        rows = self._conn.execute(
+            f"SELECT id FROM sessions WHERE {' AND '.join(conditions)} ORDER BY updated_at",
+            args,
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    @on_db_thread
     def fork(
         self, session_id: str, upto_message_id: int | None = None, *, title: str | None = None
     ) -> SessionInfo:

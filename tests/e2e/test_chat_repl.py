@@ -396,3 +396,75 @@ def test_usage_version_and_config_answer_in_the_repl(repl: Callable[..., Termina
     t.expect("read-only")
     t.sendline("/quit")
     assert t.wait() == 0
+
+
+def test_ctrl_c_while_reconnecting_keeps_the_message_for_when_hermesd_is_back(
+    restartable: Callable[[], DaemonProcess], model: ScriptedModelServer
+) -> None:
+    first = restartable()
+    t = open_terminal(first.socket, first.home)
+    try:
+        sid = t.expect(r"session (\S+)").group(1)
+        ready(t)
+        first.stop()
+        t.sendline("written while it was down")
+        t.expect(r"reconnecting… \(Ctrl-C stops trying\)")
+        t.send("\x03")
+        t.expect("your message is back at the prompt")
+        t.expect("› written while it was down")
+        t.wait_reading()
+        second = restartable()
+        t.send("\r")
+        t.expect(rf"reconnected to hermesd .*\(session {sid}\)")
+        t.expect("You said: written while it was down")
+        ready(t)
+        t.sendline("/quit")
+        assert t.wait() == 0
+    finally:
+        t.close()
+    assert user_messages(second, sid) == [("written while it was down", False)]
+
+
+def test_resume_recaps_the_last_exchange(
+    repl: Callable[..., Terminal], chatd: DaemonProcess
+) -> None:
+    other = chatd.call("session.create")["id"]
+    with chatd.client() as c:
+        send_and_follow(c, other, "where were we")
+    t = repl()
+    t.expect(r"session (\S+)")
+    ready(t)
+    t.sendline(f"/resume {other}")
+    t.expect("last exchange:")
+    t.expect(r"\[user\] where were we")
+    t.expect(r"\[assistant\] You said: where were we")
+    ready(t)
+    t.sendline("/quit")
+    assert t.wait() == 0
+
+
+def test_the_status_line_counts_approvals_waiting_in_another_session(
+    repl: Callable[..., Terminal], chatd: DaemonProcess
+) -> None:
+    from tests.support.approvals import Background, client_answering, terminal, wait_pending
+
+    workspace = chatd.home / "workspace"
+    workspace.mkdir(exist_ok=True)
+    victim = Path(tempfile.mkdtemp(prefix="victim-", dir=workspace))
+    other = chatd.call("session.create")["id"]
+    caller, _ = client_answering(chatd, None)
+    with caller:
+        running = Background(terminal, caller, f"rm -r {victim}", other)
+        [pending] = wait_pending(chatd)
+        t = repl()
+        t.expect(r"session (\S+)")
+        ready(t)
+        t.sendline("anything waiting?")
+        t.expect("You said: anything waiting?")
+        t.expect(r"· 1 approval pending \(hermesctl approvals\)")
+        ready(t)
+        chatd.call("approvals.respond", {"id": pending["id"], "choice": "deny"})
+        running.result()
+        t.sendline("/quit")
+        assert t.wait() == 0
+    assert victim.exists()

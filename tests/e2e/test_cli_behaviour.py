@@ -154,3 +154,10 @@ def test_uptime_reads_the_same_in_status_and_the_status_command(cli: DaemonProce
     status = ctl(cli, "status").stdout
     command = ctl(cli, "cmd", "/status").stdout
     assert re.search(UPTIME, status) and re.search(UPTIME, command)
+
+
+def test_an_unknown_flag_prints_the_subcommands_usage(cli: DaemonProcess) -> None:
+    out = ctl(cli, "sessions", "list", "--bogus")
+    assert out.returncode == 2
+    assert out.stderr.startswith("usage: hermesctl sessions list ")
+    assert "unrecognized arguments: --bogus" in out.stderr

@@ -98,3 +98,22 @@ def test_the_hook_prints_nothing_when_the_daemon_is_down() -> None:
 def test_the_hook_refuses_an_unknown_kind() -> None:
     out = run_hermesctl(["__complete", "nonsense"])
     assert out.returncode == 2 and "usage: hermesctl __complete" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("shell", "where"),
+    [
+        ("bash", ".local/share/bash-completion/completions/hermesctl"),
+        ("fish", ".config/fish/completions/hermesctl.fish"),
+        ("zsh", ".zfunc/_hermesctl"),
+    ],
+)
+def test_completion_install_works_in_a_fresh_home(shell: str, where: str) -> None:
+    home = short_tmpdir("home-")
+    env = {"HOME": str(home), "XDG_DATA_HOME": "", "XDG_CONFIG_HOME": ""}
+    out = run_hermesctl(["completion", shell, "--install"], env=env)
+    assert out.returncode == 0, out.stderr
+    written = home / where
+    assert out.stdout.startswith(f"wrote {written}")
+    printed = run_hermesctl(["completion", shell], env=env).stdout
+    assert written.read_text() == printed

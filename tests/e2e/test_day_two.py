@@ -4,6 +4,7 @@ show/get/set/path/check, reload, logs, doctor and stop."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from tests.support.daemon import (
 )
 from tests.support.modelserver import ScriptedModelServer, model_config
 from tests.support.plugin_factory import write_plugin
+from tests.support.terminal import Terminal
 
 ENV = {"HERMES_BUNDLED_PLUGINS": "/nonexistent"}
 
@@ -130,6 +132,41 @@ def test_config_check_lists_every_problem_of_the_file_as_it_is_now(daemon: Daemo
     assert out.returncode == 1
     assert "'log_level' must be one of" in out.stdout and "'limits.max_inflight'" in out.stdout
     assert out.stdout.splitlines()[-1].endswith("config.yaml: 2 problem(s)")
+
+
+def test_config_check_names_the_key_a_typo_meant_also_beside_other_errors(
+    daemon: DaemonProcess,
+) -> None:
+    (daemon.home / "config.yaml").write_text(
+        "log_level: LOUD\napprovals:\n  timout: 5\nmodel:\n  defualt: qwen\n"
+    )
+    out = ctl(daemon, "config", "check")
+    assert out.returncode == 1
+    assert "unknown setting 'approvals.timout' ignored; did you mean 'approvals.timeout'?" in (
+        out.stdout
+    )
+    assert "did you mean 'model.default'?" in out.stdout
+    assert "'log_level' must be one of" in out.stdout
+    typo = ctl(daemon, "config", "set", "approvals.mdoe", "manual")
+    assert typo.returncode == 1 and "did you mean 'approvals.mode'?" in typo.stderr
+
+
+def test_config_set_of_a_word_yaml_reads_as_a_boolean_keeps_the_word(
+    daemon: DaemonProcess,
+) -> None:
+    # run on a terminal: a setting that widens what tools may do is confirmed there
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(HERMES_HOME=str(daemon.home), TERM="xterm")
+    argv = [sys.executable, "-m", "hermesctl", "--socket", str(daemon.socket)]
+    t = Terminal([*argv, "config", "set", "approvals.mode", "off"], env)
+    try:
+        if t.expect(r"Type 'yes' to allow it: |approvals\.mode = off").group(0).startswith("Type"):
+            t.sendline("yes")
+        assert t.wait() == 0, t.text
+    finally:
+        t.close()
+    assert "mode: 'off'" in (daemon.home / "config.yaml").read_text()
+    assert ctl(daemon, "config", "get", "approvals.mode").stdout == "off\n"
 
 
 def test_config_path_and_get_of_a_section(daemon: DaemonProcess) -> None:

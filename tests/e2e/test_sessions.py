@@ -62,7 +62,7 @@ def test_list_json_is_an_array_of_sessions_with_id_and_title(
 def test_list_for_people_shows_id_count_and_title(d: DaemonProcess, calc_session: str) -> None:
     out = hermesctl(d, "sessions", "list").stdout
     line = next(x for x in out.splitlines() if x.startswith(calc_session))
-    assert "4 msgs" in line and line.endswith("What is 19 * 21?")
+    assert " 4 " in line and " idle " in line and line.endswith("What is 19 * 21?")
 
 
 def test_list_pages_newest_first_with_a_cursor(

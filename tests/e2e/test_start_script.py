@@ -106,6 +106,21 @@ def test_a_second_run_does_not_install_again(checkout) -> None:
     assert installed.stat().st_mtime_ns == before
 
 
+def test_start_links_hermesctl_and_hermesd_into_local_bin(checkout) -> None:
+    root, _ = checkout
+    home = short_tmpdir()
+    (home / ".local" / "bin").mkdir(parents=True)
+    (home / ".local" / "bin" / "hermesd").write_text("#!/bin/sh\n")  # someone else's: kept
+    again = start(root, home, "--check-config", PATH="/usr/bin:/bin")
+    assert again.returncode == 0, again.stderr
+    link = home / ".local" / "bin" / "hermesctl"
+    assert link.is_symlink() and link.resolve() == (root / ".venv" / "bin" / "hermesctl").resolve()
+    assert not (home / ".local" / "bin" / "hermesd").is_symlink()
+    assert f"{home / '.local' / 'bin'} is not on PATH" in again.stderr
+    version = subprocess.run([str(link), "--version"], capture_output=True, text=True)
+    assert version.stdout.startswith("hermesctl ")
+
+
 def test_a_changed_source_is_installed_on_the_next_run(checkout) -> None:
     root, _ = checkout
     marker = root / "hermesd" / "daemon" / "doctor.py"

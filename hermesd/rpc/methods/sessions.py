@@ -74,6 +74,20 @@ declare(
 )
 declare(
     MethodSpec(
+        "session.prune",
+        "Delete the caller's sessions not updated for a while and/or without messages "
+        "(a running session is kept); root prunes everyone's.",
+        (
+            Param("older_than_s", "number", doc="only sessions not updated for this many seconds"),
+            Param("empty", "bool", doc="only sessions without messages"),
+            Param("dry_run", "bool", doc="only say which sessions would go"),
+        ),
+        "{deleted: [session id], dry_run}",
+        access=Access.PERSON,
+    )
+)
+declare(
+    MethodSpec(
         "session.fork",
         "Copy a session up to a message into a new session.",
         (

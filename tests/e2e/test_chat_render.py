@@ -1,0 +1,160 @@
+"""The model's markdown in ``hermesctl chat``: rendered on a terminal (bold, headings, tables
+with box rules, code blocks) while it streams, and left as written when piped, with
+``--plain`` or with ``NO_COLOR``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
+from tests.support.modelserver import (
+    ScriptedModelServer,
+    call_tools,
+    model_config,
+    reply,
+    tool_call,
+)
+from tests.support.terminal import Terminal
+from tests.support.tmux import TmuxWindow
+
+ANSWER = (
+    "## Ports\n\nThe **daemon** listens on these:\n\n"
+    "| name | port |\n|---|---|\n| http | 8080 |\n| rpc | 9090 |\n\n"
+    "```python\nprint('hello')\n```\n"
+    "Done, see `hermesctl status`."
+)
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def chatd(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
+    daemon = start_daemon(short_tmpdir(), config=model_config(model.url, timeout=5))
+    yield daemon
+    daemon.stop()
+
+
+def client_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.pop("NO_COLOR", None)
+    env.update(HERMES_HOME=str(home), TERM="xterm", **extra)
+    return env
+
+
+def chat_on_terminal(d: DaemonProcess, *args: str, **env: str) -> Terminal:
+    argv = [sys.executable, "-m", "hermesctl", "--socket", str(d.socket), "chat", *args]
+    return Terminal(argv, client_env(d.home, **env), cols=100)
+
+
+def chat_in_tmux(d: DaemonProcess, *args: str) -> TmuxWindow:
+    argv = [sys.executable, "-m", "hermesctl", "--socket", str(d.socket), "chat", *args]
+    return TmuxWindow(argv, client_env(d.home))
+
+
+def test_a_streamed_answer_is_rendered_on_a_terminal(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    model.push(reply(ANSWER, chunk_chars=5, chunk_delay=0.01))
+    w = chat_in_tmux(chatd, "-m", "which ports?")
+    try:
+        shown = w.wait_for(r"\[exit 0\]")
+        coloured = w.screen(escapes=True)
+    finally:
+        w.close()
+    assert "Done, see hermesctl status" in shown
+    assert "**" not in shown and "```" not in shown and "|---" not in shown  # previews erased
+    assert "\x1b[1mdaemon" in coloured  # bold, without the asterisks
+    assert "─────" in shown  # the table's rule, in box characters
+    assert "print('hello')" in shown
+    assert shown.index("Ports") < shown.index("8080") < shown.index("print(")
+
+
+def test_an_answer_cut_inside_a_code_block_still_shows_its_code(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    model.push(reply("Here:\n\n```sh\nls -la /tmp\nrm -rf build", chunk_chars=4))
+    w = chat_in_tmux(chatd, "-m", "a script?")
+    try:
+        shown = w.wait_for(r"\[exit 0\]")
+    finally:
+        w.close()
+    assert "ls -la /tmp" in shown and "rm -rf build" in shown
+    assert "```" not in shown
+
+
+def test_plain_and_no_color_show_the_markdown_as_written(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    for args, env in ((("--plain",), {}), ((), {"NO_COLOR": "1"})):
+        model.push(reply(ANSWER))
+        t = chat_on_terminal(chatd, *args, "-m", "which ports?", **env)
+        try:
+            assert t.wait() == 0
+        finally:
+            t.close()
+        assert "The **daemon** listens" in t.text
+        assert "| http | 8080 |" in t.text
+
+
+def test_a_piped_answer_is_the_markdown_as_written(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    model.push(reply(ANSWER))
+    done = subprocess.run(
+        [sys.executable, "-m", "hermesctl", "--socket", str(chatd.socket), "chat", "-m", "ports"],
+        env=client_env(chatd.home),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ANSWER
+    assert "\x1b[" not in done.stdout
+
+
+# --- the REPL's status line and spinner -------------------------------------------------------
+
+
+def test_the_repl_shows_a_status_line_and_a_spinner_with_elapsed_seconds(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    t = chat_on_terminal(chatd)
+    try:
+        t.expect("› ")
+        t.wait_reading()
+        model.push(reply("slow but sure", delay=2.5))
+        t.sendline("take your time")
+        t.expect(r"thinking… 1s")  # counts while the model is awaited
+        t.expect("slow but sure")
+        footer = t.expect(r"scripted-model · context ([\d,.k]+)/([\d,.k]+) \(\d+%\).*last turn")
+        assert footer.group(1) != "0"
+        t.expect("› ")
+        t.wait_reading()
+        t.sendline("/quit")
+        assert t.wait() == 0
+    finally:
+        t.close()
+
+
+def test_a_running_tool_line_counts_its_seconds(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    model.push(call_tools(tool_call("terminal", {"command": "sleep 2"})), reply("slept well"))
+    t = chat_on_terminal(chatd, "-m", "have a nap")
+    try:
+        t.expect(r"⚙ terminal\(command='sleep 2'\) \S 1s")
+        t.expect(r"⚙ terminal\(command='sleep 2'\) ✓")
+        t.expect("slept well")
+        assert t.wait() == 0
+    finally:
+        t.close()
