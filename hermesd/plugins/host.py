@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, cast
 
-from hermesd.plugins import hostapi
+from hermesd.plugins import api_version, hostapi
 from hermesd.plugins.listing import plugins_payload, plugins_text
 from hermesd.plugins.loader import (
     Candidate,
@@ -161,6 +161,9 @@ class PluginManager:
                 and not {candidate.key, record.name} & enabled
             ):
                 record.state, record.reason = "not-enabled", "not enabled in config"
+            elif why := api_version.refusal(record.manifest and record.manifest.requires_hermes):
+                record.state, record.reason = "error", why
+                log.warning("Plugin '%s' not loaded: %s", candidate.key, why)
             elif self._missing_env(candidate, record):
                 pass
             else:
@@ -270,6 +273,7 @@ class PluginManager:
         services = self.services
         services.memory_providers.drop_owner(record.key)
         services.context_engines.drop_owner(record.key)
+        services.providers.drop_owner(record.key)
         for fn in services.unload_callbacks.pop(record.key, []):  # ctx.on_unload, newest first
             try:
                 self._pool.call(fn, UNLOAD_TIMEOUT, f"plugin:{record.key}")
