@@ -161,7 +161,7 @@ class PluginManager:
                 and not {candidate.key, record.name} & enabled
             ):
                 record.state, record.reason = "not-enabled", "not enabled in config"
-            elif why := api_version.refusal(record.manifest and record.manifest.requires_hermes):
+            elif why := api_version.refusal(_requires_hermes(record)):
                 record.state, record.reason = "error", why
                 log.warning("Plugin '%s' not loaded: %s", candidate.key, why)
             elif self._missing_env(candidate, record):
@@ -355,6 +355,11 @@ def _is_memory_provider(candidate: Candidate) -> bool:
     if manifest is not None and manifest.kind_declared:
         return manifest.kind == "exclusive"
     return looks_like_provider(candidate.folder)
+
+
+def _requires_hermes(record: PluginRecord) -> str | None:
+    """The manifest's ``requires_hermes`` range, if it has one."""
+    return record.manifest.requires_hermes if record.manifest is not None else None
 
 
 def _record_for(candidate: Candidate) -> PluginRecord:

@@ -147,6 +147,31 @@ class PluginContext(ProviderRegistrars):
         return top if isinstance(top, dict) else {}
 
     @property
+    def plugin_id(self) -> str:
+        """The plugin's key (the newer reference's name for `plugin_name`)."""
+        return self.plugin_name
+
+    def get_config(self, key: str, default: Any = None) -> Any:
+        """One setting: ``plugins.entries.<plugin>.settings.<key>``, else ``<key>`` of
+        `config`, else ``default``."""
+        section = self.config
+        settings = section.get("settings")
+        if isinstance(settings, dict) and key in settings:
+            return settings[key]
+        return section.get(key, default)
+
+    def has_plugin(self, name: str) -> bool:
+        """Whether the plugin with key or name ``name`` is loaded (during ``register()``, only
+        plugins loaded before this one are)."""
+        from hermesd.plugins import hostapi  # hostapi imports this module
+
+        state = hostapi.state()
+        manager = state.manager if state is not None else None
+        if manager is None:
+            return False
+        return any(r.loaded and name in (r.key, r.name) for r in manager.records())
+
+    @property
     def llm(self) -> PluginLlm:
         """Completions against the daemon's model (`hermesd.plugins.llm`)."""
         from hermesd.plugins import hostapi  # hostapi imports this module
