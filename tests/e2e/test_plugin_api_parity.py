@@ -11,15 +11,18 @@ an auxiliary task's model.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from hermesd import PLUGIN_API
+from hermesd import PLUGIN_API, __version__
 from tests.support.daemon import (
     DaemonProcess,
+    checkout_pythonpath,
     run_hermesctl,
     send_and_follow,
     short_tmpdir,
@@ -262,6 +265,14 @@ def test_status_and_version_say_which_plugin_api_hermesd_implements(
 ) -> None:
     assert apid.call("status")["plugin_api"] == PLUGIN_API == "hermes-agent 0.19.0"
     assert f"plugin API:  {PLUGIN_API}" in ctl(apid, "status").stdout
+    version = subprocess.run(
+        [sys.executable, "-m", "hermesd", "--version"],
+        env={**os.environ, "PYTHONPATH": checkout_pythonpath(os.environ.get("PYTHONPATH"))},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert version.stdout.strip() == f"hermesd {__version__} (plugin API: {PLUGIN_API})"
 
 
 def test_unloading_a_plugin_frees_the_backend_names_it_held() -> None:
