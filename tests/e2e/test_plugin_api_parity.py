@@ -106,6 +106,24 @@ def register(ctx):
     ctx.register_web_search_provider(Backend())
 """
 
+WEBSUB = """
+from agent.web_search_provider import WebSearchProvider, get_provider_env
+
+
+class Search(WebSearchProvider):
+    name = "subsearch"
+
+    def is_available(self):
+        return bool(get_provider_env("WEBSUB_REGION"))
+
+
+def register(ctx):
+    provider = Search()
+    ctx.register_web_search_provider(provider)
+    ctx.register_command("websub", lambda raw: f"{provider.display_name} "
+                         f"{provider.is_available()} {get_provider_env('WEBSUB_REGION')}")
+"""
+
 KIND_OF = {
     "web_search": "yandex",
     "browser": "cloudbrowse",
@@ -133,6 +151,8 @@ def apid(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     plugins = home / "plugins"
     write_plugin(plugins, "allkinds", ALL_KINDS)
     write_plugin(plugins, "zclash", CLASH)
+    write_plugin(plugins, "websub", WEBSUB)
+    (home / ".env").write_text("WEBSUB_REGION= from-dotenv \n")
     quiet = "def register(ctx):\n    ctx.register_hook('post_tool_call', lambda **kw: None)\n"
     write_plugin(
         plugins,
@@ -213,6 +233,15 @@ def test_an_unknown_registrar_is_one_warning_naming_plugin_and_method_and_no_fai
         == 1
     )
     assert apid.log().count("Plugin 'allkinds': ctx.register_time_machine is not part") == 1
+
+
+def test_a_provider_subclassing_the_reference_base_class_imports_and_registers(
+    apid: DaemonProcess,
+) -> None:
+    assert [p["name"] for p in info(apid, "websub")["providers"]] == ["subsearch"]
+    with apid.client() as c:
+        out = c.call("command.run", {"line": "/websub"})
+    assert out["output"] == "subsearch True from-dotenv"
 
 
 def test_a_backend_name_another_plugin_took_is_refused_and_the_plugin_still_loads(
