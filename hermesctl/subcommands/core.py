@@ -39,6 +39,8 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
     print(f"  connections: {info['connections']}")
     print(f"  sessions:    {info.get('sessions', 0)}")
     print(f"  plugins:     {info.get('plugins', 0)}{_plugins_note(info)}")
+    if info.get("plugin_api"):
+        print(f"  plugin API:  {info['plugin_api']}")
     if info.get("mcp_servers"):
         print(
             f"  mcp:         {info['mcp_servers']} servers ({info.get('mcp_ready', 0)} ready, "

@@ -108,6 +108,9 @@ def cmd_info(args: argparse.Namespace, client: Client) -> int:
     for label in ("tools", "hooks", "commands", "cli_commands", "skills"):
         if info.get(label):
             print(f"  {label.replace('_', ' ') + ':':<13}{', '.join(info[label])}")
+    for provider in info.get("providers") or []:
+        kind = str(provider["kind"]).replace("_", " ")
+        print(f"  {'provides:':<13}{kind} '{provider['name']}' — {provider['status']}")
     for env in info.get("requires_env") or []:
         mark = "set" if env["present"] else "MISSING"
         print(

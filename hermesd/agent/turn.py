@@ -27,6 +27,7 @@ from hermesd.agent.round import Round, RoundInput, stream_round
 from hermesd.agent.scope import TurnScope
 from hermesd.model.errors import ModelError
 from hermesd.model.fastjson import valid_text
+from hermesd.runtime.hooks import MAX_VERIFY_NUDGES, continue_message
 from hermesd.store.dbfile import SessionNotFound, StorageUnavailable
 from hermesd.store.usage import RequestUsage
 
@@ -79,6 +80,16 @@ def _status_of(result: str) -> str:
     return "error" if isinstance(parsed, dict) and "error" in parsed else "ok"
 
 
+def _written_path(result: str) -> str:
+    """The file a write_file result says it wrote ("" for a failed write)."""
+    try:
+        parsed = json.loads(result)
+    except ValueError:
+        return ""
+    ok = isinstance(parsed, dict) and "error" not in parsed
+    return str(parsed.get("path") or "") if ok else ""
+
+
 class Turn:
     """One running turn: its scope, its result, and what is not stored yet."""
 
@@ -97,6 +108,8 @@ class Turn:
         self.window: TurnWindow | None = None  # the context engine's view (hermesd.context)
         self.unstored: RequestUsage | None = None  # the last round's, until its message is
         self.last_request_id: str | None = None
+        self.changed_paths: set[str] = set()  # written by write_file, for pre_verify
+        self.verify_nudges = 0
 
     @property
     def ids(self) -> tuple[str, str]:
@@ -147,8 +160,14 @@ class Turn:
             done = await self._round(request)
             calls = done.completion.tool_calls
             if not calls:
-                await self._answer(done.completion.content)
-                return
+                nudge = await self._verify_gate(done.completion.content)
+                if nudge is None:
+                    await self._answer(done.completion.content)
+                    return
+                await self._commit("assistant", done.completion.content or None)
+                self._remember({"role": "assistant", "content": done.completion.content})
+                request.messages.append({"role": "user", "content": nudge})  # sent, not stored
+                continue
             await self._commit("assistant", done.completion.content or None, tool_calls=calls)
             self._remember(done.completion.message)
             for call in calls:
@@ -231,6 +250,8 @@ class Turn:
                 observers=scope.observers,
             )
         duration_ms = round((time.monotonic() - started) * 1000, 1)
+        if name == "write_file":
+            self.changed_paths.add(_written_path(result))
         await self._commit("tool", result, tool_call_id=call["id"], tool_name=name)
         self._remember({"role": "tool", "tool_call_id": call["id"], "content": result})
         scope.emit(
@@ -241,6 +262,23 @@ class Turn:
             duration_ms=duration_ms,
             preview=result[:PREVIEW_CHARS],
         )
+
+    async def _verify_gate(self, text: str) -> str | None:
+        """A ``pre_verify`` callback's message when one keeps a turn that wrote files going
+        (at most `MAX_VERIFY_NUDGES` times a turn); None lets the turn end."""
+        if not self.changed_paths - {""} or self.verify_nudges >= MAX_VERIFY_NUDGES:
+            return None
+        message = continue_message(
+            await self.scope.hook(
+                "pre_verify",
+                coding=True,  # hermesd's file tools are what marks a turn as coding
+                attempt=self.verify_nudges,
+                final_response=text,
+                changed_paths=sorted(self.changed_paths - {""}),
+            )
+        )
+        self.verify_nudges += message is not None
+        return message
 
     async def _answer(self, text: str) -> None:
         for item in await self.scope.hook("transform_llm_output", response_text=text):

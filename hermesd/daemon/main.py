@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from hermesd import __version__, redact
+from hermesd import PLUGIN_API, __version__, redact
 from hermesd.cron.clock import zone
 from hermesd.daemon import config, logs, sdnotify
 from hermesd.rpc import paths
@@ -144,6 +144,7 @@ class Daemon:
         """Daemon facts, plus what each service reports."""
         out: dict[str, Any] = {
             "version": __version__,
+            "plugin_api": PLUGIN_API,
             "protocol": PROTOCOL_VERSION,
             "pid": os.getpid(),
             "uid": os.geteuid(),
@@ -300,7 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run even as root (not recommended; use a dedicated user)",
     )
-    parser.add_argument("--version", action="version", version=f"hermesd {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"hermesd {__version__} (plugin API: {PLUGIN_API})"
+    )
     return parser
 
 

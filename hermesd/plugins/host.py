@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, cast
 
-from hermesd.plugins import hostapi
+from hermesd.plugins import api_version, hostapi
 from hermesd.plugins.listing import plugins_payload, plugins_text
 from hermesd.plugins.loader import (
     Candidate,
@@ -161,6 +161,9 @@ class PluginManager:
                 and not {candidate.key, record.name} & enabled
             ):
                 record.state, record.reason = "not-enabled", "not enabled in config"
+            elif why := api_version.refusal(_requires_hermes(record)):
+                record.state, record.reason = "error", why
+                log.warning("Plugin '%s' not loaded: %s", candidate.key, why)
             elif self._missing_env(candidate, record):
                 pass
             else:
@@ -270,6 +273,7 @@ class PluginManager:
         services = self.services
         services.memory_providers.drop_owner(record.key)
         services.context_engines.drop_owner(record.key)
+        services.providers.drop_owner(record.key)
         for fn in services.unload_callbacks.pop(record.key, []):  # ctx.on_unload, newest first
             try:
                 self._pool.call(fn, UNLOAD_TIMEOUT, f"plugin:{record.key}")
@@ -351,6 +355,11 @@ def _is_memory_provider(candidate: Candidate) -> bool:
     if manifest is not None and manifest.kind_declared:
         return manifest.kind == "exclusive"
     return looks_like_provider(candidate.folder)
+
+
+def _requires_hermes(record: PluginRecord) -> str | None:
+    """The manifest's ``requires_hermes`` range, if it has one."""
+    return record.manifest.requires_hermes if record.manifest is not None else None
 
 
 def _record_for(candidate: Candidate) -> PluginRecord:

@@ -31,6 +31,7 @@ def plugin_line(record: PluginRecord) -> str:
             (len(record.middleware), "middleware"),
             (len(record.commands), "commands"),
             (len(record.memory_providers), "memory provider"),
+            (len(record.providers), "providers"),
         )
         if n
     ]
@@ -98,6 +99,7 @@ def plugin_dict(record: PluginRecord) -> dict[str, Any]:
         "shadows": [{"source": s.source, "location": s.location} for s in record.shadows],
         "memory_providers": list(record.memory_providers),
         "memory_provider": dict(record.provider_status) if record.provider_status else None,
+        "providers": [dict(p) for p in record.providers],
         "line": plugin_line(record).strip(),
     }
 

@@ -6,7 +6,9 @@ hooks and middleware as a turn's. A plugin may not pick another model unless the
 with ``plugins.entries.<key>.llm.allow_model_override: true`` (as in the reference, fail closed).
 The call blocks its thread, so the completer refuses it on the daemon's event loop (an async hook:
 ``BlockingOnLoop``) and gives up after ``timeout`` (default ``plugins.llm_timeout``, 120 s) with
-``TimeoutError``.
+``TimeoutError``. ``complete(task=<key>)`` runs one of the plugin's auxiliary tasks
+(``ctx.register_auxiliary_task``): the model and timeout come from ``auxiliary.<key>`` in
+config.yaml, over the task's defaults — the owner's choice, so no override permission is needed.
 """
 
 from __future__ import annotations
@@ -47,6 +49,13 @@ class PluginLlmCompleteResult:
     audit: dict[str, Any] = field(default_factory=dict)
 
 
+def _seconds(value: Any) -> float | None:
+    """A positive number of seconds from config, else None (the daemon's default applies)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return None
+
+
 class PluginLlm:
     """Host-owned completions for one plugin."""
 
@@ -56,11 +65,14 @@ class PluginLlm:
         completer: Completer | None,
         settings: Callable[[], dict[str, Any]],
         provider: str = "custom",
+        task_settings: Callable[[str], dict[str, Any] | None] | None = None,
     ) -> None:
         self._plugin_id = plugin_id
         self._completer = completer
         self._settings = settings  # the plugin's llm section, read at each call
         self._provider = provider
+        #: an auxiliary task's merged settings, None when this plugin did not register it
+        self._task_settings = task_settings or (lambda key: None)
 
     def complete(
         self,
@@ -74,9 +86,11 @@ class PluginLlm:
         agent_id: str | None = None,
         profile: str | None = None,
         purpose: str | None = None,
+        task: str | None = None,
     ) -> PluginLlmCompleteResult:
-        """One chat completion against the configured model; its text and counts. Raises
-        ``TimeoutError`` past ``timeout`` (default ``plugins.llm_timeout``)."""
+        """One chat completion against the configured model (or auxiliary task ``task``'s);
+        its text and counts. Raises ``TimeoutError`` past ``timeout`` (default
+        ``plugins.llm_timeout``)."""
         if self._completer is None:
             raise NotImplementedError("ctx.llm is not available in hermesd outside the daemon")
         allowed = self._settings()
@@ -90,6 +104,15 @@ class PluginLlm:
                 f"Plugin '{self._plugin_id}' asked for provider '{provider}'; hermesd has one "
                 "endpoint"
             )
+        if task is not None:
+            routing = self._task_settings(task)
+            if routing is None:
+                raise ValueError(
+                    f"Plugin '{self._plugin_id}' has not registered auxiliary task '{task}'"
+                )
+            model = model or str(routing.get("model") or "") or None
+            timeout = timeout if timeout is not None else _seconds(routing.get("timeout"))
+            purpose = purpose or task
         options: dict[str, Any] = {}
         if temperature is not None:
             options["temperature"] = temperature

@@ -37,6 +37,7 @@ KNOWN_FIELDS = {
     "provides_tools",
     "provides_hooks",
     "kind",
+    "requires_hermes",
 }
 
 State = Literal["loaded", "disabled", "not-enabled", "error", "missing-env", "memory-provider"]
@@ -70,6 +71,7 @@ class Manifest:
     provides_hooks: list[str] = field(default_factory=list)
     kind: str = "standalone"
     kind_declared: bool = False  # plugin.yaml names a kind (else a memory provider is sniffed)
+    requires_hermes: str = ""  # the Hermes versions it runs on (`hermesd.plugins.api_version`)
     key: str = ""
     source: str = ""
     path: str | None = None
@@ -87,7 +89,14 @@ def find_manifest(folder: Path) -> Path | None:
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 # Length caps of the scalar fields, in characters.
-FIELD_LIMITS = {"name": 64, "version": 64, "description": 1000, "author": 200, "kind": 64}
+FIELD_LIMITS = {
+    "name": 64,
+    "version": 64,
+    "description": 1000,
+    "author": 200,
+    "kind": 64,
+    "requires_hermes": 200,
+}
 MAX_LIST_ITEMS = 256  # provides_tools, provides_hooks, requires_env
 MAX_ITEM_CHARS = 1000  # one list item; a requires_env description or url
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # tab and newline are not in it
@@ -292,6 +301,7 @@ def parse_manifest(path: Path, default_name: str) -> Manifest:
         provides_hooks=_str_list(data.get("provides_hooks"), "provides_hooks"),
         kind=_optional_text(data, "kind") or "standalone",
         kind_declared="kind" in data,
+        requires_hermes=(_optional_text(data, "requires_hermes") or "").strip(),
     )
 
 
@@ -350,6 +360,8 @@ class PluginRecord:
     #: provider plugin (state ``memory-provider``), {active, available, reason}
     memory_providers: list[str] = field(default_factory=list)
     provider_status: dict[str, Any] | None = None
+    #: backends from the 0.19 provider registrars: {kind, name, status} (plugins/providers.py)
+    providers: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def loaded(self) -> bool:
@@ -364,3 +376,4 @@ class PluginRecord:
         self.cli_commands.clear()
         self.skills.clear()
         self.middleware.clear()
+        self.providers.clear()

@@ -20,15 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hermesd import redact
+from hermesd import PLUGIN_API, redact
 from hermesd.plugins.context_engines import EngineRegistrations
 from hermesd.plugins.llm import PluginLlm
 from hermesd.plugins.manifest import Manifest, PluginRecord, RejectedTool
 from hermesd.plugins.memory_providers import ProviderRegistrations, provider_name
+from hermesd.plugins.provider_registrars import ProviderRegistrars
+from hermesd.plugins.providers import ProviderRegistry
 from hermesd.runtime.hooks import HookBus
 from hermesd.runtime.session import current_session
 from hermesd.runtime.workers import callable_name
-from hermesd.tools.schema import ToolRejected
+from hermesd.tools.schema import Finding, ToolRejected
 from hermesd.tools.skill_catalog import SkillCatalog
 
 if TYPE_CHECKING:  # the registries sit above this layer; the daemon hands them in
@@ -64,6 +66,8 @@ class PluginServices:
     memory_providers: ProviderRegistrations = field(default_factory=ProviderRegistrations)
     #: the context engine handed to ``ctx.register_context_engine`` (at most one)
     context_engines: EngineRegistrations = field(default_factory=EngineRegistrations)
+    #: backends from the 0.19 provider registrars (``register_web_search_provider`` …)
+    providers: ProviderRegistry = field(default_factory=ProviderRegistry)
 
 
 def _takes_ctx(handler: Callable[..., Any]) -> bool:
@@ -78,7 +82,7 @@ def _takes_ctx(handler: Callable[..., Any]) -> bool:
     return len(required) >= 2 or (len(positional) >= 2 and positional[0].name == "ctx")
 
 
-class PluginContext:
+class PluginContext(ProviderRegistrars):
     """The registration API handed to one plugin's ``register(ctx)``."""
 
     def __init__(
@@ -102,6 +106,26 @@ class PluginContext:
         #: ``$HERMES_HOME``, for plugins that keep their own files there.
         self.hermes_home = services.home
 
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        """A registrar hermesd does not know yet (a newer plugin API): one warning, then a no-op,
+        so the plugin's other registrations still load. Any other missing name is an error."""
+        if not name.startswith("register_"):
+            raise AttributeError(f"'PluginContext' object has no attribute '{name}'")
+        warned = self.__dict__.setdefault("_unknown_registrars", set())
+        if name not in warned:
+            warned.add(name)
+            message = (
+                f"ctx.{name} is not part of the plugin API hermesd implements "
+                f"({PLUGIN_API}); its calls are ignored"
+            )
+            log.warning("Plugin '%s': %s", self.plugin_name, message)
+            self._record.warnings.append(Finding("warning", "", "", message))
+
+        def ignored(*args: Any, **kwargs: Any) -> None:
+            """Stands in for the unknown registrar: does nothing."""
+
+        return ignored
+
     #: hermesd hands a context engine's tool handlers the live message list (issue 22).
     context_engine_tool_handlers_receive_messages = True
 
@@ -123,6 +147,31 @@ class PluginContext:
         return top if isinstance(top, dict) else {}
 
     @property
+    def plugin_id(self) -> str:
+        """The plugin's key (the newer reference's name for `plugin_name`)."""
+        return self.plugin_name
+
+    def get_config(self, key: str, default: Any = None) -> Any:
+        """One setting: ``plugins.entries.<plugin>.settings.<key>``, else ``<key>`` of
+        `config`, else ``default``."""
+        section = self.config
+        settings = section.get("settings")
+        if isinstance(settings, dict) and key in settings:
+            return settings[key]
+        return section.get(key, default)
+
+    def has_plugin(self, name: str) -> bool:
+        """Whether the plugin with key or name ``name`` is loaded (during ``register()``, only
+        plugins loaded before this one are)."""
+        from hermesd.plugins import hostapi  # hostapi imports this module
+
+        state = hostapi.state()
+        manager = state.manager if state is not None else None
+        if manager is None:
+            return False
+        return any(r.loaded and name in (r.key, r.name) for r in manager.records())
+
+    @property
     def llm(self) -> PluginLlm:
         """Completions against the daemon's model (`hermesd.plugins.llm`)."""
         from hermesd.plugins import hostapi  # hostapi imports this module
@@ -136,9 +185,25 @@ class PluginContext:
             model = hostapi.read_config().get("model")
             provider = model.get("provider") if isinstance(model, dict) else None
             self._llm = PluginLlm(
-                self.plugin_name, self._services.completer, settings, str(provider or "custom")
+                self.plugin_name,
+                self._services.completer,
+                settings,
+                str(provider or "custom"),
+                self._auxiliary_task,
             )
         return self._llm
+
+    def _auxiliary_task(self, key: str) -> dict[str, Any] | None:
+        """Task ``key``'s defaults overlaid with ``auxiliary.<key>`` from config.yaml, when this
+        plugin registered it."""
+        from hermesd.plugins import hostapi  # hostapi imports this module
+
+        entry = self._services.providers.get("auxiliary_task", key)
+        if entry is None or entry.owner != self.plugin_name:
+            return None
+        auxiliary = hostapi.read_config().get("auxiliary")
+        chosen = auxiliary.get(key) if isinstance(auxiliary, dict) else None
+        return {**entry.detail["defaults"], **(chosen if isinstance(chosen, dict) else {})}
 
     def on_unload(self, fn: Callable[[], Any]) -> None:
         """Call ``fn()`` before this plugin is unloaded (reload, uninstall, daemon stop)."""

@@ -39,7 +39,7 @@ from hermesd.runtime.workers import (
 
 log = logging.getLogger(__name__)
 
-Returns = Literal["ignored", "block", "context", "replace"]
+Returns = Literal["ignored", "block", "context", "replace", "continue"]
 
 DEFAULT_HOOK_TIMEOUT = 10.0
 
@@ -57,6 +57,8 @@ _API = (
 )
 _APPROVAL = ("command", "description", "pattern_key", "pattern_keys", "session_key", "surface")
 _ANSWER = ("choice", "decided_by")
+#: what every kanban_task_* hook gets (the reference's board of delegated tasks)
+_KANBAN = ("task_id", "board", "assignee", "run_id", "profile_name")
 #: what post_tool_call and transform_tool_result both get: the call, its result, how it went
 _TOOL_RESULT = (
     "tool_name",
@@ -72,12 +74,17 @@ _TOOL_RESULT = (
 
 @dataclass(frozen=True)
 class HookSpec:
-    """One hook: its name, the kwargs passed to callbacks, how returns are used, and when."""
+    """One hook: its name, the kwargs passed to callbacks, how returns are used, and when.
+
+    ``fired`` is False for a hook of a feature hermesd does not have (a messaging gateway,
+    sub-agents, the kanban board): registering it works, and nothing ever calls it.
+    """
 
     name: str
     kwargs: tuple[str, ...]
     returns: Returns
     doc: str
+    fired: bool = True
 
 
 HOOKS: dict[str, HookSpec] = {
@@ -145,6 +152,20 @@ HOOKS: dict[str, HookSpec] = {
             ),
             "ignored",
             "After a successful turn.",
+        ),
+        HookSpec(
+            "pre_verify",
+            (
+                "session_id",
+                "platform",
+                "model",
+                "coding",
+                "attempt",
+                "final_response",
+                "changed_paths",
+            ),
+            "continue",
+            "A turn that wrote files is about to end; a continue directive keeps it going.",
         ),
         HookSpec(
             "pre_api_request",
@@ -267,6 +288,7 @@ HOOKS: dict[str, HookSpec] = {
             ),
             "ignored",
             "A delegated sub-agent starts.",
+            fired=False,
         ),
         HookSpec(
             "subagent_stop",
@@ -281,12 +303,14 @@ HOOKS: dict[str, HookSpec] = {
             ),
             "ignored",
             "A delegated sub-agent finishes.",
+            fired=False,
         ),
         HookSpec(
             "pre_gateway_dispatch",
             ("event", "gateway", "session_store"),
             "ignored",
-            "Messaging-gateway dispatch; accepted for compatibility, never fired.",
+            "Messaging-gateway dispatch.",
+            fired=False,
         ),
         HookSpec(
             "pre_approval_request",
@@ -300,8 +324,32 @@ HOOKS: dict[str, HookSpec] = {
             "ignored",
             "After the user answered (or the approval timed out).",
         ),
+        HookSpec(
+            "kanban_task_claimed",
+            _KANBAN,
+            "ignored",
+            "A kanban worker claimed a task.",
+            fired=False,
+        ),
+        HookSpec(
+            "kanban_task_completed",
+            (*_KANBAN, "summary"),
+            "ignored",
+            "A kanban task was completed.",
+            fired=False,
+        ),
+        HookSpec(
+            "kanban_task_blocked",
+            (*_KANBAN, "reason"),
+            "ignored",
+            "A kanban task was blocked.",
+            fired=False,
+        ),
     )
 }
+
+#: consecutive ``pre_verify`` continue directives one turn follows (the reference's default)
+MAX_VERIFY_NUDGES = 3
 
 
 def hook_table_markdown() -> str:
@@ -312,10 +360,12 @@ def hook_table_markdown() -> str:
         "block": '`{"action": "block", "message": m}` blocks the tool',
         "context": '`{"context": x}` or a str, joined by a blank line',
         "replace": "first str replaces the value",
+        "continue": '`{"action": "continue", "message": m}` sends m and keeps the turn going',
     }
     for spec in HOOKS.values():
         kwargs = ", ".join(spec.kwargs)
-        lines.append(f"| `{spec.name}` | {kwargs} | {meaning[spec.returns]} | {spec.doc} |")
+        when = spec.doc if spec.fired else f"{spec.doc} Accepted; never fired by hermesd."
+        lines.append(f"| `{spec.name}` | {kwargs} | {meaning[spec.returns]} | {when} |")
     return "\n".join(lines) + "\n"
 
 
@@ -329,6 +379,19 @@ def join_contexts(values: list[Any]) -> str:
         if isinstance(value, str) and value.strip():
             parts.append(value)
     return "\n\n".join(parts)
+
+
+def continue_message(values: list[Any]) -> str | None:
+    """The first ``pre_verify`` directive to keep going — ``{"action": "continue", "message":
+    m}``, or the ``{"decision": "block", "reason": m}`` stop-hook shape — as its message."""
+    for value in values:
+        if not isinstance(value, dict):
+            continue
+        action = str(value.get("action") or value.get("decision") or "").strip().lower()
+        message = value.get("message") or value.get("reason")
+        if action in ("continue", "block") and isinstance(message, str) and message.strip():
+            return valid_text(message.strip())
+    return None
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,18 @@ def test_context_exposes_name_manifest_and_home(host: PluginHost) -> None:
 
 def test_unknown_context_attributes_raise_attribute_error(host: PluginHost) -> None:
     with pytest.raises(AttributeError):
-        context(host).register_platform  # noqa: B018
+        context(host).emit_event  # noqa: B018
+
+
+def test_an_unknown_registrar_is_a_no_op_warned_once(host: PluginHost) -> None:
+    ctx = context(host)
+    assert ctx.register_time_machine("x", when=1) is None
+    ctx.register_time_machine("y")
+    warned = [w.message for w in ctx._record.warnings]
+    assert warned == [
+        "ctx.register_time_machine is not part of the plugin API hermesd implements "
+        "(hermes-agent 0.19.0); its calls are ignored"
+    ]
 
 
 def test_command_names_are_normalised(host: PluginHost) -> None:
