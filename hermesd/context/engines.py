@@ -81,6 +81,8 @@ class SessionContext:
     status: dict[str, Any] = field(default_factory=dict)
     tool_names: set[str] = field(default_factory=set)
     background: asyncio.Task[Any] | None = None
+    compacted_seq: int = 0  # the newest stored message when the session was last compacted
+    window_warned: bool = False  # the "window too small" warning was sent
 
 
 def supported_kwargs(compress: Any, **candidates: Any) -> dict[str, Any]:
@@ -139,7 +141,10 @@ class Engines:
 
     def builtin(self, model: str = "") -> BuiltinCompressor:
         """A new built-in compressor summarising with ``model`` (or the summary model)."""
-        return BuiltinCompressor(self.settings.compression, self._summarizer(model))
+        own = self.settings.summary_model is None and self.settings.summary_base_url is None
+        return BuiltinCompressor(
+            self.settings.compression, self._summarizer(model), summary_window=own
+        )
 
     async def select(self, model: str) -> tuple[Any, str, bool]:
         """A new session's engine: ``(engine, name, is the built-in)``."""

@@ -30,7 +30,10 @@ from typing import TYPE_CHECKING, Any
 from hermesd.context.compaction import (
     FALLBACK_SUMMARY,
     REPEAT_WARNING,
+    SOURCES,
     SUMMARY_ABORTED,
+    TOOLS_TOO_BIG,
+    WINDOW_TOO_SMALL,
     Compaction,
     TurnWindow,
     compacted_event,
@@ -48,6 +51,7 @@ from hermesd.context.engines import (
     supported_kwargs,
     valid_messages,
 )
+from hermesd.context.fit import fit_request
 from hermesd.model import context_length
 from hermesd.model.client import ModelClient
 from hermesd.model.stream import canonical_usage
@@ -165,11 +169,14 @@ class ContextHost:
         ctx = self.sessions.get(session_id)
         return dict(ctx.status) if ctx is not None else None
 
-    def warn(self, session_id: str, message: str, **data: Any) -> None:
-        """A ``context.warning`` event to every client attached to the session (and the log)."""
+    def warn(
+        self, session_id: str, message: str, *, turn_id: str | None = None, **data: Any
+    ) -> None:
+        """A ``context.warning`` event to every client attached to the session (and the log);
+        with the ``turn_id`` of the turn it concerns, when one does."""
         log.warning("session %s: %s", session_id, message)
         if self.emit is not None:
-            event = {"type": "context.warning", "session_id": session_id, "turn_id": None}
+            event = {"type": "context.warning", "session_id": session_id, "turn_id": turn_id}
             self.emit({**event, "message": message, **data})
 
     # --- compaction --------------------------------------------------------------------------
@@ -199,6 +206,9 @@ class ContextHost:
         result = outcome(ctx.name, len(view.messages), ask.reason)
         if not view.messages:
             return refused(result, "the session has no messages")
+        newest = max((s for s in view.seqs if s is not None), default=0)
+        if not ask.force and newest <= ctx.compacted_seq:  # it would only say the same again
+            return refused(result, "nothing new since the last compaction")
         inputs = copy.deepcopy(view.messages)
         try:
             if ask.force and not await self.engines.call(ctx, "has_content_to_compress", inputs):
@@ -286,6 +296,7 @@ class ContextHost:
             reason=ask.reason,
         )
         ctx.generation += 1
+        ctx.compacted_seq = max([ctx.compacted_seq, *(s for s in view.seqs if s is not None)])
         count = int(getattr(ctx.engine, "compression_count", 0) or 0)
         result.update(
             compacted=True,
@@ -349,8 +360,20 @@ class ContextHost:
             )
             if done["compacted"]:
                 messages = await self._rebuild(window, ctx, messages)
+        chosen = await self._select(ctx, window, messages, history)
+        sent = chosen if chosen is not None else messages
+        return messages, self._fit(ctx, window.turn_id, sent, tools, chosen)
+
+    async def _select(
+        self,
+        ctx: SessionContext,
+        window: TurnWindow,
+        messages: list[dict[str, Any]],
+        history: list[dict[str, Any]],
+    ) -> list[Any] | None:
+        """The engine's request-only ``select_context`` choice; None: send the messages."""
         if getattr(ctx.engine, "select_context", None) is None:
-            return messages, None
+            return None
         try:
             chosen = await self.engines.call(
                 ctx,
@@ -361,8 +384,54 @@ class ContextHost:
                 budget_tokens=int(getattr(ctx.engine, "threshold_tokens", 0) or 0),
             )
         except EngineFailed:
-            return messages, None  # falls open
-        return messages, (chosen if valid_messages(chosen) else None)
+            return None  # falls open
+        return chosen if valid_messages(chosen) else None
+
+    def _fit(
+        self,
+        ctx: SessionContext,
+        turn_id: str,
+        sent: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        chosen: list[Any] | None,
+    ) -> list[Any] | None:
+        """What is sent, shortened to fit the window when it is over it (the first time, the
+        clients are told); ``chosen`` as it was when it fits."""
+        if ctx.context_length <= 0:
+            return chosen
+        fitted = fit_request(sent, tools, ctx.context_length)
+        if not fitted.changed:
+            return chosen
+        log.info(
+            "session %s: request shortened to fit the %d-token window (%d older messages left "
+            "out, %d truncated; about %d tokens%s)",
+            ctx.session_id,
+            ctx.context_length,
+            fitted.dropped,
+            fitted.truncated,
+            fitted.tokens,
+            "" if fitted.fits else ", still over",
+        )
+        if not ctx.window_warned:
+            ctx.window_warned = True
+            message = WINDOW_TOO_SMALL.format(
+                window=ctx.context_length,
+                source=SOURCES.get(ctx.length_source, ctx.length_source),
+            )
+            if not fitted.fits:
+                message += TOOLS_TOO_BIG.format(tools=fitted.tool_tokens)
+            self.warn(
+                ctx.session_id,
+                message,
+                turn_id=turn_id,
+                kind="window_too_small",
+                context_length=ctx.context_length,
+                request_tokens=fitted.tokens,
+                dropped=fitted.dropped,
+                truncated=fitted.truncated,
+                fits=fitted.fits,
+            )
+        return fitted.messages
 
     async def _due(self, ctx: SessionContext, estimate: int, rough: bool) -> bool:
         """Whether the engine wants a compaction now; it may ask to wait for a real count
