@@ -198,6 +198,8 @@ class BuiltinCompressor(ContextEngine):
 
     def _head_end(self, messages: list[dict[str, Any]], protect: int) -> int:
         end, kept = 0, 0
+        while end < len(messages) and messages[end].get("role") == "system":
+            end += 1  # a system prompt is never summarised
         while end < len(messages) and kept < protect:
             if messages[end].get("role") != "system":
                 kept += 1

@@ -209,6 +209,41 @@ class Engines:
             )
             raise EngineFailed(f"{method}() raised {type(exc).__name__}: {exc}") from exc
 
+    async def tools(self, ctx: SessionContext, offered: list[dict[str, Any]]) -> list[Any]:
+        """The engine's ``get_tool_schemas()`` not named like one ``offered`` (none when it
+        fails); remembered as the session's engine tools."""
+        try:
+            schemas = await self.call(ctx, "get_tool_schemas")
+        except EngineFailed:
+            return []
+        extra = engine_tools(schemas, offered)
+        ctx.tool_names = {t["function"]["name"] for t in extra}
+        return extra
+
+    async def select_context(
+        self,
+        ctx: SessionContext,
+        messages: list[dict[str, Any]],
+        history: list[dict[str, Any]],
+        incoming: str,
+    ) -> list[Any] | None:
+        """The engine's request-only ``select_context`` choice; None: send the messages (no
+        such method, a failure: it falls open, or not a message list)."""
+        if getattr(ctx.engine, "select_context", None) is None:
+            return None
+        try:
+            chosen = await self.call(
+                ctx,
+                "select_context",
+                list(messages),
+                conversation_messages=list(history),
+                incoming_message=incoming,
+                budget_tokens=int(getattr(ctx.engine, "threshold_tokens", 0) or 0),
+            )
+        except EngineFailed:
+            return None
+        return chosen if valid_messages(chosen) else None
+
     async def call_tool(
         self,
         ctx: SessionContext,

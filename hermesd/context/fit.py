@@ -15,10 +15,15 @@ business.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
+from hermesd.context.compaction import SOURCES, TOOLS_TOO_BIG, WINDOW_TOO_SMALL
 from hermesd.context.compressor import estimate_tokens, is_summary, message_tokens, request_budget
+from hermesd.context.engines import SessionContext
+
+log = logging.getLogger(__name__)
 
 OLDER_CHARS = 600  # a long message of an older turn is cut to this
 CURRENT_CHARS = 1_200  # ... one of the running turn (its results matter now)
@@ -44,6 +49,16 @@ class Fitted:
     def changed(self) -> bool:
         """Whether the request differs from what the turn would have sent."""
         return bool(self.dropped or self.truncated)
+
+    def facts(self) -> dict[str, Any]:
+        """The figures of a ``context.warning`` about it."""
+        return {
+            "kind": "window_too_small",
+            "request_tokens": self.tokens,
+            "dropped": self.dropped,
+            "truncated": self.truncated,
+            "fits": self.fits,
+        }
 
 
 def truncate_text(text: str, keep: int, window: int) -> str:
@@ -170,3 +185,35 @@ def fit_request(
         fits=f.fits(),
         tool_tokens=f.fixed,
     )
+
+
+def shorten(
+    ctx: SessionContext, sent: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> Fitted | None:
+    """`fit_request` for a session's window (logged); None when the request fits as it is."""
+    if ctx.context_length <= 0:
+        return None
+    fitted = fit_request(sent, tools, ctx.context_length)
+    if not fitted.changed:
+        return None
+    log.info(
+        "session %s: request shortened to fit the %d-token window (%d older messages left "
+        "out, %d truncated; about %d tokens%s)",
+        ctx.session_id,
+        ctx.context_length,
+        fitted.dropped,
+        fitted.truncated,
+        fitted.tokens,
+        "" if fitted.fits else ", still over",
+    )
+    return fitted
+
+
+def too_small(ctx: SessionContext, fitted: Fitted) -> str:
+    """What the person is told the first time a session's requests had to be shortened."""
+    message = WINDOW_TOO_SMALL.format(
+        window=ctx.context_length, source=SOURCES.get(ctx.length_source, ctx.length_source)
+    )
+    if not fitted.fits:
+        message += TOOLS_TOO_BIG.format(tools=fitted.tool_tokens)
+    return message

@@ -30,10 +30,7 @@ from typing import TYPE_CHECKING, Any
 from hermesd.context.compaction import (
     FALLBACK_SUMMARY,
     REPEAT_WARNING,
-    SOURCES,
     SUMMARY_ABORTED,
-    TOOLS_TOO_BIG,
-    WINDOW_TOO_SMALL,
     Compaction,
     TurnWindow,
     compacted_event,
@@ -47,11 +44,10 @@ from hermesd.context.engines import (
     EngineFailed,
     Engines,
     SessionContext,
-    engine_tools,
     supported_kwargs,
     valid_messages,
 )
-from hermesd.context.fit import fit_request
+from hermesd.context.fit import shorten, too_small
 from hermesd.model import context_length
 from hermesd.model.client import ModelClient
 from hermesd.model.stream import canonical_usage
@@ -71,6 +67,7 @@ MAX_PER_TURN = 3
 BACKGROUND_SHARE = 0.9  # an idle session this close to its threshold is compacted now
 
 Emit = Callable[[dict[str, Any]], None]
+Msgs = list[Any]
 
 
 class ContextHost:
@@ -360,77 +357,22 @@ class ContextHost:
             )
             if done["compacted"]:
                 messages = await self._rebuild(window, ctx, messages)
-        chosen = await self._select(ctx, window, messages, history)
+        chosen = await self.engines.select_context(ctx, messages, history, window.user_message)
         sent = chosen if chosen is not None else messages
         return messages, self._fit(ctx, window.turn_id, sent, tools, chosen)
 
-    async def _select(
-        self,
-        ctx: SessionContext,
-        window: TurnWindow,
-        messages: list[dict[str, Any]],
-        history: list[dict[str, Any]],
-    ) -> list[Any] | None:
-        """The engine's request-only ``select_context`` choice; None: send the messages."""
-        if getattr(ctx.engine, "select_context", None) is None:
-            return None
-        try:
-            chosen = await self.engines.call(
-                ctx,
-                "select_context",
-                list(messages),
-                conversation_messages=list(history),
-                incoming_message=window.user_message,
-                budget_tokens=int(getattr(ctx.engine, "threshold_tokens", 0) or 0),
-            )
-        except EngineFailed:
-            return None  # falls open
-        return chosen if valid_messages(chosen) else None
-
     def _fit(
-        self,
-        ctx: SessionContext,
-        turn_id: str,
-        sent: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        chosen: list[Any] | None,
-    ) -> list[Any] | None:
+        self, ctx: SessionContext, turn_id: str, sent: Msgs, tools: Msgs, chosen: Msgs | None
+    ) -> Msgs | None:
         """What is sent, shortened to fit the window when it is over it (the first time, the
         clients are told); ``chosen`` as it was when it fits."""
-        if ctx.context_length <= 0:
+        fitted = shorten(ctx, sent, tools)
+        if fitted is None:
             return chosen
-        fitted = fit_request(sent, tools, ctx.context_length)
-        if not fitted.changed:
-            return chosen
-        log.info(
-            "session %s: request shortened to fit the %d-token window (%d older messages left "
-            "out, %d truncated; about %d tokens%s)",
-            ctx.session_id,
-            ctx.context_length,
-            fitted.dropped,
-            fitted.truncated,
-            fitted.tokens,
-            "" if fitted.fits else ", still over",
-        )
         if not ctx.window_warned:
             ctx.window_warned = True
-            message = WINDOW_TOO_SMALL.format(
-                window=ctx.context_length,
-                source=SOURCES.get(ctx.length_source, ctx.length_source),
-            )
-            if not fitted.fits:
-                message += TOOLS_TOO_BIG.format(tools=fitted.tool_tokens)
-            self.warn(
-                ctx.session_id,
-                message,
-                turn_id=turn_id,
-                kind="window_too_small",
-                context_length=ctx.context_length,
-                request_tokens=fitted.tokens,
-                dropped=fitted.dropped,
-                truncated=fitted.truncated,
-                fits=fitted.fits,
-            )
+            facts = {**fitted.facts(), "context_length": ctx.context_length}
+            self.warn(ctx.session_id, too_small(ctx, fitted), turn_id=turn_id, **facts)
         return fitted.messages
 
     async def _due(self, ctx: SessionContext, estimate: int, rough: bool) -> bool:
@@ -522,13 +464,7 @@ class ContextHost:
         ctx = self.sessions.get(session_id)
         if ctx is None or any(e is not None and "context_engine" not in e for e in enabled):
             return []
-        try:
-            schemas = await self.engines.call(ctx, "get_tool_schemas")
-        except EngineFailed:
-            return []
-        extra = engine_tools(schemas, offered)
-        ctx.tool_names = {t["function"]["name"] for t in extra}
-        return extra
+        return await self.engines.tools(ctx, offered)
 
     def owns_tool(self, session_id: str, name: str) -> bool:
         """Whether ``name`` is one of the tools the session's engine offered."""

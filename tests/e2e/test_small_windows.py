@@ -18,7 +18,7 @@ import pytest
 
 from hermesctl.client import Client
 from hermesd.context.compressor import SUMMARY_SYSTEM, estimate_tokens
-from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
+from tests.support.daemon import short_tmpdir, start_daemon
 from tests.support.modelserver import (
     ScriptedModelServer,
     Step,
@@ -195,7 +195,7 @@ def test_the_window_is_read_from_a_llama_cpp_servers_props() -> None:
 def test_the_window_is_read_from_ollamas_api_show() -> None:
     show = {
         "model_info": {"general.architecture": "qwen2", "qwen2.context_length": 32_768},
-        "parameters": "stop \"<|im_end|>\"\nnum_ctx                        8192",
+        "parameters": 'stop "<|im_end|>"\nnum_ctx                        8192',
     }
     with ScriptedModelServer(rules=Model(), ollama_show=show) as server:
         status = _status_after_a_turn(server)
