@@ -6,9 +6,11 @@ A ``ContextEngine`` like any plugin's: the first
 never fewer than a few messages and always the newest user message) stay as they are; what lies
 between becomes one message starting with `SUMMARY_PREFIX`, written by the summary model
 (``summarize``, given by the host). Tool calls are never separated from their results: a cut
-moves off a tool result. When the summary cannot be had, the window is described by a
-deterministic summary (the user's asks, tool calls, paths, errors) unless
-``abort_on_summary_failure`` says to fail closed with `SummaryFailed`; either way
+moves off a tool result; when that head and tail alone would fill half the threshold (a small
+window), only the newest user message onwards is kept, and the summary request itself is cut to
+the window. When the summary cannot be had, the window is described by a deterministic summary
+(the user's asks, tool calls, paths, errors) unless ``abort_on_summary_failure`` says to fail
+closed with `SummaryFailed`; either way
 ``last_summary_error`` tells the host to warn. It touches no storage: the host keeps what it
 returns as a view (hermesd.store.compactions).
 """

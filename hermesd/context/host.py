@@ -5,8 +5,10 @@ Owns, per session: its engine (made by ``hermesd.context.engines``), started wit
 ``update_model`` (the window from ``hermesd.model.context_length``) and ``on_session_start`` the
 first time the session is used; the lock that lets one compaction at a time run on it; the
 compactions of the running turn (at most `MAX_PER_TURN`); compaction off the hot path between
-turns; and the memory provider's ``on_pre_compress`` text. A compaction is recorded as a view
-(``SessionStore.compactions.record``), never by changing stored messages.
+turns, and none without a message stored since the last; the memory provider's
+``on_pre_compress`` text; and, last before each request, a request over the window shortened to
+fit it (``hermesd.context.fit``) with one ``context.warning`` the first time. A compaction is
+recorded as a view (``SessionStore.compactions.record``), never by changing stored messages.
 
 Failures: an engine call that raises, hangs or returns something that is not a message list is
 logged with its traceback, the attached clients get a ``context.warning`` event, and the session
