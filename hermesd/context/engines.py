@@ -81,7 +81,6 @@ class SessionContext:
     status: dict[str, Any] = field(default_factory=dict)
     tool_names: set[str] = field(default_factory=set)
     background: asyncio.Task[Any] | None = None
-    compacted_seq: int = 0  # the newest stored message when the session was last compacted
     window_warned: bool = False  # the "window too small" warning was sent
 
 

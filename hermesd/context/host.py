@@ -5,7 +5,7 @@ Owns, per session: its engine (made by ``hermesd.context.engines``), started wit
 ``update_model`` (the window from ``hermesd.model.context_length``) and ``on_session_start`` the
 first time the session is used; the lock that lets one compaction at a time run on it; the
 compactions of the running turn (at most `MAX_PER_TURN`); compaction off the hot path between
-turns, and none without a message stored since the last; the memory provider's
+turns (none recorded when the engine gives back what it was given); the memory provider's
 ``on_pre_compress`` text; and, last before each request, a request over the window shortened to
 fit it (``hermesd.context.fit``) with one ``context.warning`` the first time. A compaction is
 recorded as a view (``SessionStore.compactions.record``), never by changing stored messages.
@@ -205,9 +205,6 @@ class ContextHost:
         result = outcome(ctx.name, len(view.messages), ask.reason)
         if not view.messages:
             return refused(result, "the session has no messages")
-        newest = max((s for s in view.seqs if s is not None), default=0)
-        if not ask.force and newest <= ctx.compacted_seq:  # it would only say the same again
-            return refused(result, "nothing new since the last compaction")
         inputs = copy.deepcopy(view.messages)
         try:
             if ask.force and not await self.engines.call(ctx, "has_content_to_compress", inputs):
@@ -232,6 +229,8 @@ class ContextHost:
         output, why_not = await self._compress(ctx, inputs, kwargs)
         if why_not is not None:
             return refused(result, why_not)
+        if output == view.messages:  # nothing new to compact: no view, no event, no warning
+            return refused(result, "the engine kept every message")
         split = split_view(view.messages, view.seqs, output, view.upto_seq)
         if split is None:
             return refused(result, "the engine kept every message")
@@ -295,7 +294,6 @@ class ContextHost:
             reason=ask.reason,
         )
         ctx.generation += 1
-        ctx.compacted_seq = max([ctx.compacted_seq, *(s for s in view.seqs if s is not None)])
         count = int(getattr(ctx.engine, "compression_count", 0) or 0)
         result.update(
             compacted=True,

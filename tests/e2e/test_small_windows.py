@@ -9,9 +9,11 @@ itself is read from a llama.cpp-style ``/props`` and an Ollama-style ``/api/show
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,6 +91,15 @@ def _turn(c: Client, sid: str, message: str) -> list[dict[str, Any]]:
     raise AssertionError(f"turn {turn_id} did not finish: {events}")
 
 
+def _compactions(home: Path) -> list[int]:
+    """How many messages each recorded compaction replaced."""
+    db = sqlite3.connect(home / "state.db")
+    try:
+        return [r[0] for r in db.execute("SELECT replaced FROM compactions ORDER BY id")]
+    finally:
+        db.close()
+
+
 def _size(request: dict[str, Any]) -> int:
     """The request's size by the daemon's own estimator."""
     return estimate_tokens(request["messages"], request.get("tools"))
@@ -105,12 +116,14 @@ def test_eight_long_turns_in_a_3000_token_window_always_fit_and_warn_once(
     try:
         warnings: list[dict[str, Any]] = []
         summaries_after: list[int] = []
+        compacted: list[int] = []
         with d.client() as c:
             sid = c.call("session.create", {})["id"]
             for i in range(TURNS):
                 events = _turn(c, sid, f"note-{i} " + _words(330, i))
                 assert events[-1]["status"] == "completed", events[-1]
                 warnings += [e for e in events if e["type"] == "context.warning"]
+                compacted.append(sum(e["type"] == "context.compacted" for e in events))
                 summaries_after.append(len(rules.summaries))
             status = c.call("session.get", {"session_id": sid})["context"]
     finally:
@@ -127,6 +140,9 @@ def test_eight_long_turns_in_a_3000_token_window_always_fit_and_warn_once(
     per_turn = [b - a for a, b in zip([0, *summaries_after], summaries_after, strict=False)]
     assert max(per_turn) <= 1, per_turn
     assert 1 <= len(rules.summaries) <= TURNS
+    assert max(compacted) <= 1, compacted  # a summary alone is not compacted again
+    rows = _compactions(d.home)
+    assert rows and all(replaced > 0 for replaced in rows), rows
     # the file read this turn reached the model cut, and said so; stored whole
     results = [m for r in rules.requests for m in r["messages"] if m["role"] == "tool"]
     assert results and all("truncated by hermesd" in m["content"] for m in results)
