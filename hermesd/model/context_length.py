@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import threading
+import urllib.error
 import urllib.request
 from typing import Any
 
@@ -104,8 +105,13 @@ def _root(base_url: str) -> str:
     return url[:-3] if url.endswith("/v1") else url
 
 
+class _Unreachable(Exception):
+    """The server did not answer at all (not an HTTP error): asking it more is pointless."""
+
+
 def _fetch(url: str, api_key: str | None, body: Any = None) -> Any:
-    """The JSON answer of a GET (or a POST of ``body``) to ``url``; None when there is none."""
+    """The JSON answer of a GET (or a POST of ``body``) to ``url``; None when it answers with
+    an error or no JSON; `_Unreachable` when it does not answer."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, headers={"Accept": "application/json"})
     if data is not None:
@@ -115,9 +121,14 @@ def _fetch(url: str, api_key: str | None, body: Any = None) -> Any:
     try:
         with urllib.request.urlopen(request, timeout=ASK_TIMEOUT) as response:
             return json.loads(response.read(4 << 20))
-    except (OSError, ValueError) as exc:
+    except urllib.error.HTTPError as exc:
         log.debug("no context length from %s: %s", url, exc)
         return None
+    except ValueError as exc:
+        log.debug("no context length from %s: %s", url, exc)
+        return None
+    except OSError as exc:
+        raise _Unreachable(f"{url}: {exc}") from exc
 
 
 def from_props(props: Any) -> int | None:
@@ -151,8 +162,17 @@ def from_ollama_show(show: Any) -> int | None:
 
 
 def _ask(base_url: str, model: str, api_key: str | None) -> int | None:
-    """What the endpoint reports: its ``/models`` listing, then llama.cpp's ``/props`` (the
-    window it allocated, smaller than ``n_ctx_train``), then Ollama's ``/api/show``."""
+    """What the endpoint reports (None when it does not say, or does not answer)."""
+    try:
+        return _probe(base_url, model, api_key)
+    except _Unreachable as exc:
+        log.info("could not read the context length of %s: %s", model, exc)
+        return None
+
+
+def _probe(base_url: str, model: str, api_key: str | None) -> int | None:
+    """Its ``/models`` listing, then llama.cpp's ``/props`` (the window it allocated, smaller
+    than ``n_ctx_train``), then Ollama's ``/api/show``."""
     listing = _fetch(base_url.rstrip("/") + "/models", api_key)
     listed = from_listing(listing, model)
     trained_only = listed is not None and not _runtime_window(listing)
@@ -175,6 +195,8 @@ def _runtime_window(listing: Any) -> bool:
     """Whether a listing names a served window, not only llama.cpp's training one."""
     entries = listing.get("data") if isinstance(listing, dict) else listing
     for entry in entries if isinstance(entries, list) else ():
+        if not isinstance(entry, dict):
+            continue
         for place in (entry, entry.get("meta"), entry.get("top_provider")):
             if isinstance(place, dict) and any(_positive(place.get(k)) for k in _KEYS):
                 return True
