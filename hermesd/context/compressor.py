@@ -121,6 +121,17 @@ def threshold_tokens(context_length: int, percent: float) -> tuple[float, int]:
     return percent, floored
 
 
+def summary_role(head: list[dict[str, Any]], tail: list[dict[str, Any]]) -> str:
+    """The summary's role: unlike the head's last message, then unlike the tail's first when
+    that does not clash with the head (chat templates that want roles to alternate). After a
+    system prompt or nothing, that is the assistant's unless the tail starts with it."""
+    last = head[-1].get("role") if head else "system"
+    first = tail[0].get("role") if tail else None
+    role = "user" if last in ("assistant", "tool") else "assistant"
+    other = "assistant" if role == "user" else "user"
+    return other if role == first and other != last else role
+
+
 def is_summary(msg: dict[str, Any]) -> bool:
     """Whether a message is a compaction summary (this prefix or the older one)."""
     text = msg.get("content")
@@ -271,14 +282,7 @@ class BuiltinCompressor(ContextEngine):
             body = deterministic_summary(window)
         text = f"{SUMMARY_PREFIX}\n\n{body}"
         head, tail = messages[:start], messages[end:]
-        role = "user"
-        if (
-            head
-            and head[-1].get("role") == "user"
-            and (not tail or tail[0].get("role") != "assistant")
-        ):
-            role = "assistant"
-        compressed = [*head, {"role": role, "content": text}, *tail]
+        compressed = [*head, {"role": summary_role(head, tail), "content": text}, *tail]
         before = current_tokens or estimate_tokens(messages)
         after = estimate_tokens(compressed)
         self.ineffective = self.ineffective + 1 if before and after > before * 0.9 else 0

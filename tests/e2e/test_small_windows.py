@@ -8,6 +8,7 @@ itself is read from a llama.cpp-style ``/props`` and an Ollama-style ``/api/show
 
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 import sys
@@ -136,6 +137,9 @@ def test_eight_long_turns_in_a_3000_token_window_always_fit_and_warn_once(
     for i, request in enumerate(rules.turns):
         users = [m for m in request["messages"] if m["role"] == "user"]
         assert str(users[-1]["content"]).startswith(f"note-{i} ")
+    for request in rules.requests:  # user and assistant alternate, as chat templates want
+        roles = [m["role"] for m in request["messages"]]
+        assert all(a != b for a, b in itertools.pairwise(roles)), roles
     # never more than one summary a turn: none without something new to compact
     per_turn = [b - a for a, b in zip([0, *summaries_after], summaries_after, strict=False)]
     assert max(per_turn) <= 1, per_turn
