@@ -34,7 +34,7 @@ FALLBACK_SUMMARY = (
 )
 
 WINDOW_TOO_SMALL = (
-    "The model's window ({window:,} tokens, from {source}) is too small for this conversation "
+    "The model's window ({window:,} tokens, {source}) is too small for this conversation "
     "even after compaction: from now on hermesd sends the model a shortened view (older turns "
     "left out, long messages and tool results truncated and marked so). Nothing stored is "
     "lost. For the whole conversation, serve the model with a larger window (Hermes asks for "
@@ -46,10 +46,10 @@ TOOLS_TOO_BIG = (
 )
 
 SOURCES = {  # where a window came from (hermesd.model.context_length), as the warning says it
-    "config": "model.context_length",
-    "endpoint": "what the server reports",
-    "table": "the model's known window",
-    "default": "an assumed default",
+    "config": "set in model.context_length",
+    "endpoint": "as the server reports it",
+    "table": "the model's published window",
+    "default": "assumed: nothing reports it",
 }
 
 

@@ -172,7 +172,7 @@ def test_hermesctl_chat_shows_the_window_warning_once(
         t.expect("› ")
         t.wait_reading()
         t.sendline("read my notes")
-        t.expect("window \\(3,000 tokens, from model.context_length\\) is too small")
+        t.expect("window \\(3,000 tokens, set in model.context_length\\) is too small")
         t.expect("answer-1 ")
         t.expect("› ")
         t.wait_reading()
