@@ -190,11 +190,12 @@ def fit_request(
 def shorten(
     ctx: SessionContext, sent: list[dict[str, Any]], tools: list[dict[str, Any]]
 ) -> Fitted | None:
-    """`fit_request` for a session's window (logged); None when the request fits as it is."""
+    """`fit_request` for a session's window (logged); None when the request fits as it is.
+    One that cannot fit is returned too (the person is told)."""
     if ctx.context_length <= 0:
         return None
     fitted = fit_request(sent, tools, ctx.context_length)
-    if not fitted.changed:
+    if fitted.fits and not fitted.changed:
         return None
     log.info(
         "session %s: request shortened to fit the %d-token window (%d older messages left "

@@ -226,3 +226,24 @@ def test_the_window_is_read_from_ollamas_api_show() -> None:
     with ScriptedModelServer(rules=Model(), ollama_show=show) as server:
         status = _status_after_a_turn(server)
     assert (status["context_length"], status["context_length_source"]) == (32_768, "endpoint")
+
+
+def test_a_tool_list_bigger_than_the_window_is_named_in_the_warning(
+    model: tuple[ScriptedModelServer, Model],
+) -> None:
+    server, rules = model
+    home = short_tmpdir("win-")
+    config = model_config(server.url, max_retries=0, context_length=WINDOW)  # every tool offered
+    d = start_daemon(home, config=config)
+    try:
+        with d.client() as c:
+            sid = c.call("session.create", {})["id"]
+            events = _turn(c, sid, "note-0 " + _words(330, 0))
+    finally:
+        d.stop()
+    assert events[-1]["status"] == "completed"
+    (warning,) = [e for e in events if e.get("kind") == "window_too_small"]
+    assert warning["fits"] is False and "tools.enabled_toolsets" in warning["message"]
+    # cutting the question could not make it fit: it was sent whole
+    assert rules.turns[0]["messages"][-1]["content"] == "note-0 " + _words(330, 0)
+    assert estimate_tokens([], rules.turns[0]["tools"]) > WINDOW * 0.9
