@@ -275,6 +275,9 @@ class TurnPrinter:
     def _on_budget_warning(self, ev: dict[str, Any]) -> None:
         self.line(self.style.yellow(f"⚠ {ev.get('message') or 'a budget was crossed'}"), self.err)
 
+    def _on_context_warning(self, ev: dict[str, Any]) -> None:
+        self.line(self.style.yellow(f"⚠ {ev.get('message') or 'context warning'}"), self.err)
+
     def _on_session_deleted(self, ev: dict[str, Any]) -> None:
         self.line(self.style.yellow(f"session {ev.get('session_id')} was deleted"), self.err)
 
