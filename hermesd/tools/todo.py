@@ -178,11 +178,8 @@ class TodoTool:
         self.store = store
         self.emit = emit
 
-    async def call(
-        self, args: dict[str, Any], session_id: str, turn_id: str = ""
-    ) -> dict[str, Any]:
-        """One ``todo`` call for ``session_id`` (in turn ``turn_id``, if any): its result (or
-        error) as a dict."""
+    async def call(self, args: dict[str, Any], session_id: str) -> dict[str, Any]:
+        """One ``todo`` call for ``session_id``: its result (or error) as a dict."""
         if not session_id:
             return tool_error("the todo tool keeps a session's list and no session was given")
         merge = args.get("merge", False)
@@ -203,9 +200,7 @@ class TodoTool:
             return tool_error(str(exc))
         result = summary(after)
         if after != before and self.emit is not None:
-            self.emit(
-                {"type": EVENT, "session_id": session_id, "turn_id": turn_id or None, **result}
-            )
+            self.emit({"type": EVENT, "session_id": session_id, "turn_id": None, **result})
         return result
 
     async def slash(self, raw_args: str) -> str:
@@ -222,10 +217,8 @@ def register_todo(
     """Register the ``todo`` tool and ``/todo`` (anyone who may use the session may read it)."""
     todo = TodoTool(store, emit)
 
-    async def handler(
-        args: dict[str, Any], session_id: str = "", turn_id: str = "", **_: Any
-    ) -> str:
-        return json.dumps(await todo.call(args, session_id, turn_id), ensure_ascii=False)
+    async def handler(args: dict[str, Any], session_id: str = "", **_: Any) -> str:
+        return json.dumps(await todo.call(args, session_id), ensure_ascii=False)
 
     tools.register(
         "todo", TOOLSET, SCHEMA, handler, emoji="📋", owner=BUILTIN, check_arguments=False
