@@ -384,7 +384,13 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
     meter.broadcast = sessions.broadcast  # the day's and month's budget warnings
     context.emit = sessions.emit
     # issue 33: the session's task list, its changes sent to the session's clients
-    register_todo(core.parts.tools, core.parts.commands, store, emit=sessions.emit)
+    register_todo(
+        core.parts.tools,
+        core.parts.commands,
+        store,
+        emit=sessions.emit,
+        running_turn=lambda sid: (sessions.turns.get(sid) or (None, None))[0],
+    )
     return _Turns(meter, engines, context, agent, sessions)
 
 

@@ -34,6 +34,7 @@ EVENT = "todo.updated"
 
 Items = list[dict[str, Any]]
 Emit = Callable[[dict[str, Any]], None]
+RunningTurn = Callable[[str], str | None]  # session id -> the id of its running turn, if any
 
 _ITEM = {
     "type": "object",
@@ -172,11 +173,19 @@ def render(items: Items) -> str:
 
 
 class TodoTool:
-    """The ``todo`` tool and ``/todo`` over the store; ``emit`` sends ``todo.updated``."""
+    """The ``todo`` tool and ``/todo`` over the store; ``emit`` sends ``todo.updated``, with
+    the session's running turn (``running_turn``) as its ``turn_id`` so a client following that
+    turn sees it."""
 
-    def __init__(self, store: SessionStore, emit: Emit | None = None) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        emit: Emit | None = None,
+        running_turn: RunningTurn | None = None,
+    ) -> None:
         self.store = store
         self.emit = emit
+        self.running_turn = running_turn
 
     async def call(self, args: dict[str, Any], session_id: str) -> dict[str, Any]:
         """One ``todo`` call for ``session_id``: its result (or error) as a dict."""
@@ -200,7 +209,8 @@ class TodoTool:
             return tool_error(str(exc))
         result = summary(after)
         if after != before and self.emit is not None:
-            self.emit({"type": EVENT, "session_id": session_id, "turn_id": None, **result})
+            turn = self.running_turn(session_id) if self.running_turn is not None else None
+            self.emit({"type": EVENT, "session_id": session_id, "turn_id": turn, **result})
         return result
 
     async def slash(self, raw_args: str) -> str:
@@ -212,10 +222,14 @@ class TodoTool:
 
 
 def register_todo(
-    tools: ToolRegistry, commands: CommandRegistry, store: SessionStore, emit: Emit | None = None
+    tools: ToolRegistry,
+    commands: CommandRegistry,
+    store: SessionStore,
+    emit: Emit | None = None,
+    running_turn: RunningTurn | None = None,
 ) -> TodoTool:
     """Register the ``todo`` tool and ``/todo`` (anyone who may use the session may read it)."""
-    todo = TodoTool(store, emit)
+    todo = TodoTool(store, emit, running_turn)
 
     async def handler(args: dict[str, Any], session_id: str = "", **_: Any) -> str:
         return json.dumps(await todo.call(args, session_id), ensure_ascii=False)

@@ -66,7 +66,7 @@ def _turn(
 
 def _events(client: Client, turn_id: str) -> list[dict[str, Any]]:
     """The session events a client attached to the turn's session received until the turn
-    finished (the session's own, such as todo.updated, have no turn id)."""
+    finished."""
     events: list[dict[str, Any]] = []
     while True:
         note = client.next_notification(timeout=60)
@@ -109,6 +109,7 @@ def test_the_model_plans_updates_by_id_and_todo_shows_it_after_a_restart(
         }
         [event] = [e for e in events if e["type"] == "todo.updated"]
         assert event["todos"] == PLAN and event["summary"]["total"] == 3
+        assert event["turn_id"] == events[-1]["turn_id"]  # a client following the turn sees it
         step = {"todos": [{"id": "1", "status": "completed"}], "merge": True}
         [merged], events = _turn(
             model, client, sid, call_tools(tool_call("todo", step)), reply("one done")
