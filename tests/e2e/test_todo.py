@@ -17,7 +17,7 @@ import pytest
 
 from hermesctl.client import Client
 from hermesd.rpc.protocol import Codes
-from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
+from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir, start_daemon
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 from tests.support.otheruser import talk_as
 
@@ -211,3 +211,16 @@ def test_todo_outside_a_session_is_a_clear_error(live: DaemonProcess) -> None:
     with live.client() as client:
         result = json.loads(client.call("tools.call", {"name": "todo", "args": {}})["result"])
     assert "no session was given" in result["error"]
+
+
+def test_hermesctl_chat_shows_the_plan_the_model_wrote(
+    model: ScriptedModelServer, live: DaemonProcess
+) -> None:
+    evil = {"id": "4", "content": "Clean up\x1b[2J the screen", "status": "cancelled"}
+    model.push(call_tools(tool_call("todo", {"todos": [*PLAN, evil]})), reply("planned"))
+    result = run_hermesctl(["--socket", str(live.socket), "chat", "-m", "plan the fix"])
+    assert result.returncode == 0, result.stderr
+    assert "📋 plan" in result.stderr
+    assert "  [>] Read the failing test\n  [ ] Fix the parser\n" in result.stderr
+    assert "  [~] Clean up[2J the screen" in result.stderr  # the escape's ESC is dropped
+    assert "\x1b[2J" not in result.stderr
