@@ -149,7 +149,8 @@ def apply(current: Items, items: Items, merge: bool) -> Items:
             result[where[item["id"]]].update(item)
             continue
         if "content" not in item:
-            raise TodoError(f"item '{item['id']}' is new and needs its content")
+            why = " is not in the list, so it" if merge else ""
+            raise TodoError(f"item '{item['id']}'{why} needs its content")
         where[item["id"]] = len(result)
         result.append({"id": item["id"], "content": item["content"], "status": "pending"})
         result[-1].update(item)

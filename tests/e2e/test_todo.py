@@ -159,7 +159,11 @@ BAD = [
         {"todos": [{"id": str(n), "content": "x", "status": "pending"} for n in range(300)]},
         "todos has 300 items; the limit is 256",
     ),
-    ({"todos": [{"id": "new", "status": "pending"}], "merge": True}, "is new and needs its"),
+    (
+        {"todos": [{"id": "new", "status": "pending"}], "merge": True},
+        "not in the list, so it needs",
+    ),
+    ({"todos": [{"id": "1", "status": "pending"}]}, "item '1' needs its content"),
     ({"todos": [], "merge": "yes"}, "merge must be true or false"),
 ]
 
