@@ -237,6 +237,15 @@ class TurnPrinter:
         else:
             self.line(text)
 
+    def _on_todo_updated(self, ev: dict[str, Any]) -> None:
+        # the model's plan (the todo tool); its text is the model's: no control characters
+        marks = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]", "cancelled": "[~]"}
+        lines = [self.style.cyan("📋 plan")]
+        for item in ev.get("todos") or []:
+            text = "".join(c for c in str(item.get("content")) if c.isprintable())
+            lines.append(f"  {marks.get(str(item.get('status')), '[?]')} {text}")
+        self.line("\n".join(lines))
+
     def _on_message(self, ev: dict[str, Any]) -> None:
         content = str(ev.get("content") or "")
         if ev.get("injected"):

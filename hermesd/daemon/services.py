@@ -67,6 +67,7 @@ from hermesd.tools.registry import (
 )
 from hermesd.tools.results import Redactor
 from hermesd.tools.skill_catalog import SkillCatalog
+from hermesd.tools.todo import register_todo
 
 if TYPE_CHECKING:
     from hermesd.daemon.main import Daemon
@@ -382,6 +383,14 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
     )
     meter.broadcast = sessions.broadcast  # the day's and month's budget warnings
     context.emit = sessions.emit
+    # issue 33: the session's task list, its changes sent to the session's clients
+    register_todo(
+        core.parts.tools,
+        core.parts.commands,
+        store,
+        emit=sessions.emit,
+        running_turn=lambda sid: (sessions.turns.get(sid) or (None, None))[0],
+    )
     return _Turns(meter, engines, context, agent, sessions)
 
 
