@@ -130,7 +130,7 @@ let
           (d "Restart" "on-failure")
           (d "RestartSec" "2")
           (note "69 socket busy, 77 refused to run as root, 78 bad configuration: restarting will not help.")
-          (d "RestartPreventExitStatus" "69 77 78")
+          (d "RestartPreventExitStatus" "65 69 77 78")
           (d "WatchdogSec" "30")
           (d "TimeoutStopSec" "30")
           (d "User" user)
@@ -262,7 +262,7 @@ let
           (d "Restart" "on-failure")
           (d "RestartSec" "2")
           (note "69 socket busy, 77 refused to run as root, 78 bad configuration: restarting will not help.")
-          (d "RestartPreventExitStatus" "69 77 78")
+          (d "RestartPreventExitStatus" "65 69 77 78")
           (d "WatchdogSec" "30")
           (d "TimeoutStopSec" "30")
         ]

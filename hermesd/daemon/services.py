@@ -477,7 +477,7 @@ def _append_services(
     daemon.services.append(reloads)
     daemon.services.append(ConfigService(daemon, files, reloads))
     daemon.services.append(LogService())
-    daemon.services.append(DoctorService(daemon, files, host))
+    daemon.services.append(DoctorService(daemon, files, host, core.store))
     # Late, so it stops early (pending approvals are answered before the others stop).
     daemon.services.append(approvals)
     # The scheduler starts last (a run may need every other service: approval rules loaded,

@@ -161,6 +161,12 @@ class MessageLog(Table):
         """Stored messages in order (the newest ``limit`` when given), for display and export;
         without ``include_undone``, only those still in the conversation."""
         self.sessions.get(session_id)
+        with self.db.reading(f"session {session_id}"):
+            return self._read(session_id, limit, after_seq, include_undone)
+
+    def _read(
+        self, session_id: str, limit: int | None, after_seq: int, include_undone: bool
+    ) -> list[MessageRecord]:
         where = "session_id = ? AND seq > ?" + ("" if include_undone else " AND undone_at IS NULL")
         if limit is None:
             rows = self._conn.execute(
@@ -215,7 +221,8 @@ class MessageLog(Table):
     @on_db_thread
     def view(self, session_id: str) -> View:
         """`history` with the stored seq of each message (what a context engine compacts)."""
-        prefix, upto, count = compactions.latest(self._conn, session_id)
+        with self.db.reading(f"session {session_id}"):
+            prefix, upto, count = compactions.latest(self._conn, session_id)
         records = self.read(session_id, after_seq=upto, include_undone=False)
         return compactions.build_view(
             prefix, upto, count, [(r["seq"], to_openai(r)) for r in records]

@@ -190,3 +190,119 @@ def test_another_process_holding_the_database_lock_delays_turns_but_never_the_lo
     assert max(pings) < 0.5, pings  # the loop never waited for the lock
     assert events[-1]["status"] == "completed" and waited >= 1.4, (events[-1], waited)
     assert [m["content"] for m in history if m["role"] == "user"] == ["echo warm", "echo held"]
+
+
+def _damage_pages(db: Path, marker: bytes, keep_pointer: bool) -> int:
+    """Garble the pages made mostly of ``marker`` (a long message's overflow pages): their
+    text becomes invalid UTF-8 (``keep_pointer``) or the whole page garbage; return how many."""
+    data = bytearray(db.read_bytes())
+    size = int.from_bytes(data[16:18], "big")
+    hit = 0
+    for start in range(0, len(data), size):
+        page = data[start : start + size]
+        # an overflow page (its first bytes: the next page's number, small here), never the
+        # b-tree leaf holding the start of the row and other rows (its first byte: the type)
+        if page[0] == 0 and page.count(marker) * len(marker) > size * 3 // 4:
+            first = start + 4 if keep_pointer else start
+            data[first : start + size] = b"\xff" * (start + size - first)
+            hit += 1
+    db.write_bytes(bytes(data))
+    return hit
+
+
+@pytest.mark.parametrize("keep_pointer", [True, False], ids=["bad-utf8", "bad-page"])
+def test_damaged_pages_answer_a_storage_error_naming_the_session_and_doctor_sees_them(
+    start: Callable[..., DaemonProcess], model: ScriptedModelServer, keep_pointer: bool
+) -> None:
+    daemon = start(config=model_config(model.url))
+    with daemon.client() as c:
+        hurt = c.call("session.create", {"title": "hurt"})["id"]
+        well = c.call("session.create", {"title": "well"})["id"]
+        text = "echo big " + "dmgtext " * 3000
+        for sid, message in ((hurt, text), (well, "echo fine")):
+            sent = c.call("session.send", {"session_id": sid, "message": message, "wait": True})
+            assert sent["status"] == "completed", sent
+    assert daemon.stop() == 0
+    assert _damage_pages(daemon.home / "state.db", b"dmgtext ", keep_pointer) >= 2
+    daemon = start(daemon.home, config=model_config(model.url))
+    with daemon.client() as c:
+        with pytest.raises(RpcError) as read:
+            c.call("session.history", {"session_id": hurt})
+        assert read.value.code == Codes.STORAGE_UNAVAILABLE, read.value.to_wire()
+        assert read.value.data == {"reason": "corrupt"}, read.value.to_wire()
+        assert hurt in read.value.message and ".recover" in read.value.message
+        print(f"\ndamaged read: {read.value.message}")
+        turn = c.call("session.send", {"session_id": hurt, "message": "echo x", "wait": True})
+        assert turn["status"] == "failed" and "damaged" in turn["error"], turn
+        assert "utf-8" not in turn["error"].lower() or hurt in turn["error"], turn
+        # the rest keeps working
+        kept = c.call("session.history", {"session_id": well})["messages"]
+        assert [m["content"] for m in kept if m["role"] == "user"] == ["echo fine"]
+        again = c.call("session.send", {"session_id": well, "message": "echo on", "wait": True})
+        assert again["status"] == "completed", again
+        checks = {r["name"]: r for r in c.call("doctor", timeout=60)["checks"]}
+    if keep_pointer:  # quick_check reads structure, not text: bad UTF-8 shows only on reading
+        return
+    assert checks["storage"]["status"] == "fail", checks["storage"]
+    assert "state.db" in checks["storage"]["detail"], checks["storage"]
+    print(f"doctor: {checks['storage']['detail']}")
+
+
+@pytest.mark.parametrize("damage", ["garbled", "truncated", "emptied"])
+def test_a_damaged_state_db_at_start_says_how_to_recover_and_exits_65(damage: str) -> None:
+    daemon = start_daemon()
+    with daemon.client() as c:
+        for n in range(30):
+            c.call("session.create", {"title": f"session {n} " + "t" * 150})
+    assert daemon.stop() == 0
+    db = daemon.home / "state.db"
+    data = db.read_bytes()
+    if damage == "garbled":
+        db.write_bytes(b"\x13" * 4096 + data[4096:])
+    elif damage == "truncated":
+        db.write_bytes(data[:1000])
+    else:
+        db.write_bytes(b"")
+    done = _start_failing(daemon.home)
+    assert done.returncode == 65, done.stderr
+    assert "Traceback" not in done.stderr and str(db) in done.stderr, done.stderr
+    hint = "backup" if damage == "emptied" else ".recover"
+    assert hint in done.stderr, done.stderr
+    print(f"\n{damage}: exit {done.returncode}: {done.stderr.strip()}")
+    if damage == "emptied":  # not silently started afresh
+        assert db.stat().st_size == 0
+
+
+def test_a_new_home_starts_with_an_empty_database() -> None:
+    daemon = start_daemon()
+    try:
+        assert (daemon.home / ".state-db-created").exists()
+        assert daemon.call("session.list")["sessions"] == []
+    finally:
+        daemon.stop()
+
+
+def test_memory_writes_on_a_full_disk_answer_the_storage_error(small_home: Path) -> None:
+    daemon = start_daemon(small_home)
+    try:
+        with daemon.client() as c:
+            c.call("memory.write", {"target": "memory", "action": "add", "content": "Before"})
+            filler = small_home / "filler"
+            fill_disk(filler)
+            big = "A fact worth keeping. " * 40
+            for method, params in (
+                ("memory.write", {"target": "memory", "action": "add", "content": big}),
+                ("memory.set", {"target": "user", "entries": [big]}),
+            ):
+                with pytest.raises(RpcError) as refused:
+                    c.call(method, params)
+                error = refused.value
+                assert error.code == Codes.STORAGE_UNAVAILABLE, (method, error.to_wire())
+                assert error.data == {"reason": "full"} and "full" in error.message, error.message
+                print(f"\n{method} on a full disk: {error.message}")
+            filler.unlink()
+            c.call("memory.write", {"target": "memory", "action": "add", "content": "After"})
+            shown = c.call("memory.show", {"target": "memory"})["targets"][0]
+        assert "Before" in str(shown) and "After" in str(shown), shown
+    finally:
+        daemon.stop()
