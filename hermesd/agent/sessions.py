@@ -375,13 +375,13 @@ class SessionService:
     async def rpc_history(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         await self._resolve(call.conn, p)
         await self.check_access(call.conn, p["session_id"])
-        messages = await self._db(
-            self.store.messages.read,
+        messages, more = await self._db(  # bounded in bytes: one answer fits an RPC frame
+            self.store.messages.page,
             p["session_id"],
             limit=p.get("limit"),
             after_seq=p.get("after_seq") or 0,
         )
-        return {"messages": messages}
+        return {"messages": messages, "more": more}
 
     async def rpc_rename(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         await self._resolve(call.conn, p)

@@ -119,6 +119,11 @@ SCHEMA: dict[str, Any] = {
             (dict,), None, "summary model: {model, base_url, api_key} (default: the session's)"
         ),
     },
+    "sessions": {
+        "max_message_bytes": _S(
+            (int,), 4 * 1024 * 1024, "most kept of one message, bytes (the rest is cut, marked)"
+        ),
+    },
     "agent": {
         "max_iterations": _S((int,), 25, "model rounds per turn"),
         "system_prompt": _S((str,), None, "system prompt (a sensible default is used)"),

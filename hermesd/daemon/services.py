@@ -281,6 +281,7 @@ def _core(daemon: Daemon) -> _Core:
     files = SettingsFiles(home)
     dotenv = files.dotenv()
     store = SessionStore.in_home(home)
+    store.messages.max_bytes = max(4096, int(cfg.get("sessions.max_message_bytes")))
     # Who is attached to which session: the session service keeps it, the broker asks it.
     attached: dict[str, set[Connection]] = {}
     pool = WorkerPool()

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,10 +21,11 @@ from tests.support.daemon import (
     DaemonProcess,
     daemon_env,
     follow_turn,
+    send_and_follow,
     short_tmpdir,
     start_daemon,
 )
-from tests.support.modelserver import ScriptedModelServer
+from tests.support.modelserver import ScriptedModelServer, reply
 from tests.support.reliability import (
     db_report,
     fill_disk,
@@ -306,3 +308,63 @@ def test_memory_writes_on_a_full_disk_answer_the_storage_error(small_home: Path)
         assert "Before" in str(shown) and "After" in str(shown), shown
     finally:
         daemon.stop()
+
+
+SECRET = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"  # a GitHub token's shape: redacted by format
+
+
+def test_a_huge_model_answer_is_kept_capped_redacted_and_its_history_still_reads() -> None:
+    # 12 MB: over the 4 MiB kept by default and over the 8 MiB RPC frame
+    big = SECRET + " " + "word " * (12 * 1024 * 1024 // 5)
+    with ScriptedModelServer(rules=lambda _req: reply(big, chunk_chars=1 << 20)) as server:
+        daemon = start_daemon(config=model_config(server.url))
+        try:
+            with daemon.client() as c:
+                sid = c.call("session.create")["id"]
+                events = send_and_follow(c, sid, "say a lot", timeout=180)
+                assert c.call("ping")["pong"] is True
+                finished = events[-1]
+                assert finished["status"] == "completed", finished
+                shown = next(e for e in events if e["type"] == "message")["content"]
+                assert SECRET not in shown and "[REDACTED]" in shown[:200]
+                assert shown.endswith(" bytes]") and "truncated" in shown[-100:]
+                newest = c.call("session.history", {"session_id": sid, "limit": 1})
+                kept = newest["messages"][0]["content"]
+                assert len(kept.encode()) <= 4 * 1024 * 1024 and kept.startswith(SECRET[:4])
+                assert kept.endswith(f"truncated to {4 * 1024 * 1024} of its {len(big)} bytes]")
+                every = c.call("session.history", {"session_id": sid})
+                assert [m["role"] for m in every["messages"]] == ["user", "assistant"]
+                assert every["more"] is False
+        finally:
+            daemon.stop()
+
+
+def test_history_is_paged_by_size_and_the_cap_is_configurable() -> None:
+    answer = "chunk " * (700 * 1024)  # 4.2 MB: cut to the configured 3 MB
+    with ScriptedModelServer(rules=lambda _req: reply(answer, chunk_chars=1 << 20)) as server:
+        extra = f"sessions:\n  max_message_bytes: {3 * 1024 * 1024}\n"
+        daemon = start_daemon(config=model_config(server.url, extra))
+        try:
+            with daemon.client() as c:
+                sid = c.call("session.create")["id"]
+                for n in range(3):
+                    done = c.call(
+                        "session.send",
+                        {"session_id": sid, "message": f"echo {n}", "wait": True},
+                        timeout=120,
+                    )
+                    assert done["status"] == "completed", done
+                seen: list[dict[str, Any]] = []
+                after, pages = 0, 0
+                while True:
+                    page = c.call("session.history", {"session_id": sid, "after_seq": after})
+                    seen += page["messages"]
+                    after, pages = page["messages"][-1]["seq"], pages + 1
+                    if not page["more"]:
+                        break
+            assert [m["seq"] for m in seen] == list(range(1, 7)) and pages >= 3, pages
+            answers = [m["content"] for m in seen if m["role"] == "assistant"]
+            assert all(len(a.encode()) <= 3 * 1024 * 1024 for a in answers)
+            assert all(a.endswith(f"of its {len(answer)} bytes]") for a in answers)
+        finally:
+            daemon.stop()
