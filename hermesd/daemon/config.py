@@ -61,6 +61,9 @@ SCHEMA: dict[str, Any] = {
             (int,), 32 * 1024 * 1024, "bytes queued to a slow client before it is dropped"
         ),
         "max_connections": _S((int,), 1024, "simultaneous client connections"),
+        "plugin_memory_warn": _S(
+            (int,), 256 * 1024 * 1024, "RSS growth over a plugin's calls that is logged, bytes"
+        ),
         "max_inflight": _S((int,), 256, "requests in flight per connection"),
         # per peer (docs/protocol.md, "Limits and bad input")
         "max_connections_per_uid": _S(

@@ -26,6 +26,7 @@ from hermesd.model.client import ModelNotConfigured, ModelSettings
 from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import PROTOCOL_VERSION
 from hermesd.rpc.service import RpcService
+from hermesd.runtime.rss import GROWTH, rss_bytes
 from hermesd.sandbox.policy import network_mode
 from hermesd.store.dbfile import recovery_hint
 
@@ -234,6 +235,18 @@ async def check_storage(store: SessionStore) -> Row:
     )
 
 
+def check_memory() -> Row:
+    """The daemon's resident memory, and the plugins whose calls grew it most."""
+    detail = f"resident {rss_bytes() // (1024 * 1024)} MiB"
+    grown = GROWTH.largest()
+    if grown:
+        detail += "; grown over plugin calls: " + ", ".join(
+            f"{k} +{v // (1024 * 1024)} MiB" for k, v in grown.items()
+        )
+    leaking = any(v >= GROWTH.threshold for v in grown.values())
+    return row("memory", "warn" if leaking else "ok", detail)
+
+
 def check_versions() -> Row:
     try:
         sdk = metadata.version("openai")
@@ -271,5 +284,6 @@ class DoctorService(RpcService):
         rows.append(await sandbox)
         rows.append(check_systemd(self.daemon))
         rows.append(await check_storage(self.store))
+        rows.append(check_memory())
         rows.append(check_versions())
         return {"checks": rows, "ok": all(r["status"] != "fail" for r in rows)}

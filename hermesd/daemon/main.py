@@ -25,6 +25,7 @@ from hermesd.rpc.budgets import BudgetLimits, Budgets
 from hermesd.rpc.connection import Call, Limits, Router
 from hermesd.rpc.protocol import PROTOCOL_MAJOR, PROTOCOL_VERSION, Codes, RpcError
 from hermesd.rpc.server import EX_UNAVAILABLE, Gatekeeper, SocketInUse, SocketServer, resolve_group
+from hermesd.runtime.rss import GROWTH, rss_bytes
 from hermesd.sandbox.process import harden_daemon
 from hermesd.store.dbfile import StorageCorrupt, StorageUnavailable
 
@@ -157,6 +158,8 @@ class Daemon:
             "plugins": 0,
             "config_warnings": list(self.config.warnings),
             "redacted_secrets": redact.secret_count(),
+            "rss_bytes": rss_bytes(),  # resident memory, against the unit's MemoryHigh=
+            "plugin_memory_growth": GROWTH.largest(),
             **self.server.status(),
         }
         for service in self.services:

@@ -53,6 +53,7 @@ from hermesd.plugins.memory_providers import ProviderRegistrations
 from hermesd.plugins.registrar import Injector, McpCaller
 from hermesd.plugins.service import PluginService
 from hermesd.runtime.hooks import DEFAULT_HOOK_TIMEOUT, HookBus
+from hermesd.runtime.rss import GROWTH
 from hermesd.runtime.workers import WorkerPool
 from hermesd.sandbox.confine import Sandbox
 from hermesd.sandbox.service import SandboxService
@@ -285,6 +286,7 @@ def _core(daemon: Daemon) -> _Core:
     # Who is attached to which session: the session service keeps it, the broker asks it.
     attached: dict[str, set[Connection]] = {}
     pool = WorkerPool()
+    GROWTH.threshold = int(cfg.get("limits.plugin_memory_warn"))  # a leaking plugin is named
     hooks = HookBus(pool, timeout=float(cfg.get("tools.hook_timeout")))
     broker = ApprovalBroker(
         store, hooks, cfg, attached=lambda sid: list(attached.get(sid, ())), hermes_home=home

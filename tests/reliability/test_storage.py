@@ -26,6 +26,7 @@ from tests.support.daemon import (
     start_daemon,
 )
 from tests.support.modelserver import ScriptedModelServer, reply
+from tests.support.plugin_factory import write_plugin
 from tests.support.reliability import (
     db_report,
     fill_disk,
@@ -368,3 +369,44 @@ def test_history_is_paged_by_size_and_the_cap_is_configurable() -> None:
             assert all(a.endswith(f"of its {len(answer)} bytes]") for a in answers)
         finally:
             daemon.stop()
+
+
+HOG_PLUGIN = """
+import json
+
+KEPT = []
+
+def register(ctx):
+    def grow(args, **kw):
+        KEPT.append(bytearray(b"h" * (8 * 1024 * 1024)))  # touched: resident
+        return json.dumps({"held_mib": 8 * len(KEPT)})
+
+    ctx.register_tool("hog_grow", "hog", {
+        "name": "hog_grow", "description": "Keeps 8 MiB more on every call",
+        "parameters": {"type": "object", "properties": {}}}, grow)
+    ctx.register_tool("calm_echo", "hog", {
+        "name": "calm_echo", "description": "Keeps nothing",
+        "parameters": {"type": "object", "properties": {}}}, lambda args, **kw: "{}")
+"""
+
+
+def test_a_plugin_growing_the_daemons_memory_is_named_and_status_shows_the_rss(
+    start: Callable[..., DaemonProcess],
+) -> None:
+    home = short_tmpdir("rm-") / "home"
+    write_plugin(home / "plugins", "hog", HOG_PLUGIN)
+    daemon = start(home, config=f"limits:\n  plugin_memory_warn: {20 * 1024 * 1024}\n")
+    with daemon.client() as c:
+        before = c.call("status")
+        assert before["rss_bytes"] > 10 * 1024 * 1024, before["rss_bytes"]
+        assert "plugin hog" not in daemon.log()
+        for _ in range(4):
+            c.call("tools.call", {"name": "hog_grow"})
+        after = c.call("status")
+        memory = {r["name"]: r for r in c.call("doctor", timeout=60)["checks"]}["memory"]
+    assert after["rss_bytes"] >= before["rss_bytes"] + 24 * 1024 * 1024
+    assert after["plugin_memory_growth"]["hog"] >= 20 * 1024 * 1024, after
+    warned = [line for line in daemon.log().splitlines() if "plugin hog: the daemon" in line]
+    assert len(warned) == 1 and "may be leaking" in warned[0], warned
+    assert memory["status"] == "warn" and "hog +" in memory["detail"], memory
+    print(f"\n{warned[0]}\ndoctor: {memory['detail']}")
