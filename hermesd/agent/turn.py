@@ -183,6 +183,7 @@ class Turn:
                 request_id=self.last_request_id,
                 user_message=self.user_message,
                 history=request.history,
+                max_shown=self.agent.store.messages.max_bytes,
             ),
         )
         self.unstored = done.usage  # stored with the message this completion produced

@@ -327,6 +327,9 @@ def test_a_huge_model_answer_is_kept_capped_redacted_and_its_history_still_reads
                 finished = events[-1]
                 assert finished["status"] == "completed", finished
                 shown = next(e for e in events if e["type"] == "message")["content"]
+                # streamed pieces are shown (redacted on the loop) only up to what is kept
+                streamed = sum(len(e["text"]) for e in events if e["type"] == "text.delta")
+                assert 0 < streamed <= 4 * 1024 * 1024, streamed
                 assert SECRET not in shown and "[REDACTED]" in shown[:200]
                 assert shown.endswith(" bytes]") and "truncated" in shown[-100:]
                 newest = c.call("session.history", {"session_id": sid, "limit": 1})
