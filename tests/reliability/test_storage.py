@@ -238,6 +238,11 @@ def test_damaged_pages_answer_a_storage_error_naming_the_session_and_doctor_sees
         turn = c.call("session.send", {"session_id": hurt, "message": "echo x", "wait": True})
         assert turn["status"] == "failed" and "damaged" in turn["error"], turn
         assert "utf-8" not in turn["error"].lower() or hurt in turn["error"], turn
+        try:  # hits from the index, or the storage error where it reads damaged text
+            c.call("session.search", {"query": "dmgtext"})
+        except RpcError as searched:
+            assert searched.data == {"reason": "corrupt"}, searched.to_wire()
+            assert "search" in searched.message, searched.message
         # the rest keeps working
         kept = c.call("session.history", {"session_id": well})["messages"]
         assert [m["content"] for m in kept if m["role"] == "user"] == ["echo fine"]
