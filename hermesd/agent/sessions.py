@@ -214,7 +214,8 @@ class SessionService:
         }
 
     def reload(self, cfg: Any) -> None:
-        """Config reload: ``model.*`` and ``agent.*`` apply to the turns that start from now on."""
+        """Config reload: ``model.*``, ``agent.*`` and ``sessions.*`` apply to the turns that
+        start from now on."""
         from hermesd.agent.loop import AgentSettings
         from hermesd.model.client import ModelSettings
 
@@ -224,6 +225,7 @@ class SessionService:
         )
         if self.context is not None:
             self.context.reload(cfg)
+        self.store.messages.max_bytes = max(4096, int(cfg.get("sessions.max_message_bytes")))
 
     def connection_closed(self, conn: Connection) -> None:
         """Forget a closed connection; its sessions' turns keep running."""

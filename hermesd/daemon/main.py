@@ -207,6 +207,7 @@ class Daemon:
         logs.set_level(self.log_level or cfg.get("log_level"))
         for warning in cfg.warnings:
             log.warning("config: %s", warning)
+        GROWTH.threshold = int(cfg.get("limits.plugin_memory_warn"))
         for service in self.services:
             service.reload(cfg)
         log.info("configuration reloaded")

@@ -371,6 +371,18 @@ def test_history_is_paged_by_size_and_the_cap_is_configurable() -> None:
                     after, pages = page["messages"][-1]["seq"], pages + 1
                     if not page["more"]:
                         break
+                # a reload applies a new cap to the next answers
+                (daemon.home / "config.yaml").write_text(
+                    model_config(server.url, f"sessions:\n  max_message_bytes: {2 * 1024 * 1024}\n")
+                )
+                c.call("config.reload")
+                done = c.call(
+                    "session.send", {"session_id": sid, "message": "echo 3", "wait": True}
+                )
+                last = c.call("session.history", {"session_id": sid, "limit": 1})["messages"]
+                assert last[0]["content"].endswith(
+                    f"to {2 * 1024 * 1024} of its {len(answer)} bytes]"
+                )
             assert [m["seq"] for m in seen] == list(range(1, 7)) and pages >= 3, pages
             answers = [m["content"] for m in seen if m["role"] == "assistant"]
             assert all(len(a.encode()) <= 3 * 1024 * 1024 for a in answers)
