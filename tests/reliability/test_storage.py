@@ -21,6 +21,7 @@ from tests.support.daemon import (
     DaemonProcess,
     daemon_env,
     follow_turn,
+    run_hermesctl,
     send_and_follow,
     short_tmpdir,
     start_daemon,
@@ -429,4 +430,6 @@ def test_a_plugin_growing_the_daemons_memory_is_named_and_status_shows_the_rss(
     warned = [line for line in daemon.log().splitlines() if "plugin hog: the daemon" in line]
     assert len(warned) == 1 and "may be leaking" in warned[0], warned
     assert memory["status"] == "warn" and "hog +" in memory["detail"], memory
+    shown = run_hermesctl(["--socket", str(daemon.socket), "status"])
+    assert shown.returncode == 0 and "MiB resident" in shown.stdout, shown.stdout
     print(f"\n{warned[0]}\ndoctor: {memory['detail']}")
