@@ -234,6 +234,9 @@ class ContextHost:
         split = split_view(view.messages, view.seqs, output, view.upto_seq)
         if split is None:
             return refused(result, "the engine kept every message")
+        if not any(s is not None and view.upto_seq < s <= split[1] for s in view.seqs):
+            # right after a compaction: storing another would replace nothing
+            return refused(result, "nothing new since the last compaction")
         await self._record(ctx, view, split, ask, result)
         return result
 

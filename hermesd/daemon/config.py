@@ -64,6 +64,9 @@ SCHEMA: dict[str, Any] = {
             (int,), 32 * 1024 * 1024, "bytes queued to a slow client before it is dropped"
         ),
         "max_connections": _S((int,), 1024, "simultaneous client connections"),
+        "plugin_memory_warn": _S(
+            (int,), 256 * 1024 * 1024, "RSS growth over a plugin's calls that is logged, bytes"
+        ),
         "max_inflight": _S((int,), 256, "requests in flight per connection"),
         # per peer (docs/protocol.md, "Limits and bad input")
         "max_connections_per_uid": _S(
@@ -120,6 +123,11 @@ SCHEMA: dict[str, Any] = {
     "auxiliary": {
         "compression": _S(
             (dict,), None, "summary model: {model, base_url, api_key} (default: the session's)"
+        ),
+    },
+    "sessions": {
+        "max_message_bytes": _S(
+            (int,), 4 * 1024 * 1024, "most kept of one message, bytes (the rest is cut, marked)"
         ),
     },
     "agent": {

@@ -53,6 +53,7 @@ from hermesd.plugins.memory_providers import ProviderRegistrations
 from hermesd.plugins.registrar import Injector, McpCaller
 from hermesd.plugins.service import PluginService
 from hermesd.runtime.hooks import DEFAULT_HOOK_TIMEOUT, HookBus
+from hermesd.runtime.rss import GROWTH
 from hermesd.runtime.workers import WorkerPool
 from hermesd.sandbox.confine import Sandbox
 from hermesd.sandbox.service import SandboxService
@@ -282,9 +283,11 @@ def _core(daemon: Daemon) -> _Core:
     files = SettingsFiles(home)
     dotenv = files.dotenv()
     store = SessionStore.in_home(home)
+    store.messages.max_bytes = max(4096, int(cfg.get("sessions.max_message_bytes")))
     # Who is attached to which session: the session service keeps it, the broker asks it.
     attached: dict[str, set[Connection]] = {}
     pool = WorkerPool()
+    GROWTH.threshold = int(cfg.get("limits.plugin_memory_warn"))  # a leaking plugin is named
     hooks = HookBus(pool, timeout=float(cfg.get("tools.hook_timeout")))
     broker = ApprovalBroker(
         store, hooks, cfg, attached=lambda sid: list(attached.get(sid, ())), hermes_home=home
@@ -484,7 +487,7 @@ def _append_services(
     daemon.services.append(reloads)
     daemon.services.append(ConfigService(daemon, files, reloads))
     daemon.services.append(LogService())
-    daemon.services.append(DoctorService(daemon, files, host, mcp.pool))
+    daemon.services.append(DoctorService(daemon, files, host, core.store, mcp.pool))
     # Late, so it stops early (pending approvals are answered before the others stop).
     daemon.services.append(approvals)
     # The scheduler starts last (a run may need every other service: approval rules loaded,
