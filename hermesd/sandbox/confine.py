@@ -357,6 +357,8 @@ class Sandbox:
         directory = Path(os.path.realpath(os.path.expanduser(str(cwd or workspace))))
         path = search_path or env.get("PATH", os.defpath)
         program = [_find_program(argv[0], path, directory), *argv[1:]]
+        if _in_private_tmp(program[0]) and not self._is_daemon_place(program[0]):
+            readable = (*readable, program[0])  # the program named is read where it is
         cgroup = self._call_cgroup()
         if self.mechanism == "bwrap":
             bpf = self._filter_file(self.bpf)
@@ -397,6 +399,15 @@ class Sandbox:
         os.replace(temporary, path)
         return path
 
+    def _daemon_places(self) -> list[str]:
+        """The daemon's hidden folders that lie in a private tmp."""
+        places = [self.places.home] + ([self.places.socket.parent] if self.places.socket else [])
+        return [str(p) for p in places if _in_private_tmp(str(p))]
+
+    def _is_daemon_place(self, path: str) -> bool:
+        places = [self.places.home] + ([self.places.socket.parent] if self.places.socket else [])
+        return any(path == str(p) or path.startswith(f"{p}/") for p in places)
+
     def _private_tmp(self, prefix: str = "call-") -> Path:
         self.places.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix=prefix, dir=self.places.scratch))
@@ -433,6 +444,10 @@ class Sandbox:
         self.places.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)  # a mount point
         scratch = str(self.places.scratch)
         private = {os.path.realpath(p) for p in policy.PRIVATE_TMP}
+        named = {path for path, _ in rules}
+        # hidden inside a private tmp, the daemon's places need no rule for Landlock; here
+        # they stay empty read-only folders rather than writable ones of the private tmpfs
+        rules = rules + [(place, "none") for place in self._daemon_places() if place not in named]
         remount: list[str] = []  # after every mount: mount points are made inside first
         for path, level in sorted(rules, key=lambda r: len(Path(r[0]).parts)):
             if path == "/" or level == "dev" or not os.path.lexists(path):
@@ -454,6 +469,12 @@ class Sandbox:
             argv += ["--ro-bind-try", path, path]
         argv += ["--tmpfs", scratch]  # this call's private tmp, writable, gone when it ends
         return argv + remount
+
+
+def _in_private_tmp(path: str) -> bool:
+    """Whether ``path`` lies in ``/tmp`` or ``/var/tmp`` (private to each call)."""
+    real = os.path.realpath(path)
+    return any(real.startswith(os.path.realpath(t) + "/") for t in policy.PRIVATE_TMP)
 
 
 def _joins(cgroup: CallCgroup | None) -> str:

@@ -114,7 +114,9 @@ def test_readable_deny_hides_a_file_and_a_folder(start: Start, mechanism: str) -
     (base / "secret.txt").write_text("hidden-2\n")
     (base / "open.txt").write_text("visible\n")
     deny = f"['{base}/secret-dir', '{base}/secret.txt']"
-    d = _sandboxed(start, f"  mechanism: {mechanism}\n  readable_deny: {deny}\n")
+    # the workspace: the rest of /tmp is private to the call
+    cwd = f"terminal:\n  cwd: {base}\n"
+    d = _sandboxed(start, f"  mechanism: {mechanism}\n  readable_deny: {deny}\n", cwd)
     output = str(
         _run(d, f"cat {base}/open.txt {base}/secret.txt {base}/secret-dir/inside.txt")["output"]
     )
