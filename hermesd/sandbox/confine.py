@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import resource
 import shlex
 import shutil
 import subprocess
@@ -45,10 +46,10 @@ TEST_ABI_VARIABLE = "HERMES_TEST_LANDLOCK_ABI"
 SHELL = "/bin/sh"
 #: ``prlimit``'s option for each resource limit a call gets under bubblewrap
 PRLIMIT_OPTIONS = {
-    limits.resource.RLIMIT_NPROC: "--nproc",
-    limits.resource.RLIMIT_DATA: "--data",
-    limits.resource.RLIMIT_FSIZE: "--fsize",
-    limits.resource.RLIMIT_CPU: "--cpu",
+    resource.RLIMIT_NPROC: "--nproc",
+    resource.RLIMIT_DATA: "--data",
+    resource.RLIMIT_FSIZE: "--fsize",
+    resource.RLIMIT_CPU: "--cpu",
 }
 
 
@@ -129,6 +130,7 @@ class Sandbox:
         self.cgroups: CgroupHome | None = None
         self.prlimit = ""
         self.limits_note = ""
+        self.rlimits_work = True
         self._choose()
 
     @classmethod
@@ -170,6 +172,9 @@ class Sandbox:
         self.cgroups = CgroupHome.find() if wanted.processes or wanted.memory_mb else None
         self.prlimit = shutil.which("prlimit") or ""
         notes = []
+        self.rlimits_work = _can_set_rlimits()
+        if not self.rlimits_work:
+            notes.append("rlimits are refused here (a seccomp filter on setrlimit/prlimit64)")
         if self.mechanism == "bwrap" and not self.prlimit:
             notes.append("prlimit (util-linux) is not installed: no rlimits under bubblewrap")
         counted = self.cgroups is not None and "pids" in self.cgroups.parents
@@ -275,6 +280,8 @@ class Sandbox:
     def _rlimits(self, cgroup: CallCgroup | None, call: bool) -> list[tuple[int, int]]:
         """The rlimits of one call; processes only where no cgroup counts them."""
         wanted = self.settings.limits
+        if not self.rlimits_work:
+            return []
         nproc = None
         counted = cgroup is not None and self.cgroups is not None and "pids" in self.cgroups.parents
         if wanted.processes and not counted:
@@ -469,6 +476,15 @@ class Sandbox:
             argv += ["--ro-bind-try", path, path]
         argv += ["--tmpfs", scratch]  # this call's private tmp, writable, gone when it ends
         return argv + remount
+
+
+def _can_set_rlimits() -> bool:
+    """Whether this process may set an rlimit (a unit's SystemCallFilter can forbid it)."""
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, resource.getrlimit(resource.RLIMIT_FSIZE))
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _in_private_tmp(path: str) -> bool:

@@ -71,7 +71,7 @@ def filter_bpf(allow_unix: bool = False) -> bytes:
     """The filter as raw BPF (``struct sock_filter`` array), built once per policy. Raises
     `SeccompUnavailable`."""
     try:
-        import pyseccomp as seccomp
+        import pyseccomp as seccomp  # type: ignore[import-untyped]
     except (ImportError, OSError, RuntimeError) as exc:  # the module or libseccomp.so.2 missing
         raise SeccompUnavailable(
             f"the seccomp filter cannot be built ({exc}); install libseccomp2 and the "
