@@ -271,14 +271,14 @@ def supervise(program: list[str]) -> NoReturn:
     child = os.fork()
     if child == 0:
         _exec(program)
-    import signal  # a builtin module, only the supervisor needs it
+    import _signal  # built in; ``signal`` would import enum and cost milliseconds per call
 
     def stop(number: int, _frame: object) -> None:
         _kill_descendants()
         os._exit(128 + number)
 
-    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(number, stop)
+    for number in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
+        _signal.signal(number, stop)
     status = 0
     while True:
         pid, status = os.waitpid(-1, 0)
