@@ -202,9 +202,11 @@ def test_a_plugins_dispatch_tool_terminal_runs_in_the_same_sandbox(
     (home / ".env").write_text("PLUGIN_API_KEY=plugin-key-5566778899\n")
     write_plugin(home / "plugins", "dispatcher", DISPATCHER)
     d = start(home, config=f"approvals:\n  mode: 'off'\nsandbox:\n  mechanism: {mechanism}\n")
-    command = f"env; cat {home}/.e''nv; echo x > {outside}/planted"
+    unix = f"{sys.executable} -c 'import socket; socket.socket(socket.AF_UNIX)'"
+    command = f"env; cat {home}/.e''nv; echo x > {outside}/planted; {unix} 2>&1 | tail -1"
     with d.client(timeout=60) as c:
         result = tool(c, "run_through_dispatch", {"command": command}, timeout=60)
+    assert "PermissionError: [Errno 1] Operation not permitted" in result["output"]  # seccomp
     assert result["plugin_sees_key"] is True  # in-process plugin code keeps its requires_env
     assert "plugin-key" not in result["output"] and "PLUGIN_API_KEY" not in result["output"]
     assert "Permission denied" in result["output"] or "No such file" in result["output"]
