@@ -18,7 +18,7 @@ import pytest
 
 from hermesd.sandbox.confine import TEST_ABI_VARIABLE
 from tests.support.approvals import terminal, tool
-from tests.support.daemon import DaemonProcess, short_tmpdir
+from tests.support.daemon import DaemonProcess, checkout_pythonpath, short_tmpdir
 from tests.support.plugin_factory import write_plugin
 
 Start = Callable[..., DaemonProcess]
@@ -50,6 +50,25 @@ def test_without_bwrap_or_landlock_every_command_is_refused_naming_sandbox_mode(
     assert "sandbox.mode" in str(result["error"]) and "refused" in str(result["error"])
     assert not (outside / "ran").exists()
     assert d.call("ping")["pong"] is True
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_without_libseccomp_every_command_is_refused_not_run_unfiltered(
+    start: Start, mechanism: str
+) -> None:
+    shadow, outside = short_tmpdir("sbs-"), short_tmpdir("sbo-")
+    # found before the installed binding: loads as pyseccomp does when libseccomp.so.2 is missing
+    (shadow / "pyseccomp.py").write_text(
+        "raise OSError('libseccomp.so.2: cannot open shared object file')\n"
+    )
+    d = _sandboxed(
+        start, f"  mechanism: {mechanism}\n", env={"PYTHONPATH": checkout_pythonpath(str(shadow))}
+    )
+    status = d.call("status")["sandbox"]
+    assert status["mechanism"] == "unavailable" and "libseccomp" in status["reason"], status
+    result = _run(d, f"touch {outside}/ran")
+    assert "sandbox.mode" in str(result["error"]) and "libseccomp" in str(result["error"])
+    assert not (outside / "ran").exists()
 
 
 def test_a_forced_bwrap_that_cannot_run_does_not_fall_back_to_landlock(start: Start) -> None:
