@@ -37,7 +37,9 @@ from tests.support.modelserver import ScriptedModelServer, call_tools, reply, to
 
 MECHANISMS = ["bwrap", "landlock"]
 PYTHON = sys.executable
-LIMITS = "  limits:\n    processes: 64\n    memory_mb: 256\n    file_size_mb: 8\n"
+LIMITS = (
+    "  limits:\n    processes: 64\n    memory_mb: 256\n    file_size_mb: 8\n    cpu_seconds: 2\n"
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -399,6 +401,16 @@ def test_a_file_beyond_the_size_limit_is_cut(box: DaemonProcess, owner: Owner) -
     assert (owner.workspace / name).stat().st_size <= 8 * 1024 * 1024
     small = run(box, f"dd if=/dev/zero of={name}-small bs=1M count=2 2>&1")
     assert small["exit_code"] == 0 and (owner.workspace / f"{name}-small").stat().st_size > 0
+
+
+def test_a_process_past_its_cpu_seconds_is_stopped(box: DaemonProcess) -> None:
+    code = "import time, sys\nt = time.process_time()\n"
+    code += "while time.process_time() - t < float(sys.argv[1]): pass\nprint('SPUN')"
+    spin = f"{PYTHON} -c {shlex.quote(code)} {{}}"
+    assert "SPUN" in run(box, spin.format(0.2))["output"]  # the control
+    result = run(box, spin.format(30), timeout=300)
+    assert "SPUN" not in result["output"] and result["exit_code"] != 0, result
+    assert "error" not in result, result  # stopped by RLIMIT_CPU, not by the call's timeout
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
