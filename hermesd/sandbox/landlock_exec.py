@@ -271,7 +271,7 @@ def supervise(program: list[str]) -> NoReturn:
     child = os.fork()
     if child == 0:
         _exec(program)
-    import _signal  # built in; ``signal`` would import enum and cost milliseconds per call
+    import _signal  # type: ignore[import-not-found]  # built in; signal would import enum
 
     def stop(number: int, _frame: object) -> None:
         _kill_descendants()

@@ -1,10 +1,11 @@
 """The seccomp filter every sandboxed process carries: what it refuses, compiled once.
 
 The filter is generated with libseccomp (through ``pyseccomp``, ctypes over the system's
-``libseccomp.so.2``) for the running architecture (x86_64, aarch64; a system call made
-through another ABI, e.g. 32-bit ``int 0x80``, kills the thread), and handed as raw BPF to
-both mechanisms: bubblewrap reads it from ``--seccomp FD``, `hermesd.sandbox.landlock_exec`
-loads it with ``prctl(PR_SET_SECCOMP)``. Everything not named here is allowed.
+``libseccomp.so.2``, or libseccomp's own ``seccomp`` module where that is what is installed)
+for the running architecture (x86_64, aarch64; a system call made through another ABI, e.g.
+32-bit ``int 0x80``, kills the thread), and handed as raw BPF to both mechanisms: bubblewrap
+reads it from ``--seccomp FD``, `hermesd.sandbox.landlock_exec` loads it with
+``prctl(PR_SET_SECCOMP)``. Everything not named here is allowed.
 
 Refused with ``EPERM``: creating an ``AF_UNIX`` socket (seccomp cannot see a path, so the
 whole family goes: no same-uid service reachable over a Unix socket — tmux, screen, the user
@@ -66,12 +67,23 @@ class SeccompUnavailable(Exception):
     """libseccomp cannot be loaded here; the message says what to install."""
 
 
+def _binding() -> Any:
+    """pyseccomp, else libseccomp's own binding (``seccomp``, as nixpkgs ships it): one API."""
+    try:
+        import pyseccomp  # type: ignore[import-untyped]
+    except ImportError:
+        import seccomp  # type: ignore[import-not-found]
+
+        return seccomp
+    return pyseccomp
+
+
 @functools.cache
 def filter_bpf(allow_unix: bool = False) -> bytes:
     """The filter as raw BPF (``struct sock_filter`` array), built once per policy. Raises
     `SeccompUnavailable`."""
     try:
-        import pyseccomp as seccomp  # type: ignore[import-untyped]
+        seccomp: Any = _binding()
     except (ImportError, OSError, RuntimeError) as exc:  # the module or libseccomp.so.2 missing
         raise SeccompUnavailable(
             f"the seccomp filter cannot be built ({exc}); install libseccomp2 and the "
