@@ -230,10 +230,10 @@ class Sandbox:
         event loop). Raises `SandboxUnavailable`."""
         self._refuse_if_unavailable("tool commands are")
         env = self._environment()
-        cgroup = self._call_cgroup()
-        if self.mechanism == "bwrap":
-            launch = self._bwrap(command, cwd, workspace, env, cgroup)
-        else:
+
+        def build(cgroup: CallCgroup | None) -> Launch:
+            if self.mechanism == "bwrap":
+                return self._bwrap(command, cwd, workspace, env, cgroup)
             private = self._private_tmp()
             env["TMPDIR"] = str(private)
             launch = Launch([], env, cwd)
@@ -244,6 +244,20 @@ class Sandbox:
                 else policy.rules(self.settings, self.places, workspace, private)
             )
             launch.argv = self._launcher(rules, [SHELL, "-c", command], cgroup, call=True)
+            return launch
+
+        return self._in_cgroup(build)
+
+    def _in_cgroup(self, build: Callable[[CallCgroup | None], Launch]) -> Launch:
+        """``build`` a launch for a new cgroup of its own (None: no cgroup here), removed by
+        the launch's cleanup, or at once when building fails."""
+        cgroup = self._call_cgroup()
+        try:
+            launch = build(cgroup)
+        except BaseException:
+            if cgroup is not None:
+                cgroup.destroy()
+            raise
         if cgroup is not None:
             launch._cleanups.insert(0, cgroup.destroy)  # last: after the process has ended
         return launch
@@ -366,17 +380,19 @@ class Sandbox:
         program = [_find_program(argv[0], path, directory), *argv[1:]]
         if _in_private_tmp(program[0]) and not self._is_daemon_place(program[0]):
             readable = (*readable, program[0])  # the program named is read where it is
-        cgroup = self._call_cgroup()
-        if self.mechanism == "bwrap":
-            bpf = self._filter_file(self.bpf)
-            rules = policy.rules(self.settings, self.places, workspace, None, writable, readable)
-            env["TMPDIR"] = str(self.places.scratch)
-            inner = self._bwrap_mounts(rules)
-            inner += ["--seccomp", "3", "--chdir", str(directory), "--"]
-            inner += [*self._prlimit(cgroup, call=False), *program]
-            opener = f'{_joins(cgroup)}exec 3<"$0" && exec "$@"'
-            launch = Launch([SHELL, "-c", opener, str(bpf), *inner], env, directory)
-        else:
+
+        def build(cgroup: CallCgroup | None) -> Launch:
+            if self.mechanism == "bwrap":
+                bpf = self._filter_file(self.bpf)
+                rules = policy.rules(
+                    self.settings, self.places, workspace, None, writable, readable
+                )
+                env["TMPDIR"] = str(self.places.scratch)
+                inner = self._bwrap_mounts(rules)
+                inner += ["--seccomp", "3", "--chdir", str(directory), "--"]
+                inner += [*self._prlimit(cgroup, call=False), *program]
+                opener = f'{_joins(cgroup)}exec 3<"$0" && exec "$@"'
+                return Launch([SHELL, "-c", opener, str(bpf), *inner], env, directory)
             private = self._private_tmp("program-")
             env["TMPDIR"] = str(private)
             rules = (
@@ -388,9 +404,9 @@ class Sandbox:
             )
             launch = Launch(self._launcher(rules, program, cgroup), env, directory)
             launch._cleanups.append(lambda: shutil.rmtree(private, ignore_errors=True))
-        if cgroup is not None:
-            launch._cleanups.insert(0, cgroup.destroy)
-        return launch
+            return launch
+
+        return self._in_cgroup(build)
 
     def _filter_file(self, bpf: bytes) -> Path:
         """The seccomp filter as a file in the hidden scratch folder (for ``exec 3<FILE``
