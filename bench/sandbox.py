@@ -108,20 +108,20 @@ def report(samples: dict[str, list[float]], args: argparse.Namespace) -> str:
         lines.append(
             f"| {name} | {min(values) * ms:.2f} ms | {median(values) * ms:.2f} ms | "
             f"{percentile(values, 99) * ms:.2f} ms | "
-            + ("—" if name in ("unconfined", "off") else f"+{added * ms:.2f} ms")
+            + ("—" if name in ("unconfined", "off") else f"{added * ms:+.2f} ms")
             + f" | {sum(CPU[name]) / len(CPU[name]) * ms:.2f} ms |"
         )
     verdicts = []
     for name in ("bwrap", "landlock"):
         added = (median(samples[name]) - base) * ms
         verdict = "met" if added <= TARGET_MS else "missed"
-        verdicts.append(f"{name} +{added:.1f} ms ({verdict})")
+        verdicts.append(f"{name} {added:+.1f} ms ({verdict})")
     lines += [
         "",
         f"Target ≤ {TARGET_MS:g} ms added at p50 over `mode: off`: " + "; ".join(verdicts) + ".",
     ]
     floor = ", ".join(
-        f"{name} +{(min(samples[name]) - min(samples['off'])) * ms:.1f} ms"
+        f"{name} {(min(samples[name]) - min(samples['off'])) * ms:+.1f} ms"
         for name in ("bwrap", "landlock")
     )
     load = os.getloadavg()[0]
