@@ -129,10 +129,9 @@ def box(request: pytest.FixtureRequest, owner: Owner) -> Iterator[DaemonProcess]
         f"terminal:\n  cwd: {owner.workspace}\n"
     )
     daemon = start_daemon(short_tmpdir("esh-"), config=config, env=owner.daemon_env())
-    assert daemon.call("status")["sandbox"] == {
-        "mode": "workspace-write",
-        "mechanism": request.param,
-    }
+    status = daemon.call("status")["sandbox"]
+    assert (status["mode"], status["mechanism"]) == ("workspace-write", request.param), status
+    assert "limits" not in status, status  # every limit is enforced here
     yield daemon
     daemon.stop()
 
