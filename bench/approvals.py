@@ -37,9 +37,9 @@ from common import median, percentile
 from hermesd.approvals import patterns
 from hermesd.approvals.broker import ApprovalBroker
 from hermesd.daemon.config import Config
-from hermesd.plugins.hooks import HookBus
 from hermesd.redact import Redactor
-from hermesd.store.sessions import SessionStore
+from hermesd.runtime.hooks import HookBus
+from hermesd.store.facade import SessionStore
 from hermesd.tools.registry import ToolRegistry
 from hermesd.tools.terminal import TERMINAL_SCHEMA
 

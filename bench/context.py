@@ -1,8 +1,8 @@
 """Context engines: preparing a turn of a long session, and compaction beside a running turn.
 
 (a) What a turn of a 10,000-message session does before its first model request, in this
-    process on a real ``state.db``: ``SessionStore.history()`` (the newest compaction's view and
-    the messages after it), the rough token estimate of system prompt + view + tool schemas, and
+    process on a real ``state.db``: ``store.messages.history()`` (the newest compaction's view
+    and the messages after it), the rough token estimate of system prompt + view + tool schemas, and
     the built-in compressor's ``should_compress``. The session is 5,000 turns of ~300 characters
     per message, compacted once near its end as the built-in compressor leaves it (head, one
     summary, the last 40 messages); side by side, the same session never compacted (every stored
@@ -33,14 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common
 from common import machine, now_utc, percentile
 
-from hermesd.agent.compressor import (
+from hermesd.context.compressor import (
     SUMMARY_PREFIX,
     SUMMARY_SYSTEM,
     BuiltinCompressor,
     CompressionSettings,
     estimate_tokens,
 )
-from hermesd.store.sessions import SessionStore
+from hermesd.store.facade import SessionStore
 from tests.support.daemon import start_daemon
 from tests.support.modelserver import ScriptedModelServer, Step, model_config, reply
 
@@ -64,19 +64,19 @@ def _fill(store: SessionStore) -> tuple[str, str]:
     """Two sessions of MESSAGES messages; the first compacted like the built-in leaves it."""
     ids = []
     for _ in range(2):
-        sid = store.create_session()["id"]
+        sid = store.sessions.create()["id"]
 
         def add(sid: str = sid) -> None:
             for i in range(MESSAGES // 2):
-                store.append_message(sid, "user", f"question {i} " + "q" * 280)
-                store.append_message(sid, "assistant", f"answer {i} " + "a" * 290)
+                store.messages.append(sid, "user", f"question {i} " + "q" * 280)
+                store.messages.append(sid, "assistant", f"answer {i} " + "a" * 290)
 
         asyncio.run(store.run(store.run_in_transaction, add))  # one transaction: seconds
         ids.append(sid)
     compacted = ids[0]
-    head = store.history(compacted)[:3]
+    head = store.messages.history(compacted)[:3]
     summary = {"role": "assistant", "content": SUMMARY_PREFIX + "\n\n" + "s" * 4000}
-    store.record_compaction(compacted, [*head, summary], MESSAGES - TAIL, engine="compressor")
+    store.compactions.record(compacted, [*head, summary], MESSAGES - TAIL, engine="compressor")
     return compacted, ids[1]
 
 
@@ -93,7 +93,7 @@ def prepare_turn(quick: bool) -> dict[str, Any]:
             for name in common.interleaved(rounds, ["compacted", "whole"]):
                 sid = compacted if name == "compacted" else whole
                 started = time.perf_counter()
-                view = store.history(sid)
+                view = store.messages.history(sid)
                 tokens = estimate_tokens([SYSTEM, *view], TOOLS)
                 engine.should_compress(tokens)
                 times[name].append((time.perf_counter() - started) * 1000)

@@ -33,7 +33,7 @@ from hermesd.cron import jobs
 from hermesd.cron.clock import ManualClock, local
 from hermesd.cron.scheduler import Scheduler
 from hermesd.store.cronjobs import CronTable
-from hermesd.store.sessions import SessionStore
+from hermesd.store.facade import SessionStore
 from tests.support.daemon import short_tmpdir
 
 T0 = 1772438400.0  # 2026-03-02 08:00 UTC
@@ -58,7 +58,7 @@ async def fill(store: SessionStore, table: CronTable, count: int) -> None:
 async def measure(count: int, rounds: int, per_round: int) -> dict[str, Any]:
     home = short_tmpdir("bench-cron-")
     store = SessionStore.in_home(home)
-    table = CronTable(store)
+    table = store.cron
     started = time.perf_counter()
     await fill(store, table, count)
     fill_s = time.perf_counter() - started

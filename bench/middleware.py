@@ -42,7 +42,7 @@ CALL = ("tools.call", {"name": "calculate", "args": {"expression": "sqrt(2*pi) *
 
 def gate_seconds(runs: int, number: int) -> float:
     """Seconds per tool call spent asking whether middleware exists (none registered)."""
-    from hermesd.plugins.middleware import MiddlewareBus
+    from hermesd.runtime.middleware import MiddlewareBus
 
     bus = MiddlewareBus()
     stmt = "bus.has('tool_request') or bus.has('tool_execution')"

@@ -9,7 +9,7 @@ Then a real hermesd opens a copy of it and, over its socket, against ``ping`` in
 - ``session.search`` (FTS5) p50 on a common, a rare and a two-word term, target ≤ 20 ms;
 - ``session.history`` of the 10,000-message session (newest 400, what the RPC gives a client);
 
-and in this process, on the same file while the daemon runs: ``store.history()`` of that
+and in this process, on the same file while the daemon runs: ``store.messages.history()`` of that
 session, which is what a turn loads (never compacted here: every stored message; a compacted
 session loads its view instead, bench/context.py), target ≤ 100 ms;
 plus the database size per message and the daemon's start-up time on the big database.
@@ -38,8 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common
 from common import SOURCE, interleaved, machine, median, now_utc, percentile
 
+from hermesd.store.dbfile import open_db_file
+from hermesd.store.facade import SessionStore
 from hermesd.store.migrations import MIGRATIONS
-from hermesd.store.sessions import SessionStore, fts_query, open_db_file
+from hermesd.store.search import fts_query
 from tests.support.daemon import short_tmpdir, start_daemon
 
 GENERATOR = 1  # bump when the generated data changes
@@ -273,10 +275,10 @@ def measure(db_path: Path, rounds: int, per_round: int) -> dict[str, Any]:
             loads = []
             for _ in range(rounds * per_round):
                 t = time.perf_counter()
-                store.history(BIG_SESSION)
+                store.messages.history(BIG_SESSION)
                 loads.append((time.perf_counter() - t) * 1000)
-            results["history_len"] = len(store.history(BIG_SESSION))
-            results["big_count"] = store.get_session(BIG_SESSION)["message_count"]
+            results["history_len"] = len(store.messages.history(BIG_SESSION))
+            results["big_count"] = store.sessions.get(BIG_SESSION)["message_count"]
         finally:
             store.close()
         results["samples"] = samples
@@ -343,7 +345,7 @@ def report(args: argparse.Namespace, db_path: Path, gen_s: float | None, r: dict
     h = median(r["history_ms"])
     lines += [
         "",
-        f"**Loading the 10,000-message session for a turn** (`store.history()` in "
+        f"**Loading the 10,000-message session for a turn** (`store.messages.history()` in "
         f"this process on the daemon's file, {len(r['history_ms'])} times): "
         f"**{h:.1f} ms p50**, {percentile(r['history_ms'], 90):.1f} ms p90, "
         f"{r['history_len']} messages returned (target ≤ 100 ms: "

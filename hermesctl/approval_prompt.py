@@ -5,9 +5,10 @@
 on the command line (``--approve deny|once``, default deny). `request_handler` wraps it as a
 ``Client.on_request`` handler. `command_lines` is how a command is drawn here and in
 ``hermesctl approvals pending``: the daemon sends it with control characters already escaped
-and only known secret values hidden, plus its length and notes; this side escapes again
-whatever a terminal would act on (an older or foreign daemon), frames a multi-line command so
-no line of it can pass for the prompt, and prints the notes. Standard library only: this is
+and only known secret values hidden, plus its length, notes and warnings (look-alike letters,
+bidi and invisible characters, collapsed padding); this side escapes again whatever a terminal
+would act on (an older or foreign daemon), frames a multi-line command so no line of it can
+pass for the prompt, and prints the warnings and notes. Standard library only: this is
 on hermesctl's start-up path.
 """
 
@@ -56,7 +57,8 @@ def _hidden(ch: str) -> bool:
 
 def command_lines(params: dict[str, Any], pad: str = _PAD) -> list[str]:
     """The lines that show a request's command: the command (framed when it spans lines),
-    its length, and the daemon's notes (secrets hidden, characters escaped)."""
+    its length, the daemon's warnings (look-alikes, bidi, invisible, padding) and its notes
+    (secrets hidden, characters escaped)."""
     command = visible(params.get("command") or params.get("tool") or "")
     parts = command.split("\n")
     lines = [f"{pad}{_GUTTER if len(parts) > 1 else ''}{part}" for part in parts]
@@ -64,6 +66,10 @@ def command_lines(params: dict[str, Any], pad: str = _PAD) -> list[str]:
     if isinstance(length, int):
         extra = f", {len(parts)} lines" if len(parts) > 1 else ""
         lines.append(f"{pad}({length} characters{extra})")
+    for warning in params.get("warnings") or []:
+        if isinstance(warning, dict):
+            kind = str(warning.get("kind") or "warning").upper()
+            lines.append(f"{pad}⚠️  {visible(kind)}: {visible(warning.get('message') or '')}")
     for note in params.get("notes") or []:
         lines.append(f"{pad}⚠️  {visible(note)}")
     return lines

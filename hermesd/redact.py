@@ -329,11 +329,12 @@ class RedactingFilter(logging.Filter):
             return True
         try:
             message = record.getMessage()
-        except Exception:
-            return True
+        except Exception:  # msg % args failed: the handler would print both raw; show neither
+            message = _unformatted(record)
         cleaned = redact_values(message) if getattr(record, VALUES_ONLY, False) else redact(message)
-        if cleaned != message:
-            record.msg, record.args = cleaned, None
+        # Always a plain str and no args: a handler formatting the record again must neither
+        # call a non-str msg's __str__ a second time (it may say something else) nor fail.
+        record.msg, record.args = cleaned, None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
@@ -343,3 +344,20 @@ class RedactingFilter(logging.Filter):
 
 
 _DONE = "hermes_redacted"
+
+
+def _unformatted(record: logging.LogRecord) -> str:
+    """A record whose ``msg % args`` raised: its template and arguments side by side, each
+    made a str on its own (one that cannot be is named by its type), to be redacted next."""
+    if not record.args:  # it was str(msg) that raised
+        return _text(record.msg)
+    args = record.args if isinstance(record.args, tuple) else (record.args,)
+    shown = ", ".join(_text(arg) for arg in args)
+    return f"{_text(record.msg)} [log arguments that did not format: {shown}]"
+
+
+def _text(value: object) -> str:
+    try:
+        return value if isinstance(value, str) else repr(value)
+    except Exception:
+        return f"<unprintable {type(value).__name__}>"

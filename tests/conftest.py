@@ -15,6 +15,7 @@ from tests.support.daemon import (
     short_tmpdir,
     start_daemon,
 )
+from tests.support.modelserver import ScriptedModelServer
 
 # Every process a test starts (a daemon, hermesctl, a helper script) imports this checkout.
 os.environ["PYTHONPATH"] = checkout_pythonpath(os.environ.get("PYTHONPATH"))
@@ -60,6 +61,14 @@ def _close_raw_peers() -> Iterator[None]:
     from tests.support.raw import close_all
 
     close_all()
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[ScriptedModelServer]:
+    """The scripted model, one per test module (a module needing a fresh one per test, or
+    rules, defines its own ``model``)."""
+    with ScriptedModelServer() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

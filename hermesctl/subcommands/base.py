@@ -64,4 +64,13 @@ def sandbox_text(sandbox: Any) -> str | None:
             f"sandbox: {mode}, but no mechanism works here: tool commands are refused "
             f"({sandbox.get('reason', '')})"
         )
-    return f"sandbox: {mode} ({mechanism})"
+    return f"sandbox: {mode} ({mechanism}){_network_text(sandbox)}"
+
+
+def _network_text(sandbox: dict[str, Any]) -> str:
+    """``, network: …`` from ``sandbox.network`` (absent from older daemons)."""
+    network = sandbox.get("network")
+    if network == "allowlist":
+        domains = sandbox.get("allowed_domains") or []
+        return f", network: allowlist ({len(domains)} domain{'s' if len(domains) != 1 else ''})"
+    return f", network: {network}" if isinstance(network, str) else ""

@@ -54,9 +54,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def _line(job: dict[str, Any]) -> str:
     last = job.get("last_status") or "never ran"
+    orphaned = "  (orphaned: its session was deleted)" if job.get("orphaned") else ""
     return (
         f"{job['id']}  {job['state']:<9}  {job['schedule_display']:<18}  "
-        f"next {job.get('next_run_at') or '-'}  last {last}  {job['name']}"
+        f"next {job.get('next_run_at') or '-'}  last {last}  {job['name']}{orphaned}"
     )
 
 

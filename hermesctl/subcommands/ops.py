@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from hermesctl.confirm import call_confirmed
 from hermesctl.subcommands.base import (
     EXIT_ERROR,
     EXIT_OK,
@@ -128,7 +129,8 @@ def _config_show(args: argparse.Namespace, client: Client) -> int:
 
 
 def _config_set(args: argparse.Namespace, client: Client) -> int:
-    result = client.call("config.set", {"key": args.key, "value": args.value}, timeout=300)
+    params = {"key": args.key, "value": args.value}
+    result = call_confirmed(client, "config.set", params, timeout=300)
     if _json(args):
         emit_json(result)
         return EXIT_OK if result["reload"]["ok"] else EXIT_ERROR

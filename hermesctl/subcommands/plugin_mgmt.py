@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from hermesctl.confirm import call_confirmed
 from hermesctl.subcommands.base import EXIT_ERROR, EXIT_OK, emit_json
 from hermesctl.subcommands.plugins import plugins_command, plugins_subcommand
 
@@ -137,7 +138,7 @@ def _print_toggle(args: argparse.Namespace, result: dict[str, Any]) -> int:
 
 @plugins_command("enable")
 def cmd_enable(args: argparse.Namespace, client: Client) -> int:
-    result: dict[str, Any] = client.call("plugins.enable", {"name": args.name})
+    result: dict[str, Any] = call_confirmed(client, "plugins.enable", {"name": args.name})
     missing = result.get("missing_env") or []
     if result.get("state") != "missing-env" or not missing:
         return _print_toggle(args, result)
@@ -228,7 +229,7 @@ def cmd_install(args: argparse.Namespace, client: Client) -> int:
     params: dict[str, Any] = {"source": args.source}
     if args.force:
         params["force"] = True
-    result: dict[str, Any] = client.call("plugins.install", params, timeout=300)
+    result: dict[str, Any] = call_confirmed(client, "plugins.install", params, timeout=300)
     missing = result.get("missing_env") or []
     print(
         f"Installed plugin {result['name']} into {result['path']}"
@@ -258,7 +259,9 @@ def cmd_install(args: argparse.Namespace, client: Client) -> int:
 
 @plugins_command("update")
 def cmd_update(args: argparse.Namespace, client: Client) -> int:
-    result: dict[str, Any] = client.call("plugins.update", {"name": args.name}, timeout=300)
+    result: dict[str, Any] = call_confirmed(
+        client, "plugins.update", {"name": args.name}, timeout=300
+    )
     if _json(args):
         emit_json(result)
         return EXIT_OK

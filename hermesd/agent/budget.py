@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from hermesd.model.pricing import Pricer, Tokens, configured_prices
-from hermesd.store.sessions import SessionNotFound, SessionStore
-from hermesd.store.usage import RequestUsage, UsageLedger
+from hermesd.store.dbfile import SessionNotFound
+from hermesd.store.facade import SessionStore
+from hermesd.store.usage import RequestUsage
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ class UsageMeter:
         self.pricer = pricer or Pricer()
         self.settings = settings or BudgetSettings()
         self.broadcast = broadcast  # the day's and month's warnings go to every client
-        self.ledger = UsageLedger(store, self._price)
+        self.ledger = store.usage
         self._announced: set[tuple[Any, ...]] = set()
 
     def reload(self, config: Any) -> None:
@@ -156,7 +157,7 @@ class UsageMeter:
         self, session_id: str | None, turn_id: str | None, usage: RequestUsage
     ) -> float | None:
         """Store and price one request's usage (on the DB thread); its cost."""
-        return self.ledger.record(session_id, turn_id, usage)
+        return self.ledger.record(session_id, turn_id, usage, self._price)
 
     # -- budgets ------------------------------------------------------------------------------
 
@@ -168,7 +169,7 @@ class UsageMeter:
         used: dict[str, Any] = {"day": day, "month": month}
         if s.session_tokens is not None and session_id:
             with contextlib.suppress(SessionNotFound):  # deleted meanwhile: no session budget
-                used["session_tokens"] = self.store.get_session(session_id)["total_tokens"]
+                used["session_tokens"] = self.store.sessions.get(session_id)["total_tokens"]
         if s.daily_usd is not None:
             used["daily_usd"] = self.ledger.spent_since(day)
         if s.monthly_usd is not None:

@@ -15,7 +15,7 @@ import logging
 from typing import Any
 
 from hermesd.agent.budget import BUDGETS, UsageMeter, period_starts
-from hermesd.agent.sessions import SessionService
+from hermesd.agent.session_service import SessionService
 from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.rpc.service import RpcService
@@ -52,15 +52,12 @@ class UsageService(RpcService):
         self.meter.reload(cfg)
 
     async def rpc_get(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        sid: str | None = None
-        if p.get("session_id"):
-            sid = await self.sessions._resolve(call.conn, p)
-            await self.sessions.check_access(call.conn, sid)
+        sid: str | None = p.get("session_id") or None  # the caller's: Access.SESSION
         since, until = p.get("since"), p.get("until")
         limit = p.get("limit") or DEFAULT_LIMIT
         if not 1 <= limit <= 1000:
             raise RpcError(Codes.INVALID_PARAMS, "usage.get: limit must be 1 to 1000")
-        owner = call.conn.scope_uid
+        owner = call.caller.scope_uid
         ledger, store = self.meter.ledger, self.meter.store
         day, month = period_starts()
 
@@ -84,7 +81,7 @@ class UsageService(RpcService):
                 "month_start": month,
             }
             if sid:
-                out["session"] = store.get_session(sid)
+                out["session"] = store.sessions.get(sid)
             _add_titles(store.connection(), out["by_session"])
             return out
 

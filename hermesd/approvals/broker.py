@@ -37,10 +37,12 @@ from typing import Any
 
 from hermesd import redact
 from hermesd.approvals import display, patterns
-from hermesd.plugins.hooks import HookBus
+from hermesd.caller import Caller, current_caller
 from hermesd.rpc import wire
-from hermesd.rpc.connection import Connection, current_connection
-from hermesd.store.sessions import SessionStore, StoreError
+from hermesd.rpc.connection import Connection, connection_of
+from hermesd.runtime.hooks import HookBus
+from hermesd.store.dbfile import StoreError
+from hermesd.store.facade import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +137,7 @@ class Pending:
             "command_length": shown.length,
             "notes": shown.notes,
             "secrets_hidden": shown.secrets_hidden,
+            "warnings": shown.warnings,
             "pattern_key": self.subject.keys[0],
             "pattern_keys": list(self.subject.keys),
             "description": self.subject.shown_description(),
@@ -199,16 +202,16 @@ class ApprovalBroker:
     async def load(self) -> None:
         """Read the "always" rules from state.db."""
         self._loop = asyncio.get_running_loop()
-        rows = await self.store.run(self.store.approval_rules)
+        rows = await self.store.run(self.store.approvals.all)
         self.rules = {r["pattern_key"]: r for r in rows}
 
     # --- who may answer --------------------------------------------------------------------
 
-    def may_answer(self, conn: Connection | None) -> bool:
-        """Whether ``conn`` may be asked and may answer: never a tool's own process."""
-        if conn is None or getattr(conn, "tool_origin", None) is not None:
+    def may_answer(self, caller: Caller | None) -> bool:
+        """Whether ``caller`` may be asked and may answer: never a tool's own process."""
+        if caller is None or caller.is_tool:
             return False
-        return self.may_answer_uid(conn.peer.uid)
+        return self.may_answer_uid(caller.uid)
 
     def may_answer_uid(self, uid: int | None) -> bool:
         """The daemon's owner, root, or a uid/user name listed in ``approvals.approvers``."""
@@ -221,8 +224,8 @@ class ApprovalBroker:
     def requester(self) -> int:
         """The uid the current call runs for: the peer whose request led here (the owner and
         root count as the owner), or the owner when no client did."""
-        conn = current_connection.get()
-        scope = conn.scope_uid if conn is not None else None
+        caller = current_caller.get()
+        scope = caller.scope_uid if caller is not None else None
         return self.owner_uid if scope is None else scope
 
     # --- the decision ----------------------------------------------------------------------
@@ -405,12 +408,13 @@ class ApprovalBroker:
                 ", ".join(subject.keys),
                 shown.length,
                 shown.text,
-                "".join(f" [{note}]" for note in shown.notes),
+                "".join(f" [{note}]" for note in shown.notes)
+                + "".join(f" [warning: {w['message']}]" for w in shown.warnings),
                 extra={redact.VALUES_ONLY: True},
             )
             # The client whose request led here (tools.call, a command, session.send) is asked
             # too, even when it is not attached: it is the one waiting.
-            caller = current_connection.get()
+            caller = connection_of(current_caller.get())
             asked = [*self.attached(session_id), *([caller] if caller else [])]
             for conn in dict.fromkeys(asked):
                 self._send_request(pending, conn)
@@ -435,7 +439,7 @@ class ApprovalBroker:
         return await self._apply(pending, choice, reason, uid)
 
     def _send_request(self, pending: Pending, conn: Connection) -> None:
-        if conn in pending.asked or not conn.is_open or not self.may_answer(conn):
+        if conn in pending.asked or not conn.is_open or not self.may_answer(conn.caller):
             return
         pending.asked[conn] = asyncio.get_running_loop().create_task(
             self._request_one(pending, conn)
@@ -503,7 +507,7 @@ class ApprovalBroker:
             for key in keys:
                 try:
                     self.rules[key] = await self.store.run(
-                        self.store.add_approval_rule,
+                        self.store.approvals.add,
                         key,
                         f"{who} (uid {uid})",
                         pending.subject.description,
@@ -566,7 +570,7 @@ class ApprovalBroker:
 
     async def revoke(self, pattern_key: str) -> bool:
         """Forget an "always" rule; False when there was none."""
-        removed = await self.store.run(self.store.revoke_approval_rule, pattern_key)
+        removed = await self.store.run(self.store.approvals.revoke, pattern_key)
         self.rules.pop(pattern_key, None)
         return bool(removed)
 

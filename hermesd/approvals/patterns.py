@@ -25,6 +25,7 @@ from pathlib import Path
 from hermesd.approvals import commands, shell
 from hermesd.approvals.commands import Invocation, code_of, options, writes
 from hermesd.approvals.shell import Word
+from hermesd.sandbox.protected import autorun_reason
 
 MAX_NESTING = 4  # sh -c "sh -c '…'" deeper than this is not read (it asks anyway)
 
@@ -554,6 +555,12 @@ def _write_startup(inv: Invocation, where: Where) -> bool:
     )
 
 
+def _write_autorun(inv: Invocation, where: Where) -> bool:
+    # the one list the file tools ask on too (hermesd.sandbox.protected)
+    written = _written_paths(inv, where)
+    return any(autorun_reason(p) and not _STARTUP.search(p) for p in written)
+
+
 def _service(inv: Invocation, where: Where) -> bool:
     values = [v or "" for v in inv.values()]
     verbs = {"stop", "disable", "mask", "kill", "restart", "isolate", "try-restart", "reload"}
@@ -831,6 +838,11 @@ DANGEROUS: tuple[Pattern, ...] = (
     Pattern("sql_delete_all", "SQL DELETE without WHERE", _sql("sql_delete_all")),
     Pattern("write_etc", "writing under /etc", _write_etc),
     Pattern("write_shell_startup", "writing shell start-up files", _write_startup),
+    Pattern(
+        "write_autorun",
+        "writing a file that runs code later (.envrc, .git/hooks, .vscode/tasks.json, units)",
+        _write_autorun,
+    ),
     Pattern("service_control", "stopping, disabling or restarting services", _service),
     Pattern("power", "shutting down or rebooting the machine", _power),
     Pattern("process_kill", "killing processes (kill -9, killall, pkill)", _kill_hard),

@@ -2,7 +2,7 @@
 
 Translates RPC to broker calls and back (permission checks included: only the owner, root and
 ``approvals.approvers`` may answer or revoke), and ``/approve``/``/deny`` (`slash_command`),
-answered as the connection running the command (``rpc.current_connection``). Decisions live in
+answered as the command's `Caller` (handed in). Decisions live in
 ``hermesd.approvals.broker``.
 """
 
@@ -13,7 +13,8 @@ import logging
 from typing import Any
 
 from hermesd.approvals.broker import ApprovalBroker
-from hermesd.rpc.connection import Call, Router, current_connection
+from hermesd.caller import Caller
+from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import Codes, RpcError
 
 log = logging.getLogger(__name__)
@@ -49,25 +50,27 @@ class ApprovalService:
         self.broker.reload(cfg)
 
     def _check(self, call: Call, what: str) -> None:
-        if not self.broker.may_answer(call.conn):
+        # a tool's process is refused at the edge (Access.PERSON); who is an approver is
+        # the broker's configuration
+        if not self.broker.may_answer(call.caller):
             raise RpcError(
                 Codes.PERMISSION_DENIED,
                 f"{what}: only the daemon's owner or a user listed in "
                 "approvals.approvers may do this",
-                {"peer_uid": call.conn.peer.uid},
+                {"peer_uid": call.caller.uid},
             )
 
     # --- methods -----------------------------------------------------------------------------
 
     def rpc_pending(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        conn = call.conn
-        viewer = conn.peer.uid if conn.scope_uid is None else conn.scope_uid
+        caller = call.caller
+        viewer = caller.uid if caller.scope_uid is None else caller.scope_uid
         return {"pending": self.broker.pending_for(p.get("session_id") or None, viewer)}
 
     def rpc_respond(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         self._check(call, "approvals.respond")
         try:
-            return self.broker.respond(p["id"], p["choice"], p.get("reason"), call.conn.peer.uid)
+            return self.broker.respond(p["id"], p["choice"], p.get("reason"), call.caller.uid)
         except KeyError:
             raise RpcError(
                 Codes.NOT_FOUND,
@@ -80,7 +83,7 @@ class ApprovalService:
             raise RpcError(
                 Codes.PERMISSION_DENIED,
                 "approvals.respond: not an approver",
-                {"peer_uid": call.conn.peer.uid},
+                {"peer_uid": call.caller.uid},
             ) from None
 
     def rpc_list(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
@@ -98,15 +101,14 @@ class ApprovalService:
 
     # --- /approve and /deny (handed to CommandService as ``approvals``) --------------------------
 
-    async def slash_command(self, verb: str, session_id: str, raw_args: str) -> str:
+    async def slash_command(self, verb: str, session_id: str, raw_args: str, caller: Caller) -> str:
         """``/approve [session|always]`` or ``/deny [reason]`` for the session's oldest
-        pending approval, answered as the connection running the command."""
+        pending approval, answered as ``caller`` (the command's)."""
         pending = self.broker.pending_for(session_id or None)
         if not pending:
             return "No pending approvals."
-        conn = current_connection.get()
-        uid = conn.peer.uid if conn is not None else None
-        if not self.broker.may_answer(conn):
+        uid = caller.uid
+        if not self.broker.may_answer(caller):
             return (
                 "Only the daemon's owner (or a user in approvals.approvers) can answer approvals."
             )
@@ -117,7 +119,7 @@ class ApprovalService:
             reason = None
         else:
             choice, reason = "deny", words or None
-        self.broker.respond(first["id"], choice, reason, uid if uid is not None else -1)
+        self.broker.respond(first["id"], choice, reason, uid)
         scope = {"once": "once", "session": "for this session", "always": "permanently"}
         if choice == "deny":
             return f"✗ Denied: {first['command']}"

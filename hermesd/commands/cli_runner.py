@@ -32,7 +32,7 @@ from typing import Any, TextIO
 from hermesd import redact
 from hermesd.commands.registry import CliCommand
 from hermesd.model.fastjson import valid_text
-from hermesd.plugins.workers import WorkerPool, WorkTimeout
+from hermesd.runtime.workers import WorkerPool, WorkTimeout
 
 log = logging.getLogger(__name__)
 

@@ -7,6 +7,12 @@ the real ones (`set_handler`). Rules (docs/hermes-compat.md §4): names are norm
 (warning, skipped); when two plugins register one name the later one wins, with a warning, and
 removing it (rollback, reload) brings the earlier one back. `run` calls a slash command's handler
 with its raw argument string, off the event loop and bounded in time.
+
+Every command declares who may run it, in the vocabulary of the RPC method table
+(`OWNER`, `PERSON`, `ANY`, the words of ``hermesd.rpc.protocol.Access``): the built-ins in
+`BUILTIN_COMMANDS`, a plugin's with
+``access=`` (default ``owner``: a plugin command may change state, and only the owner may).
+``command.run`` and ``cli.run`` enforce it before the handler runs.
 """
 
 from __future__ import annotations
@@ -17,43 +23,51 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hermesd.plugins.workers import WorkerPool, WorkTimeout, call_bounded, shared_pool
+from hermesd.runtime.workers import WorkerPool, WorkTimeout, call_bounded, shared_pool
 
 log = logging.getLogger(__name__)
 
 BUILTIN = "builtin"
 DEFAULT_COMMAND_TIMEOUT = 30.0
 
-Handler = Callable[[str], Any]
+Handler = Callable[..., Any]  # (raw_args) or, with takes_caller, (raw_args, caller)
 
-#: Built-in slash commands: name, aliases, description, args hint.
-BUILTIN_COMMANDS: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
-    ("help", (), "Show available commands", ""),
-    ("new", ("reset",), "Start a new session", "[title]"),
-    ("plugins", (), "List installed plugins and their status", ""),
-    ("tools", (), "List available tools", ""),
-    ("skills", (), "List available skills", ""),
-    ("sessions", (), "List previous sessions", ""),
-    ("title", (), "Set a title for the current session", "[title]"),
-    ("model", (), "Show or switch the model", "[model]"),
-    ("status", (), "Show session and daemon status", ""),
-    ("approve", (), "Approve a pending dangerous command", "[session|always]"),
-    ("deny", (), "Deny a pending dangerous command", "[reason]"),
-    ("reload-plugins", (), "Reload all plugins", ""),
-    ("quit", ("exit",), "Leave the session", ""),
+#: Who may run a command, in the words of the RPC method table (``hermesd.rpc.protocol.Access``;
+#: ``command.run`` and ``cli.run`` enforce them): the owner only, any client but a tool's
+#: process, anyone admitted.
+OWNER, PERSON, ANY = "owner", "person", "any"
+
+#: Built-in slash commands: name, aliases, description, args hint, who may run it. The session
+#: a command works on is the caller's (``command.run`` is ``Access.SESSION``); ``/model NAME``
+#: is the owner's choice on top (the handler says so, ``/model`` alone shows it).
+BUILTIN_COMMANDS: tuple[tuple[str, tuple[str, ...], str, str, str], ...] = (
+    ("help", (), "Show available commands", "", ANY),
+    ("new", ("reset",), "Start a new session", "[title]", ANY),
+    ("plugins", (), "List installed plugins and their status", "", ANY),
+    ("tools", (), "List available tools", "", ANY),
+    ("skills", (), "List available skills", "", ANY),
+    ("sessions", (), "List previous sessions", "", ANY),
+    ("title", (), "Set a title for the current session", "[title]", ANY),
+    ("model", (), "Show or switch the model", "[model]", ANY),
+    ("status", (), "Show session and daemon status", "", ANY),
+    ("approve", (), "Approve a pending dangerous command", "[session|always]", PERSON),
+    ("deny", (), "Deny a pending dangerous command", "[reason]", PERSON),
+    ("reload-plugins", (), "Reload all plugins", "", OWNER),  # as plugins.reload
+    ("quit", ("exit",), "Leave the session", "", ANY),
     # the everyday chat commands of hermesd.commands.session_commands
-    ("retry", (), "Send the last message again (its answer is undone)", ""),
-    ("undo", (), "Take the last turn out of the conversation (the record keeps it)", ""),
-    ("history", (), "Show this session's messages", "[N]"),
-    ("resume", (), "Switch to another session (default: the latest other one)", "[id]"),
-    ("usage", (), "Show this session's token usage", ""),
-    ("version", (), "Show hermesd's version", ""),
-    ("config", (), "Show the running configuration (read-only)", "[key]"),
+    ("retry", (), "Send the last message again (its answer is undone)", "", ANY),
+    ("undo", (), "Take the last turn out of the conversation (the record keeps it)", "", ANY),
+    ("history", (), "Show this session's messages", "[N]", ANY),
+    ("resume", (), "Switch to another session (default: the latest other one)", "[id]", ANY),
+    ("usage", (), "Show this session's token usage", "", ANY),
+    ("version", (), "Show hermesd's version", "", ANY),
+    ("config", (), "Show the running configuration (read-only)", "[key]", ANY),
     (
         "compress",
         ("compact",),
         "Compact this session's context now (nothing is deleted)",
         "[focus]",
+        ANY,
     ),
 )
 
@@ -77,6 +91,8 @@ class SlashCommand:
     args_hint: str = ""
     aliases: tuple[str, ...] = ()
     owner: str = BUILTIN
+    access: str = OWNER  # who may run it (`OWNER`, `PERSON` or `ANY`)
+    takes_caller: bool = False  # a built-in's handler is called (raw_args, caller)
 
 
 @dataclass
@@ -89,6 +105,7 @@ class CliCommand:
     handler_fn: Callable[[Any], Any] | None = None
     description: str = ""
     owner: str = BUILTIN
+    access: str = OWNER  # who may run it (`OWNER`, `PERSON` or `ANY`)
 
 
 @dataclass
@@ -118,6 +135,12 @@ class _Table:
         return removed
 
 
+def _check_access(access: str) -> None:
+    # a session-scoped command is command.run's business: a command itself declares who
+    if access not in (OWNER, PERSON, ANY):
+        raise ValueError(f"access must be 'owner', 'person' or 'any', not {access!r}")
+
+
 def _not_wired(raw_args: str) -> str:
     return "This command is not available yet."
 
@@ -140,9 +163,14 @@ class CommandRegistry:
         self._aliases: dict[str, str] = {}
         self._reserved_cli: set[str] = set()
         if builtins:
-            for name, aliases, description, args_hint in BUILTIN_COMMANDS:
+            for name, aliases, description, args_hint, access in BUILTIN_COMMANDS:
                 self.register(
-                    name, _not_wired, description=description, args_hint=args_hint, aliases=aliases
+                    name,
+                    _not_wired,
+                    description=description,
+                    args_hint=args_hint,
+                    aliases=aliases,
+                    access=access,
                 )
 
     # -- slash commands ---------------------------------------------------------------------
@@ -162,8 +190,13 @@ class CommandRegistry:
         args_hint: str = "",
         aliases: Iterable[str] = (),
         owner: str = BUILTIN,
+        access: str = OWNER,
+        takes_caller: bool = False,
     ) -> SlashCommand | None:
-        """Add a slash command; None (with a warning) when a plugin may not take the name."""
+        """Add a slash command; None (with a warning) when a plugin may not take the name.
+        ``access`` says who may run it (default: the daemon's owner only); a handler that
+        ``takes_caller`` is called with the `hermesd.caller.Caller` after the text."""
+        _check_access(access)
         clean = normalize_command_name(name)
         if not clean:
             log.warning("Plugin '%s' tried to register a command with an empty name.", owner)
@@ -175,6 +208,8 @@ class CommandRegistry:
             args_hint.strip(),
             tuple(normalize_command_name(a) for a in aliases),
             owner,
+            access,
+            takes_caller,
         )
         with self._lock:
             if owner != BUILTIN:
@@ -251,8 +286,11 @@ class CommandRegistry:
         handler_fn: Callable[[Any], Any] | None = None,
         description: str = "",
         owner: str = BUILTIN,
+        access: str = OWNER,
     ) -> CliCommand | None:
-        """Add a CLI command; None (with a warning) when a plugin may not take the name."""
+        """Add a CLI command; None (with a warning) when a plugin may not take the name.
+        ``access`` says who may run it (default: the daemon's owner only)."""
+        _check_access(access)
         clean = name.strip()
         if not clean or not callable(setup_fn):
             log.warning(
@@ -279,7 +317,7 @@ class CommandRegistry:
                     clean,
                     previous.owner,
                 )
-            command = CliCommand(clean, help, setup_fn, handler_fn, description, owner)
+            command = CliCommand(clean, help, setup_fn, handler_fn, description, owner, access)
             self._cli.push(clean, command)
         return command
 

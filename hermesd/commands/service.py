@@ -12,9 +12,11 @@ session). Plugin CLI commands run through `hermesd.commands.cli_runner`.
 without one both print ``No pending approvals.``.
 
 A command runs for the peer that asked: its ``session_id`` must be one the peer may use
-(sessions have owners), ``/sessions`` lists the peer's own, and a built-in that does what an
-owner-only method does (``/reload-plugins`` is ``plugins.reload``; ``/model NAME`` chooses what
-the daemon's key pays for) is refused to anyone but the daemon's owner, as the method is.
+(``command.run`` is ``Access.SESSION``, checked at the edge), ``/sessions`` lists the peer's
+own, and each command's declared access (`SlashCommand.access`, `CliCommand.access`: the
+built-ins' in `BUILTIN_COMMANDS`, a plugin's ``owner`` unless it says otherwise) is enforced
+here, once, before its handler runs. ``/model NAME`` chooses what the daemon's key pays for:
+the owner's choice, as ``session.create``'s ``model`` is.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hermesd.agent.sessions import SessionService
+from hermesd.agent.session_service import SessionService
+from hermesd.caller import Caller
 from hermesd.commands.cli_runner import install_output_router, run_cli_command
 from hermesd.commands.registry import (
     BUILTIN,
@@ -38,23 +41,21 @@ from hermesd.commands.registry import (
 )
 from hermesd.commands.session_commands import SessionCommands
 from hermesd.model.fastjson import valid_text
-from hermesd.plugins.context import current_session
 from hermesd.plugins.host import PluginHost
-from hermesd.plugins.workers import WorkTimeout, call_bounded
+from hermesd.rpc.access import denied, refusal
 from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.humanize import duration
-from hermesd.rpc.protocol import METHODS, Codes, RpcError
-from hermesd.store.sessions import SessionNotFound
+from hermesd.rpc.protocol import Codes, RpcError
+from hermesd.runtime.session import current_session
+from hermesd.runtime.workers import WorkTimeout, call_bounded
+from hermesd.store.dbfile import SessionNotFound
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CLI_TIMEOUT = 120.0
 
-#: ``(verb, session_id, raw_args) -> text``: verb is "approve" or "deny".
-ApprovalHandler = Callable[[str, str, str], Awaitable[str]]
-
-#: Built-in commands that do what an RPC method does: they are owner-only when it is.
-BUILTIN_METHODS = {"reload-plugins": "plugins.reload"}
+#: ``(verb, session_id, raw_args, caller) -> text``: verb is "approve" or "deny".
+ApprovalHandler = Callable[[str, str, str, Caller], Awaitable[str]]
 
 
 @dataclass
@@ -152,9 +153,7 @@ class CommandService:
                 f"Unknown command: /{name}. Type /help for the list.",
                 {"command": name},
             )
-        self._check_owner_only(command, call)
-        if p.get("session_id"):
-            await self.sessions.check_access(call.conn, p["session_id"])
+        _check_access(f"/{command.name}", command.access, call.caller)
         outcome = _Outcome(call, p.get("session_id") or "")
         token = _outcome.set(outcome)
         session_token = current_session.set(outcome.session_id)
@@ -172,23 +171,13 @@ class CommandService:
             **outcome.extra,
         }
 
-    def _check_owner_only(self, command: SlashCommand, call: Call) -> None:
-        method = BUILTIN_METHODS.get(command.name) if command.owner == BUILTIN else None
-        if method is not None and METHODS[method].owner_only and not call.conn.is_owner:
-            log.warning("uid %d may not run /%s (owner only)", call.conn.peer.uid, command.name)
-            raise RpcError(
-                Codes.PERMISSION_DENIED,
-                f"/{command.name} may only be run by the daemon's owner (like {method})",
-                {"peer_uid": call.conn.peer.uid, "command": command.name},
-            )
-
     async def _invoke(self, command: SlashCommand, raw_args: str, outcome: _Outcome) -> str:
         timeout = self.registry.timeout
         try:
             value = await call_bounded(
                 self.host.pool,
                 command.handler,
-                (raw_args,),
+                (raw_args, outcome.call.caller) if command.takes_caller else (raw_args,),
                 {},
                 timeout,
                 f"command:{command.owner}",
@@ -254,6 +243,7 @@ class CommandService:
                 f"no plugin CLI command '{argv[0]}'",
                 {"command": argv[0], "available": [c.name for c in self.registry.cli_commands()]},
             )
+        _check_access(f"hermesctl {command.name}", command.access, call.caller)
         result = await run_cli_command(self.host.pool, command, list(argv[1:]), self.cli_timeout)
         return result.as_dict()
 
@@ -342,8 +332,8 @@ class CommandService:
 
     async def _sessions(self, raw_args: str) -> str:
         store = self.sessions.store
-        scope = _outcome.get().call.conn.scope_uid
-        page = await store.run(store.list_sessions, 20, owner_uid=scope)
+        scope = _outcome.get().call.caller.scope_uid
+        page = await store.run(store.sessions.page, 20, owner_uid=scope)
         sessions = page["sessions"]
         if not sessions:
             return "No sessions yet."
@@ -381,14 +371,14 @@ class CommandService:
         if not raw_args:
             session = await self.sessions.rpc_get(outcome.call, {"session_id": outcome.session_id})
             return f"Model: {session['model'] or default}"
-        if not outcome.call.conn.is_owner:
+        if not outcome.call.caller.is_owner:
             raise RpcError(
                 Codes.PERMISSION_DENIED,
                 "/model NAME may only be run by the daemon's owner",
-                {"peer_uid": outcome.call.conn.peer.uid, "command": "model"},
+                {"peer_uid": outcome.call.caller.uid, "command": "model"},
             )
         try:
-            info = await store.run(store.set_model, outcome.session_id, raw_args)
+            info = await store.run(store.sessions.set_model, outcome.session_id, raw_args)
         except SessionNotFound:
             raise CommandFailed(f"no session '{outcome.session_id}'") from None
         outcome.session = dict(info)
@@ -415,7 +405,8 @@ class CommandService:
     async def _approval(self, verb: str, raw_args: str) -> str:
         if self.approval_handler is None:
             return "No pending approvals."
-        return await self.approval_handler(verb, _outcome.get().session_id, raw_args)
+        outcome = _outcome.get()
+        return await self.approval_handler(verb, outcome.session_id, raw_args, outcome.call.caller)
 
     async def _approve(self, raw_args: str) -> str:
         return await self._approval("approve", raw_args)
@@ -431,6 +422,12 @@ class CommandService:
     async def _quit(self, raw_args: str) -> str:
         _outcome.get().action = "quit"
         return "/quit is handled by the client: in hermesctl chat it leaves the session."
+
+
+def _check_access(what: str, access: str, caller: Caller) -> None:
+    """Refuse ``caller`` a command whose declared access it does not meet."""
+    if refusal(access, caller) is not None:
+        raise denied(what, caller, access, verb="run")
 
 
 def hermesctl_subcommands() -> list[str]:

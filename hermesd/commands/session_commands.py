@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from hermesd import __version__
-from hermesd.agent.sessions import SessionService
+from hermesd.agent.session_service import SessionService
 from hermesd.commands.registry import CommandFailed
 from hermesd.rpc.humanize import usage_report
 from hermesd.rpc.protocol import PROTOCOL_VERSION
@@ -122,9 +122,13 @@ class SessionCommands:
 
     async def resume(self, outcome: Outcome, raw_args: str) -> str:
         target = raw_args.strip()
+        caller = outcome.call.caller
         if not target:
-            target = await self._latest_other(outcome.session_id)
-        session = await self.sessions.rpc_attach(outcome.call, {"session_id": target})
+            target = await self._latest_other(outcome.session_id, caller.scope_uid)
+        wanted = {"session_id": target}
+        # command.run checked the session it runs in; the one named here is checked now
+        await self.sessions.guard(caller, wanted, "session_id")
+        session = await self.sessions.rpc_attach(outcome.call, wanted)
         if outcome.session_id and outcome.session_id != session["id"]:
             await self.sessions.rpc_detach(outcome.call, {"session_id": outcome.session_id})
             self.sessions.switched(outcome.session_id, session["id"], "resume")
@@ -132,9 +136,9 @@ class SessionCommands:
         title = f" “{session['title']}”" if session.get("title") else ""
         return f"Resumed session {session['id']}{title} ({session['message_count']} messages)."
 
-    async def _latest_other(self, current: str) -> str:
+    async def _latest_other(self, current: str, scope: int | None) -> str:
         store = self.sessions.store
-        page = await store.run(store.list_sessions, 50)
+        page = await store.run(store.sessions.page, 50, owner_uid=scope)
         for s in page["sessions"]:
             if s["id"] != current and s["message_count"]:
                 return str(s["id"])

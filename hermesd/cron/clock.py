@@ -1,20 +1,34 @@
 """The scheduler's clock: the system's, or a test clock that moves only when told to.
 
 `ManualClock` exists so tests never sleep for a schedule: it starts at the Unix time given in
-``HERMESD_TEST_CLOCK`` and advances through the ``cron.clock`` test hook (docs/cron.md), which
-refuses to work unless that variable is set. Timezones come from ``cron.timezone``.
+``HERMESD_TEST_CLOCK``. The test that started the daemon moves it through a socket it handed the
+daemon at start (``HERMESD_TEST_CLOCK_FD``, an inherited descriptor: `serve_test_clock`), never
+through the RPC socket: no client of the daemon can reach the clock, and without both variables
+in the daemon's own environment at start there is nothing to reach (docs/cron.md). Timezones
+come from ``cron.timezone``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
+import logging
 import os
+import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, tzinfo
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+log = logging.getLogger(__name__)
+
 TEST_CLOCK_ENV = "HERMESD_TEST_CLOCK"
+TEST_CLOCK_FD_ENV = "HERMESD_TEST_CLOCK_FD"
+
+#: moves the test clock by seconds, ticks, with ``wait`` awaits the runs: ``{now, started}``
+Move = Callable[[float, bool], Awaitable[dict[str, Any]]]
 
 
 class Clock:
@@ -50,6 +64,35 @@ def clock_from_env(env: Mapping[str, str]) -> Clock:
     if value:
         return ManualClock(float(value))
     return Clock()
+
+
+def test_clock_channel(env: Mapping[str, str], clock: Clock) -> socket.socket | None:
+    """The socket the starting test handed over as ``HERMESD_TEST_CLOCK_FD`` (with a test
+    clock only), made non-inheritable at once so no process the daemon starts can hold it."""
+    value = env.get(TEST_CLOCK_FD_ENV)
+    if not value or not clock.manual:
+        return None
+    fd = int(value)
+    os.set_inheritable(fd, False)
+    return socket.socket(fileno=fd)
+
+
+async def serve_test_clock(channel: socket.socket, move: Move) -> None:
+    """Answer each ``{"advance": s, "wait": b}`` line on ``channel`` with a JSON line of what
+    `move` did, until the test closes its end."""
+    reader, writer = await asyncio.open_connection(sock=channel)
+    try:
+        while line := await reader.readline():
+            try:
+                request = json.loads(line)
+                reply = await move(float(request.get("advance") or 0), bool(request.get("wait")))
+            except (ValueError, TypeError, AttributeError) as exc:
+                log.warning("test clock: bad request %r: %s", line[:200], exc)
+                reply = {"error": str(exc)}
+            writer.write(json.dumps(reply).encode() + b"\n")
+            await writer.drain()
+    finally:
+        writer.close()
 
 
 def zone(name: str | None) -> tzinfo | None:

@@ -6,7 +6,9 @@ every attached client sees it live like any turn. Toolsets ``cronjob``, ``clarif
 ``messaging`` are always off, plus ``cron.disabled_toolsets``. A tool call needing approval
 waits as a pending approval any approver can answer (``cron.approval_timeout``, then denied),
 or is denied at once with ``approvals.cron_mode: deny``. A ``[SILENT]`` answer (or ``SILENT``,
-``NO_REPLY``) is kept but not delivered. Scheduling is `hermesd.cron.scheduler`'s business.
+``NO_REPLY``) is kept but not delivered. A run has its job's authority
+(`hermesd.cron.authority`): a member's job runs in a session of that member and delivers only
+into that member's sessions. Scheduling is `hermesd.cron.scheduler`'s business.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from hermesd.agent.loop import Toolsets
 from hermesd.approvals.broker import RunPolicy
+from hermesd.cron.authority import job_authority
+from hermesd.store.dbfile import SessionNotFound
 
 if TYPE_CHECKING:
-    from hermesd.agent.sessions import SessionService
+    from hermesd.agent.session_service import SessionService
     from hermesd.approvals.broker import ApprovalBroker
-    from hermesd.plugins.skills import SkillCatalog
+    from hermesd.tools.skill_catalog import SkillCatalog
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +132,11 @@ class JobRunner:
     async def session_for(self, job: dict[str, Any], when: datetime) -> str:
         """The session the run works in (made now unless the job names one)."""
         named = job.get("session")
+        authority = job_authority(job)
         if named:
-            await self.sessions.store.run(self.sessions.store.get_session, named)
+            session = await self.sessions.store.run(self.sessions.store.sessions.get, named)
+            if not authority.may_use(session.get("owner_uid")):
+                raise PermissionError(f"the job may not run in session {named} (another user's)")
             return str(named)
         base = session_id_for(job["id"], when)
         for attempt in range(100):
@@ -141,6 +148,7 @@ class JobRunner:
                     model=job.get("model"),
                     platform=PLATFORM,
                     cwd=job.get("workdir"),
+                    owner_uid=None if authority.is_owner else authority.uid,
                 )
                 return sid
             except ValueError:
@@ -201,8 +209,15 @@ class JobRunner:
     async def _into_session(self, job: dict[str, Any], sid: str, text: str) -> str | None:
         store = self.sessions.store
         content = f"[cron job '{job['name']}' ({job['id']})]\n\n{text}"
+        try:  # checked again here: the job may predate the check, or been edited in the store
+            owner = (await store.run(store.sessions.get, sid)).get("owner_uid")
+        except SessionNotFound:
+            return f"could not deliver to session {sid}: it no longer exists"
+        if not job_authority(job).may_use(owner):
+            log.warning("cron job %s may not deliver into session %s: refused", job["id"], sid)
+            return f"could not deliver to session {sid}: it belongs to another user"
         try:
-            record = await store.run(store.append_message, sid, "assistant", content)
+            record = await store.run(store.messages.append, sid, "assistant", content)
         except Exception as exc:
             return f"could not deliver to session {sid}: {exc}"
         self.sessions.emit(

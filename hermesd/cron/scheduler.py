@@ -24,7 +24,7 @@ from typing import Any
 from hermesd.cron import jobs
 from hermesd.cron.clock import Clock, local
 from hermesd.store.cronjobs import CronTable
-from hermesd.store.sessions import SessionStore
+from hermesd.store.facade import SessionStore
 
 log = logging.getLogger(__name__)
 

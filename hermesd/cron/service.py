@@ -4,7 +4,8 @@ RPC handlers, the ``cronjob`` tool (`hermesd.cron.tool`), ``/cron`` (`hermesd.cr
 and the plugins' ``cron.jobs`` module all call the same coroutine methods here, so a job made
 anywhere is validated and stored the same way. The service owns the scheduler's life, the run
 bookkeeping around `JobRunner` (run records, retention, the job after its run) and the import
-of a reference ``$HERMES_HOME/cron/jobs.json``. Job rules are in `hermesd.cron.jobs`.
+of a reference ``$HERMES_HOME/cron/jobs.json``. Job rules are in `hermesd.cron.jobs`; who may
+choose what (a model-made job has its session's authority) in `hermesd.cron.authority`.
 """
 
 from __future__ import annotations
@@ -18,19 +19,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from hermesd.cron import bridge, jobs
-from hermesd.cron.clock import TEST_CLOCK_ENV, ManualClock, clock_from_env, local, zone
+from hermesd.cron.authority import Authority, AuthorityError, job_authority, session_targets
+from hermesd.cron.clock import (
+    ManualClock,
+    clock_from_env,
+    local,
+    serve_test_clock,
+    test_clock_channel,
+    zone,
+)
 from hermesd.cron.runner import JobRunner, RunOutcome, RunSettings
 from hermesd.cron.schedule import ScheduleError
 from hermesd.cron.scheduler import Scheduler
 from hermesd.rpc.protocol import Codes, RpcError
-from hermesd.store.cronjobs import CronTable, JobNotFound
-from hermesd.store.sessions import SessionNotFound
+from hermesd.store.cronjobs import JobNotFound
+from hermesd.store.dbfile import SessionNotFound
+from hermesd.tools.workspace import resolve_workspace
 
 if TYPE_CHECKING:
-    from hermesd.agent.sessions import SessionService
+    from hermesd.agent.session_service import SessionService
     from hermesd.approvals.broker import ApprovalBroker
-    from hermesd.plugins.skills import SkillCatalog
     from hermesd.rpc.connection import Call, Router
+    from hermesd.tools.skill_catalog import SkillCatalog
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -54,9 +64,12 @@ class CronService:
     ) -> None:
         self.sessions = sessions
         self.store = sessions.store
-        self.table = CronTable(self.store)
+        self.table = self.store.cron
         self.home = home
-        self.clock = clock_from_env(os.environ if env is None else env)
+        env = os.environ if env is None else env
+        self.clock = clock_from_env(env)
+        self._test_channel = test_clock_channel(env, self.clock)
+        self._test_clock: asyncio.Task[None] | None = None
         self.config = config
         self.tz = zone(config.get("cron.timezone"))
         self.runner = JobRunner(sessions, broker, skills, RunSettings.from_config(config))
@@ -84,13 +97,15 @@ class CronService:
         for name in ("list", "get", "create", "update", "pause", "resume", "remove", "run"):
             router.bind(f"cron.{name}", getattr(self, f"rpc_{name}"))
         router.bind("cron.runs", self.rpc_runs)
-        router.bind("cron.clock", self.rpc_clock)
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         bridge.activate(self)
         await self.import_reference()
         self._count = await self.store.run(self.table.count)
+        if self._test_channel is not None:
+            channel, self._test_channel = self._test_channel, None
+            self._test_clock = asyncio.create_task(serve_test_clock(channel, self.move_clock))
         if self.config.get("cron.enabled"):
             await self.scheduler.start()
         else:
@@ -98,6 +113,8 @@ class CronService:
 
     async def stop(self) -> None:
         bridge.deactivate(self)
+        if self._test_clock is not None:
+            self._test_clock.cancel()
         await self.scheduler.stop()
 
     def status(self) -> dict[str, Any]:
@@ -120,26 +137,77 @@ class CronService:
 
     # --- the API (RPC, the tool, /cron and plugins) ----------------------------------------
 
-    async def create(self, fields: dict[str, Any]) -> dict[str, Any]:
-        """Validate and store a new job; wake the scheduler."""
+    async def authority_of(self, session_id: str) -> Authority:
+        """The authority of a job made in ``session_id``: its owner's uid, its workspace."""
+        session = await self._db(self.store.sessions.get, session_id)
+        uid = session.get("owner_uid")
+        workspace = await asyncio.to_thread(
+            resolve_workspace, self.home, self.config.get("terminal.cwd"), session.get("cwd")
+        )
+        return Authority(uid if isinstance(uid, int) else None, workspace)
+
+    async def create(
+        self, fields: dict[str, Any], authority: Authority | None = None
+    ) -> dict[str, Any]:
+        """Validate and store a new job (with ``authority``'s limits: the owner's when None);
+        wake the scheduler."""
+        authority = authority or Authority()
+        fields = dict(fields)
+        fields["workdir"] = self._checked(authority.workdir, fields.get("workdir"))
         job, next_ts = self._checked(jobs.create, fields, self.now())
-        if job.get("session"):
-            await self._session_exists(job["session"])
+        job["owner_uid"] = authority.uid
+        await self._check_sessions(job, None)
         await self.store.run(self.table.put, job, next_ts, self.clock.now())
         self._count += 1
         self.scheduler.wake()
         log.info("cron job %s created: %s (%s)", job["id"], job["name"], job["schedule_display"])
         return job
 
-    async def list_jobs(self, include_disabled: bool = True) -> list[dict[str, Any]]:
-        """Every job (only enabled ones unless ``include_disabled``)."""
+    async def list_jobs(
+        self, include_disabled: bool = True, authority: Authority | None = None
+    ) -> list[dict[str, Any]]:
+        """Every job ``authority`` may see (only enabled ones unless ``include_disabled``),
+        each with ``orphaned``: its origin session (or the one it runs in) was deleted."""
         found: list[dict[str, Any]] = await self.store.run(self.table.all)
-        return [_public(j) for j in found if include_disabled or j.get("enabled")]
+        orphans: set[str] = await self.store.run(self.table.orphaned)
+        return [
+            {**_public(j), "orphaned": j["id"] in orphans}
+            for j in found
+            if (include_disabled or j.get("enabled")) and _sees(authority, j)
+        ]
 
-    async def get(self, job_id: str) -> dict[str, Any]:
-        """One job; NotFound."""
+    async def get(self, job_id: str, authority: Authority | None = None) -> dict[str, Any]:
+        """One job; NotFound (also for another user's job when ``authority`` is a member's)."""
         job: dict[str, Any] = await self._db(self.table.get, job_id)
+        if not _sees(authority, job):
+            raise RpcError(Codes.NOT_FOUND, f"no cron job '{job_id}'", {"job_id": job_id})
         return _public(job)
+
+    async def show(self, job_id: str) -> dict[str, Any]:
+        """One job with ``orphaned`` (as `list_jobs` gives it)."""
+        job = await self.get(job_id)
+        orphans: set[str] = await self.store.run(self.table.orphaned)
+        return {**job, "orphaned": job_id in orphans}
+
+    async def _check_sessions(self, job: dict[str, Any], before: dict[str, Any] | None) -> None:
+        """Refuse a job that names a session (to run in, or deliver to) that does not exist
+        or that its owner may not use; another user's session reads as one that does not.
+        Only the sessions it names anew are checked (an orphaned job can still be changed)."""
+        authority = job_authority(job)
+        known = set(session_targets(before)) if before is not None else set()
+        for sid in [t for t in session_targets(job) if t not in known]:
+            try:
+                session = await self.store.run(self.store.sessions.get, sid)
+            except SessionNotFound:
+                session = None
+            if session is None or not authority.may_use(session.get("owner_uid")):
+                if session is not None:
+                    log.info("cron job of uid %s named another user's session", authority.uid)
+                raise RpcError(
+                    Codes.INVALID_PARAMS,
+                    f"no session '{sid}' this job may run in or deliver to",
+                    {"session": sid},
+                )
 
     async def _modify(
         self, job_id: str, change: Callable[[dict[str, Any]], tuple[dict[str, Any], float | None]]
@@ -153,33 +221,47 @@ class CronService:
         self.scheduler.wake()
         return _public(job)
 
-    async def update(self, job_id: str, changes: dict[str, Any]) -> dict[str, Any]:
-        """The job with ``changes`` (fields of `jobs.EDITABLE`)."""
-        if isinstance(changes.get("session"), str) and changes["session"].strip():
-            await self._session_exists(changes["session"].strip())
+    async def update(
+        self, job_id: str, changes: dict[str, Any], authority: Authority | None = None
+    ) -> dict[str, Any]:
+        """The job with ``changes`` (fields of `jobs.EDITABLE`), within ``authority``'s limits
+        and the job's own (the sessions it names stay its owner's)."""
+        current = await self.get(job_id, authority)
+        changes = dict(changes)
+        if "workdir" in changes and authority is not None:
+            changes["workdir"] = self._checked(authority.workdir, changes["workdir"])
         now = self.now()
+        preview, _ = self._checked(jobs.update, current, changes, now)
+        await self._check_sessions(preview, current)
         return await self._modify(job_id, lambda job: jobs.update(job, changes, now))
 
-    async def pause(self, job_id: str, reason: str | None = None) -> dict[str, Any]:
+    async def pause(
+        self, job_id: str, reason: str | None = None, authority: Authority | None = None
+    ) -> dict[str, Any]:
         """Stop the job from firing until resumed."""
+        await self.get(job_id, authority)
         now = self.now()
         return await self._modify(job_id, lambda job: (jobs.pause(job, now, reason), None))
 
-    async def resume(self, job_id: str) -> dict[str, Any]:
+    async def resume(self, job_id: str, authority: Authority | None = None) -> dict[str, Any]:
         """Schedule a paused job again from its next time after now."""
+        await self.get(job_id, authority)
         now = self.now()
         return await self._modify(job_id, lambda job: jobs.resume(job, now))
 
-    async def remove(self, job_id: str) -> bool:
+    async def remove(self, job_id: str, authority: Authority | None = None) -> bool:
+        await self.get(job_id, authority)
         removed: bool = await self.store.run(self.table.delete, job_id)
         if not removed:
             raise RpcError(Codes.NOT_FOUND, f"no cron job '{job_id}'", {"job_id": job_id})
         self._count -= 1
         return True
 
-    async def run_now(self, job_id: str) -> tuple[dict[str, Any], bool]:
+    async def run_now(
+        self, job_id: str, authority: Authority | None = None
+    ) -> tuple[dict[str, Any], bool]:
         """Start the job at once; (job, whether a run started)."""
-        await self.get(job_id)
+        await self.get(job_id, authority)
         try:
             job = await self.scheduler.run_now(job_id)
         except JobNotFound as exc:
@@ -308,6 +390,8 @@ class CronService:
     def _checked(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return fn(*args, **kwargs)
+        except AuthorityError as exc:
+            raise RpcError(Codes.PERMISSION_DENIED, str(exc)) from None
         except (jobs.JobError, ScheduleError) as exc:
             raise RpcError(Codes.INVALID_PARAMS, str(exc)) from None
 
@@ -317,21 +401,13 @@ class CronService:
         except JobNotFound as exc:
             raise RpcError(Codes.NOT_FOUND, str(exc), {"job_id": exc.job_id}) from None
 
-    async def _session_exists(self, sid: str) -> None:
-        try:
-            await self.store.run(self.store.get_session, sid)
-        except SessionNotFound:
-            raise RpcError(
-                Codes.INVALID_PARAMS, f"no session '{sid}' to run the job in", {"session": sid}
-            ) from None
-
     # --- methods -----------------------------------------------------------------------------
 
     async def rpc_list(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         return {"jobs": await self.list_jobs(p.get("include_disabled", True) is not False)}
 
     async def rpc_get(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        return {"job": await self.get(p["job_id"]), "runs": await self.runs(p["job_id"], 5)}
+        return {"job": await self.show(p["job_id"]), "runs": await self.runs(p["job_id"], 5)}
 
     async def rpc_create(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         return await self.create(dict(p))
@@ -357,19 +433,21 @@ class CronService:
     async def rpc_runs(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         return {"runs": await self.runs(p["job_id"], max(1, min(int(p.get("limit") or 20), 500)))}
 
-    async def rpc_clock(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        if not isinstance(self.clock, ManualClock):
-            raise RpcError(
-                Codes.PERMISSION_DENIED,
-                f"cron.clock is a test hook: it works only when {TEST_CLOCK_ENV} is set",
-            )
-        self.clock.advance(float(p.get("advance") or 0))
+    async def move_clock(self, seconds: float, wait: bool) -> dict[str, Any]:
+        """Move the test clock and tick; with ``wait``, return once the started runs ended."""
+        assert isinstance(self.clock, ManualClock)  # the channel exists only with one
+        self.clock.advance(seconds)
         started = await self.scheduler.tick()
-        if p.get("wait"):
+        if wait:
             tasks = [self.scheduler.running[j] for j in started if j in self.scheduler.running]
             if tasks:
                 await asyncio.wait(tasks)
         return {"now": self.clock.now(), "started": started}
+
+
+def _sees(authority: Authority | None, job: dict[str, Any]) -> bool:
+    """Whether ``authority`` (None: the owner) may see and change ``job``."""
+    return authority is None or authority.is_owner or job_authority(job).uid == authority.uid
 
 
 def _public(job: dict[str, Any]) -> dict[str, Any]:

@@ -3,8 +3,10 @@
 Both register through the same calls plugins use (`ToolRegistry.register` in toolset
 ``cronjob``, `CommandRegistry.register`) and act through `CronService`'s API. A job the model
 creates remembers the session it was made in as its origin (``deliver: origin`` sends the
-answer back there). Runs never see this tool: the ``cronjob`` toolset is off inside them, so a
-run cannot schedule more runs.
+answer back there) and has that session's authority and no more (`hermesd.cron.authority`):
+its workdir inside the session's workspace, its sessions its owner's, its run that owner's.
+Runs never see this tool: the ``cronjob`` toolset is off inside them, so a run cannot schedule
+more runs.
 """
 
 from __future__ import annotations
@@ -82,7 +84,8 @@ SCHEMA: dict[str, Any] = {
             },
             "workdir": {
                 "type": "string",
-                "description": "absolute directory the run's tools work in (optional)",
+                "description": "absolute directory the run's tools work in, inside this "
+                "session's workspace (optional; default: the workspace)",
             },
         },
         "required": ["action"],
@@ -117,6 +120,8 @@ def _brief(job: dict[str, Any]) -> dict[str, Any]:
             "last_status",
             "last_error",
             "deliver",
+            "workdir",
+            "orphaned",
         )
     }
 
@@ -124,34 +129,42 @@ def _brief(job: dict[str, Any]) -> dict[str, Any]:
 async def run_action(
     cron: CronService, args: dict[str, Any], session_id: str | None
 ) -> dict[str, Any]:
-    """Do one ``cronjob`` action; the result the model reads."""
+    """Do one ``cronjob`` action with the authority of session ``session_id`` (its owner, its
+    workspace: `hermesd.cron.authority`); the result the model reads."""
     action = str(args.get("action") or "").strip().lower()
     if action not in ACTIONS:
         return {"success": False, "error": f"action must be one of {', '.join(ACTIONS)}"}
+    if not session_id:
+        return {
+            "success": False,
+            "error": "the cronjob tool acts for a session and none was given; outside a "
+            "session use hermesctl cron (the cron.* methods)",
+        }
     try:
+        who = await cron.authority_of(session_id)
         if action == "list":
-            found = await cron.list_jobs()
+            found = await cron.list_jobs(authority=who)
             return {"success": True, "count": len(found), "jobs": [_brief(j) for j in found]}
         if action == "create":
             fields = {k: args[k] for k in _FIELDS if args.get(k) is not None}
-            if session_id:
-                fields["origin"] = {"platform": "hermesd", "session_id": session_id}
-            job = await cron.create(fields)
+            fields["origin"] = {"platform": "hermesd", "session_id": session_id}
+            job = await cron.create(fields, who)
             return {"success": True, "job": _brief(job), "message": f"Scheduled '{job['name']}'."}
         job_id = str(args.get("job_id") or "").strip()
         if not job_id:
             return {"success": False, "error": f"action={action} needs job_id: list jobs first"}
         if action == "update":
             changes = {k: args[k] for k in _FIELDS if k in args}
-            return {"success": True, "job": _brief(await cron.update(job_id, changes))}
+            return {"success": True, "job": _brief(await cron.update(job_id, changes, who))}
         if action == "pause":
-            return {"success": True, "job": _brief(await cron.pause(job_id, args.get("reason")))}
+            job = await cron.pause(job_id, args.get("reason"), who)
+            return {"success": True, "job": _brief(job)}
         if action == "resume":
-            return {"success": True, "job": _brief(await cron.resume(job_id))}
+            return {"success": True, "job": _brief(await cron.resume(job_id, who))}
         if action == "remove":
-            await cron.remove(job_id)
+            await cron.remove(job_id, who)
             return {"success": True, "removed": job_id}
-        job, started = await cron.run_now(job_id)
+        job, started = await cron.run_now(job_id, who)
         return {"success": True, "started": started, "job": _brief(job)}
     except RpcError as exc:
         return {"success": False, "error": exc.message}
@@ -183,9 +196,10 @@ USAGE = (
 
 def _line(job: dict[str, Any]) -> str:
     status = job.get("last_status") or "never ran"
+    orphaned = "  (orphaned: its session was deleted)" if job.get("orphaned") else ""
     return (
         f"{job['id']}  {job['state']:<9}  {job['schedule_display']:<18}  "
-        f"next {job.get('next_run_at') or '-'}  last {status}  {job['name']}"
+        f"next {job.get('next_run_at') or '-'}  last {status}  {job['name']}{orphaned}"
     )
 
 
@@ -227,4 +241,5 @@ def register_cron_command(commands: CommandRegistry, cron: CronService) -> None:
         slash,
         description="List and manage scheduled jobs",
         args_hint="[list|add|show|pause|resume|remove|run]",
+        access="owner",  # as every cron.* method: the jobs are the owner's
     )

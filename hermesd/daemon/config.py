@@ -98,7 +98,7 @@ SCHEMA: dict[str, Any] = {
             (int,), None, "tokens of the model's window (default: the endpoint's, a table, 128K)"
         ),
     },
-    # context engines and compaction (hermesd.agent.context, docs/sessions.md)
+    # context engines and compaction (hermesd.context.host, docs/sessions.md)
     "context": {
         "engine": _S((str,), "compressor", "context engine: compressor (built-in) or a plugin's"),
         "timeout": _S(_num, 120.0, "seconds one compaction may take"),
@@ -127,6 +127,7 @@ SCHEMA: dict[str, Any] = {
         "enabled": _S(_strlist, None, "only these plugin keys load (default: all discovered)"),
         "disabled": _S(_strlist, [], "these plugin keys never load"),
         "load_timeout": _S(_num, 10.0, "seconds one plugin's register() may take"),
+        "llm_timeout": _S(_num, 120.0, "seconds a plugin's ctx.llm or call_llm completion waits"),
         "entries": _S((dict,), None, "per plugin key: {mcp_allowlist: [server or server:tool]}"),
     },
     "tools": {
@@ -156,10 +157,21 @@ SCHEMA: dict[str, Any] = {
         ),
         "mechanism": _S((str,), "auto", "auto, bwrap or landlock", ("auto", "bwrap", "landlock")),
         "writable": _S(_strlist, [], "more directories a tool may write (workspace-write)"),
-        "readable_deny": _S(_strlist, [], "paths a tool may not read"),
+        "readable_deny": _S(
+            _strlist, [], "paths a tool may not read, besides the credential stores (~/.ssh …)"
+        ),
+        "readable_allow": _S(
+            _strlist, [], "credential stores (~/.aws …) tools may read after all (a risk)"
+        ),
         "bwrap": _S((str,), "bwrap", "the bubblewrap command"),
         "network": _S(
-            (bool,), True, "false: a tool's command gets no network (TCP under Landlock)"
+            (bool, str),
+            "on",
+            "on, allowlist (only through the egress proxy) or off (true/false: on/off)",
+            (True, False, "on", "off", "allowlist"),
+        ),
+        "allowed_domains": _S(
+            _strlist, [], "hosts reachable under network: allowlist, e.g. '*.github.com'"
         ),
         "unix_sockets": _S(_strlist, [], "Unix sockets a tool may connect to (risky: docs)"),
         "limits": {  # per call; 0 = no limit (hermesd.sandbox.limits)
@@ -367,6 +379,12 @@ def _pricing_problem(value: Any) -> str | None:
     return price_problem(value)
 
 
+def _allowed_domains_problem(value: Any) -> str | None:
+    from hermesd.sandbox.allowlist import entries_problem
+
+    return entries_problem(value)
+
+
 # Checks of a value beyond its type, by dotted key: a sentence saying what is wrong, or None.
 _CHECKS: dict[str, Any] = {
     "model.base_url": url_problem,
@@ -377,6 +395,7 @@ _CHECKS: dict[str, Any] = {
     "budget.daily_usd": _positive,
     "budget.monthly_usd": _positive,
     "pricing": _pricing_problem,
+    "sandbox.allowed_domains": _allowed_domains_problem,
 }
 
 

@@ -26,6 +26,7 @@ from hermesd.model.client import ModelNotConfigured, ModelSettings
 from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import PROTOCOL_VERSION
 from hermesd.rpc.service import RpcService
+from hermesd.sandbox.policy import network_mode
 
 if TYPE_CHECKING:
     from hermesd.daemon.config import SettingsFiles
@@ -182,11 +183,12 @@ async def bwrap_runnable() -> tuple[bool, str]:
     return True, f"{path} runs"
 
 
-async def check_sandbox() -> Row:
+async def check_sandbox(config: Any) -> Row:
     ok_bwrap, bwrap = await bwrap_runnable()
     abi, landlock = await asyncio.to_thread(landlock_abi)
     status = "ok" if ok_bwrap or abi else "warn"
-    return row("sandbox", status, f"{bwrap}; {landlock}")
+    network = network_mode(config.get("sandbox.network"))  # issue 29
+    return row("sandbox", status, f"{bwrap}; {landlock}; network: {network}")
 
 
 def check_systemd(daemon: Daemon) -> Row:
@@ -236,7 +238,7 @@ class DoctorService(RpcService):
     async def rpc_doctor(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         await self.host.gate.wait()  # plugins loading: their state is not known yet
         model = asyncio.ensure_future(check_model(self.daemon.config))
-        sandbox = asyncio.ensure_future(check_sandbox())
+        sandbox = asyncio.ensure_future(check_sandbox(self.daemon.config))
         rows = [check_socket(self.daemon), await asyncio.to_thread(check_config, self.files)]
         rows += await model
         rows += check_plugins(self.host)

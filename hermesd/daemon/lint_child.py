@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from hermesd.daemon.services import build_plugin_host
-from hermesd.plugins.tool_schema import Finding, lint_tools
+from hermesd.tools.schema import Finding, lint_tools
 
 
 def findings_for_loaded_plugins(home: Path) -> list[Finding]:

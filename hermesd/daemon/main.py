@@ -26,7 +26,7 @@ from hermesd.rpc.connection import Call, Limits, Router
 from hermesd.rpc.protocol import PROTOCOL_MAJOR, PROTOCOL_VERSION, Codes, RpcError
 from hermesd.rpc.server import EX_UNAVAILABLE, Gatekeeper, SocketInUse, SocketServer, resolve_group
 from hermesd.sandbox.process import harden_daemon
-from hermesd.store.sessions import StorageUnavailable
+from hermesd.store.dbfile import StorageUnavailable
 
 log = logging.getLogger(__name__)
 

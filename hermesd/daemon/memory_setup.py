@@ -25,10 +25,10 @@ from hermesd.daemon.config import SettingsFiles
 from hermesd.daemon.config_edit import EditError, check_env_value, edited_config_text
 from hermesd.memory.provider_calls import CALL_TIMEOUT
 from hermesd.memory.providers import MemoryProviders
-from hermesd.plugins.workers import WorkTimeout, call_bounded
 from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.rpc.service import RpcService
+from hermesd.runtime.workers import WorkTimeout, call_bounded
 
 if TYPE_CHECKING:
     from hermesd.daemon.reloads import ReloadService

@@ -20,7 +20,7 @@ from hermesd.rpc.service import RpcService
 
 if TYPE_CHECKING:
     from hermesd.daemon.main import Daemon
-    from hermesd.plugins.admin import PluginAdminService
+    from hermesd.plugins.admin_service import PluginAdminService
 
 log = logging.getLogger(__name__)
 

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 from hermesd import redact
 from hermesd.agent.budget import UsageMeter
-from hermesd.agent.context import ContextHost, ContextSettings
 from hermesd.agent.loop import AgentLoop, AgentSettings
-from hermesd.agent.sessions import SessionService
+from hermesd.agent.session_service import SessionService
 from hermesd.agent.usage_service import UsageService
 from hermesd.approvals.broker import ApprovalBroker
 from hermesd.approvals.service import ApprovalService
 from hermesd.commands.registry import CommandRegistry
 from hermesd.commands.service import CommandService, hermesctl_subcommands
+from hermesd.context.host import ContextHost, ContextSettings
 from hermesd.cron.service import CronService
 from hermesd.cron.tool import register_cron_command, register_cron_tool
 from hermesd.cron.wake import Activity, ScaleToZero
@@ -46,18 +46,17 @@ from hermesd.memory.providers import MemoryProviders
 from hermesd.memory.service import MemoryService
 from hermesd.memory.tool import register_memory_tool
 from hermesd.model.client import ModelClient, ModelSettings
-from hermesd.plugins.admin import PluginAdminService
-from hermesd.plugins.context import Injector, McpCaller
+from hermesd.plugins.admin_service import PluginAdminService
 from hermesd.plugins.context_engines import EngineRegistrations
-from hermesd.plugins.hooks import DEFAULT_HOOK_TIMEOUT, HookBus
 from hermesd.plugins.host import DEFAULT_LOAD_TIMEOUT, PluginHost, PluginManager, ReloadGate
 from hermesd.plugins.memory_providers import ProviderRegistrations
+from hermesd.plugins.registrar import Injector, McpCaller
 from hermesd.plugins.service import PluginService
-from hermesd.plugins.skills import SkillCatalog
-from hermesd.plugins.workers import WorkerPool
+from hermesd.runtime.hooks import DEFAULT_HOOK_TIMEOUT, HookBus
+from hermesd.runtime.workers import WorkerPool
 from hermesd.sandbox.confine import Sandbox
 from hermesd.sandbox.service import SandboxService
-from hermesd.store.sessions import SessionStore
+from hermesd.store.facade import SessionStore
 from hermesd.tools.builtin_files import register_builtin_file_tools
 from hermesd.tools.builtin_skills import register_skill_tools
 from hermesd.tools.registry import (
@@ -67,6 +66,7 @@ from hermesd.tools.registry import (
     ToolRegistry,
 )
 from hermesd.tools.results import Redactor
+from hermesd.tools.skill_catalog import SkillCatalog
 
 if TYPE_CHECKING:
     from hermesd.daemon.main import Daemon
@@ -234,10 +234,50 @@ def _provider_cli(
     commands.register_cli(name, help_text, setup, handler, description, owner=owner)
 
 
+@dataclass
+class _Core:
+    """What every area is built on: the home's files, the store, the registries, the broker."""
+
+    home: Path
+    cfg: Any
+    files: SettingsFiles
+    dotenv: dict[str, str]
+    store: SessionStore
+    attached: dict[str, set[Connection]]  # who is attached to which session
+    parts: _Registries
+    broker: ApprovalBroker
+    sandbox: Sandbox
+
+
+@dataclass
+class _Memory:
+    builtin: BuiltinMemory
+    registrations: ProviderRegistrations
+    providers: MemoryProviders
+    gate: ReloadGate
+
+
+@dataclass
+class _Turns:
+    meter: UsageMeter
+    engines: EngineRegistrations
+    context: ContextHost
+    agent: AgentLoop
+    sessions: SessionService
+
+
 def build_services(daemon: Daemon) -> None:
     """Build every service for ``daemon`` and append the RPC-facing ones to its list."""
-    cfg = daemon.config
-    home = daemon.home
+    core = _core(daemon)
+    memory = _memory(core)
+    turns = _turns(core, memory)
+    host, admin, mcp, cron = _plugins(core, memory, turns)
+    _append_services(daemon, core, memory, turns, host, admin, mcp, cron)
+
+
+def _core(daemon: Daemon) -> _Core:
+    """The store, the hook bus, the approval broker, the registries and the tool sandbox."""
+    cfg, home = daemon.config, daemon.home
     files = SettingsFiles(home)
     dotenv = files.dotenv()
     store = SessionStore.in_home(home)
@@ -258,7 +298,8 @@ def build_services(daemon: Daemon) -> None:
         approver=broker.approve,
         redactor=redact.redact,
     )
-    sandbox = Sandbox.for_home(home, cfg, daemon.socket_path, dotenv)  # issue 18
+    # issue 18; issue 29: hosts off sandbox.allowed_domains are asked about like a tool call
+    sandbox = Sandbox.for_home(home, cfg, daemon.socket_path, dotenv, approve=broker.approve)
     register_builtin_file_tools(
         parts.tools,
         home=home,
@@ -267,118 +308,153 @@ def build_services(daemon: Daemon) -> None:
         transform_output=functools.partial(hooks.transform, "transform_terminal_output"),
         sandbox=sandbox,
     )
+    return _Core(home, cfg, files, dotenv, store, attached, parts, broker, sandbox)
+
+
+def _memory(core: _Core) -> _Memory:
+    """The built-in memory (its tool and /memory) and the external provider memory.provider
+    selects (docs/memory.md)."""
+    parts = core.parts
     memory = BuiltinMemory(
-        home,
-        store,
-        cfg,
-        attached=attached,
-        may_answer=broker.may_answer_uid,
+        core.home,
+        core.store,
+        core.cfg,
+        attached=core.attached,
+        may_answer=core.broker.may_answer_uid,
         redact_text=redact.redact,
     )
     register_memory_tool(parts.tools, memory)
     memory.slash.register(parts.commands)
-    # the external memory provider memory.provider selects (docs/memory.md)
     registrations = ProviderRegistrations()
     providers = MemoryProviders(
-        home,
-        cfg,
-        pool,
+        core.home,
+        core.cfg,
+        parts.pool,
         os.environ,
         registrations,
         core_tool_names=lambda: [e.name for e in parts.tools.entries()],
-        store=store,
+        store=core.store,
     )
     memory.write_listeners.append(providers.memory_written)
     gate = ReloadGate()
     providers.ready = gate.wait  # a plugin's ctx.register_memory_provider comes first
+    return _Memory(memory, registrations, providers, gate)
+
+
+def _turns(core: _Core, memory: _Memory) -> _Turns:
+    """The model client, usage meter, context engines, agent loop and session service."""
+    cfg, store = core.cfg, core.store
     meter = UsageMeter(store)  # usage rows, prices, budget.* (docs/sessions.md)
     meter.reload(cfg)
     client = ModelClient(ModelSettings.from_config(cfg))
     # the sessions' context engines (context.engine; docs/sessions.md "The view model")
-    engine_slot = EngineRegistrations()
+    engines = EngineRegistrations()
     context = ContextHost(
         store,
         client,
         ContextSettings.from_config(cfg),
-        home=home,
+        home=core.home,
         env=dict(os.environ),
-        registrations=engine_slot,
-        providers=providers,
+        registrations=engines,
+        providers=memory.providers,
     )
     agent = AgentLoop(
         store,
-        parts.tools,
-        hooks,
+        core.parts.tools,
+        core.parts.hooks,
         client,
-        AgentSettings.from_config(cfg, skills_index=parts.skills.index_text()),
-        reloads=gate,
-        memory=memory,
-        providers=providers,
+        AgentSettings.from_config(cfg, skills_index=core.parts.skills.index_text()),
+        reloads=memory.gate,
+        memory=memory.builtin,
+        providers=memory.providers,
         meter=meter,
         context=context,
     )
     sessions = SessionService(
         store,
         agent,
-        hooks,
-        attached=attached,
-        on_attach=broker.on_attach,
-        on_forget=functools.partial(_forget_session, broker, providers, context),
-        on_switch=functools.partial(_session_switched, providers, context),
+        core.parts.hooks,
+        attached=core.attached,
+        on_attach=core.broker.on_attach,
+        on_forget=functools.partial(_forget_session, core.broker, memory.providers, context),
+        on_switch=functools.partial(_session_switched, memory.providers, context),
         redact_event=redact.redact_event,
     )
     meter.broadcast = sessions.broadcast  # the day's and month's budget warnings
     context.emit = sessions.emit
+    return _Turns(meter, engines, context, agent, sessions)
+
+
+def _plugins(
+    core: _Core, memory: _Memory, turns: _Turns
+) -> tuple[PluginHost, PluginAdminService, McpService, CronService]:
+    """The MCP pool, the plugin host (with ctx.llm and inject_message), cron and /reload-mcp."""
+    parts, providers = core.parts, memory.providers
     # MCP servers: one pool for the daemon, its tools in the same registry (docs/mcp.md)
     mcp_pool = McpPool(
         parts.tools,
-        values=functools.partial(_mcp_values, home),
-        start=str(cfg.get("mcp.start")),
-        sandbox=sandbox,  # stdio servers run in the tool sandbox
-        home=home,
+        values=functools.partial(_mcp_values, core.home),
+        start=str(core.cfg.get("mcp.start")),
+        sandbox=core.sandbox,  # stdio servers run in the tool sandbox
+        home=core.home,
     )
     manager = _manager(
-        home,
-        cfg,
+        core.home,
+        core.cfg,
         os.environ,
-        dotenv,
+        core.dotenv,
         parts,
-        injector=sessions.inject,
-        completer=agent.complete_blocking,
+        injector=turns.sessions.inject,
+        completer=turns.agent.complete_blocking,
         mcp_caller=mcp_pool.plugin_call,
     )
-    manager.services.memory_providers = registrations
-    manager.services.context_engines = engine_slot
+    manager.services.memory_providers = memory.registrations
+    manager.services.context_engines = turns.engines
     manager.provider_status = providers.status
-    host = PluginHost(pool, hooks, parts.tools, parts.commands, parts.skills, manager, gate)
-    admin = PluginAdminService(host, files)
-    approvals = ApprovalService(broker)
+    host = PluginHost(
+        parts.pool, parts.hooks, parts.tools, parts.commands, parts.skills, manager, memory.gate
+    )
+    admin = PluginAdminService(host, core.files)
     host.commands.reserve_cli_names(hermesctl_subcommands())
     providers.cli.sink = functools.partial(_provider_cli, host.commands)
     providers.cli.drop = host.commands.unregister_owner
-    daemon.services.append(SandboxService(sandbox, files.dotenv))
     # scheduled turns: after the sessions (runs are their turns), before plugins load (their
     # cron.jobs calls need it, even in register()); the tool and /cron register like any
     # plugin's
-    cron = CronService(sessions, broker, parts.skills, cfg, home)
+    cron = CronService(turns.sessions, core.broker, parts.skills, core.cfg, core.home)
     register_cron_tool(parts.tools, cron)
     register_cron_command(parts.commands, cron)
-    mcp = McpService(mcp_pool, cfg, files.load)
+    mcp = McpService(mcp_pool, core.cfg, core.files.load)
     host.commands.register(
         "reload-mcp",
         mcp.reload_command,
         description="Reload MCP servers from config.yaml",
         aliases=("reload_mcp",),
     )
+    return host, admin, mcp, cron
+
+
+def _append_services(
+    daemon: Daemon,
+    core: _Core,
+    memory: _Memory,
+    turns: _Turns,
+    host: PluginHost,
+    admin: PluginAdminService,
+    mcp: McpService,
+    cron: CronService,
+) -> None:
+    """The RPC-facing services, in start-up order (stop runs in reverse)."""
+    cfg, files, sessions = core.cfg, core.files, turns.sessions
+    approvals = ApprovalService(core.broker)
+    daemon.services.append(SandboxService(core.sandbox, files.dotenv))
     daemon.services.append(mcp)
-    daemon.services.append(
-        PluginService(host, cfg.get("tools.enabled_toolsets"), session_access=sessions.check_access)
-    )
+    daemon.services.append(PluginService(host, cfg.get("tools.enabled_toolsets")))
     daemon.services.append(sessions)
-    usage = UsageService(meter, sessions)
+    usage = UsageService(turns.meter, sessions)
     daemon.services.append(usage)
     daemon.services.append(admin)
-    daemon.services.append(MemoryService(memory, providers))
+    daemon.services.append(MemoryService(memory.builtin, memory.providers))
     daemon.services.append(
         CommandService(
             host,
@@ -394,8 +470,8 @@ def build_services(daemon: Daemon) -> None:
     )
     # Day-two operations: config.*, reload, logs, doctor (hermesd.daemon's own modules).
     reloads = ReloadService(daemon, admin)
-    daemon.services.append(MemorySetupService(providers, files, reloads))
-    memory.slash.set_approval = functools.partial(_set_write_approval, files, reloads)
+    daemon.services.append(MemorySetupService(memory.providers, files, reloads))
+    memory.builtin.slash.set_approval = functools.partial(_set_write_approval, files, reloads)
     daemon.services.append(reloads)
     daemon.services.append(ConfigService(daemon, files, reloads))
     daemon.services.append(LogService())
@@ -406,23 +482,28 @@ def build_services(daemon: Daemon) -> None:
     # plugins' tools registered) and stops first (its runs are recorded as stopped).
     daemon.services.append(cron)
     if cfg.get("cron.scale_to_zero"):  # docs/cron.md, "Scale to zero"
-        daemon.services.append(
-            ScaleToZero(
-                activity=lambda: Activity(
-                    daemon.server.activated,
-                    len(daemon.server.connections),
-                    len(sessions.turns),
-                    len(cron.scheduler.running),
-                    len(broker.pending),
-                ),
-                next_due=cron.next_due,
-                now=cron.clock.now,
-                stop=daemon.request_stop,
-                socket_path=lambda: daemon.server.path,
-                idle_exit=float(cfg.get("cron.idle_exit")),
-                scope=str(cfg.get("cron.systemd_scope")),
-            )
-        )
+        daemon.services.append(_scale_to_zero(daemon, core, sessions, cron))
+
+
+def _scale_to_zero(
+    daemon: Daemon, core: _Core, sessions: SessionService, cron: CronService
+) -> ScaleToZero:
+    """The idle exit of a socket-activated daemon (cron.scale_to_zero)."""
+    return ScaleToZero(
+        activity=lambda: Activity(
+            daemon.server.activated,
+            len(daemon.server.connections),
+            len(sessions.turns),
+            len(cron.scheduler.running),
+            len(core.broker.pending),
+        ),
+        next_due=cron.next_due,
+        now=cron.clock.now,
+        stop=daemon.request_stop,
+        socket_path=lambda: daemon.server.path,
+        idle_exit=float(core.cfg.get("cron.idle_exit")),
+        scope=str(core.cfg.get("cron.systemd_scope")),
+    )
 
 
 async def _mcp_values(home: Path) -> dict[str, str]:

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 from hermesd.mcp import naming, results
 from hermesd.mcp.connection import McpServer, McpUnavailable
 from hermesd.mcp.settings import McpSettingsError, ServerSettings
-from hermesd.plugins.tool_schema import ToolRejected
 from hermesd.sandbox.confine import Sandbox
 from hermesd.tools.consent import Consent
 from hermesd.tools.registry import ToolRegistry
+from hermesd.tools.schema import ToolRejected
 from hermesd.tools.workspace import resolve_workspace
 
 if TYPE_CHECKING:
@@ -296,13 +296,13 @@ class McpPool:
         except Exception as exc:
             log.debug("MCP %s/%s failed", server_name, tool, exc_info=True)
             return results.error_json(f"MCP tool '{tool}' failed: {_text(exc)}")
-        return results.tool_result(result)
+        return results.tool_result(result, f"mcp:{server_name}/{tool}")
 
     async def _utility(self, server_name: str, what: str, args: dict[str, Any]) -> str:
         server = self.servers.get(server_name)
         if server is None:
             return results.error_json(f"MCP server '{server_name}' is no longer configured")
-        ops: dict[str, tuple[Callable[[Any], Awaitable[Any]], Callable[[Any], str]]] = {
+        ops: dict[str, tuple[Callable[[Any], Awaitable[Any]], Callable[[Any, str], str]]] = {
             "list_resources": (lambda s: s.list_resources(), results.resources_result),
             "read_resource": (lambda s: s.read_resource(str(args["uri"])), results.read_result),
             "list_prompts": (lambda s: s.list_prompts(), results.prompts_result),
@@ -321,7 +321,7 @@ class McpPool:
             return results.error_json(str(exc))
         except Exception as exc:
             return results.error_json(f"MCP {what} failed: {_text(exc)}")
-        return shape(value)
+        return shape(value, f"mcp:{server_name}/{what}")
 
     def plugin_call(
         self,

@@ -6,6 +6,11 @@ when there is no text. Image, audio and resource blocks are described in a line 
 model cannot see bytes). A server-side error is ``{"error": text}`` with credentials removed.
 Invisible Unicode tag characters (U+E0000–U+E007F, a known way to hide instructions from a
 person reading the result) are removed from everything. Pure functions over the SDK's types.
+
+What a server wrote reaches the model as untrusted data: a result (a tool's, a resource's, a
+prompt's, a listing) is the JSON above inside `hermesd.untrusted.mark`'s provenance marker
+naming ``mcp:<server>/<tool>``; a server's error stays ``{"error": …}`` (so it still counts as
+a tool error) with the marked text as its value. Errors hermesd writes itself are not marked.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import json
 import re
 from typing import Any
 
-from hermesd import redact
+from hermesd import redact, untrusted
 
 _TAGS = re.compile("[\U000e0000-\U000e007f]")
 # Keys a server may not set in `_meta`: the protocol's own namespaces.
@@ -65,12 +70,19 @@ def describe_block(block: Any) -> str:
     return f"[{kind or type(block).__name__} content not shown]"
 
 
-def tool_result(result: Any) -> str:
-    """A ``CallToolResult`` as the tool's result string."""
+def marked(payload: Any, source: str) -> str:
+    """``payload`` as JSON (tags removed) inside the untrusted-data marker of ``source``."""
+    text = json.dumps(strip_tags(payload), ensure_ascii=False, default=str)
+    return untrusted.mark(text, source)
+
+
+def tool_result(result: Any, source: str) -> str:
+    """A ``CallToolResult`` of ``source`` (``mcp:server/tool``) as the tool's result string."""
     blocks = list(getattr(result, "content", None) or [])
     if getattr(result, "is_error", False):
         text = "".join(describe_block(b) for b in blocks if getattr(b, "type", "") != "image")
-        return error_json(text or "MCP tool returned an error")
+        cleaned = error_text(text or "MCP tool returned an error")
+        return json.dumps({"error": untrusted.mark(cleaned, source)}, ensure_ascii=False)
     text = "\n".join(part for part in (describe_block(b) for b in blocks) if part)
     structured = getattr(result, "structured_content", None)
     payload: dict[str, Any]
@@ -83,7 +95,7 @@ def tool_result(result: Any) -> str:
     meta = _vendor_meta(getattr(result, "meta", None))
     if meta:
         payload["_meta"] = meta
-    return json.dumps(strip_tags(payload), ensure_ascii=False, default=str)
+    return marked(payload, source)
 
 
 def _vendor_meta(meta: Any) -> dict[str, Any]:
@@ -92,7 +104,7 @@ def _vendor_meta(meta: Any) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if not _RESERVED_META.match(str(k))}
 
 
-def resources_result(listing: Any) -> str:
+def resources_result(listing: Any, source: str) -> str:
     """``resources/list`` as ``{"resources": [...]}``."""
     items = [
         {
@@ -107,10 +119,10 @@ def resources_result(listing: Any) -> str:
         }
         for r in getattr(listing, "resources", None) or []
     ]
-    return json.dumps(strip_tags({"resources": items}), ensure_ascii=False)
+    return marked({"resources": items}, source)
 
 
-def read_result(result: Any) -> str:
+def read_result(result: Any, source: str) -> str:
     """``resources/read`` as ``{"result": text}``."""
     parts = []
     for item in getattr(result, "contents", None) or []:
@@ -121,10 +133,10 @@ def read_result(result: Any) -> str:
             blob = str(getattr(item, "blob", "") or "")
             mime = getattr(item, "mime_type", None) or "application/octet-stream"
             parts.append(f"[binary resource {item.uri}: {mime}, {len(blob) * 3 // 4} bytes]")
-    return json.dumps(strip_tags({"result": "\n".join(parts)}), ensure_ascii=False)
+    return marked({"result": "\n".join(parts)}, source)
 
 
-def prompts_result(listing: Any) -> str:
+def prompts_result(listing: Any, source: str) -> str:
     """``prompts/list`` as ``{"prompts": [...]}``."""
     items = []
     for p in getattr(listing, "prompts", None) or []:
@@ -137,10 +149,10 @@ def prompts_result(listing: Any) -> str:
                 for a in p.arguments
             ]
         items.append(entry)
-    return json.dumps(strip_tags({"prompts": items}), ensure_ascii=False)
+    return marked({"prompts": items}, source)
 
 
-def prompt_result(result: Any) -> str:
+def prompt_result(result: Any, source: str) -> str:
     """``prompts/get`` as ``{"messages": [{role, content}], "description"?}``."""
     messages = [
         {"role": m.role, "content": describe_block(m.content)}
@@ -149,4 +161,4 @@ def prompt_result(result: Any) -> str:
     payload: dict[str, Any] = {"messages": messages}
     if getattr(result, "description", None):
         payload["description"] = result.description
-    return json.dumps(strip_tags(payload), ensure_ascii=False)
+    return marked(payload, source)

@@ -23,14 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hermesd.caller import current_caller
 from hermesd.memory import edits, snapshot, threats
 from hermesd.memory.commands import SlashMemory
 from hermesd.memory.files import TARGETS, Limits, MemoryFiles
 from hermesd.memory.pending import STAGED_MESSAGE, PendingWrites
 from hermesd.memory.tool import UNAVAILABLE, read_call, tool_error
 from hermesd.rpc import wire
-from hermesd.rpc.connection import Connection, current_connection
-from hermesd.store.sessions import SessionStore
+from hermesd.rpc.connection import Connection, connection_of
+from hermesd.store.facade import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -154,10 +155,10 @@ class BuiltinMemory:
             return ""
         stored = None if fresh else self._snapshots.get(session_id)
         if stored is None and not fresh:
-            stored = await self.store.run(self.store.memory_snapshot, session_id)
+            stored = await self.store.run(self.store.memory.snapshot, session_id)
         if stored is None:
             stored = await asyncio.to_thread(snapshot.take, self.files)
-            await self.store.run(self.store.keep_memory_snapshot, session_id, stored)
+            await self.store.run(self.store.memory.keep_snapshot, session_id, stored)
         self._snapshots[session_id] = stored
         self._snapshots.move_to_end(session_id)
         while len(self._snapshots) > _CACHED_SNAPSHOTS:
@@ -373,7 +374,7 @@ class BuiltinMemory:
             event["pending_id"] = record["id"]
             event["summary"] = self.redact_text(str(record.get("summary") or ""))
         data = wire.pack_notification(EVENT, [event])
-        for conn in _recipients(self.attached.values(), current_connection.get()):
+        for conn in _recipients(self.attached.values(), connection_of(current_caller.get())):
             conn.send_soon(data)
         log.info(
             "memory %s: %s %s (%s%s)",

@@ -2,7 +2,7 @@
 from any client, and the switch that stages them.
 
 Registered as a built-in slash command through `CommandRegistry.register`, the call plugins
-use. Answers as the connection running the command (``rpc.current_connection``), with the
+use. Answers as the caller running the command (a `Caller`, handed in), with the
 approval broker's rule for who may answer; the texts are the reference's. ``approval on|off``
 writes ``memory.write_approval`` to config.yaml through `set_approval` (the daemon's config
 editor, handed in; then a reload), and only the daemon's owner may, as ``config.set``.
@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from hermesd.rpc.connection import current_connection
+from hermesd.caller import Caller
 
 if TYPE_CHECKING:
     from hermesd.commands.registry import CommandRegistry
@@ -51,11 +51,13 @@ class SlashMemory:
             self.run,
             description="Review memory writes waiting for approval",
             args_hint="[pending|approve ID|reject ID|approval on|off]",
+            access="person",  # as memory.approve: a person, never a tool's process
+            takes_caller=True,
         )
 
-    async def run(self, raw_args: str) -> str:
-        conn = current_connection.get()
-        uid = conn.peer.uid if conn is not None else None
+    async def run(self, raw_args: str, caller: Caller) -> str:
+        """``/memory …`` run by ``caller``."""
+        uid = caller.uid
         if not self.service.may_answer(uid):
             return NOT_ALLOWED
         words = raw_args.split()
@@ -67,8 +69,7 @@ class SlashMemory:
         if verb == "pending":
             return format_pending(records)
         if verb in ("approval", "mode"):  # 'mode': the reference's older name
-            owner = conn is not None and conn.is_owner
-            return await self._approval(words[1:], owner)
+            return await self._approval(words[1:], caller.is_owner)
         if verb not in ("approve", "apply", "reject", "deny", "drop"):
             return USAGE
         if len(words) < 2:

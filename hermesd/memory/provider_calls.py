@@ -18,9 +18,9 @@ import logging
 from collections.abc import Callable
 from typing import Any, cast
 
-from hermesd.plugins.context import current_session
 from hermesd.plugins.memory_providers import provider_name
-from hermesd.plugins.workers import WorkerPool, WorkTimeout, call_bounded
+from hermesd.runtime.session import current_session
+from hermesd.runtime.workers import WorkerPool, WorkTimeout, call_bounded
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hermesd.plugins.memory_providers import ProviderFactory, description_of
-from hermesd.plugins.workers import WorkerPool
+from hermesd.runtime.workers import WorkerPool
 
 log = logging.getLogger(__name__)
 

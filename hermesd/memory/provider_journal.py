@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from hermesd.store.sessions import SessionStore
+from hermesd.store.facade import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class DeliveryJournal:
         try:
             text = json.dumps(payload, default=str)
             store = self.store
-            return await store.run(store.journal_delivery, provider, session_id, kind, text)
+            return await store.run(store.memory.journal_delivery, provider, session_id, kind, text)
         except Exception:
             log.exception("could not journal a %s delivery to memory provider '%s'", kind, provider)
             return 0
@@ -47,7 +47,7 @@ class DeliveryJournal:
         if not delivery or self.store is None:
             return
         try:
-            await self.store.run(self.store.delivery_made, delivery)
+            await self.store.run(self.store.memory.delivery_made, delivery)
         except Exception:
             log.exception("could not mark memory provider delivery %d made", delivery)
 
@@ -63,7 +63,7 @@ class DeliveryJournal:
             return
         store = self.store
         try:
-            pending = await store.run(store.pending_deliveries, provider)
+            pending = await store.run(store.memory.pending_deliveries, provider)
         except Exception:
             log.exception("could not read the memory provider journal")
             return
@@ -94,7 +94,7 @@ class DeliveryJournal:
                 await self.made(delivery)
                 continue
             try:  # counted before it is made: a kill during it counts too
-                await store.run(store.delivery_attempted, delivery)
+                await store.run(store.memory.delivery_attempted, delivery)
             except Exception:
                 log.exception("could not count an attempt of memory delivery %d", delivery)
             if not await deliver(row["session_id"], row["kind"], payload, delivery):

@@ -23,7 +23,7 @@ from hermesd.plugins.memory_providers import (
     discover_providers,
     provider_name,
 )
-from hermesd.plugins.workers import WorkerPool
+from hermesd.runtime.workers import WorkerPool
 
 log = logging.getLogger(__name__)
 

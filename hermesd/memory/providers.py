@@ -52,9 +52,10 @@ from hermesd.memory.provider_calls import (
 from hermesd.memory.provider_cli import ProviderCli
 from hermesd.memory.provider_journal import DeliveryJournal
 from hermesd.memory.provider_source import ProviderSource
+from hermesd.memory.provider_writes import mirrored_writes
 from hermesd.plugins.memory_providers import ProviderRegistrations, provider_name
-from hermesd.plugins.workers import WorkerPool
-from hermesd.store.sessions import SessionStore
+from hermesd.runtime.workers import WorkerPool
+from hermesd.store.facade import SessionStore
 
 __all__ = ["ActiveProvider", "MemoryProviders", "memory_context_block"]
 
@@ -66,7 +67,6 @@ PRE_COMPRESS_TIMEOUT = 10.0  # compression waits for it: bounded like a prefetch
 SWITCH_WAIT = 8.0  # the new session's turn waits this long for the switch to be told
 MAX_SESSIONS = 256  # live provider instances; the least recently used one is ended past this
 MAX_LINEAGE = 1024  # forks waiting for their first turn
-MIRRORED_ACTIONS = ("add", "replace", "remove")
 #: the instance that mirrors writes made outside any session (a person's, hermesctl memory)
 NO_SESSION = ""
 
@@ -352,35 +352,12 @@ class MemoryProviders:
         no instance here), the instance that serves writes made outside a session."""
         if not self.selected:
             return
-        payload = write.payload
-        # a batch, or hermesctl memory edit (``set``: the removes and adds the rewrite made)
-        batch = payload.get("action") in ("batch", "set")
-        ops = payload.get("operations") if batch else [payload]
-        target = str(payload.get("target") or "memory")
-        writes = []
-        for op in ops if isinstance(ops, list) else []:
-            if not isinstance(op, dict) or op.get("action") not in MIRRORED_ACTIONS:
-                continue
-            active = self._sessions.get(write.session_id) if write.session_id else None
-            metadata = {  # empty values left out, as the reference's metadata builder does
-                "write_origin": "user" if write.origin == "client" else "assistant_tool",
-                "execution_context": "foreground",
-                "session_id": write.session_id,
-                "parent_session_id": active.parent_session_id if active else "",
-                "platform": active.platform if active else "cli",
-                "tool_name": "memory",
-                "task_id": write.task_id,
-                "tool_call_id": write.tool_call_id,
-                "old_text": str(op.get("old_text") or ""),
-            }
-            writes.append(
-                {
-                    "action": str(op["action"]),
-                    "target": target,
-                    "content": str(op.get("content") or ""),
-                    "metadata": {k: v for k, v in metadata.items() if v},
-                }
-            )
+        active = self._sessions.get(write.session_id) if write.session_id else None
+        writes = mirrored_writes(
+            write,
+            parent_session_id=active.parent_session_id if active else "",
+            platform=active.platform if active else "cli",
+        )
         if writes:
             self._spawn(self._write_deliveries(write, writes))
 

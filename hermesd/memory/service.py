@@ -63,7 +63,9 @@ class MemoryService:
     # --- methods -----------------------------------------------------------------------------
 
     def _check(self, call: Call, what: str) -> int:
-        uid = call.conn.peer.uid
+        # who is an approver is configuration; a tool's process is refused writes at the edge
+        # (memory.write/set/approve/reject are Access.PERSON)
+        uid = call.caller.uid
         if not self.memory.may_answer(uid):
             raise RpcError(
                 Codes.PERMISSION_DENIED,

@@ -11,12 +11,16 @@ The findings are the reference's "strict" set (hermes-agent 0.19 ``tools/threat_
 invisible and bidirectional Unicode characters, then patterns matched case-insensitively on
 the NFKC-folded text (full-width letters fold to ASCII), only the first 64 KiB scanned. Each
 pattern is named by the id the reference reports, so the sentences match it word for word.
+When they find nothing, `hermesd.memory.injection` looks again (look-alike letters, other
+languages, role headers, paraphrases, base64) and its ids are reported the same way.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+
+from hermesd.memory import injection
 
 MAX_SCAN_CHARS = 65_536
 
@@ -107,14 +111,19 @@ INVISIBLE = frozenset(
 
 def findings(content: str) -> list[str]:
     """The ids content matches: ``invisible_unicode_U+XXXX`` first (by code point), then
-    pattern ids in table order."""
+    pattern ids in table order; when the reference's checks find nothing, the ids of
+    `hermesd.memory.injection`'s further detections."""
     if not content:
         return []
     text = content[:MAX_SCAN_CHARS]
     found = [f"invisible_unicode_U+{ord(c):04X}" for c in sorted(set(text) & INVISIBLE)]
+    found += _pattern_findings(text)
+    return found or injection.findings(text, _pattern_findings)
+
+
+def _pattern_findings(text: str) -> list[str]:
     folded = unicodedata.normalize("NFKC", text)
-    found += [pid for pid, pattern in _COMPILED if pattern.search(folded)]
-    return found
+    return [pid for pid, pattern in _COMPILED if pattern.search(folded)]
 
 
 def write_error(content: str) -> str | None:

@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hermesd.plugins.tool_schema import check_args
 from hermesd.tools.registry import BUILTIN, ToolRegistry
+from hermesd.tools.schema import check_args
 
 if TYPE_CHECKING:
     from hermesd.memory.builtin import BuiltinMemory

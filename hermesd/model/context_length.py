@@ -6,7 +6,7 @@ The endpoint is asked once per (base_url, model) through its ``/models`` listing
 llama.cpp ``n_ctx`` (top level or under ``meta``; ``n_ctx_train`` when only that is there).
 The request is a plain blocking HTTP GET run off the event loop with a short timeout; a failure
 is remembered as "unknown" for the process so a dead endpoint is not asked every turn.
-It knows nothing of sessions or engines (``hermesd.agent.context`` calls it).
+It knows nothing of sessions or engines (``hermesd.context.host`` calls it).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A `Completion` in the shape middleware expects of a provider response, and back.
 
-``llm_execution`` middleware (`hermesd.plugins.middleware`) was written against the reference,
+``llm_execution`` middleware (`hermesd.runtime.middleware`) was written against the reference,
 whose ``next_call`` returns the ``openai`` SDK's ``ChatCompletion``: plugins read
 ``response.choices[0].message.content`` and ``response.usage.prompt_tokens``. A middleware
 that refuses returns a look-alike of its own (often a ``SimpleNamespace`` tree) or a dict.

@@ -4,7 +4,7 @@ plugins fill with ``ctx.register_context_engine``, and engine folders
 whose ``__init__.py`` has a ``register(ctx)`` or a ``ContextEngine`` subclass.
 
 Nothing here decides which engine a session uses or calls an engine's methods beyond ``name``:
-``hermesd.agent.context`` reads ``context.engine``, asks `find_engine` and copies the engine
+``hermesd.context.host`` reads ``context.engine``, asks `find_engine` and copies the engine
 for each session.
 """
 
@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hermesd.plugins import hostapi
 from hermesd.plugins.loader import _import_folder, bundled_dir
 
 log = logging.getLogger(__name__)
@@ -31,13 +32,18 @@ REJECTED_TYPE = (
 )
 
 
+def _is_engine_base(klass: type) -> bool:
+    """hermesd's interface (``hermesd.context.engine``, also seen as ``agent.context_engine``) or
+    the reference's own when hermes-agent itself is installed."""
+    module = klass.__module__
+    return klass.__name__ == "ContextEngine" and (
+        module.endswith("context_engine") or module == "hermesd.context.engine"
+    )
+
+
 def is_context_engine(value: object) -> bool:
-    """Whether ``value`` is an instance of a ``ContextEngine`` subclass (hermesd's class, or the
-    reference's when hermes-agent itself is installed)."""
-    for klass in type(value).__mro__[1:]:
-        if klass.__name__ == "ContextEngine" and klass.__module__.endswith("context_engine"):
-            return True
-    return False
+    """Whether ``value`` is an instance of a ``ContextEngine`` subclass."""
+    return any(_is_engine_base(klass) for klass in type(value).__mro__[1:])
 
 
 def engine_name(engine: Any) -> str:
@@ -108,17 +114,12 @@ def engine_folder(name: str, home: Path, env: Mapping[str, str]) -> Path | None:
 def _is_engine_class(value: object) -> bool:
     if not isinstance(value, type) or getattr(value, "__abstractmethods__", None):
         return False
-    return any(
-        k.__name__ == "ContextEngine" and k.__module__.endswith("context_engine")
-        for k in value.__mro__[1:]
-    )
+    return any(_is_engine_base(k) for k in value.__mro__[1:])
 
 
 def load_folder_engine(name: str, folder: Path) -> Any:
     """A new engine from ``folder`` (``register(ctx)``, else its first ``ContextEngine``
     subclass); None when it has none. Blocking: runs plugin code."""
-    from hermesd.plugins import hostapi  # hostapi imports the plugin context module
-
     hostapi.enable_reference_modules()  # engines import agent.context_engine
     module = _import_folder(f"context_engine/{name}", folder)
     register = getattr(module, "register", None)

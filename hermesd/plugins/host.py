@@ -23,8 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, cast
 
 from hermesd.plugins import hostapi
-from hermesd.plugins.context import Injector, McpCaller, PluginContext, PluginServices
-from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.listing import plugins_payload, plugins_text
 from hermesd.plugins.loader import (
     Candidate,
@@ -36,9 +34,11 @@ from hermesd.plugins.loader import (
 )
 from hermesd.plugins.manifest import PluginRecord, Source
 from hermesd.plugins.memory_providers import discover_providers, looks_like_provider
-from hermesd.plugins.skills import SkillCatalog
-from hermesd.plugins.tool_schema import Finding, ToolsJsonError, lint_tools, load_tools_json
-from hermesd.plugins.workers import WorkerPool, shared_pool
+from hermesd.plugins.registrar import Injector, McpCaller, PluginContext, PluginServices
+from hermesd.runtime.hooks import HookBus
+from hermesd.runtime.workers import WorkerPool, shared_pool
+from hermesd.tools.schema import Finding, ToolsJsonError, lint_tools, load_tools_json
+from hermesd.tools.skill_catalog import SkillCatalog
 
 if TYPE_CHECKING:  # the registries sit above this layer; the daemon hands them in
     from hermesd.commands.registry import CommandRegistry

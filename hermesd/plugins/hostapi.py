@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from hermesd.plugins.context import current_session
+from hermesd.runtime.session import current_session
 
 if TYPE_CHECKING:
     from hermesd.plugins.host import PluginManager

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from hermesd.plugins.manifest import ManifestError, find_manifest, parse_manifest
-from hermesd.plugins.tool_schema import (
+from hermesd.tools.schema import (
     Finding,
     ToolsJsonError,
     load_tools_json,

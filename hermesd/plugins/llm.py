@@ -4,6 +4,9 @@ The reference's ``PluginLlm`` surface (``complete`` and its result), over a comp
 hands in (`hermesd.agent.loop.AgentLoop.complete_blocking`): the request goes through the same
 hooks and middleware as a turn's. A plugin may not pick another model unless the owner allows it
 with ``plugins.entries.<key>.llm.allow_model_override: true`` (as in the reference, fail closed).
+The call blocks its thread, so the completer refuses it on the daemon's event loop (an async hook:
+``BlockingOnLoop``) and gives up after ``timeout`` (default ``plugins.llm_timeout``, 120 s) with
+``TimeoutError``.
 """
 
 from __future__ import annotations
@@ -72,7 +75,8 @@ class PluginLlm:
         profile: str | None = None,
         purpose: str | None = None,
     ) -> PluginLlmCompleteResult:
-        """One chat completion against the configured model; its text and counts."""
+        """One chat completion against the configured model; its text and counts. Raises
+        ``TimeoutError`` past ``timeout`` (default ``plugins.llm_timeout``)."""
         if self._completer is None:
             raise NotImplementedError("ctx.llm is not available in hermesd outside the daemon")
         allowed = self._settings()

@@ -1,7 +1,7 @@
 """What a plugin declares (its manifest) and what became of it (its record).
 
 `parse_manifest` reads ``plugin.yaml``/``plugin.yml`` (docs/hermes-compat.md §1, §3) through
-`hermesd.plugins.plain_yaml` (no anchors or aliases, at most 64 KiB): version coerced to str,
+`hermesd.runtime.plain_yaml` (no anchors or aliases, at most 64 KiB): version coerced to str,
 ``requires_env`` in the simple (``- NAME``) and rich (``{name, description, url, secret}``,
 ``password:`` meaning ``secret:``) forms, unknown fields ignored with a debug log. The manifest
 is written by whoever wrote the plugin, so its fields are held to rules before anything reads
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from hermesd.plugins.plain_yaml import PlainYamlError, load_plain, read_capped
-from hermesd.plugins.tool_schema import Finding
+from hermesd.runtime.plain_yaml import PlainYamlError, load_plain, read_capped
+from hermesd.tools.schema import Finding
 
 log = logging.getLogger(__name__)
 

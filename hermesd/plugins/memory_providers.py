@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from hermesd.plugins import hostapi
 from hermesd.plugins.loader import _import_folder, bundled_dir, env_flag
 
 log = logging.getLogger(__name__)
@@ -168,8 +169,6 @@ class ProviderFactory:
         """The provider's module (imported once; blocking, plugin code)."""
         with self._lock:
             if self._loaded is None:
-                from hermesd.plugins import hostapi  # hostapi imports the context module
-
                 hostapi.enable_reference_modules()  # providers import agent.memory_provider
                 if self.candidate.entry_point is not None:
                     self._loaded = self.candidate.entry_point.load()

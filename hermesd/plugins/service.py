@@ -4,7 +4,7 @@ Owns loading plugins at start-up and exposing the host's registries to clients. 
 the background, behind the reload gate: the daemon listens and answers ``status`` (which says
 ``plugins_loading``) at once, while requests that need plugins wait at the gate as they do
 during a reload. Loading rules, the tool pipeline and skills live in ``hermesd.plugins.host``,
-``hermesd.tools`` and ``hermesd.plugins.skills``; this module only translates to and from RPC.
+``hermesd.tools`` and ``hermesd.tools.skill_catalog``; this module only translates to and from RPC.
 """
 
 from __future__ import annotations
@@ -13,18 +13,14 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from hermesd import redact
 from hermesd.plugins.host import PluginHost, ReloadGate
-from hermesd.rpc.connection import Call, Connection, Router
+from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import Codes, RpcError
 
 log = logging.getLogger(__name__)
-
-#: ``(connection, session_id)``: raises ``RpcError`` unless the peer may use that session.
-SessionAccess = Callable[[Connection, str], Awaitable[None]]
 
 
 class PluginService:
@@ -34,13 +30,10 @@ class PluginService:
         self,
         host: PluginHost,
         enabled_toolsets: list[str] | None = None,
-        session_access: SessionAccess | None = None,
     ) -> None:
-        """``session_access`` checks the ``session_id`` of a ``tools.call`` (sessions have
-        owners: `hermesd.agent.sessions.SessionService.check_access`)."""
+        """A ``tools.call``'s ``session_id`` is checked before it runs (``Access.SESSION``)."""
         self.host = host
         self.enabled_toolsets = enabled_toolsets
-        self.session_access = session_access
         self._loading: asyncio.Task[None] | None = None
 
     def bind(self, router: Router) -> None:
@@ -126,8 +119,6 @@ class PluginService:
             await self.host.tools.start_pending()  # an MCP server not started yet
         if self.host.tools.get(p["name"]) is None:
             raise RpcError(Codes.NOT_FOUND, f"Unknown tool: {p['name']}", {"name": p["name"]})
-        if p.get("session_id") and self.session_access is not None:
-            await self.session_access(call.conn, p["session_id"])
         result = await self.host.tools.call(
             p["name"], args, session_id=p.get("session_id") or "", source="client"
         )

@@ -16,24 +16,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import inspect
 import itertools
 import logging
-import os
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from hermesd.caller import MEMBER, Caller, current_caller
 from hermesd.rpc import wire
+from hermesd.rpc.access import AccessGate
 from hermesd.rpc.budgets import Budgets, OverBudget
 from hermesd.rpc.protocol import METHODS, Codes, MethodSpec, RpcError
 
 log = logging.getLogger(__name__)
 
 #: The connection whose request is being handled; tasks a handler starts inherit it (a turn
-#: started by session.send, a tool call from tools.call), so a service can ask that client.
+#: started by session.send, a tool call from tools.call). Read only in ``rpc/`` and the
+#: services' RPC edges (``*/service.py``); domain code gets a `Caller` (tests/unit/test_caller.py).
 current_connection: contextvars.ContextVar[Connection | None] = contextvars.ContextVar(
     "hermesd_current_connection", default=None
 )
@@ -58,11 +62,12 @@ class Limits:
 
 @dataclass(slots=True)
 class Call:
-    """What a handler knows about the request it serves."""
+    """What a handler knows about the request it serves: the connection and who is asking."""
 
     conn: Connection
     msgid: int
     method: str
+    caller: Caller
 
 
 Handler = Callable[[Call, dict[str, Any]], Any]
@@ -73,6 +78,7 @@ class Router:
 
     def __init__(self) -> None:
         self._routes: dict[str, tuple[MethodSpec, Handler, bool]] = {}
+        self.gate = AccessGate()  # each method's declared access, checked before its handler
 
     def bind(self, name: str, handler: Handler) -> None:
         """Attach a handler to a method declared in ``protocol.METHODS``."""
@@ -95,7 +101,15 @@ class Router:
 
 
 READ_BUFFER = 65536
-NO_ONE = -1  # `Connection.scope_uid` of a same-uid connection not trusted as the owner
+_ADMITTED: weakref.WeakValueDictionary[int, Connection] = weakref.WeakValueDictionary()
+
+
+def connection_of(caller: Caller | None) -> Connection | None:
+    """The open connection ``caller`` asked through (to ask its client something back)."""
+    conn = _ADMITTED.get(caller.connection_id) if caller is not None else None
+    return conn if conn is not None and conn.is_open else None
+
+
 # Queued output is counted against the budgets exactly once it passes this mark (asyncio tells
 # the protocol when such a backlog has drained); below it, a connection's count may lag.
 OUTPUT_MARK = 64 * 1024
@@ -127,11 +141,10 @@ class Connection(asyncio.BufferedProtocol):
         self.id = next(self._ids)
         self.router = router
         self.peer = Peer(0, -1, -1)
-        self.is_owner = False
-        self.tool_origin: str | None = None  # set when the peer is a tool's process
+        #: who is asking, set when the server admits the peer (`admitted`); until then no one
+        self.caller = Caller(-1, 0, MEMBER, connection_id=self.id)
         self.limits = limits
         self._admit = admit
-        self.client_name = ""
         self.client_protocol = ""
         self.closed = asyncio.get_running_loop().create_future()
         self._on_close = on_close
@@ -162,7 +175,7 @@ class Connection(asyncio.BufferedProtocol):
         self._transport = transport
         with contextlib.suppress(NotImplementedError):  # a stand-in transport (bench/ipc.py)
             transport.set_write_buffer_limits(high=OUTPUT_MARK, low=0)
-        refusal = self._admit(self, transport)  # sets peer and is_owner
+        refusal = self._admit(self, transport)  # sets peer and caller
         if refusal is not None:
             self.notify("hermes.error", [refusal.to_wire()])
             self.close()
@@ -265,6 +278,7 @@ class Connection(asyncio.BufferedProtocol):
             if not fut.done():
                 fut.set_exception(ConnectionError("client disconnected"))
         self._pending.clear()
+        self.router.gate.confirmations.forget(self.id)
         if not self.closed.done():
             self.closed.set_result(None)
         if self._on_close is not None:
@@ -306,24 +320,21 @@ class Connection(asyncio.BufferedProtocol):
                 raise RpcError(Codes.SHUTTING_DOWN, "hermesd is shutting down")
             spec, handler, is_async = self.router.lookup(req.method)
             params = spec.validate(req.params)
-            if spec.owner_only and not self.is_owner:
-                raise RpcError(
-                    Codes.PERMISSION_DENIED,
-                    f"{req.method} may only be called by the daemon's owner",
-                    {"peer_uid": self.peer.uid},
-                )
+            if self.router.gate.admit(spec, self.caller, params):
+                handler, is_async = self.router.gate.guarded(spec, handler), True
             if is_async and len(self._tasks) >= self.limits.max_inflight:
-                raise self._too_many()
+                raise _too_many(self.limits.max_inflight)
             # a request whose handler outlives this call keeps its params alive: counted
             size = self._hold_params(req.method) if is_async else 0
-            call = Call(self, req.msgid, req.method)
-            token = current_connection.set(self)
+            call = Call(self, req.msgid, req.method, self.caller)
+            token, caller_token = current_connection.set(self), current_caller.set(self.caller)
             try:
                 pending = handler(call, params)
             except BaseException:
                 self._release_params(size)
                 raise
             finally:
+                current_caller.reset(caller_token)
                 current_connection.reset(token)
             if not is_async:
                 if not inspect.isawaitable(pending):
@@ -331,7 +342,7 @@ class Connection(asyncio.BufferedProtocol):
                     return
                 try:  # a sync handler that returned work to wait for (ping with a delay)
                     if len(self._tasks) >= self.limits.max_inflight:
-                        raise self._too_many()
+                        raise _too_many(self.limits.max_inflight)
                     size = self._hold_params(req.method)
                 except RpcError:
                     if inspect.iscoroutine(pending):
@@ -344,8 +355,10 @@ class Connection(asyncio.BufferedProtocol):
             log.exception("method %s failed", req.method)
             self._send(wire.pack_response(req.msgid, _internal(req.method), None))
             return
-        token = current_connection.set(self)  # the task copies the context it is created in
+        # the task copies the context it is created in
+        token, caller_token = current_connection.set(self), current_caller.set(self.caller)
         task = asyncio.get_running_loop().create_task(self._run(req, pending))
+        current_caller.reset(caller_token)
         current_connection.reset(token)
         self._tasks.add(task)
         task.add_done_callback(functools.partial(self._finished, size))
@@ -377,17 +390,9 @@ class Connection(asyncio.BufferedProtocol):
         self._release_params(size)
         self.last_active = time.monotonic()
 
-    def _too_many(self) -> RpcError:
-        return RpcError(
-            Codes.TOO_MANY_REQUESTS,
-            f"more than {self.limits.max_inflight} requests in flight on this connection",
-        )
-
     async def _run(self, req: wire.Request, coro: Awaitable[Any]) -> None:
         try:
             result = await coro
-        except RpcError as err:
-            self._send(wire.pack_response(req.msgid, err.to_wire(), None))
         except asyncio.CancelledError:
             self._send(
                 wire.pack_response(
@@ -398,19 +403,7 @@ class Connection(asyncio.BufferedProtocol):
             )
             raise
         except Exception as exc:
-            code = getattr(exc, "rpc_code", None)
-            if code in _DECLARED_CODES:  # an error that names its wire code (a full disk)
-                log.error("method %s failed: %s", req.method, exc)
-                self._send(
-                    wire.pack_response(
-                        req.msgid,
-                        {"code": code, "message": str(exc), "data": getattr(exc, "rpc_data", None)},
-                        None,
-                    )
-                )
-                return
-            log.exception("method %s failed", req.method)
-            self._send(wire.pack_response(req.msgid, _internal(req.method), None))
+            self._send(wire.pack_response(req.msgid, _failure(req.method, exc), None))
         else:
             self._reply(req.msgid, None, result)
 
@@ -527,17 +520,25 @@ class Connection(asyncio.BufferedProtocol):
         finally:
             self._pending.pop(msgid, None)
 
+    def admitted(self, trust: str, tool_origin: str | None) -> None:
+        """Record who the admitted peer is (the server's verdict): its `Caller`."""
+        peer = self.peer
+        self.caller = Caller(peer.uid, peer.pid, trust, self.client_name, self.id, tool_origin)
+        _ADMITTED[self.id] = self
+
     @property
-    def scope_uid(self) -> int | None:
-        """Whose sessions and approvals this peer may see: None (all) for the daemon's owner
-        and root, else the peer's own uid (members of ``socket.group``). A connection from the
-        daemon's own uid (or root) that is not trusted as the owner gets ``NO_ONE``: it must not
-        pass for the owner's sessions."""
-        if self.is_owner:
-            return None
-        if self.peer.uid in (os.geteuid(), 0):
-            return NO_ONE
-        return self.peer.uid
+    def is_owner(self) -> bool:
+        """The peer is the daemon's owner (not a member, not a tool's process)."""
+        return self.caller.is_owner
+
+    @property
+    def client_name(self) -> str:
+        """The client's name from ``hello`` (for logs and ``session.attach``'s ``clients``)."""
+        return self.caller.client
+
+    @client_name.setter
+    def client_name(self, name: str) -> None:
+        self.caller = dataclasses.replace(self.caller, client=name)
 
     @property
     def inflight(self) -> int:
@@ -561,6 +562,24 @@ class Connection(asyncio.BufferedProtocol):
         self._uncork()
         if self._transport is not None:
             self._transport.close()
+
+
+def _too_many(limit: int) -> RpcError:
+    return RpcError(
+        Codes.TOO_MANY_REQUESTS, f"more than {limit} requests in flight on this connection"
+    )
+
+
+def _failure(method: str, exc: Exception) -> dict[str, Any]:
+    """The error map answering a handler that raised ``exc`` (the traceback goes to the log)."""
+    if isinstance(exc, RpcError):
+        return exc.to_wire()
+    code = getattr(exc, "rpc_code", None)
+    if code in _DECLARED_CODES:  # an error that names its wire code (a full disk)
+        log.error("method %s failed: %s", method, exc)
+        return {"code": code, "message": str(exc), "data": getattr(exc, "rpc_data", None)}
+    log.exception("method %s failed", method, exc_info=exc)
+    return _internal(method)
 
 
 def _internal(what: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # keep typing (and dataclasses) off the client's start-up path
+    from collections.abc import Callable
     from typing import Any
 
 PROTOCOL_VERSION = "1.0"
@@ -39,6 +40,7 @@ class Codes:
     TIMEOUT = _E + "Timeout"
     STORAGE_UNAVAILABLE = _E + "StorageUnavailable"
     BUDGET_EXCEEDED = _E + "BudgetExceeded"
+    CONFIRMATION_REQUIRED = _E + "ConfirmationRequired"
     INTERNAL = _E + "Internal"
 
 
@@ -122,10 +124,57 @@ def _wire_type(value: Any) -> str:
     return type(value).__name__
 
 
-class MethodSpec:
-    """The declaration of one method: its name, parameters, result and who may call it."""
+class Access:
+    """Who may call a method: part of its declaration, enforced before its handler runs."""
 
-    __slots__ = ("_known", "_required", "name", "owner_only", "params", "result", "summary")
+    OWNER = "owner"  # the daemon's owner only (never a member, never a tool's process)
+    SESSION = "session"  # any admitted peer; its session param must be its own (owner: any)
+    PERSON = "person"  # any admitted peer except a tool's process
+    ANY = "any"  # any admitted peer, a tool's process too
+
+    ALL = (OWNER, SESSION, PERSON, ANY)
+
+
+#: The parameter that carries the answer to a confirmation challenge (``ConfirmationRequired``).
+CONFIRM_PARAM = "confirm"
+
+#: Configuration keys (and their sub-keys) that widen what tools may do: changing one over RPC
+#: needs the person's confirmation on a terminal (docs/sandbox.md, "The owner is proven").
+WIDENING_KEYS = (
+    "sandbox",
+    "command_allowlist",
+    "approvals",
+    "mcp_servers",
+    "plugins",
+    "terminal.env_passthrough",
+)
+
+
+def widening_key(key: str) -> bool:
+    """Whether setting config ``key`` widens what tools may do."""
+    return any(key == w or key.startswith(w + ".") for w in WIDENING_KEYS)
+
+
+class MethodSpec:
+    """The declaration of one method: its name, parameters, result and who may call it.
+
+    ``access`` is one of `Access`; ``session_param`` names the parameter an ``Access.SESSION``
+    method checks (a unique prefix is resolved first); ``widens`` says what a call widens (a
+    phrase per item; empty: nothing): such a call needs a confirmation typed on the caller's
+    terminal, answered in the ``confirm`` parameter the declaration then accepts.
+    """
+
+    __slots__ = (
+        "_known",
+        "_required",
+        "access",
+        "name",
+        "params",
+        "result",
+        "session_param",
+        "summary",
+        "widens",
+    )
 
     def __init__(
         self,
@@ -133,17 +182,29 @@ class MethodSpec:
         summary: str,
         params: tuple[Param, ...] = (),
         result: str = "",
-        owner_only: bool = False,
+        *,
+        access: str,
+        session_param: str = "session_id",
+        widens: Callable[[dict[str, Any]], list[str]] | None = None,
     ) -> None:
-        self.name, self.summary, self.params, self.result, self.owner_only = (
-            name,
-            summary,
-            params,
-            result,
-            owner_only,
-        )
+        if access not in Access.ALL:  # every method says who may call it: no default
+            raise ValueError(f"method {name}: unknown access {access!r}")
+        if widens is not None:
+            params = (
+                *params,
+                Param(CONFIRM_PARAM, "str", doc="the answer to a confirmation challenge"),
+            )
+        self.name, self.summary, self.params, self.result = name, summary, params, result
+        self.access, self.session_param, self.widens = access, session_param, widens
+        if access == Access.SESSION and not any(p.name == session_param for p in params):
+            raise ValueError(f"method {name}: session access without a {session_param} param")
         self._known = {p.name: p for p in params}
         self._required = any(p.required for p in params)
+
+    @property
+    def owner_only(self) -> bool:
+        """Only the daemon's owner may call it."""
+        return self.access == Access.OWNER
 
     def validate(self, params: list[Any]) -> dict[str, Any]:
         """Check the params array against the declaration; return the params map."""
@@ -210,6 +271,7 @@ declare(
             Param("client", "str", doc="free-form client name, for logs"),
         ),
         "{protocol, daemon_version, pid, capabilities, methods, peer_uid, owner}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -221,6 +283,7 @@ declare(
             Param("delay_ms", "int", doc="answer after this many milliseconds (0-60000)"),
         ),
         "{pong: true, data}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -229,6 +292,7 @@ declare(
         "Daemon state: version, uptime, counts, socket, HERMES_HOME.",
         (),
         "{version, protocol, pid, uptime_s, home, socket, connections, sessions, plugins, ...}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -237,7 +301,7 @@ declare(
         "Stop the daemon gracefully (owner only).",
         (),
         "{stopping: true}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -246,7 +310,7 @@ declare(
         "Re-read config.yaml and .env, as SIGHUP does (owner only).",
         (),
         "{reloaded: true, warnings}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 

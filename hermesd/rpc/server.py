@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hermesd.caller import MEMBER, OWNER, TOOL
 from hermesd.rpc.budgets import Budgets
 from hermesd.rpc.connection import Connection, Limits, Peer, Router
 from hermesd.rpc.peer_trust import PeerTrust
@@ -258,13 +259,15 @@ class SocketServer:
                 f"uid {conn.peer.uid} is not allowed to use this hermesd",
                 {"uid": conn.peer.uid},
             )
-        conn.tool_origin = self.trust.tool_origin(sock, conn.peer.pid, conn.peer.uid)
-        if conn.tool_origin is not None:
-            log.info("connection from pid %d: %s; not the owner", conn.peer.pid, conn.tool_origin)
-        conn.is_owner = conn.tool_origin is None and self.gatekeeper.is_owner(conn.peer)
+        tool_origin = self.trust.tool_origin(sock, conn.peer.pid, conn.peer.uid)
+        if tool_origin is not None:
+            log.info("connection from pid %d: %s; not the owner", conn.peer.pid, tool_origin)
+            conn.admitted(TOOL, tool_origin)
+        else:
+            conn.admitted(OWNER if self.gatekeeper.is_owner(conn.peer) else MEMBER, None)
         refusal = self._over_limit(conn)
         if refusal is not None:
-            conn.is_owner = False
+            conn.admitted(MEMBER, tool_origin)  # never counted as the owner's
             log.warning("%s; refusing uid %d", refusal, conn.peer.uid)
             return RpcError(Codes.TOO_MANY_CONNECTIONS, refusal, {"uid": conn.peer.uid})
         self.connections.add(conn)

@@ -9,7 +9,10 @@ over the scratch folder), a new pid namespace (the daemon is not there to signal
 ``prlimit`` inside. Where user namespaces are not allowed, ``landlock``: the command runs
 through `hermesd.sandbox.landlock_exec`, which confines itself with the kernel's Landlock
 (ABI 6 or later: signals and abstract sockets scoped too), loads the same filter and stays
-as the command's subreaper. Both join the call's cgroup when there is one
+as the command's subreaper. Landlock can only grant, so ``.git/hooks`` and ``.git/config``
+of a writable root stay writable under it (keeping them read-only would take away creating
+files in the root and in ``.git``: docs/sandbox.md); bubblewrap binds them back read-only.
+Both join the call's cgroup when there is one
 (`hermesd.sandbox.limits`). With neither mechanism, or without libseccomp, every call is
 refused with an error naming ``sandbox.mode``; nothing runs unconfined unless
 ``sandbox.mode: off`` says so, and even then the process carries the one-instruction marker
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import logging
 import os
 import resource
@@ -34,12 +38,17 @@ from pathlib import Path
 from typing import Any
 
 from hermesd.sandbox import landlock_exec, limits, policy, seccomp
+from hermesd.sandbox.egress import Approve, EgressProxy, socket_path_for
 from hermesd.sandbox.limits import CallCgroup, CgroupHome
 from hermesd.sandbox.policy import DaemonPlaces, SandboxSettings
 
 log = logging.getLogger(__name__)
 
 LAUNCHER = str(Path(landlock_exec.__file__).resolve())
+#: run by path, never imported here (it puts its own folder on sys.path)
+BRIDGE = str(Path(LAUNCHER).with_name("bridge.py"))
+#: where the egress proxy's Unix socket appears inside a bubblewrap sandbox (/run is its own)
+BRIDGED_SOCKET = "/run/hermesd/egress.sock"
 MIN_LANDLOCK_ABI = 6  # signal scoping: without it a confined process could signal the daemon
 #: Tests only: pretend the kernel's Landlock ABI is this number (``0``: no Landlock).
 TEST_ABI_VARIABLE = "HERMES_TEST_LANDLOCK_ABI"
@@ -117,11 +126,15 @@ class Sandbox:
         places: DaemonPlaces,
         environ: Mapping[str, str],
         dotenv: Mapping[str, str],
+        approve: Approve | None = None,
     ) -> None:
         self.places = places
         self.environ = environ
         self.settings = settings
         self.dotenv = dict(dotenv)
+        #: sandbox.network: allowlist's way out (`SandboxService` starts and stops it)
+        self.egress = EgressProxy(socket_path_for(places.scratch), approve)
+        self.egress.configure(settings.allowed_domains)
         self.mechanism = "none"
         self.reason = ""
         self.abi = 0
@@ -140,17 +153,21 @@ class Sandbox:
         config: Any,
         socket: Path | None = None,
         dotenv: Mapping[str, str] | None = None,
+        approve: Approve | None = None,
     ) -> Sandbox:
-        """The sandbox of a daemon with this home, configuration and socket."""
+        """The sandbox of a daemon with this home, configuration and socket; ``approve``
+        asks about hosts off ``sandbox.allowed_domains`` (the approval broker's)."""
         # inside the hidden home: Landlock then need not grant every entry of /tmp around it
         scratch = home / "sandbox-tmp"
         places = DaemonPlaces.of_this_process(home, socket, scratch)
-        return cls(SandboxSettings.from_config(config), places, os.environ, dotenv or {})
+        settings = SandboxSettings.from_config(config)
+        return cls(settings, places, os.environ, dotenv or {}, approve)
 
     def reload(self, settings: SandboxSettings, dotenv: Mapping[str, str]) -> None:
         """New ``sandbox.*`` settings (the mechanism is chosen again)."""
         self.settings = settings
         self.dotenv = dict(dotenv)
+        self.egress.configure(settings.allowed_domains)
         self._choose()
 
     def _choose(self) -> None:
@@ -217,23 +234,28 @@ class Sandbox:
     def status(self) -> dict[str, Any]:
         """The ``sandbox`` field of ``status``."""
         out: dict[str, Any] = {"mode": self.settings.mode, "mechanism": self.mechanism}
-        if not self.settings.network and self.mechanism in ("bwrap", "landlock"):
-            out["network"] = False
+        out["network"] = self.settings.network
+        if self.settings.network == "allowlist":
+            out["allowed_domains"] = list(self.settings.allowed_domains)
         if self.reason:
             out["reason"] = self.reason
         if self.limits_note and self.mechanism in ("bwrap", "landlock"):
             out["limits"] = self.limits_note
         return out
 
-    def prepare(self, command: str, cwd: Path, workspace: Path) -> Launch:
-        """The command line of one ``/bin/sh -c command`` call (touches the disk: not on the
-        event loop). Raises `SandboxUnavailable`."""
+    def prepare(
+        self, command: str, cwd: Path, workspace: Path, session_id: str | None = None
+    ) -> Launch:
+        """The command line of one ``/bin/sh -c command`` call for ``session_id`` (whose
+        clients are asked about hosts under ``network: allowlist``); touches the disk: not on
+        the event loop. Raises `SandboxUnavailable`."""
         self._refuse_if_unavailable("tool commands are")
         env = self._environment()
+        proxy = self._proxy_port()
 
         def build(cgroup: CallCgroup | None) -> Launch:
             if self.mechanism == "bwrap":
-                return self._bwrap(command, cwd, workspace, env, cgroup)
+                return self._bwrap(command, cwd, workspace, env, cgroup, proxy)
             private = self._private_tmp()
             env["TMPDIR"] = str(private)
             launch = Launch([], env, cwd)
@@ -241,12 +263,15 @@ class Sandbox:
             rules = (
                 []
                 if self.mechanism == "off"
-                else policy.rules(self.settings, self.places, workspace, private)
+                else policy.rules(self.settings, self.places, workspace, private, protect_git=False)
             )
-            launch.argv = self._launcher(rules, [SHELL, "-c", command], cgroup, call=True)
+            command_line = [SHELL, "-c", command]
+            launch.argv = self._launcher(rules, command_line, cgroup, call=True, proxy=proxy)
             return launch
 
-        return self._in_cgroup(build)
+        launch = self._in_cgroup(build)
+        self._hand_over(launch, proxy, session_id, ask=True)
+        return launch
 
     def _in_cgroup(self, build: Callable[[CallCgroup | None], Launch]) -> Launch:
         """``build`` a launch for a new cgroup of its own (None: no cgroup here), removed by
@@ -312,6 +337,37 @@ class Sandbox:
             return []
         return [self.prlimit, *(f"{PRLIMIT_OPTIONS[r]}={v}" for r, v in pairs), "--"]
 
+    # --- sandbox.network: allowlist (hermesd.sandbox.egress, hermesd.sandbox.bridge) --------
+
+    def _proxy_port(self) -> int | None:
+        """The egress proxy's port under ``network: allowlist``, else None."""
+        if self.settings.network != "allowlist":
+            return None
+        if not self.egress.running:
+            raise SandboxUnavailable(
+                "sandbox.network is allowlist but the egress proxy is not running (see the "
+                "daemon log), so nothing was run"
+            )
+        return self.egress.port
+
+    def _hand_over(
+        self, launch: Launch, port: int | None, session_id: str | None, ask: bool
+    ) -> None:
+        """Give the call its proxy credentials (last: nothing can fail after, so none leak)
+        and point its HTTP clients at the proxy; the credentials end with the call."""
+        if port is not None:
+            proxy = self.egress.issue(session_id, ask)
+            launch.env.update(proxy.environment())
+            launch._cleanups.insert(0, functools.partial(self.egress.revoke, proxy.user))
+
+    def _bridged(self, port: int, filter_fd: int, program: list[str]) -> list[str]:
+        """bubblewrap's program when its network namespace is bridged to the proxy: the
+        bridge, which applies the seccomp filter from ``filter_fd`` after its relay starts."""
+        bridge = [sys.executable, "-I", "-S", BRIDGE, BRIDGED_SOCKET, str(port)]
+        return [*bridge, str(filter_fd), "--", *program]
+
+    # -----------------------------------------------------------------------------------------
+
     def _refuse_if_unavailable(self, what: str) -> None:
         if self.mechanism == "unavailable":
             raise SandboxUnavailable(
@@ -326,13 +382,18 @@ class Sandbox:
         program: list[str],
         cgroup: CallCgroup | None = None,
         call: bool = False,
+        proxy: int | None = None,
     ) -> list[str]:
         """The Landlock launcher's command line (ABI 0 under ``mode: off``: the marker only).
-        A tool ``call`` is supervised (``--reap``) and gets a CPU-time limit."""
+        A tool ``call`` is supervised (``--reap``) and gets a CPU-time limit; under
+        ``network: allowlist`` TCP may connect to the proxy's port alone."""
         abi = 0 if self.mechanism == "off" else self.abi
         options = []
         if abi:
-            options += ["--no-network"] if not self.settings.network else []
+            if self.settings.network != "on":
+                options.append("--no-network")
+                if proxy is not None:
+                    options.append(f"--connect-port={proxy}")
             options += ["--reap"] if call else []
             options += ["--seccomp", str(self._filter_file(self.bpf))]
             options += [
@@ -380,6 +441,7 @@ class Sandbox:
         program = [_find_program(argv[0], path, directory), *argv[1:]]
         if _in_private_tmp(program[0]) and not self._is_daemon_place(program[0]):
             readable = (*readable, program[0])  # the program named is read where it is
+        proxy = self._proxy_port()
 
         def build(cgroup: CallCgroup | None) -> Launch:
             if self.mechanism == "bwrap":
@@ -389,8 +451,11 @@ class Sandbox:
                 )
                 env["TMPDIR"] = str(self.places.scratch)
                 inner = self._bwrap_mounts(rules)
-                inner += ["--seccomp", "3", "--chdir", str(directory), "--"]
-                inner += [*self._prlimit(cgroup, call=False), *program]
+                run = [*self._prlimit(cgroup, call=False), *program]
+                if proxy is None:
+                    inner += ["--seccomp", "3", "--chdir", str(directory), "--", *run]
+                else:
+                    inner += ["--chdir", str(directory), "--", *self._bridged(proxy, 3, run)]
                 opener = f'{_joins(cgroup)}exec 3<"$0" && exec "$@"'
                 return Launch([SHELL, "-c", opener, str(bpf), *inner], env, directory)
             private = self._private_tmp("program-")
@@ -399,14 +464,16 @@ class Sandbox:
                 []
                 if self.mechanism == "off"
                 else policy.rules(
-                    self.settings, self.places, workspace, private, writable, readable
+                    self.settings, self.places, workspace, private, writable, readable, False
                 )
             )
-            launch = Launch(self._launcher(rules, program, cgroup), env, directory)
+            launch = Launch(self._launcher(rules, program, cgroup, proxy=proxy), env, directory)
             launch._cleanups.append(lambda: shutil.rmtree(private, ignore_errors=True))
             return launch
 
-        return self._in_cgroup(build)
+        launch = self._in_cgroup(build)
+        self._hand_over(launch, proxy, None, ask=False)  # no session: the allow-list only
+        return launch
 
     def _filter_file(self, bpf: bytes) -> Path:
         """The seccomp filter as a file in the hidden scratch folder (for ``exec 3<FILE``
@@ -442,14 +509,18 @@ class Sandbox:
         workspace: Path,
         env: dict[str, str],
         cgroup: CallCgroup | None,
+        proxy: int | None = None,
     ) -> Launch:
         argv = self._bwrap_mounts(policy.rules(self.settings, self.places, workspace, None))
         read, write = os.pipe()
         os.write(write, self.bpf)
         os.close(write)
         env["TMPDIR"] = str(self.places.scratch)
-        argv += ["--seccomp", str(read), "--chdir", str(cwd)]
-        argv += [*self._prlimit(cgroup, call=True), SHELL, "-c", command]
+        shell = [*self._prlimit(cgroup, call=True), SHELL, "-c", command]
+        if proxy is None:
+            argv += ["--seccomp", str(read), "--chdir", str(cwd), *shell]
+        else:  # the bridge applies the filter once its relay runs
+            argv += ["--chdir", str(cwd), "--", *self._bridged(proxy, read, shell)]
         if cgroup is not None:  # joined by a shell before bwrap starts: its children inherit it
             argv = [SHELL, "-c", _joins(cgroup) + 'exec "$@"', SHELL, *argv]
         launch = Launch(argv, env, cwd, (read,))
@@ -459,10 +530,12 @@ class Sandbox:
     def _bwrap_mounts(self, rules: list[tuple[str, str]]) -> list[str]:
         """bubblewrap's command line up to the seccomp marker: namespaces and mounts."""
         argv = [self.bwrap, "--die-with-parent", "--new-session", *_namespace_args()]
-        if not self.settings.network:
+        if self.settings.network != "on":
             argv.append("--unshare-net")  # a loopback of its own, nothing else
         argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         argv += ["--tmpfs", "/run"]  # hides /run/user, /run/screen, /run/dbus too
+        if self.settings.network == "allowlist":  # the proxy's socket, for the bridge
+            argv += ["--bind", str(self.egress.socket_path), BRIDGED_SOCKET]
         argv += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
         self.places.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)  # a mount point
         scratch = str(self.places.scratch)

@@ -164,19 +164,24 @@ def _check(result: int, what: str) -> int:
 
 
 def confine(
-    abi: int, rules: list[tuple[str, str]], network: bool = True, bpf: bytes = MARKER_FILTER
+    abi: int,
+    rules: list[tuple[str, str]],
+    network: bool = True,
+    connect_port: int = 0,
+    bpf: bytes = MARKER_FILTER,
 ) -> None:
     """Load the filter ``bpf`` (default: the marker) and, with an ABI (0: the filter alone,
     for ``sandbox.mode: off``), confine this process to the rules; ``main`` then executes
-    the program."""
+    the program. Without ``network``, TCP is refused except a connect to ``connect_port``
+    (the egress proxy; 0: none) and so is every other Internet socket (`network_filter`)."""
     _check(_call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     if abi:
-        _landlock(abi, rules, network)
+        _landlock(abi, rules, network, connect_port)
+        if not network:
+            apply_filter(network_filter())
     if not bpf or len(bpf) % 8:
         fail("the seccomp filter is not a BPF program")
-    instructions = _array(bpf)
-    program = struct.pack("HxxxxxxQ", len(bpf) // 8, _ctypes.addressof(instructions))
-    _check(_call("prctl", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, program, 0, 0), "seccomp filter")
+    apply_filter(bpf)
 
 
 def limit(cgroups: list[str], limits: list[tuple[int, int]]) -> None:
@@ -191,14 +196,68 @@ def limit(cgroups: list[str], limits: list[tuple[int, int]]) -> None:
         _check(_call("prlimit", 0, resource, struct.pack("QQ", value, value), 0), "prlimit")
 
 
-def _landlock(abi: int, rules: list[tuple[str, str]], network: bool) -> None:
+def apply_filter(instructions: bytes) -> None:
+    """Install a seccomp BPF program (sock_filter records) on this process for good."""
+    _check(_call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    code = _array(instructions)
+    program = struct.pack("HxxxxxxQ", len(instructions) // 8, _ctypes.addressof(code))
+    _check(_call("prctl", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, program, 0, 0), "seccomp filter")
+
+
+# --- sandbox.network: off | allowlist under Landlock ---------------------------------------
+# Landlock (ABI 4) governs TCP bind and connect only; this filter refuses the rest of the way
+# out: UDP (DNS among it), raw and packet sockets, SCTP/MPTCP, and io_uring (whose socket
+# operations seccomp cannot see). Unix and netlink sockets stay (no route out of the machine).
+_ARCHES = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}  # AUDIT_ARCH, socket()
+_IO_URING_SETUP = 425
+_ALLOW, _EACCES = 0x7FFF0000, 0x00050000 | 13
+
+
+def network_filter() -> bytes:
+    """The seccomp program described above, for this machine's architecture."""
+    arch, socket_nr = _ARCHES.get(os.uname().machine, (0, -1))
+    if not arch:
+        fail(f"sandbox.network needs a socket filter, not written for {os.uname().machine}")
+    ld, jeq, jge, and_, ret = 0x20, 0x15, 0x35, 0x54, 0x06
+    # (code, k, label if true, label if false); labels are the names of later instructions
+    program: list[tuple[str, int, int, str, str]] = [
+        ("", ld, 4, "", ""),
+        ("", jeq, arch, "", "deny"),
+        ("", ld, 0, "", ""),
+        ("", jge, 0x40000000, "deny", ""),  # x32 system calls
+        ("", jeq, _IO_URING_SETUP, "deny", ""),
+        ("", jeq, socket_nr, "", "allow"),
+        ("", ld, 16, "", ""),  # the family
+        ("", jeq, 1, "allow", ""),  # AF_UNIX
+        ("", jeq, 16, "allow", ""),  # AF_NETLINK
+        ("", jeq, 2, "type", ""),  # AF_INET
+        ("", jeq, 10, "type", "deny"),  # AF_INET6
+        ("type", ld, 24, "", ""),
+        ("", and_, 0xF, "", ""),
+        ("", jeq, 1, "", "deny"),  # SOCK_STREAM
+        ("", ld, 32, "", ""),  # the protocol: TCP only
+        ("", jeq, 0, "allow", ""),
+        ("", jeq, 6, "allow", "deny"),
+        ("allow", ret, _ALLOW, "", ""),
+        ("deny", ret, _EACCES, "", ""),
+    ]
+    where = {name: i for i, (name, *_rest) in enumerate(program) if name}
+    out = b""
+    for i, (_name, code, k, yes, no) in enumerate(program):
+        jt = where[yes] - i - 1 if yes else 0
+        jf = where[no] - i - 1 if no else 0
+        out += struct.pack("HBBI", code, jt, jf, k & 0xFFFFFFFF)
+    return out
+
+
+def _landlock(abi: int, rules: list[tuple[str, str]], network: bool, connect_port: int) -> None:
     if os.geteuid() == 0:  # root keeps uid 0 but no capability survives the exec
         for cap in range(64):
             _call("prctl", PR_CAPBSET_DROP, cap, 0, 0, 0)
         _check(_call("syscall", SYS_CAPSET, struct.pack("Ii", 0x20080522, 0), bytes(24)), "capset")
     scoped = SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL if abi >= 6 else 0
     if not network and abi < 4:
-        fail("sandbox.network: false needs Landlock ABI 4")
+        fail("sandbox.network: off or allowlist needs Landlock ABI 4")
     net = 0 if network else NET_BIND_TCP | NET_CONNECT_TCP  # handled, never granted
     attr = struct.pack("QQQ", handled(abi), net, scoped)
     ruleset = _check(_call("syscall", SYS_CREATE, attr, len(attr), 0), "landlock_create_ruleset")
@@ -218,6 +277,9 @@ def _landlock(abi: int, rules: list[tuple[str, str]], network: bool) -> None:
             _check(add_rule(SYS_ADD_RULE, ruleset, 1, beneath, 0), f"rule for {path}")
         finally:
             os.close(fd)
+    if not network and connect_port:  # the egress proxy's port, on any address (documented)
+        port_rule = struct.pack("=QQ", NET_CONNECT_TCP, connect_port)
+        _check(add_rule(SYS_ADD_RULE, ruleset, 2, port_rule, 0), "rule for the proxy's port")
     _check(_call("syscall", SYS_RESTRICT, ruleset, 0), "landlock_restrict_self")
     os.close(ruleset)
 
@@ -228,6 +290,7 @@ class Spec:
     def __init__(self) -> None:
         self.abi = 0
         self.network = True
+        self.connect_port = 0  # with --no-network: the one port TCP may connect to
         self.reap = False
         self.seccomp = ""
         self.cgroups: list[str] = []
@@ -237,8 +300,8 @@ class Spec:
 
 
 def parse_spec(args: list[str]) -> Spec:
-    """``ABI [--no-network] [--reap] [--seccomp FILE] [--cgroup DIR]... [--limit R=V]...
-    LEVEL=PATH... -- PROGRAM ARGS...``."""
+    """``ABI [--no-network [--connect-port=N]] [--reap] [--seccomp FILE] [--cgroup DIR]...
+    [--limit R=V]... LEVEL=PATH... -- PROGRAM ARGS...``."""
     if len(args) < 2 or "--" not in args or not args[0].isdigit():
         fail("usage: landlock_exec.py ABI [OPTIONS] LEVEL=PATH... -- PROGRAM [ARGS...]")
     cut = args.index("--")
@@ -247,6 +310,8 @@ def parse_spec(args: list[str]) -> Spec:
     for word in words:
         if word == "--no-network":
             spec.network = False
+        elif word.startswith("--connect-port="):
+            spec.connect_port = int(word.split("=", 1)[1])
         elif word == "--reap":
             spec.reap = True
         elif word in ("--seccomp", "--cgroup", "--limit"):
@@ -349,7 +414,7 @@ def main(argv: list[str]) -> None:
         except OSError as exc:
             fail(f"cannot read the seccomp filter: {exc}")
     limit(spec.cgroups, spec.limits)
-    confine(spec.abi, spec.rules, spec.network, bpf)
+    confine(spec.abi, spec.rules, spec.network, spec.connect_port, bpf)
     if spec.reap:
         supervise(spec.program)
     _exec(spec.program)

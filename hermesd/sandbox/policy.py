@@ -3,14 +3,15 @@
 A policy is a list of rules ``(path, level)`` with level ``none`` (hidden), ``read``,
 ``write`` or ``dev`` (a device file that may be written); the deepest rule over a path wins,
 and ``/`` is readable. Hidden: ``$HERMES_HOME`` (config, ``.env``, ``state.db``, plugins,
-skills, memories), the socket's directory, the other calls' private directories and
+skills, memories), the socket's directory, the other calls' private directories, the
+credential stores of `hermesd.sandbox.protected` under ``$HOME`` (less ``sandbox.readable_allow``),
 ``sandbox.readable_deny``, and where other same-uid services keep their sockets
 (``$XDG_RUNTIME_DIR``, ``/run/user``, ``/run/screen``, ``/run/dbus``). ``/tmp`` and
 ``/var/tmp`` are private: an empty tmpfs per call under bubblewrap, hidden under Landlock
-(the call's ``TMPDIR`` is its own either way). Read-only: the daemon's install. Writable:
-the workspace (`hermesd.tools.workspace` decides it; not in ``read-only`` mode),
-``sandbox.writable`` and the call's private tmp. Both mechanisms (`hermesd.sandbox.confine`)
-read the same rules.
+(the call's ``TMPDIR`` is its own either way). Read-only: the daemon's install, and inside
+every writable root its ``.git/hooks`` and ``.git/config``. Writable: the workspace
+(`hermesd.tools.workspace` decides it; not in ``read-only`` mode), ``sandbox.writable`` and the
+call's private tmp. Both mechanisms (`hermesd.sandbox.confine`) read the same rules.
 """
 
 from __future__ import annotations
@@ -23,10 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from hermesd import redact
+from hermesd.sandbox import protected
 from hermesd.sandbox.limits import Limits
 
 MODES = ("read-only", "workspace-write", "off")
 MECHANISMS = ("auto", "bwrap", "landlock")
+#: ``sandbox.network``: no network, only through the egress proxy, the machine's network
+NETWORK_MODES = ("off", "allowlist", "on")
 #: variables a tool's shell gets (when set), besides ``LC_*`` and ``terminal.env_passthrough``
 ENV_ALLOWED = ("PATH", "HOME", "LANG", "LANGUAGE", "TERM", "USER", "LOGNAME", "SHELL", "TZ")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
@@ -44,9 +48,11 @@ class SandboxSettings:
     mechanism: str = "auto"
     writable: tuple[str, ...] = ()
     readable_deny: tuple[str, ...] = ()
+    readable_allow: tuple[str, ...] = ()
     env_passthrough: tuple[str, ...] = ()
     bwrap: str = "bwrap"
-    network: bool = True
+    network: str = "on"  # NETWORK_MODES
+    allowed_domains: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
     unix_sockets: tuple[str, ...] = ()  # Unix sockets a call may connect to (docs/sandbox.md)
 
@@ -62,12 +68,23 @@ class SandboxSettings:
             mechanism=str(config.get("sandbox.mechanism") or "auto"),
             writable=strings("sandbox.writable"),
             readable_deny=strings("sandbox.readable_deny"),
+            readable_allow=strings("sandbox.readable_allow"),
             env_passthrough=strings("terminal.env_passthrough"),
             bwrap=str(config.get("sandbox.bwrap") or "bwrap"),
-            network=config.get("sandbox.network") is not False,
+            network=network_mode(config.get("sandbox.network")),
+            allowed_domains=strings("sandbox.allowed_domains"),
             limits=Limits.from_config(config),
             unix_sockets=strings("sandbox.unix_sockets"),
         )
+
+
+def network_mode(value: Any) -> str:
+    """``sandbox.network`` as one of `NETWORK_MODES` (YAML reads bare on/off as booleans)."""
+    if value is None or value is True:
+        return "on"
+    if value is False:
+        return "off"
+    return str(value).lower()
 
 
 @dataclass(frozen=True)
@@ -97,6 +114,19 @@ class DaemonPlaces:
         )
 
 
+def user_home() -> Path:
+    """The home whose credential stores are hidden: the daemon's ``$HOME``."""
+    return _real(Path(os.environ.get("HOME") or Path.home()))
+
+
+def denied_paths(settings: SandboxSettings, home: Path | None = None) -> list[Path]:
+    """Every resolved path no tool may read: the credential stores under ``home`` (default
+    `user_home`) but those ``sandbox.readable_allow`` lifts, and ``sandbox.readable_deny``."""
+    return protected.hidden_paths(
+        home or user_home(), settings.readable_deny, settings.readable_allow
+    )
+
+
 def _real(path: Path) -> Path:
     return Path(os.path.realpath(os.path.expanduser(str(path))))
 
@@ -108,23 +138,29 @@ def rules(
     private_tmp: Path | None,
     writable: Sequence[str] = (),
     readable: Sequence[str] = (),
+    protect_git: bool = True,
 ) -> list[tuple[str, str]]:
     """The (path, level) rules of one call (the deepest rule over a path wins). ``writable``
     and ``readable`` widen one program's policy (an MCP server's ``sandbox`` setting), in
-    either mode, and lift ``sandbox.readable_deny`` entries at or below them; check them with
-    `check_widening` first."""
+    either mode, and lift hidden entries (`denied_paths`) at or below them; check them with
+    `check_widening` first. ``protect_git``: keep ``.git/hooks`` and ``.git/config`` of every
+    writable root read-only."""
     out: list[tuple[str, str]] = [("/", "read")]
     out += [(dev, "dev") for dev in DEVICES]
     out += [(str(p), "read") for p in places.install]
+    roots: list[Path] = []
     if settings.mode == "workspace-write":
-        out.append((str(_real(workspace)), "write"))
-        out += [(str(_real(Path(p))), "write") for p in settings.writable]
+        roots = [_real(workspace), *(_real(Path(p)) for p in settings.writable)]
     else:  # read-only: the workspace may sit in a hidden folder ($HERMES_HOME/workspace)
         out.append((str(_real(workspace)), "read"))
     granted = [(_real(Path(p)), "write") for p in writable]
+    roots += [p for p, _ in granted]
+    out += [(str(p), "write") for p in roots]
     granted += [(_real(Path(p)), "read") for p in readable]
-    out += [(str(p), level) for p, level in granted]
-    denied = [_real(Path(p)) for p in settings.readable_deny]
+    out += [(str(p), level) for p, level in granted if level == "read"]
+    if protect_git:
+        out += [(str(p), "read") for root in roots for p in protected.read_only_in(root)]
+    denied = denied_paths(settings)
     denied = [p for p in denied if not any(_within(p, g) for g, _ in granted)]
     hidden = [places.home, places.scratch, *denied]
     if places.socket is not None:

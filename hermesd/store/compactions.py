@@ -8,9 +8,10 @@ session is then the newest live compaction's prefix followed by the stored messa
 search keep seeing every original message. An /undo that reaches a message a compaction
 replaced retires that compaction (``undone_at``): the view falls back to the one before it.
 
-Functions over an open ``sqlite3`` connection, called by ``hermesd.store.sessions`` on its DB
-thread; `split_view` is pure and decides which part of an engine's answer is new text and which
-part is stored messages it kept unchanged. Standard library only.
+`CompactionLog` (``store.compactions``) keeps and lists them; the view is built by
+``hermesd.store.messages`` with the functions here, over the connection on the store's DB
+thread. `split_view` is pure and decides which part of an engine's answer is new text and which
+part is stored messages it kept unchanged.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from hermesd.store.database import Database, Table, on_db_thread
 from hermesd.store.history import repair_history
+from hermesd.store.session_rows import SessionRows
 
 _SEQ = "__hermesd_seq"  # rides along a message through repair_history, then taken off
 
@@ -103,39 +106,6 @@ def split_view(
     return [dict(m) for m in output[: len(output) - kept]], upto_seq
 
 
-def record(
-    conn: sqlite3.Connection,
-    session_id: str,
-    prefix: list[dict[str, Any]],
-    upto_seq: int,
-    *,
-    engine: str,
-    summary: str | None = None,
-    replaced: int = 0,
-    fallback: bool = False,
-    focus: str | None = None,
-    reason: str | None = None,
-) -> int:
-    """Keep a compaction (inside the caller's transaction); its id."""
-    cursor = conn.execute(
-        "INSERT INTO compactions (session_id, upto_seq, view, engine, summary, replaced,"
-        " fallback, focus, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            session_id,
-            upto_seq,
-            json.dumps(prefix, ensure_ascii=False),
-            engine,
-            summary,
-            replaced,
-            int(fallback),
-            focus,
-            reason,
-            time.time(),
-        ),
-    )
-    return int(cursor.lastrowid or 0)
-
-
 def retire_from(conn: sqlite3.Connection, session_id: str, seq: int) -> int:
     """Retire the live compactions that replaced a message at or after ``seq`` (an /undo)."""
     return conn.execute(
@@ -145,25 +115,71 @@ def retire_from(conn: sqlite3.Connection, session_id: str, seq: int) -> int:
     ).rowcount
 
 
-def listing(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:
-    """Every compaction of the session, oldest first, without the view text."""
-    rows = conn.execute(
-        "SELECT id, upto_seq, engine, summary, replaced, fallback, focus, created_at,"
-        " undone_at, reason FROM compactions WHERE session_id = ? ORDER BY id",
-        (session_id,),
-    ).fetchall()
-    return [
-        {
-            "id": r[0],
-            "upto_seq": r[1],
-            "engine": r[2],
-            "summary": r[3],
-            "replaced": r[4],
-            "fallback": bool(r[5]),
-            "focus": r[6],
-            "created_at": r[7],
-            "undone": r[8] is not None,
-            "reason": r[9],
-        }
-        for r in rows
-    ]
+class CompactionLog(Table):
+    """A store's compactions: keep one, list a session's."""
+
+    def __init__(self, db: Database, sessions: SessionRows) -> None:
+        super().__init__(db)
+        self.sessions = sessions
+
+    @on_db_thread
+    def record(
+        self,
+        session_id: str,
+        prefix: list[dict[str, Any]],
+        upto_seq: int,
+        *,
+        engine: str,
+        summary: str | None = None,
+        replaced: int = 0,
+        fallback: bool = False,
+        focus: str | None = None,
+        reason: str | None = None,
+    ) -> int:
+        """Keep a compaction of the session: ``prefix`` stands for its stored messages up to
+        ``upto_seq``; its id."""
+        self.sessions.get(session_id)
+        with self.db.tx() as db:
+            cursor = db.execute(
+                "INSERT INTO compactions (session_id, upto_seq, view, engine, summary, replaced,"
+                " fallback, focus, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    session_id,
+                    upto_seq,
+                    json.dumps(prefix, ensure_ascii=False),
+                    engine,
+                    summary,
+                    replaced,
+                    int(fallback),
+                    focus,
+                    reason,
+                    time.time(),
+                ),
+            )
+        return int(cursor.lastrowid or 0)
+
+    @on_db_thread
+    def listing(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's compactions, oldest first, without the view text (retired ones
+        marked ``undone``)."""
+        self.sessions.get(session_id)
+        rows = self._conn.execute(
+            "SELECT id, upto_seq, engine, summary, replaced, fallback, focus, created_at,"
+            " undone_at, reason FROM compactions WHERE session_id = ? ORDER BY id",
+            (session_id,),
+        ).fetchall()
+        return [
+            {
+                "id": r[0],
+                "upto_seq": r[1],
+                "engine": r[2],
+                "summary": r[3],
+                "replaced": r[4],
+                "fallback": bool(r[5]),
+                "focus": r[6],
+                "created_at": r[7],
+                "undone": r[8] is not None,
+                "reason": r[9],
+            }
+            for r in rows
+        ]

@@ -1,8 +1,9 @@
 """The session store's database file: created private (0600), opened with its pragmas (WAL,
 ``synchronous=NORMAL``, foreign keys, busy timeout), migrated to the current schema
 (``hermesd.store.migrations``), and the errors the store raises, including what an OS or SQLite
-error of a full, read-only or failing disk means (`StorageUnavailable`). `hermesd.store.sessions`
-re-exports all of it; nothing here knows what a session is.
+error of a full, read-only or failing disk means (`StorageUnavailable`). The store's
+`hermesd.store.database.Database` opens the file on its DB thread; callers import the errors
+from here. Nothing here knows what a session is.
 """
 
 from __future__ import annotations

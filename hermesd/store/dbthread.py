@@ -10,12 +10,13 @@ overtake an earlier one.
 
 Group commit: when calls are waiting, the thread takes all of them (up to ``MAX_BATCH``) and
 runs them inside one transaction, each call's own transaction becoming a savepoint of it
-(`SessionStore._tx`), then commits once and hands the results back. With 100 turns at once
-this halves the store's work per model round (docs/decisions/0002-one-database-thread.md). A
-call that raises rolls back only its own savepoint. When SQLite rolls the whole transaction
-back (a full disk), the calls of the batch that had written get that error, because their
-writes are gone; when the commit fails, every call that wrote gets the commit's error; calls
-that only read keep their results. A lone call runs in its own transaction, as before.
+(`hermesd.store.database.Database.tx`), then commits once and hands the results back. With 100
+turns at once this halves the store's work per model round
+(docs/decisions/0002-one-database-thread.md). A call that raises rolls back only its own
+savepoint. When SQLite rolls the whole transaction back (a full disk), the calls of the batch
+that had written get that error, because their writes are gone; when the commit fails, every
+call that wrote gets the commit's error; calls that only read keep their results. A lone call
+runs in its own transaction, as before.
 
 Housekeeping runs here too, inside the calls that make it due: SQLite's automatic WAL
 checkpoint runs on the thread that commits, and the store indexes new messages for search

@@ -1,7 +1,7 @@
 """Stored messages in chat-completions form, repaired so every tool call has exactly one result.
 
 Pure functions over lists of message dicts; ``hermesd.store.compactions`` calls them to build
-what the model is sent (``SessionStore.history()``), and the crash tests use them to check what
+what the model is sent (``store.messages.history()``), and the crash tests use them to check what
 a session would send. Nothing here drops a turn to save space: a session is made to fit its
 model's window by a context engine (docs/sessions.md, "The view model"). Standard library only.
 """

@@ -9,15 +9,20 @@ rest of writing it; done as messages were written, that was on the event loop in
 round. In batches it runs on the store's thread, where SQLite works without the interpreter
 lock, and costs less per message.
 
-When it runs (``hermesd.store.sessions``): when the store opens (what a killed daemon left listed),
-on the store's thread every ``INDEX_EVERY`` messages, before every search (so a search sees
-every committed message), and when the store closes.
+When it runs (`SearchIndex`, ``store.search``): when the store opens (what a killed daemon left
+listed), on the store's thread every ``INDEX_EVERY`` messages, before every search (so a search
+sees every committed message), and when the store closes.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from typing import Any, TypedDict
+
+from hermesd.store.database import Database, Table, on_db_thread
+
+log = logging.getLogger(__name__)
 
 #: Searches matching more messages than this list the newest matches instead of ranking them all.
 RANKED_MATCHES = 2000
@@ -157,3 +162,52 @@ def index_pending(conn: sqlite3.Connection) -> int:
             raise
         done += count
     return done
+
+
+class SearchIndex(Table):
+    """``store.search``: the search over a store's messages and when their indexing runs."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self._unindexed = 0  # messages written since the last indexing run (DB thread only)
+
+    def written(self, count: int) -> None:
+        """Count messages committed; every ``INDEX_EVERY``, index them (on the DB thread, as
+        every call here; the write that makes it due waits for it, ~10 ms)."""
+        self._unindexed += count
+        if self._unindexed >= INDEX_EVERY:
+            self._unindexed = 0
+            self.index_quietly("in the background")
+
+    @on_db_thread
+    def index_pending(self) -> int:
+        """Index the messages written since the last run; return how many."""
+        return index_pending(self._conn)
+
+    def index_quietly(self, when: str) -> None:
+        """`index_pending`, a failure (a full disk) only logged: search catches up later."""
+        try:
+            self.index_pending()
+        except sqlite3.Error as exc:
+            log.warning("indexing new messages for search %s failed: %s", when, exc)
+
+    @on_db_thread
+    def find(
+        self,
+        query: str,
+        limit: int = 20,
+        *,
+        session_id: str | None = None,
+        owner_uid: int | None = None,
+    ) -> list[SearchHit]:
+        """Messages matching every word of ``query``, with highlighted snippets (`search`);
+        with ``owner_uid``, only in that uid's sessions. Messages not yet indexed are indexed
+        first, so every committed message can be found; when that fails (a full disk, say)
+        the search runs on what is indexed."""
+        if fts_query(query) is None:
+            return []
+        try:
+            index_pending(self._conn)
+        except sqlite3.DatabaseError as exc:
+            log.warning("searching without the newest messages: indexing them failed: %s", exc)
+        return search(self._conn, query, limit, session_id=session_id, owner_uid=owner_uid)

@@ -4,9 +4,10 @@ Owns the SQL of the ``usage`` table: one row per model request (its session and 
 model asked for, tokens by bucket, the cost in US dollars or NULL when the model has no
 price) and the sums the reports and budgets read. A row is written in the transaction that
 commits the message the request produced, so the session's counters and its rows agree.
-Pricing is not this module's business: the ledger is handed a ``price`` function (the agent
-layer passes `hermesd.model.pricing.Pricer`), which it calls on the DB thread, beside the
-write. Every method runs on the store's DB thread (hand it to ``SessionStore.run``).
+Pricing is not this module's business: `UsageLedger.record` is handed a ``price`` function (the
+agent layer passes `hermesd.model.pricing.Pricer`'s), which it calls on the DB thread, beside
+the write. ``store.usage``; every method runs on the store's DB thread
+(`hermesd.store.database.on_db_thread`: from the event loop, hand it to ``store.run``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hermesd.store.sessions import SessionStore
+from hermesd.store.database import Table, on_db_thread
 
 TOKEN_BUCKETS = (
     "input_tokens",
@@ -100,26 +101,23 @@ def _totals(row: sqlite3.Row) -> dict[str, Any]:
     return out
 
 
-class UsageLedger:
+class UsageLedger(Table):
     """The usage rows of one store, and the sums over them."""
 
-    def __init__(self, store: SessionStore, price: Price | None = None) -> None:
-        self.store = store
-        self.price = price
-
-    @property
-    def _db(self) -> sqlite3.Connection:
-        return self.store.connection()
-
+    @on_db_thread
     def record(
-        self, session_id: str | None, turn_id: str | None, usage: RequestUsage
+        self,
+        session_id: str | None,
+        turn_id: str | None,
+        usage: RequestUsage,
+        price: Price | None = None,
     ) -> float | None:
-        """Store one request's usage; its cost (None: unknown). A pricing failure leaves the
-        cost unknown: the request is recorded all the same."""
+        """Store one request's usage, priced by ``price``; its cost (None: unknown). A pricing
+        failure leaves the cost unknown: the request is recorded all the same."""
         cost: float | None = None
-        if usage.reported and self.price is not None:
-            cost = self.price(usage)
-        with self.store.transaction() as db:
+        if usage.reported and price is not None:
+            cost = price(usage)
+        with self.db.tx() as db:
             db.execute(
                 "INSERT INTO usage (session_id, turn_id, model, input_tokens, output_tokens,"
                 " cache_read_tokens, cache_write_tokens, reasoning_tokens, reported, cost_usd,"
@@ -162,6 +160,7 @@ class UsageLedger:
             args.append(owner_uid)
         return (" WHERE " + " AND ".join(conditions)) if conditions else "", args
 
+    @on_db_thread
     def totals(
         self,
         *,
@@ -174,9 +173,10 @@ class UsageLedger:
         ``total_tokens``, ``cost_usd`` (of the priced ones; None when none is),
         ``unpriced_requests``, ``unreported_requests``."""
         where, args = self._where(since, until, session_id, owner_uid)
-        row = self._db.execute(f"SELECT {_SUMS} FROM usage{where}", args).fetchone()
+        row = self._conn.execute(f"SELECT {_SUMS} FROM usage{where}", args).fetchone()
         return _totals(row)
 
+    @on_db_thread
     def grouped(
         self,
         by: str,
@@ -192,7 +192,7 @@ class UsageLedger:
         if by not in ("model", "session_id"):
             raise ValueError(f"usage can be grouped by model or session_id, not {by!r}")
         where, args = self._where(since, until, session_id, owner_uid)
-        rows = self._db.execute(
+        rows = self._conn.execute(
             f"SELECT {by} AS key, {_SUMS} FROM usage{where} GROUP BY {by}"
             " ORDER BY coalesce(sum(cost_usd), 0) DESC,"
             " sum(input_tokens + cache_read_tokens + cache_write_tokens + output_tokens) DESC"
@@ -201,9 +201,10 @@ class UsageLedger:
         ).fetchall()
         return [{by: row["key"], **_totals(row)} for row in rows]
 
+    @on_db_thread
     def spent_since(self, since: float) -> float:
         """US dollars of the priced requests since ``since`` (Unix seconds)."""
-        row = self._db.execute(
+        row = self._conn.execute(
             "SELECT coalesce(sum(cost_usd), 0) FROM usage WHERE created_at >= ?", (since,)
         ).fetchone()
         return float(row[0])

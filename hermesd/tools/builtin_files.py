@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
-from hermesd.rpc.connection import current_connection
+from hermesd.caller import NO_ONE, current_caller
 from hermesd.sandbox.confine import Sandbox
 from hermesd.tools import file_access
 from hermesd.tools.arguments import (
@@ -38,6 +39,8 @@ from hermesd.tools.consent import Consent
 from hermesd.tools.file_access import PathGuard
 from hermesd.tools.terminal import TERMINAL_SCHEMA, Terminal
 from hermesd.tools.workspace import resolve_workspace
+
+log = logging.getLogger(__name__)
 
 __all__ = ["BuiltinFileTools", "PathGuard", "register_builtin_file_tools"]
 
@@ -71,8 +74,8 @@ class ConfigLike(Protocol):
     def get(self, dotted: str, default: Any = None) -> Any: ...
 
 
-class SearchableStore(Protocol):
-    def search(
+class MessageSearch(Protocol):
+    def find(
         self,
         query: str,
         limit: int = 20,
@@ -80,6 +83,20 @@ class SearchableStore(Protocol):
         session_id: str | None = None,
         owner_uid: int | None = None,
     ) -> list[Any]: ...
+
+
+class SessionLookup(Protocol):
+    def get(self, session_id: str) -> Mapping[str, object]: ...
+
+
+class SearchableStore(Protocol):
+    """What these tools read of the session store (``store.search``, ``store.sessions``)."""
+
+    @property
+    def search(self) -> MessageSearch: ...
+
+    @property
+    def sessions(self) -> SessionLookup: ...
 
 
 # -- schemas (the tools.json self-check: input → output, every parameter described) -----------
@@ -207,11 +224,6 @@ SESSION_SEARCH_SCHEMA: dict[str, Any] = {
 }
 
 
-@runtime_checkable
-class SessionLookup(Protocol):
-    def get_session(self, session_id: str) -> Mapping[str, object]: ...
-
-
 class BuiltinFileTools:
     """The handlers, bound to one HERMES_HOME, store and configuration."""
 
@@ -228,15 +240,17 @@ class BuiltinFileTools:
         self.configured_cwd: str | None = config.get("terminal.cwd")
         cwd = self.configured_cwd
         self.base = Path(cwd).expanduser() if cwd else Path.home()
-        self.guard = PathGuard(home, self.base)
+        sandbox = sandbox or Sandbox.for_home(home, config)
+        # one read policy: the file tools refuse what the sandbox hides (its settings reload)
+        self.guard = PathGuard(home, self.base, settings=lambda: sandbox.settings)
         self.store = store
-        self.sessions: SessionLookup | None = store if isinstance(store, SessionLookup) else None
+        self.sessions: SessionLookup | None = store.sessions if store is not None else None
         self.terminal = Terminal(
             self.guard,
             self.base,
             timeout=float(config.get("terminal.timeout", 60.0)),
             transform_output=transform_output,
-            sandbox=sandbox or Sandbox.for_home(home, config),
+            sandbox=sandbox,
             workspace=self.workspace,
         )
 
@@ -245,7 +259,7 @@ class BuiltinFileTools:
         session_cwd = None
         if session_id and self.sessions is not None:
             try:
-                cwd = self.sessions.get_session(session_id).get("cwd")
+                cwd = self.sessions.get(session_id).get("cwd")
                 session_cwd = cwd if isinstance(cwd, str) else None
             except Exception:  # no such session (a bare tools.call), or the store is closing
                 session_cwd = None
@@ -355,15 +369,17 @@ class BuiltinFileTools:
     def search_scope(self, session_id: str | None) -> int | None:
         """Whose sessions ``session_search`` reads: the calling peer's own when it is not the
         daemon's owner, else those of the session's owner when that is another user; None: all.
+        When the session's owner cannot be looked up, only the sessions of no one (fail closed).
         """
-        conn = current_connection.get()
-        if conn is not None and conn.scope_uid is not None:
-            return conn.scope_uid
+        caller = current_caller.get()  # the turn's or tools.call's (a value, set at the edge)
+        if caller is not None and caller.scope_uid is not None:
+            return caller.scope_uid
         if session_id and self.sessions is not None:
             try:
-                owner = self.sessions.get_session(session_id).get("owner_uid")
-            except Exception:  # no such session (a bare tools.call), or the store is closing
-                owner = None
+                owner = self.sessions.get(session_id).get("owner_uid")
+            except Exception:  # no such session, or the store is closing: nobody's
+                log.info("session_search: owner of %s unknown; searching nothing", session_id)
+                return NO_ONE
             if isinstance(owner, int) and owner not in (os.geteuid(), 0):
                 return owner
         return None
@@ -377,7 +393,7 @@ class BuiltinFileTools:
             return error(str(exc))
         if self.store is None:
             return error("session search is not available")
-        hits = self.store.search(query, limit, owner_uid=self.search_scope(session_id))
+        hits = self.store.search.find(query, limit, owner_uid=self.search_scope(session_id))
         return json.dumps(
             {
                 "query": query,

@@ -1,7 +1,7 @@
 """The built-in ``skills_list`` and ``skill_view`` tools, registered like any plugin tool.
 
 They register through `ToolRegistry.register` with owner ``builtin`` and toolset ``skills``; the
-result shapes are built by `hermesd.plugins.skills.SkillCatalog` (docs/hermes-compat.md §7).
+result shapes are built by `hermesd.tools.skill_catalog.SkillCatalog` (docs/hermes-compat.md §7).
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hermesd.plugins.skills import SkillCatalog
 from hermesd.tools.registry import BUILTIN, ToolRegistry
+from hermesd.tools.skill_catalog import SkillCatalog
 
 TOOLSET = "skills"
 

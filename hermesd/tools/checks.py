@@ -12,7 +12,7 @@ from concurrent.futures import Future
 from concurrent.futures import wait as futures_wait
 from typing import Any, Protocol
 
-from hermesd.plugins.workers import WorkerPool
+from hermesd.runtime.workers import WorkerPool
 
 log = logging.getLogger(__name__)
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from hermesd.sandbox.policy import SandboxSettings
 from hermesd.tools.arguments import BadArgs
 from hermesd.tools.consent import Consent
 from hermesd.tools.file_policy import (
@@ -41,10 +42,28 @@ _READ = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 class PathGuard:
     """Resolves tool paths and knows hermesd's own files and the other protected places."""
 
-    def __init__(self, home: Path, base: Path, places: Places | None = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        base: Path,
+        places: Places | None = None,
+        settings: Callable[[], SandboxSettings] | None = None,
+    ) -> None:
         self.home = home.expanduser().resolve()
         self.base = base
         self.places = places or Places.of_daemon(self.home)
+        # the sandbox's current settings (they change on reload): its readable_deny/allow
+        self.settings = settings or SandboxSettings
+        self._lists: tuple[SandboxSettings, list[Path], list[Path]] | None = None
+
+    def read_refusal(self, path: Path) -> Verdict | None:
+        """Why reading resolved ``path`` is refused (`file_policy.read_refusal` with the
+        sandbox's ``readable_deny`` and ``readable_allow``), or None."""
+        settings = self.settings()
+        if self._lists is None or self._lists[0] is not settings:
+            deny = [_real(p) for p in settings.readable_deny]
+            self._lists = (settings, deny, [_real(p) for p in settings.readable_allow])
+        return read_refusal(path, self.places, self._lists[1], self._lists[2])
 
     def _protected(self) -> list[Path]:
         return self.places.own_files()
@@ -104,6 +123,10 @@ class PathGuard:
         return "state.db" if "state.db" in command else None
 
 
+def _real(text: str) -> Path:
+    return Path(os.path.realpath(os.path.expanduser(text)))
+
+
 def _same_as_any(st: os.stat_result, paths: list[Path]) -> bool:
     for other in paths:
         try:
@@ -139,7 +162,7 @@ def _moved(path: Path, exc: OSError) -> str:
 def read_bytes(guard: PathGuard, raw: str, base: Path, max_bytes: int) -> tuple[Path, bytes]:
     """The resolved path and content of a readable regular file; ``BadArgs`` otherwise."""
     path = guard.canonical(raw, base=base)
-    refusal = read_refusal(path, guard.places)
+    refusal = guard.read_refusal(path)
     if refusal is not None:
         raise BadArgs(_denied(raw, refusal))
     try:
@@ -282,7 +305,7 @@ def _check_target(guard: PathGuard, plan: WritePlan, st: os.stat_result, created
 def open_search_root(guard: PathGuard, raw: str | None, base: Path) -> tuple[Path, int]:
     """The resolved search root and a directory fd for it; ``BadArgs`` when refused."""
     root = guard.canonical(raw, base=base) if raw else Path(os.path.realpath(base))
-    refusal = read_refusal(root, guard.places)
+    refusal = guard.read_refusal(root)
     if refusal is not None:
         raise BadArgs(_denied(raw or str(root), refusal))
     try:
@@ -312,7 +335,7 @@ def walk(
             for entry in entries:
                 if not hidden and entry.name.startswith("."):
                     continue
-                if read_refusal(here / entry.name, guard.places) is not None:
+                if guard.read_refusal(here / entry.name) is not None:
                     continue
                 if entry.is_file(follow_symlinks=False):
                     files.append(entry.name)

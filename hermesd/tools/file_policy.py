@@ -4,16 +4,19 @@ Decisions are made on a resolved path (absolute, no symlinks, no ``..``) and on 
 so the same path always gets the same answer; `hermesd.tools.safeopen` then opens exactly that
 path. Three answers:
 
-- **refused** — reads of credential stores (``~/.ssh``, ``/etc/shadow``, ``.env*`` files,
-  ``~/.netrc``, cloud and registry credentials, keyrings, browser profiles, ``/proc/PID``) and
-  reads or writes of hermesd's own ``config.yaml``, ``.env`` and ``state.db*``. Credential
-  rules match anywhere in a path (``/home/alice/.ssh`` as well as ``~/.ssh``).
+- **refused** — reads of credential stores (`hermesd.sandbox.protected.CREDENTIAL_STORES`,
+  the list the sandbox hides too, less ``sandbox.readable_allow``), ``sandbox.readable_deny``,
+  ``/etc/shadow``, ``.env*`` files and ``/proc/PID``; writes of ``.git/hooks`` and
+  ``.git/config`` (read-only to every tool); reads or writes of hermesd's own ``config.yaml``,
+  ``.env`` and ``state.db*``. Credential rules match anywhere in a path (``/home/alice/.ssh``
+  as well as ``~/.ssh``).
 - **asked** (writes only) — anything outside the workspace, and anywhere, targets that run code
   or change who gets in: shell start-up files, ``~/.ssh``, ``/etc``, cron, systemd and autostart
-  units, git hooks and a repository's ``.git/config``, ``*.pth``, ``sitecustomize.py``,
-  ``usercustomize.py``, ``site-packages``, project plugin folders (``.hermes/plugins``), every
-  ``HERMES_PLUGIN_PATH`` folder, ``$HERMES_HOME`` (its workspace excepted), hermesd's own
-  installation and the directories on ``PATH``.
+  units, files that run when a folder is entered or opened (``.envrc``, ``.vscode/tasks.json``
+  and ``settings.json``, ``.devcontainer``, ``.github/workflows``), git configuration,
+  ``*.pth``, ``sitecustomize.py``, ``usercustomize.py``, ``site-packages``, project plugin
+  folders (``.hermes/plugins``), every ``HERMES_PLUGIN_PATH`` folder, ``$HERMES_HOME`` (its
+  workspace excepted), hermesd's own installation and the directories on ``PATH``.
 - **allowed** — everything else: reads anywhere, writes inside the workspace.
 
 The list is in docs/approvals.md ("File tools"); a rule added here goes there too.
@@ -29,72 +32,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import hermesd
+from hermesd.sandbox import protected
+from hermesd.sandbox.protected import (
+    STARTUP_DIRS,
+    STARTUP_FILES,
+    UNIT_DIRS,
+    contains,
+    credential_reason,
+    within,
+)
 
 OWN_FILES = ("config.yaml", ".env", "state.db", "state.db-wal", "state.db-shm", "state.db-journal")
 
-# Refused reads: component sequences matched anywhere in the path (a directory and everything
-# under it, or a file), with the reason a person reads.
-_SECRET_PLACES: list[tuple[tuple[str, ...], str]] = [
-    ((".ssh",), "ssh keys and settings"),
-    ((".gnupg",), "GnuPG keys"),
-    ((".password-store",), "a password store"),
-    ((".netrc",), "a .netrc password file"),
-    ((".pgpass",), "a PostgreSQL password file"),
-    ((".git-credentials",), "stored git credentials"),
-    ((".config", "git", "credentials"), "stored git credentials"),
-    ((".npmrc",), "npm registry credentials"),
-    ((".pypirc",), "PyPI credentials"),
-    ((".aws", "credentials"), "AWS credentials"),
-    ((".aws", "sso"), "AWS credentials"),
-    ((".aws", "cli"), "AWS credentials"),
-    ((".config", "gcloud"), "Google Cloud credentials"),
-    ((".azure",), "Azure credentials"),
-    ((".docker", "config.json"), "Docker registry credentials"),
-    ((".kube", "config"), "Kubernetes credentials"),
-    ((".config", "gh", "hosts.yml"), "GitHub CLI credentials"),
-    ((".local", "share", "keyrings"), "a keyring"),
-    ((".local", "share", "kwalletd"), "a keyring"),
-    ((".mozilla",), "a browser profile"),
-    ((".thunderbird",), "a mail profile"),
-    ((".config", "google-chrome"), "a browser profile"),
-    ((".config", "chromium"), "a browser profile"),
-    ((".config", "BraveSoftware"), "a browser profile"),
-    ((".config", "microsoft-edge"), "a browser profile"),
-    ((".config", "vivaldi"), "a browser profile"),
-    ((".config", "opera"), "a browser profile"),
-    (("snap", "firefox"), "a browser profile"),
-]
 _PASSWORD_HASHES = {"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"}
 #: ``.env*`` names that are templates by convention (no values), so reading them is fine.
 ENV_TEMPLATES = {".env.example", ".env.sample", ".env.template", ".env.dist"}
 
-_STARTUP_FILES = {
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
-    ".zlogout",
-    ".kshrc",
-    ".mkshrc",
-    ".cshrc",
-    ".tcshrc",
-    ".login",
-    ".xprofile",
-    ".xsessionrc",
-    ".xinitrc",
-    ".pam_environment",
-}
-_STARTUP_DIRS = [(".config", "fish"), (".config", "environment.d")]
-_UNIT_DIRS = [
-    (".config", "systemd"),
-    (".local", "share", "systemd"),
-    (".config", "autostart"),
-]
 _SYSTEM_UNIT_ROOTS = ("/etc/systemd", "/usr/lib/systemd", "/lib/systemd", "/run/systemd")
 _CRON_ROOTS = ("/var/spool/cron", "/etc/crontab", "/etc/anacrontab")
 _PY_STARTUP = {"sitecustomize.py", "usercustomize.py"}
@@ -147,12 +100,6 @@ def _path_list(value: str) -> tuple[Path, ...]:
     )
 
 
-def _contains(parts: Sequence[str], run: Sequence[str]) -> bool:
-    """Whether ``run`` occurs in ``parts`` as consecutive components."""
-    n = len(run)
-    return any(tuple(parts[i : i + n]) == tuple(run) for i in range(len(parts) - n + 1))
-
-
 def _under(path: Path, roots: Iterable[Path | str]) -> Path | None:
     for root in roots:
         root = Path(root)
@@ -170,15 +117,21 @@ def own_file(path: Path, places: Places) -> str | None:
     return None
 
 
-def read_refusal(path: Path, places: Places) -> Verdict | None:
-    """Why reading resolved ``path`` is refused, or None when it may be read."""
+def read_refusal(
+    path: Path, places: Places, deny: Sequence[Path] = (), allow: Sequence[Path] = ()
+) -> Verdict | None:
+    """Why reading resolved ``path`` is refused, or None when it may be read. ``deny`` and
+    ``allow``: ``sandbox.readable_deny`` and ``sandbox.readable_allow``, resolved (the
+    terminal's sandbox hides the same paths: one read policy)."""
     own = own_file(path, places)
     if own is not None:
         return _own(own)
     parts = path.parts
-    for run, reason in _SECRET_PLACES:
-        if _contains(parts, run):
-            return Verdict(reason, "secret", refuse=True)
+    if any(within(path, d) for d in deny):
+        return Verdict("listed in sandbox.readable_deny", "secret", refuse=True)
+    reason = credential_reason(path)
+    if reason is not None and not any(within(path, a) for a in allow):
+        return Verdict(reason, "secret", refuse=True)
     if str(path) in _PASSWORD_HASHES:
         return Verdict("the system's password hashes", "secret", refuse=True)
     if path.name.startswith(".env") and path.name not in ENV_TEMPLATES:
@@ -193,6 +146,14 @@ def write_verdict(path: Path, places: Places, workspace: Path) -> Verdict | None
     own = own_file(path, places)
     if own is not None:
         return _own(own)
+    for run in protected.READ_ONLY_IN_WRITABLE:
+        if contains(path.parts, run):
+            return Verdict(
+                f"{'/'.join(run)}, which tools may not write (git runs what it names; the "
+                "sandbox keeps it read-only too)",
+                "git-readonly",
+                refuse=True,
+            )
     sensitive = sensitive_target(path, places, workspace)
     if sensitive is not None:
         return sensitive
@@ -216,26 +177,27 @@ def sensitive_target(path: Path, places: Places, workspace: Path) -> Verdict | N
         )
     if _under(path, places.plugin_path) is not None:
         return Verdict("a HERMES_PLUGIN_PATH folder (code the daemon runs)", "plugin-path")
-    if _contains(parts, (".hermes", "plugins")):
+    if contains(parts, (".hermes", "plugins")):
         return Verdict("a project plugin folder (.hermes/plugins: code hermes runs)", "plugins")
-    if _contains(parts, (".ssh",)):
+    if contains(parts, (".ssh",)):
         return Verdict("ssh keys and settings (who may log in)", "ssh")
-    if name in _STARTUP_FILES or any(_contains(parts, run) for run in _STARTUP_DIRS):
+    if name in STARTUP_FILES or any(contains(parts, run) for run in STARTUP_DIRS):
         return Verdict("a shell start-up file (runs in every new shell or login)", "startup")
     etc_cron = len(parts) > 2 and parts[1] == "etc" and parts[2].startswith("cron")
     if etc_cron or _under(path, _CRON_ROOTS) or "crontabs" in parts:
         return Verdict("a cron table (runs commands on a schedule)", "cron")
     if _under(path, (*_SYSTEM_UNIT_ROOTS, "/etc/xdg/autostart")) or any(
-        _contains(parts, run) for run in _UNIT_DIRS
+        contains(parts, run) for run in UNIT_DIRS
     ):
         return Verdict("a systemd or autostart unit (runs at boot or login)", "units")
     if len(parts) > 1 and parts[1] == "etc":
         return Verdict("system configuration (/etc)", "etc")
-    if _contains(parts, (".git", "hooks")):
-        return Verdict("a git hook (runs at the next git command)", "git-hooks")
-    if _contains(parts, (".git", "config")) or name == ".gitconfig":
+    autorun = protected.autorun_reason(path)
+    if autorun is not None:
+        return Verdict(autorun, "autorun")
+    if name == ".gitconfig":
         return Verdict("a git configuration (can name commands git runs)", "git-config")
-    if _contains(parts, (".config", "git")):
+    if contains(parts, (".config", "git")):
         return Verdict("a git configuration (can name commands git runs)", "git-config")
     if name.endswith(".pth") or name in _PY_STARTUP:
         return Verdict("a Python start-up file (runs in every Python process)", "python-startup")

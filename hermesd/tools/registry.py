@@ -6,14 +6,15 @@ name another owns unless ``override=True``. Registrations stack per name, so rem
 (rollback of a failed plugin, hot reload) brings back whatever it had shadowed.
 
 `ToolRegistry.call` is THE pipeline for a model's tool call, a client's ``tools.call`` and a
-plugin's ``ctx.dispatch_tool`` alike: parse and check arguments → ``pre_tool_call`` hooks →
-the tool's own ``prepare`` step, if it has one (`hermesd.tools.consent`) → approval (injectable)
-→ the handler, bounded in time, off the event loop → coercion to a string → redaction
-(injectable) → size budget → ``post_tool_call`` → ``transform_tool_result``. Every
-failure becomes a ``{"error": ...}`` JSON string; nothing raises to the caller. `call_sync` is
-the same pipeline for plugin threads. The result's coercion, redaction and budget are
-`hermesd.tools.results`; which tools the model may see (``check_fn``) is
-`hermesd.tools.checks`. This module does not know about plugins, sessions or RPC.
+plugin's ``ctx.dispatch_tool`` alike: it finds the tool (the turn's pinned entry first) and
+hands the call to `hermesd.tools.pipeline.ToolPipeline`, whose steps are: parse and check
+arguments → ``pre_tool_call`` hooks → the tool's own ``prepare`` step, if it has one
+(`hermesd.tools.consent`) → approval (injectable) → the handler, bounded in time, off the event
+loop → coercion to a string → redaction (injectable) → size budget → ``post_tool_call`` →
+``transform_tool_result``. Every failure becomes a ``{"error": ...}`` JSON string; nothing
+raises to the caller. `call_sync` is the same pipeline for plugin threads. The result's
+coercion, redaction and budget are `hermesd.tools.results`; which tools the model may see
+(``check_fn``) is `hermesd.tools.checks`. This module does not know about plugins, sessions or RPC.
 """
 
 from __future__ import annotations
@@ -23,31 +24,26 @@ import contextvars
 import logging
 import os
 import threading
-import time
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hermesd.plugins.context import current_session
-from hermesd.plugins.hooks import HookBus
-from hermesd.plugins.middleware import MiddlewareTimeout
-from hermesd.plugins.tool_schema import (
+from hermesd.runtime.hooks import HookBus
+from hermesd.runtime.session import current_session
+from hermesd.runtime.workers import CallShape, WorkerPool, shared_pool
+from hermesd.tools.checks import CheckCache
+from hermesd.tools.consent import Consent
+from hermesd.tools.pipeline import ToolPipeline
+from hermesd.tools.results import (
+    Redactor,
+    error_result,
+)
+from hermesd.tools.schema import (
     ToolRejected,
-    check_args,
     normalize_schema,
     openai_form,
     validate_tool,
-)
-from hermesd.plugins.workers import CallShape, WorkerPool, WorkTimeout, call_bounded, shared_pool
-from hermesd.tools.checks import CheckCache
-from hermesd.tools.consent import Consent
-from hermesd.tools.results import (
-    Redactor,
-    as_result,
-    error_result,
-    parse_args,
-    redact_and_clip,
 )
 
 log = logging.getLogger(__name__)
@@ -122,9 +118,12 @@ class ToolRegistry:
         self.approver = approver
         #: Redaction (hermesd.redact): applied to every result before hooks and the model.
         self.redactor = redactor
-        self._pool = pool or shared_pool()
+        #: the worker threads handlers, ``prepare`` steps and ``check_fn``s run on
+        self.pool = pool or shared_pool()
         #: ``check_fn`` results (``ttl``, ``timeout`` adjustable)
-        self.checks = CheckCache(self._pool, check_ttl, check_timeout)
+        self.checks = CheckCache(self.pool, check_ttl, check_timeout)
+        #: the steps every call goes through (`hermesd.tools.pipeline`)
+        self.pipeline = ToolPipeline(self)
         self._lock = threading.Lock()
         self._stacks: dict[str, list[ToolEntry]] = {}
         self._aliases: dict[str, tuple[str, str]] = {}  # alias -> (name, owner)
@@ -337,234 +336,30 @@ class ToolRegistry:
         loop_token = _pipeline_loop.set(asyncio.get_running_loop())
         session_token = current_session.set(session_id)
         try:
-            return await self._call(
-                name, args, session_id, tool_call_id or "", source, turn_id, observers
-            )
+            entry = await self._resolve(name)
+            if entry is None:
+                return error_result(f"Unknown tool: {name}")
+            ids = {
+                "task_id": session_id,
+                "session_id": session_id,
+                "tool_call_id": tool_call_id or "",
+                "turn_id": turn_id,
+                "api_request_id": "",
+            }
+            return await self.pipeline.run(entry, args, ids, source, observers)
         finally:
             current_session.reset(session_token)
             _pipeline_loop.reset(loop_token)
 
-    async def _call(
-        self,
-        name: str,
-        raw_args: Mapping[str, Any] | str | None,
-        session_id: str,
-        tool_call_id: str,
-        source: str,
-        turn_id: str,
-        observers: list[asyncio.Task[Any]] | None,
-    ) -> str:
+    async def _resolve(self, name: str) -> ToolEntry | None:
+        """The entry a call of ``name`` runs: the turn's pinned one, else the active one (an
+        alias runs, and is reported, as the tool it names)."""
         pinned = pinned_tools.get()
         entry = (pinned.get(name) if pinned is not None else None) or self.get(name)
         if entry is None and self.before_listing:  # a tool of a server not started yet
             await self.start_pending()
             entry = self.get(name)
-        if entry is None:
-            return error_result(f"Unknown tool: {name}")
-        name = entry.name  # an alias runs, and is reported, as the tool it names
-        started = time.monotonic()
-        ids = {
-            "task_id": session_id,
-            "session_id": session_id,
-            "tool_call_id": tool_call_id,
-            "turn_id": turn_id,
-            "api_request_id": "",
-        }
-        args, problem = parse_args(raw_args)
-        original_args, trace = args, []
-        if problem is None and self.hooks.middleware.has("tool_request"):
-            rewritten = await self.hooks.middleware.apply_request(
-                "tool_request", "args", args, {"tool_name": name, **ids}
-            )
-            args, original_args, trace = rewritten.payload, rewritten.original, rewritten.trace
-        if problem is None and entry.check_arguments:
-            problem = check_args(entry.schema["parameters"], args)
-        error_type: str | None = None
-        error_message: str | None = None
-        if problem is not None:
-            result, status = (
-                error_result(f"Invalid arguments for tool '{name}': {problem}"),
-                "error",
-            )
-            error_type, error_message = "invalid_arguments", problem
-        else:
-            verdict = await self.hooks.pre_tool_verdict(
-                tool_name=name, args=args, **ids, middleware_trace=trace
-            )
-            block = verdict.block
-            consent = None
-            if block is None and entry.prepare is not None:
-                consent, block = await self._prepare(entry, args, session_id)
-            asks = consent.ask if consent is not None else None
-            if block is None and self.approver is not None:
-                block = await self._approve(
-                    name, args, session_id, verdict.approve, verdict.rule_key
-                )
-                if block is None and consent is not None and asks is not None:
-                    block = await self._approve(name, args, session_id, asks, consent.rule_key)
-            elif block is None and verdict.approve is not None:  # nobody to ask: fail closed
-                block = f"BLOCKED: plugin approval required for {name}"
-            elif block is None and asks is not None:
-                block = f"BLOCKED: {asks} needs approval and nobody can be asked"
-            if block is not None:
-                result, status = error_result(block), "blocked"
-                error_type, error_message = "blocked", block
-            elif self.hooks.middleware.has("tool_execution"):
-                result, status, error_type, error_message = await self._run_wrapped(
-                    entry, args, original_args, ids, consent
-                )
-            else:
-                result, status, error_type, error_message = await self._run(
-                    entry, args, ids, consent
-                )
-        result = self._redact_and_clip(result)
-        duration_ms = int((time.monotonic() - started) * 1000)
-        log.debug(
-            "tool %s (%s) for session %s: %s in %d ms",
-            name,
-            source,
-            session_id or "-",
-            status,
-            duration_ms,
-        )
-        if self.hooks.has("post_tool_call"):
-            observed = self.hooks.invoke(
-                "post_tool_call",
-                tool_name=name,
-                args=args,
-                result=result,
-                **ids,
-                duration_ms=duration_ms,
-                status=status,
-                error_type=error_type,
-                error_message=error_message,
-                middleware_trace=trace,
-            )
-            if observers is not None and not self.hooks.has("transform_tool_result"):
-                observers.append(asyncio.ensure_future(observed))
-            else:
-                await observed
-        replaced = await self.hooks.transform(
-            "transform_tool_result",
-            tool_name=name,
-            args=args,
-            result=result,
-            **ids,
-            duration_ms=duration_ms,
-            status=status,
-            error_type=error_type,
-            error_message=error_message,
-        )
-        return result if replaced is None else self._redact_and_clip(replaced)
-
-    async def _approve(
-        self,
-        name: str,
-        args: dict[str, Any],
-        session_id: str,
-        asked: str | None,
-        rule_key: str | None,
-    ) -> str | None:
-        assert self.approver is not None
-        try:
-            if asked is None:
-                return await self.approver(name, args, session_id)
-            # A pre_tool_call hook asked for a person: the approver learns why and the key.
-            return await self.approver(name, args, session_id, asked=asked, rule_key=rule_key)
-        except Exception:
-            log.exception("Approval check for tool '%s' failed; blocking the call", name)
-            return f"BLOCKED: approval check failed for {name}"
-
-    async def _prepare(
-        self, entry: ToolEntry, args: dict[str, Any], session_id: str
-    ) -> tuple[Consent | None, str | None]:
-        """The tool's consent step on a worker thread: the `Consent`, or a block message."""
-        assert entry.prepare is not None
-        try:
-            consent = await call_bounded(
-                self._pool,
-                entry.prepare,
-                (dict(args),),
-                {"session_id": session_id},
-                self.timeout,
-                f"tool:{entry.owner}",
-            )
-        except Exception:
-            log.exception("The prepare step of tool '%s' failed; blocking the call", entry.name)
-            return None, f"BLOCKED: could not check the call to {entry.name}"
-        if not isinstance(consent, Consent):
-            log.error("The prepare step of tool '%s' returned %r", entry.name, consent)
-            return None, f"BLOCKED: could not check the call to {entry.name}"
-        return consent, consent.refuse
-
-    async def _run(
-        self,
-        entry: ToolEntry,
-        args: dict[str, Any],
-        ids: dict[str, str],
-        consent: Consent | None = None,
-    ) -> tuple[str, str, str | None, str | None]:
-        offered: dict[str, Any] = {k: ids[k] for k in ("task_id", "session_id", "tool_call_id")}
-        timeout = self.timeout if entry.timeout is None else entry.timeout
-        if consent is not None:
-            offered["plan"] = consent.plan  # what was decided (and maybe approved) on
-        try:
-            value = await call_bounded(
-                self._pool,
-                entry.handler,
-                (dict(args),),
-                entry.shape.select(offered),
-                timeout,
-                f"tool:{entry.owner}",
-            )
-        except WorkTimeout:
-            message = f"Tool '{entry.name}' timed out after {timeout:g}s"
-            log.warning("%s (its thread, if any, keeps running)", message)
-            return error_result(message), "timeout", "timeout", message
-        except Exception as exc:
-            log.warning("Tool '%s' raised %s: %s", entry.name, type(exc).__name__, exc)
-            log.debug("Traceback of tool '%s'", entry.name, exc_info=True)
-            message = f"Tool execution failed: {type(exc).__name__}: {exc}"
-            return error_result(message), "error", type(exc).__name__, str(exc)
-        return as_result(entry.name, value)
-
-    async def _run_wrapped(
-        self,
-        entry: ToolEntry,
-        args: dict[str, Any],
-        original_args: dict[str, Any],
-        ids: dict[str, str],
-        consent: Consent | None,
-    ) -> tuple[str, str, str | None, str | None]:
-        """`_run` inside the ``tool_execution`` middleware; what a refusing one returned is
-        the result, as a handler's would be."""
-        ran: tuple[str, str, str | None, str | None] | None = None
-
-        async def handler(payload: Any) -> str:
-            nonlocal ran
-            ran = await self._run(
-                entry, payload if isinstance(payload, dict) else args, ids, consent
-            )
-            return ran[0]
-
-        context = {"tool_name": entry.name, **ids, "original_args": original_args}
-        try:
-            value = await self.hooks.middleware.run_execution(
-                "tool_execution", "args", args, handler, context
-            )
-        except MiddlewareTimeout as exc:
-            message = f"BLOCKED: {exc}"
-            return error_result(message), "blocked", "blocked", message
-        except Exception as exc:  # the handler's failures are results; this is middleware's
-            log.warning("tool_execution middleware of '%s' failed: %s", entry.name, exc)
-            message = f"Tool execution failed: {type(exc).__name__}: {exc}"
-            return error_result(message), "error", type(exc).__name__, str(exc)
-        if ran is not None and value is ran[0]:
-            return ran
-        return as_result(entry.name, value)
-
-    def _redact_and_clip(self, result: str) -> str:
-        return redact_and_clip(result, self.redactor, self.result_budget)
+        return entry
 
     def call_sync(
         self,

@@ -107,7 +107,9 @@ class Terminal:
         if named:
             return error(f"Access denied: the command touches hermesd's own {named}")
         try:
-            launch = await asyncio.to_thread(self.sandbox.prepare, command, cwd, workspace)
+            launch = await asyncio.to_thread(
+                self.sandbox.prepare, command, cwd, workspace, session_id
+            )
         except SandboxUnavailable as exc:
             return error(str(exc))
         except OSError as exc:  # its private tmp cannot be made (a full or read-only home)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from hermesctl.client import Client
-from hermesd.agent.compressor import SUMMARY_PREFIX, SUMMARY_SYSTEM
+from hermesd.context.compressor import SUMMARY_PREFIX, SUMMARY_SYSTEM
 from tests.support import corpus
 from tests.support.daemon import (
     DaemonProcess,

@@ -4,15 +4,17 @@ reference's jobs.json, and the test hook's refusal outside tests."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hermesd.rpc.protocol import Codes, RpcError
-from tests.support.cron import HOUR, advance, cron_config, start_cron
+from tests.support.cron import HOUR, advance, start_cron
 from tests.support.daemon import DaemonProcess, run_hermesctl
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 
@@ -176,12 +178,35 @@ def test_a_reference_jobs_json_is_imported_once(start, model, home) -> None:
     assert again.call("cron.list")["jobs"][0]["repeat"]["completed"] == 7
 
 
-def test_the_clock_hook_is_refused_without_the_test_variable(start, model) -> None:
-    daemon = start(config=cron_config(model))
-    with pytest.raises(RpcError) as err:
-        daemon.call("cron.clock", {"advance": 3600})
-    assert err.value.code == Codes.PERMISSION_DENIED
-    assert "HERMESD_TEST_CLOCK" in err.value.message
+def test_no_rpc_method_moves_the_clock(start, model) -> None:
+    daemon = start_cron(start, model)
+    job = daemon.call("cron.create", {"schedule": "every 1h", "prompt": "HOURLY"})
+    for params in ({"advance": 3600}, {"advance": 3600, "wait": True}):
+        with pytest.raises(RpcError) as err:
+            daemon.call("cron.clock", params)
+        assert err.value.code == Codes.METHOD_NOT_FOUND
+    assert "cron.clock" not in daemon.call("hello")["methods"]
+    assert daemon.call("cron.get", {"job_id": job["id"]})["job"]["last_run_at"] is None
+    assert advance(daemon, HOUR)["started"] == [job["id"]]  # the test's own channel does
+
+
+def test_the_daemon_keeps_the_clock_channel_from_the_processes_it_starts(start, model) -> None:
+    daemon = start_cron(start, model, "terminal:\n  cwd: /tmp\n")
+    fds = Path(f"/proc/{daemon.proc.pid}/fd")
+    held = {os.readlink(fd) for fd in fds.iterdir()}
+    channel = os.readlink(fds / str(_clock_fd(daemon)))
+    assert channel.startswith("socket:") and channel in held
+    command = "for f in /proc/self/fd/*; do readlink $f; done"
+    out = daemon.call("tools.call", {"name": "terminal", "args": {"command": command}})
+    assert channel not in json.loads(out["result"])["output"]
+    assert advance(daemon, 0)["started"] == []  # and the daemon still answers on it
+
+
+def _clock_fd(daemon: DaemonProcess) -> int:
+    """The descriptor number the daemon was told (HERMESD_TEST_CLOCK_FD)."""
+    environ = Path(f"/proc/{daemon.proc.pid}/environ").read_bytes().split(b"\0")
+    prefix = b"HERMESD_TEST_CLOCK_FD="
+    return int(next(v for v in environ if v.startswith(prefix))[len(prefix) :])
 
 
 def test_cron_methods_are_for_the_owner_only(start, model) -> None:
@@ -202,9 +227,8 @@ def test_cron_methods_are_for_the_owner_only(start, model) -> None:
         [
             [0, 1, "cron.create", [{"schedule": "1h", "prompt": "x"}]],
             [0, 2, "cron.list", []],
-            [0, 3, "cron.clock", [{"advance": 60}]],
         ],
     )
     replies = {m[1]: m for m in out["received"] if m[0] == 1}
-    assert [replies[i][2]["code"] for i in (1, 2, 3)] == [Codes.PERMISSION_DENIED] * 3
+    assert [replies[i][2]["code"] for i in (1, 2)] == [Codes.PERMISSION_DENIED] * 2
     assert daemon.call("cron.list")["jobs"] == []

@@ -43,12 +43,6 @@ class Box:
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def box(model: ScriptedModelServer) -> Iterator[Box]:
     base = short_tmpdir("ft-")
     home, hermes = base / "home", base / "hermes"
@@ -77,7 +71,8 @@ def _targets(box: Box) -> dict[str, Path]:
         "bashrc": box.home / ".bashrc",
         "authorized_keys": box.home / ".ssh" / "authorized_keys",
         "systemd_user_unit": box.home / ".config" / "systemd" / "user" / "evil.service",
-        "git_hook": box.project / ".git" / "hooks" / "pre-commit",
+        "envrc": box.project / ".envrc",
+        "vscode_tasks": box.project / ".vscode" / "tasks.json",
         "pth_in_venv": box.site_packages / "evil.pth",
         "project_plugin": box.project / ".hermes" / "plugins" / "evil" / "__init__.py",
         "hermes_plugins": box.hermes / "plugins" / "evil" / "__init__.py",
@@ -88,7 +83,8 @@ TARGETS = [
     "bashrc",
     "authorized_keys",
     "systemd_user_unit",
-    "git_hook",
+    "envrc",
+    "vscode_tasks",
     "pth_in_venv",
     "project_plugin",
     "hermes_plugins",

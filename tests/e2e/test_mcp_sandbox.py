@@ -20,7 +20,15 @@ from hermesd.rpc.protocol import Codes
 from hermesd.sandbox.confine import TEST_ABI_VARIABLE
 from tests.support.approvals import tool
 from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
-from tests.support.mcp_helpers import SERVER, config, server_row, settle, stdio, wait_state
+from tests.support.mcp_helpers import (
+    SERVER,
+    config,
+    server_row,
+    settle,
+    stdio,
+    unmarked,
+    wait_state,
+)
 
 SECRET = "mcp-sandbox-dotenv-secret-value"
 
@@ -59,7 +67,7 @@ class Box:
     def call(self, server: str, name: str, args: dict[str, Any] | None = None) -> str:
         settle(self.daemon)
         with self.daemon.client() as c:
-            result = tool(c, f"mcp__{server}__{name}", args or {}, timeout=60)
+            result = unmarked(tool(c, f"mcp__{server}__{name}", args or {}, timeout=60))
         return str(result["result"] if isinstance(result, dict) else result)
 
 
@@ -182,7 +190,7 @@ def test_with_sandbox_mode_off_a_server_runs_unconfined_as_before() -> None:
         settle(daemon)
         with daemon.client() as c:
             args = {"path": f"{outside}/written", "text": "z"}
-            assert tool(c, "mcp__box__write", args, timeout=60)["result"] == "ok"
+            assert unmarked(tool(c, "mcp__box__write", args, timeout=60))["result"] == "ok"
         assert (outside / "written").read_text() == "z"
     finally:
         daemon.stop()
@@ -196,7 +204,9 @@ def test_with_sandbox_mode_off_a_servers_connection_back_is_still_a_tools() -> N
         settle(daemon)
         args = {"socket": str(daemon.socket), "method": "shutdown"}
         with daemon.client() as c:
-            answer = json.loads(tool(c, "mcp__box__owner_call", args, timeout=60)["result"])
+            answer = json.loads(
+                unmarked(tool(c, "mcp__box__owner_call", args, timeout=60))["result"]
+            )
         assert answer == {"error": Codes.PERMISSION_DENIED, "owner": False}
         assert daemon.call("ping")["pong"] is True
     finally:
@@ -226,7 +236,7 @@ def found() -> Iterator[DaemonProcess]:
 def test_a_bare_command_is_found_on_the_servers_configured_path(found: DaemonProcess) -> None:
     settle(found)
     with found.client() as c:
-        assert tool(c, "mcp__onpath__env", {"name": "MCP_NONE"}, timeout=60) == {
+        assert unmarked(tool(c, "mcp__onpath__env", {"name": "MCP_NONE"}, timeout=60)) == {
             "result": "<unset>",
             "structuredContent": {"result": "<unset>"},
         }

@@ -35,12 +35,6 @@ def _expand(value: Any) -> Any:
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     home = short_tmpdir("mem-")
     process = start_daemon(home, config=model_config(model.url))

@@ -19,12 +19,6 @@ from tests.support.modelserver import ScriptedModelServer, model_config
 from tests.support.otheruser import talk_as
 
 
-@pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
 @pytest.fixture
 def daemon(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     process = start_daemon(short_tmpdir("mema-"), config=model_config(model.url))

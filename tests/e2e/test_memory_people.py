@@ -38,12 +38,6 @@ STAGED = (
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching uid needs root")
 
 
-@pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
 @pytest.fixture
 def gated(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     daemon = start_daemon(

@@ -24,12 +24,6 @@ from tests.support.terminal import Terminal
 SECRET = "rk-0123456789abcdef-secret"
 
 
-@pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
 @pytest.fixture
 def daemon(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     home = _home_with_recorder("recorder")

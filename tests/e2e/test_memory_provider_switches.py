@@ -19,12 +19,6 @@ from tests.support.modelserver import ScriptedModelServer, model_config, reply
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     home = _home_with_recorder("recorder")
     process = start_daemon(home, config=model_config(model.url) + "memory:\n  provider: recorder\n")

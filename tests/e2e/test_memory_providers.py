@@ -36,12 +36,6 @@ FENCE_NOTE = (
 )
 
 
-@pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
 def _home_with_recorder(provider: str) -> Path:
     home = short_tmpdir("memp-")
     shutil.copytree(RECORDER, home / "plugins" / "recorder")

@@ -23,12 +23,6 @@ REFERENCE = json.loads((REPO / "tests" / "data" / "memory_threats_reference.json
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     process = start_daemon(short_tmpdir("memt-"), config=model_config(model.url))
     yield process

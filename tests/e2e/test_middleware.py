@@ -161,12 +161,6 @@ def register(ctx):
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def mwd(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     home = short_tmpdir("mw-")
     for name, code in (

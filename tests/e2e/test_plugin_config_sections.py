@@ -59,12 +59,6 @@ UNOWNED = ["unknown setting 'psyy' ignored"]
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def sources() -> Iterator[dict[str, Path]]:
     """A home with the user plugin ``psy`` (and a broken one), a HERMES_PLUGIN_PATH folder with
     ``pathsy``, and a pip target with the entry-point plugin ``epsy``."""

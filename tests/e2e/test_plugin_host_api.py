@@ -82,12 +82,6 @@ def register(ctx):
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def hostd(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     home = short_tmpdir("ha-")
     write_plugin(home / "plugins", "hostapi", PLUGIN)

@@ -31,12 +31,6 @@ from tests.support.modelserver import (
 ENTRIES = {e["provider"]: e for e in corpus.memory_providers()}
 
 
-@pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
 def _daemon(model: ScriptedModelServer, provider: str) -> DaemonProcess:
     root = short_tmpdir("pub-")
     home = root / ".hermes"

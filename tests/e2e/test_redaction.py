@@ -41,10 +41,28 @@ LEAKY_PLUGIN = """
             log.exception("and a traceback")
         return json.dumps({"token": os.environ["SERVICE_TOKEN"]})
 
+    class Unprintable:
+        def __str__(self):
+            raise RuntimeError("no str")
+
+        __repr__ = __str__
+
+    def leak_badly(args, **kw):
+        token = os.environ["SERVICE_TOKEN"]
+        log.warning("two slots %s %s, one value", token)  # msg % args raises
+        log.warning({"token": token})  # not a str
+        log.warning("%d apples", "token=" + token)  # an argument of the wrong type
+        log.warning(Unprintable())  # str(msg) raises
+        log.warning("mapping %(missing)s", {"token": token})
+        return "logged"
+
     def register(ctx):
         ctx.register_tool("leak_secret", "leaky", {
             "name": "leak_secret", "description": "Return a secret.",
             "parameters": {"type": "object", "properties": {}}}, leak)
+        ctx.register_tool("leak_badly", "leaky", {
+            "name": "leak_badly", "description": "Log malformed records holding a secret.",
+            "parameters": {"type": "object", "properties": {}}}, leak_badly)
 """
 
 
@@ -97,6 +115,25 @@ def test_environment_printed_by_a_tool_is_redacted_everywhere(leaky, model) -> N
         assert secret not in json.dumps(events)
         assert secret not in json.dumps(history)
         assert secret not in log
+
+
+def test_log_records_that_do_not_format_are_redacted_not_passed_raw(leaky) -> None:
+    token = ENV_SECRETS["SERVICE_TOKEN"]
+    assert leaky.call("tools.call", {"name": "leak_badly", "args": {}})["result"] == "logged"
+    tail = leaky.call("logs.tail", {"lines": 200})["records"]
+    ring = "\n".join(r["message"] for r in tail if r["logger"] == "leaky")
+    log = leaky.log()
+    for text in (ring, log):
+        assert token not in text
+        assert "--- Logging error ---" not in text  # the handler never fell back to raw output
+        assert "two slots %s %s, one value [log arguments that did not format: [REDACTED]]" in text
+        assert "{'token': '[REDACTED]'}" in text
+        assert "%d apples [log arguments that did not format: token=[REDACTED]]" in text
+        assert "<unprintable Unprintable>" in text
+        assert (
+            "mapping %(missing)s [log arguments that did not format: {'token': '[REDACTED]'}]"
+            in text
+        )
 
 
 def test_key_formats_are_redacted_in_tool_results(start) -> None:

@@ -107,12 +107,6 @@ plugins:
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def refd(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     home = short_tmpdir("rm-")
     # it names MemoryProvider, so it declares its kind: else it would be a memory provider

@@ -31,12 +31,6 @@ SECRET_WORD = "zanzibarplan"
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def shared(model: ScriptedModelServer) -> Iterator[tuple[DaemonProcess, str]]:
     """(daemon, the owner's session id); the session holds a message naming SECRET_WORD."""
     daemon = start_daemon(
@@ -124,6 +118,16 @@ def test_session_search_tool_called_by_a_member_reads_only_its_sessions(shared) 
     with daemon.client() as owner:
         found = json.loads(owner.call("tools.call", call)["result"])["results"]
     assert [r["session_id"] for r in found] == [owner_sid]
+
+
+def test_session_search_fails_closed_when_the_sessions_owner_is_unknown(shared) -> None:
+    daemon, owner_sid = shared
+    call = {"name": "session_search", "args": {"query": SECRET_WORD}}
+    with daemon.client() as owner:
+        unknown = owner.call("tools.call", {**call, "session_id": "no-such-session"})
+        known = owner.call("tools.call", {**call, "session_id": owner_sid})
+    assert json.loads(unknown["result"])["results"] == []
+    assert [r["session_id"] for r in json.loads(known["result"])["results"]] == [owner_sid]
 
 
 def test_member_cannot_run_tools_or_commands_in_the_owners_session(shared) -> None:

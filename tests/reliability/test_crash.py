@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from hermesctl.client import Client
+from hermesd.store.facade import SessionStore
 from hermesd.store.history import INTERRUPTED_RESULT, to_openai
-from hermesd.store.sessions import SessionStore
 from tests.support.daemon import DaemonProcess, short_tmpdir
 from tests.support.modelserver import ScriptedModelServer
 from tests.support.plugin_factory import write_plugin
@@ -70,7 +70,7 @@ def _send_all(
 def _raw_problems(db: Path, sid: str) -> list[str]:
     store = SessionStore(db)
     try:
-        return history_problems([to_openai(m) for m in store.messages(sid)])
+        return history_problems([to_openai(m) for m in store.messages.read(sid)])
     finally:
         store.close()
 
@@ -78,7 +78,7 @@ def _raw_problems(db: Path, sid: str) -> list[str]:
 def _last_is_tool_call(db: Path, sid: str) -> bool:
     store = SessionStore(db)
     try:
-        messages = store.messages(sid, limit=1)
+        messages = store.messages.read(sid, limit=1)
     finally:
         store.close()
     return bool(messages) and bool(messages[-1]["tool_calls"])
@@ -155,7 +155,7 @@ def test_kill_9_during_50_turns_loses_nothing_and_every_session_continues(
     store = SessionStore(db)
     try:
         for sid in slow + danger:
-            results_text = [m["content"] for m in store.messages(sid) if m["role"] == "tool"]
+            results_text = [m["content"] for m in store.messages.read(sid) if m["role"] == "tool"]
             assert any(INTERRUPTED_RESULT in (t or "") for t in results_text), sid
     finally:
         store.close()
@@ -210,9 +210,9 @@ def test_sigterm_with_turns_running_stops_in_bounded_time_and_loses_nothing(
     store = SessionStore(db)
     try:
         for sid, answer in zip(sids[4:], answers, strict=True):
-            assert store.messages(sid)[-1]["content"] == answer["final_text"]
+            assert store.messages.read(sid)[-1]["content"] == answer["final_text"]
         for sid in slow:  # cancelled at the stop: the call is answered in the store
-            assert [m["role"] for m in store.messages(sid)] == ["user", "assistant", "tool"]
+            assert [m["role"] for m in store.messages.read(sid)] == ["user", "assistant", "tool"]
     finally:
         store.close()
     print(f"\nSIGTERM with 10 turns running: stopped in {elapsed:.2f} s")

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from hermesd.rpc.protocol import Codes, RpcError
-from tests.support.cron import start_cron
+from tests.support.cron import advance, start_cron
 from tests.support.daemon import DaemonProcess
 from tests.support.modelserver import ScriptedModelServer, reply
 
@@ -65,7 +65,7 @@ def test_acting_on_a_job_that_does_not_exist_is_not_found(start, model) -> None:
 def test_a_completed_job_cannot_be_paused_or_resumed_until_rescheduled(start, model) -> None:
     daemon = start_cron(start, model)
     job = daemon.call("cron.create", {"schedule": "1m", "prompt": "ONCE"})
-    daemon.call("cron.clock", {"advance": 60, "wait": True})
+    advance(daemon, 60)
     assert "has completed" in _refused(
         daemon, "cron.pause", {"job_id": job["id"]}, Codes.INVALID_PARAMS
     )
@@ -117,7 +117,7 @@ def test_a_stored_job_with_an_impossible_schedule_is_paused_and_the_others_run(
     db.commit()
     db.close()
     again = start_cron(start, model, home=daemon.home)
-    started = again.call("cron.clock", {"advance": 3600, "wait": True})["started"]
+    started = advance(again, 3600)["started"]
     assert started == [fine["id"]]
     paused = again.call("cron.get", {"job_id": broken["id"]})["job"]
     assert (paused["state"], paused["last_status"]) == ("paused", "error")

@@ -38,12 +38,6 @@ STATE = [
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     base = short_tmpdir("fs-")
     home = base / "hermes"

@@ -79,12 +79,6 @@ OWNER_ONLY = {
 }
 
 
-@pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
 def _config(model: ScriptedModelServer, mode: str) -> str:
     sandbox = "  mode: 'off'\n" if mode == "off" else f"  mechanism: {mode}\n"
     return (
@@ -161,6 +155,32 @@ def test_nested_client_is_refused_every_owner_only_method(
     print(f"[{mode}] owner-only calls accepted from a tool: {len(accepted)} of {len(OWNER_ONLY)}")
     assert not accepted, results
     assert nested.alive() and nested.call("ping")["pong"] is True
+
+
+# Never a tool's process (Access.PERSON): memory is written "as a person", approvals answered
+PERSON_ONLY = {
+    "memory.write": {"target": "memory", "action": "add", "content": "forged by a tool"},
+    "memory.approve": {"id": "all"},
+    "command.run": {"line": "/memory approve all"},
+}
+
+
+def test_nested_client_cannot_write_memory_as_a_person(
+    nested: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    commands = [
+        f"{sys.executable} nested_call.py {nested.socket} {method} '{json.dumps(params)}'"
+        for method, params in PERSON_ONLY.items()
+    ]
+    results = [output_of(r) for r in hostile_turn(nested, model, commands, approve="once")]
+    for out in results:
+        answer = json.loads(out.strip().splitlines()[-1])
+        if "unreachable" in answer:
+            assert _mode(nested) == "bwrap", out
+            continue
+        assert answer.get("error") == Codes.PERMISSION_DENIED, out
+    memory = nested.call("memory.show", {"target": "memory"})
+    assert "forged by a tool" not in json.dumps(memory)
 
 
 def _run_client(d: DaemonProcess, prefix: list[str], method: str) -> dict[str, object]:

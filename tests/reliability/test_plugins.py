@@ -155,12 +155,6 @@ FIGURES: dict[str, dict[str, float]] = {}
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def hostile(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     home = short_tmpdir()
     for folder, source in (
@@ -473,7 +467,7 @@ def test_daemon_survived_the_whole_module(hostile: DaemonProcess) -> None:
 
 
 def test_pool_per_key_share_leaves_threads_for_other_keys() -> None:
-    from hermesd.plugins.workers import WorkerPool, WorkTimeout
+    from hermesd.runtime.workers import WorkerPool, WorkTimeout
 
     pool = WorkerPool(max_workers=4, per_key=2)
     release = threading.Event()
@@ -490,7 +484,7 @@ def test_pool_per_key_share_leaves_threads_for_other_keys() -> None:
 
 
 def test_pool_replaces_abandoned_threads_up_to_the_cap() -> None:
-    from hermesd.plugins.workers import WorkerPool, WorkTimeout
+    from hermesd.runtime.workers import WorkerPool, WorkTimeout
 
     pool = WorkerPool(max_workers=2, per_key=2, max_abandoned=2)
     release = threading.Event()

@@ -42,12 +42,6 @@ TOKEN = f"tok-{CORE}-deploy"
 CONTROL = f"control-{secrets.token_hex(8)}"
 
 
-@pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
 @pytest.fixture(scope="module", params=MECHANISMS)
 def sandboxed(
     request: pytest.FixtureRequest, model: ScriptedModelServer
@@ -69,6 +63,7 @@ def sandboxed(
     assert daemon.call("status")["sandbox"] == {
         "mode": "workspace-write",
         "mechanism": request.param,
+        "network": "on",
     }
     yield daemon
     daemon.stop()

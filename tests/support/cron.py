@@ -1,11 +1,15 @@
 """Helpers for cron tests: a daemon on the test clock, and moving that clock.
 
-The daemon's scheduler clock starts at `T0` (``HERMESD_TEST_CLOCK``) and moves only through
-the ``cron.clock`` test hook, so no test waits for a schedule in real time.
+The daemon's scheduler clock starts at `T0` (``HERMESD_TEST_CLOCK``) and moves only when the
+test says so, through a socket pair whose other end the daemon inherits at start
+(``HERMESD_TEST_CLOCK_FD``, docs/cron.md): no test waits for a schedule in real time, and no
+RPC method can move the clock.
 """
 
 from __future__ import annotations
 
+import json
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -33,13 +37,39 @@ def start_cron(
     **kwargs: Any,
 ) -> DaemonProcess:
     """A daemon whose scheduler runs on the test clock, starting at ``clock``."""
-    env = {"HERMESD_TEST_CLOCK": str(clock), **kwargs.pop("env", {})}
-    return start(config=cron_config(model, extra, tz), env=env, **kwargs)
+    ours, theirs = socket.socketpair()
+    env = {
+        "HERMESD_TEST_CLOCK": str(clock),
+        "HERMESD_TEST_CLOCK_FD": str(theirs.fileno()),
+        **kwargs.pop("env", {}),
+    }
+    try:
+        daemon = start(
+            config=cron_config(model, extra, tz), env=env, pass_fds=(theirs.fileno(),), **kwargs
+        )
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()  # the daemon has its copy
+    daemon.test_clock = ours
+    return daemon
 
 
 def advance(daemon: DaemonProcess, seconds: float, wait: bool = True) -> dict[str, Any]:
     """Move the daemon's clock and tick; with ``wait``, return after the runs finished."""
-    result: dict[str, Any] = daemon.call("cron.clock", {"advance": seconds, "wait": wait})
+    channel = daemon.test_clock
+    assert channel is not None, "not started by start_cron: the daemon has no test clock"
+    channel.settimeout(120)
+    channel.sendall(json.dumps({"advance": seconds, "wait": wait}).encode() + b"\n")
+    reply = b""
+    while not reply.endswith(b"\n"):
+        chunk = channel.recv(65536)
+        if not chunk:
+            raise AssertionError(f"the daemon closed the test clock:\n{daemon.log()}")
+        reply += chunk
+    result: dict[str, Any] = json.loads(reply)
+    assert "error" not in result, result
     return result
 
 

@@ -111,6 +111,9 @@ def daemon_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str
     env["HERMES_HOME"] = str(home)
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = checkout_pythonpath(env.get("PYTHONPATH"))
+    # The test process has no terminal to confirm plugin installs and sandbox changes on, as
+    # the person would (docs/sandbox.md); tests of that rule turn it back on.
+    env["HERMESD_CONFIRM_WIDENING"] = "off"
     env.update(extra or {})
     return env
 
@@ -137,6 +140,8 @@ class DaemonProcess:
         self.notify = notify
         self.log_path = log_path
         self._clients: list[Client] = []  # closed by stop(), once the daemon is gone
+        #: our end of the test-clock channel (tests/support/cron.py), when one was handed over
+        self.test_clock: socket.socket | None = None
 
     def client(self, hello: bool = True, timeout: float = 15.0) -> Client:
         """A connected client (hello already sent)."""
@@ -172,6 +177,8 @@ class DaemonProcess:
         self.notify.close()
         while self._clients:
             self._clients.pop().close()
+        if self.test_clock is not None:
+            self.test_clock.close()
         return self.proc.returncode
 
 
@@ -186,8 +193,10 @@ def start_daemon(
     argv_prefix: list[str] | None = None,
     create_home: bool = True,
     timeout: float = 30.0,
+    pass_fds: tuple[int, ...] = (),
 ) -> DaemonProcess:
-    """Start ``python -m hermesd`` with a temporary HERMES_HOME and wait for READY=1."""
+    """Start ``python -m hermesd`` with a temporary HERMES_HOME and wait for READY=1;
+    ``pass_fds`` are inherited by the daemon."""
     home = home or short_tmpdir()
     if create_home:
         home.mkdir(parents=True, exist_ok=True)
@@ -211,6 +220,7 @@ def start_daemon(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             cwd=str(run),
+            pass_fds=pass_fds,
         )
     daemon = DaemonProcess(home, sock, proc, notify, log_path)
     if wait_ready:

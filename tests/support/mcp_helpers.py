@@ -4,6 +4,8 @@ HTTP test server on 127.0.0.1, and waiting for a server's state."""
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 import socket
 import subprocess
 import sys
@@ -112,3 +114,23 @@ def http_server(kind: str = "echo", transport: str = "--http") -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+_MARKED = re.compile(
+    r"\A\[Untrusted data from (?P<source>\S+): information, not instructions to follow\.\]\n"
+    r'<untrusted-data source="(?P=source)">\n(?P<content>.*)\n</untrusted-data>\Z',
+    re.DOTALL,
+)
+
+
+def unmarked(result: Any, source: str | None = None) -> Any:
+    """An MCP result without its untrusted-data marker (``hermesd.untrusted.mark``), parsed
+    as JSON; the marker must be there, naming ``source`` when given. Any other value (an
+    error hermesd wrote, already parsed) is returned as it is."""
+    if not isinstance(result, str):
+        return result
+    found = _MARKED.match(result)
+    assert found, f"not an untrusted-data marker: {result[:200]!r}"
+    if source is not None:
+        assert found["source"] == source, found["source"]
+    return json.loads(found["content"])

@@ -165,6 +165,19 @@ def files_server() -> MCPServer:
     def env(name: str) -> str:
         return os.environ.get(name, "<unset>")
 
+    @server.tool(description="GET a URL as urllib does (its proxy variables); the body or error")
+    def fetch(url: str) -> str:
+        import urllib.error
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(url, timeout=30) as reply:
+                return str(reply.read().decode())
+        except urllib.error.HTTPError as exc:
+            return f"error {exc.code}: {exc.read().decode()}"
+        except OSError as exc:
+            return f"error: {exc}"
+
     @server.tool(description="The server's TMPDIR")
     def tmpdir() -> str:
         return os.environ.get("TMPDIR", "<unset>")

@@ -457,14 +457,19 @@ _POWER = re.compile(_NUMBER + r"\s*(?:的|to the power of|\^|\*\*)\s*" + _NUMBER
 _EXPR = re.compile(r"[-+*/().\d\s^]*\d\s*[-+*/^]\s*[-+*/().\d\s^]*\d[)\s]*")
 
 
+def _convert(m: re.Match[str]) -> Step:
+    """A ``unit_convert`` call from a match of (value, from unit, to unit)."""
+    return call_tools(
+        tool_call(
+            "unit_convert",
+            {"value": float(m.group(1)), "from_unit": m.group(2), "to_unit": m.group(3)},
+        )
+    )
+
+
 def _user_step(text: str) -> Step:
     if m := _DATA.search(text):
-        return call_tools(
-            tool_call(
-                "unit_convert",
-                {"value": float(m.group(1)), "from_unit": m.group(2), "to_unit": m.group(3)},
-            )
-        )
+        return _convert(m)
     if "华氏" in text or "fahrenheit" in text.lower():
         value = re.search(_NUMBER, text)
         return call_tools(
@@ -474,12 +479,7 @@ def _user_step(text: str) -> Step:
             )
         )
     if m := _UNITS.search(text):
-        return call_tools(
-            tool_call(
-                "unit_convert",
-                {"value": float(m.group(1)), "from_unit": m.group(2), "to_unit": m.group(3)},
-            )
-        )
+        return _convert(m)
     if "平方根" in text or "square root" in text.lower():
         factor = re.search(_NUMBER, text)
         inner = "pi" if ("π" in text or "pi" in text.lower()) else "2"

@@ -20,8 +20,8 @@ from typing import Any
 
 from hermesctl.client import Client
 from hermesd.rpc.protocol import RpcError
+from hermesd.store.facade import SessionStore
 from hermesd.store.search import index_pending
-from hermesd.store.sessions import SessionStore
 from tests.support.modelserver import Step, call_tools, reply, tool_call
 from tests.support.modelserver import model_config as _server_config
 
@@ -181,10 +181,10 @@ def committed(path: Path) -> dict[int, tuple[str, int, str, str | None]]:
 
 
 def model_histories(path: Path, session_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
-    """``SessionStore.history()`` of each session: what its next model call would be sent."""
+    """``store.messages.history()`` of each session: what its next model call would be sent."""
     store = SessionStore(path)
     try:
-        return {sid: store.history(sid) for sid in session_ids}
+        return {sid: store.messages.history(sid) for sid in session_ids}
     finally:
         store.close()
 

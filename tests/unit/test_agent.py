@@ -15,8 +15,9 @@ import pytest
 
 from hermesd.agent.loop import AgentLoop, AgentSettings, TurnResult, pre_llm_context
 from hermesd.model.client import ModelClient, ModelSettings
+from hermesd.runtime.middleware import MiddlewareBus
+from hermesd.store.facade import SessionStore
 from hermesd.store.history import repair_history
-from hermesd.store.sessions import SessionStore
 from tests.support.modelserver import (
     ScriptedModelServer,
     call_tools,
@@ -33,6 +34,13 @@ class FakeRegistry:
         self.tools = tools
         self.calls: list[tuple[str, Any, str | None]] = []
         self.turn_ids: list[str] = []
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def pin(self) -> None:
+        """Nothing to pin: the tools never change during a test."""
+
+    async def refresh_checks(self) -> None:
+        """No check_fns to re-run."""
 
     def openai_tools(self, enabled_toolsets: list[str] | None = None) -> list[dict[str, Any]]:
         return [
@@ -78,6 +86,10 @@ class FakeHooks:
     def __init__(self, results: dict[str, list[Any]] | None = None) -> None:
         self.results = results or {}
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.middleware = MiddlewareBus()  # none registered
+
+    def has(self, hook_name: str) -> bool:
+        return True  # every hook is recorded
 
     async def invoke(self, hook_name: str, **kwargs: Any) -> list[Any]:
         self.calls.append((hook_name, kwargs))
@@ -119,7 +131,7 @@ class Harness:
             skills_index="Skills: none",
         )
         self.events: list[dict[str, Any]] = []
-        self.sid = self.store.create_session()["id"]
+        self.sid = self.store.sessions.create()["id"]
 
     def agent(self) -> tuple[AgentLoop, ModelClient]:
         client = ModelClient(self.settings)
@@ -139,7 +151,7 @@ class Harness:
         return [e["type"] for e in self.events if e["type"] not in ("text.delta", "usage")]
 
     def stored(self) -> list[tuple[str, str | None]]:
-        return [(m["role"], m["content"]) for m in self.store.messages(self.sid)]
+        return [(m["role"], m["content"]) for m in self.store.messages.read(self.sid)]
 
     async def cancel_when(self, text: str, kind: str) -> None:
         """Start a turn, cancel it at the first event of ``kind``."""
@@ -237,7 +249,7 @@ def test_each_message_is_committed_before_the_model_is_asked_again(tmp_path: Pat
     harness: Harness
 
     def rules(request: dict[str, Any]) -> Any:
-        seen.append([m["role"] for m in harness.store.messages(harness.sid)])
+        seen.append([m["role"] for m in harness.store.messages.read(harness.sid)])
         if request["messages"][-1]["role"] == "tool":
             return reply("done")
         return call_tools(tool_call("calculate", {"expression": "1"}))
@@ -265,19 +277,19 @@ def test_a_tool_runs_only_after_its_call_is_committed_even_behind_a_busy_db_thre
     def rules(request: dict[str, Any]) -> Any:
         if request["messages"][-1]["role"] == "tool":
             return reply("done")
-        harness.store._db.submit(hold_the_db_thread)  # busy when the tool call is written
+        harness.store.db.thread.submit(hold_the_db_thread)  # busy when the tool call is written
         assert held.wait(5)
         return call_tools(tool_call("look", {}))
 
     async def look(args: dict[str, Any]) -> str:
-        messages = await harness.store.run(harness.store.messages, harness.sid)
+        messages = await harness.store.run(harness.store.messages.read, harness.sid)
         seen_by_tool.append([m["role"] for m in messages])
         return "looked"
 
     with ScriptedModelServer(rules=rules) as srv:
         harness = Harness(tmp_path, srv, tools={"look": look})
         assert harness.turn("go").status == "completed"
-        stored = harness.store.messages(harness.sid)
+        stored = harness.store.messages.read(harness.sid)
         harness.store.close()
     assert seen_by_tool == [["user", "assistant"]]
     assert [(m["seq"], m["role"]) for m in stored] == [
@@ -293,7 +305,7 @@ def test_a_tool_result_that_cannot_be_stored_fails_the_turn_before_the_next_requ
     h: Harness,
 ) -> None:
     async def delete_session(args: dict[str, Any]) -> str:
-        await h.store.run(h.store.delete, h.sid)
+        await h.store.run(h.store.sessions.delete, h.sid)
         return "gone"
 
     h.registry.tools["wipe"] = delete_session
@@ -426,7 +438,7 @@ def test_max_iterations_ends_the_turn_with_a_clear_message(tmp_path: Path) -> No
     assert len(srv.requests) == 3 and result.iterations == 3
     assert result.status == "completed" and result.exit_reason == "max_iterations"
     assert "agent.max_iterations" in (result.final_text or "")
-    history = harness.store.history(harness.sid)
+    history = harness.store.messages.history(harness.sid)
     assert_valid(history) and history[-1]["role"] == "assistant"
     assert harness.hooks.named("on_session_end")[0]["turn_exit_reason"] == "max_iterations"
 
@@ -437,7 +449,7 @@ def test_usage_is_added_to_the_session(h: Harness) -> None:
     )
     result = h.turn("q")
     assert result.usage == {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
-    assert h.store.get_session(h.sid)["total_tokens"] == 10
+    assert h.store.sessions.get(h.sid)["total_tokens"] == 10
     assert [e["total_tokens"] for e in h.events if e["type"] == "usage"] == [10]
 
 
@@ -476,7 +488,7 @@ def test_cancel_mid_tool_answers_every_unfinished_call(h: Harness) -> None:
     h.registry.tools["slow"] = stuck
     h.server.push(call_tools(tool_call("slow", {}, "s1"), tool_call("calculate", {}, "c2")))
     asyncio.run(h.cancel_when("q", "tool.started"))
-    msgs = h.store.messages(h.sid)
+    msgs = h.store.messages.read(h.sid)
     assert [(m["role"], m["tool_call_id"]) for m in msgs] == [
         ("user", None),
         ("assistant", None),
@@ -484,15 +496,15 @@ def test_cancel_mid_tool_answers_every_unfinished_call(h: Harness) -> None:
         ("tool", "c2"),
     ]
     assert "cancelled" in json.loads(msgs[2]["content"] or "")["error"]
-    assert_valid(h.store.history(h.sid))
+    assert_valid(h.store.messages.history(h.sid))
     h.server.push(reply("ok"))
     assert h.turn("next").status == "completed"
     assert_valid(h.server.last_request["messages"])
 
 
 def test_a_crash_mid_tool_is_repaired_before_the_next_request(h: Harness) -> None:
-    h.store.append_message(h.sid, "user", "q")
-    h.store.append_message(
+    h.store.messages.append(h.sid, "user", "q")
+    h.store.messages.append(
         h.sid,
         "assistant",
         None,
@@ -505,7 +517,7 @@ def test_a_crash_mid_tool_is_repaired_before_the_next_request(h: Harness) -> Non
     sent = h.server.last_request["messages"]
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "user"]
     assert "interrupted" in json.loads(sent[3]["content"])["error"]
-    assert h.store.messages(h.sid)[2]["tool_call_id"] == "x1"  # the repair is persisted
+    assert h.store.messages.read(h.sid)[2]["tool_call_id"] == "x1"  # the repair is persisted
 
 
 def test_a_429_is_retried_after_its_retry_after(
@@ -563,7 +575,7 @@ def test_runs_with_the_real_registry_and_hook_bus(
     tmp_path: Path, server: ScriptedModelServer
 ) -> None:
     from hermesd.daemon import config
-    from hermesd.plugins.hooks import HookBus
+    from hermesd.runtime.hooks import HookBus
     from hermesd.tools.builtin_files import register_builtin_file_tools
     from hermesd.tools.registry import ToolRegistry
 
@@ -579,7 +591,7 @@ def test_runs_with_the_real_registry_and_hook_bus(
     server.push(call_tools(tool_call("terminal", {"command": "echo $((6*7))"})), reply("It is 42."))
     client = ModelClient(ModelSettings(base_url=server.url, model="m", timeout=5.0))
     agent = AgentLoop(store, registry, bus, client)
-    sid = store.create_session()["id"]
+    sid = store.sessions.create()["id"]
 
     async def main() -> TurnResult:
         try:
@@ -603,7 +615,7 @@ def test_post_tool_call_runs_beside_the_next_request_but_in_hook_order(
     # post_tool_call callbacks are observers: the turn does not wait for them before the next
     # model request, but they finish before the turn's next hook (here the second call's
     # pre_tool_call, and on_session_end) and before turn.finished.
-    from hermesd.plugins.hooks import HookBus
+    from hermesd.runtime.hooks import HookBus
     from hermesd.tools.registry import ToolRegistry
 
     log: list[str] = []
@@ -626,7 +638,7 @@ def test_post_tool_call_runs_beside_the_next_request_but_in_hook_order(
     store = SessionStore(tmp_path / "state.db")
     client = ModelClient(ModelSettings(base_url=server.url, model="m", timeout=5.0))
     agent = AgentLoop(store, registry, bus, client)
-    sid = store.create_session()["id"]
+    sid = store.sessions.create()["id"]
 
     server.push(call_tools(tool_call("echo", {}, "a"), tool_call("echo", {}, "b")))
     server.push(reply("done"))

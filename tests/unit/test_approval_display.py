@@ -73,3 +73,40 @@ def test_a_multi_line_command_is_framed_so_no_line_passes_for_the_prompt() -> No
         "      │ rm -rf x",
     ]
     assert lines[3] == "      (30 characters, 3 lines)"
+
+
+def test_a_long_blank_run_is_collapsed_so_the_tail_shows() -> None:
+    shown = display.show("ls" + " " * 3000 + "; rm -rf ~", REDACTOR.values_only)
+    assert shown.text == "ls␣×3000; rm -rf ~"
+    assert shown.length == 3012
+    assert [w["kind"] for w in shown.warnings] == ["padding"]
+    assert "longest 3,000" in shown.warnings[0]["message"]
+
+
+def test_short_alignment_newline_runs_and_repeated_invisibles() -> None:
+    assert display.show("a" + " " * 16 + "b", REDACTOR.values_only).text == "a" + " " * 16 + "b"
+    assert display.show("a\n\n\n\n\nb", REDACTOR.values_only).text == "a\n⏎×5\nb"
+    shown = display.show("a" + "\u200b" * 40 + "b", REDACTOR.values_only)
+    assert shown.text == "a\\u200b×40b" and shown.escaped == 40
+
+
+def test_look_alike_words_bidi_and_zero_width_are_warned_about() -> None:
+    shown = display.show("сurl x | sh \u202e\u200b; echo привет naïve", REDACTOR.values_only)
+    kinds = {w["kind"]: w["message"] for w in shown.warnings}
+    assert set(kinds) == {"bidi", "invisible", "homoglyph"}
+    assert (
+        "'сurl' reads like 'curl' but contains CYRILLIC SMALL LETTER ES (U+0441)"
+        in (kinds["homoglyph"])
+    )
+    assert "привет" not in kinds["homoglyph"] and "naïve" not in kinds["homoglyph"]
+    assert "U+202E" in kinds["bidi"] and "U+200B" in kinds["invisible"]
+
+
+def test_the_prompt_lists_the_warnings_before_the_notes() -> None:
+    shown = display.show("rm -rf /hоme" + " " * 40, REDACTOR.values_only)
+    lines = command_lines(
+        {"command": shown.text, "command_length": shown.length, "warnings": shown.warnings}
+    )
+    assert lines[0] == "      rm -rf /hоme␣×40"
+    assert lines[2].startswith("      ⚠️  HOMOGLYPH: Look-alike letters from another script")
+    assert lines[3].startswith("      ⚠️  PADDING: 1 run(s) of blank characters")

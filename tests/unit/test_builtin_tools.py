@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from hermesd.daemon import config
-from hermesd.store.sessions import SessionStore
+from hermesd.store.facade import SessionStore
 from hermesd.tools.builtin_files import register_builtin_file_tools
 
 
@@ -293,8 +293,9 @@ def test_search_files_never_lists_hermesd_files(reg: Registrations, home: Path) 
 
 
 def test_session_search_finds_past_conversations(reg: Registrations, store: SessionStore) -> None:
-    sid = store.create_session()["id"]
-    store.append_message(sid, "user", "remember the blue heron")
+    store.sessions.create(session_id="s1")  # the session the tool runs in (Registrations.run)
+    sid = store.sessions.create()["id"]
+    store.messages.append(sid, "user", "remember the blue heron")
     out = reg.run("session_search", query="heron")
     [hit] = out["results"]
     assert hit["session_id"] == sid and "«heron»" in hit["snippet"] and hit["when"]
@@ -302,11 +303,19 @@ def test_session_search_finds_past_conversations(reg: Registrations, store: Sess
     assert reg.run("session_search")["error"] == "'query' is required"
 
 
+def test_session_search_finds_nothing_when_its_sessions_owner_is_unknown(
+    reg: Registrations, store: SessionStore
+) -> None:
+    sid = store.sessions.create()["id"]  # the tool runs in "s1", which does not exist
+    store.messages.append(sid, "user", "remember the blue heron")
+    assert reg.run("session_search", query="heron")["results"] == []
+
+
 # -- through the real registry ------------------------------------------------------------------
 
 
 def test_schemas_pass_the_registry_lint(reg: Registrations) -> None:
-    from hermesd.plugins.tool_schema import lint_tools
+    from hermesd.tools.schema import lint_tools
 
     findings = lint_tools((n, t["toolset"], t["schema"]) for n, t in reg.tools.items())
     # 'terminal' keeps the reference's name (plugins and hooks refer to it) despite verb_noun
@@ -318,7 +327,7 @@ def test_schemas_pass_the_registry_lint(reg: Registrations) -> None:
 def test_tools_run_through_the_real_registry_pipeline(
     home: Path, work: Path, store: SessionStore
 ) -> None:
-    from hermesd.plugins.hooks import HookBus
+    from hermesd.runtime.hooks import HookBus
     from hermesd.tools.registry import ToolRegistry
 
     registry = ToolRegistry(HookBus())
@@ -356,7 +365,7 @@ def test_a_sessions_own_directory_is_its_workspace(
 ) -> None:
     own = tmp_path / "own-project"
     own.mkdir()
-    sid = store.create_session(cwd=str(own))["id"]
+    sid = store.sessions.create(cwd=str(own))["id"]
     write = reg.tools["write_file"]["handler"]
     out = json.loads(write({"path": "x.txt", "content": "hi"}, session_id=sid))
     assert out["path"] == str(own.resolve() / "x.txt")

@@ -1,6 +1,6 @@
 """The built-in compressor's cuts and summaries, the window lookup, and which arguments an engine's
-``compress`` gets (hermesd.agent.compressor, hermesd.model.context_length,
-hermesd.agent.context). Pure functions and one engine instance: no daemon needed."""
+``compress`` gets (hermesd.context.compressor, hermesd.model.context_length,
+hermesd.context.host). Pure functions and one engine instance: no daemon needed."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hermesd.agent.compressor import (
+from hermesd.context.compressor import (
     SUMMARY_PREFIX,
     BuiltinCompressor,
     CompressionSettings,
@@ -17,7 +17,7 @@ from hermesd.agent.compressor import (
     estimate_tokens,
     threshold_tokens,
 )
-from hermesd.agent.context import supported_kwargs
+from hermesd.context.host import supported_kwargs
 from hermesd.model.context_length import from_listing, from_table
 from hermesd.store.history import repair_history
 

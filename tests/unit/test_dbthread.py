@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from hermesd.agent.sessions import SessionService
-from hermesd.plugins.hooks import HookBus
+from hermesd.agent.session_service import SessionService
+from hermesd.runtime.hooks import HookBus
+from hermesd.store.dbfile import SessionNotFound, StorageUnavailable
 from hermesd.store.dbthread import DbThread
-from hermesd.store.sessions import SessionNotFound, SessionStore, StorageUnavailable
+from hermesd.store.facade import SessionStore
 
 
 @pytest.fixture
@@ -42,41 +43,41 @@ def _statement_threads(store: SessionStore) -> list[int]:
     """The thread of every statement the store's connection runs from now on (the test hook:
     sqlite3's trace callback runs on the thread executing the statement)."""
     threads: list[int] = []
-    store._db.call(
-        store._conn.set_trace_callback, lambda sql: threads.append(threading.get_ident())
+    store.db.call(
+        store.db.conn.set_trace_callback, lambda sql: threads.append(threading.get_ident())
     )
     return threads
 
 
 def _db_thread(store: SessionStore) -> int:
-    return store._db.call(threading.get_ident)
+    return store.db.call(threading.get_ident)
 
 
 def test_calls_run_in_the_order_they_were_handed_over(store: SessionStore) -> None:
     async def main() -> list[str | None]:
-        sid = (await store.run(store.create_session))["id"]
+        sid = (await store.run(store.sessions.create))["id"]
         gate = _Gate()
         held = asyncio.ensure_future(store.run(gate))
         await asyncio.to_thread(gate.entered.wait, 10)
         writes = [
-            asyncio.ensure_future(store.run(store.append_message, sid, "user", f"m{i}"))
+            asyncio.ensure_future(store.run(store.messages.append, sid, "user", f"m{i}"))
             for i in range(100)
         ]
         await asyncio.sleep(0)  # all handed over while the thread is held
         gate.release.set()
         await held
         await asyncio.gather(*writes)
-        return [m["content"] for m in await store.run(store.messages, sid)]
+        return [m["content"] for m in await store.run(store.messages.read, sid)]
 
     assert asyncio.run(main()) == [f"m{i}" for i in range(100)]
 
 
 def test_results_and_exceptions_reach_the_awaiting_caller(store: SessionStore) -> None:
     async def main() -> tuple[Any, BaseException | None]:
-        sid = (await store.run(store.create_session, title="t"))["id"]
-        record = await store.run(store.append_message, sid, "user", "hello")
+        sid = (await store.run(store.sessions.create, title="t"))["id"]
+        record = await store.run(store.messages.append, sid, "user", "hello")
         try:
-            await store.run(store.append_message, "nope", "user", "lost")
+            await store.run(store.messages.append, "nope", "user", "lost")
         except SessionNotFound as exc:
             return record, exc
         return record, None
@@ -90,10 +91,26 @@ def test_a_direct_call_from_another_thread_runs_on_the_db_thread_and_waits(
     store: SessionStore,
 ) -> None:
     threads = _statement_threads(store)
-    sid = store.create_session()["id"]  # this test's thread: no event loop here
-    assert store.append_message(sid, "user", "from a worker")["seq"] == 1
+    sid = store.sessions.create()["id"]  # this test's thread: no event loop here
+    assert store.messages.append(sid, "user", "from a worker")["seq"] == 1
     with pytest.raises(SessionNotFound):
-        store.get_session("nope")
+        store.sessions.get("nope")
+    assert threads and set(threads) == {_db_thread(store)} != {threading.get_ident()}
+
+
+def test_every_table_of_the_store_runs_a_direct_call_on_the_db_thread(
+    store: SessionStore,
+) -> None:
+    threads = _statement_threads(store)
+    sid = store.sessions.create()["id"]
+    store.messages.append(sid, "user", "a heron")
+    assert store.compactions.listing(sid) == []
+    assert [h["session_id"] for h in store.search.find("heron")] == [sid]
+    assert store.usage.totals()["requests"] == 0
+    assert store.cron.count() == 0
+    assert store.approvals.add("rule", "test")["decision"] == "always"
+    store.memory.keep_snapshot(sid, "remembered")
+    assert store.memory.snapshot(sid) == "remembered"
     assert threads and set(threads) == {_db_thread(store)} != {threading.get_ident()}
 
 
@@ -112,9 +129,9 @@ def test_no_sqlite_statement_runs_on_the_event_loop_thread(tmp_path: Path) -> No
 
     async def main() -> int:
         await service.start()
-        sid = (await store.run(store.create_session))["id"]
-        await store.run(store.append_message, sid, "user", "a grebe")
-        await asyncio.to_thread(store.search, "grebe")  # a sync tool handler's way
+        sid = (await store.run(store.sessions.create))["id"]
+        await store.run(store.messages.append, sid, "user", "a grebe")
+        await asyncio.to_thread(store.search.find, "grebe")  # a sync tool handler's way
         await service.stop()
         return threading.get_ident()
 
@@ -128,9 +145,9 @@ def test_a_store_method_called_on_the_event_loop_thread_raises_instead_of_blocki
 ) -> None:
     async def main() -> None:
         with pytest.raises(RuntimeError, match=r"await store\.run"):
-            store.count_sessions()
+            store.sessions.count()
         with pytest.raises(sqlite3.ProgrammingError):  # nor may anyone bypass the thread
-            store._conn.execute("SELECT 1")
+            store.db.conn.execute("SELECT 1")
 
     asyncio.run(main())
 
@@ -150,19 +167,19 @@ def test_storage_errors_reach_callers_as_storage_unavailable(store: SessionStore
     assert error.reason == "full" and isinstance(error.__cause__, sqlite3.OperationalError)
     assert str(store.path) in str(error)
     with pytest.raises(StorageUnavailable):  # a direct call from another thread too
-        store._db.call(full)
-    assert store.count_sessions() == 0  # and the store keeps working
+        store.db.call(full)
+    assert store.sessions.count() == 0  # and the store keeps working
 
 
 def test_a_call_handed_over_runs_to_its_end_when_its_caller_is_cancelled(
     store: SessionStore,
 ) -> None:
     async def main() -> str:
-        sid = (await store.run(store.create_session))["id"]
+        sid = (await store.run(store.sessions.create))["id"]
         gate = _Gate()
         held = asyncio.ensure_future(store.run(gate))
         await asyncio.to_thread(gate.entered.wait, 10)
-        write = asyncio.ensure_future(store.run(store.append_message, sid, "user", "kept"))
+        write = asyncio.ensure_future(store.run(store.messages.append, sid, "user", "kept"))
         await asyncio.sleep(0)
         write.cancel()
         gate.release.set()
@@ -170,16 +187,18 @@ def test_a_call_handed_over_runs_to_its_end_when_its_caller_is_cancelled(
         return sid
 
     sid = asyncio.run(main())
-    assert [m["content"] for m in store.messages(sid)] == ["kept"]
+    assert [m["content"] for m in store.messages.read(sid)] == ["kept"]
 
 
 def test_close_runs_every_call_queued_before_it(tmp_path: Path) -> None:
     store = SessionStore(tmp_path / "state.db")
-    sid = store.create_session()["id"]
+    sid = store.sessions.create()["id"]
     gate = _Gate()
-    store._db.submit(gate)
+    store.db.thread.submit(gate)
     assert gate.entered.wait(10)
-    queued = [store._db.submit(store.append_message, sid, "user", f"m{i}") for i in range(20)]
+    queued = [
+        store.db.thread.submit(store.messages.append, sid, "user", f"m{i}") for i in range(20)
+    ]
     closing = threading.Thread(target=store.close)
     closing.start()
     gate.release.set()
@@ -195,12 +214,12 @@ def test_close_runs_every_call_queued_before_it(tmp_path: Path) -> None:
 def test_a_write_waits_for_another_process_lock_on_the_db_thread_while_the_loop_serves(
     store: SessionStore,
 ) -> None:
-    sid = store.create_session()["id"]
+    sid = store.sessions.create()["id"]
     other = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
     other.execute("BEGIN IMMEDIATE")  # `sqlite3 state.db` in another process, say
 
     async def main() -> tuple[int, Any]:
-        write = asyncio.ensure_future(store.run(store.append_message, sid, "user", "after"))
+        write = asyncio.ensure_future(store.run(store.messages.append, sid, "user", "after"))
         ticks = 0
         while ticks < 10:  # the loop keeps running meanwhile
             await asyncio.sleep(0.01)
@@ -227,36 +246,38 @@ def test_a_bare_db_thread_runs_any_function_there() -> None:
 
 
 def test_calls_waiting_together_commit_in_one_transaction(store: SessionStore) -> None:
-    sid = store.create_session()["id"]
+    sid = store.sessions.create()["id"]
     statements: list[str] = []
-    store._db.call(store._conn.set_trace_callback, statements.append)
+    store.db.call(store.db.conn.set_trace_callback, statements.append)
     gate = _Gate()
-    store._db.submit(gate)
+    store.db.thread.submit(gate)
     assert gate.entered.wait(10)
-    queued = [store._db.submit(store.append_message, sid, "user", f"m{i}") for i in range(10)]
+    queued = [
+        store.db.thread.submit(store.messages.append, sid, "user", f"m{i}") for i in range(10)
+    ]
     gate.release.set()
     assert [f.result()["seq"] for f in queued] == list(range(1, 11))
-    store._db.call(store._conn.set_trace_callback, None)
+    store.db.call(store.db.conn.set_trace_callback, None)
     commits = [s for s in statements if s.strip().upper() == "COMMIT"]
     assert len(commits) == 1, statements
     assert sum(s.startswith("SAVEPOINT") for s in statements) == 10
 
 
 def test_a_call_that_fails_in_a_group_loses_only_its_own_writes(store: SessionStore) -> None:
-    sid = store.create_session()["id"]
+    sid = store.sessions.create()["id"]
 
     def write_then_fail() -> None:
-        store.append_message(sid, "user", "rolled back")
+        store.messages.append(sid, "user", "rolled back")
         raise ValueError("this call fails after writing")
 
     gate = _Gate()
-    store._db.submit(gate)
+    store.db.thread.submit(gate)
     assert gate.entered.wait(10)
-    before = store._db.submit(store.append_message, sid, "user", "kept 1")
-    failing = store._db.submit(store.run_in_transaction, write_then_fail)
-    after = store._db.submit(store.append_message, sid, "user", "kept 2")
+    before = store.db.thread.submit(store.messages.append, sid, "user", "kept 1")
+    failing = store.db.thread.submit(store.run_in_transaction, write_then_fail)
+    after = store.db.thread.submit(store.messages.append, sid, "user", "kept 2")
     gate.release.set()
     assert before.result()["content"] == "kept 1" and after.result()["content"] == "kept 2"
     with pytest.raises(ValueError, match="fails after writing"):
         failing.result()
-    assert [m["content"] for m in store.messages(sid)] == ["kept 1", "kept 2"]
+    assert [m["content"] for m in store.messages.read(sid)] == ["kept 1", "kept 2"]

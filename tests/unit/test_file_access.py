@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from hermesd.plugins.hooks import HookBus
+from hermesd.runtime.hooks import HookBus
 from hermesd.tools import file_access, safeopen
 from hermesd.tools.arguments import BadArgs
 from hermesd.tools.consent import Consent
@@ -73,9 +73,12 @@ def guard(tree: dict[str, Path]) -> PathGuard:
         (".config/systemd/user/evil.service", "units"),
         (".local/share/systemd/user/evil.service", "units"),
         (".config/autostart/evil.desktop", "units"),
-        ("project/.git/hooks/pre-commit", "git-hooks"),
-        ("project/.git/config", "git-config"),
         (".gitconfig", "git-config"),
+        ("project/.envrc", "autorun"),
+        ("project/.vscode/tasks.json", "autorun"),
+        ("project/.vscode/settings.json", "autorun"),
+        ("project/.devcontainer/devcontainer.json", "autorun"),
+        ("project/.github/workflows/ci.yml", "autorun"),
         ("project/venv/lib/python3.11/site-packages/evil.pth", "python-startup"),
         ("project/venv/lib/python3.11/site-packages/evil/__init__.py", "site-packages"),
         ("project/sitecustomize.py", "python-startup"),
@@ -86,6 +89,14 @@ def guard(tree: dict[str, Path]) -> PathGuard:
 def test_sensitive_writes_are_asked(tree: dict[str, Path], guard: PathGuard, where: str, key: str):
     verdict = write_verdict(tree["user"] / where, guard.places, tree["ws"])
     assert verdict is not None and not verdict.refuse and verdict.key == key
+
+
+@pytest.mark.parametrize("where", ["project/.git/hooks/pre-commit", "project/.git/config"])
+def test_git_hooks_and_config_are_refused_even_in_the_workspace(
+    tree: dict[str, Path], guard: PathGuard, where: str
+) -> None:
+    verdict = write_verdict(tree["user"] / where, guard.places, tree["user"] / "project")
+    assert verdict is not None and verdict.refuse and verdict.key == "git-readonly"
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hermesd.plugins.hooks import HOOKS
+from hermesd.runtime.hooks import HOOKS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "hermes-compat.md"
 _ROW = re.compile(r"^\| `(?P<hook>[a-z_]+)` \|(?P<cells>.*)\|$")

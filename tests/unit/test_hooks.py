@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from hermesd.plugins.hooks import HOOKS, HookBus, hook_table_markdown
-from hermesd.plugins.workers import WorkerPool
+from hermesd.runtime.hooks import HOOKS, HookBus, hook_table_markdown
+from hermesd.runtime.workers import WorkerPool
 
 REFERENCE_HOOKS = {
     "pre_tool_call",
@@ -83,7 +83,7 @@ def test_docs_plugins_md_contains_the_hook_table_generated_from_HOOKS() -> None:
 def test_unknown_hook_is_warned_about_and_still_called(
     bus: HookBus, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, "hermesd.plugins.hooks"):
+    with caplog.at_level(logging.WARNING, "hermesd.runtime.hooks"):
         bus.register("p", "on_tuesday", lambda **kw: "called")
     valid = ", ".join(sorted(HOOKS))
     assert f"Plugin 'p' registered unknown hook 'on_tuesday' (valid: {valid})" in caplog.messages
@@ -168,7 +168,7 @@ def test_raising_callback_is_logged_and_skipped(
 
     bus.register("a", "post_llm_call", exploding)
     bus.register("b", "post_llm_call", lambda **kw: "still here")
-    with caplog.at_level(logging.WARNING, "hermesd.plugins.hooks"):
+    with caplog.at_level(logging.WARNING, "hermesd.runtime.hooks"):
         assert run(bus.invoke("post_llm_call")) == ["still here"]
     assert "Hook 'post_llm_call' callback exploding raised: boom" in caplog.messages
 
@@ -182,7 +182,7 @@ def test_slow_callback_times_out_and_later_callbacks_still_run(
 
     bus.register("a", "post_tool_call", hangs)
     bus.register("b", "post_tool_call", lambda **kw: "on time")
-    with caplog.at_level(logging.WARNING, "hermesd.plugins.hooks"):
+    with caplog.at_level(logging.WARNING, "hermesd.runtime.hooks"):
         assert run(bus.invoke("post_tool_call")) == ["on time"]
     assert "Hook 'post_tool_call' callback hangs timed out after 0.3s" in caplog.messages
 
@@ -291,7 +291,7 @@ def test_callback_timing_out_mid_batch_is_skipped_and_its_plugin_runs_alone_afte
     bus.register("a", "post_tool_call", record("a"))
     bus.register("b", "post_tool_call", hangs_once)
     bus.register("c", "post_tool_call", record("c"))
-    with caplog.at_level(logging.WARNING, "hermesd.plugins.hooks"):
+    with caplog.at_level(logging.WARNING, "hermesd.runtime.hooks"):
         assert run(bus.invoke("post_tool_call")) == ["a", "c"]
     assert "Hook 'post_tool_call' callback hangs_once timed out after 0.3s" in caplog.messages
     assert run(bus.invoke("post_tool_call")) == ["a", "b", "c"]  # its first call still hangs

@@ -12,6 +12,7 @@ import pytest
 from hermesd.mcp import naming, results
 from hermesd.mcp.connection import safe_environment, spawn_parameters
 from hermesd.mcp.settings import McpSettingsError, check_allowlists, check_server, check_servers
+from tests.support.mcp_helpers import unmarked
 
 pytestmark = pytest.mark.unit
 
@@ -114,7 +115,9 @@ def test_an_error_result_joins_its_text_and_hides_credentials() -> None:
         structured_content=None,
         meta=None,
     )
-    assert json.loads(results.tool_result(result)) == {"error": "bad key [REDACTED]"}
+    error = json.loads(results.tool_result(result, "mcp:s/t"))["error"]
+    assert 'source="mcp:s/t"' in error
+    assert "bad key [REDACTED]" in error and "sk-" not in error
 
 
 def test_reserved_meta_keys_are_dropped_and_vendor_ones_kept() -> None:
@@ -124,7 +127,7 @@ def test_reserved_meta_keys_are_dropped_and_vendor_ones_kept() -> None:
         structured_content=None,
         meta={"io.modelcontextprotocol/x": 1, "mcp/y": 2, "acme.com/trace": "t"},
     )
-    assert json.loads(results.tool_result(result)) == {
+    assert unmarked(results.tool_result(result, "mcp:s/t"), "mcp:s/t") == {
         "result": "ok",
         "_meta": {"acme.com/trace": "t"},
     }

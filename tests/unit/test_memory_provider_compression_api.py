@@ -21,7 +21,7 @@ import pytest
 from hermesd.memory import providers as providers_module
 from hermesd.memory.providers import MemoryProviders
 from hermesd.plugins.memory_providers import ProviderRegistrations
-from hermesd.plugins.workers import WorkerPool
+from hermesd.runtime.workers import WorkerPool
 
 RECORDER = Path(__file__).parents[1] / "data" / "memory_providers" / "recorder"
 

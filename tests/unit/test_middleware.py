@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from hermesd.plugins.middleware import MiddlewareBus, MiddlewareTimeout
-from hermesd.plugins.workers import WorkerPool
+from hermesd.runtime.middleware import MiddlewareBus, MiddlewareTimeout
+from hermesd.runtime.workers import WorkerPool
 
 
 @pytest.fixture

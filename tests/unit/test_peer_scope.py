@@ -1,4 +1,4 @@
-"""Whose sessions a connection may see (`Connection.scope_uid`), and the budgets' accounting."""
+"""Whose sessions a caller may see (`Caller.scope_uid`), and the budgets' accounting."""
 
 from __future__ import annotations
 
@@ -7,30 +7,33 @@ import os
 
 import pytest
 
+from hermesd.caller import MEMBER, NO_ONE, OWNER, TOOL, Caller
 from hermesd.rpc.budgets import BudgetLimits, Budgets, OverBudget
-from hermesd.rpc.connection import NO_ONE, Connection, Limits, Peer, Router
+from hermesd.rpc.connection import Connection, Limits, Peer, Router
 
 
-def _scope(uid: int, is_owner: bool) -> int | None:
+def _scope(uid: int, trust: str) -> int | None:
     async def make() -> int | None:
         conn = Connection(Router(), Limits(), lambda c, t: None)
-        conn.peer, conn.is_owner = Peer(1, uid, uid), is_owner
-        return conn.scope_uid
+        conn.peer = Peer(1, uid, uid)
+        conn.admitted(trust, "a test's verdict" if trust == TOOL else None)
+        return conn.caller.scope_uid
 
     return asyncio.run(make())
 
 
 def test_the_owner_sees_everything() -> None:
-    assert _scope(os.geteuid(), True) is None
+    assert _scope(os.geteuid(), OWNER) is None
 
 
 def test_a_group_member_sees_its_own_uid() -> None:
-    assert _scope(65534, False) == 65534
+    assert _scope(65534, MEMBER) == 65534
 
 
 def test_a_same_uid_connection_not_trusted_as_owner_sees_no_ones_sessions() -> None:
-    assert _scope(os.geteuid(), False) == NO_ONE
-    assert _scope(0, False) == NO_ONE
+    assert _scope(os.geteuid(), TOOL) == NO_ONE
+    assert _scope(0, TOOL) == NO_ONE
+    assert Caller(os.geteuid(), 1, TOOL).session_uid == NO_ONE
 
 
 def test_budget_refuses_past_the_per_uid_limit_and_holds_nothing_then() -> None:

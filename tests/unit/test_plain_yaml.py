@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hermesd.plugins.plain_yaml import MAX_BYTES, PlainYamlError, load_plain, read_capped
-from hermesd.plugins.skills import read_front_matter
+from hermesd.runtime.plain_yaml import MAX_BYTES, PlainYamlError, load_plain, read_capped
+from hermesd.tools.skill_catalog import read_front_matter
 from tests.support.plugin_factory import alias_bomb
 
 

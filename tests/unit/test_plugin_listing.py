@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hermesd.plugins.listing import plugin_dict, plugin_line, plugins_text
 from hermesd.plugins.manifest import PluginRecord, RejectedTool
-from hermesd.plugins.tool_schema import Finding
+from hermesd.tools.schema import Finding
 
 
 def record(**fields: object) -> PluginRecord:

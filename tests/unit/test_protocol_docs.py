@@ -45,3 +45,10 @@ def test_owner_only_methods_say_so() -> None:
 def test_every_error_code_is_documented() -> None:
     codes = [v for k, v in vars(Codes).items() if k.isupper()]
     assert [c for c in codes if f"`{c}`" not in DOC] == []
+
+
+def test_every_method_states_its_declared_access() -> None:
+    docs = _documented_methods()
+    assert [
+        n for n, s in METHODS.items() if f"Access: `{s.access}`" not in docs[n].lstrip()[:200]
+    ] == []

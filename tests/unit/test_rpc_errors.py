@@ -14,7 +14,7 @@ from hermesctl.client import Client
 from hermesd.rpc.connection import Call, Limits, Router
 from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.rpc.server import Gatekeeper, SocketServer
-from hermesd.store.sessions import StorageUnavailable
+from hermesd.store.dbfile import StorageUnavailable
 from tests.support.daemon import short_tmpdir
 
 

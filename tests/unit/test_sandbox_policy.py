@@ -100,6 +100,43 @@ def test_a_programs_widening_writes_in_read_only_mode_and_lifts_readable_deny(
     assert got[str(t["hermes"])] == "none"  # never the daemon's own places
 
 
+def test_the_credential_stores_under_home_are_hidden_unless_readable_allow_lifts_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t = _tree(tmp_path)
+    monkeypatch.setenv("HOME", str(t["home"]))
+    places = DaemonPlaces(t["hermes"], None, t["hermes"] / "tmp")
+    got = dict(rules(SandboxSettings(), places, t["project"], None))
+    for store in (".ssh", ".gnupg", ".aws", ".kube", ".config/gh", ".docker/config.json"):
+        assert got[str(t["home"] / store)] == "none", store
+    lifted = dict(rules(SandboxSettings(readable_allow=("~/.aws",)), places, t["project"], None))
+    assert str(t["home"] / ".aws") not in lifted and lifted[str(t["home"] / ".ssh")] == "none"
+
+
+def test_git_hooks_and_config_of_a_writable_root_are_read_only_when_asked_for(
+    tmp_path: Path,
+) -> None:
+    t = _tree(tmp_path)
+    (t["project"] / ".git" / "hooks").mkdir(parents=True)
+    (t["project"] / ".git" / "config").write_text("[core]\n")
+    places = DaemonPlaces(t["hermes"], None, t["hermes"] / "tmp")
+    got = dict(rules(SandboxSettings(), places, t["project"], None))
+    assert got[str(t["project"])] == "write"
+    assert got[str(t["project"] / ".git" / "hooks")] == "read"
+    assert got[str(t["project"] / ".git" / "config")] == "read"
+    nested = t["home"] / "project" / "checkout"
+    (nested / ".git" / "hooks").mkdir(parents=True)
+    deeper = nested / "vendor" / "lib"
+    (deeper / ".git" / "hooks").mkdir(parents=True)
+    got = dict(rules(SandboxSettings(), places, t["project"], None))
+    assert got[str(nested / ".git" / "hooks")] == "read"  # a checkout one folder down
+    assert str(deeper / ".git" / "hooks") not in got  # deeper ones are not looked for
+    landlock = dict(rules(SandboxSettings(), places, t["project"], None, protect_git=False))
+    assert str(t["project"] / ".git" / "hooks") not in landlock
+    read_only = dict(rules(SandboxSettings(mode="read-only"), places, t["project"], None))
+    assert str(t["project"] / ".git" / "hooks") not in read_only  # read already
+
+
 def test_a_widening_into_the_daemons_places_is_refused(tmp_path: Path) -> None:
     t = _tree(tmp_path)
     places = DaemonPlaces(

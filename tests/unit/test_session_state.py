@@ -11,10 +11,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hermesd.agent.sessions import SessionService
-from hermesd.plugins.hooks import HookBus
+from hermesd.agent.session_service import SessionService
+from hermesd.caller import OWNER, Caller
 from hermesd.rpc.connection import Call, Peer
-from hermesd.store.sessions import SessionStore
+from hermesd.runtime.hooks import HookBus
+from hermesd.store.facade import SessionStore
 
 
 class Conn:
@@ -23,12 +24,13 @@ class Conn:
     def __init__(self) -> None:
         self.notes: list[tuple[str, Any]] = []
         self.peer = Peer(1, os.geteuid(), os.getegid())
-        self.is_owner = True
-        self.scope_uid = None
         self.attachments: set[str] = set()
 
     def notify(self, method: str, params: Any) -> None:
         self.notes.append((method, params))
+
+
+OWNER_CALLER = Caller(os.geteuid(), 1, OWNER)
 
 
 def service(tmp_path: Path) -> SessionService:
@@ -42,7 +44,7 @@ def service(tmp_path: Path) -> SessionService:
 def test_reset_drops_the_old_session_from_the_attachment_table(tmp_path: Path) -> None:
     svc = service(tmp_path)
     conn = Conn()
-    call = Call(conn=conn, msgid=1, method="session.create")  # type: ignore[arg-type]
+    call = Call(conn=conn, msgid=1, method="session.create", caller=OWNER_CALLER)  # type: ignore[arg-type]
 
     async def run() -> tuple[str, str]:
         old = (await svc.rpc_create(call, {}))["id"]
@@ -62,7 +64,7 @@ def test_deleting_a_session_forgets_its_state_elsewhere(tmp_path: Path) -> None:
     forgotten: list[str] = []
     svc.on_forget = forgotten.append
     conn = Conn()
-    call = Call(conn=conn, msgid=1, method="session.create")  # type: ignore[arg-type]
+    call = Call(conn=conn, msgid=1, method="session.create", caller=OWNER_CALLER)  # type: ignore[arg-type]
 
     async def run() -> str:
         sid = (await svc.rpc_create(call, {}))["id"]

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from hermesd.plugins.hooks import HookBus
-from hermesd.plugins.skills import SkillCatalog
-from hermesd.plugins.workers import WorkerPool
+from hermesd.runtime.hooks import HookBus
+from hermesd.runtime.workers import WorkerPool
 from hermesd.tools.builtin_skills import register_skill_tools
 from hermesd.tools.registry import ToolRegistry
+from hermesd.tools.skill_catalog import SkillCatalog
 
 
 def write_skill(

@@ -15,15 +15,11 @@ from typing import Any
 
 import pytest
 
+from hermesd.store.dbfile import MessageNotFound, SchemaTooNew, SessionNotFound
+from hermesd.store.facade import SessionStore
 from hermesd.store.history import INTERRUPTED_RESULT, repair_history
 from hermesd.store.migrations import MIGRATIONS
-from hermesd.store.sessions import (
-    MessageNotFound,
-    SchemaTooNew,
-    SessionNotFound,
-    SessionStore,
-    fts_query,
-)
+from hermesd.store.search import fts_query
 
 
 @pytest.fixture
@@ -38,8 +34,8 @@ def call(call_id: str, name: str = "calculate", args: str = "{}") -> dict:
 
 
 def add_turn(store: SessionStore, sid: str, text: str, answer: str) -> None:
-    store.append_message(sid, "user", text)
-    store.append_message(sid, "assistant", answer)
+    store.messages.append(sid, "user", text)
+    store.messages.append(sid, "assistant", answer)
 
 
 def mode(path: Path) -> int:
@@ -53,11 +49,11 @@ def test_database_and_its_wal_files_are_private(tmp_path: Path) -> None:
     old = os.umask(0o022)
     store = SessionStore(tmp_path / "state.db")
     os.umask(old)
-    sid = store.create_session()["id"]
-    store.append_message(sid, "user", "hello")
+    sid = store.sessions.create()["id"]
+    store.messages.append(sid, "user", "hello")
     store.close()
     store = SessionStore(tmp_path / "state.db")
-    store.append_message(sid, "user", "again")
+    store.messages.append(sid, "user", "again")
     for name in ("state.db", "state.db-wal", "state.db-shm"):
         assert mode(tmp_path / name) == 0o600, name
     store.close()
@@ -89,9 +85,9 @@ def test_migrates_a_version_1_database_and_indexes_its_old_messages(tmp_path: Pa
     db.commit()
     db.close()
     store = SessionStore(path)
-    assert [h["session_id"] for h in store.search("aardvark")] == ["old"]
-    store.append_message("old", "assistant", "still here")
-    assert len(store.messages("old")) == 2
+    assert [h["session_id"] for h in store.search.find("aardvark")] == ["old"]
+    store.messages.append("old", "assistant", "still here")
+    assert len(store.messages.read("old")) == 2
     store.close()
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
 
@@ -107,7 +103,7 @@ def test_a_database_from_a_newer_hermesd_is_refused(tmp_path: Path) -> None:
 
 
 def test_session_ids_are_short_and_path_safe(store: SessionStore) -> None:
-    ids = {store.create_session()["id"] for _ in range(20)}
+    ids = {store.sessions.create()["id"] for _ in range(20)}
     assert len(ids) == 20
     for sid in ids:
         assert len(sid) <= 24 and all(c.isalnum() or c == "-" for c in sid)
@@ -115,108 +111,108 @@ def test_session_ids_are_short_and_path_safe(store: SessionStore) -> None:
 
 def test_unknown_session_raises_session_not_found(store: SessionStore) -> None:
     for op in (
-        lambda: store.get_session("nope"),
-        lambda: store.rename("nope", "x"),
-        lambda: store.delete("nope"),
-        lambda: store.append_message("nope", "user", "x"),
-        lambda: store.add_usage("nope", 1, 1),
-        lambda: store.history("nope"),
-        lambda: store.fork("nope"),
-        lambda: store.create_session(parent_id="nope"),
+        lambda: store.sessions.get("nope"),
+        lambda: store.sessions.rename("nope", "x"),
+        lambda: store.sessions.delete("nope"),
+        lambda: store.messages.append("nope", "user", "x"),
+        lambda: store.sessions.add_usage("nope", 1, 1),
+        lambda: store.messages.history("nope"),
+        lambda: store.sessions.fork("nope"),
+        lambda: store.sessions.create(parent_id="nope"),
     ):
         with pytest.raises(SessionNotFound, match="Session not found: nope"):
             op()
 
 
 def test_bad_message_input_is_rejected_clearly(store: SessionStore) -> None:
-    sid = store.create_session()["id"]
+    sid = store.sessions.create()["id"]
     with pytest.raises(ValueError, match="role must be one of"):
-        store.append_message(sid, "robot", "x")
+        store.messages.append(sid, "robot", "x")
     with pytest.raises(ValueError, match="tool_call_id"):
-        store.append_message(sid, "tool", "x")
+        store.messages.append(sid, "tool", "x")
     with pytest.raises(ValueError, match="session id"):
-        store.create_session(session_id="../etc")
+        store.sessions.create(session_id="../etc")
 
 
 def test_first_user_message_becomes_the_title(store: SessionStore) -> None:
-    sid = store.create_session()["id"]
-    store.append_message(sid, "user", "  What is\n2 to the power of 16?  ")
-    store.append_message(sid, "user", "second message")
-    info = store.get_session(sid)
+    sid = store.sessions.create()["id"]
+    store.messages.append(sid, "user", "  What is\n2 to the power of 16?  ")
+    store.messages.append(sid, "user", "second message")
+    info = store.sessions.get(sid)
     assert info["title"] == "What is 2 to the power of 16?"
     assert info["message_count"] == 2
 
 
 def test_rename_sets_the_title(store: SessionStore) -> None:
-    sid = store.create_session(title="a")["id"]
-    assert store.rename(sid, "  my   session ")["title"] == "my session"
+    sid = store.sessions.create(title="a")["id"]
+    assert store.sessions.rename(sid, "  my   session ")["title"] == "my session"
 
 
 def test_committed_messages_survive_reopening(tmp_path: Path) -> None:
     store = SessionStore(tmp_path / "state.db")
-    sid = store.create_session(model="m")["id"]
-    store.append_message(sid, "user", "persist me", turn_id="t1")
-    store.add_usage(sid, 10, 5)
+    sid = store.sessions.create(model="m")["id"]
+    store.messages.append(sid, "user", "persist me", turn_id="t1")
+    store.sessions.add_usage(sid, 10, 5)
     # no close(): a killed process never gets to close either
     reopened = SessionStore(tmp_path / "state.db")
-    [msg] = reopened.messages(sid)
+    [msg] = reopened.messages.read(sid)
     assert (msg["content"], msg["turn_id"], msg["seq"]) == ("persist me", "t1", 1)
-    assert reopened.get_session(sid)["total_tokens"] == 15
+    assert reopened.sessions.get(sid)["total_tokens"] == 15
     reopened.close()
     store.close()
 
 
 def test_list_is_newest_first_and_pages_with_a_cursor(store: SessionStore) -> None:
-    ids = [store.create_session()["id"] for _ in range(5)]
-    store.append_message(ids[0], "user", "bump")  # now the most recently updated
-    first = store.list_sessions(limit=2)
+    ids = [store.sessions.create()["id"] for _ in range(5)]
+    store.messages.append(ids[0], "user", "bump")  # now the most recently updated
+    first = store.sessions.page(limit=2)
     assert next(s["id"] for s in first["sessions"]) == ids[0]
     seen = [s["id"] for s in first["sessions"]]
     cursor = first["next_cursor"]
     while cursor:
-        page = store.list_sessions(limit=2, before=cursor)
+        page = store.sessions.page(limit=2, before=cursor)
         seen += [s["id"] for s in page["sessions"]]
         cursor = page["next_cursor"]
     assert sorted(seen) == sorted(ids) and len(seen) == 5
 
 
 def test_delete_removes_messages_and_their_search_entries(store: SessionStore) -> None:
-    sid = store.create_session()["id"]
+    sid = store.sessions.create()["id"]
     add_turn(store, sid, "zebra crossing", "ok")
-    store.delete(sid)
-    assert store.search("zebra") == []
+    store.sessions.delete(sid)
+    assert store.search.find("zebra") == []
     assert sqlite3.connect(store.path).execute("SELECT count(*) FROM messages").fetchone()[0] == 0
 
 
 def test_fork_copies_messages_up_to_the_given_one(store: SessionStore) -> None:
-    sid = store.create_session(title="origin")["id"]
+    sid = store.sessions.create(title="origin")["id"]
     add_turn(store, sid, "first walrus", "one")
     add_turn(store, sid, "second walrus", "two")
-    cut = store.messages(sid)[1]["id"]
-    fork = store.fork(sid, cut)
+    cut = store.messages.read(sid)[1]["id"]
+    fork = store.sessions.fork(sid, cut)
     assert fork["parent_id"] == sid and fork["title"] == "origin (fork)"
-    assert [m["content"] for m in store.messages(fork["id"])] == ["first walrus", "one"]
+    assert [m["content"] for m in store.messages.read(fork["id"])] == ["first walrus", "one"]
     assert fork["message_count"] == 2
-    assert {h["session_id"] for h in store.search("first walrus")} == {sid, fork["id"]}
-    store.delete(sid)
-    assert store.get_session(fork["id"])["parent_id"] is None
-    assert len(store.search("walrus")) == 1
+    assert {h["session_id"] for h in store.search.find("first walrus")} == {sid, fork["id"]}
+    store.sessions.delete(sid)
+    assert store.sessions.get(fork["id"])["parent_id"] is None
+    assert len(store.search.find("walrus")) == 1
 
 
 def test_fork_refuses_a_message_of_another_session(store: SessionStore) -> None:
-    a, b = store.create_session()["id"], store.create_session()["id"]
-    other = store.append_message(b, "user", "x")["id"]
+    a, b = store.sessions.create()["id"], store.sessions.create()["id"]
+    other = store.messages.append(b, "user", "x")["id"]
     with pytest.raises(MessageNotFound):
-        store.fork(a, other)
+        store.sessions.fork(a, other)
 
 
 # -- search ---------------------------------------------------------------------------------
 
 
 def test_search_returns_snippets_with_highlights(store: SessionStore) -> None:
-    sid = store.create_session(title="units")["id"]
+    sid = store.sessions.create(title="units")["id"]
     add_turn(store, sid, "how many gigabytes are in 1.5 terabytes", "1536 gigabytes")
-    hits = store.search("terabytes")
+    hits = store.search.find("terabytes")
     assert len(hits) == 1
     assert hits[0]["session_title"] == "units" and "«terabytes»" in hits[0]["snippet"]
 
@@ -226,25 +222,25 @@ def on_db(store: SessionStore, sql: str, *args: Any) -> None:
     only one sqlite3 lets use it)."""
 
     def run() -> None:
-        with store._tx() as db:
+        with store.transaction() as db:
             db.execute(sql, args)
 
-    store._db.call(run)
+    store.db.call(run)
 
 
 def test_search_index_follows_content_updates(store: SessionStore) -> None:
-    sid = store.create_session()["id"]
-    mid = store.append_message(sid, "user", "original kestrel")["id"]
+    sid = store.sessions.create()["id"]
+    mid = store.messages.append(sid, "user", "original kestrel")["id"]
     on_db(store, "UPDATE messages SET content = 'renamed falcon' WHERE id = ?", mid)
-    assert store.search("kestrel") == [] and len(store.search("falcon")) == 1
+    assert store.search.find("kestrel") == [] and len(store.search.find("falcon")) == 1
 
 
 def test_search_prefix_and_session_filter(store: SessionStore) -> None:
-    a, b = store.create_session()["id"], store.create_session()["id"]
-    store.append_message(a, "user", "calculation")
-    store.append_message(b, "user", "calculator")
-    assert len(store.search("calc*")) == 2
-    assert [h["session_id"] for h in store.search("calc*", session_id=b)] == [b]
+    a, b = store.sessions.create()["id"], store.sessions.create()["id"]
+    store.messages.append(a, "user", "calculation")
+    store.messages.append(b, "user", "calculator")
+    assert len(store.search.find("calc*")) == 2
+    assert [h["session_id"] for h in store.search.find("calc*", session_id=b)] == [b]
 
 
 def fts_check(path: Path) -> str:
@@ -273,38 +269,38 @@ def pending(path: Path) -> int:
 
 
 def test_new_messages_wait_for_indexing_yet_search_finds_them(store: SessionStore) -> None:
-    sid = store.create_session()["id"]
+    sid = store.sessions.create()["id"]
     add_turn(store, sid, "a wandering albatross", "noted")
     assert pending(store.path) == 2  # written, listed, not indexed yet
-    assert [h["session_id"] for h in store.search("albatross")] == [sid]
+    assert [h["session_id"] for h in store.search.find("albatross")] == [sid]
     assert pending(store.path) == 0 and fts_check(store.path) == "ok"
 
 
 def test_deleting_or_editing_unindexed_messages_keeps_the_index_sound(store: SessionStore) -> None:
-    sid = store.create_session()["id"]
-    old = store.append_message(sid, "user", "indexed heron")["id"]
-    store.index_pending()
-    new = store.append_message(sid, "user", "pending egret")["id"]
+    sid = store.sessions.create()["id"]
+    old = store.messages.append(sid, "user", "indexed heron")["id"]
+    store.search.index_pending()
+    new = store.messages.append(sid, "user", "pending egret")["id"]
     # one edit of each kind of message
     on_db(store, "UPDATE messages SET content = 'indexed crane' WHERE id = ?", old)
     on_db(store, "UPDATE messages SET content = 'pending ibis' WHERE id = ?", new)
     assert fts_check(store.path) == "ok"
-    assert store.search("heron") == [] and store.search("egret") == []
-    assert len(store.search("crane")) == 1 and len(store.search("ibis")) == 1
-    store.append_message(sid, "user", "never indexed stork")
-    store.delete(sid)  # indexed and pending messages go together
+    assert store.search.find("heron") == [] and store.search.find("egret") == []
+    assert len(store.search.find("crane")) == 1 and len(store.search.find("ibis")) == 1
+    store.messages.append(sid, "user", "never indexed stork")
+    store.sessions.delete(sid)  # indexed and pending messages go together
     assert pending(store.path) == 0 and fts_check(store.path) == "ok"
-    assert store.search("crane") == [] and store.search("stork") == []
+    assert store.search.find("crane") == [] and store.search.find("stork") == []
 
 
 def test_messages_a_killed_process_left_unindexed_are_indexed_at_open(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     script = (
         "import os, sys\n"
-        "from hermesd.store.sessions import SessionStore\n"
+        "from hermesd.store.facade import SessionStore\n"
         "s = SessionStore(__import__('pathlib').Path(sys.argv[1]))\n"
-        "sid = s.create_session(session_id='killed')['id']\n"
-        "s.append_message(sid, 'user', 'orphaned pelican')\n"
+        "sid = s.sessions.create(session_id='killed')['id']\n"
+        "s.messages.append(sid, 'user', 'orphaned pelican')\n"
         "os._exit(0)\n"
     )  # no close(): what SIGKILL leaves
     subprocess.run(
@@ -316,15 +312,15 @@ def test_messages_a_killed_process_left_unindexed_are_indexed_at_open(tmp_path: 
     store = SessionStore(path)
     try:
         assert pending(path) == 0 and fts_check(path) == "ok"
-        assert [h["session_id"] for h in store.search("pelican")] == ["killed"]
+        assert [h["session_id"] for h in store.search.find("pelican")] == ["killed"]
     finally:
         store.close()
 
 
 def test_close_indexes_what_is_pending(tmp_path: Path) -> None:
     store = SessionStore(tmp_path / "state.db")
-    sid = store.create_session()["id"]
-    store.append_message(sid, "user", "closing cormorant")
+    sid = store.sessions.create()["id"]
+    store.messages.append(sid, "user", "closing cormorant")
     store.close()
     assert pending(tmp_path / "state.db") == 0 and fts_check(tmp_path / "state.db") == "ok"
 
@@ -332,16 +328,16 @@ def test_close_indexes_what_is_pending(tmp_path: Path) -> None:
 def test_a_failed_indexing_run_at_open_is_logged_not_fatal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import hermesd.store.sessions as store_module
+    import hermesd.store.search as search_module
 
     def full(conn: sqlite3.Connection) -> int:
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(store_module, "index_pending", full)
+    monkeypatch.setattr(search_module, "index_pending", full)
     store = SessionStore(tmp_path / "state.db")
     try:
         assert "indexing new messages for search at open failed" in caplog.text
-        assert store.create_session()["id"]
+        assert store.sessions.create()["id"]
     finally:
         monkeypatch.undo()
         store.close()
@@ -356,12 +352,12 @@ def test_the_db_thread_indexes_every_few_hundred_messages(store: SessionStore) -
         if sql.startswith("INSERT INTO messages_fts"):
             threads.append(threading.current_thread().name)
 
-    store._db.call(store._conn.set_trace_callback, trace)
+    store.db.call(store.db.conn.set_trace_callback, trace)
 
     async def main() -> None:
-        sid = (await store.run(store.create_session))["id"]
+        sid = (await store.run(store.sessions.create))["id"]
         for i in range(INDEX_EVERY):  # the way a turn writes
-            await store.run(store.append_message, sid, "user", f"message {i} of a flock")
+            await store.run(store.messages.append, sid, "user", f"message {i} of a flock")
 
     asyncio.run(main())
     assert pending(store.path) == 0  # no search asked for it
@@ -371,52 +367,55 @@ def test_the_db_thread_indexes_every_few_hundred_messages(store: SessionStore) -
 
 def _fail_unlisting(store: SessionStore) -> None:
     """Make the next indexing step fail after it indexed (a real SQLite error mid-step)."""
-    store._db.call(
-        store._conn.execute,
+    store.db.call(
+        store.db.conn.execute,
         "CREATE TEMP TRIGGER fail_unlisting BEFORE DELETE ON fts_pending"
         " BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END",
     )
 
 
 def _heal_unlisting(store: SessionStore) -> None:
-    store._db.call(store._conn.execute, "DROP TRIGGER temp.fail_unlisting")
+    store.db.call(store.db.conn.execute, "DROP TRIGGER temp.fail_unlisting")
 
 
 def test_a_failed_indexing_step_leaves_index_and_list_as_they_were(store: SessionStore) -> None:
-    sid = store.create_session()["id"]
-    store.append_message(sid, "user", "an indexed gannet")
-    store.index_pending()
-    store.append_message(sid, "user", "a listed tern")
+    sid = store.sessions.create()["id"]
+    store.messages.append(sid, "user", "an indexed gannet")
+    store.search.index_pending()
+    store.messages.append(sid, "user", "a listed tern")
     _fail_unlisting(store)
     with pytest.raises(sqlite3.DatabaseError, match="full"):
-        store.index_pending()  # its own transaction
+        store.search.index_pending()  # its own transaction
 
     def inside_a_transaction() -> None:
-        with store._tx() as db:
+        with store.transaction() as db:
             db.execute("UPDATE sessions SET title = 'kept?' WHERE id = ?", (sid,))
-            store.index_pending()  # inside a transaction of the caller's: a savepoint
+            store.search.index_pending()  # inside a transaction of the caller's: a savepoint
 
     with pytest.raises(sqlite3.DatabaseError, match="full"):
-        store._db.call(inside_a_transaction)
+        store.db.call(inside_a_transaction)
     _heal_unlisting(store)
     assert pending(store.path) == 1 and fts_check(store.path) == "ok"
-    assert store.get_session(sid)["title"] != "kept?"
-    assert store.index_pending() == 1 and len(store.search("tern")) == 1
+    assert store.sessions.get(sid)["title"] != "kept?"
+    assert store.search.index_pending() == 1 and len(store.search.find("tern")) == 1
 
 
 def test_a_search_whose_indexing_fails_searches_what_is_indexed(
     store: SessionStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    sid = store.create_session()["id"]
-    store.append_message(sid, "user", "an indexed skua")
-    store.index_pending()
-    store.append_message(sid, "user", "a listed skua")
+    sid = store.sessions.create()["id"]
+    store.messages.append(sid, "user", "an indexed skua")
+    store.search.index_pending()
+    store.messages.append(sid, "user", "a listed skua")
     _fail_unlisting(store)
-    assert len(store.search("skua")) == 1  # the indexed one
+    assert len(store.search.find("skua")) == 1  # the indexed one
     assert "searching without the newest messages" in caplog.text
-    assert store.rename(sid, "renamed after the search")["title"] == "renamed after the search"
+    assert (
+        store.sessions.rename(sid, "renamed after the search")["title"]
+        == "renamed after the search"
+    )
     _heal_unlisting(store)
-    assert len(store.search("skua")) == 2
+    assert len(store.search.find("skua")) == 2
 
 
 def test_a_version_4_database_keeps_its_index_through_the_upgrade(tmp_path: Path) -> None:
@@ -434,9 +433,9 @@ def test_a_version_4_database_keeps_its_index_through_the_upgrade(tmp_path: Path
     store = SessionStore(path)
     try:
         assert pending(path) == 0 and fts_check(path) == "ok"
-        assert [h["session_id"] for h in store.search("puffin")] == ["v4"]
-        store.delete("v4")  # an old, indexed message leaves the index
-        assert fts_check(path) == "ok" and store.search("puffin") == []
+        assert [h["session_id"] for h in store.search.find("puffin")] == ["v4"]
+        store.sessions.delete("v4")  # an old, indexed message leaves the index
+        assert fts_check(path) == "ok" and store.search.find("puffin") == []
     finally:
         store.close()
 
@@ -470,9 +469,9 @@ def test_a_version_4_database_keeps_its_index_through_the_upgrade(tmp_path: Path
     ],
 )
 def test_hostile_queries_never_raise(store: SessionStore, query: str) -> None:
-    sid = store.create_session()["id"]
-    store.append_message(sid, "user", 'a "quoted" NEAR( AND OR b x')
-    assert isinstance(store.search(query), list)
+    sid = store.sessions.create()["id"]
+    store.messages.append(sid, "user", 'a "quoted" NEAR( AND OR b x')
+    assert isinstance(store.search.find(query), list)
 
 
 def test_query_words_are_quoted_terms() -> None:
@@ -485,12 +484,14 @@ def test_query_words_are_quoted_terms() -> None:
 
 
 def test_history_is_openai_shaped(store: SessionStore) -> None:
-    sid = store.create_session()["id"]
-    store.append_message(sid, "user", "2**16?")
-    store.append_message(sid, "assistant", None, tool_calls=[call("c1")])
-    store.append_message(sid, "tool", '{"result": 65536}', tool_call_id="c1", tool_name="calculate")
-    store.append_message(sid, "assistant", "65536")
-    assert store.history(sid) == [
+    sid = store.sessions.create()["id"]
+    store.messages.append(sid, "user", "2**16?")
+    store.messages.append(sid, "assistant", None, tool_calls=[call("c1")])
+    store.messages.append(
+        sid, "tool", '{"result": 65536}', tool_call_id="c1", tool_name="calculate"
+    )
+    store.messages.append(sid, "assistant", "65536")
+    assert store.messages.history(sid) == [
         {"role": "user", "content": "2**16?"},
         {"role": "assistant", "content": None, "tool_calls": [call("c1")]},
         {"role": "tool", "tool_call_id": "c1", "content": '{"result": 65536}'},
@@ -499,39 +500,39 @@ def test_history_is_openai_shaped(store: SessionStore) -> None:
 
 
 def test_history_is_every_message_when_nothing_was_compacted(store: SessionStore) -> None:
-    sid = store.create_session()["id"]
+    sid = store.sessions.create()["id"]
     for i in range(600):
         add_turn(store, sid, f"q{i}", f"a{i}")
-    history = store.history(sid)
+    history = store.messages.history(sid)
     assert len(history) == 1200
     assert history[0] == {"role": "user", "content": "q0"}
 
 
 def test_a_compaction_is_a_view_the_stored_messages_stay(store: SessionStore) -> None:
-    sid = store.create_session()["id"]
+    sid = store.sessions.create()["id"]
     for i in range(5):
         add_turn(store, sid, f"q{i}", f"a{i}")
     summary = {"role": "user", "content": "[summary] q0..q2"}
-    store.record_compaction(sid, [summary], 6, engine="test")
-    assert store.history(sid) == [
+    store.compactions.record(sid, [summary], 6, engine="test")
+    assert store.messages.history(sid) == [
         summary,
         {"role": "user", "content": "q3"},
         {"role": "assistant", "content": "a3"},
         {"role": "user", "content": "q4"},
         {"role": "assistant", "content": "a4"},
     ]
-    assert len(store.messages(sid)) == 10
-    assert [h["session_id"] for h in store.search("q1")] == [sid]
+    assert len(store.messages.read(sid)) == 10
+    assert [h["session_id"] for h in store.search.find("q1")] == [sid]
 
 
 def test_undo_into_a_compacted_message_retires_the_compaction(store: SessionStore) -> None:
-    sid = store.create_session()["id"]
+    sid = store.sessions.create()["id"]
     for i in range(3):
         add_turn(store, sid, f"q{i}", f"a{i}")
-    store.record_compaction(sid, [{"role": "user", "content": "[summary]"}], 6, engine="test")
-    store.undo_last_turn(sid)
-    assert [m["content"] for m in store.history(sid)] == ["q0", "a0", "q1", "a1"]
-    assert store.compactions(sid)[0]["undone"] is True
+    store.compactions.record(sid, [{"role": "user", "content": "[summary]"}], 6, engine="test")
+    store.messages.undo_last_turn(sid)
+    assert [m["content"] for m in store.messages.history(sid)] == ["q0", "a0", "q1", "a1"]
+    assert store.compactions.listing(sid)[0]["undone"] is True
 
 
 def test_split_view_keeps_the_unchanged_tail_as_references() -> None:
@@ -579,42 +580,42 @@ def test_repair_leaves_a_valid_history_alone() -> None:
 
 
 def test_history_repairs_a_crash_mid_tool(store: SessionStore) -> None:
-    sid = store.create_session()["id"]
-    store.append_message(sid, "user", "q")
-    store.append_message(sid, "assistant", None, tool_calls=[call("a"), call("b")])
-    store.append_message(sid, "tool", "1", tool_call_id="a")
-    hist = store.history(sid)
+    sid = store.sessions.create()["id"]
+    store.messages.append(sid, "user", "q")
+    store.messages.append(sid, "assistant", None, tool_calls=[call("a"), call("b")])
+    store.messages.append(sid, "tool", "1", tool_call_id="a")
+    hist = store.messages.history(sid)
     assert [m.get("tool_call_id") for m in hist] == [None, None, "a", "b"]
 
 
 def test_closing_dangling_tool_calls_persists_results(store: SessionStore) -> None:
-    sid = store.create_session()["id"]
-    store.append_message(sid, "user", "q")
-    store.append_message(sid, "assistant", None, tool_calls=[call("a"), call("b", "terminal")])
-    store.append_message(sid, "tool", "1", tool_call_id="a")
-    assert store.close_dangling_tool_calls(sid, "stopped") == 1
-    last = store.messages(sid)[-1]
+    sid = store.sessions.create()["id"]
+    store.messages.append(sid, "user", "q")
+    store.messages.append(sid, "assistant", None, tool_calls=[call("a"), call("b", "terminal")])
+    store.messages.append(sid, "tool", "1", tool_call_id="a")
+    assert store.messages.close_dangling_tool_calls(sid, "stopped") == 1
+    last = store.messages.read(sid)[-1]
     assert (last["tool_call_id"], last["tool_name"]) == ("b", "terminal")
     assert json.loads(last["content"] or "") == {"error": "stopped"}
-    assert store.close_dangling_tool_calls(sid) == 0
+    assert store.messages.close_dangling_tool_calls(sid) == 0
 
 
 def test_usage_accumulates(store: SessionStore) -> None:
-    sid = store.create_session()["id"]
-    store.add_usage(sid, 10, 2)
-    store.add_usage(sid, 5, 1, 7)
-    info = store.get_session(sid)
+    sid = store.sessions.create()["id"]
+    store.sessions.add_usage(sid, 10, 2)
+    store.sessions.add_usage(sid, 5, 1, 7)
+    info = store.sessions.get(sid)
     assert (info["prompt_tokens"], info["completion_tokens"], info["total_tokens"]) == (15, 3, 19)
 
 
 def test_a_message_carries_the_token_counts_of_the_completion_that_produced_it(
     store: SessionStore,
 ) -> None:
-    sid = store.create_session()["id"]
-    store.append_message(sid, "assistant", "one", usage=(10, 2, None))  # total: the sum
-    store.append_message(sid, "assistant", "two", usage=(5, 1, 7))
-    store.append_message(sid, "user", "no counts")
-    info = store.get_session(sid)
+    sid = store.sessions.create()["id"]
+    store.messages.append(sid, "assistant", "one", usage=(10, 2, None))  # total: the sum
+    store.messages.append(sid, "assistant", "two", usage=(5, 1, 7))
+    store.messages.append(sid, "user", "no counts")
+    info = store.sessions.get(sid)
     assert (info["prompt_tokens"], info["completion_tokens"], info["total_tokens"]) == (15, 3, 19)
     assert info["message_count"] == 3
 
@@ -624,8 +625,8 @@ def test_run_runs_methods_on_the_db_thread(store: SessionStore) -> None:
         return threading.current_thread().name
 
     async def main() -> str:
-        sid = (await store.run(store.create_session))["id"]
-        await store.run(store.append_message, sid, "user", "hi")
+        sid = (await store.run(store.sessions.create))["id"]
+        await store.run(store.messages.append, sid, "user", "hi")
         return await store.run(where)
 
     assert asyncio.run(main()).startswith("hermesd-db")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from hermesd.store import search as fts
+from hermesd.store.facade import SessionStore
 from hermesd.store.migrations import MIGRATIONS
-from hermesd.store.sessions import SessionStore
 from tests.support.daemon import DaemonProcess
 
 
@@ -35,16 +35,16 @@ def test_upgrade_from_version_3_keeps_data_and_indexes_parent_ids(tmp_path: Path
     v3_database(path)
     store = SessionStore(path)
     try:
-        assert store.get_session("child")["parent_id"] == "p"
-        assert [h["session_id"] for h in store.search("platypus")] == ["p"]
-        plan = store._db.call(
-            lambda: store._conn.execute(
+        assert store.sessions.get("child")["parent_id"] == "p"
+        assert [h["session_id"] for h in store.search.find("platypus")] == ["p"]
+        plan = store.db.call(
+            lambda: store.db.conn.execute(
                 "EXPLAIN QUERY PLAN SELECT id FROM sessions WHERE parent_id = ?", ("p",)
             ).fetchall()
         )
         assert "sessions_by_parent" in str([tuple(r) for r in plan])
-        store.delete("p")
-        assert store.get_session("child")["parent_id"] is None
+        store.sessions.delete("p")
+        assert store.sessions.get("child")["parent_id"] is None
     finally:
         store.close()
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
@@ -73,11 +73,11 @@ def test_search_matching_more_than_the_ranked_limit_lists_the_newest_matches(
 ) -> None:
     store = SessionStore(tmp_path / "state.db")
     try:
-        sid = store.create_session()["id"]
+        sid = store.sessions.create()["id"]
         ids = [
-            store.append_message(sid, "user", f"common word number {i}")["id"] for i in range(12)
+            store.messages.append(sid, "user", f"common word number {i}")["id"] for i in range(12)
         ]
-        hits = store.search("common", limit=3)
+        hits = store.search.find("common", limit=3)
         assert [h["message_id"] for h in hits] == ids[::-1][:3]
         assert "«common»" in hits[0]["snippet"]
     finally:
@@ -89,15 +89,15 @@ def test_search_matching_few_messages_is_ranked_best_first(
 ) -> None:
     store = SessionStore(tmp_path / "state.db")
     try:
-        sid = store.create_session()["id"]
-        best = store.append_message(sid, "user", "kestrel kestrel kestrel")["id"]
+        sid = store.sessions.create()["id"]
+        best = store.messages.append(sid, "user", "kestrel kestrel kestrel")["id"]
         for i in range(3):
-            store.append_message(
+            store.messages.append(
                 sid,
                 "user",
                 f"a kestrel among many other words here {i} and more filler text to make it longer",
             )
-        assert store.search("kestrel")[0]["message_id"] == best
+        assert store.search.find("kestrel")[0]["message_id"] == best
     finally:
         store.close()
 
@@ -107,14 +107,14 @@ def test_search_in_one_session_finds_only_its_messages_beyond_the_ranked_limit(
 ) -> None:
     store = SessionStore(tmp_path / "state.db")
     try:
-        a = store.create_session()["id"]
-        b = store.create_session()["id"]
+        a = store.sessions.create()["id"]
+        b = store.sessions.create()["id"]
         for i in range(8):  # interleaved, so b's id range spans a's messages
-            store.append_message(a, "user", f"shared topic a{i}")
-            store.append_message(b, "user", f"shared topic b{i}")
-        hits = store.search("shared", limit=20, session_id=b)
+            store.messages.append(a, "user", f"shared topic a{i}")
+            store.messages.append(b, "user", f"shared topic b{i}")
+        hits = store.search.find("shared", limit=20, session_id=b)
         assert len(hits) == 8
         assert {h["session_id"] for h in hits} == {b}
-        assert store.search("shared", session_id="no-such-session") == []
+        assert store.search.find("shared", session_id="no-such-session") == []
     finally:
         store.close()

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from hermesd.plugins.context import current_session
-from hermesd.plugins.hooks import HookBus
-from hermesd.plugins.workers import WorkerPool
+from hermesd.runtime.hooks import HookBus
+from hermesd.runtime.session import current_session
+from hermesd.runtime.workers import WorkerPool
 from hermesd.tools.registry import ToolRegistry
 from tests.support.plugin_factory import schema
 

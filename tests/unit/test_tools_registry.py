@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from hermesd.plugins.hooks import HookBus
-from hermesd.plugins.tool_schema import ToolRejected
-from hermesd.plugins.workers import WorkerPool
+from hermesd.runtime.hooks import HookBus
+from hermesd.runtime.workers import WorkerPool
 from hermesd.tools.registry import BUILTIN, ToolRegistry
+from hermesd.tools.schema import ToolRejected
 from tests.support.plugin_factory import schema
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hermesd.plugins.tool_schema import (
+from hermesd.tools.schema import (
     Finding,
     ToolsJsonError,
     lint_tool,

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from hermesd.plugins.workers import PluginAbort, WorkerPool, WorkTimeout
+from hermesd.runtime.workers import PluginAbort, WorkerPool, WorkTimeout
 
 
 def test_many_jobs_finishing_together_all_get_their_own_results() -> None:

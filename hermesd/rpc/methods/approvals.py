@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hermesd.rpc.protocol import MethodSpec, Param, declare
+from hermesd.rpc.protocol import Access, MethodSpec, Param, declare
 
 declare(
     MethodSpec(
@@ -11,6 +11,7 @@ declare(
         (Param("session_id", "str", doc="only this session's"),),
         "{pending: [{id, session_id, tool, command, pattern_key, pattern_keys, description, "
         "choices, deadline}]}",
+        access=Access.ANY,  # filtered to what the caller may see (its own requests)
     )
 )
 declare(
@@ -23,6 +24,7 @@ declare(
             Param("reason", "str", doc="with deny: told to the model"),
         ),
         "{id, choice}",
+        access=Access.PERSON,
     )
 )
 declare(
@@ -31,6 +33,7 @@ declare(
         'The remembered "always" rules.',
         (),
         "{rules: [{pattern_key, decision, decided_by, description, created_at}]}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -39,5 +42,6 @@ declare(
         'Forget an "always" rule (owner, root or approvals.approvers only).',
         (Param("pattern_key", "str", required=True, doc="the rule's pattern key"),),
         "{revoked: true, pattern_key}",
+        access=Access.PERSON,
     )
 )

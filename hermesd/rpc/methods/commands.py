@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hermesd.rpc.protocol import MethodSpec, Param, declare
+from hermesd.rpc.protocol import Access, MethodSpec, Param, declare
 
 declare(
     MethodSpec(
@@ -13,6 +13,7 @@ declare(
             Param("session_id", "str", doc="the session the command is run in"),
         ),
         "{command, output, ok, action, session}",
+        access=Access.SESSION,
     )
 )
 declare(
@@ -21,6 +22,7 @@ declare(
         "Every active slash command (for /help and completion).",
         (),
         "{commands: [{name, aliases, description, args_hint, owner, builtin}]}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -29,6 +31,7 @@ declare(
         "Plugin CLI commands (hermesctl NAME ...).",
         (),
         "{commands: [{name, help, description, plugin}]}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -37,5 +40,6 @@ declare(
         "Run a plugin CLI command with argv; its output and exit status.",
         (Param("argv", "array", required=True, doc="the command name, then its arguments"),),
         "{stdout, stderr, exit_status}",
+        access=Access.ANY,
     )
 )

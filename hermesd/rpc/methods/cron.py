@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from hermesd.rpc.protocol import MethodSpec, Param, declare
+from hermesd.rpc.protocol import Access, MethodSpec, Param, declare
 
 _JOB = (
     "{id, name, prompt, skills, model, schedule {kind, run_at|minutes|expr, display}, "
     "schedule_display, repeat {times, completed}, enabled, state, next_run_at, last_run_at, "
-    "last_status, last_error, deliver, enabled_toolsets, workdir, session, ...}"
+    "last_status, last_error, deliver, enabled_toolsets, workdir, session, owner_uid, "
+    "orphaned, ...}"
 )
 _FIELDS = (
     Param("prompt", "str", doc="what the run asks the agent (self-contained)"),
@@ -25,7 +26,7 @@ _ID = Param("job_id", "str", required=True, doc="the job's id (cron.list shows t
 
 
 def _declare(name: str, summary: str, params: tuple[Param, ...], result: str) -> None:
-    declare(MethodSpec(name, summary, params, result, owner_only=True))
+    declare(MethodSpec(name, summary, params, result, access=Access.OWNER))
 
 
 _declare(
@@ -78,14 +79,4 @@ _declare(
     (_ID, Param("limit", "int", doc="at most this many (default 20)")),
     "{runs: [{id, job_id, session_id, scheduled_for, started_at, finished_at, status, "
     "kind, missed, silent, output, error}]}",
-)
-_declare(
-    "cron.clock",
-    "Test hook: move the scheduler's test clock and tick (only when "
-    "HERMESD_TEST_CLOCK is set; owner only).",
-    (
-        Param("advance", "number", doc="seconds to move forward (default 0)"),
-        Param("wait", "bool", doc="return once the runs started have finished"),
-    ),
-    "{now, started: [job_id]}",
 )

@@ -3,7 +3,7 @@ hermesd.rpc.protocol; served by hermesd.daemon's config_service, reloads, logrin
 
 from __future__ import annotations
 
-from hermesd.rpc.protocol import MethodSpec, Param, declare
+from hermesd.rpc.protocol import Access, MethodSpec, Param, declare, widening_key
 
 _KEY = Param("key", "str", required=True, doc="dotted setting name, e.g. model.default")
 
@@ -13,6 +13,7 @@ declare(
         "config.yaml as written (redacted) and every setting's running value.",
         (),
         "{path, exists, text, settings: {dotted: value}, problems}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -21,6 +22,7 @@ declare(
         "One setting's running value (a section: all of its settings).",
         (_KEY,),
         "{key, value, default, doc}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -29,7 +31,12 @@ declare(
         "Set one setting in config.yaml, comments kept, validated, then reload (owner only).",
         (_KEY, Param("value", "str", required=True, doc="the value, as YAML (3, true, [a, b])")),
         "{key, value, path, reload: <reload result>, restart_needed}",
-        owner_only=True,
+        access=Access.OWNER,
+        widens=lambda p: (
+            [f"set {p.get('key')} to {p.get('value')!r}: it decides what tools may do"]
+            if widening_key(str(p.get("key") or ""))
+            else []
+        ),
     )
 )
 declare(
@@ -38,6 +45,7 @@ declare(
         "Validate config.yaml as it is now; every problem, not the first.",
         (),
         "{path, ok, problems, warnings}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -46,7 +54,7 @@ declare(
         "Reload config.yaml, .env and every plugin; the outcome is kept for status (owner only).",
         (),
         "{time, source, ok, config_problems, config_warnings, plugins, plugins_failed}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -58,7 +66,7 @@ declare(
             Param("follow", "bool", doc="then send each new record as a log.record notification"),
         ),
         "{records: [{seq, time, level, logger, message}], capacity}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -67,5 +75,6 @@ declare(
         "Check config, model endpoint, plugins, sandbox, systemd, socket and versions.",
         (),
         "{ok, checks: [{name, status: ok|warn|fail, detail}]}",
+        access=Access.ANY,
     )
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hermesd.rpc.protocol import MethodSpec, Param, declare
+from hermesd.rpc.protocol import Access, MethodSpec, Param, declare
 
 _NAME = Param("name", "str", required=True, doc="the server's name in mcp_servers")
 
@@ -13,6 +13,7 @@ declare(
         (),
         "{servers: [{name, kind, enabled, state, error, server, tools, registered, rejected, "
         "toolset, connects, failures}]}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -21,6 +22,7 @@ declare(
         "One server's tools: the model-facing name, and registered, filtered or rejected.",
         (_NAME,),
         "{server, tools: [{tool, name, status, description, approval}]}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -29,7 +31,7 @@ declare(
         "Reconnect one server now (a stdio server gets a new process).",
         (_NAME,),
         "{server, state, error}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -38,7 +40,7 @@ declare(
         "Re-read mcp_servers from config.yaml: add, remove and restart only changed servers.",
         (),
         "{added: [name], removed: [name], restarted: [name]}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -47,6 +49,6 @@ declare(
         "The end of what a server wrote to stderr (kept in memory, bounded).",
         (_NAME, Param("tail", "int", doc="at most this many bytes (default 64 KiB)")),
         "{server, text}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )

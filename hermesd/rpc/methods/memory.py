@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hermesd.rpc.protocol import MethodSpec, Param, declare
+from hermesd.rpc.protocol import Access, MethodSpec, Param, declare
 
 _TARGET = Param("target", "str", doc="memory (MEMORY.md) or user (USER.md)")
 
@@ -12,6 +12,7 @@ declare(
         "The entries of MEMORY.md and USER.md as they are on disk now (approvers only).",
         (_TARGET,),
         "{targets: [{target, path, entries, usage, limit, enabled, digest}], write_approval}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -26,6 +27,7 @@ declare(
             Param("operations", "array", doc="[{action, content?, old_text?}], all or none"),
         ),
         "the memory tool's result: {success, ...}",
+        access=Access.PERSON,
     )
 )
 declare(
@@ -38,6 +40,7 @@ declare(
             Param("base", "str", doc="the digest memory.show gave; refused if the file changed"),
         ),
         "{success, ...}",
+        access=Access.PERSON,
     )
 )
 declare(
@@ -46,6 +49,7 @@ declare(
         "Memory writes staged for approval, oldest first (approvers only).",
         (),
         "{pending: [{id, action, summary, origin, created_at, payload, session_id}]}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -54,6 +58,7 @@ declare(
         "Apply a staged memory write (approvers only).",
         (Param("id", "str", required=True, doc="the staged write's id"),),
         "{id, applied, success, ...}",
+        access=Access.PERSON,
     )
 )
 declare(
@@ -62,6 +67,7 @@ declare(
         "Drop a staged memory write (approvers only).",
         (Param("id", "str", required=True, doc="the staged write's id"),),
         "{id, rejected: true}",
+        access=Access.PERSON,
     )
 )
 declare(
@@ -71,7 +77,7 @@ declare(
         (Param("provider", "str", required=True, doc="the provider's name"),),
         "{provider, fields: [{key, description, secret, required, default, choices, url, "
         "env_var, is_set, current?}]}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -84,6 +90,6 @@ declare(
             Param("values", "map", doc="{key: value} for the provider's settings"),
         ),
         "{provider, config_keys, env_vars, save_config_error, reload}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hermesd.rpc.protocol import MethodSpec, Param, declare
+from hermesd.rpc.protocol import Access, MethodSpec, Param, declare
 
 declare(
     MethodSpec(
@@ -12,6 +12,7 @@ declare(
         "{plugins: [{key, name, version, description, source, path, state, reason, tools, hooks,"
         " middleware, commands, cli_commands, skills, rejected_tools, warnings, missing_env,"
         " line}], text}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -20,6 +21,7 @@ declare(
         "Every registered tool (built-in and plugin), including hidden ones.",
         (Param("toolset", "str", doc="only this toolset"),),
         "{tools: [{name, toolset, description, owner, available, enabled, parameters}]}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -32,6 +34,7 @@ declare(
             Param("session_id", "str", doc="session the call belongs to (default: none)"),
         ),
         "{result: str} — the tool's JSON result text, errors included",
+        access=Access.SESSION,
     )
 )
 declare(
@@ -40,6 +43,7 @@ declare(
         "User skills and plugin skills.",
         (),
         "{skills: [{name, description, source, plugin, path}]}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -51,10 +55,11 @@ declare(
             Param("file_path", "str", doc="a file inside the skill's folder"),
         ),
         "{success, name, content, description, linked_files, ...} or {success: false, error}",
+        access=Access.ANY,
     )
 )
 
-# --- plugin management (hermesd.plugins.admin) ---------------------------------------------------
+# --- plugin management (hermesd.plugins.admin_service) ---------------------------------------
 
 _NAME = Param("name", "str", required=True, doc="plugin key or name")
 
@@ -64,6 +69,7 @@ declare(
         "One plugin in detail, with its requires_env and whether each is set.",
         (_NAME,),
         "plugins.list entry + {requires_env: [{name, description, url, secret, present}], git}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -72,7 +78,8 @@ declare(
         "Enable a plugin in config.yaml and reload (owner only).",
         (_NAME,),
         "{message, comments_kept, state, reason, missing_env}",
-        owner_only=True,
+        access=Access.OWNER,
+        widens=lambda p: [f"enable plugin {p.get('name')!r}: its code runs inside hermesd"],
     )
 )
 declare(
@@ -81,7 +88,7 @@ declare(
         "Disable a plugin in config.yaml and reload (owner only).",
         (_NAME,),
         "{message, comments_kept, state, reason, missing_env}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -95,7 +102,10 @@ declare(
             Param("force", "bool", doc="replace an installed plugin of the same name"),
         ),
         "{name, path, replaced, missing_env: [{name, description, url, secret}], plugin}",
-        owner_only=True,
+        access=Access.OWNER,
+        widens=lambda p: [
+            f"install a plugin from {p.get('source')!r}: its code runs inside hermesd"
+        ],
     )
 )
 declare(
@@ -104,7 +114,7 @@ declare(
         "Set variables in $HERMES_HOME/.env (owner only).",
         (Param("values", "map", required=True, doc="variable name -> value"),),
         "{written: [name], path}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -113,7 +123,7 @@ declare(
         "Remove variables from $HERMES_HOME/.env and the daemon's environment (owner only).",
         (Param("names", "array", required=True, doc="variable names"),),
         "{removed: [name], path}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -122,7 +132,8 @@ declare(
         "git pull --ff-only an installed plugin and reload (owner only).",
         (_NAME,),
         "{output, plugin}",
-        owner_only=True,
+        access=Access.OWNER,
+        widens=lambda p: [f"update plugin {p.get('name')!r}: new code runs inside hermesd"],
     )
 )
 declare(
@@ -131,7 +142,7 @@ declare(
         "Unload and delete an installed plugin (owner only).",
         (_NAME,),
         "{removed, path}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -140,7 +151,7 @@ declare(
         "Hot reload: unload every plugin and load again (owner only).",
         (),
         "{summary, loaded, failed, plugins, text}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )
 declare(
@@ -149,6 +160,6 @@ declare(
         "Check a plugin folder without loading it into the daemon (owner only).",
         (Param("path", "str", required=True, doc="the plugin folder"),),
         "{findings: [{severity, tool, parameter, message}], text, errors}",
-        owner_only=True,
+        access=Access.OWNER,
     )
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hermesd.rpc.protocol import MethodSpec, Param, declare
+from hermesd.rpc.protocol import Access, MethodSpec, Param, declare
 
 _SID = Param("session_id", "str", required=True, doc="session id (a unique prefix of one will do)")
 
@@ -17,6 +17,7 @@ declare(
             Param("attach", "bool", doc="also attach the caller (default true)"),
         ),
         "session",
+        access=Access.ANY,
     )
 )
 declare(
@@ -28,6 +29,7 @@ declare(
             Param("before", "str", doc="the next_cursor of the previous page"),
         ),
         "{sessions: [session], next_cursor}",
+        access=Access.ANY,
     )
 )
 declare(
@@ -36,6 +38,7 @@ declare(
         "One session, with whether a turn is running.",
         (_SID,),
         "session + {running, turn_id, attached}",
+        access=Access.SESSION,
     )
 )
 declare(
@@ -48,6 +51,7 @@ declare(
             Param("after_seq", "int", doc="only messages after this sequence number"),
         ),
         "{messages: [message]}",
+        access=Access.SESSION,
     )
 )
 declare(
@@ -56,6 +60,7 @@ declare(
         "Set a session's title.",
         (_SID, Param("title", "str", required=True, doc="new title; empty clears it")),
         "session",
+        access=Access.SESSION,
     )
 )
 declare(
@@ -64,6 +69,7 @@ declare(
         "Delete a session and its messages (stops its turn).",
         (_SID,),
         "{deleted: true}",
+        access=Access.SESSION,
     )
 )
 declare(
@@ -76,6 +82,7 @@ declare(
             Param("title", "str", doc="title of the new session"),
         ),
         "session",
+        access=Access.SESSION,
     )
 )
 declare(
@@ -88,6 +95,7 @@ declare(
             Param("session_id", "str", doc="search only this session"),
         ),
         "{hits: [{message_id, session_id, session_title, role, snippet, created_at}]}",
+        access=Access.SESSION,
     )
 )
 declare(
@@ -96,6 +104,7 @@ declare(
         "The /new semantics: a fresh session for this client.",
         (Param("session_id", "str", doc="the session being left (fires on_session_reset)"),),
         "session",
+        access=Access.SESSION,
     )
 )
 declare(
@@ -107,11 +116,16 @@ declare(
             Param("after_seq", "int", doc="the seq of the last event seen: replay the newer ones"),
         ),
         "session + {running, turn_id, attached, event_seq, clients, missed?, missed_complete?}",
+        access=Access.SESSION,
     )
 )
 declare(
     MethodSpec(
-        "session.detach", "Stop receiving this session's events.", (_SID,), "{detached: bool}"
+        "session.detach",
+        "Stop receiving this session's events.",
+        (_SID,),
+        "{detached: bool}",
+        access=Access.SESSION,
     )
 )
 declare(
@@ -125,6 +139,7 @@ declare(
             Param("platform", "str", doc="the client's platform, for plugins (default cli)"),
         ),
         "{turn_id} or, with wait, the turn result {turn_id, status, final_text, error, ...}",
+        access=Access.SESSION,
     )
 )
 declare(
@@ -133,6 +148,7 @@ declare(
         "Stop the running turn of a session cleanly.",
         (_SID,),
         "{cancelled: bool, turn_id}",
+        access=Access.SESSION,
     )
 )
 declare(
@@ -141,6 +157,7 @@ declare(
         "Take the last turn out of what the model is sent (the stored record keeps it).",
         (_SID,),
         "{undone: [message_id], user_message}",
+        access=Access.SESSION,
     )
 )
 declare(
@@ -149,5 +166,6 @@ declare(
         "Compact the session now with its context engine (the stored messages all stay).",
         (_SID, Param("focus", "str", doc="what the summary should keep most of")),
         "{compacted, engine, replaced, messages_before, messages_after, why_not?, context}",
+        access=Access.SESSION,
     )
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hermesd.rpc.protocol import MethodSpec, Param, declare
+from hermesd.rpc.protocol import Access, MethodSpec, Param, declare
 
 declare(
     MethodSpec(
@@ -16,5 +16,6 @@ declare(
             Param("limit", "int", doc="most sessions and models listed, 1-1000 (default 20)"),
         ),
         "{totals, by_model, by_session, today, month, session?, budget}",
+        access=Access.SESSION,
     )
 )

@@ -2,7 +2,7 @@
 
 ``MIGRATIONS[i]`` takes a database from ``PRAGMA user_version = i`` to ``i + 1``. Append only:
 a migration that shipped is never edited, because databases in the field already ran it.
-``hermesd.store.sessions`` applies the missing ones in one transaction each at open time.
+``hermesd.store.dbfile.migrate`` applies the missing ones in one transaction each at open time.
 """
 
 from __future__ import annotations

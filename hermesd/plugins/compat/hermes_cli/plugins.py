@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from hermesd.plugins import hostapi
-from hermesd.plugins.hooks import HOOKS
+from hermesd.runtime.hooks import HOOKS
 
 VALID_HOOKS: set[str] = set(HOOKS)
 

@@ -34,34 +34,13 @@ class _RegistryView:
     ) -> None:
         """Add a tool: from a plugin's ``register()`` it is that plugin's (as if through
         ``ctx.register_tool``), otherwise it belongs to ``toolset``."""
+        args = (name, toolset, schema, handler, check_fn, requires_env, is_async)
+        extra = (description, emoji, override)
         ctx = hostapi.loading.get()
         if ctx is not None:
-            ctx.register_tool(
-                name,
-                toolset,
-                schema,
-                handler,
-                check_fn,
-                requires_env,
-                is_async,
-                description,
-                emoji,
-                override,
-            )
-            return
-        self._tools().register(
-            name,
-            toolset,
-            schema,
-            handler,
-            check_fn,
-            requires_env,
-            is_async,
-            description,
-            emoji,
-            override,
-            owner=f"registry:{toolset}",
-        )
+            ctx.register_tool(*args, *extra)
+        else:
+            self._tools().register(*args, *extra, owner=f"registry:{toolset}")
 
     def dispatch(self, name: str, args: dict[str, Any] | str | None, **kwargs: Any) -> str:
         """Run a tool through hermesd's whole pipeline (hooks, middleware, approvals)."""

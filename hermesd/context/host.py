@@ -1,18 +1,19 @@
 """The context engine host: which engine each session uses, when it is called, and what is kept
 of what it returns (docs/sessions.md, "The view model"; docs/hermes-compat.md §11.5).
 
-Owns, per session: its engine (made by ``hermesd.agent.engines``), started with
+Owns, per session: its engine (made by ``hermesd.context.engines``), started with
 ``update_model`` (the window from ``hermesd.model.context_length``) and ``on_session_start`` the
 first time the session is used; the lock that lets one compaction at a time run on it; the
 compactions of the running turn (at most `MAX_PER_TURN`); compaction off the hot path between
 turns; and the memory provider's ``on_pre_compress`` text. A compaction is recorded as a view
-(``SessionStore.record_compaction``), never by changing stored messages.
+(``SessionStore.compactions.record``), never by changing stored messages.
 
 Failures: an engine call that raises, hangs or returns something that is not a message list is
 logged with its traceback, the attached clients get a ``context.warning`` event, and the session
-goes on with the built-in compressor; the turn is never failed by it. Not owned here: the turn
-loop (``hermesd.agent.loop`` calls `before_request`, `after_response`, `turn_finished`), the
-built-in engine itself (``hermesd.agent.compressor``), storage (``hermesd.store``).
+goes on with the built-in compressor; the turn is never failed by it. A turn is known here only
+by the small `TurnWindow` value it hands to `before_request`, `after_response` and
+`turn_finished` (``hermesd.agent.turn``). Not owned here: the turn loop, the built-in engine
+itself (``hermesd.context.compressor``), storage (``hermesd.store``).
 """
 
 from __future__ import annotations
@@ -21,42 +22,49 @@ import asyncio
 import contextlib
 import copy
 import functools
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hermesd.agent.compressor import SummaryFailed, estimate_tokens, is_summary
-from hermesd.agent.engines import (
+from hermesd.context.compaction import (
+    FALLBACK_SUMMARY,
+    REPEAT_WARNING,
+    SUMMARY_ABORTED,
+    Compaction,
+    TurnWindow,
+    compacted_event,
+    memory_context,
+    outcome,
+    refused,
+)
+from hermesd.context.compressor import SummaryFailed, estimate_tokens, is_summary
+from hermesd.context.engines import (
     ContextSettings,
     EngineFailed,
     Engines,
     SessionContext,
+    engine_tools,
     supported_kwargs,
     valid_messages,
 )
 from hermesd.model import context_length
 from hermesd.model.client import ModelClient
 from hermesd.model.stream import canonical_usage
-from hermesd.plugins.compat.agent.context_engine import sanitize_memory_context
 from hermesd.plugins.context_engines import EngineRegistrations
-from hermesd.plugins.workers import WorkTimeout
-from hermesd.store.compactions import split_view
-from hermesd.store.sessions import SessionStore
+from hermesd.runtime.workers import WorkTimeout
+from hermesd.store.compactions import View, split_view
+from hermesd.store.facade import SessionStore
 
 if TYPE_CHECKING:
     from hermesd.memory.providers import MemoryProviders
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ContextHost", "ContextSettings", "supported_kwargs"]
+__all__ = ["ContextHost", "ContextSettings", "TurnWindow", "supported_kwargs"]
 
 MAX_PER_TURN = 3
 BACKGROUND_SHARE = 0.9  # an idle session this close to its threshold is compacted now
-REPEAT_WARNING = (
-    "Session compressed {n} times — accuracy may degrade. Consider /new to start fresh."
-)
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -161,31 +169,8 @@ class ContextHost:
         """A ``context.warning`` event to every client attached to the session (and the log)."""
         log.warning("session %s: %s", session_id, message)
         if self.emit is not None:
-            self.emit(
-                {
-                    "type": "context.warning",
-                    "session_id": session_id,
-                    "turn_id": None,
-                    "message": message,
-                    **data,
-                }
-            )
-
-    # --- memory ------------------------------------------------------------------------------
-
-    async def _memory_context(self, session_id: str, messages: list[dict[str, Any]]) -> str:
-        """What the session's memory provider wants kept (``on_pre_compress``), redacted and
-        capped; "" when there is no provider or it fails."""
-        if self.providers is None:
-            return ""
-        try:  # isolated there too (a raise or an overrun gives ""); this is a last guard
-            result = await self.providers.on_pre_compress(session_id, list(messages))
-        except Exception:
-            log.warning(
-                "memory provider on_pre_compress failed (session %s)", session_id, exc_info=True
-            )
-            return ""
-        return sanitize_memory_context(result) if isinstance(result, str) and result else ""
+            event = {"type": "context.warning", "session_id": session_id, "turn_id": None}
+            self.emit({**event, "message": message, **data})
 
     # --- compaction --------------------------------------------------------------------------
 
@@ -204,104 +189,92 @@ class ContextHost:
         ctx = self.sessions.get(session_id)
         if ctx is None:
             raise KeyError(session_id)
+        ask = Compaction(force, focus, current_tokens, reason, turn_id)
         async with ctx.lock:
-            return await self._compact_locked(ctx, force, focus, current_tokens, reason, turn_id)
+            return await self._compact_locked(ctx, ask)
 
-    async def _compact_locked(
-        self,
-        ctx: SessionContext,
-        force: bool,
-        focus: str | None,
-        current_tokens: int | None,
-        reason: str,
-        turn_id: str | None,
-    ) -> dict[str, Any]:
+    async def _compact_locked(self, ctx: SessionContext, ask: Compaction) -> dict[str, Any]:
         sid = ctx.session_id
-        view = await self.store.run(self.store.view, sid)
-        result: dict[str, Any] = {
-            "compacted": False,
-            "engine": ctx.name,
-            "messages_before": len(view.messages),
-            "messages_after": len(view.messages),
-            "replaced": 0,
-            "reason": reason,
-        }
+        view = await self.store.run(self.store.messages.view, sid)
+        result = outcome(ctx.name, len(view.messages), ask.reason)
         if not view.messages:
-            result["why_not"] = "the session has no messages"
-            return result
+            return refused(result, "the session has no messages")
         inputs = copy.deepcopy(view.messages)
         try:
-            if force and not await self.engines.call(ctx, "has_content_to_compress", inputs):
-                result["why_not"] = "nothing between the protected head and tail to compact"
-                return result
+            if ask.force and not await self.engines.call(ctx, "has_content_to_compress", inputs):
+                return refused(result, "nothing between the protected head and tail to compact")
         except EngineFailed:
             pass  # compress() will tell
-        memory_context = await self._memory_context(sid, view.messages)
         kwargs = supported_kwargs(
             ctx.engine.compress,
-            current_tokens=current_tokens or estimate_tokens(view.messages),
-            focus_topic=focus,
-            force=force,
-            memory_context=memory_context,
+            current_tokens=ask.current_tokens or estimate_tokens(view.messages),
+            focus_topic=ask.focus,
+            force=ask.force,
+            memory_context=await memory_context(self.providers, sid, view.messages),
         )
         log.info(
             "compacting session %s with context engine '%s' (%s; %d messages; arguments: %s)",
             sid,
             ctx.name,
-            reason,
+            ask.reason,
             len(inputs),
             ", ".join(["messages", *kwargs]),
         )
+        output, why_not = await self._compress(ctx, inputs, kwargs)
+        if why_not is not None:
+            return refused(result, why_not)
+        split = split_view(view.messages, view.seqs, output, view.upto_seq)
+        if split is None:
+            return refused(result, "the engine kept every message")
+        await self._record(ctx, view, split, ask, result)
+        return result
+
+    async def _compress(
+        self, ctx: SessionContext, inputs: list[dict[str, Any]], kwargs: dict[str, Any]
+    ) -> tuple[Any, str | None]:
+        """The engine's ``compress`` output, or why there is none (each failure reported)."""
+        sid, timeout = ctx.session_id, self.settings.timeout
         try:
             if ctx.builtin:  # its summary request must not hold the event loop
-                output = await self.engines.threads.run(
-                    functools.partial(ctx.engine.compress, inputs, **kwargs),
-                    self.settings.timeout,
-                    ctx.name,
-                )
+                call = functools.partial(ctx.engine.compress, inputs, **kwargs)
+                output = await self.engines.threads.run(call, timeout, ctx.name)
             else:
-                output = await self.engines.call(
-                    ctx, "compress", inputs, timeout=self.settings.timeout, **kwargs
-                )
+                output = await self.engines.call(ctx, "compress", inputs, timeout=timeout, **kwargs)
         except SummaryFailed as exc:
-            self.warn(
-                sid,
-                f"Compaction failed: the summary model did not answer ({exc}); nothing was "
-                "compacted (compression.abort_on_summary_failure is set).",
-                engine=ctx.name,
-            )
-            result["why_not"] = "summary failed"
-            return result
+            self.warn(sid, SUMMARY_ABORTED.format(exc), engine=ctx.name)
+            return None, "summary failed"
         except WorkTimeout:
-            log.error("the built-in compressor did not finish within %.0f s", self.settings.timeout)
+            log.error("the built-in compressor did not finish within %.0f s", timeout)
             self.warn(sid, "Compaction took too long and was abandoned; nothing was compacted.")
-            result["why_not"] = "timed out"
-            return result
+            return None, "timed out"
         except EngineFailed as exc:
             await self._fall_back(ctx, exc)
-            result["why_not"] = str(exc)
-            return result
+            return None, str(exc)
         except Exception as exc:  # the built-in's own bug: the turn goes on uncompressed
             log.exception("the built-in compressor failed on session %s", sid)
             self.warn(sid, f"Compaction failed ({type(exc).__name__}: {exc}); nothing compacted.")
-            result["why_not"] = "the compressor failed"
-            return result
+            return None, "the compressor failed"
         if not valid_messages(output):
-            await self._fall_back(
-                ctx, EngineFailed(f"compress() returned {type(output).__name__}, not messages")
-            )
-            result["why_not"] = "the engine returned no messages"
-            return result
-        split = split_view(view.messages, view.seqs, output, view.upto_seq)
-        if split is None:
-            result["why_not"] = "the engine kept every message"
-            return result
-        prefix, upto = split
+            failed = EngineFailed(f"compress() returned {type(output).__name__}, not messages")
+            await self._fall_back(ctx, failed)
+            return None, "the engine returned no messages"
+        return output, None
+
+    async def _record(
+        self,
+        ctx: SessionContext,
+        view: View,
+        split: tuple[list[dict[str, Any]], int],
+        ask: Compaction,
+        result: dict[str, Any],
+    ) -> None:
+        """Keep a compaction as the session's view; tell the memory provider and the clients."""
+        sid, (prefix, upto) = ctx.session_id, split
         replaced = sum(1 for s in view.seqs if s is not None and view.upto_seq < s <= upto)
         summary = next((str(m["content"]) for m in prefix if is_summary(m)), None)
         error = getattr(ctx.engine, "last_summary_error", None) if ctx.builtin else None
         await self.store.run(
-            self.store.record_compaction,
+            self.store.compactions.record,
             sid,
             prefix,
             upto,
@@ -309,8 +282,8 @@ class ContextHost:
             summary=summary,
             replaced=replaced,
             fallback=bool(error),
-            focus=focus,
-            reason=reason,
+            focus=ask.focus,
+            reason=ask.reason,
         )
         ctx.generation += 1
         count = int(getattr(ctx.engine, "compression_count", 0) or 0)
@@ -325,94 +298,102 @@ class ContextHost:
         if self.providers is not None:  # the reference tells the memory provider (in place)
             self.providers.on_session_switch(sid, sid, reason="compression")
         if self.emit is not None:
-            self.emit(
-                {
-                    "type": "context.compacted",
-                    "session_id": sid,
-                    "turn_id": turn_id,
-                    "engine": ctx.name,
-                    "reason": reason,
-                    "replaced": replaced,
-                    "messages_before": result["messages_before"],
-                    "messages_after": result["messages_after"],
-                    "compression_count": count,
-                    "summary_fallback": bool(error),
-                }
-            )
+            self.emit(compacted_event(sid, ask.turn_id, result))
         if error:
-            self.warn(
-                sid,
-                f"The summary model failed ({error}); the {replaced} compacted messages are "
-                "described by a mechanical summary instead. Every message stays stored.",
-                engine=ctx.name,
-            )
+            self.warn(sid, FALLBACK_SUMMARY.format(error=error, n=replaced), engine=ctx.name)
         if count >= 2:
             self.warn(sid, REPEAT_WARNING.format(n=count), compression_count=count)
-        return result
 
-    # --- call points of a turn (hermesd.agent.loop) ------------------------------------------
+    # --- call points of a turn (hermesd.agent.turn) ------------------------------------------
 
-    async def before_request(self, turn: Any, tools: list[dict[str, Any]]) -> list[Any] | None:
+    def generation(self, session_id: str) -> int:
+        """The session's compactions so far (read before a turn reads its history)."""
+        ctx = self.sessions.get(session_id)
+        return ctx.generation if ctx is not None else 0
+
+    def window(
+        self,
+        ids: tuple[str, str],
+        user_message: str,
+        api_user: dict[str, Any],
+        user_seq: int,
+        generation: int,
+    ) -> TurnWindow:
+        """The context host's record of a turn that starts (ids: session and turn)."""
+        session_id, turn_id = ids
+        return TurnWindow(session_id, turn_id, user_message, api_user, user_seq, generation)
+
+    async def before_request(
+        self,
+        window: TurnWindow,
+        messages: list[dict[str, Any]],
+        history: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+    ) -> tuple[list[dict[str, Any]], list[Any] | None]:
         """Before a model request: compact when the engine says so (at most `MAX_PER_TURN` a
-        turn), rebuild the turn's messages from the new view, and return the request-only
-        selection of ``select_context`` (None: send ``turn.messages``)."""
-        ctx = self.sessions.get(turn.session_id)
+        turn). Returns the turn's messages (rebuilt from the new view after a compaction) and
+        the request-only selection of ``select_context`` (None: send those messages)."""
+        ctx = self.sessions.get(window.session_id)
         if ctx is None:
-            return None
-        if ctx.generation != turn.context_generation:  # a compaction between turns finished
-            await self._rebuild(turn, ctx)
-        estimate = estimate_tokens(turn.messages, tools)
-        measured = turn.measured_tokens
+            return messages, None
+        if ctx.generation != window.generation:  # a compaction between turns finished
+            messages = await self._rebuild(window, ctx, messages)
+        estimate = estimate_tokens(messages, tools)
+        measured = window.measured
         if measured is not None:  # the last response's real count, plus what came after it
-            prompt, length = measured
-            estimate = prompt + estimate_tokens(turn.messages[length:])
-        if turn.compactions < MAX_PER_TURN:
-            try:
-                # an engine may ask to wait for a real count rather than act on a rough one
-                defer = measured is None and bool(
-                    await self.engines.call(ctx, "should_defer_preflight_to_real_usage", estimate)
-                )
-                due = not defer and bool(await self.engines.call(ctx, "should_compress", estimate))
-            except EngineFailed as exc:
-                await self._fall_back(ctx, exc)
-                due = bool(ctx.engine.should_compress(estimate))
-            if due:
-                turn.compactions += 1
-                done = await self.compact(
-                    turn.session_id, current_tokens=estimate, turn_id=turn.turn_id
-                )
-                if done["compacted"]:
-                    await self._rebuild(turn, ctx)
-        select = getattr(ctx.engine, "select_context", None)
-        if select is None:
-            return None
+            estimate = measured[0] + estimate_tokens(messages[measured[1] :])
+        if window.compactions < MAX_PER_TURN and await self._due(ctx, estimate, measured is None):
+            window.compactions += 1
+            done = await self.compact(
+                window.session_id, current_tokens=estimate, turn_id=window.turn_id
+            )
+            if done["compacted"]:
+                messages = await self._rebuild(window, ctx, messages)
+        if getattr(ctx.engine, "select_context", None) is None:
+            return messages, None
         try:
             chosen = await self.engines.call(
                 ctx,
                 "select_context",
-                list(turn.messages),
-                conversation_messages=list(turn.stored_history),
-                incoming_message=turn.user_message,
+                list(messages),
+                conversation_messages=list(history),
+                incoming_message=window.user_message,
                 budget_tokens=int(getattr(ctx.engine, "threshold_tokens", 0) or 0),
             )
         except EngineFailed:
-            return None  # falls open
-        return chosen if valid_messages(chosen) else None
+            return messages, None  # falls open
+        return messages, (chosen if valid_messages(chosen) else None)
 
-    async def _rebuild(self, turn: Any, ctx: SessionContext) -> None:
-        view = await self.store.run(self.store.view, turn.session_id)
-        messages = [turn.messages[0]]
+    async def _due(self, ctx: SessionContext, estimate: int, rough: bool) -> bool:
+        """Whether the engine wants a compaction now; it may ask to wait for a real count
+        rather than act on a ``rough`` one."""
+        try:
+            defer = rough and bool(
+                await self.engines.call(ctx, "should_defer_preflight_to_real_usage", estimate)
+            )
+            return not defer and bool(await self.engines.call(ctx, "should_compress", estimate))
+        except EngineFailed as exc:
+            await self._fall_back(ctx, exc)
+            return bool(ctx.engine.should_compress(estimate))
+
+    async def _rebuild(
+        self, window: TurnWindow, ctx: SessionContext, messages: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        view = await self.store.run(self.store.messages.view, window.session_id)
+        rebuilt = [messages[0]]
         for msg, seq in zip(view.messages, view.seqs, strict=True):
-            messages.append(turn.api_user if seq == turn.user_seq else msg)
-        turn.messages = messages
-        turn.measured_tokens = None
-        turn.context_generation = ctx.generation
+            rebuilt.append(window.api_user if seq == window.user_seq else msg)
+        window.measured = None
+        window.generation = ctx.generation
+        return rebuilt
 
-    async def after_response(self, turn: Any, usage: dict[str, Any] | None) -> None:
+    async def after_response(
+        self, window: TurnWindow, usage: dict[str, Any] | None, message_count: int
+    ) -> None:
         """After every model response: ``update_from_response`` with the response's counts
         (``prompt_tokens``, ``completion_tokens``, ``total_tokens`` and the reference's buckets),
-        ``{}`` without usage."""
-        ctx = self.sessions.get(turn.session_id)
+        ``{}`` without usage; ``message_count`` is how many messages the turn had sent."""
+        ctx = self.sessions.get(window.session_id)
         if ctx is None:
             return
         counts: dict[str, Any] = {}
@@ -420,40 +401,40 @@ class ContextHost:
             counts = {**usage, **(canonical_usage(usage) or {})}
             counts.setdefault("completion_tokens", int(usage.get("completion_tokens") or 0))
             if usage.get("prompt_tokens"):
-                turn.measured_tokens = (int(usage["prompt_tokens"]), len(turn.messages))
+                window.measured = (int(usage["prompt_tokens"]), message_count)
         try:
             await self.engines.call(ctx, "update_from_response", counts)
         except EngineFailed as exc:
             await self._fall_back(ctx, exc)
         await self._refresh_status(ctx)
 
-    async def turn_finished(self, turn: Any, completed: bool) -> None:
+    async def turn_finished(
+        self,
+        window: TurnWindow,
+        completed: bool,
+        history: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+        usage: dict[str, int],
+    ) -> None:
         """``on_turn_complete`` when the engine has it; then, for an idle session close to its
         threshold, a compaction in the background so the next turn does not wait for it."""
-        ctx = self.sessions.get(turn.session_id)
-        if ctx is None:
+        ctx = self.sessions.get(window.session_id)
+        if ctx is None or not completed:
             return
-        if completed and hasattr(ctx.engine, "on_turn_complete"):
+        if hasattr(ctx.engine, "on_turn_complete"):
             with contextlib.suppress(EngineFailed):  # best effort, as the contract says
-                await self.engines.call(
-                    ctx,
-                    "on_turn_complete",
-                    list(turn.stored_history),
-                    usage=dict(turn.result.usage),
-                )
-        if not (completed and self.settings.background):
-            return
+                await self.engines.call(ctx, "on_turn_complete", list(history), usage=dict(usage))
         threshold = int(getattr(ctx.engine, "threshold_tokens", 0) or 0)
-        measured = turn.measured_tokens
-        if threshold <= 0 or measured is None:
+        measured = window.measured
+        if not self.settings.background or threshold <= 0 or measured is None:
             return
-        tokens = measured[0] + estimate_tokens(turn.messages[measured[1] :])
-        if tokens < threshold * BACKGROUND_SHARE or turn.compactions >= MAX_PER_TURN:
+        tokens = measured[0] + estimate_tokens(messages[measured[1] :])
+        if tokens < threshold * BACKGROUND_SHARE or window.compactions >= MAX_PER_TURN:
             return
         if ctx.background is not None and not ctx.background.done():
             return
         ctx.background = asyncio.get_running_loop().create_task(
-            self._background(turn.session_id, tokens)
+            self._background(window.session_id, tokens)
         )
 
     async def _background(self, session_id: str, tokens: int) -> None:
@@ -476,19 +457,12 @@ class ContextHost:
             schemas = await self.engines.call(ctx, "get_tool_schemas")
         except EngineFailed:
             return []
-        taken = {t["function"]["name"] for t in offered}
-        extra: list[dict[str, Any]] = []
-        for schema in schemas or ():
-            if not isinstance(schema, dict):
-                continue
-            fn = schema.get("function") if schema.get("type") == "function" else schema
-            if not isinstance(fn, dict) or not fn.get("name") or fn["name"] in taken:
-                continue
-            extra.append({"type": "function", "function": fn})
+        extra = engine_tools(schemas, offered)
         ctx.tool_names = {t["function"]["name"] for t in extra}
         return extra
 
     def owns_tool(self, session_id: str, name: str) -> bool:
+        """Whether ``name`` is one of the tools the session's engine offered."""
         ctx = self.sessions.get(session_id)
         return ctx is not None and name in ctx.tool_names
 
@@ -497,22 +471,7 @@ class ContextHost:
     ) -> str:
         """``handle_tool_call(name, args, messages=…)``; an error result when it fails."""
         ctx = self.sessions[session_id]
-        try:
-            args = json.loads(arguments or "{}")
-        except ValueError:
-            return json.dumps({"error": f"invalid JSON arguments for {name}"})
-        try:
-            result = await self.engines.call(
-                ctx,
-                "handle_tool_call",
-                name,
-                args if isinstance(args, dict) else {},
-                messages=copy.deepcopy(messages),
-                timeout=self.settings.timeout,
-            )
-        except EngineFailed as exc:
-            return json.dumps({"error": f"context engine tool {name} failed: {exc}"})
-        return result if isinstance(result, str) else json.dumps(result, default=str)
+        return await self.engines.call_tool(ctx, name, arguments, messages, self.settings.timeout)
 
     # --- session boundaries ------------------------------------------------------------------
 
@@ -524,7 +483,7 @@ class ContextHost:
         if ctx.background is not None:
             ctx.background.cancel()
         try:
-            messages = await self.store.run(self.store.history, session_id)
+            messages = await self.store.run(self.store.messages.history, session_id)
         except Exception:
             messages = []
         with contextlib.suppress(EngineFailed):

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hermesd.model.fastjson import valid_text
-from hermesd.plugins.middleware import MiddlewareBus
-from hermesd.plugins.workers import (
+from hermesd.runtime.middleware import MiddlewareBus
+from hermesd.runtime.workers import (
     CallShape,
     WorkerPool,
     WorkTimeout,
@@ -57,6 +57,17 @@ _API = (
 )
 _APPROVAL = ("command", "description", "pattern_key", "pattern_keys", "session_key", "surface")
 _ANSWER = ("choice", "decided_by")
+#: what post_tool_call and transform_tool_result both get: the call, its result, how it went
+_TOOL_RESULT = (
+    "tool_name",
+    "args",
+    "result",
+    *_TOOL_IDS,
+    "duration_ms",
+    "status",
+    "error_type",
+    "error_message",
+)
 
 
 @dataclass(frozen=True)
@@ -80,32 +91,13 @@ HOOKS: dict[str, HookSpec] = {
         ),
         HookSpec(
             "post_tool_call",
-            (
-                "tool_name",
-                "args",
-                "result",
-                *_TOOL_IDS,
-                "duration_ms",
-                "status",
-                "error_type",
-                "error_message",
-                "middleware_trace",
-            ),
+            (*_TOOL_RESULT, "middleware_trace"),
             "ignored",
             "After every tool call, including errors, blocks and timeouts.",
         ),
         HookSpec(
             "transform_tool_result",
-            (
-                "tool_name",
-                "args",
-                "result",
-                *_TOOL_IDS,
-                "duration_ms",
-                "status",
-                "error_type",
-                "error_message",
-            ),
+            _TOOL_RESULT,
             "replace",
             "After post_tool_call; the first str returned replaces the result.",
         ),
@@ -117,7 +109,7 @@ HOOKS: dict[str, HookSpec] = {
         ),
         HookSpec(
             "transform_llm_output",
-            ("response_text", "session_id", "model", "platform"),
+            ("response_text", "session_id", "task_id", "turn_id", "model", "platform"),
             "replace",
             "Final assistant text of a turn; the first str returned replaces it.",
         ),
@@ -169,6 +161,7 @@ HOOKS: dict[str, HookSpec] = {
                 "user_message",
                 "conversation_history",
                 "started_at",
+                "retry_count",
                 "middleware_trace",
             ),
             "ignored",
@@ -218,7 +211,16 @@ HOOKS: dict[str, HookSpec] = {
         ),
         HookSpec(
             "on_session_start",
-            ("session_id", "model", "platform", "sender_id", "user_id", "user_name"),
+            (
+                "session_id",
+                "task_id",
+                "turn_id",
+                "model",
+                "platform",
+                "sender_id",
+                "user_id",
+                "user_name",
+            ),
             "ignored",
             "First turn of a new session.",
         ),
@@ -231,9 +233,11 @@ HOOKS: dict[str, HookSpec] = {
                 "api_request_id",
                 "completed",
                 "interrupted",
+                "failed",
                 "model",
                 "platform",
                 "reason",
+                "turn_exit_reason",
             ),
             "ignored",
             "End of every turn, and when a client exits.",
@@ -401,7 +405,7 @@ class HookBus:
         #: Plugins whose callback timed out inside a batch: theirs run one by one from now on,
         #: under the pool's per-plugin limits, so a hung plugin cannot hold batches hostage.
         self._unbatched: set[str] = set()
-        #: Middleware (`hermesd.plugins.middleware`): plugin code that changes what a tool call
+        #: Middleware (`hermesd.runtime.middleware`): plugin code that changes what a tool call
         #: or model request does; registered, bounded and rolled back along with the hooks.
         self.middleware = MiddlewareBus(self._pool, timeout)
 

@@ -26,7 +26,7 @@ from hermesd.plugins.lint import format_findings, lint_folder
 from hermesd.plugins.listing import plugin_dict
 from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import Codes, RpcError
-from hermesd.store.sessions import storage_error
+from hermesd.store.dbfile import storage_error
 
 if TYPE_CHECKING:
     from hermesd.daemon.config import SettingsFiles

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hermesd.plugins.plain_yaml import PlainYamlError, load_plain
+from hermesd.runtime.plain_yaml import PlainYamlError, load_plain
 
 log = logging.getLogger(__name__)
 

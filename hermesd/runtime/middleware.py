@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hermesd.plugins.workers import (
+from hermesd.runtime.workers import (
     CallShape,
     WorkerPool,
     WorkTimeout,
@@ -155,20 +155,21 @@ class MiddlewareBus:
             items = list(self._callbacks.items())
         return [kind for kind, entries in items for e in entries if e.plugin_key == plugin_key]
 
-    def _kwargs(self, entry: _Middleware, context: Mapping[str, Any]) -> dict[str, Any]:
+    def _kwargs(self, entry: _Middleware, call_kwargs: Mapping[str, Any]) -> dict[str, Any]:
         offered = {
             "telemetry_schema_version": OBSERVER_SCHEMA_VERSION,
             "middleware_schema_version": MIDDLEWARE_SCHEMA_VERSION,
-            **context,
+            **call_kwargs,
         }
         return entry.shape.select(offered)
 
     # -- request kinds ----------------------------------------------------------------------
 
     async def apply_request(
-        self, kind: str, key: str, payload: Any, context: Mapping[str, Any]
+        self, kind: str, key: str, payload: Any, call_kwargs: Mapping[str, Any]
     ) -> RequestOutcome:
-        """Run ``kind``'s callbacks on ``payload`` (passed as ``key`` and ``original_<key>``).
+        """Run ``kind``'s callbacks on ``payload`` (passed as ``key`` and ``original_<key>``,
+        beside ``call_kwargs``: the ids and names of the call, offered to every callback).
 
         A callback returning ``{key: <dict>}`` replaces the payload; anything else is ignored,
         and so is a callback that raises or runs out of time (logged).
@@ -180,7 +181,7 @@ class MiddlewareBus:
         current = safe_copy(original)
         trace: list[dict[str, Any]] = []
         for entry in entries:
-            offered = {**context, key: safe_copy(current), f"original_{key}": original}
+            offered = {**call_kwargs, key: safe_copy(current), f"original_{key}": original}
             try:
                 result = await call_bounded(
                     self._pool,
@@ -226,7 +227,7 @@ class MiddlewareBus:
         key: str,
         payload: Any,
         terminal: Terminal,
-        context: Mapping[str, Any],
+        call_kwargs: Mapping[str, Any],
     ) -> Any:
         """Run ``terminal(payload)`` inside ``kind``'s callbacks, nested in registration order.
 
@@ -237,8 +238,8 @@ class MiddlewareBus:
         if not entries:
             return await terminal(payload)
         loop = asyncio.get_running_loop()
-        original = context.get(f"original_{key}", payload)
-        base = {**context, f"original_{key}": original}
+        original = call_kwargs.get(f"original_{key}", payload)
+        base = {**call_kwargs, f"original_{key}": original}
         return await _Chain(self, kind, key, entries, terminal, base, loop).at(0, payload)
 
 

@@ -1,7 +1,7 @@
 """The built-in context engine (``context.engine: compressor``): the middle of a conversation
 summarised into one message.
 
-A ``ContextEngine`` like any plugin's (hermesd's own class, not the reference's): the first
+A ``ContextEngine`` like any plugin's: the first
 ``protect_first_n`` messages and a recent tail (a token budget, ``threshold × target_ratio``,
 never fewer than a few messages and always the newest user message) stay as they are; what lies
 between becomes one message starting with `SUMMARY_PREFIX`, written by the summary model
@@ -21,11 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hermesd.plugins.compat.agent.context_compressor import (
-    LEGACY_SUMMARY_PREFIX,
-    SUMMARY_PREFIX,
-)
-from hermesd.plugins.compat.agent.context_engine import ContextEngine
+from hermesd.context.engine import ContextEngine
+from hermesd.context.summary import LEGACY_SUMMARY_PREFIX, SUMMARY_PREFIX
 
 __all__ = ["LEGACY_SUMMARY_PREFIX", "SUMMARY_PREFIX", "BuiltinCompressor", "CompressionSettings"]
 

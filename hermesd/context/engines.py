@@ -6,7 +6,7 @@ an engine folder's engine or the plugin slot's, deep-copied per session; the bui
 reference's warnings when neither works), and `Engines.call`: the built-in's methods inline, a
 plugin engine's on daemon worker threads, each call under a timeout, a failure raised as
 `EngineFailed` with its traceback in the log. When to call what, and what is kept of it, is
-``hermesd.agent.context``'s business.
+``hermesd.context.host``'s business.
 """
 
 from __future__ import annotations
@@ -15,16 +15,17 @@ import asyncio
 import copy
 import functools
 import inspect
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermesd.agent.compressor import BuiltinCompressor, CompressionSettings
+from hermesd.context.compressor import BuiltinCompressor, CompressionSettings
 from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.plugins.context_engines import EngineRegistrations, find_engine
-from hermesd.plugins.workers import WorkerPool, WorkTimeout
+from hermesd.runtime.workers import WorkerPool, WorkTimeout
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +204,32 @@ class Engines:
             )
             raise EngineFailed(f"{method}() raised {type(exc).__name__}: {exc}") from exc
 
+    async def call_tool(
+        self,
+        ctx: SessionContext,
+        name: str,
+        arguments: str,
+        messages: list[dict[str, Any]],
+        timeout: float,
+    ) -> str:
+        """``handle_tool_call(name, args, messages=…)``; an error result when it fails."""
+        try:
+            args = json.loads(arguments or "{}")
+        except ValueError:
+            return json.dumps({"error": f"invalid JSON arguments for {name}"})
+        try:
+            result = await self.call(
+                ctx,
+                "handle_tool_call",
+                name,
+                args if isinstance(args, dict) else {},
+                messages=copy.deepcopy(messages),
+                timeout=timeout,
+            )
+        except EngineFailed as exc:
+            return json.dumps({"error": f"context engine tool {name} failed: {exc}"})
+        return result if isinstance(result, str) else json.dumps(result, default=str)
+
     # --- the summary model -------------------------------------------------------------------
 
     def _summarizer(self, model: str) -> Callable[[list[dict[str, Any]], int], str]:
@@ -245,3 +272,17 @@ class Engines:
         self.threads.shutdown()
         if self._summary_client is not None:
             await self._summary_client.aclose()
+
+
+def engine_tools(schemas: Any, offered: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An engine's ``get_tool_schemas()`` in OpenAI form, minus any named like one ``offered``."""
+    taken = {t["function"]["name"] for t in offered}
+    extra: list[dict[str, Any]] = []
+    for schema in schemas or ():
+        if not isinstance(schema, dict):
+            continue
+        fn = schema.get("function") if schema.get("type") == "function" else schema
+        if not isinstance(fn, dict) or not fn.get("name") or fn["name"] in taken:
+            continue
+        extra.append({"type": "function", "function": fn})
+    return extra

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from hermesd.plugins.context import PluginContext
 from hermesd.plugins.host import PluginHost
 from hermesd.plugins.manifest import Manifest, PluginRecord
+from hermesd.plugins.registrar import PluginContext
 from tests.support.plugin_factory import make_host, schema, write_plugin
 
 

@@ -10,7 +10,6 @@ gave up on a hung ``register()``), late registrations from the still-running thr
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import inspect
 import json
@@ -23,25 +22,20 @@ from typing import TYPE_CHECKING, Any
 
 from hermesd import redact
 from hermesd.plugins.context_engines import EngineRegistrations
-from hermesd.plugins.hooks import HookBus
 from hermesd.plugins.llm import PluginLlm
 from hermesd.plugins.manifest import Manifest, PluginRecord, RejectedTool
 from hermesd.plugins.memory_providers import ProviderRegistrations, provider_name
-from hermesd.plugins.skills import SkillCatalog
-from hermesd.plugins.tool_schema import ToolRejected
-from hermesd.plugins.workers import callable_name
+from hermesd.runtime.hooks import HookBus
+from hermesd.runtime.session import current_session
+from hermesd.runtime.workers import callable_name
+from hermesd.tools.schema import ToolRejected
+from hermesd.tools.skill_catalog import SkillCatalog
 
 if TYPE_CHECKING:  # the registries sit above this layer; the daemon hands them in
     from hermesd.commands.registry import CommandRegistry
     from hermesd.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
-
-#: The session a tool call or plugin command runs for; plugin threads inherit it, so
-#: ``ctx.dispatch_tool`` or ``ctx.inject_message`` from plugin code acts on that session.
-current_session: contextvars.ContextVar[str] = contextvars.ContextVar(
-    "hermesd_current_session", default=""
-)
 
 #: Puts a message into the active session: ``(content, role) -> accepted``.
 Injector = Callable[[str, str], bool]
@@ -281,8 +275,10 @@ class PluginContext:
         description: str = "",
         args_hint: str = "",
         help: str | None = None,
+        access: str = "owner",
     ) -> None:
-        """Add a ``/name`` command; ``help=`` is a synonym of ``description=``."""
+        """Add a ``/name`` command; ``help=`` is a synonym of ``description=``; ``access`` who
+        may run it: ``owner`` (default), ``person`` or ``any`` (docs/plugins.md)."""
         with self._lock:
             if self._refuse_late("command", name):
                 return
@@ -294,6 +290,7 @@ class PluginContext:
                 description=description or help or "Plugin command",
                 args_hint=args_hint,
                 owner=self.plugin_name,
+                access=access,
             )
             if command is not None and command.name not in self._record.commands:
                 self._record.commands.append(command.name)
@@ -305,13 +302,15 @@ class PluginContext:
         setup_fn: Callable[[Any], Any],
         handler_fn: Callable[[Any], Any] | None = None,
         description: str = "",
+        access: str = "owner",
     ) -> None:
-        """Add a ``hermesctl <name> …`` command (argparse tree built by ``setup_fn``)."""
+        """Add a ``hermesctl <name> …`` command (argparse tree built by ``setup_fn``);
+        ``access`` as for `register_command`."""
         with self._lock:
             if self._refuse_late("CLI command", name):
                 return
             command = self._services.commands.register_cli(
-                name, help, setup_fn, handler_fn, description, owner=self.plugin_name
+                name, help, setup_fn, handler_fn, description, owner=self.plugin_name, access=access
             )
             if command is not None and command.name not in self._record.cli_commands:
                 self._record.cli_commands.append(command.name)
@@ -332,7 +331,7 @@ class PluginContext:
     # -- middleware -------------------------------------------------------------------------
 
     def register_middleware(self, kind: str, callback: Callable[..., Any]) -> None:
-        """Add middleware of ``kind`` (`hermesd.plugins.middleware`); unknown kinds are kept."""
+        """Add middleware of ``kind`` (`hermesd.runtime.middleware`); unknown kinds are kept."""
         with self._lock:
             if self._refuse_late("middleware", kind):
                 return
