@@ -298,18 +298,6 @@ class Sandbox:
                     env[name] = self.environ[name]
         return env
 
-    def unix_sockets(self) -> list[str]:
-        """The ``sandbox.unix_sockets`` paths, ``$NAME`` read from the daemon's environment
-        (one that is unset is left out)."""
-        out = []
-        for entry in self.settings.unix_sockets:
-            path = os.path.expanduser(os.path.expandvars(entry))
-            if "$" in path or not os.path.isabs(path):
-                log.warning("sandbox.unix_sockets: %r names no absolute path here", entry)
-                continue
-            out.append(path)
-        return out
-
     def _call_cgroup(self) -> CallCgroup | None:
         """A cgroup for one call, or None (no cgroup here, or ``mode: off``)."""
         if self.cgroups is None or self.mechanism not in ("bwrap", "landlock"):
@@ -561,10 +549,23 @@ class Sandbox:
                 remount += ["--remount-ro", path]
             else:
                 argv += ["--ro-bind", "/dev/null", path]
-        for path in self.unix_sockets():  # sandbox.unix_sockets: each one bound in by name
+        for path in unix_sockets(self.settings):  # each one bound in by name
             argv += ["--ro-bind-try", path, path]
         argv += ["--tmpfs", scratch]  # this call's private tmp, writable, gone when it ends
         return argv + remount
+
+
+def unix_sockets(settings: SandboxSettings) -> list[str]:
+    """The ``sandbox.unix_sockets`` paths, ``$NAME`` read from the daemon's environment (one
+    that is unset is left out)."""
+    out = []
+    for entry in settings.unix_sockets:
+        path = os.path.expanduser(os.path.expandvars(entry))
+        if "$" in path or not os.path.isabs(path):
+            log.warning("sandbox.unix_sockets: %r names no absolute path here", entry)
+            continue
+        out.append(path)
+    return out
 
 
 def _can_set_rlimits() -> bool:
