@@ -166,6 +166,9 @@ def rules(
     if places.socket is not None:
         hidden.append(places.socket.parent)
     out += [(str(p), "none") for p in hidden]
+    home = _real(user_home())  # readable as the rest of the machine, even in a private tmp
+    if any(_within(home, _real(Path(t))) and home != _real(Path(t)) for t in PRIVATE_TMP):
+        out.append((str(home), "read"))
     named = {path for path, _ in out}  # a workspace that is /tmp itself stays the workspace
     out += [(str(p), "none") for p in places.runtime if str(p) not in named]
     out += [(str(_real(Path(p))), "none") for p in PRIVATE_TMP if str(_real(Path(p))) not in named]
