@@ -175,8 +175,8 @@ def test_nested_client_cannot_write_memory_as_a_person(
     results = [output_of(r) for r in hostile_turn(nested, model, commands, approve="once")]
     for out in results:
         answer = json.loads(out.strip().splitlines()[-1])
-        if "unreachable" in answer:
-            assert _mode(nested) == "bwrap", out
+        if "unreachable" in answer:  # the sandbox refuses Unix sockets (issue 29)
+            assert _mode(nested) != "off", out
             continue
         assert answer.get("error") == Codes.PERMISSION_DENIED, out
     memory = nested.call("memory.show", {"target": "memory"})
