@@ -200,6 +200,9 @@ let
           (note "names its system calls in no group. User namespaces stay closed: bubblewrap would")
           (note "need RestrictNamespaces=user mnt pid, @mount and a full /proc (exposure 2.1, not 1.2).")
           (d "SystemCallFilter" "landlock_create_ruleset landlock_add_rule landlock_restrict_self")
+          (note "Each tool call lowers its own rlimits (sandbox.limits, docs/sandbox.md): the two calls")
+          (note "that do it come back from @resources (exposure 1.4).")
+          (d "SystemCallFilter" "setrlimit prlimit64")
           (d "SystemCallErrorNumber" "EPERM")
           (note "PrivateUsers= would map every client uid to \"nobody\" in SO_PEERCRED, breaking the group check.")
           (d "PrivateUsers" "no")
@@ -293,6 +296,8 @@ let
           (d "SystemCallArchitectures" "native")
           (d "SystemCallFilter" "@system-service")
           (d "SystemCallFilter" "~@privileged @resources")
+          (note "Each tool call lowers its own rlimits (sandbox.limits, docs/sandbox.md).")
+          (d "SystemCallFilter" "setrlimit prlimit64")
           (d "SystemCallErrorNumber" "EPERM")
         ];
       }

@@ -184,6 +184,13 @@ SCHEMA: dict[str, Any] = {
         "allowed_domains": _S(
             _strlist, [], "hosts reachable under network: allowlist, e.g. '*.github.com'"
         ),
+        "unix_sockets": _S(_strlist, [], "Unix sockets a tool may connect to (risky: docs)"),
+        "limits": {  # per call; 0 = no limit (hermesd.sandbox.limits)
+            "processes": _S((int,), 512, "processes at once (a cgroup, else RLIMIT_NPROC)"),
+            "memory_mb": _S((int,), 8192, "MiB of memory (the call's cgroup; per process)"),
+            "file_size_mb": _S((int,), 16384, "MiB one written file may reach"),
+            "cpu_seconds": _S((int,), 600, "CPU seconds per process of a tool call"),
+        },
     },
     "approvals": {
         "mode": _S((str,), "manual", "manual or off", ("manual", "off")),
