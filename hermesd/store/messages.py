@@ -103,6 +103,20 @@ class MessageLog(Table):
         self.index = index
         self.max_bytes = MAX_MESSAGE_BYTES  # sessions.max_message_bytes (set by the daemon)
 
+    def _capped(self, session_id: str, role: str, content: str) -> str:
+        """``content`` within ``sessions.max_message_bytes``, marked when it was cut."""
+        capped = cap_text(content, self.max_bytes)
+        if capped is not content:
+            log.warning(
+                "session %s: a %s message of %d characters was truncated to "
+                "sessions.max_message_bytes (%d)",
+                session_id,
+                role,
+                len(content),
+                self.max_bytes,
+            )
+        return capped
+
     @on_db_thread
     def append(
         self,
@@ -126,17 +140,7 @@ class MessageLog(Table):
         if tool_calls is not None and (role != "assistant" or not isinstance(tool_calls, list)):
             raise ValueError("tool_calls must be a list on an assistant message")
         if content is not None:
-            capped = cap_text(content, self.max_bytes)
-            if capped is not content:
-                log.warning(
-                    "session %s: a %s message of %d characters was truncated to "
-                    "sessions.max_message_bytes (%d)",
-                    session_id,
-                    role,
-                    len(content),
-                    self.max_bytes,
-                )
-                content = capped
+            content = self._capped(session_id, role, content)
         now = time.time()
         title = _derive_title(content) if role == "user" and content else None
         prompt, completion, total = usage or (0, 0, 0)
