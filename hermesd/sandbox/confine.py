@@ -263,7 +263,9 @@ class Sandbox:
             rules = (
                 []
                 if self.mechanism == "off"
-                else policy.rules(self.settings, self.places, workspace, private, protect_git=False)
+                else policy.rules(
+                    self.settings, self.places, workspace, private, protect_git=False, cwd=cwd
+                )
             )
             command_line = [SHELL, "-c", command]
             launch.argv = self._launcher(rules, command_line, cgroup, call=True, proxy=proxy)
@@ -499,7 +501,9 @@ class Sandbox:
         cgroup: CallCgroup | None,
         proxy: int | None = None,
     ) -> Launch:
-        argv = self._bwrap_mounts(policy.rules(self.settings, self.places, workspace, None))
+        argv = self._bwrap_mounts(
+            policy.rules(self.settings, self.places, workspace, None, cwd=cwd)
+        )
         read, write = os.pipe()
         os.write(write, self.bpf)
         os.close(write)

@@ -139,12 +139,14 @@ def rules(
     writable: Sequence[str] = (),
     readable: Sequence[str] = (),
     protect_git: bool = True,
+    cwd: Path | None = None,
 ) -> list[tuple[str, str]]:
     """The (path, level) rules of one call (the deepest rule over a path wins). ``writable``
     and ``readable`` widen one program's policy (an MCP server's ``sandbox`` setting), in
     either mode, and lift hidden entries (`denied_paths`) at or below them; check them with
     `check_widening` first. ``protect_git``: keep ``.git/hooks`` and ``.git/config`` of every
-    writable root read-only."""
+    writable root read-only. ``cwd``: the call's directory, kept readable when it lies in a
+    private tmp (unless it is hidden)."""
     out: list[tuple[str, str]] = [("/", "read")]
     out += [(dev, "dev") for dev in DEVICES]
     out += [(str(p), "read") for p in places.install]
@@ -169,6 +171,11 @@ def rules(
     home = _real(user_home())  # readable as the rest of the machine, even in a private tmp
     if any(_within(home, _real(Path(t))) and home != _real(Path(t)) for t in PRIVATE_TMP):
         out.append((str(home), "read"))
+    if cwd is not None:  # a directory the command was started in stays what it was: readable
+        real = _real(cwd)
+        in_tmp = any(_within(real, _real(Path(t))) and real != _real(Path(t)) for t in PRIVATE_TMP)
+        if in_tmp and not any(_within(real, _real(Path(h))) for h in hidden):
+            out.append((str(real), "read"))
     named = {path for path, _ in out}  # a workspace that is /tmp itself stays the workspace
     out += [(str(p), "none") for p in places.runtime if str(p) not in named]
     out += [(str(_real(Path(p))), "none") for p in PRIVATE_TMP if str(_real(Path(p))) not in named]

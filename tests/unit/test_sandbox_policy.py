@@ -242,3 +242,17 @@ def test_the_launcher_refuses_a_malformed_command_line() -> None:
         timeout=60,
     )
     assert done.returncode == 126 and "usage" in done.stderr
+
+
+def test_a_call_started_in_a_folder_of_the_private_tmp_can_still_read_it(tmp_path: Path) -> None:
+    # tmp_path lies in /tmp, which each call gets empty: the call's own cwd is kept readable,
+    # never a hidden one (the daemon's home) and never more than read
+    t = _tree(tmp_path)
+    places = DaemonPlaces(t["hermes"], None, t["hermes"] / "tmp")
+    work = tmp_path / "work"
+    work.mkdir()
+    got = dict(rules(SandboxSettings(), places, t["project"], None, cwd=work))
+    assert got[str(work.resolve())] == "read"
+    inside = t["hermes"] / "plugins"
+    hidden = dict(rules(SandboxSettings(), places, t["project"], None, cwd=inside))
+    assert hidden.get(str(inside.resolve())) != "read", hidden
