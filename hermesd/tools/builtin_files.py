@@ -1,5 +1,5 @@
-"""Built-in tools: read_file, write_file, search_files, session_search, and the terminal
-(`hermesd.tools.terminal`), registered together.
+"""Built-in tools: read_file, write_file, patch (`hermesd.tools.patch`), search_files,
+session_search, and the terminal (`hermesd.tools.terminal`), registered together.
 
 They register through the same ``registry.register(...)`` call plugins use (owner
 ``"builtin"``). Each validates its arguments and returns a JSON string; a bad argument is an
@@ -37,6 +37,7 @@ from hermesd.tools.arguments import (
 )
 from hermesd.tools.consent import Consent
 from hermesd.tools.file_access import PathGuard
+from hermesd.tools.patch import PATCH_SCHEMA, PatchTool
 from hermesd.tools.terminal import TERMINAL_SCHEMA, Terminal
 from hermesd.tools.workspace import resolve_workspace
 
@@ -253,6 +254,7 @@ class BuiltinFileTools:
             sandbox=sandbox,
             workspace=self.workspace,
         )
+        self.patch = PatchTool(self.guard, self.workspace)
 
     def workspace(self, session_id: str | None) -> Path:
         """The session's workspace (`hermesd.tools.workspace`)."""
@@ -447,7 +449,7 @@ def register_builtin_file_tools(
     transform_output: TransformOutput | None = None,
     sandbox: Sandbox | None = None,
 ) -> BuiltinFileTools:
-    """Register the five built-in tools; ``transform_output`` is the
+    """Register the six built-in tools; ``transform_output`` is the
     ``transform_terminal_output`` hook point (kwargs command, output, returncode, task_id,
     env_type; a str result replaces the output)."""
     tools = BuiltinFileTools(
@@ -458,6 +460,7 @@ def register_builtin_file_tools(
         (TERMINAL_SCHEMA, "terminal", tools.terminal.run, True, "💻", None),
         (READ_FILE_SCHEMA, "file", tools.read_file, False, "📖", None),
         (WRITE_FILE_SCHEMA, "file", tools.write_file, False, "✍️", tools.prepare_write),
+        (PATCH_SCHEMA, "file", tools.patch.run, False, "🩹", tools.patch.prepare),
         (SEARCH_FILES_SCHEMA, "file", tools.search_files, False, "🔎", None),
         (SESSION_SEARCH_SCHEMA, "session_search", tools.session_search, False, "🗂️", None),
     ]

@@ -92,11 +92,12 @@ def reg(home: Path, work: Path, store: SessionStore) -> Registrations:
 # -- declarations -----------------------------------------------------------------------------
 
 
-def test_all_five_tools_register_as_builtin(reg: Registrations) -> None:
+def test_all_six_tools_register_as_builtin(reg: Registrations) -> None:
     assert {n: t["toolset"] for n, t in reg.tools.items()} == {
         "terminal": "terminal",
         "read_file": "file",
         "write_file": "file",
+        "patch": "file",
         "search_files": "file",
         "session_search": "session_search",
     }
@@ -318,9 +319,10 @@ def test_schemas_pass_the_registry_lint(reg: Registrations) -> None:
     from hermesd.tools.schema import lint_tools
 
     findings = lint_tools((n, t["toolset"], t["schema"]) for n, t in reg.tools.items())
-    # 'terminal' keeps the reference's name (plugins and hooks refer to it) despite verb_noun
+    # 'terminal' and 'patch' keep the reference's names (plugins and hooks refer to them)
     assert [f"{f.tool}.{f.parameter}: {f.message}" for f in findings] == [
-        "terminal.: name 'terminal' is not verb_noun (e.g. get_weather)"
+        "terminal.: name 'terminal' is not verb_noun (e.g. get_weather)",
+        "patch.: name 'patch' is not verb_noun (e.g. get_weather)",
     ]
 
 
@@ -335,6 +337,7 @@ def test_tools_run_through_the_real_registry_pipeline(
     register_builtin_file_tools(registry, home=home, store=store, config=cfg)
     names = [t["function"]["name"] for t in registry.openai_tools()]
     assert sorted(names) == [
+        "patch",
         "read_file",
         "search_files",
         "session_search",

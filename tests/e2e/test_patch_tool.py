@@ -1,0 +1,236 @@
+"""The ``patch`` tool end to end: a scripted model edits real files in a real hermesd's workspace.
+
+One daemon whose ``HOME`` is a temporary directory and whose workspace is a project folder in
+it, approvals on with a one-second timeout (so a sensitive target nobody approves is denied).
+Each test writes its own files, lets the model call ``patch`` in a turn, and checks the files on
+disk and the JSON result the model read back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hermesctl.client import Client
+from tests.support.approvals import client_answering
+from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
+from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+
+CODE = "def area(w, h):\n    if w < 0:\n        raise ValueError(w)\n    return w * h\n"
+
+
+@dataclass
+class Box:
+    daemon: DaemonProcess
+    model: ScriptedModelServer
+    home: Path
+    project: Path
+
+
+@pytest.fixture(scope="module")
+def box(model: ScriptedModelServer) -> Iterator[Box]:
+    base = short_tmpdir("pt-")
+    home, hermes = base / "home", base / "hermes"
+    project = home / "project"
+    (project / ".git" / "hooks").mkdir(parents=True)
+    hermes.mkdir()
+    config = (
+        f"model:\n  base_url: {model.url}\n  default: scripted-model\n"
+        f"terminal:\n  cwd: {project}\napprovals:\n  timeout: 1\n"
+    )
+    daemon = start_daemon(hermes, config=config, env={"HOME": str(home)})
+    yield Box(daemon, model, home, project)
+    daemon.stop()
+
+
+def _turn(box: Box, caller: Client, *calls: Any) -> list[dict[str, Any]]:
+    """One turn in which the model makes ``calls``; the parsed tool results it got back."""
+    box.model.push(call_tools(*calls), reply("done"))
+    seen = len(box.model.requests)
+    sid = caller.call("session.create", {"attach": False})["id"]
+    params = {"session_id": sid, "message": "edit it", "wait": True}
+    result = caller.call("session.send", params, timeout=60)
+    assert result["status"] == "completed", result
+    last = box.model.requests[seen:][-1]
+    return [json.loads(m["content"]) for m in last["messages"] if m["role"] == "tool"]
+
+
+def _patch(box: Box, **args: Any) -> dict[str, Any]:
+    caller, _ = client_answering(box.daemon, None)
+    with caller:
+        [result] = _turn(box, caller, tool_call("patch", args))
+    return result
+
+
+def test_an_exact_replace_edits_the_file_and_returns_a_diff(box: Box) -> None:
+    target = box.project / "exact.py"
+    target.write_text(CODE)
+    result = _patch(
+        box, mode="replace", path="exact.py", old_string="return w * h", new_string="return w*h"
+    )
+    assert result["success"] is True, result
+    assert target.read_text() == CODE.replace("return w * h", "return w*h")
+    assert result["files_modified"] == [str(target)]
+    assert "--- a/exact.py" in result["diff"] and "+++ b/exact.py" in result["diff"]
+    assert "-    return w * h\n" in result["diff"] and "+    return w*h\n" in result["diff"]
+
+
+def test_a_replace_with_other_indentation_and_spacing_still_lands(box: Box) -> None:
+    target = box.project / "fuzzy.py"
+    target.write_text(CODE)
+    result = _patch(
+        box,
+        mode="replace",
+        path="fuzzy.py",
+        old_string="if w  <  0:\n    raise ValueError(w)",
+        new_string="if w < 0:\n    raise ValueError(f'negative width {w}')",
+    )
+    assert result["success"] is True, result
+    assert target.read_text() == (
+        "def area(w, h):\n    if w < 0:\n        raise ValueError(f'negative width {w}')\n"
+        "    return w * h\n"
+    )
+
+
+def test_a_failed_match_is_a_clear_error_and_the_file_is_untouched(box: Box) -> None:
+    target = box.project / "nomatch.py"
+    target.write_text(CODE)
+    result = _patch(
+        box, mode="replace", path="nomatch.py", old_string="return w + h", new_string="x"
+    )
+    assert result["success"] is False and "not found" in result["error"], result
+    assert target.read_text() == CODE
+
+
+def test_an_ambiguous_match_is_refused_unless_replace_all(box: Box) -> None:
+    target = box.project / "twice.txt"
+    target.write_text("x = a\nx = a\n")
+    result = _patch(box, mode="replace", path="twice.txt", old_string="= a", new_string="= b")
+    assert result["success"] is False and "matches 2 places" in result["error"], result
+    assert target.read_text() == "x = a\nx = a\n"
+    result = _patch(
+        box, mode="replace", path="twice.txt", old_string="= a", new_string="= b", replace_all=True
+    )
+    assert result["success"] is True and target.read_text() == "x = b\nx = b\n"
+
+
+def test_crlf_line_endings_are_kept(box: Box) -> None:
+    target = box.project / "dos.txt"
+    target.write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    result = _patch(box, mode="replace", path="dos.txt", old_string="two\nthree", new_string="2\n3")
+    assert result["success"] is True, result
+    assert target.read_bytes() == b"one\r\n2\r\n3\r\n"
+
+
+def test_a_file_outside_the_workspace_nobody_approves_is_not_touched(box: Box) -> None:
+    target = box.home / "elsewhere.txt"
+    target.write_text("keep me\n")
+    result = _patch(box, mode="replace", path=str(target), old_string="keep me", new_string="owned")
+    assert "BLOCKED" in result["error"], result
+    assert target.read_text() == "keep me\n"
+
+
+def test_git_hooks_are_refused(box: Box) -> None:
+    hook = box.project / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    result = _patch(
+        box, mode="replace", path=str(hook), old_string="exit 0", new_string="curl x | sh"
+    )
+    assert "error" in result and "BLOCKED" not in result["error"], result
+    assert hook.read_text() == "#!/bin/sh\nexit 0\n"
+
+
+def test_a_multi_file_patch_adds_updates_deletes_and_moves(box: Box) -> None:
+    (box.project / "multi").mkdir()
+    (box.project / "multi" / "app.py").write_text(CODE)
+    (box.project / "multi" / "old.txt").write_text("obsolete\n")
+    (box.project / "multi" / "from.txt").write_text("moving\n")
+    patch = (
+        "*** Begin Patch\n"
+        "*** Update File: multi/app.py\n"
+        "@@ def area\n"
+        "     if w < 0:\n"
+        "-        raise ValueError(w)\n"
+        "+        return 0\n"
+        "*** Add File: multi/new/util.py\n"
+        "+def twice(x):\n"
+        "+    return 2 * x\n"
+        "*** Delete File: multi/old.txt\n"
+        "*** Move File: multi/from.txt -> multi/to.txt\n"
+        "*** End Patch\n"
+    )
+    result = _patch(box, mode="patch", patch=patch)
+    assert result["success"] is True, result
+    multi = box.project / "multi"
+    assert (multi / "app.py").read_text() == CODE.replace("raise ValueError(w)", "return 0")
+    assert (multi / "new" / "util.py").read_text() == "def twice(x):\n    return 2 * x\n"
+    assert not (multi / "old.txt").exists() and not (multi / "from.txt").exists()
+    assert (multi / "to.txt").read_text() == "moving\n"
+    assert result["files_created"] == [str(multi / "new" / "util.py"), str(multi / "to.txt")]
+    assert result["files_modified"] == [str(multi / "app.py")]
+    assert result["files_deleted"] == [str(multi / "old.txt"), str(multi / "from.txt")]
+    assert "+++ b/multi/new/util.py" in result["diff"] and "--- /dev/null" in result["diff"]
+    assert "-        raise ValueError(w)" in result["diff"]
+
+
+def test_a_patch_with_one_bad_hunk_changes_no_file(box: Box) -> None:
+    (box.project / "atomic").mkdir()
+    first, second = box.project / "atomic" / "a.txt", box.project / "atomic" / "b.txt"
+    first.write_text("alpha\n")
+    second.write_text("beta\n")
+    patch = (
+        "*** Begin Patch\n*** Update File: atomic/a.txt\n-alpha\n+ALPHA\n"
+        "*** Update File: atomic/b.txt\n-gamma\n+GAMMA\n"
+        "*** Delete File: atomic/a.txt\n*** End Patch\n"
+    )
+    result = _patch(box, mode="patch", patch=patch)
+    assert result["success"] is False and "hunk 1" in result["error"], result
+    assert "b.txt" in result["error"]
+    assert first.read_text() == "alpha\n" and second.read_text() == "beta\n"
+
+
+def test_a_patch_naming_a_file_outside_the_workspace_changes_nothing(box: Box) -> None:
+    inside = box.project / "inside.txt"
+    inside.write_text("in\n")
+    outside = box.home / "outside.txt"
+    outside.write_text("out\n")
+    patch = (
+        "*** Begin Patch\n*** Update File: inside.txt\n-in\n+IN\n"
+        f"*** Update File: {outside}\n-out\n+OUT\n*** End Patch\n"
+    )
+    result = _patch(box, mode="patch", patch=patch)
+    assert "BLOCKED" in result["error"], result
+    assert inside.read_text() == "in\n" and outside.read_text() == "out\n"
+
+
+def test_a_binary_file_is_refused(box: Box) -> None:
+    target = box.project / "blob.bin"
+    target.write_bytes(b"abc\x00def")
+    result = _patch(box, mode="replace", path="blob.bin", old_string="abc", new_string="x")
+    assert result["success"] is False and "binary" in result["error"], result
+    assert target.read_bytes() == b"abc\x00def"
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ({"mode": "replace", "path": "exact.py", "old_string": 3, "new_string": "x"}, "old_string"),
+        ({"mode": "replace", "path": "exact.py", "old_string": "x"}, "new_string"),
+        ({"mode": "sideways", "patch": "x"}, "mode"),
+        ({"mode": "patch", "patch": "just words"}, "patch"),
+        ({"mode": "patch"}, "patch"),
+        (
+            {"mode": "replace", "path": "big.txt", "old_string": "x" * (6 << 20), "new_string": ""},
+            "longer than",
+        ),
+    ],
+)
+def test_bad_arguments_get_a_clear_error(box: Box, args: dict[str, Any], words: str) -> None:
+    result = _patch(box, **args)
+    assert words in result["error"], result
+    assert not (box.project / "big.txt").exists()
