@@ -30,7 +30,6 @@ from hermesd.tools import file_access
 from hermesd.tools.arguments import (
     BadArgs,
     TransformOutput,
-    cap_middle,
     error,
     int_arg,
     str_arg,
@@ -46,6 +45,8 @@ log = logging.getLogger(__name__)
 __all__ = ["BuiltinFileTools", "PathGuard", "register_builtin_file_tools"]
 
 READ_MAX_BYTES = 20 * 1024 * 1024
+READ_MAX_CHARS = 100_000  # one read_file page; the rest is reached with next_offset
+READ_LINE_CHARS = 2000
 WRITE_MAX_CHARS = 5 * 1024 * 1024
 SEARCH_MAX_FILES = 20_000
 SEARCH_MAX_FILE_BYTES = 2 * 1024 * 1024
@@ -105,8 +106,9 @@ class SearchableStore(Protocol):
 READ_FILE_SCHEMA: dict[str, Any] = {
     "name": "read_file",
     "description": (
-        "Read a text file and return a range of its lines as 'content', with 'start_line', "
-        "'end_line', 'total_lines' and 'next_offset' (null at the end) to page through it."
+        "Read a text file and return a range of its lines as 'content', each as "
+        "'LINE_NUM|CONTENT', with 'start_line', 'end_line', 'total_lines' and 'next_offset' "
+        "(null at the end) to page through it; a page stops at about 100,000 characters."
     ),
     "parameters": {
         "type": "object",
@@ -281,9 +283,7 @@ class BuiltinFileTools:
         if b"\x00" in data[:8192]:
             return error(f"{path} looks like a binary file")
         lines = data.decode("utf-8", errors="replace").splitlines()
-        chunk = lines[offset - 1 : offset - 1 + limit]
-        content, truncated = cap_middle("\n".join(chunk), 100_000)
-        end = offset - 1 + len(chunk)
+        content, end, truncated = _numbered(lines, offset, limit)
         return json.dumps(
             {
                 "path": str(path),
@@ -412,6 +412,23 @@ class BuiltinFileTools:
             },
             ensure_ascii=False,
         )
+
+
+def _numbered(lines: list[str], offset: int, limit: int) -> tuple[str, int, bool]:
+    """Lines from ``offset`` as ``N|text`` (the reference's gutter), stopping on a line boundary
+    at ``READ_MAX_CHARS``; the text, the last line number given, and whether it stopped early."""
+    out, size, end = [], 0, offset - 1
+    for number in range(offset, min(len(lines), offset - 1 + limit) + 1):
+        line = lines[number - 1]
+        if len(line) > READ_LINE_CHARS:  # one minified line must not eat the whole page
+            line = line[:READ_LINE_CHARS] + "... [truncated]"
+        text = f"{number}|{line}"
+        if out and size + len(text) + 1 > READ_MAX_CHARS:
+            return "\n".join(out), end, True
+        out.append(text)
+        size += len(text) + 1
+        end = number
+    return "\n".join(out), end, False
 
 
 def _write_content(args: dict[str, Any]) -> tuple[bytes, bool]:

@@ -234,3 +234,39 @@ def test_bad_arguments_get_a_clear_error(box: Box, args: dict[str, Any], words: 
     result = _patch(box, **args)
     assert words in result["error"], result
     assert not (box.project / "big.txt").exists()
+
+
+def _read(box: Box, **args: Any) -> dict[str, Any]:
+    caller, _ = client_answering(box.daemon, None)
+    with caller:
+        [result] = _turn(box, caller, tool_call("read_file", args))
+    return result
+
+
+def test_read_file_numbers_lines_and_pages_with_offset_and_limit(box: Box) -> None:
+    (box.project / "pages.txt").write_text("".join(f"row {i}\n" for i in range(1, 21)))
+    page = _read(box, path="pages.txt", offset=5, limit=3)
+    assert page["content"] == "5|row 5\n6|row 6\n7|row 7"
+    assert (page["start_line"], page["end_line"], page["total_lines"]) == (5, 7, 20)
+    assert page["next_offset"] == 8
+    assert _read(box, path="pages.txt", offset=19)["next_offset"] is None
+
+
+def test_read_file_stops_a_huge_page_on_a_line_boundary(box: Box) -> None:
+    long_line = "y" * 1500
+    (box.project / "wide.txt").write_text(f"{long_line}\n" * 200 + "z" * 5000 + "\n")
+    page = _read(box, path="wide.txt", limit=5000)
+    assert len(page["content"]) <= 100_000
+    assert page["truncated"] is True and page["next_offset"] == page["end_line"] + 1
+    assert page["content"].split("\n")[-1] == f"{page['end_line']}|{long_line}"
+    seen = page["content"].count("\n") + 1
+    while page["next_offset"] is not None:
+        page = _read(box, path="wide.txt", offset=page["next_offset"], limit=5000)
+        seen += page["content"].count("\n") + 1
+    assert seen == 201 and page["end_line"] == 201
+    assert page["content"].endswith("201|" + "z" * 2000 + "... [truncated]")
+
+
+def test_read_file_offset_below_one_is_refused(box: Box) -> None:
+    (box.project / "small.txt").write_text("a\n")
+    assert "offset" in _read(box, path="small.txt", offset=-3)["error"]

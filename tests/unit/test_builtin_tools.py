@@ -189,7 +189,7 @@ def test_terminal_validates_arguments(reg: Registrations) -> None:
 def test_read_file_pages_through_lines(reg: Registrations, work: Path) -> None:
     (work / "f.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
     out = reg.run("read_file", path="f.txt", offset=3, limit=4)
-    assert out["content"] == "line 3\nline 4\nline 5\nline 6"
+    assert out["content"] == "3|line 3\n4|line 4\n5|line 5\n6|line 6"
     assert (out["start_line"], out["end_line"], out["total_lines"], out["next_offset"]) == (
         3,
         6,
@@ -355,7 +355,7 @@ def test_tools_run_through_the_real_registry_pipeline(
         return [json.loads(await registry.call(n, a, session_id="s")) for n, a in calls]
 
     written, read, ran, refused = asyncio.run(main())
-    assert written["bytes_written"] == 2 and read["content"] == "hi"
+    assert written["bytes_written"] == 2 and read["content"] == "1|hi"
     assert ran == {"output": "hi", "exit_code": 0}
     assert refused["error"].startswith("Access denied")
 
