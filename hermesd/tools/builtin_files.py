@@ -417,7 +417,8 @@ class BuiltinFileTools:
 def _numbered(lines: list[str], offset: int, limit: int) -> tuple[str, int, bool]:
     """Lines from ``offset`` as ``N|text`` (the reference's gutter), stopping on a line boundary
     at ``READ_MAX_CHARS``; the text, the last line number given, and whether it stopped early."""
-    out, size, end = [], 0, offset - 1
+    out: list[str] = []
+    size, end = 0, offset - 1
     for number in range(offset, min(len(lines), offset - 1 + limit) + 1):
         line = lines[number - 1]
         if len(line) > READ_LINE_CHARS:  # one minified line must not eat the whole page
