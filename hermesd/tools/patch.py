@@ -190,7 +190,11 @@ class PatchTool:
             consent = file_access.plan_write(self.guard, raw, workspace)
             if consent.refuse is not None:
                 return consent
-            plans[raw] = consent.plan
+            plan: WritePlan = consent.plan
+            refusal = self.guard.read_refusal(plan.path) if plan.existing else None
+            if refusal is not None:  # patch must read what it edits: refuse before asking
+                return Consent(refuse=f"Access denied: {raw} is {refusal.reason}")
+            plans[raw] = plan
             if consent.ask is not None:
                 asks.append(consent)
         if not asks:

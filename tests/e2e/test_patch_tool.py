@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from hermesctl.client import Client
-from tests.support.approvals import client_answering
+from tests.support.approvals import Background, client_answering
 from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 
@@ -58,6 +58,25 @@ def _turn(box: Box, caller: Client, *calls: Any) -> list[dict[str, Any]]:
     assert result["status"] == "completed", result
     last = box.model.requests[seen:][-1]
     return [json.loads(m["content"]) for m in last["messages"] if m["role"] == "tool"]
+
+
+def _approved_turn(box: Box, call: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A turn whose approval a second client attached to the session answers "once"."""
+    caller, _ = client_answering(box.daemon, None)
+    owner, asked = client_answering(box.daemon, "once")
+    with caller, owner:
+        box.model.push(call_tools(call), reply("done"))
+        seen = len(box.model.requests)
+        sid = caller.call("session.create", {"attach": False})["id"]
+        owner.call("session.attach", {"session_id": sid})
+        params = {"session_id": sid, "message": "edit it", "wait": True}
+        running = Background(caller.call, "session.send", params, timeout=60)
+        while not running.done():
+            owner.next_notification(timeout=0.05)
+        assert running.result()["status"] == "completed"
+    last = box.model.requests[seen:][-1]
+    [result] = [json.loads(m["content"]) for m in last["messages"] if m["role"] == "tool"]
+    return result, asked.requests
 
 
 def _patch(box: Box, **args: Any) -> dict[str, Any]:
@@ -133,6 +152,38 @@ def test_a_file_outside_the_workspace_nobody_approves_is_not_touched(box: Box) -
     result = _patch(box, mode="replace", path=str(target), old_string="keep me", new_string="owned")
     assert "BLOCKED" in result["error"], result
     assert target.read_text() == "keep me\n"
+
+
+def test_a_run_on_entry_file_is_asked_about_and_patched_once_approved(box: Box) -> None:
+    tasks = box.project / ".vscode" / "tasks.json"
+    tasks.parent.mkdir()
+    tasks.write_text('{"cmd": "make"}\n')
+    args = {
+        "mode": "replace",
+        "path": ".vscode/tasks.json",
+        "old_string": "make",
+        "new_string": "x",
+    }
+    denied = _patch(box, **args)
+    assert "BLOCKED" in denied["error"] and tasks.read_text() == '{"cmd": "make"}\n'
+    result, asked = _approved_turn(box, tool_call("patch", args))
+    assert result["success"] is True, result
+    assert tasks.read_text() == '{"cmd": "x"}\n'
+    [request] = asked
+    assert request["tool"] == "patch" and str(tasks) in request["description"]
+
+
+def test_a_file_read_file_refuses_is_refused_without_asking(box: Box) -> None:
+    envrc = box.project / ".env"
+    envrc.write_text("TOKEN=abc\n")
+    result, asked = _approved_turn(
+        box,
+        tool_call(
+            "patch", {"mode": "replace", "path": ".env", "old_string": "abc", "new_string": "x"}
+        ),
+    )
+    assert result["error"].startswith("Access denied"), result
+    assert asked == [] and envrc.read_text() == "TOKEN=abc\n"
 
 
 def test_git_hooks_are_refused(box: Box) -> None:
