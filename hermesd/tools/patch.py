@@ -346,7 +346,7 @@ def _apply_hunk(content: str, hunk: Hunk) -> str:
         sep = "" if not content or content.endswith("\n") else "\n"
         return content + sep + new + "\n"
     old = "\n".join(hunk.old)
-    match = find_spans(content, old)
+    match = find_spans(content, old, whole_lines=True)
     if len(match.spans) > 1:
         at = content.find(hunk.hint) if hunk.hint else -1
         after = [span for span in match.spans if at != -1 and span[0] >= at]

@@ -81,11 +81,21 @@ def _line_spans(content: str, pattern: str, norm: Callable[[str], str]) -> list[
     return spans
 
 
-def find_spans(content: str, old: str) -> Match:
-    """Where ``old`` occurs in ``content`` by the strictest strategy that finds it at all."""
+def _whole(content: str, span: tuple[int, int]) -> bool:
+    start, end = span
+    return (start == 0 or content[start - 1] == "\n") and (
+        end == len(content) or content[end] == "\n"
+    )
+
+
+def find_spans(content: str, old: str, *, whole_lines: bool = False) -> Match:
+    """Where ``old`` occurs in ``content`` by the strictest strategy that finds it at all;
+    ``whole_lines``: an exact match must cover whole lines (a patch hunk's lines are lines)."""
     if not old:
         raise MatchError("'old_string' is empty; give the text to replace")
     spans = _exact(content, old)
+    if whole_lines:
+        spans = [span for span in spans if _whole(content, span)]
     if spans:
         return Match(spans, "exact")
     for name, norm in _LINE_STRATEGIES:

@@ -321,3 +321,12 @@ def test_read_file_stops_a_huge_page_on_a_line_boundary(box: Box) -> None:
 def test_read_file_offset_below_one_is_refused(box: Box) -> None:
     (box.project / "small.txt").write_text("a\n")
     assert "offset" in _read(box, path="small.txt", offset=-3)["error"]
+
+
+def test_a_hunk_matches_whole_lines_not_part_of_a_longer_one(box: Box) -> None:
+    target = box.project / "lines.txt"
+    target.write_text("limit = 100\nlimit = 10\n")
+    patch = "*** Begin Patch\n*** Update File: lines.txt\n-limit = 10\n+limit = 20\n*** End Patch\n"
+    result = _patch(box, mode="patch", patch=patch)
+    assert result["success"] is True, result
+    assert target.read_text() == "limit = 100\nlimit = 20\n"

@@ -101,3 +101,9 @@ def test_a_patch_without_files_or_with_stray_lines_is_refused() -> None:
         parse_patch("*** Begin Patch\nhello\n*** End Patch\n")
     with pytest.raises(PatchFormatError, match="no changes"):
         parse_patch("*** Begin Patch\n*** Update File: a.py\n*** End Patch\n")
+
+
+def test_whole_lines_skips_an_exact_match_inside_a_longer_line() -> None:
+    content = "x = 100\nx = 10\n"
+    assert find_spans(content, "x = 10").spans == [(0, 6), (8, 14)]
+    assert find_spans(content, "x = 10", whole_lines=True).spans == [(8, 14)]
