@@ -330,3 +330,32 @@ def test_a_hunk_matches_whole_lines_not_part_of_a_longer_one(box: Box) -> None:
     result = _patch(box, mode="patch", patch=patch)
     assert result["success"] is True, result
     assert target.read_text() == "limit = 100\nlimit = 20\n"
+
+
+def test_an_update_with_move_to_renames_and_edits(box: Box) -> None:
+    source = box.project / "draft.md"
+    source.write_text("# Draft\nbody\n")
+    patch = (
+        "*** Begin Patch\n*** Update File: draft.md\n*** Move to: final.md\n"
+        "-# Draft\n+# Final\n body\n*** End Patch\n"
+    )
+    result = _patch(box, mode="patch", patch=patch)
+    assert result["success"] is True, result
+    assert not source.exists() and (box.project / "final.md").read_text() == "# Final\nbody\n"
+    assert result["files_created"] == [str(box.project / "final.md")]
+    assert result["files_deleted"] == [str(source)]
+
+
+def test_the_hunk_hint_picks_among_repeated_lines(box: Box) -> None:
+    target = box.project / "repeat.py"
+    target.write_text("def a():\n    return None\n\ndef b():\n    return None\n")
+    patch = (
+        "*** Begin Patch\n*** Update File: repeat.py\n@@ def b\n"
+        "-    return None\n+    return 2\n*** End Patch\n"
+    )
+    unhinted = patch.replace("@@ def b\n", "")
+    refused = _patch(box, mode="patch", patch=unhinted)
+    assert refused["success"] is False and "match 2 places" in refused["error"], refused
+    result = _patch(box, mode="patch", patch=patch)
+    assert result["success"] is True, result
+    assert target.read_text() == "def a():\n    return None\n\ndef b():\n    return 2\n"
