@@ -237,6 +237,15 @@ class TurnPrinter:
         else:
             self.line(text)
 
+    def _on_todo_updated(self, ev: dict[str, Any]) -> None:
+        # the model's plan (the todo tool); its text is the model's: no control characters
+        marks = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]", "cancelled": "[~]"}
+        lines = [self.style.cyan("📋 plan")]
+        for item in ev.get("todos") or []:
+            text = "".join(c for c in str(item.get("content")) if c.isprintable())
+            lines.append(f"  {marks.get(str(item.get('status')), '[?]')} {text}")
+        self.line("\n".join(lines))
+
     def _on_message(self, ev: dict[str, Any]) -> None:
         content = str(ev.get("content") or "")
         if ev.get("injected"):
@@ -274,6 +283,9 @@ class TurnPrinter:
 
     def _on_budget_warning(self, ev: dict[str, Any]) -> None:
         self.line(self.style.yellow(f"⚠ {ev.get('message') or 'a budget was crossed'}"), self.err)
+
+    def _on_context_warning(self, ev: dict[str, Any]) -> None:
+        self.line(self.style.yellow(f"⚠ {ev.get('message') or 'context warning'}"), self.err)
 
     def _on_session_deleted(self, ev: dict[str, Any]) -> None:
         self.line(self.style.yellow(f"session {ev.get('session_id')} was deleted"), self.err)

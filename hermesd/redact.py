@@ -150,7 +150,7 @@ class Redactor:
 
     def __call__(self, text: str) -> str:
         """``text`` with every secret replaced."""
-        if len(text) < self._shortest:
+        if len(text) < self._shortest or type(text) is Redacted:
             return text
         if self._values is not None:
             text = self._values.sub(REDACTED, text)
@@ -297,6 +297,27 @@ def secret_count() -> int:
 def redact(text: str) -> str:
     """``text`` through the daemon-wide redactor."""
     return _current[0](text)
+
+
+class Redacted(str):
+    """Text the redactor already went through (off the loop): it passes it as it is."""
+
+    __slots__ = ()
+
+
+#: Above this many characters a text is redacted on a worker thread: a regex pass over
+#: megabytes holds the event loop for seconds.
+OFF_LOOP_CHARS = 256 * 1024
+
+
+async def redact_large(text: str) -> str:
+    """``text`` redacted on a thread when it is large (marked `Redacted`, so an event carrying
+    it is not scanned again on the loop); a short text is returned as it is."""
+    if len(text) < OFF_LOOP_CHARS:
+        return text
+    import asyncio
+
+    return Redacted(await asyncio.to_thread(redact, text))
 
 
 def redact_values(text: str) -> str:

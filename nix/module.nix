@@ -147,7 +147,7 @@ let
   units = import ./units.nix {
     hermesd = "${pythonEnv}/bin/hermesd";
     kill = "${pkgs.coreutils}/bin/kill";
-    inherit (cfg) user group stateDir extraArgs environmentFiles;
+    inherit (cfg) user group stateDir extraArgs environmentFiles memoryHigh memoryMax;
     socketPath = cfg.socket.path;
     socketMode = cfg.socket.mode;
     environment = lib.optionalAttrs (cfg.extraPlugins != [ ]) {
@@ -171,7 +171,7 @@ let
     scope = "user";
     hermesd = "${pythonEnv}/bin/hermesd";
     kill = "${pkgs.coreutils}/bin/kill";
-    inherit (cfg) extraArgs;
+    inherit (cfg) extraArgs memoryHigh memoryMax;
     environment = lib.optionalAttrs (cfg.extraPlugins != [ ]) {
       HERMES_PLUGIN_PATH = "${pluginDir}";
     };
@@ -408,6 +408,26 @@ in
       default = [ ];
       example = [ "--socket" "/run/hermes/other.sock" ];
       description = "Extra command-line arguments for hermesd (see `hermesd --help`).";
+    };
+
+    memoryHigh = mkOption {
+      type = types.nullOr types.str;
+      default = "1536M";
+      example = "4G";
+      description = ''
+        `MemoryHigh=` of the units: above it the kernel reclaims hard and hermesd slows down
+        (a plugin growing without bound is named in the log first). `null`: no limit.
+      '';
+    };
+
+    memoryMax = mkOption {
+      type = types.nullOr types.str;
+      default = "2G";
+      example = "8G";
+      description = ''
+        `MemoryMax=` of the units: at it the kernel kills hermesd and systemd restarts it.
+        Keep it above `memoryHigh`. `null`: no limit.
+      '';
     };
 
     logLevel = mkOption {

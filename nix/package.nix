@@ -40,6 +40,9 @@ let
     ps.croniter
     ps.mcp  # hermesd.mcp: the MCP client (nixpkgs must carry the 2.x series, see pyproject.toml)
     ps.genai-prices  # hermesd.model.pricing: the offline price table
+    # hermesd.sandbox.seccomp: libseccomp's own binding (module seccomp), whose API pyseccomp
+    # (pyproject.toml, not in nixpkgs) copies; the module imports whichever is there
+    ps.libseccomp
   ];
   build-system = [ ps.setuptools ps.wheel ];
   checkInputs = [ ps.pytest ps.pytest-timeout ps.hypothesis ];

@@ -31,6 +31,10 @@
   environmentFiles ? [ "-/etc/hermes/env" ], # "-" prefix: optional file
   execStartPre ? [ ], # argv lists, run before ExecStart=
   extraArgs ? [ ], # appended to ExecStart=
+  # cgroup memory limits (docs/systemd.md, "Memory"): above MemoryHigh= the kernel reclaims
+  # hard and slows hermesd down; at MemoryMax= it kills it (and the unit restarts). null: none
+  memoryHigh ? "1536M",
+  memoryMax ? "2G",
   # docs/systemd.md, where the documented install puts it (docs/systemd.md, "Installing")
   documentation ? [ "file:///usr/share/doc/hermesd/systemd.md" ],
 }:
@@ -60,6 +64,11 @@ let
     if hasPrefix "/var/lib/" stateDir then substring 9 (stringLength stateDir) stateDir else null;
 
   docs = if documentation == [ ] then [ ] else [ (d "Documentation" documentation) ];
+
+  memory =
+    [ (note "A runaway plugin or a huge answer: slowed at MemoryHigh=, stopped at MemoryMax=.") ]
+    ++ (if memoryHigh == null then [ ] else [ (d "MemoryHigh" memoryHigh) ])
+    ++ (if memoryMax == null then [ ] else [ (d "MemoryMax" memoryMax) ]);
 
   env = [ { name = "HERMES_HOME"; value = stateDir; } ]
     ++ map (name: { inherit name; value = environment.${name}; }) (builtins.attrNames environment);
@@ -129,10 +138,13 @@ let
           (d "ExecReload" "${kill} -HUP $MAINPID")
           (d "Restart" "on-failure")
           (d "RestartSec" "2")
-          (note "69 socket busy, 77 refused to run as root, 78 bad configuration: restarting will not help.")
-          (d "RestartPreventExitStatus" "69 77 78")
+          (note "65 state.db damaged, 69 socket busy, 77 refused to run as root, 78 bad configuration: restarting will not help.")
+          (d "RestartPreventExitStatus" "65 69 77 78")
           (d "WatchdogSec" "30")
           (d "TimeoutStopSec" "30")
+        ]
+        ++ memory
+        ++ [
           (d "User" user)
           (d "Group" group)
         ]
@@ -188,6 +200,9 @@ let
           (note "names its system calls in no group. User namespaces stay closed: bubblewrap would")
           (note "need RestrictNamespaces=user mnt pid, @mount and a full /proc (exposure 2.1, not 1.2).")
           (d "SystemCallFilter" "landlock_create_ruleset landlock_add_rule landlock_restrict_self")
+          (note "Each tool call lowers its own rlimits (sandbox.limits, docs/sandbox.md): the two calls")
+          (note "that do it come back from @resources (exposure 1.4).")
+          (d "SystemCallFilter" "setrlimit prlimit64")
           (d "SystemCallErrorNumber" "EPERM")
           (note "PrivateUsers= would map every client uid to \"nobody\" in SO_PEERCRED, breaking the group check.")
           (d "PrivateUsers" "no")
@@ -261,11 +276,12 @@ let
           (d "ExecReload" "${kill} -HUP $MAINPID")
           (d "Restart" "on-failure")
           (d "RestartSec" "2")
-          (note "69 socket busy, 77 refused to run as root, 78 bad configuration: restarting will not help.")
-          (d "RestartPreventExitStatus" "69 77 78")
+          (note "65 state.db damaged, 69 socket busy, 77 refused to run as root, 78 bad configuration: restarting will not help.")
+          (d "RestartPreventExitStatus" "65 69 77 78")
           (d "WatchdogSec" "30")
           (d "TimeoutStopSec" "30")
         ]
+        ++ memory
         ++ map (e: d "Environment" "${e.name}=${e.value}") userEnv
         ++ [
           (d "UMask" "0077")
@@ -280,6 +296,8 @@ let
           (d "SystemCallArchitectures" "native")
           (d "SystemCallFilter" "@system-service")
           (d "SystemCallFilter" "~@privileged @resources")
+          (note "Each tool call lowers its own rlimits (sandbox.limits, docs/sandbox.md).")
+          (d "SystemCallFilter" "setrlimit prlimit64")
           (d "SystemCallErrorNumber" "EPERM")
         ];
       }

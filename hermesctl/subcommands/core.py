@@ -37,6 +37,8 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
     )
     print(f"  home:        {info['home']}")
     print(f"  connections: {info['connections']}")
+    if info.get("rss_bytes"):
+        print(f"  memory:      {info['rss_bytes'] // (1024 * 1024)} MiB resident")
     print(f"  sessions:    {info.get('sessions', 0)}")
     print(f"  plugins:     {info.get('plugins', 0)}{_plugins_note(info)}")
     if info.get("plugin_api"):

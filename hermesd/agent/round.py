@@ -46,6 +46,9 @@ class RoundInput:
     extra: dict[str, Any] | None = None  # request options (``ctx.llm``'s max_tokens, ...)
     user_message: str = ""
     history: Sequence[dict[str, Any]] = ()  # the stored conversation (``pre_api_request``)
+    # streamed text shown (redacted on the loop) up to this many characters; past it the
+    # answer is cut when stored anyway (``sessions.max_message_bytes``)
+    max_shown: int = 4 * 1024 * 1024
 
 
 @dataclass
@@ -58,6 +61,7 @@ class _Attempt:
     context: dict[str, Any] = field(default_factory=dict)
     retries: int = 0
     shown: redact.StreamRedactor = field(default_factory=redact.StreamRedactor)
+    streamed: int = 0  # characters of text streamed so far
 
 
 async def stream_round(client: ModelClient, scope: TurnScope, sent: RoundInput) -> Round:
@@ -91,7 +95,7 @@ async def stream_round(client: ModelClient, scope: TurnScope, sent: RoundInput) 
                 sent.messages,
                 sent.tools or None,
                 model=scope.model,
-                on_event=_deltas(scope, attempt),
+                on_event=_deltas(scope, attempt, sent.max_shown),
                 on_retry=_retries(client, scope, attempt),
                 extra=sent.extra,
             )
@@ -172,11 +176,17 @@ async def _pre_api_request(scope: TurnScope, sent: RoundInput, attempt: _Attempt
     )
 
 
-def _deltas(scope: TurnScope, attempt: _Attempt) -> Callable[[dict[str, Any]], None]:
-    """The stream's listener: text deltas to the turn's listener, secrets redacted."""
+def _deltas(
+    scope: TurnScope, attempt: _Attempt, max_shown: int
+) -> Callable[[dict[str, Any]], None]:
+    """The stream's listener: text deltas to the turn's listener, secrets redacted, up to
+    ``max_shown`` characters (a huge answer is not scanned on the loop past what is kept)."""
 
     def on_event(event: dict[str, Any]) -> None:
         if event["type"] == "text.delta":
+            attempt.streamed += len(event["text"])
+            if attempt.streamed > max_shown:
+                return
             text = attempt.shown.feed(event["text"])
             if text:
                 scope.emit("text.delta", text=text)
@@ -192,6 +202,7 @@ def _retries(
     async def on_retry(info: RetryInfo) -> None:
         attempt.retries = info.attempt
         attempt.shown = redact.StreamRedactor()  # what it held belonged to the failed attempt
+        attempt.streamed = 0
         scope.emit(
             "model.retry",
             attempt=info.attempt,
@@ -226,7 +237,7 @@ async def _wrapped_send(
             messages if isinstance(messages, list) else sent.messages,
             payload.get("tools") or None,
             model=str(payload.get("model") or scope.model),
-            on_event=_deltas(scope, attempt),
+            on_event=_deltas(scope, attempt, sent.max_shown),
             on_retry=_retries(client, scope, attempt),
             extra=payload,
         )

@@ -113,7 +113,8 @@ class SessionService(SessionRegistry):
         }
 
     def reload(self, cfg: Any) -> None:
-        """Config reload: ``model.*`` and ``agent.*`` apply to the turns that start from now on."""
+        """Config reload: ``model.*``, ``agent.*`` and ``sessions.*`` apply to the turns that
+        start from now on."""
         from hermesd.agent.loop import AgentSettings
         from hermesd.model.client import ModelSettings
 
@@ -123,6 +124,7 @@ class SessionService(SessionRegistry):
         )
         if self.context is not None:
             self.context.reload(cfg)
+        self.store.messages.max_bytes = max(4096, int(cfg.get("sessions.max_message_bytes")))
 
     async def _db(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -220,13 +222,13 @@ class SessionService(SessionRegistry):
         return self._live(await self._session(p["session_id"]))
 
     async def rpc_history(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        messages = await self._db(
-            self.store.messages.read,
+        messages, more = await self._db(  # bounded in bytes: one answer fits an RPC frame
+            self.store.messages.page,
             p["session_id"],
             limit=p.get("limit"),
             after_seq=p.get("after_seq") or 0,
         )
-        return {"messages": messages}
+        return {"messages": messages, "more": more}
 
     async def rpc_rename(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         return self._live(await self._db(self.store.sessions.rename, p["session_id"], p["title"]))

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from hermesd import redact
 from hermesd.agent.budget import BudgetExceeded
 from hermesd.agent.commit import close_unfinished, commit_message
 from hermesd.agent.request import Speaker, Toolsets, TurnRequest, allowed_names, build_request
@@ -29,6 +30,7 @@ from hermesd.model.errors import ModelError
 from hermesd.model.fastjson import valid_text
 from hermesd.runtime.hooks import MAX_VERIFY_NUDGES, continue_message
 from hermesd.store.dbfile import SessionNotFound, StorageUnavailable
+from hermesd.store.messages import cap_text
 from hermesd.store.usage import RequestUsage
 
 if TYPE_CHECKING:
@@ -200,6 +202,7 @@ class Turn:
                 request_id=self.last_request_id,
                 user_message=self.user_message,
                 history=request.history,
+                max_shown=self.agent.store.messages.max_bytes,
             ),
         )
         self.unstored = done.usage  # stored with the message this completion produced
@@ -288,9 +291,12 @@ class Turn:
         await self._store_answer(text)
 
     async def _store_answer(self, text: str) -> None:
+        text = cap_text(text, self.agent.store.messages.max_bytes)  # what is stored of it
         message_id = await self._commit("assistant", text)
-        self.result.final_text = text
-        self.scope.emit("message", role="assistant", content=text, message_id=message_id)
+        # a huge answer is redacted on a thread once, not scanned on the loop for each event
+        shown = await redact.redact_large(text)
+        self.result.final_text = shown
+        self.scope.emit("message", role="assistant", content=shown, message_id=message_id)
         self._remember({"role": "assistant", "content": text})
         await self.scope.hook(
             "post_llm_call",

@@ -780,6 +780,22 @@ def _sudo(inv: Invocation, where: Where) -> bool:
     return inv.name in ("sudo", "doas", "pkexec", "su", "run0", "sudoedit", "runuser")
 
 
+#: programs that hand a command to something running outside this call: the owner's tmux or
+#: screen server, the service manager, the session bus, another host (or this one over ssh),
+#: the at queue. The sandbox refuses Unix sockets; this asks before it ever gets that far.
+_ELSEWHERE = (
+    *("tmux", "screen", "byobu", "systemd-run", "busctl", "gdbus", "dbus-send", "qdbus"),
+    *("ssh", "mosh", "at", "batch"),
+)
+
+
+def _elsewhere(inv: Invocation, where: Where) -> bool:
+    if inv.name == "crontab":  # listing is harmless; editing or installing schedules code
+        found, rest = options(inv.args, "uT", ())
+        return bool(rest) or any(o not in ("-l", "-u", "-T") for o, _ in found)
+    return inv.name in _ELSEWHERE
+
+
 def _firewall(inv: Invocation, where: Where) -> bool:
     return inv.name in ("iptables", "ip6tables", "nft", "ufw", "firewall-cmd") and bool(inv.args)
 
@@ -863,6 +879,12 @@ DANGEROUS: tuple[Pattern, ...] = (
     Pattern("hermes_state", "hermesd's own config, .env or state", _hermes_state),
     Pattern("hermes_plugins", "changing hermesd's plugins (code the daemon runs)", _hermes_plugins),
     Pattern("sudo", "running as another user (sudo, su, doas, pkexec)", _sudo),
+    Pattern(
+        "runs_elsewhere",
+        "hands a command to something outside the sandbox (tmux, screen, systemd-run, "
+        "D-Bus, ssh, at, crontab)",
+        _elsewhere,
+    ),
     Pattern("user_admin", "changing users, groups or passwords", _named(*_USER_ADMIN)),
     Pattern("firewall", "changing firewall rules", _firewall),
     Pattern("crontab_remove", "removing or replacing the crontab", _crontab),

@@ -33,6 +33,25 @@ FALLBACK_SUMMARY = (
     "mechanical summary instead. Every message stays stored."
 )
 
+WINDOW_TOO_SMALL = (
+    "The model's window ({window:,} tokens, {source}) is too small for this conversation "
+    "even after compaction: from now on hermesd sends the model a shortened view (older turns "
+    "left out, long messages and tool results truncated and marked so). Nothing stored is "
+    "lost. For the whole conversation, serve the model with a larger window (Hermes asks for "
+    "at least 64,000 tokens) and set model.context_length, or start fresh with /new."
+)
+TOOLS_TOO_BIG = (
+    " The tool list alone takes about {tools:,} tokens of the window: offer fewer tools "
+    "(tools.enabled_toolsets) or the requests cannot fit."
+)
+
+SOURCES = {  # where a window came from (hermesd.model.context_length), as the warning says it
+    "config": "set in model.context_length",
+    "endpoint": "as the server reports it",
+    "table": "the model's published window",
+    "default": "assumed: nothing reports it",
+}
+
 
 @dataclass(frozen=True)
 class Compaction:

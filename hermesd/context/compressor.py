@@ -6,9 +6,11 @@ A ``ContextEngine`` like any plugin's: the first
 never fewer than a few messages and always the newest user message) stay as they are; what lies
 between becomes one message starting with `SUMMARY_PREFIX`, written by the summary model
 (``summarize``, given by the host). Tool calls are never separated from their results: a cut
-moves off a tool result. When the summary cannot be had, the window is described by a
-deterministic summary (the user's asks, tool calls, paths, errors) unless
-``abort_on_summary_failure`` says to fail closed with `SummaryFailed`; either way
+moves off a tool result; when that head and tail alone would fill half the threshold (a small
+window), only the newest user message onwards is kept, and the summary request itself is cut to
+the window. When the summary cannot be had, the window is described by a deterministic summary
+(the user's asks, tool calls, paths, errors) unless ``abort_on_summary_failure`` says to fail
+closed with `SummaryFailed`; either way
 ``last_summary_error`` tells the host to warn. It touches no storage: the host keeps what it
 returns as a view (hermesd.store.compactions).
 """
@@ -32,7 +34,10 @@ SMALL_WINDOW_THRESHOLD = 0.75
 MINIMUM_THRESHOLD_TOKENS = 64_000  # a threshold is never set lower, unless the window is
 MINIMUM_WINDOW_TRIGGER = 0.85  # ... that small: then this share of it
 IMAGE_TOKENS = 1_500
+OUTPUT_SHARE = 0.10  # of a window kept free for the answer
+OUTPUT_MOST = 8_192  # ... but never more than this
 MIN_TAIL = 3
+KEPT_SHARE = 0.5  # a head and tail over this share of the threshold are protected less
 SERIALIZED_CHARS = 2_000  # of one message, in what the summary model reads
 _PATH = re.compile(r"(?:~|\.{0,2})/[\w.@+-]+(?:/[\w.@+-]+)+")
 
@@ -116,6 +121,17 @@ def threshold_tokens(context_length: int, percent: float) -> tuple[float, int]:
     return percent, floored
 
 
+def summary_role(head: list[dict[str, Any]], tail: list[dict[str, Any]]) -> str:
+    """The summary's role: unlike the head's last message, then unlike the tail's first when
+    that does not clash with the head (chat templates that want roles to alternate). After a
+    system prompt or nothing, that is the assistant's unless the tail starts with it."""
+    last = head[-1].get("role") if head else "system"
+    first = tail[0].get("role") if tail else None
+    role = "user" if last in ("assistant", "tool") else "assistant"
+    other = "assistant" if role == "user" else "user"
+    return other if role == first and other != last else role
+
+
 def is_summary(msg: dict[str, Any]) -> bool:
     """Whether a message is a compaction summary (this prefix or the older one)."""
     text = msg.get("content")
@@ -125,9 +141,16 @@ def is_summary(msg: dict[str, Any]) -> bool:
 class BuiltinCompressor(ContextEngine):
     """Summarises the middle of the conversation; one instance per session."""
 
-    def __init__(self, settings: CompressionSettings, summarize: Summarize | None = None) -> None:
+    def __init__(
+        self,
+        settings: CompressionSettings,
+        summarize: Summarize | None = None,
+        *,
+        summary_window: bool = True,
+    ) -> None:
         self.settings = settings
         self.summarize = summarize
+        self.summary_window = summary_window  # the summary model is this model: same window
         self.threshold_percent = settings.threshold
         self.protect_first_n = settings.protect_first_n
         self.protect_last_n = settings.protect_last_n
@@ -168,14 +191,29 @@ class BuiltinCompressor(ContextEngine):
         return tokens >= self.threshold_tokens > 0 and self.ineffective < 2
 
     def has_content_to_compress(self, messages: list[dict[str, Any]]) -> bool:
-        start = self._head_end(messages)
-        return start < self._tail_start(messages, start)
+        start, end = self._cuts(messages)
+        return any(not is_summary(m) for m in messages[start:end])
 
     # -- where to cut ---------------------------------------------------------------------
 
-    def _head_end(self, messages: list[dict[str, Any]]) -> int:
+    def _cuts(self, messages: list[dict[str, Any]]) -> tuple[int, int]:
+        """Where the summarised middle starts and ends. When the protected head and tail alone
+        would fill over `KEPT_SHARE` of the threshold (a small window, long messages), a
+        summary could not bring the session under it: then only the system prompt and the
+        newest user message onwards are protected."""
+        start = self._head_end(messages, self.protect_first_n)
+        end = self._tail_start(messages, start, MIN_TAIL)
+        kept = estimate_tokens(messages[:start]) + estimate_tokens(messages[end:])
+        if self.threshold_tokens > 0 and kept > self.threshold_tokens * KEPT_SHARE:
+            start = self._head_end(messages, 0)
+            end = self._tail_start(messages, start, 1)
+        return start, end
+
+    def _head_end(self, messages: list[dict[str, Any]], protect: int) -> int:
         end, kept = 0, 0
-        while end < len(messages) and kept < self.protect_first_n:
+        while end < len(messages) and messages[end].get("role") == "system":
+            end += 1  # a system prompt is never summarised
+        while end < len(messages) and kept < protect:
             if messages[end].get("role") != "system":
                 kept += 1
             end += 1
@@ -183,12 +221,14 @@ class BuiltinCompressor(ContextEngine):
             end += 1  # the results of a call in the head stay with it
         return end
 
-    def _tail_start(self, messages: list[dict[str, Any]], head_end: int) -> int:
+    def _tail_start(self, messages: list[dict[str, Any]], head_end: int, least: int) -> int:
         n = len(messages)
         available = n - head_end
-        if available <= MIN_TAIL + 1:
+        if available <= least + 1:
             return head_end  # a few messages after the head: all of them are the tail
-        floor = min(max(MIN_TAIL, min(self.protect_last_n, available - 2)), available)
+        floor = min(max(least, min(self.protect_last_n, available - 2)), available)
+        if least < MIN_TAIL:
+            floor = least  # the small-window rule: the newest user message is enough
         ceiling = int(self.tail_budget * 1.5)
         used, cut = 0, n
         for i in range(n - 1, head_end - 1, -1):
@@ -219,19 +259,19 @@ class BuiltinCompressor(ContextEngine):
         memory_context: str = "",
     ) -> list[dict[str, Any]]:
         self.last_summary_error, self.last_replaced = None, 0
-        start = self._head_end(messages)
-        end = self._tail_start(messages, start)
+        start, end = self._cuts(messages)
         if end - start < 1:
             self.ineffective += 1
             return messages
+        if all(is_summary(m) for m in messages[start:end]):
+            return messages  # a summary alone: summarising it again says nothing new
         window = messages[start:end]
         try:
             if self.summarize is None:
                 raise RuntimeError("no summary model")
-            body = self.summarize(
-                self._summary_request(window, focus_topic, memory_context),
-                max(256, min(4_000, self.tail_budget // 2 or 1_000)),
-            ).strip()
+            answer = max(256, min(4_000, self.tail_budget // 2 or 1_000))
+            request = self._summary_request(window, focus_topic, memory_context, answer)
+            body = self.summarize(request, answer).strip()
             if not body:
                 raise RuntimeError("the summary model answered with no text")
         except Exception as exc:
@@ -242,14 +282,7 @@ class BuiltinCompressor(ContextEngine):
             body = deterministic_summary(window)
         text = f"{SUMMARY_PREFIX}\n\n{body}"
         head, tail = messages[:start], messages[end:]
-        role = "user"
-        if (
-            head
-            and head[-1].get("role") == "user"
-            and (not tail or tail[0].get("role") != "assistant")
-        ):
-            role = "assistant"
-        compressed = [*head, {"role": role, "content": text}, *tail]
+        compressed = [*head, {"role": summary_role(head, tail), "content": text}, *tail]
         before = current_tokens or estimate_tokens(messages)
         after = estimate_tokens(compressed)
         self.ineffective = self.ineffective + 1 if before and after > before * 0.9 else 0
@@ -259,10 +292,15 @@ class BuiltinCompressor(ContextEngine):
         return compressed
 
     def _summary_request(
-        self, window: list[dict[str, Any]], focus: str | None, memory_context: str
+        self, window: list[dict[str, Any]], focus: str | None, memory_context: str, answer: int
     ) -> list[dict[str, Any]]:
-        previous = [m for m in window if is_summary(m)]
-        lines = [serialize(m) for m in window if not is_summary(m)]
+        """The summary model's request; in a small window (the same model's, unless another is
+        configured) cut to fit with room for an ``answer``: shorter lines, then the oldest
+        lines left out, said so."""
+        room = 0
+        if self.summary_window and self.context_length:
+            room = request_budget(self.context_length) - answer
+        previous = [str(m.get("content")) for m in window if is_summary(m)]
         ask = (
             "Summarise the conversation excerpt below so that an assistant can continue the "
             "work without it. Keep: what the user asked for and decided, facts learned, files "
@@ -273,26 +311,50 @@ class BuiltinCompressor(ContextEngine):
         )
         if focus:
             ask += f" Give most room to anything about: {focus}."
-        parts = [ask]
-        if previous:
-            parts.append("An earlier summary to fold in:\n" + str(previous[-1].get("content")))
+        head = [ask]
         if memory_context:
-            parts.append("Context from the memory provider, to keep:\n" + memory_context)
-        parts.append("The excerpt:\n" + "\n".join(lines))
-        return [
-            {"role": "system", "content": SUMMARY_SYSTEM},
-            {"role": "user", "content": "\n\n".join(parts)},
-        ]
+            head.append("Context from the memory provider, to keep:\n" + memory_context)
+
+        def build(chars: int, lines: list[str], left_out: int) -> list[dict[str, Any]]:
+            parts = list(head)
+            if previous:
+                parts.insert(1, "An earlier summary to fold in:\n" + previous[-1][: chars * 2])
+            if left_out:
+                lines = [f"[{left_out} older messages left out to fit the window]", *lines]
+            parts.append("The excerpt:\n" + "\n".join(lines))
+            return [
+                {"role": "system", "content": SUMMARY_SYSTEM},
+                {"role": "user", "content": "\n\n".join(parts)},
+            ]
+
+        def fits(request: list[dict[str, Any]]) -> bool:
+            return room <= 0 or estimate_tokens(request) <= room
+
+        for chars in (SERIALIZED_CHARS, SERIALIZED_CHARS // 4, SERIALIZED_CHARS // 10):
+            lines = [serialize(m, chars) for m in window if not is_summary(m)]
+            request = build(chars, lines, 0)
+            if fits(request):
+                return request
+        left_out = 0  # the shortest lines are still too many: the oldest go
+        while len(lines) > 1 and not fits(request):
+            lines, left_out = lines[1:], left_out + 1
+            request = build(chars, lines, left_out)
+        return request
 
 
-def serialize(msg: dict[str, Any]) -> str:
-    """One message as a line of the summary model's input."""
+def request_budget(window: int) -> int:
+    """How many prompt tokens a request may hold in a ``window``: the answer keeps a share."""
+    return max(1, window - min(int(window * OUTPUT_SHARE), OUTPUT_MOST))
+
+
+def serialize(msg: dict[str, Any], chars: int = SERIALIZED_CHARS) -> str:
+    """One message as a line of the summary model's input, its text cut at ``chars``."""
     role = msg.get("role")
     content = msg.get("content")
     text = content if isinstance(content, str) else json.dumps(content) if content else ""
     if role == "tool":
-        return f"[tool result {msg.get('tool_call_id')}] {text[:SERIALIZED_CHARS]}"
-    out = f"[{role}] {text[:SERIALIZED_CHARS]}"
+        return f"[tool result {msg.get('tool_call_id')}] {text[:chars]}"
+    out = f"[{role}] {text[:chars]}"
     for call in msg.get("tool_calls") or ():
         fn = call.get("function") or {}
         out += f"\n[{role} calls {fn.get('name')}] {str(fn.get('arguments'))[:500]}"

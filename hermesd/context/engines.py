@@ -81,6 +81,7 @@ class SessionContext:
     status: dict[str, Any] = field(default_factory=dict)
     tool_names: set[str] = field(default_factory=set)
     background: asyncio.Task[Any] | None = None
+    window_warned: bool = False  # the "window too small" warning was sent
 
 
 def supported_kwargs(compress: Any, **candidates: Any) -> dict[str, Any]:
@@ -139,7 +140,10 @@ class Engines:
 
     def builtin(self, model: str = "") -> BuiltinCompressor:
         """A new built-in compressor summarising with ``model`` (or the summary model)."""
-        return BuiltinCompressor(self.settings.compression, self._summarizer(model))
+        own = self.settings.summary_model is None and self.settings.summary_base_url is None
+        return BuiltinCompressor(
+            self.settings.compression, self._summarizer(model), summary_window=own
+        )
 
     async def select(self, model: str) -> tuple[Any, str, bool]:
         """A new session's engine: ``(engine, name, is the built-in)``."""
@@ -203,6 +207,41 @@ class Engines:
                 exc_info=True,
             )
             raise EngineFailed(f"{method}() raised {type(exc).__name__}: {exc}") from exc
+
+    async def tools(self, ctx: SessionContext, offered: list[dict[str, Any]]) -> list[Any]:
+        """The engine's ``get_tool_schemas()`` not named like one ``offered`` (none when it
+        fails); remembered as the session's engine tools."""
+        try:
+            schemas = await self.call(ctx, "get_tool_schemas")
+        except EngineFailed:
+            return []
+        extra = engine_tools(schemas, offered)
+        ctx.tool_names = {t["function"]["name"] for t in extra}
+        return extra
+
+    async def select_context(
+        self,
+        ctx: SessionContext,
+        messages: list[dict[str, Any]],
+        history: list[dict[str, Any]],
+        incoming: str,
+    ) -> list[Any] | None:
+        """The engine's request-only ``select_context`` choice; None: send the messages (no
+        such method, a failure: it falls open, or not a message list)."""
+        if getattr(ctx.engine, "select_context", None) is None:
+            return None
+        try:
+            chosen = await self.call(
+                ctx,
+                "select_context",
+                list(messages),
+                conversation_messages=list(history),
+                incoming_message=incoming,
+                budget_tokens=int(getattr(ctx.engine, "threshold_tokens", 0) or 0),
+            )
+        except EngineFailed:
+            return None
+        return chosen if valid_messages(chosen) else None
 
     async def call_tool(
         self,

@@ -5,8 +5,10 @@ Owns, per session: its engine (made by ``hermesd.context.engines``), started wit
 ``update_model`` (the window from ``hermesd.model.context_length``) and ``on_session_start`` the
 first time the session is used; the lock that lets one compaction at a time run on it; the
 compactions of the running turn (at most `MAX_PER_TURN`); compaction off the hot path between
-turns; and the memory provider's ``on_pre_compress`` text. A compaction is recorded as a view
-(``SessionStore.compactions.record``), never by changing stored messages.
+turns (none recorded when the engine gives back what it was given); the memory provider's
+``on_pre_compress`` text; and, last before each request, a request over the window shortened to
+fit it (``hermesd.context.fit``) with one ``context.warning`` the first time. A compaction is
+recorded as a view (``SessionStore.compactions.record``), never by changing stored messages.
 
 Failures: an engine call that raises, hangs or returns something that is not a message list is
 logged with its traceback, the attached clients get a ``context.warning`` event, and the session
@@ -44,10 +46,10 @@ from hermesd.context.engines import (
     EngineFailed,
     Engines,
     SessionContext,
-    engine_tools,
     supported_kwargs,
     valid_messages,
 )
+from hermesd.context.fit import shorten, too_small
 from hermesd.model import context_length
 from hermesd.model.client import ModelClient
 from hermesd.model.stream import canonical_usage
@@ -67,6 +69,7 @@ MAX_PER_TURN = 3
 BACKGROUND_SHARE = 0.9  # an idle session this close to its threshold is compacted now
 
 Emit = Callable[[dict[str, Any]], None]
+Msgs = list[Any]
 
 
 class ContextHost:
@@ -165,11 +168,14 @@ class ContextHost:
         ctx = self.sessions.get(session_id)
         return dict(ctx.status) if ctx is not None else None
 
-    def warn(self, session_id: str, message: str, **data: Any) -> None:
-        """A ``context.warning`` event to every client attached to the session (and the log)."""
+    def warn(
+        self, session_id: str, message: str, *, turn_id: str | None = None, **data: Any
+    ) -> None:
+        """A ``context.warning`` event to every client attached to the session (and the log);
+        with the ``turn_id`` of the turn it concerns, when one does."""
         log.warning("session %s: %s", session_id, message)
         if self.emit is not None:
-            event = {"type": "context.warning", "session_id": session_id, "turn_id": None}
+            event = {"type": "context.warning", "session_id": session_id, "turn_id": turn_id}
             self.emit({**event, "message": message, **data})
 
     # --- compaction --------------------------------------------------------------------------
@@ -223,9 +229,14 @@ class ContextHost:
         output, why_not = await self._compress(ctx, inputs, kwargs)
         if why_not is not None:
             return refused(result, why_not)
+        if output == view.messages:  # nothing new to compact: no view, no event, no warning
+            return refused(result, "the engine kept every message")
         split = split_view(view.messages, view.seqs, output, view.upto_seq)
         if split is None:
             return refused(result, "the engine kept every message")
+        if not any(s is not None and view.upto_seq < s <= split[1] for s in view.seqs):
+            # right after a compaction: storing another would replace nothing
+            return refused(result, "nothing new since the last compaction")
         await self._record(ctx, view, split, ask, result)
         return result
 
@@ -349,20 +360,23 @@ class ContextHost:
             )
             if done["compacted"]:
                 messages = await self._rebuild(window, ctx, messages)
-        if getattr(ctx.engine, "select_context", None) is None:
-            return messages, None
-        try:
-            chosen = await self.engines.call(
-                ctx,
-                "select_context",
-                list(messages),
-                conversation_messages=list(history),
-                incoming_message=window.user_message,
-                budget_tokens=int(getattr(ctx.engine, "threshold_tokens", 0) or 0),
-            )
-        except EngineFailed:
-            return messages, None  # falls open
-        return messages, (chosen if valid_messages(chosen) else None)
+        chosen = await self.engines.select_context(ctx, messages, history, window.user_message)
+        sent = chosen if chosen is not None else messages
+        return messages, self._fit(ctx, window.turn_id, sent, tools, chosen)
+
+    def _fit(
+        self, ctx: SessionContext, turn_id: str, sent: Msgs, tools: Msgs, chosen: Msgs | None
+    ) -> Msgs | None:
+        """What is sent, shortened to fit the window when it is over it (the first time, the
+        clients are told); ``chosen`` as it was when it fits."""
+        fitted = shorten(ctx, sent, tools)
+        if fitted is None:
+            return chosen
+        if not ctx.window_warned:
+            ctx.window_warned = True
+            facts = {**fitted.facts(), "context_length": ctx.context_length}
+            self.warn(ctx.session_id, too_small(ctx, fitted), turn_id=turn_id, **facts)
+        return fitted.messages
 
     async def _due(self, ctx: SessionContext, estimate: int, rough: bool) -> bool:
         """Whether the engine wants a compaction now; it may ask to wait for a real count
@@ -453,13 +467,7 @@ class ContextHost:
         ctx = self.sessions.get(session_id)
         if ctx is None or any(e is not None and "context_engine" not in e for e in enabled):
             return []
-        try:
-            schemas = await self.engines.call(ctx, "get_tool_schemas")
-        except EngineFailed:
-            return []
-        extra = engine_tools(schemas, offered)
-        ctx.tool_names = {t["function"]["name"] for t in extra}
-        return extra
+        return await self.engines.tools(ctx, offered)
 
     def owns_tool(self, session_id: str, name: str) -> bool:
         """Whether ``name`` is one of the tools the session's engine offered."""

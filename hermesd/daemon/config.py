@@ -64,6 +64,9 @@ SCHEMA: dict[str, Any] = {
             (int,), 32 * 1024 * 1024, "bytes queued to a slow client before it is dropped"
         ),
         "max_connections": _S((int,), 1024, "simultaneous client connections"),
+        "plugin_memory_warn": _S(
+            (int,), 256 * 1024 * 1024, "RSS growth over a plugin's calls that is logged, bytes"
+        ),
         "max_inflight": _S((int,), 256, "requests in flight per connection"),
         # per peer (docs/protocol.md, "Limits and bad input")
         "max_connections_per_uid": _S(
@@ -122,6 +125,11 @@ SCHEMA: dict[str, Any] = {
             (dict,), None, "summary model: {model, base_url, api_key} (default: the session's)"
         ),
     },
+    "sessions": {
+        "max_message_bytes": _S(
+            (int,), 4 * 1024 * 1024, "most kept of one message, bytes (the rest is cut, marked)"
+        ),
+    },
     "agent": {
         "max_iterations": _S((int,), 25, "model rounds per turn"),
         "system_prompt": _S((str,), None, "system prompt (a sensible default is used)"),
@@ -176,6 +184,13 @@ SCHEMA: dict[str, Any] = {
         "allowed_domains": _S(
             _strlist, [], "hosts reachable under network: allowlist, e.g. '*.github.com'"
         ),
+        "unix_sockets": _S(_strlist, [], "Unix sockets a tool may connect to (risky: docs)"),
+        "limits": {  # per call; 0 = no limit (hermesd.sandbox.limits)
+            "processes": _S((int,), 512, "processes at once (a cgroup, else RLIMIT_NPROC)"),
+            "memory_mb": _S((int,), 8192, "MiB of memory (the call's cgroup; per process)"),
+            "file_size_mb": _S((int,), 16384, "MiB one written file may reach"),
+            "cpu_seconds": _S((int,), 600, "CPU seconds per process of a tool call"),
+        },
     },
     "approvals": {
         "mode": _S((str,), "manual", "manual or off", ("manual", "off")),

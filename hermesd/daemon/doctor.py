@@ -26,13 +26,16 @@ from hermesd.model.client import ModelNotConfigured, ModelSettings
 from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import PROTOCOL_VERSION
 from hermesd.rpc.service import RpcService
+from hermesd.runtime.rss import GROWTH, rss_bytes
 from hermesd.sandbox.policy import network_mode
+from hermesd.store.dbfile import recovery_hint
 
 if TYPE_CHECKING:
     from hermesd.daemon.config import SettingsFiles
     from hermesd.daemon.main import Daemon
     from hermesd.mcp.pool import McpPool
     from hermesd.plugins.host import PluginHost
+    from hermesd.store.facade import SessionStore
 
 Row = dict[str, str]
 MODEL_TIMEOUT = 5.0  # seconds for the endpoint's /models
@@ -218,6 +221,39 @@ def check_socket(daemon: Daemon) -> Row:
     return row("socket", "ok", f"{path} (mode {stat.S_IMODE(st.st_mode):04o}, gid {st.st_gid})")
 
 
+async def check_storage(store: SessionStore) -> Row:
+    """``PRAGMA quick_check`` of state.db, on the store's DB thread (never on the loop)."""
+    path = store.path
+
+    def quick_check() -> list[str]:
+        rows = store.connection().execute("PRAGMA quick_check(5)").fetchall()
+        return [str(r[0]) for r in rows]
+
+    try:
+        found = await store.run(quick_check)
+    except Exception as exc:  # damage bad enough that the check itself fails
+        found = [str(exc.__cause__ or exc)]
+    if found == ["ok"]:
+        return row("storage", "ok", f"{path}: quick_check ok")
+    return row(
+        "storage",
+        "fail",
+        f"{path} is damaged: {'; '.join(found)}. To recover: {recovery_hint(path)}",
+    )
+
+
+def check_memory() -> Row:
+    """The daemon's resident memory, and the plugins whose calls grew it most."""
+    detail = f"resident {rss_bytes() // (1024 * 1024)} MiB"
+    grown = GROWTH.largest()
+    if grown:
+        detail += "; grown over plugin calls: " + ", ".join(
+            f"{k} +{v // (1024 * 1024)} MiB" for k, v in grown.items()
+        )
+    leaking = any(v >= GROWTH.threshold for v in grown.values())
+    return row("memory", "warn" if leaking else "ok", detail)
+
+
 def check_versions() -> Row:
     try:
         sdk = metadata.version("openai")
@@ -265,8 +301,10 @@ class DoctorService(RpcService):
         daemon: Daemon,
         files: SettingsFiles,
         host: PluginHost,
+        store: SessionStore,
         mcp_pool: McpPool | None = None,
     ) -> None:
+        self.store = store
         self.daemon = daemon
         self.files = files
         self.host = host
@@ -285,5 +323,7 @@ class DoctorService(RpcService):
         rows += check_mcp(self.mcp_pool)
         rows.append(await sandbox)
         rows.append(check_systemd(self.daemon))
+        rows.append(await check_storage(self.store))
+        rows.append(check_memory())
         rows.append(check_versions())
         return {"checks": rows, "ok": all(r["status"] != "fail" for r in rows)}

@@ -25,13 +25,15 @@ from hermesd.rpc.budgets import BudgetLimits, Budgets
 from hermesd.rpc.connection import Call, Limits, Router
 from hermesd.rpc.protocol import PROTOCOL_MAJOR, PROTOCOL_VERSION, Codes, RpcError
 from hermesd.rpc.server import EX_UNAVAILABLE, Gatekeeper, SocketInUse, SocketServer, resolve_group
+from hermesd.runtime.rss import GROWTH, rss_bytes
 from hermesd.sandbox.process import harden_daemon
-from hermesd.store.dbfile import StorageUnavailable
+from hermesd.store.dbfile import StorageCorrupt, StorageUnavailable
 
 log = logging.getLogger(__name__)
 
 EX_NOPERM = 77
 EX_CANTCREAT = 73  # the state directory cannot be written (full, read-only, failing)
+EX_DATAERR = 65  # state.db is damaged: a restart cannot help (RestartPreventExitStatus)
 CAPABILITIES = ["notifications", "server-requests", "out-of-order-responses"]
 
 
@@ -157,6 +159,8 @@ class Daemon:
             "plugins": 0,
             "config_warnings": list(self.config.warnings),
             "redacted_secrets": redact.secret_count(),
+            "rss_bytes": rss_bytes(),  # resident memory, against the unit's MemoryHigh=
+            "plugin_memory_growth": GROWTH.largest(),
             **self.server.status(),
         }
         for service in self.services:
@@ -204,6 +208,7 @@ class Daemon:
         logs.set_level(self.log_level or cfg.get("log_level"))
         for warning in cfg.warnings:
             log.warning("config: %s", warning)
+        GROWTH.threshold = int(cfg.get("limits.plugin_memory_warn"))
         for service in self.services:
             service.reload(cfg)
         log.info("configuration reloaded")
@@ -361,6 +366,10 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(_run(home, cfg, socket_path, args.log_level))
     except KeyboardInterrupt:
         return 0
+    except StorageCorrupt as exc:
+        log.error("%s", exc)
+        print(f"hermesd: {exc}", file=sys.stderr)
+        return EX_DATAERR
     except StorageUnavailable as exc:
         log.error("cannot use the state directory %s: %s", home, exc)
         print(f"hermesd: cannot use the state directory {home}: {exc}", file=sys.stderr)

@@ -53,6 +53,7 @@ from hermesd.plugins.memory_providers import ProviderRegistrations
 from hermesd.plugins.registrar import Injector, McpCaller
 from hermesd.plugins.service import PluginService
 from hermesd.runtime.hooks import DEFAULT_HOOK_TIMEOUT, HookBus
+from hermesd.runtime.rss import GROWTH
 from hermesd.runtime.workers import WorkerPool
 from hermesd.sandbox.confine import Sandbox
 from hermesd.sandbox.service import SandboxService
@@ -67,6 +68,7 @@ from hermesd.tools.registry import (
 )
 from hermesd.tools.results import Redactor
 from hermesd.tools.skill_catalog import SkillCatalog
+from hermesd.tools.todo import register_todo
 
 if TYPE_CHECKING:
     from hermesd.daemon.main import Daemon
@@ -281,9 +283,11 @@ def _core(daemon: Daemon) -> _Core:
     files = SettingsFiles(home)
     dotenv = files.dotenv()
     store = SessionStore.in_home(home)
+    store.messages.max_bytes = max(4096, int(cfg.get("sessions.max_message_bytes")))
     # Who is attached to which session: the session service keeps it, the broker asks it.
     attached: dict[str, set[Connection]] = {}
     pool = WorkerPool()
+    GROWTH.threshold = int(cfg.get("limits.plugin_memory_warn"))  # a leaking plugin is named
     hooks = HookBus(pool, timeout=float(cfg.get("tools.hook_timeout")))
     broker = ApprovalBroker(
         store, hooks, cfg, attached=lambda sid: list(attached.get(sid, ())), hermes_home=home
@@ -382,6 +386,14 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
     )
     meter.broadcast = sessions.broadcast  # the day's and month's budget warnings
     context.emit = sessions.emit
+    # issue 33: the session's task list, its changes sent to the session's clients
+    register_todo(
+        core.parts.tools,
+        core.parts.commands,
+        store,
+        emit=sessions.emit,
+        running_turn=lambda sid: (sessions.turns.get(sid) or (None, None))[0],
+    )
     return _Turns(meter, engines, context, agent, sessions)
 
 
@@ -475,7 +487,7 @@ def _append_services(
     daemon.services.append(reloads)
     daemon.services.append(ConfigService(daemon, files, reloads))
     daemon.services.append(LogService())
-    daemon.services.append(DoctorService(daemon, files, host, mcp.pool))
+    daemon.services.append(DoctorService(daemon, files, host, core.store, mcp.pool))
     # Late, so it stops early (pending approvals are answered before the others stop).
     daemon.services.append(approvals)
     # The scheduler starts last (a run may need every other service: approval rules loaded,

@@ -8,7 +8,10 @@ is `hermesd.memory.builtin`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from hermesd.memory.builtin import BuiltinMemory
@@ -16,6 +19,7 @@ from hermesd.memory.files import TARGETS
 from hermesd.memory.providers import MemoryProviders
 from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import Codes, RpcError
+from hermesd.store.dbfile import storage_error
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +88,8 @@ class MemoryService:
     async def rpc_write(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         uid = self._check(call, "memory.write")
         names = ("target", "action", "content", "old_text", "operations")
-        return await self.memory.person_write({k: p[k] for k in names if k in p}, uid)
+        with self._disk_errors():
+            return await self.memory.person_write({k: p[k] for k in names if k in p}, uid)
 
     async def rpc_set(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         uid = self._check(call, "memory.set")
@@ -92,7 +97,22 @@ class MemoryService:
         entries = p["entries"]
         if not all(isinstance(e, str) for e in entries):
             raise RpcError(Codes.INVALID_PARAMS, "memory.set: entries must be strings")
-        return await self.memory.set_entries(target, entries, p.get("base"), uid)
+        with self._disk_errors():
+            return await self.memory.set_entries(target, entries, p.get("base"), uid)
+
+    @contextlib.contextmanager
+    def _disk_errors(self) -> Iterator[None]:
+        """A memory file the disk refused (full, read-only, failing) as the storage error
+        every other write gives (`StorageUnavailable`), not an internal error."""
+        try:
+            yield
+        except OSError as exc:
+            where = Path(exc.filename) if exc.filename else self.memory.files.dir
+            mapped = storage_error(exc, where)
+            if mapped is None:
+                raise
+            log.error("%s", mapped)
+            raise mapped from exc
 
     async def rpc_pending(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         self._check(call, "memory.pending")

@@ -28,11 +28,19 @@ from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from hermesd.runtime.rss import GROWTH, rss_bytes
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 _IDLE_EXIT_SECONDS = 60.0
+
+
+def _plugin_of(key: str | None) -> str:
+    """The plugin a job's key names (``tool:<plugin>``, ``plugin:<plugin>``...), or ""."""
+    owner = (key or "").rpartition(":")[2]
+    return "" if owner in ("", "builtin") else owner
 
 
 class WorkTimeout(TimeoutError):
@@ -219,6 +227,8 @@ class WorkerPool:
                     self._release_locked(job)
             if not runs:
                 continue
+            plugin = _plugin_of(job.key)
+            before = rss_bytes() if plugin else 0
             try:
                 result = job.fn()
             except Exception as exc:
@@ -233,6 +243,8 @@ class WorkerPool:
             else:
                 job.future.set_result(result)
                 self._hand_back(job, True, result)
+            if plugin:
+                GROWTH.add(plugin, before, rss_bytes())  # names a plugin that leaks
             with self._lock:
                 self._running.pop(job.future, None)
                 self._release_locked(job)

@@ -1,19 +1,22 @@
 """The mechanism that confines a tool's process, and the command line of one call.
 
 ``bwrap`` (bubblewrap) is used where it works: a read-only view of ``/``, a fresh ``/run``
-and ``/dev``, the policy's hidden paths under empty read-only tmpfs, the writable ones bound
-back, a private tmp (a writable tmpfs over the scratch folder, ``TMPDIR``), a new pid
-namespace (the daemon is not there to signal or read), ``--die-with-parent``,
-``--new-session``, no capabilities, and the seccomp marker (`landlock_exec.MARKER_FILTER`)
-handed to ``--seccomp``. Where user namespaces are not allowed, ``landlock``: the command
-runs through `hermesd.sandbox.landlock_exec`, which confines itself with the kernel's
-Landlock (ABI 6 or later: signals and abstract sockets scoped too) before it executes the
-shell. Landlock can only grant, so ``.git/hooks`` and ``.git/config`` of a writable root
-stay writable under it (keeping them read-only would take away creating files in the root and
-in ``.git``: docs/sandbox.md); bubblewrap binds them back read-only. With neither, every call
-is refused with an error naming ``sandbox.mode``; nothing
-runs unconfined unless ``sandbox.mode: off`` says so, and even then the process carries the
-marker, so the socket never takes it for the owner (`hermesd.rpc.peer_trust`).
+and ``/dev``, private ``/tmp`` and ``/var/tmp`` (empty tmpfs), the policy's hidden paths under
+empty read-only tmpfs, the writable ones bound back, a private ``TMPDIR`` (a writable tmpfs
+over the scratch folder), a new pid namespace (the daemon is not there to signal or read),
+``--die-with-parent``, ``--new-session``, no capabilities, the seccomp filter
+(`hermesd.sandbox.seccomp`) handed to ``--seccomp`` and the call's rlimits set by
+``prlimit`` inside. Where user namespaces are not allowed, ``landlock``: the command runs
+through `hermesd.sandbox.landlock_exec`, which confines itself with the kernel's Landlock
+(ABI 6 or later: signals and abstract sockets scoped too), loads the same filter and stays
+as the command's subreaper. Landlock can only grant, so ``.git/hooks`` and ``.git/config``
+of a writable root stay writable under it (keeping them read-only would take away creating
+files in the root and in ``.git``: docs/sandbox.md); bubblewrap binds them back read-only.
+Both join the call's cgroup when there is one
+(`hermesd.sandbox.limits`). With neither mechanism, or without libseccomp, every call is
+refused with an error naming ``sandbox.mode``; nothing runs unconfined unless
+``sandbox.mode: off`` says so, and even then the process carries the one-instruction marker
+filter, so the socket never takes it for the owner (`hermesd.rpc.peer_trust`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import ctypes
 import functools
 import logging
 import os
+import resource
+import shlex
 import shutil
 import subprocess
 import sys
@@ -32,8 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermesd.sandbox import landlock_exec, policy
+from hermesd.sandbox import landlock_exec, limits, policy, seccomp
 from hermesd.sandbox.egress import Approve, EgressProxy, socket_path_for
+from hermesd.sandbox.limits import CallCgroup, CgroupHome
 from hermesd.sandbox.policy import DaemonPlaces, SandboxSettings
 
 log = logging.getLogger(__name__)
@@ -47,6 +53,13 @@ MIN_LANDLOCK_ABI = 6  # signal scoping: without it a confined process could sign
 #: Tests only: pretend the kernel's Landlock ABI is this number (``0``: no Landlock).
 TEST_ABI_VARIABLE = "HERMES_TEST_LANDLOCK_ABI"
 SHELL = "/bin/sh"
+#: ``prlimit``'s option for each resource limit a call gets under bubblewrap
+PRLIMIT_OPTIONS = {
+    resource.RLIMIT_NPROC: "--nproc",
+    resource.RLIMIT_DATA: "--data",
+    resource.RLIMIT_FSIZE: "--fsize",
+    resource.RLIMIT_CPU: "--cpu",
+}
 
 
 class SandboxUnavailable(Exception):
@@ -126,6 +139,11 @@ class Sandbox:
         self.reason = ""
         self.abi = 0
         self.bwrap = ""
+        self.bpf = b""  # the seccomp filter every confined call loads
+        self.cgroups: CgroupHome | None = None
+        self.prlimit = ""
+        self.limits_note = ""
+        self.rlimits_work = True
         self._choose()
 
     @classmethod
@@ -153,6 +171,37 @@ class Sandbox:
         self._choose()
 
     def _choose(self) -> None:
+        self._choose_mechanism()
+        if self.mechanism not in ("bwrap", "landlock"):
+            return
+        try:
+            self.bpf = seccomp.filter_bpf(allow_unix=bool(self.settings.unix_sockets))
+        except seccomp.SeccompUnavailable as exc:
+            self.mechanism, self.reason = "unavailable", str(exc)
+            log.error("sandbox: %s; tool commands will be refused", exc)
+            return
+        self._choose_limits()
+
+    def _choose_limits(self) -> None:
+        """Where the call's limits come from (a cgroup, rlimits); ``limits_note`` says what
+        cannot be enforced here."""
+        wanted = self.settings.limits
+        self.cgroups = CgroupHome.find() if wanted.processes or wanted.memory_mb else None
+        self.prlimit = shutil.which("prlimit") or ""
+        notes = []
+        self.rlimits_work = _can_set_rlimits()
+        if not self.rlimits_work:
+            notes.append("rlimits are refused here (a seccomp filter on setrlimit/prlimit64)")
+        if self.mechanism == "bwrap" and not self.prlimit:
+            notes.append("prlimit (util-linux) is not installed: no rlimits under bubblewrap")
+        counted = self.cgroups is not None and "pids" in self.cgroups.parents
+        if wanted.processes and not counted and os.geteuid() == 0:
+            notes.append("processes: not enforced (root, and no writable pids cgroup)")
+        self.limits_note = "; ".join(notes)
+        if self.limits_note:
+            log.warning("sandbox.limits: %s", self.limits_note)
+
+    def _choose_mechanism(self) -> None:
         mode, wanted = self.settings.mode, self.settings.mechanism
         self.reason = ""
         if mode == "off":
@@ -190,6 +239,8 @@ class Sandbox:
             out["allowed_domains"] = list(self.settings.allowed_domains)
         if self.reason:
             out["reason"] = self.reason
+        if self.limits_note and self.mechanism in ("bwrap", "landlock"):
+            out["limits"] = self.limits_note
         return out
 
     def prepare(
@@ -199,11 +250,12 @@ class Sandbox:
         clients are asked about hosts under ``network: allowlist``); touches the disk: not on
         the event loop. Raises `SandboxUnavailable`."""
         self._refuse_if_unavailable("tool commands are")
-        env = policy.tool_environment(self.environ, self.settings, self.dotenv)
+        env = self._environment()
         proxy = self._proxy_port()
-        if self.mechanism == "bwrap":
-            launch = self._bwrap(command, cwd, workspace, env, proxy)
-        else:
+
+        def build(cgroup: CallCgroup | None) -> Launch:
+            if self.mechanism == "bwrap":
+                return self._bwrap(command, cwd, workspace, env, cgroup, proxy)
             private = self._private_tmp()
             env["TMPDIR"] = str(private)
             launch = Launch([], env, cwd)
@@ -213,9 +265,65 @@ class Sandbox:
                 if self.mechanism == "off"
                 else policy.rules(self.settings, self.places, workspace, private, protect_git=False)
             )
-            launch.argv = self._launcher(rules, [SHELL, "-c", command], proxy)
+            command_line = [SHELL, "-c", command]
+            launch.argv = self._launcher(rules, command_line, cgroup, call=True, proxy=proxy)
+            return launch
+
+        launch = self._in_cgroup(build)
         self._hand_over(launch, proxy, session_id, ask=True)
         return launch
+
+    def _in_cgroup(self, build: Callable[[CallCgroup | None], Launch]) -> Launch:
+        """``build`` a launch for a new cgroup of its own (None: no cgroup here), removed by
+        the launch's cleanup, or at once when building fails."""
+        cgroup = self._call_cgroup()
+        try:
+            launch = build(cgroup)
+        except BaseException:
+            if cgroup is not None:
+                cgroup.destroy()
+            raise
+        if cgroup is not None:
+            launch._cleanups.insert(0, cgroup.destroy)  # last: after the process has ended
+        return launch
+
+    def _environment(self) -> dict[str, str]:
+        """The tool environment, with ``NAME`` for each ``$NAME`` entry of
+        ``sandbox.unix_sockets`` (``$SSH_AUTH_SOCK``: the agent is found)."""
+        env = policy.tool_environment(self.environ, self.settings, self.dotenv)
+        if self.mechanism in ("bwrap", "landlock"):
+            for entry in self.settings.unix_sockets:
+                name = entry[1:]
+                if entry.startswith("$") and name.isidentifier() and self.environ.get(name):
+                    env[name] = self.environ[name]
+        return env
+
+    def _call_cgroup(self) -> CallCgroup | None:
+        """A cgroup for one call, or None (no cgroup here, or ``mode: off``)."""
+        if self.cgroups is None or self.mechanism not in ("bwrap", "landlock"):
+            return None
+        return self.cgroups.make(self.settings.limits)
+
+    def _rlimits(self, cgroup: CallCgroup | None, call: bool) -> list[tuple[int, int]]:
+        """The rlimits of one call; processes only where no cgroup counts them."""
+        wanted = self.settings.limits
+        if not self.rlimits_work:
+            return []
+        nproc = None
+        counted = cgroup is not None and self.cgroups is not None and "pids" in self.cgroups.parents
+        if wanted.processes and not counted:
+            if self.mechanism == "bwrap":  # set inside the user namespace: counts the sandbox's
+                nproc = wanted.processes
+            elif os.geteuid() != 0:  # counted over the uid: what it has now plus the limit
+                nproc = limits.processes_of(os.getuid()) + wanted.processes
+        return limits.rlimits(wanted, nproc, cpu=call)
+
+    def _prlimit(self, cgroup: CallCgroup | None, call: bool) -> list[str]:
+        """``prlimit --…= -- `` before the program under bubblewrap (nothing without it)."""
+        pairs = self._rlimits(cgroup, call)
+        if not pairs or not self.prlimit:
+            return []
+        return [self.prlimit, *(f"{PRLIMIT_OPTIONS[r]}={v}" for r, v in pairs), "--"]
 
     # --- sandbox.network: allowlist (hermesd.sandbox.egress, hermesd.sandbox.bridge) --------
 
@@ -257,23 +365,36 @@ class Sandbox:
             )
 
     def _launcher(
-        self, rules: list[tuple[str, str]], program: list[str], proxy: int | None = None
+        self,
+        rules: list[tuple[str, str]],
+        program: list[str],
+        cgroup: CallCgroup | None = None,
+        call: bool = False,
+        proxy: int | None = None,
     ) -> list[str]:
-        """The Landlock launcher's command line (ABI 0 under ``mode: off``: the marker only);
-        under ``network: allowlist`` TCP may connect to the proxy's port alone."""
+        """The Landlock launcher's command line (ABI 0 under ``mode: off``: the marker only).
+        A tool ``call`` is supervised (``--reap``) and gets a CPU-time limit; under
+        ``network: allowlist`` TCP may connect to the proxy's port alone."""
         abi = 0 if self.mechanism == "off" else self.abi
-        network = []
-        if abi and self.settings.network != "on":
-            network.append("--no-network")
-            if proxy is not None:
-                network.append(f"--connect-port={proxy}")
+        options = []
+        if abi:
+            if self.settings.network != "on":
+                options.append("--no-network")
+                if proxy is not None:
+                    options.append(f"--connect-port={proxy}")
+            options += ["--reap"] if call else []
+            options += ["--seccomp", str(self._filter_file(self.bpf))]
+            options += [
+                w for d in (cgroup.directories if cgroup else ()) for w in ("--cgroup", str(d))
+            ]
+            options += [w for r, v in self._rlimits(cgroup, call) for w in ("--limit", f"{r}={v}")]
         return [
             sys.executable,
             "-I",
             "-S",
             LAUNCHER,
             str(abi),
-            *network,
+            *options,
             *(f"{level}={path}" for path, level in rules),
             "--",
             *program,
@@ -302,23 +423,29 @@ class Sandbox:
         places, and `FileNotFoundError` for a program not found."""
         self._refuse_if_unavailable("MCP servers are")
         policy.check_widening(self.places, writable, readable)
-        env = policy.tool_environment(self.environ, self.settings, self.dotenv)
+        env = self._environment()
         directory = Path(os.path.realpath(os.path.expanduser(str(cwd or workspace))))
         path = search_path or env.get("PATH", os.defpath)
         program = [_find_program(argv[0], path, directory), *argv[1:]]
+        if _in_private_tmp(program[0]) and not self._is_daemon_place(program[0]):
+            readable = (*readable, program[0])  # the program named is read where it is
         proxy = self._proxy_port()
-        if self.mechanism == "bwrap":
-            marker = self._marker_file()
-            rules = policy.rules(self.settings, self.places, workspace, None, writable, readable)
-            env["TMPDIR"] = str(self.places.scratch)
-            inner = self._bwrap_mounts(rules)
-            if proxy is None:
-                inner += ["--seccomp", "3", "--chdir", str(directory), "--", *program]
-            else:
-                inner += ["--chdir", str(directory), "--", *self._bridged(proxy, 3, program)]
-            opener = 'exec 3<"$0" && exec "$@"'
-            launch = Launch([SHELL, "-c", opener, str(marker), *inner], env, directory)
-        else:
+
+        def build(cgroup: CallCgroup | None) -> Launch:
+            if self.mechanism == "bwrap":
+                bpf = self._filter_file(self.bpf)
+                rules = policy.rules(
+                    self.settings, self.places, workspace, None, writable, readable
+                )
+                env["TMPDIR"] = str(self.places.scratch)
+                inner = self._bwrap_mounts(rules)
+                run = [*self._prlimit(cgroup, call=False), *program]
+                if proxy is None:
+                    inner += ["--seccomp", "3", "--chdir", str(directory), "--", *run]
+                else:
+                    inner += ["--chdir", str(directory), "--", *self._bridged(proxy, 3, run)]
+                opener = f'{_joins(cgroup)}exec 3<"$0" && exec "$@"'
+                return Launch([SHELL, "-c", opener, str(bpf), *inner], env, directory)
             private = self._private_tmp("program-")
             env["TMPDIR"] = str(private)
             rules = (
@@ -328,23 +455,36 @@ class Sandbox:
                     self.settings, self.places, workspace, private, writable, readable, False
                 )
             )
-            launch = Launch(self._launcher(rules, program, proxy), env, directory)
+            launch = Launch(self._launcher(rules, program, cgroup, proxy=proxy), env, directory)
             launch._cleanups.append(lambda: shutil.rmtree(private, ignore_errors=True))
+            return launch
+
+        launch = self._in_cgroup(build)
         self._hand_over(launch, proxy, None, ask=False)  # no session: the allow-list only
         return launch
 
-    def _marker_file(self) -> Path:
-        """The seccomp marker as a file in the hidden scratch folder (for ``exec 3<FILE``)."""
+    def _filter_file(self, bpf: bytes) -> Path:
+        """The seccomp filter as a file in the hidden scratch folder (for ``exec 3<FILE``
+        and the Landlock launcher), rewritten when the filter changed."""
         self.places.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path = self.places.scratch / "seccomp-marker"
+        path = self.places.scratch / "seccomp-filter"
         with contextlib.suppress(OSError):
-            if path.read_bytes() == landlock_exec.MARKER_FILTER:
+            if path.read_bytes() == bpf:
                 return path
-        fd, temporary = tempfile.mkstemp(prefix=".marker-", dir=self.places.scratch)
+        fd, temporary = tempfile.mkstemp(prefix=".filter-", dir=self.places.scratch)
         with os.fdopen(fd, "wb") as out:
-            out.write(landlock_exec.MARKER_FILTER)
+            out.write(bpf)
         os.replace(temporary, path)
         return path
+
+    def _daemon_places(self) -> list[str]:
+        """The daemon's hidden folders that lie in a private tmp."""
+        places = [self.places.home] + ([self.places.socket.parent] if self.places.socket else [])
+        return [str(p) for p in places if _in_private_tmp(str(p))]
+
+    def _is_daemon_place(self, path: str) -> bool:
+        places = [self.places.home] + ([self.places.socket.parent] if self.places.socket else [])
+        return any(path == str(p) or path.startswith(f"{p}/") for p in places)
 
     def _private_tmp(self, prefix: str = "call-") -> Path:
         self.places.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -356,18 +496,21 @@ class Sandbox:
         cwd: Path,
         workspace: Path,
         env: dict[str, str],
+        cgroup: CallCgroup | None,
         proxy: int | None = None,
     ) -> Launch:
         argv = self._bwrap_mounts(policy.rules(self.settings, self.places, workspace, None))
         read, write = os.pipe()
-        os.write(write, landlock_exec.MARKER_FILTER)
+        os.write(write, self.bpf)
         os.close(write)
         env["TMPDIR"] = str(self.places.scratch)
-        shell = [SHELL, "-c", command]
+        shell = [*self._prlimit(cgroup, call=True), SHELL, "-c", command]
         if proxy is None:
             argv += ["--seccomp", str(read), "--chdir", str(cwd), *shell]
         else:  # the bridge applies the filter once its relay runs
             argv += ["--chdir", str(cwd), "--", *self._bridged(proxy, read, shell)]
+        if cgroup is not None:  # joined by a shell before bwrap starts: its children inherit it
+            argv = [SHELL, "-c", _joins(cgroup) + 'exec "$@"', SHELL, *argv]
         launch = Launch(argv, env, cwd, (read,))
         launch._cleanups.append(lambda: os.close(read))
         return launch
@@ -378,12 +521,17 @@ class Sandbox:
         if self.settings.network != "on":
             argv.append("--unshare-net")  # a loopback of its own, nothing else
         argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        argv += ["--tmpfs", "/run"]
+        argv += ["--tmpfs", "/run"]  # hides /run/user, /run/screen, /run/dbus too
         if self.settings.network == "allowlist":  # the proxy's socket, for the bridge
             argv += ["--bind", str(self.egress.socket_path), BRIDGED_SOCKET]
         argv += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
         self.places.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)  # a mount point
         scratch = str(self.places.scratch)
+        private = {os.path.realpath(p) for p in policy.PRIVATE_TMP}
+        named = {path for path, _ in rules}
+        # hidden inside a private tmp, the daemon's places need no rule for Landlock; here
+        # they stay empty read-only folders rather than writable ones of the private tmpfs
+        rules = rules + [(place, "none") for place in self._daemon_places() if place not in named]
         remount: list[str] = []  # after every mount: mount points are made inside first
         for path, level in sorted(rules, key=lambda r: len(Path(r[0]).parts)):
             if path == "/" or level == "dev" or not os.path.lexists(path):
@@ -392,13 +540,56 @@ class Sandbox:
                 argv += ["--bind", path, path]
             elif level == "read":
                 argv += ["--ro-bind", path, path]
+            elif path in private:  # hidden and writable: an empty tmpfs of this call's own
+                argv += ["--tmpfs", path]
+            elif path == "/run" or path.startswith("/run/"):
+                continue  # already an empty /run
             elif os.path.isdir(path):
                 argv += ["--tmpfs", path]
                 remount += ["--remount-ro", path]
             else:
                 argv += ["--ro-bind", "/dev/null", path]
+        for path in unix_sockets(self.settings):  # each one bound in by name
+            argv += ["--ro-bind-try", path, path]
         argv += ["--tmpfs", scratch]  # this call's private tmp, writable, gone when it ends
         return argv + remount
+
+
+def unix_sockets(settings: SandboxSettings) -> list[str]:
+    """The ``sandbox.unix_sockets`` paths, ``$NAME`` read from the daemon's environment (one
+    that is unset is left out)."""
+    out = []
+    for entry in settings.unix_sockets:
+        path = os.path.expanduser(os.path.expandvars(entry))
+        if "$" in path or not os.path.isabs(path):
+            log.warning("sandbox.unix_sockets: %r names no absolute path here", entry)
+            continue
+        out.append(path)
+    return out
+
+
+def _can_set_rlimits() -> bool:
+    """Whether this process may set an rlimit (a unit's SystemCallFilter can forbid it)."""
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, resource.getrlimit(resource.RLIMIT_FSIZE))
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _in_private_tmp(path: str) -> bool:
+    """Whether ``path`` lies in ``/tmp`` or ``/var/tmp`` (private to each call)."""
+    real = os.path.realpath(path)
+    return any(real.startswith(os.path.realpath(t) + "/") for t in policy.PRIVATE_TMP)
+
+
+def _joins(cgroup: CallCgroup | None) -> str:
+    """Shell words that move the shell into the call's cgroups before it executes on."""
+    if cgroup is None:
+        return ""
+    return "".join(
+        f"echo $$ > {shlex.quote(str(d / 'cgroup.procs'))} && " for d in cgroup.directories
+    )
 
 
 def _find_program(name: str, path: str, cwd: Path) -> str:

@@ -1,12 +1,17 @@
 """The launcher a terminal command runs through when the sandbox uses Landlock.
 
-Run as ``python -I -S landlock_exec.py ABI LEVEL=PATH... -- PROGRAM ARGS...``: it sets
-``no_new_privs``, drops every capability when it runs as root, builds a Landlock ruleset from
-the rules (level ``none``, ``read``, ``write`` or ``dev``; the deepest rule over a path wins),
-scopes signals and abstract Unix sockets to the sandbox (with ``--no-network``, TCP bind and
-connect are refused too), installs the seccomp marker (the
-filter the socket counts, `hermesd.sandbox.marker`) and executes PROGRAM. Standard library
-only, and nothing else imported: it is started once per call.
+Run as ``python -I -S landlock_exec.py ABI [OPTIONS] LEVEL=PATH... -- PROGRAM ARGS...``: it
+reads the seccomp filter (``--seccomp FILE``, raw BPF from `hermesd.sandbox.seccomp`; without
+it the one-instruction marker), joins the call's cgroups (``--cgroup DIR``), lowers its
+resource limits (``--limit RESOURCE=VALUE``), sets ``no_new_privs``, drops every capability
+when it runs as root, builds a Landlock ruleset from the rules (level ``none``, ``read``,
+``write`` or ``dev``; the deepest rule over a path wins), scopes signals and abstract Unix
+sockets to the sandbox (with ``--no-network``, TCP bind and connect are refused too), loads
+the filter (the socket counts filters, `hermesd.rpc.peer_trust`) and executes PROGRAM. With
+``--reap`` it stays as the program's parent instead, a child subreaper: orphans (after
+``setsid`` or a double fork) become its children, and when the program exits, or when this
+process gets SIGTERM, SIGINT or SIGHUP, every one left is killed, so nothing outlives the
+call. Standard library only, and nothing else imported: it is started once per call.
 
 Landlock only allows, never denies, so a path hidden inside a readable directory is made by
 granting the directory's other entries instead of the directory; the directories on the way
@@ -33,6 +38,7 @@ SCOPE_ABSTRACT_UNIX, SCOPE_SIGNAL = 1, 2
 NET_BIND_TCP, NET_CONNECT_TCP = 1, 2  # ABI 4
 SYS_CREATE, SYS_ADD_RULE, SYS_RESTRICT = 444, 445, 446
 PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_SET_SECCOMP = 38, 24, 22
+PR_SET_CHILD_SUBREAPER = 36
 SECCOMP_MODE_FILTER = 2
 SYS_CAPSET = 126
 #: one BPF instruction, ``return ALLOW``: a filter that changes nothing but is counted in
@@ -158,18 +164,36 @@ def _check(result: int, what: str) -> int:
 
 
 def confine(
-    abi: int, rules: list[tuple[str, str]], network: bool = True, connect_port: int = 0
+    abi: int,
+    rules: list[tuple[str, str]],
+    network: bool = True,
+    connect_port: int = 0,
+    bpf: bytes = MARKER_FILTER,
 ) -> None:
-    """Mark this process and, with an ABI (0: the marker alone, for ``sandbox.mode: off``),
-    confine it to the rules; ``main`` then executes the program. Without ``network``, TCP
-    is refused except a connect to ``connect_port`` (the egress proxy; 0: none) and so is
-    every other Internet socket (`network_filter`)."""
+    """Load the filter ``bpf`` (default: the marker) and, with an ABI (0: the filter alone,
+    for ``sandbox.mode: off``), confine this process to the rules; ``main`` then executes
+    the program. Without ``network``, TCP is refused except a connect to ``connect_port``
+    (the egress proxy; 0: none) and so is every other Internet socket (`network_filter`)."""
     _check(_call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     if abi:
         _landlock(abi, rules, network, connect_port)
         if not network:
             apply_filter(network_filter())
-    apply_filter(MARKER_FILTER)
+    if not bpf or len(bpf) % 8:
+        fail("the seccomp filter is not a BPF program")
+    apply_filter(bpf)
+
+
+def limit(cgroups: list[str], limits: list[tuple[int, int]]) -> None:
+    """Join the call's cgroups and lower this process's resource limits (soft and hard)."""
+    for directory in cgroups:
+        try:
+            with open(directory + "/cgroup.procs", "w") as procs:
+                procs.write(str(os.getpid()))
+        except OSError as exc:
+            fail(f"cannot join the cgroup {directory}: {exc}")
+    for resource, value in limits:
+        _check(_call("prlimit", 0, resource, struct.pack("QQ", value, value), 0), "prlimit")
 
 
 def apply_filter(instructions: bytes) -> None:
@@ -260,32 +284,140 @@ def _landlock(abi: int, rules: list[tuple[str, str]], network: bool, connect_por
     os.close(ruleset)
 
 
-def parse_spec(args: list[str]) -> tuple[int, bool, int, list[tuple[str, str]], list[str]]:
-    """``ABI [--no-network [--connect-port=N]] LEVEL=PATH... -- PROGRAM ARGS...`` → (abi,
-    network, the one port TCP may connect to, rules, program argv)."""
-    if len(args) < 3 or "--" not in args:
-        fail(
-            "usage: landlock_exec.py ABI [--no-network [--connect-port=N]] LEVEL=PATH... -- "
-            "PROGRAM [ARGS...]"
-        )
+class Spec:
+    """The launcher's command line, parsed."""
+
+    def __init__(self) -> None:
+        self.abi = 0
+        self.network = True
+        self.connect_port = 0  # with --no-network: the one port TCP may connect to
+        self.reap = False
+        self.seccomp = ""
+        self.cgroups: list[str] = []
+        self.limits: list[tuple[int, int]] = []
+        self.rules: list[tuple[str, str]] = []
+        self.program: list[str] = []
+
+
+def parse_spec(args: list[str]) -> Spec:
+    """``ABI [--no-network [--connect-port=N]] [--reap] [--seccomp FILE] [--cgroup DIR]...
+    [--limit R=V]... LEVEL=PATH... -- PROGRAM ARGS...``."""
+    if len(args) < 2 or "--" not in args or not args[0].isdigit():
+        fail("usage: landlock_exec.py ABI [OPTIONS] LEVEL=PATH... -- PROGRAM [ARGS...]")
     cut = args.index("--")
-    words = args[1:cut]
-    network = "--no-network" not in words
-    ports = [int(w.split("=", 1)[1]) for w in words if w.startswith("--connect-port=")]
-    rules = [tuple(rule.split("=", 1)) for rule in words if not rule.startswith("--")]
-    pairs = [(path, level) for level, path in rules]
-    return int(args[0]), network, (ports[0] if ports else 0), pairs, args[cut + 1 :]
+    spec, words = Spec(), iter(args[1:cut])
+    spec.abi, spec.program = int(args[0]), args[cut + 1 :]
+    for word in words:
+        if word == "--no-network":
+            spec.network = False
+        elif word.startswith("--connect-port="):
+            spec.connect_port = int(word.split("=", 1)[1])
+        elif word == "--reap":
+            spec.reap = True
+        elif word in ("--seccomp", "--cgroup", "--limit"):
+            value = next(words, "")
+            if word == "--seccomp":
+                spec.seccomp = value
+            elif word == "--cgroup":
+                spec.cgroups.append(value)
+            else:
+                resource, _, number = value.partition("=")
+                spec.limits.append((int(resource), int(number)))
+        else:
+            level, _, path = word.partition("=")
+            spec.rules.append((path, level))
+    return spec
 
 
-def main(argv: list[str]) -> None:
-    abi, network, port, rules, program = parse_spec(argv[1:])
-    if not program:
-        fail("no program to run")
-    confine(abi, rules, network, port)
+def supervise(program: list[str]) -> NoReturn:
+    """Run ``program`` as a child, then kill every process left below this one; exit with
+    the program's status."""
+    _check(_call("prctl", PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "child subreaper")
+    child = os.fork()
+    if child == 0:
+        _exec(program)
+    import _signal  # type: ignore[import-not-found]  # built in; signal would import enum
+
+    def stop(number: int, _frame: object) -> None:
+        _kill_descendants()
+        os._exit(128 + number)
+
+    for number in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
+        _signal.signal(number, stop)
+    status = 0
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == child:
+            break
+    _kill_descendants()
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)  # a killed program: as a shell reports it
+
+
+def _kill_descendants() -> None:
+    """SIGKILL every child until none is left (a killed child's orphans become ours)."""
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG) != (0, 0):
+                continue  # reaped one; look again
+        except ChildProcessError:
+            return
+        children = _children()
+        for pid in children:
+            try:
+                os.kill(pid, 9)
+            except OSError:  # gone already
+                continue
+        if not children:  # not in /proc yet: look again shortly
+            import time
+
+            time.sleep(0.01)
+            continue
+        try:
+            os.waitpid(-1, 0)  # one of the killed ones
+        except ChildProcessError:
+            return
+
+
+def _children() -> list[int]:
+    """The pids whose parent is this process (``/proc/PID/stat``, field 4)."""
+    me, out = os.getpid(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat_file:
+                fields = stat_file.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == me:
+            out.append(int(name))
+    return out
+
+
+def _exec(program: list[str]) -> NoReturn:
     try:
         os.execv(program[0], program)
     except OSError as exc:
         fail(f"cannot run {program[0]}: {exc}")
+
+
+def main(argv: list[str]) -> None:
+    spec = parse_spec(argv[1:])
+    if not spec.program:
+        fail("no program to run")
+    bpf = MARKER_FILTER
+    if spec.seccomp:  # read before Landlock hides the daemon's folder
+        try:
+            with open(spec.seccomp, "rb") as source:
+                bpf = source.read()
+        except OSError as exc:
+            fail(f"cannot read the seccomp filter: {exc}")
+    limit(spec.cgroups, spec.limits)
+    confine(spec.abi, spec.rules, spec.network, spec.connect_port, bpf)
+    if spec.reap:
+        supervise(spec.program)
+    _exec(spec.program)
 
 
 if __name__ == "__main__":

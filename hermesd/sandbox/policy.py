@@ -4,11 +4,14 @@ A policy is a list of rules ``(path, level)`` with level ``none`` (hidden), ``re
 ``write`` or ``dev`` (a device file that may be written); the deepest rule over a path wins,
 and ``/`` is readable. Hidden: ``$HERMES_HOME`` (config, ``.env``, ``state.db``, plugins,
 skills, memories), the socket's directory, the other calls' private directories, the
-credential stores of `hermesd.sandbox.protected` under ``$HOME`` (less ``sandbox.readable_allow``)
-and ``sandbox.readable_deny``. Read-only: the daemon's install, and inside every writable root
-its ``.git/hooks`` and ``.git/config``. Writable: the workspace (`hermesd.tools.workspace`
-decides it; not in ``read-only`` mode), ``sandbox.writable`` and the call's private tmp. Both
-mechanisms (`hermesd.sandbox.confine`) read the same rules.
+credential stores of `hermesd.sandbox.protected` under ``$HOME`` (less ``sandbox.readable_allow``),
+``sandbox.readable_deny``, and where other same-uid services keep their sockets
+(``$XDG_RUNTIME_DIR``, ``/run/user``, ``/run/screen``, ``/run/dbus``). ``/tmp`` and
+``/var/tmp`` are private: an empty tmpfs per call under bubblewrap, hidden under Landlock
+(the call's ``TMPDIR`` is its own either way). Read-only: the daemon's install, and inside
+every writable root its ``.git/hooks`` and ``.git/config``. Writable: the workspace
+(`hermesd.tools.workspace` decides it; not in ``read-only`` mode), ``sandbox.writable`` and the
+call's private tmp. Both mechanisms (`hermesd.sandbox.confine`) read the same rules.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 
 from hermesd import redact
 from hermesd.sandbox import protected
+from hermesd.sandbox.limits import Limits
 
 MODES = ("read-only", "workspace-write", "off")
 MECHANISMS = ("auto", "bwrap", "landlock")
@@ -30,6 +34,10 @@ NETWORK_MODES = ("off", "allowlist", "on")
 #: variables a tool's shell gets (when set), besides ``LC_*`` and ``terminal.env_passthrough``
 ENV_ALLOWED = ("PATH", "HOME", "LANG", "LANGUAGE", "TERM", "USER", "LOGNAME", "SHELL", "TZ")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+#: other same-uid services' sockets and state (screen, the user bus, systemd --user)
+RUNTIME_HIDDEN = ("/run/user", "/run/screen", "/run/dbus")
+#: a private tmpfs per call under bubblewrap, hidden under Landlock (tmux's sockets are here)
+PRIVATE_TMP = ("/tmp", "/var/tmp")
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,8 @@ class SandboxSettings:
     bwrap: str = "bwrap"
     network: str = "on"  # NETWORK_MODES
     allowed_domains: tuple[str, ...] = ()
+    limits: Limits = field(default_factory=Limits)
+    unix_sockets: tuple[str, ...] = ()  # Unix sockets a call may connect to (docs/sandbox.md)
 
     @classmethod
     def from_config(cls, config: Any) -> SandboxSettings:
@@ -63,6 +73,8 @@ class SandboxSettings:
             bwrap=str(config.get("sandbox.bwrap") or "bwrap"),
             network=network_mode(config.get("sandbox.network")),
             allowed_domains=strings("sandbox.allowed_domains"),
+            limits=Limits.from_config(config),
+            unix_sockets=strings("sandbox.unix_sockets"),
         )
 
 
@@ -83,6 +95,7 @@ class DaemonPlaces:
     socket: Path | None
     scratch: Path  # the parent of every call's private tmp ($HERMES_HOME/sandbox-tmp)
     install: tuple[Path, ...] = field(default_factory=tuple)
+    runtime: tuple[Path, ...] = ()  # $XDG_RUNTIME_DIR and RUNTIME_HIDDEN
 
     @classmethod
     def of_this_process(cls, home: Path, socket: Path | None, scratch: Path) -> DaemonPlaces:
@@ -90,7 +103,15 @@ class DaemonPlaces:
         folder the ``hermesd`` package is imported from."""
         package = Path(__file__).resolve().parents[1]
         prefixes = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), package}
-        return cls(_real(home), _real(socket) if socket else None, _real(scratch), tuple(prefixes))
+        user = os.environ.get("XDG_RUNTIME_DIR", "")
+        runtime = [Path(p) for p in RUNTIME_HIDDEN] + ([Path(user)] if user.startswith("/") else [])
+        return cls(
+            _real(home),
+            _real(socket) if socket else None,
+            _real(scratch),
+            tuple(prefixes),
+            tuple(dict.fromkeys(_real(p) for p in runtime)),
+        )
 
 
 def user_home() -> Path:
@@ -145,6 +166,12 @@ def rules(
     if places.socket is not None:
         hidden.append(places.socket.parent)
     out += [(str(p), "none") for p in hidden]
+    home = _real(user_home())  # readable as the rest of the machine, even in a private tmp
+    if any(_within(home, _real(Path(t))) and home != _real(Path(t)) for t in PRIVATE_TMP):
+        out.append((str(home), "read"))
+    named = {path for path, _ in out}  # a workspace that is /tmp itself stays the workspace
+    out += [(str(p), "none") for p in places.runtime if str(p) not in named]
+    out += [(str(_real(Path(p))), "none") for p in PRIVATE_TMP if str(_real(Path(p))) not in named]
     if private_tmp is not None:
         out.append((str(_real(private_tmp)), "write"))
     # the daemon's own places win over a workspace or writable entry that contains them

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from hermesd.store.dbfile import open_db_file, storage_error
+from hermesd.store.dbfile import corrupt_error, open_db_file, storage_error
 from hermesd.store.dbthread import DbThread
 
 log = logging.getLogger(__name__)
@@ -66,10 +66,11 @@ class Database:
         return getattr(self, "_conn", None)
 
     def _storage_error(self, exc: Exception) -> Exception:
-        """A full disk, a read-only or vanished file as `StorageUnavailable` (logged)."""
-        if not isinstance(exc, OSError | sqlite3.OperationalError):
+        """A full disk, a read-only or vanished file as `StorageUnavailable`, a damaged one as
+        `StorageCorrupt` (logged)."""
+        if not isinstance(exc, OSError | sqlite3.DatabaseError):
             return exc
-        mapped = storage_error(exc, self.path)
+        mapped = storage_error(exc, self.path) or corrupt_error(exc, self.path)
         if mapped is None:
             return exc
         log.error("%s", mapped)
@@ -98,6 +99,18 @@ class Database:
     async def aclose(self, before: Callable[[], object] | None = None) -> None:
         """`close` for the event loop: the loop waits for the DB thread, never blocks on it."""
         await asyncio.to_thread(self.close, before)
+
+    @contextmanager
+    def reading(self, what: str) -> Iterator[None]:
+        """Report damage a read runs into as `StorageCorrupt` naming ``what`` (a session)."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            mapped = corrupt_error(exc, self.path, what)
+            if mapped is None:
+                raise
+            log.error("%s", mapped)
+            raise mapped from exc
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:

@@ -8,6 +8,7 @@ from here. Nothing here knows what a session is.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
@@ -60,7 +61,72 @@ class StorageUnavailable(StoreError):
         return {"reason": self.reason}
 
 
+class StorageCorrupt(StorageUnavailable):
+    """state.db, or the part of it a read reached, is damaged (``reason="corrupt"``).
+
+    The same wire code as the other storage errors; the message says where and how to recover.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "corrupt")
+
+
 _FULL, _READONLY, _CANTOPEN = 13, 8, 14  # SQLITE_FULL, SQLITE_READONLY, SQLITE_CANTOPEN
+_CORRUPT, _NOTADB = 11, 26  # SQLITE_CORRUPT, SQLITE_NOTADB
+#: Written next to state.db once it holds a schema: an empty state.db beside it is a lost
+#: database, not a new one.
+CREATED_MARKER = ".state-db-created"
+
+
+def recovery_hint(path: Path) -> str:
+    """How to get back what a damaged ``path`` still holds."""
+    return (
+        f"stop hermesd, keep a copy of {path}, then `sqlite3 {path} .recover > recovered.sql`, "
+        f"move {path} aside and `sqlite3 {path} < recovered.sql` (or restore a backup of it)"
+    )
+
+
+def corrupt_error(exc: BaseException, path: Path, what: str = "") -> StorageCorrupt | None:
+    """The ``StorageCorrupt`` a sqlite3 error stands for (a damaged page, a file that is not a
+    database, text that is not UTF-8), or None; ``what`` names what was being read."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return None
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    text = str(exc).lower()
+    damaged = (
+        code in (_CORRUPT, _NOTADB)
+        or "malformed" in text
+        or "not a database" in text
+        or "could not decode" in text
+    )
+    if not damaged:
+        return None
+    where = f" (reading {what})" if what else ""
+    return StorageCorrupt(f"{path} is damaged{where}: {exc}. To recover: {recovery_hint(path)}.")
+
+
+def check_not_lost(path: Path) -> None:
+    """Refuse an empty ``path`` where a database existed (its WAL has data, or the marker
+    written at creation is there): starting empty would silently lose every session."""
+    try:
+        if path.stat().st_size != 0:
+            return
+    except FileNotFoundError:
+        return
+    wal = path.with_name(path.name + "-wal")
+    marker = path.with_name(CREATED_MARKER)
+    why = (
+        f"{wal} still holds data"
+        if wal.exists() and wal.stat().st_size > 0
+        else f"{marker} says it held one"
+        if marker.exists()
+        else None
+    )
+    if why is not None:
+        raise StorageCorrupt(
+            f"{path} is empty but a database existed ({why}): it was truncated. Restore a "
+            f"backup of it; to start afresh on purpose, remove {path} and {marker}."
+        )
 
 
 def storage_error(
@@ -104,15 +170,22 @@ def storage_error(
 def open_db_file(path: Path) -> sqlite3.Connection:
     """Create ``path`` private (0600) if needed, connect, set pragmas, migrate the schema.
 
-    A disk that is full, read-only or failing raises ``StorageUnavailable``.
+    A disk that is full, read-only or failing raises ``StorageUnavailable``; a damaged file,
+    or an empty one where a database existed, ``StorageCorrupt``.
     """
+    check_not_lost(path)
     try:
-        return _open_db_file(path)
-    except (OSError, sqlite3.OperationalError) as exc:
-        mapped = storage_error(exc, path, request=False)
+        conn = _open_db_file(path)
+    except (OSError, sqlite3.DatabaseError) as exc:
+        mapped = storage_error(exc, path, request=False) or corrupt_error(exc, path)
         if mapped is None:
             raise
         raise mapped from exc
+    marker = path.with_name(CREATED_MARKER)
+    if not marker.exists():
+        with contextlib.suppress(OSError):  # only a safeguard: its absence loses nothing
+            marker.touch(mode=0o600)
+    return conn
 
 
 def _open_db_file(path: Path) -> sqlite3.Connection:

@@ -10,7 +10,8 @@ transaction) and one table object per concern, each over that database:
 - ``store.usage`` (`UsageLedger`): every model request's tokens and cost;
 - ``store.cron`` (`CronTable`): scheduled jobs and their runs;
 - ``store.approvals`` (`ApprovalRules`): remembered "always" approvals;
-- ``store.memory`` (`MemoryJournal`): memory snapshots and the memory provider's deliveries.
+- ``store.memory`` (`MemoryJournal`): memory snapshots and the memory provider's deliveries;
+- ``store.todos`` (`TodoLists`): each session's task list (the ``todo`` tool).
 
 Every statement runs on the DB thread. Code on the event loop awaits ``store.run(fn, ...)``
 with a table's method (``store.run(store.messages.append, sid, "user", text)``) or a function
@@ -35,6 +36,7 @@ from hermesd.store.memory_journal import MemoryJournal
 from hermesd.store.messages import MessageLog
 from hermesd.store.search import SearchIndex
 from hermesd.store.session_rows import SessionRows
+from hermesd.store.todos import TodoLists
 from hermesd.store.usage import UsageLedger
 
 T = TypeVar("T")
@@ -55,6 +57,7 @@ class SessionStore:
         self.cron = CronTable(self.db)
         self.approvals = ApprovalRules(self.db)
         self.memory = MemoryJournal(self.db)
+        self.todos = TodoLists(self.db)
         # what a killed daemon wrote and did not index; waited for like the open (the daemon
         # builds the store on its loop before it serves anything)
         self.db.thread.submit(self.search.index_quietly, "at open").result()

@@ -29,6 +29,31 @@ log = logging.getLogger(__name__)
 
 ROLES = ("system", "user", "assistant", "tool")
 _TITLE_CHARS = 60
+#: What is kept of one message by default (``sessions.max_message_bytes``): a 50 MB model
+#: answer would otherwise make every read of its session too large to send.
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+#: What one ``session.history`` answer holds at most: under the RPC frame limit (8 MiB).
+HISTORY_BYTES = 6 * 1024 * 1024
+TRUNCATED = "\n\n[hermesd: this message was truncated to {kept} of its {size} bytes]"
+
+
+def cap_text(text: str, max_bytes: int) -> str:
+    """``text`` cut to at most ``max_bytes`` of UTF-8 (on a character boundary) with a suffix
+    saying so; unchanged when it fits."""
+    if len(text) <= max_bytes // 4:  # cannot be over: no encoding needed
+        return text
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) <= max_bytes:
+        return text
+    suffix = TRUNCATED.format(kept=max_bytes, size=len(raw))
+    kept = raw[: max(0, max_bytes - len(suffix))].decode("utf-8", "ignore")
+    return kept + suffix
+
+
+def _size(record: MessageRecord) -> int:
+    """About what a record weighs in an RPC answer."""
+    calls = json.dumps(record["tool_calls"]) if record["tool_calls"] else ""
+    return len((record["content"] or "").encode("utf-8", "surrogatepass")) + len(calls) + 200
 
 
 class MessageRecord(TypedDict):
@@ -76,6 +101,21 @@ class MessageLog(Table):
         super().__init__(db)
         self.sessions = sessions
         self.index = index
+        self.max_bytes = MAX_MESSAGE_BYTES  # sessions.max_message_bytes (set by the daemon)
+
+    def _capped(self, session_id: str, role: str, content: str) -> str:
+        """``content`` within ``sessions.max_message_bytes``, marked when it was cut."""
+        capped = cap_text(content, self.max_bytes)
+        if capped is not content:
+            log.warning(
+                "session %s: a %s message of %d characters was truncated to "
+                "sessions.max_message_bytes (%d)",
+                session_id,
+                role,
+                len(content),
+                self.max_bytes,
+            )
+        return capped
 
     @on_db_thread
     def append(
@@ -99,6 +139,8 @@ class MessageLog(Table):
             raise ValueError("a tool message needs the tool_call_id it answers")
         if tool_calls is not None and (role != "assistant" or not isinstance(tool_calls, list)):
             raise ValueError("tool_calls must be a list on an assistant message")
+        if content is not None:
+            content = self._capped(session_id, role, content)
         now = time.time()
         title = _derive_title(content) if role == "user" and content else None
         prompt, completion, total = usage or (0, 0, 0)
@@ -161,6 +203,12 @@ class MessageLog(Table):
         """Stored messages in order (the newest ``limit`` when given), for display and export;
         without ``include_undone``, only those still in the conversation."""
         self.sessions.get(session_id)
+        with self.db.reading(f"session {session_id}"):
+            return self._read(session_id, limit, after_seq, include_undone)
+
+    def _read(
+        self, session_id: str, limit: int | None, after_seq: int, include_undone: bool
+    ) -> list[MessageRecord]:
         where = "session_id = ? AND seq > ?" + ("" if include_undone else " AND undone_at IS NULL")
         if limit is None:
             rows = self._conn.execute(
@@ -174,6 +222,33 @@ class MessageLog(Table):
                 (session_id, after_seq, max(0, limit)),
             ).fetchall()
         return [_message(r) for r in rows]
+
+    @on_db_thread
+    def page(
+        self,
+        session_id: str,
+        *,
+        limit: int | None = None,
+        after_seq: int = 0,
+        max_bytes: int = HISTORY_BYTES,
+    ) -> tuple[list[MessageRecord], bool]:
+        """`read`, bounded to about ``max_bytes``: the oldest messages first without ``limit``
+        (ask again after the last seq), the newest with it; True when some were left out. One
+        message larger than the bound alone is sent cut to it (marked)."""
+        records = self.read(session_id, limit=limit, after_seq=after_seq)
+        ordered = records if limit is None else records[::-1]
+        kept: list[MessageRecord] = []
+        total = 0
+        for record in ordered:
+            size = _size(record)
+            if kept and total + size > max_bytes:
+                break
+            if not kept and size > max_bytes and record["content"]:
+                record["content"] = cap_text(record["content"], max_bytes - 1024)
+            kept.append(record)
+            total += size
+        more = len(kept) < len(records)
+        return (kept if limit is None else kept[::-1]), more
 
     @on_db_thread
     def undo_last_turn(self, session_id: str) -> list[MessageRecord]:
@@ -215,7 +290,8 @@ class MessageLog(Table):
     @on_db_thread
     def view(self, session_id: str) -> View:
         """`history` with the stored seq of each message (what a context engine compacts)."""
-        prefix, upto, count = compactions.latest(self._conn, session_id)
+        with self.db.reading(f"session {session_id}"):
+            prefix, upto, count = compactions.latest(self._conn, session_id)
         records = self.read(session_id, after_seq=upto, include_undone=False)
         return compactions.build_view(
             prefix, upto, count, [(r["seq"], to_openai(r)) for r in records]

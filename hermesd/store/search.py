@@ -210,4 +210,5 @@ class SearchIndex(Table):
             index_pending(self._conn)
         except sqlite3.DatabaseError as exc:
             log.warning("searching without the newest messages: indexing them failed: %s", exc)
-        return search(self._conn, query, limit, session_id=session_id, owner_uid=owner_uid)
+        with self.db.reading("the search index and the messages it found"):
+            return search(self._conn, query, limit, session_id=session_id, owner_uid=owner_uid)

@@ -1,7 +1,8 @@
 """The built-in ``terminal`` tool: one shell command, its combined output and exit status.
 
-The command runs with ``/bin/sh -c`` in its own process group, killed at its timeout and when
-the calling task is cancelled; output is capped in the middle. It runs inside the sandbox
+The command runs with ``/bin/sh -c`` in its own process group, stopped (SIGTERM, then SIGKILL
+to the group) at its timeout and when the calling task is cancelled; output is capped in the
+middle. It runs inside the sandbox
 (`hermesd.sandbox`): its default directory is the session's workspace, its environment an
 allow-list, and when no sandbox mechanism works it is refused, never run unconfined.
 ``transform_terminal_output`` hooks may replace the output before the result is built.
@@ -172,6 +173,12 @@ async def _run_shell(launch: Launch, timeout: float) -> tuple[str, int | None, b
         timed_out = True
     finally:
         if proc.returncode is None:
+            # SIGTERM first: the Landlock launcher then kills what left the process group
+            # (setsid, a double fork); bubblewrap's pid namespace ends with bwrap
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(proc.wait()), 2)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()

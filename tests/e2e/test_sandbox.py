@@ -18,7 +18,7 @@ import pytest
 
 from hermesd.sandbox.confine import TEST_ABI_VARIABLE
 from tests.support.approvals import terminal, tool
-from tests.support.daemon import DaemonProcess, short_tmpdir
+from tests.support.daemon import DaemonProcess, checkout_pythonpath, short_tmpdir
 from tests.support.plugin_factory import write_plugin
 
 Start = Callable[..., DaemonProcess]
@@ -50,6 +50,25 @@ def test_without_bwrap_or_landlock_every_command_is_refused_naming_sandbox_mode(
     assert "sandbox.mode" in str(result["error"]) and "refused" in str(result["error"])
     assert not (outside / "ran").exists()
     assert d.call("ping")["pong"] is True
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_without_libseccomp_every_command_is_refused_not_run_unfiltered(
+    start: Start, mechanism: str
+) -> None:
+    shadow, outside = short_tmpdir("sbs-"), short_tmpdir("sbo-")
+    # found before the installed binding: loads as pyseccomp does when libseccomp.so.2 is missing
+    (shadow / "pyseccomp.py").write_text(
+        "raise OSError('libseccomp.so.2: cannot open shared object file')\n"
+    )
+    d = _sandboxed(
+        start, f"  mechanism: {mechanism}\n", env={"PYTHONPATH": checkout_pythonpath(str(shadow))}
+    )
+    status = d.call("status")["sandbox"]
+    assert status["mechanism"] == "unavailable" and "libseccomp" in status["reason"], status
+    result = _run(d, f"touch {outside}/ran")
+    assert "sandbox.mode" in str(result["error"]) and "libseccomp" in str(result["error"])
+    assert not (outside / "ran").exists()
 
 
 def test_a_forced_bwrap_that_cannot_run_does_not_fall_back_to_landlock(start: Start) -> None:
@@ -115,7 +134,9 @@ def test_readable_deny_hides_a_file_and_a_folder(start: Start, mechanism: str) -
     (base / "secret.txt").write_text("hidden-2\n")
     (base / "open.txt").write_text("visible\n")
     deny = f"['{base}/secret-dir', '{base}/secret.txt']"
-    d = _sandboxed(start, f"  mechanism: {mechanism}\n  readable_deny: {deny}\n")
+    # the workspace: the rest of /tmp is private to the call
+    cwd = f"terminal:\n  cwd: {base}\n"
+    d = _sandboxed(start, f"  mechanism: {mechanism}\n  readable_deny: {deny}\n", cwd)
     output = str(
         _run(d, f"cat {base}/open.txt {base}/secret.txt {base}/secret-dir/inside.txt")["output"]
     )
@@ -201,9 +222,11 @@ def test_a_plugins_dispatch_tool_terminal_runs_in_the_same_sandbox(
     (home / ".env").write_text("PLUGIN_API_KEY=plugin-key-5566778899\n")
     write_plugin(home / "plugins", "dispatcher", DISPATCHER)
     d = start(home, config=f"approvals:\n  mode: 'off'\nsandbox:\n  mechanism: {mechanism}\n")
-    command = f"env; cat {home}/.e''nv; echo x > {outside}/planted"
+    unix = f"{sys.executable} -c 'import socket; socket.socket(socket.AF_UNIX)'"
+    command = f"env; cat {home}/.e''nv; echo x > {outside}/planted; {unix} 2>&1 | tail -1"
     with d.client(timeout=60) as c:
         result = tool(c, "run_through_dispatch", {"command": command}, timeout=60)
+    assert "PermissionError: [Errno 1] Operation not permitted" in result["output"]  # seccomp
     assert result["plugin_sees_key"] is True  # in-process plugin code keeps its requires_env
     assert "plugin-key" not in result["output"] and "PLUGIN_API_KEY" not in result["output"]
     assert "Permission denied" in result["output"] or "No such file" in result["output"]

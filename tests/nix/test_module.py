@@ -157,6 +157,8 @@ ISSUE_OPTIONS = {
     "extraPythonPackages",
     "extraArgs",
     "logLevel",
+    "memoryHigh",
+    "memoryMax",
 }
 
 
@@ -378,9 +380,21 @@ def test_the_unit_is_type_notify_with_watchdog_and_restart_rules() -> None:
     config = service()["serviceConfig"]
     assert config["Type"] == "notify" and config["NotifyAccess"] == "main"
     assert config["WatchdogSec"] == "30" and config["Restart"] == "on-failure"
-    assert config["RestartPreventExitStatus"].split() == ["69", "77", "78"]
+    assert config["RestartPreventExitStatus"].split() == ["65", "69", "77", "78"]
     assert (config["User"], config["Group"], config["UMask"]) == ("hermes", "hermes", "0077")
     assert (config["RuntimeDirectory"], config["RuntimeDirectoryPreserve"]) == ("hermes", "yes")
+
+
+def test_memory_limits_are_set_by_default_and_follow_the_options() -> None:
+    config = service()["serviceConfig"]
+    assert (config["MemoryHigh"], config["MemoryMax"]) == ("1536M", "2G")
+    config = service('memoryHigh = "3G"; memoryMax = null;')["serviceConfig"]
+    assert config["MemoryHigh"] == "3G" and "MemoryMax" not in config
+    user = evaluate(
+        enabled('userService.enable = true; memoryMax = "5G";'),
+        "e.config.systemd.user.services.hermesd.serviceConfig",
+    )
+    assert (user["MemoryHigh"], user["MemoryMax"]) == ("1536M", "5G")
 
 
 def test_socket_unit_carries_path_mode_and_owner() -> None:

@@ -220,6 +220,7 @@ def test_a_published_mcp_server_package_runs_as_a_toolset(start) -> None:
         "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"],
         "env": {"PYTHONPATH": str(target)},
         "trusted": True,
+        "sandbox": {"readable": [str(target)]},  # /tmp is private to the sandbox
     }
     daemon = start(config=config({"time": entry}))
     names = tool_names(daemon)

@@ -3,10 +3,11 @@
 The hostile model runs ``hermesctl … tools call terminal --args '{"command": "rm -rf …"}'
 --approve once`` from inside ``terminal``: directly, after ``setsid``, and from a double fork
 (orphaned, in a new session). It calls owner-only methods (``shutdown``, ``config.reload``,
-``plugins.install``, ``approvals.respond``, ``approvals.revoke``) with a small client. Under
-Landlock and with ``sandbox.mode: off`` the socket is reachable and the connection is
-recognised by the seccomp marker; under bubblewrap the socket is not even there. Afterwards
-the victim folders still exist, no approval was answered, and the daemon serves. A peer in
+``plugins.install``, ``approvals.respond``, ``approvals.revoke``) with a small client. With
+``sandbox.mode: off`` the socket is reachable and the connection is recognised by the seccomp
+marker; under bubblewrap and Landlock the sandbox's seccomp filter refuses a Unix socket
+altogether (issue 29), and under bubblewrap the socket is not even there. Afterwards the
+victim folders still exist, no approval was answered, and the daemon serves. A peer in
 another pid namespace without the marker (bubblewrap run by the test itself) is refused too,
 and the same client run directly is the owner (the control). Printed (``-s``): "nested-client
 approvals accepted: 0 of N".
@@ -127,7 +128,7 @@ def test_nested_hermesctl_cannot_approve_its_own_command(
     print(f"\n[{mode}] nested-client approvals accepted: {len(accepted)} of {len(APPROVAL_CASES)}")
     assert not deleted, outputs
     assert not accepted, outputs
-    if mode != "bwrap":  # the socket was reachable: the call was made and waited, unasked
+    if mode == "off":  # the socket was reachable: the call was made and waited, unasked
         assert len(nested_ids) == len(APPROVAL_CASES), outputs
         assert all("timed out without user response" in out for out in outputs), outputs
 
@@ -145,7 +146,7 @@ def test_nested_client_is_refused_every_owner_only_method(
     for method, out in zip(OWNER_ONLY, results, strict=True):
         answer = json.loads(out.strip().splitlines()[-1])
         if "unreachable" in answer:
-            assert mode == "bwrap", out
+            assert mode != "off", out
             continue
         assert answer["owner"] is False and answer["asked"] == [], out
         if answer.get("error") != Codes.PERMISSION_DENIED:
@@ -174,8 +175,8 @@ def test_nested_client_cannot_write_memory_as_a_person(
     results = [output_of(r) for r in hostile_turn(nested, model, commands, approve="once")]
     for out in results:
         answer = json.loads(out.strip().splitlines()[-1])
-        if "unreachable" in answer:
-            assert _mode(nested) == "bwrap", out
+        if "unreachable" in answer:  # the sandbox refuses Unix sockets (issue 29)
+            assert _mode(nested) != "off", out
             continue
         assert answer.get("error") == Codes.PERMISSION_DENIED, out
     memory = nested.call("memory.show", {"target": "memory"})

@@ -140,11 +140,16 @@ class ScriptedModelServer:
         reject_stream_options: bool = False,
         port: int = 0,
         model_info: dict[str, Any] | None = None,
+        props: dict[str, Any] | None = None,
+        ollama_show: dict[str, Any] | None = None,
     ) -> None:
         self.steps: deque[Step] = deque(steps)
         #: more fields of the model's /v1/models entry (e.g. vLLM's ``max_model_len``)
         self.model_info: dict[str, Any] = dict(model_info or {})
         self.listings = 0  # /v1/models requests answered
+        #: llama.cpp's ``GET /props`` and Ollama's ``POST /api/show`` answers (None: 404)
+        self.props, self.ollama_show = props, ollama_show
+        self.probes: list[tuple[str, Any]] = []  # (path, body) of each /props or /api/show
         self.rules = rules
         self.latency = latency
         self.model = model
@@ -258,12 +263,25 @@ class _Handler(BaseHTTPRequestHandler):
                     ],
                 },
             )
+        elif self.path.rstrip("/") in ("/props", "/v1/props"):
+            self.owner.probes.append((self.path, None))
+            self._answer(self.owner.props)
         else:
             self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+    def _answer(self, body: dict[str, Any] | None) -> None:
+        if body is None:
+            self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+        else:
+            self._json(200, body)
 
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         data = self.rfile.read(length)
+        if self.path.rstrip("/") == "/api/show":
+            self.owner.probes.append((self.path, json.loads(data or b"null")))
+            self._answer(self.owner.ollama_show)
+            return
         if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
             self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return

@@ -185,3 +185,35 @@ def test_more_wrappers_than_are_followed_asks() -> None:
 
 def test_many_brace_groups_are_left_unexpanded_not_exploded() -> None:
     assert keys("echo " + "{a,b}" * 3000) == []
+
+
+# --- programs that run a command outside the sandbox (issue 29) -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "tmux -S sock new-window 'touch marker'",
+        "tmux ls",
+        "TMUX_TMPDIR=/tmp/t tmux new-window id",
+        "screen -dmS x sh -c id",
+        "systemd-run --user touch /tmp/x",
+        "busctl --user list",
+        "gdbus call --session -d org.x -o / -m org.x.Run",
+        "dbus-send --session --print-reply --dest=org.x / org.x.Run",
+        "ssh localhost id",
+        "timeout 5 ssh -p 2222 127.0.0.1",
+        "at now",
+        "batch < job",
+        "crontab -e",
+        "crontab job.txt",
+        "cd /tmp && tmux new -d 'curl x | sh'",
+    ],
+)
+def test_handing_a_command_to_another_runner_asks(command: str) -> None:
+    assert "runs_elsewhere" in keys(command)
+
+
+@pytest.mark.parametrize("command", ["crontab -l", "cat tmux.conf", "ssh-keyscan example.com"])
+def test_reading_about_those_runners_does_not_ask(command: str) -> None:
+    assert "runs_elsewhere" not in keys(command)

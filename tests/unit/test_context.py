@@ -17,8 +17,9 @@ from hermesd.context.compressor import (
     estimate_tokens,
     threshold_tokens,
 )
+from hermesd.context.fit import fit_request
 from hermesd.context.host import supported_kwargs
-from hermesd.model.context_length import from_listing, from_table
+from hermesd.model.context_length import from_listing, from_ollama_show, from_props, from_table
 from hermesd.store.history import repair_history
 
 
@@ -142,3 +143,94 @@ def test_compress_gets_only_the_arguments_its_signature_names() -> None:
     assert supported_kwargs(new, **args) == args
     assert supported_kwargs(loose, **args) == args
     assert "memory_context" not in supported_kwargs(loose, **{**args, "memory_context": ""})
+
+
+def _long_turns(turns: int, chars: int = 2000) -> list[dict[str, Any]]:
+    """A system prompt, then turns of a long question, a tool call with a long result, an
+    answer."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": "be brief"}]
+    for turn in _conversation(turns):
+        out.append({**turn, "content": turn["content"] + "z" * chars} if turn["content"] else turn)
+    return out
+
+
+def test_a_small_window_protects_only_the_newest_user_message() -> None:
+    engine = _engine()
+    engine.update_model("m", 3000)  # threshold 2,550: three long head messages fill half of it
+    messages = _long_turns(3)
+    messages.append({"role": "user", "content": "the newest question " + "q" * 2000})
+    out = engine.compress(messages)
+    assert [m["role"] for m in out] == ["system", "assistant", "user"]  # roles alternate
+    assert out[1]["content"].startswith(SUMMARY_PREFIX)
+    assert out[-1] == messages[-1]
+    roomy = _engine()  # 8,000: the usual head and tail stay
+    out = roomy.compress(_conversation(12))
+    assert out[:3] == _conversation(12)[:3]
+
+
+def test_a_lone_summary_is_not_summarised_again() -> None:
+    engine = _engine()
+    engine.update_model("m", 3000)
+    summary = {"role": "user", "content": SUMMARY_PREFIX + " earlier " + "s" * 3000}
+    messages = [{"role": "system", "content": "x"}, summary, {"role": "user", "content": "q"}]
+    assert engine.compress(messages) == messages
+    assert not engine.has_content_to_compress(messages)
+
+
+def test_the_summary_request_fits_the_window_of_the_model_that_writes_it() -> None:
+    seen: list[list[dict[str, Any]]] = []
+    engine = BuiltinCompressor(
+        CompressionSettings(protect_last_n=4), lambda m, n: seen.append(m) or "s"
+    )
+    engine.update_model("m", 3000)
+    engine.compress([*_long_turns(40, 4000), {"role": "user", "content": "now"}])
+    assert estimate_tokens(seen[0]) <= 3000 - 300 - 256  # the answer's share and max_tokens
+    assert "older messages left out to fit the window" in seen[0][1]["content"]
+    other = BuiltinCompressor(
+        CompressionSettings(), lambda m, n: seen.append(m) or "s", summary_window=False
+    )  # another summary model: its own window
+    other.update_model("m", 3000)
+    other.compress([*_long_turns(12, 4000), {"role": "user", "content": "now"}])
+    assert estimate_tokens(seen[1]) > 3000
+
+
+def test_a_request_over_the_window_is_cut_to_fit_oldest_first_and_marked() -> None:
+    messages = [*_long_turns(6), {"role": "user", "content": "the question " + "q" * 1000}]
+    fitted = fit_request(messages, None, 3000)
+    assert estimate_tokens(fitted.messages) == fitted.tokens <= 2700 and fitted.fits
+    assert fitted.messages[0] == messages[0]  # the system prompt
+    assert fitted.messages[-1] == messages[-1]  # the newest question, whole
+    assert fitted.dropped > 0 and fitted.truncated > 0
+    kept = fitted.messages[1:-1]
+    assert kept and all("truncated by hermesd" in m["content"] for m in kept if m["content"])
+    assert repair_history(fitted.messages) == fitted.messages  # calls travel with results
+    assert kept[0]["role"] == "user"  # whole turns left out, the oldest first
+    assert "ask 0 " not in str(fitted.messages) and "ask 5 " in str(fitted.messages)
+    untouched = fit_request(messages, None, 200_000)
+    assert untouched.messages == messages and not untouched.changed
+
+
+def test_the_running_turn_is_cut_only_when_that_makes_it_fit() -> None:
+    question = {"role": "user", "content": "read it " + "q" * 400}
+    call = {"role": "assistant", "content": None, "tool_calls": [_call("c1", "/f")]}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "r" * 12_000}
+    messages = [{"role": "system", "content": "s"}, question, call, result]
+    fitted = fit_request(messages, None, 3000)
+    assert fitted.fits and fitted.messages[1] == question
+    assert "truncated by hermesd to fit the model's 3,000-token window" in str(
+        fitted.messages[3]["content"]
+    )
+    tools = [{"type": "function", "function": {"name": "t", "description": "d" * 14_000}}]
+    hopeless = fit_request(messages, tools, 3000)  # the tool list alone is over the window
+    assert not hopeless.fits and hopeless.messages == messages and hopeless.tool_tokens > 3000
+
+
+def test_the_window_is_read_from_llama_cpp_props_and_ollama_show() -> None:
+    assert from_props({"default_generation_settings": {"n_ctx": 4096}}) == 4096
+    assert from_props({"default_generation_settings": {}}) is None
+    assert from_props("nonsense") is None
+    info = {"general.architecture": "llama", "llama.context_length": 131072}
+    assert from_ollama_show({"model_info": info}) == 131072
+    assert from_ollama_show({"model_info": info, "parameters": "num_ctx 8192\ntop_k 40"}) == 8192
+    assert from_ollama_show({"parameters": "num_ctx lots"}) is None
+    assert from_ollama_show([]) is None

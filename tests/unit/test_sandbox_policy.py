@@ -71,17 +71,18 @@ def test_rules_hide_the_home_socket_and_denied_paths_and_keep_the_install_read_o
         writable=(str(tmp_path / "cache"),), readable_deny=(str(t["home"] / "notes.txt"),)
     )
     got = dict(rules(settings, places, t["project"], None))
-    assert got[str(t["hermes"])] == "none" and got[str(tmp_path / "run")] == "none"
-    assert got[str(t["home"] / "notes.txt")] == "none"
+    assert _level(got, t["hermes"]) == "none" and _level(got, tmp_path / "run") == "none"
+    assert _level(got, t["home"] / "notes.txt") == "none"
     assert got[str(t["project"])] == "write" and got[str(tmp_path / "cache")] == "write"
-    assert str(tmp_path / "venv") not in got  # read inside read: no rule needed
+    assert _level(got, tmp_path / "venv") == "read"  # bound back into the private /tmp
+    assert "/usr/lib" not in got  # read inside read: no rule needed
     in_workspace = DaemonPlaces(t["hermes"], None, t["hermes"] / "tmp", (t["project"] / ".venv",))
     kept = dict(rules(SandboxSettings(), in_workspace, t["project"], None))
     assert kept[str(t["project"] / ".venv")] == "read"  # read-only inside the writable workspace
     read_only = dict(
         rules(SandboxSettings(mode="read-only", writable=("/x",)), places, t["project"], None)
     )
-    assert str(t["project"]) not in read_only and "/x" not in read_only  # all read, nothing written
+    assert _level(read_only, t["project"]) == "read" and "/x" not in read_only  # nothing written
     default_ws = t["hermes"] / "workspace"
     hidden_ws = dict(rules(SandboxSettings(mode="read-only"), places, default_ws, None))
     assert hidden_ws[str(default_ws)] == "read"  # readable although $HERMES_HOME is hidden
@@ -156,7 +157,33 @@ def test_a_widening_into_the_daemons_places_is_refused(tmp_path: Path) -> None:
 def test_a_workspace_that_is_the_home_stays_hidden(tmp_path: Path) -> None:
     t = _tree(tmp_path)
     places = DaemonPlaces(t["hermes"], None, t["hermes"] / "tmp")
-    assert dict(rules(SandboxSettings(), places, t["hermes"], None))[str(t["hermes"])] == "none"
+    assert _level(dict(rules(SandboxSettings(), places, t["hermes"], None)), t["hermes"]) == "none"
+
+
+def _level(got: dict[str, str], path: Path | str) -> str:
+    """The level the deepest rule at or above ``path`` gives it."""
+    here = Path(path)
+    while str(here) not in got:
+        here = here.parent
+    return got[str(here)]
+
+
+def test_tmp_and_the_runtime_folders_are_hidden_but_a_workspace_in_them_is_not(
+    tmp_path: Path,
+) -> None:
+    t = _tree(tmp_path)
+    runtime = (Path("/run/user"), tmp_path / "xdg-runtime")
+    places = DaemonPlaces(t["hermes"], None, t["hermes"] / "tmp", (), runtime)
+    got = dict(rules(SandboxSettings(), places, t["project"], None))
+    for hidden in ("/tmp", "/var/tmp", "/run/user", tmp_path / "xdg-runtime" / "bus"):
+        assert _level(got, hidden) == "none", hidden
+    assert _level(got, t["project"]) == "write"
+    assert _level(got, "/run/systemd") == "read"
+
+
+def test_a_workspace_that_is_tmp_itself_stays_the_workspace(tmp_path: Path) -> None:
+    places = DaemonPlaces(tmp_path / "hermes", None, tmp_path / "hermes" / "tmp")
+    assert dict(rules(SandboxSettings(), places, Path("/tmp"), None))["/tmp"] == "write"
 
 
 def test_the_environment_is_an_allow_list_without_secrets() -> None:

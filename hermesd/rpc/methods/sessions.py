@@ -44,13 +44,14 @@ declare(
 declare(
     MethodSpec(
         "session.history",
-        "Stored messages of a session, in order.",
+        "Stored messages of a session, in order; one answer holds about 6 MiB at most (more:"
+        " true says some were left out: ask again after the last seq).",
         (
             _SID,
             Param("limit", "int", doc="only the newest N messages"),
             Param("after_seq", "int", doc="only messages after this sequence number"),
         ),
-        "{messages: [message]}",
+        "{messages: [message], more}",
         access=Access.SESSION,
     )
 )

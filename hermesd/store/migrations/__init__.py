@@ -229,6 +229,21 @@ CREATE TABLE compactions (
 CREATE INDEX compactions_by_session ON compactions(session_id, id) WHERE undone_at IS NULL;
 """
 
+# todos (hermesd.store.todos): each session's task list, written by the ``todo`` tool, as one
+# JSON list. Deleted with its session; a fork (a new session with a parent) starts with a copy
+# of its parent's list, as it starts with copies of its messages.
+_TODOS = """
+CREATE TABLE todos (
+    session_id  TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+    items       TEXT NOT NULL,
+    updated_at  REAL NOT NULL
+);
+CREATE TRIGGER todos_fork AFTER INSERT ON sessions WHEN new.parent_id IS NOT NULL BEGIN
+    INSERT INTO todos (session_id, items, updated_at)
+        SELECT new.id, items, updated_at FROM todos WHERE session_id = new.parent_id;
+END;
+"""
+
 MIGRATIONS: list[str] = [
     _V1,
     _V2,
@@ -243,4 +258,5 @@ MIGRATIONS: list[str] = [
     _USAGE,
     _MEMORY_DELIVERY_ATTEMPTS,
     _COMPACTIONS,
+    _TODOS,
 ]

@@ -102,6 +102,7 @@ let
         croniter = leaf "croniter" "7.0.0";
         mcp = leaf "mcp" "2.3.0";
         genai-prices = leaf "genai-prices" "0.2.3";
+        libseccomp = leaf "libseccomp" "2.5.5";
         shtab = leaf "shtab" "1.7.2";
         tree-sitter-grammars = {
           tree-sitter-bash = leaf "python-tree-sitter-bash" "0.25.1";
