@@ -277,7 +277,8 @@ class _Edit:
         try:
             edited, _ = replace(text.text, old, new, replace_all)
         except MatchError as exc:
-            raise MatchError(f"{self._target(raw).path}: {exc}") from None
+            hint = _closest(text.text, old) if "not found" in str(exc) else ""
+            raise MatchError(f"{self._target(raw).path}: {exc}{hint}") from None
         self.after[raw] = _Text(edited, text.crlf, text.bom)
 
     def apply(self, op: FileOp) -> None:
@@ -337,6 +338,21 @@ class _Edit:
 
     def _shown(self, path: Path) -> Path:
         return path.relative_to(self.workspace) if path.is_relative_to(self.workspace) else path
+
+
+def _closest(content: str, old: str) -> str:
+    """A pointer to the file's line most like the snippet's first line, for the model's retry
+    (in ``read_file``'s ``N|text`` form); empty when nothing is close or the file is huge."""
+    first = next((line.strip() for line in old.split("\n") if line.strip()), "")
+    lines = content.split("\n")
+    if not first or len(lines) > 20_000:
+        return ""
+    stripped = [line.strip() for line in lines]
+    close = difflib.get_close_matches(first, stripped, n=1, cutoff=0.6)
+    if not close:
+        return ""
+    number = stripped.index(close[0]) + 1
+    return f"; the closest line is {number}|{lines[number - 1][:200]}"
 
 
 def _apply_hunk(content: str, hunk: Hunk) -> str:

@@ -123,6 +123,7 @@ def test_a_failed_match_is_a_clear_error_and_the_file_is_untouched(box: Box) -> 
         box, mode="replace", path="nomatch.py", old_string="return w + h", new_string="x"
     )
     assert result["success"] is False and "not found" in result["error"], result
+    assert "the closest line is 4|    return w * h" in result["error"]
     assert target.read_text() == CODE
 
 
