@@ -1,5 +1,5 @@
-"""Built-in tools: read_file, write_file, search_files, session_search, and the terminal
-(`hermesd.tools.terminal`), registered together.
+"""Built-in tools: read_file, write_file, patch (`hermesd.tools.patch`), search_files,
+session_search, and the terminal (`hermesd.tools.terminal`), registered together.
 
 They register through the same ``registry.register(...)`` call plugins use (owner
 ``"builtin"``). Each validates its arguments and returns a JSON string; a bad argument is an
@@ -30,13 +30,13 @@ from hermesd.tools import file_access
 from hermesd.tools.arguments import (
     BadArgs,
     TransformOutput,
-    cap_middle,
     error,
     int_arg,
     str_arg,
 )
 from hermesd.tools.consent import Consent
 from hermesd.tools.file_access import PathGuard
+from hermesd.tools.patch import PATCH_SCHEMA, PatchTool
 from hermesd.tools.terminal import TERMINAL_SCHEMA, Terminal
 from hermesd.tools.workspace import resolve_workspace
 
@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 __all__ = ["BuiltinFileTools", "PathGuard", "register_builtin_file_tools"]
 
 READ_MAX_BYTES = 20 * 1024 * 1024
+READ_MAX_CHARS = 100_000  # one read_file page; the rest is reached with next_offset
+READ_LINE_CHARS = 2000
 WRITE_MAX_CHARS = 5 * 1024 * 1024
 SEARCH_MAX_FILES = 20_000
 SEARCH_MAX_FILE_BYTES = 2 * 1024 * 1024
@@ -104,8 +106,9 @@ class SearchableStore(Protocol):
 READ_FILE_SCHEMA: dict[str, Any] = {
     "name": "read_file",
     "description": (
-        "Read a text file and return a range of its lines as 'content', with 'start_line', "
-        "'end_line', 'total_lines' and 'next_offset' (null at the end) to page through it."
+        "Read a text file and return a range of its lines as 'content', each as "
+        "'LINE_NUM|CONTENT', with 'start_line', 'end_line', 'total_lines' and 'next_offset' "
+        "(null at the end) to page through it; a page stops at about 100,000 characters."
     ),
     "parameters": {
         "type": "object",
@@ -253,6 +256,7 @@ class BuiltinFileTools:
             sandbox=sandbox,
             workspace=self.workspace,
         )
+        self.patch = PatchTool(self.guard, self.workspace)
 
     def workspace(self, session_id: str | None) -> Path:
         """The session's workspace (`hermesd.tools.workspace`)."""
@@ -279,9 +283,7 @@ class BuiltinFileTools:
         if b"\x00" in data[:8192]:
             return error(f"{path} looks like a binary file")
         lines = data.decode("utf-8", errors="replace").splitlines()
-        chunk = lines[offset - 1 : offset - 1 + limit]
-        content, truncated = cap_middle("\n".join(chunk), 100_000)
-        end = offset - 1 + len(chunk)
+        content, end, truncated = _numbered(lines, offset, limit)
         return json.dumps(
             {
                 "path": str(path),
@@ -412,6 +414,24 @@ class BuiltinFileTools:
         )
 
 
+def _numbered(lines: list[str], offset: int, limit: int) -> tuple[str, int, bool]:
+    """Lines from ``offset`` as ``N|text`` (the reference's gutter), stopping on a line boundary
+    at ``READ_MAX_CHARS``; the text, the last line number given, and whether it stopped early."""
+    out: list[str] = []
+    size, end = 0, offset - 1
+    for number in range(offset, min(len(lines), offset - 1 + limit) + 1):
+        line = lines[number - 1]
+        if len(line) > READ_LINE_CHARS:  # one minified line must not eat the whole page
+            line = line[:READ_LINE_CHARS] + "... [truncated]"
+        text = f"{number}|{line}"
+        if out and size + len(text) + 1 > READ_MAX_CHARS:
+            return "\n".join(out), end, True
+        out.append(text)
+        size += len(text) + 1
+        end = number
+    return "\n".join(out), end, False
+
+
 def _write_content(args: dict[str, Any]) -> tuple[bytes, bool]:
     """The bytes to write and whether to append, from write_file's arguments."""
     content = args.get("content")
@@ -447,7 +467,7 @@ def register_builtin_file_tools(
     transform_output: TransformOutput | None = None,
     sandbox: Sandbox | None = None,
 ) -> BuiltinFileTools:
-    """Register the five built-in tools; ``transform_output`` is the
+    """Register the six built-in tools; ``transform_output`` is the
     ``transform_terminal_output`` hook point (kwargs command, output, returncode, task_id,
     env_type; a str result replaces the output)."""
     tools = BuiltinFileTools(
@@ -458,6 +478,7 @@ def register_builtin_file_tools(
         (TERMINAL_SCHEMA, "terminal", tools.terminal.run, True, "💻", None),
         (READ_FILE_SCHEMA, "file", tools.read_file, False, "📖", None),
         (WRITE_FILE_SCHEMA, "file", tools.write_file, False, "✍️", tools.prepare_write),
+        (PATCH_SCHEMA, "file", tools.patch.run, False, "🩹", tools.patch.prepare),
         (SEARCH_FILES_SCHEMA, "file", tools.search_files, False, "🔎", None),
         (SESSION_SEARCH_SCHEMA, "session_search", tools.session_search, False, "🗂️", None),
     ]

@@ -299,6 +299,31 @@ def _check_target(guard: PathGuard, plan: WritePlan, st: os.stat_result, created
         raise BadArgs(f"{plan.path} gained other names (hard links) meanwhile; nothing written")
 
 
+def remove(plan: WritePlan) -> None:
+    """Delete the file ``plan`` decided on (the patch tool's Delete); ``BadArgs`` when it is
+    gone or is no longer the file that was decided on (nothing is removed then)."""
+    parts = plan.path.relative_to(plan.root).parts
+    if not parts or plan.existing is None:
+        raise BadArgs(f"cannot delete {plan.path}: no such file")
+    try:
+        root_fd = open_dir(plan.root)
+        try:
+            parent = open_beneath(root_fd, parts[:-1], os.O_RDONLY | os.O_DIRECTORY)
+        finally:
+            os.close(root_fd)
+    except OSError as exc:
+        raise BadArgs(f"cannot delete {_moved(plan.path, exc)}") from None
+    try:
+        st = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != plan.existing:
+            raise BadArgs(f"{plan.path} changed before it could be deleted; nothing was deleted")
+        os.unlink(parts[-1], dir_fd=parent)  # unlinkat never follows a symlink
+    except OSError as exc:
+        raise BadArgs(f"cannot delete {plan.path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(parent)
+
+
 # -- search ----------------------------------------------------------------------------------
 
 

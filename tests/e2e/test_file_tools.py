@@ -217,7 +217,7 @@ def test_writes_inside_the_workspace_just_work(box: Box) -> None:
     assert written.read_text() == "# today\nmore\n"
     assert stat.S_IMODE(written.stat().st_mode) == 0o600
     assert stat.S_IMODE(written.parent.stat().st_mode) == 0o700
-    assert json.loads(results[2])["content"] == "# today\nmore"
+    assert json.loads(results[2])["content"] == "1|# today\n2|more"
     assert [m["path"] for m in json.loads(results[3])["matches"]] == [str(written)]
     assert asked.requests == []
 

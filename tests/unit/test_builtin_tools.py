@@ -92,11 +92,12 @@ def reg(home: Path, work: Path, store: SessionStore) -> Registrations:
 # -- declarations -----------------------------------------------------------------------------
 
 
-def test_all_five_tools_register_as_builtin(reg: Registrations) -> None:
+def test_all_six_tools_register_as_builtin(reg: Registrations) -> None:
     assert {n: t["toolset"] for n, t in reg.tools.items()} == {
         "terminal": "terminal",
         "read_file": "file",
         "write_file": "file",
+        "patch": "file",
         "search_files": "file",
         "session_search": "session_search",
     }
@@ -188,7 +189,7 @@ def test_terminal_validates_arguments(reg: Registrations) -> None:
 def test_read_file_pages_through_lines(reg: Registrations, work: Path) -> None:
     (work / "f.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
     out = reg.run("read_file", path="f.txt", offset=3, limit=4)
-    assert out["content"] == "line 3\nline 4\nline 5\nline 6"
+    assert out["content"] == "3|line 3\n4|line 4\n5|line 5\n6|line 6"
     assert (out["start_line"], out["end_line"], out["total_lines"], out["next_offset"]) == (
         3,
         6,
@@ -318,9 +319,10 @@ def test_schemas_pass_the_registry_lint(reg: Registrations) -> None:
     from hermesd.tools.schema import lint_tools
 
     findings = lint_tools((n, t["toolset"], t["schema"]) for n, t in reg.tools.items())
-    # 'terminal' keeps the reference's name (plugins and hooks refer to it) despite verb_noun
+    # 'terminal' and 'patch' keep the reference's names (plugins and hooks refer to them)
     assert [f"{f.tool}.{f.parameter}: {f.message}" for f in findings] == [
-        "terminal.: name 'terminal' is not verb_noun (e.g. get_weather)"
+        "terminal.: name 'terminal' is not verb_noun (e.g. get_weather)",
+        "patch.: name 'patch' is not verb_noun (e.g. get_weather)",
     ]
 
 
@@ -335,6 +337,7 @@ def test_tools_run_through_the_real_registry_pipeline(
     register_builtin_file_tools(registry, home=home, store=store, config=cfg)
     names = [t["function"]["name"] for t in registry.openai_tools()]
     assert sorted(names) == [
+        "patch",
         "read_file",
         "search_files",
         "session_search",
@@ -352,7 +355,7 @@ def test_tools_run_through_the_real_registry_pipeline(
         return [json.loads(await registry.call(n, a, session_id="s")) for n, a in calls]
 
     written, read, ran, refused = asyncio.run(main())
-    assert written["bytes_written"] == 2 and read["content"] == "hi"
+    assert written["bytes_written"] == 2 and read["content"] == "1|hi"
     assert ran == {"output": "hi", "exit_code": 0}
     assert refused["error"].startswith("Access denied")
 
