@@ -72,7 +72,7 @@ def _table(jobs: list[dict[str, Any]]) -> str:
     rows = [
         [
             j["id"],
-            j["state"],
+            f"{j['state']} (orphaned)" if j.get("orphaned") else j["state"],
             j["schedule_display"],
             relative_time(j.get("next_run_at")) if j.get("next_run_at") else "-",
             (

@@ -35,6 +35,12 @@ WINDOW = 3000
 TURNS = 8
 
 
+def _lines(n: int, seed: int) -> str:
+    """``n`` words as a file of short lines (read_file cuts lines over 2,000 characters)."""
+    words = _words(n, seed).split()
+    return "\n".join(" ".join(words[i : i + 12]) for i in range(0, len(words), 12)) + "\n"
+
+
 def _words(n: int, seed: int) -> str:
     """``n`` words of varied prose (about six characters each)."""
     vocab = ["harbor", "lantern", "pebble", "meadow", "copper", "thistle", "orbit", "saddle"]
@@ -111,7 +117,7 @@ def test_eight_long_turns_in_a_3000_token_window_always_fit_and_warn_once(
 ) -> None:
     server, rules = model
     home = short_tmpdir("win-")
-    (home / "notes.txt").write_text(_words(900, 3))  # about 1,800 tokens: over half the window
+    (home / "notes.txt").write_text(_lines(900, 3))  # about 1,800 tokens: over half the window
     rules.read = str(home / "notes.txt")
     d = start_daemon(home, config=_config(server.url, context_length=WINDOW))
     try:
@@ -162,7 +168,7 @@ def test_hermesctl_chat_shows_the_window_warning_once(
 
     server, rules = model
     home = short_tmpdir("win-")
-    (home / "notes.txt").write_text(_words(1400, 3))  # alone near the whole window
+    (home / "notes.txt").write_text(_lines(1400, 3))  # alone near the whole window
     rules.read = str(home / "notes.txt")
     d = start_daemon(home, config=_config(server.url, context_length=WINDOW))
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
