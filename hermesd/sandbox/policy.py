@@ -174,7 +174,12 @@ def rules(
     if cwd is not None:  # a directory the command was started in stays what it was: readable
         real = _real(cwd)
         in_tmp = any(_within(real, _real(Path(t))) and real != _real(Path(t)) for t in PRIVATE_TMP)
-        if in_tmp and not any(_within(real, _real(Path(h))) for h in hidden):
+        granted_here = any(
+            _within(real, Path(path))
+            for path, level in out
+            if level in ("read", "write") and path != "/"
+        )
+        if in_tmp and not granted_here and not any(_within(real, _real(Path(h))) for h in hidden):
             out.append((str(real), "read"))
     named = {path for path, _ in out}  # a workspace that is /tmp itself stays the workspace
     out += [(str(p), "none") for p in places.runtime if str(p) not in named]

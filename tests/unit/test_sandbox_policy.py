@@ -256,3 +256,14 @@ def test_a_call_started_in_a_folder_of_the_private_tmp_can_still_read_it(tmp_pat
     inside = t["hermes"] / "plugins"
     hidden = dict(rules(SandboxSettings(), places, t["project"], None, cwd=inside))
     assert hidden.get(str(inside.resolve())) != "read", hidden
+
+
+def test_a_workspace_in_the_private_tmp_that_is_also_the_cwd_stays_writable(
+    tmp_path: Path,
+) -> None:
+    t = _tree(tmp_path)
+    places = DaemonPlaces(t["hermes"], None, t["hermes"] / "tmp")
+    work = tmp_path / "ws"
+    work.mkdir()
+    got = dict(rules(SandboxSettings(), places, work, None, cwd=work))
+    assert got[str(work.resolve())] == "write"
