@@ -19,11 +19,17 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 WARN_BYTES = 256 * 1024 * 1024  # a plugin's calls grew the daemon by this much: name it
 
 
+_statm: int | None = None  # kept open: a pread is ~1.5 µs, an open/read/close ~13 µs, and
+# this runs twice around every plugin call on the turn path
+
+
 def rss_bytes() -> int:
     """The daemon's resident set size now, in bytes (0 where /proc is missing)."""
+    global _statm
     try:
-        with open("/proc/self/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * _PAGE
+        if _statm is None:
+            _statm = os.open(f"/proc/{os.getpid()}/statm", os.O_RDONLY)  # not inherited
+        return int(os.pread(_statm, 128, 0).split()[1]) * _PAGE
     except (OSError, ValueError, IndexError):
         return 0
 
