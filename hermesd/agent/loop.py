@@ -38,6 +38,7 @@ from hermesd.plugins.host import ReloadGate
 from hermesd.runtime.hooks import HookBus
 from hermesd.store.facade import SessionStore
 from hermesd.tools.registry import ToolRegistry
+from hermesd.tools.toolsets import ToolSelection
 
 if TYPE_CHECKING:
     from hermesd.context.host import ContextHost
@@ -93,7 +94,7 @@ class AgentSettings:
             system_prompt=config.get("agent.system_prompt") or DEFAULT_SYSTEM_PROMPT,
             skills_index=skills_index,
             max_iterations=max(1, int(config.get("agent.max_iterations", 25))),
-            enabled_toolsets=config.get("tools.enabled_toolsets"),
+            enabled_toolsets=ToolSelection.from_config(config).toolset_names(),
             llm_timeout=float(config.get("plugins.llm_timeout", DEFAULT_LLM_TIMEOUT)),
         )
 

@@ -197,7 +197,7 @@ def _provider_tools(
     for enabled in (agent.settings.enabled_toolsets, toolsets.enabled):
         if enabled is not None and "memory" not in enabled:
             return []
-    if "memory" in toolsets.disabled:
+    if "memory" in toolsets.disabled or agent.registry.selection.why_not(("memory",), ""):
         return []
     taken = {t["function"]["name"] for t in offered}
     extra = [t for t in providers.openai_tools(active) if t["function"]["name"] not in taken]

@@ -133,6 +133,8 @@ SCHEMA: dict[str, Any] = {
     "agent": {
         "max_iterations": _S((int,), 25, "model rounds per turn"),
         "system_prompt": _S((str,), None, "system prompt (a sensible default is used)"),
+        # issue 33: the reference's spelling of tools.disabled_toolsets (docs/tools.md)
+        "disabled_toolsets": _S(_strlist, [], "toolsets never offered to the model"),
     },
     "plugins": {
         "enabled": _S(_strlist, None, "only these plugin keys load (default: all discovered)"),
@@ -143,6 +145,9 @@ SCHEMA: dict[str, Any] = {
     },
     "tools": {
         "enabled_toolsets": _S(_strlist, None, "toolsets offered to the model (default: all)"),
+        "disabled_toolsets": _S(
+            _strlist, [], "toolsets never offered (as agent.disabled_toolsets)"
+        ),
         "timeout": _S(_num, 120.0, "seconds one tool call may take"),
         "result_budget": _S((int,), 100_000, "characters of a tool result sent to the model"),
         "hook_timeout": _S(_num, 10.0, "seconds one hook callback may take"),
@@ -205,6 +210,8 @@ SCHEMA: dict[str, Any] = {
             ("ask", "deny"),
         ),
     },
+    # issue 33: the reference's spelling of tools.enabled_toolsets (docs/tools.md)
+    "toolsets": _S(_strlist, None, "toolsets offered to the model: names, hermes-cli, all"),
     "command_allowlist": _S(_strlist, [], "reference-compatible: commands never prompting"),
     # built-in memory (hermesd.memory, docs/memory.md)
     "memory": {

@@ -68,7 +68,9 @@ from hermesd.tools.registry import (
 )
 from hermesd.tools.results import Redactor
 from hermesd.tools.skill_catalog import SkillCatalog
+from hermesd.tools.skill_manage import register_skill_manage
 from hermesd.tools.todo import register_todo
+from hermesd.tools.toolsets import ToolSelection
 
 if TYPE_CHECKING:
     from hermesd.daemon.main import Daemon
@@ -123,6 +125,7 @@ def _registries(
         approver=approver,
         redactor=redactor,
     )
+    tools.selection = ToolSelection.from_config(config)  # issue 33: toolsets, disabled_toolsets
     skills = SkillCatalog(home)
     register_skill_tools(tools, skills)
     return _Registries(pool, hooks, tools, CommandRegistry(pool=pool), skills)
@@ -394,6 +397,13 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
         emit=sessions.emit,
         running_turn=lambda sid: (sessions.turns.get(sid) or (None, None))[0],
     )
+    # issue 33: the agent writes its own skills; script writes asked, every change shown
+    register_skill_manage(
+        core.parts.tools,
+        core.parts.skills,
+        emit=sessions.emit,
+        running_turn=lambda sid: (sessions.turns.get(sid) or (None, None))[0],
+    )
     return _Turns(meter, engines, context, agent, sessions)
 
 
@@ -461,7 +471,7 @@ def _append_services(
     approvals = ApprovalService(core.broker)
     daemon.services.append(SandboxService(core.sandbox, files.dotenv))
     daemon.services.append(mcp)
-    daemon.services.append(PluginService(host, cfg.get("tools.enabled_toolsets")))
+    daemon.services.append(PluginService(host))
     daemon.services.append(sessions)
     usage = UsageService(turns.meter, sessions)
     daemon.services.append(usage)
