@@ -12,6 +12,7 @@ they see a change at once.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable
@@ -143,13 +144,14 @@ class SkillManageTool:
             rule_key=f"skill_manage:{request.name}:{request.script_path}",
         )
 
-    def call(
+    async def call(
         self, args: dict[str, Any], session_id: str = "", plan: SkillRequest | None = None
     ) -> dict[str, Any]:
-        """One call: the reference's result dict (``success``, ``message``/``error``, …)."""
+        """One call: the reference's result dict (``success``, ``message``/``error``, …). The
+        disk work runs on a thread; the event goes out from the loop, where clients live."""
         try:
             request = plan if plan is not None else check_request(args)
-            result = self.writer.apply(request)
+            result = await asyncio.to_thread(self.writer.apply, request)
         except SkillWriteError as exc:
             return {"success": False, "error": str(exc)}
         except OSError as exc:
@@ -186,9 +188,11 @@ def register_skill_manage(
     """Register ``skill_manage`` (owner ``builtin``, toolset ``skills``) over ``catalog``."""
     tool = SkillManageTool(catalog, emit, running_turn)
 
-    def handler(args: dict[str, Any], session_id: str = "", plan: Any = None, **_: Any) -> str:
+    async def handler(
+        args: dict[str, Any], session_id: str = "", plan: Any = None, **_: Any
+    ) -> str:
         request = plan if isinstance(plan, SkillRequest) else None
-        return json.dumps(tool.call(args, session_id, request), ensure_ascii=False)
+        return json.dumps(await tool.call(args, session_id, request), ensure_ascii=False)
 
     tools.register(
         "skill_manage",
@@ -197,6 +201,7 @@ def register_skill_manage(
         handler,
         emoji="📝",
         owner=BUILTIN,
+        is_async=True,
         prepare=tool.prepare,
         check_arguments=False,
     )

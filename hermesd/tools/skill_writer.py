@@ -80,7 +80,7 @@ def check_name(name: Any, what: str = "Skill name") -> str:
     """A skill or category name as the reference allows it; raises `SkillWriteError`."""
     if not isinstance(name, str) or not name.strip():
         raise SkillWriteError(f"{what} is required (a string).")
-    name = name.strip()
+    name = str(name).strip()
     if len(name) > MAX_NAME:
         raise SkillWriteError(f"{what} exceeds {MAX_NAME} characters.")
     if not NAME_RE.match(name):
