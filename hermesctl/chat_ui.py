@@ -246,6 +246,11 @@ class TurnPrinter:
             lines.append(f"  {marks.get(str(item.get('status')), '[?]')} {text}")
         self.line("\n".join(lines))
 
+    def _on_skill_changed(self, ev: dict[str, Any]) -> None:
+        # the agent changed one of its skills (skill_manage); names are the model's: printable
+        text = "".join(c for c in str(ev.get("message") or "") if c.isprintable())
+        self.line(self.style.cyan("📝 skill: ") + text)
+
     def _on_message(self, ev: dict[str, Any]) -> None:
         content = str(ev.get("content") or "")
         if ev.get("injected"):

@@ -17,7 +17,7 @@ import pytest
 
 from hermesctl.client import Client
 from tests.support.approvals import Background, client_answering
-from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
+from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir, start_daemon
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 
 SKILL = (
@@ -241,3 +241,20 @@ def test_a_symlink_out_of_the_skill_is_not_followed(box: Box, tmp_path: Path) ->
     )
     assert result["success"] is False and "outside" in result["error"], result
     assert list(outside.iterdir()) == []
+
+
+def test_hermesctl_chat_prints_each_skill_change(box: Box) -> None:
+    content = SKILL.format(name="chatty")
+    box.model.push(
+        call_tools(
+            tool_call("skill_manage", {"action": "create", "name": "chatty", "content": content})
+        ),
+        reply("saved"),
+    )
+    out = run_hermesctl(
+        ["--socket", str(box.daemon.socket), "chat", "-m", "remember this"],
+        env={"HERMES_HOME": str(box.daemon.home)},
+        input="",
+    )
+    assert out.returncode == 0, out.stderr
+    assert "📝 skill: Skill 'chatty' created." in out.stdout + out.stderr
