@@ -76,11 +76,11 @@ def _string(args: dict[str, Any], key: str, *, required: bool = False) -> str | 
     return value
 
 
-def check_name(name: Any, what: str = "Skill name") -> str:
+def check_name(raw: Any, what: str = "Skill name") -> str:
     """A skill or category name as the reference allows it; raises `SkillWriteError`."""
-    if not isinstance(name, str) or not name.strip():
+    if not isinstance(raw, str) or not raw.strip():
         raise SkillWriteError(f"{what} is required (a string).")
-    name = str(name).strip()
+    name: str = raw.strip()
     if len(name) > MAX_NAME:
         raise SkillWriteError(f"{what} exceeds {MAX_NAME} characters.")
     if not NAME_RE.match(name):
