@@ -238,7 +238,9 @@ class Turn:
             result = await agent.providers.call_tool(request.provider, name, arguments)
         elif context is not None and context.owns_tool(scope.session_id, name):
             result = await context.call_tool(scope.session_id, name, arguments, request.messages)
-        elif self.toolsets is not None and name not in allowed_names(agent, self.toolsets):
+        elif agent.registry.config_hides(name) or (
+            self.toolsets is not None and name not in allowed_names(agent, self.toolsets)
+        ):
             result = json.dumps(
                 {"error": f"Tool '{name}' is not available in this turn (its toolset is off)"}
             )

@@ -289,6 +289,11 @@ class ToolRegistry:
             return False
         return self.selection.why_not(self.toolset_names(entry), entry.name) is None
 
+    def config_hides(self, name: str) -> bool:
+        """Whether the config (`selection`) hides the registered tool ``name`` from the model."""
+        entry = self.get(name)
+        return entry is not None and not self._offered(entry, None)
+
     def toolset_names(self, entry: ToolEntry) -> list[str]:
         """``entry``'s toolset and its other names (`toolset_aliases`)."""
         aliases = [a for a, name in self.toolset_aliases.items() if name == entry.toolset]

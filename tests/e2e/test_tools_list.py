@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hermesd.tools.toolsets import REFERENCE_TOOLSETS
+from hermesd.tools.toolsets import REFERENCE_TOOLSETS, reference_toolset
 from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir
-from tests.support.modelserver import ScriptedModelServer, reply
+from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 from tests.support.plugin_factory import schema, write_plugin
 
 CHECKS = f"""
@@ -94,6 +94,17 @@ def test_disabled_toolsets_hide_tools_from_the_model_and_say_why(
     offered = _offered(model, daemon)
     assert "todo" in offered and "read_file" in offered
     assert not offered & {"skills_list", "skill_view", "skill_manage"}
+    # a model calling a disabled tool anyway is refused, and nothing is written
+    content = "---\nname: sneaky\ndescription: d\n---\nbody\n"
+    args = {"action": "create", "name": "sneaky", "content": content}
+    model.push(call_tools(tool_call("skill_manage", args)), reply("done"))
+    seen = len(model.requests)
+    with daemon.client() as client:
+        sid = client.call("session.create", {"attach": False})["id"]
+        client.call("session.send", {"session_id": sid, "message": "go", "wait": True})
+    [result] = [m for m in model.requests[seen:][-1]["messages"] if m["role"] == "tool"]
+    assert "not available" in result["content"]
+    assert not (daemon.home / "skills" / "sneaky").exists()
 
 
 def test_our_spelling_tools_disabled_toolsets_works_too(
@@ -132,3 +143,17 @@ def test_a_plugin_tool_whose_check_fails_says_why(start: Any) -> None:
     out = ctl(daemon, "tools", "list", "--toolset", "weather")
     (line,) = [x for x in out.stdout.splitlines() if x.startswith("probe_weather ")]
     assert line.split()[:4] == ["probe_weather", "weather", "plugin", "unavailable"]
+
+
+def test_every_built_in_tool_of_the_reference_carries_its_toolset(start: Any) -> None:
+    rows = _rows(start())
+    built = [r for r in rows.values() if r["source"] == "builtin"]
+    assert {"terminal", "read_file", "memory", "todo", "skill_manage", "cronjob"} <= {
+        r["name"] for r in built
+    }
+    wrong = [
+        (r["name"], r["toolset"])
+        for r in built
+        if reference_toolset(r["name"]) not in (None, r["toolset"])
+    ]
+    assert wrong == []
