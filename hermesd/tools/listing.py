@@ -26,7 +26,8 @@ def source_of(owner: str) -> str:
 
 
 def tool_rows(registry: ToolRegistry, toolset: str | None = None) -> list[dict[str, Any]]:
-    """Every tool, registered ones first (registration order), then the reference's missing."""
+    """Every tool, grouped by toolset (the reference's first, in its table's order, then the
+    others by name); registered tools in registration order, then the missing ones."""
     rows = []
     for row in registry.describe():
         row["source"] = source_of(row["owner"])
@@ -56,4 +57,5 @@ def tool_rows(registry: ToolRegistry, toolset: str | None = None) -> list[dict[s
             )
     if toolset:
         rows = [r for r in rows if r["toolset"] == toolset]
-    return rows
+    order = {name: n for n, name in enumerate(REFERENCE_TOOLSETS)}
+    return sorted(rows, key=lambda r: (order.get(r["toolset"], len(order)), r["toolset"]))
