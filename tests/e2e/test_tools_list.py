@@ -6,6 +6,8 @@ hide tools from the model and say so; a plugin tool whose check fails says why."
 from __future__ import annotations
 
 import json
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +159,17 @@ def test_every_built_in_tool_of_the_reference_carries_its_toolset(start: Any) ->
         if reference_toolset(r["name"]) not in (None, r["toolset"])
     ]
     assert wrong == []
+
+
+def test_a_reload_applies_a_new_disabled_toolsets(start: Any, model: ScriptedModelServer) -> None:
+    daemon = start(config=_config(model))
+    assert "todo" in _offered(model, daemon)
+    (daemon.home / "config.yaml").write_text(
+        _config(model, "agent:\n  disabled_toolsets: [todo]\n")
+    )
+    daemon.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 30
+    while _rows(daemon)["todo"]["reason"] is None:
+        assert time.monotonic() < deadline, "the reload never applied"
+        time.sleep(0.1)
+    assert "todo" not in _offered(model, daemon)
