@@ -99,13 +99,15 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-def _question(request: SkillRequest, session_id: str) -> str:
+def _question(request: SkillRequest) -> str:
     """The approval text for a write that adds or changes a script."""
     if request.action == "write_file":
         body = request.file_content or ""
         lines = body.splitlines()
         preview = "\n".join(f"  {line[:200]}" for line in lines[:_PREVIEW_LINES])
-        more = f"\n  … {len(lines) - _PREVIEW_LINES} more lines" if len(lines) > 20 else ""
+        more = (
+            f"\n  … {len(lines) - _PREVIEW_LINES} more lines" if len(lines) > _PREVIEW_LINES else ""
+        )
         return (
             f"skill_manage wants to write {request.file_path} ({len(body.encode())} bytes) in "
             f"skill '{request.name}'; the agent may run it later:\n{preview}{more}"
@@ -140,7 +142,7 @@ class SkillManageTool:
             return Consent(plan=request)
         return Consent(
             plan=request,
-            ask=_question(request, session_id),
+            ask=_question(request),
             rule_key=f"skill_manage:{request.name}:{request.script_path}",
         )
 
