@@ -58,8 +58,10 @@ from hermesd.runtime.workers import WorkerPool
 from hermesd.sandbox.confine import Sandbox
 from hermesd.sandbox.service import SandboxService
 from hermesd.store.facade import SessionStore
-from hermesd.tools.builtin_files import register_builtin_file_tools
+from hermesd.tools.builtin_files import BuiltinFileTools, register_builtin_file_tools
 from hermesd.tools.builtin_skills import register_skill_tools
+from hermesd.tools.code_execution import register_execute_code
+from hermesd.tools.process_service import ProcessService, register_processes
 from hermesd.tools.registry import (
     DEFAULT_RESULT_BUDGET,
     DEFAULT_TOOL_TIMEOUT,
@@ -182,10 +184,16 @@ def build_plugin_host(
 
 
 def _forget_session(
-    broker: ApprovalBroker, providers: MemoryProviders, context: ContextHost, sid: str
+    broker: ApprovalBroker,
+    providers: MemoryProviders,
+    context: ContextHost,
+    processes: ProcessService,
+    sid: str,
 ) -> None:
-    """A deleted session: its approvals dropped, its memory provider and engine ended."""
+    """A deleted session: its approvals dropped, its memory provider and engine ended, its
+    background processes killed."""
     broker.forget_session(sid)
+    _spawn(processes.forget_session(sid))
     _end_provider(providers, sid)
     _spawn(context.end_session(sid))
 
@@ -249,6 +257,7 @@ class _Core:
     parts: _Registries
     broker: ApprovalBroker
     sandbox: Sandbox
+    builtin: BuiltinFileTools  # terminal and the file tools
 
 
 @dataclass
@@ -266,6 +275,7 @@ class _Turns:
     context: ContextHost
     agent: AgentLoop
     sessions: SessionService
+    processes: ProcessService  # terminal's background processes
 
 
 def build_services(daemon: Daemon) -> None:
@@ -304,7 +314,7 @@ def _core(daemon: Daemon) -> _Core:
     )
     # issue 18; issue 29: hosts off sandbox.allowed_domains are asked about like a tool call
     sandbox = Sandbox.for_home(home, cfg, daemon.socket_path, dotenv, approve=broker.approve)
-    register_builtin_file_tools(
+    builtin = register_builtin_file_tools(
         parts.tools,
         home=home,
         store=store,
@@ -312,7 +322,7 @@ def _core(daemon: Daemon) -> _Core:
         transform_output=functools.partial(hooks.transform, "transform_terminal_output"),
         sandbox=sandbox,
     )
-    return _Core(home, cfg, files, dotenv, store, attached, parts, broker, sandbox)
+    return _Core(home, cfg, files, dotenv, store, attached, parts, broker, sandbox, builtin)
 
 
 def _memory(core: _Core) -> _Memory:
@@ -374,13 +384,26 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
         meter=meter,
         context=context,
     )
+    # issue 33: execute_code, and terminal's background processes (process, /ps, process.*)
+    register_execute_code(core.parts.tools, core.builtin.terminal, core.sandbox, cfg)
+    processes = register_processes(
+        core.parts.tools,
+        core.parts.commands,
+        core.builtin.terminal,
+        core.sandbox,
+        core.home,
+        cfg,
+        may_use=lambda caller, sid: sessions.check_access(caller, sid),
+    )
     sessions = SessionService(
         store,
         agent,
         core.parts.hooks,
         attached=core.attached,
         on_attach=core.broker.on_attach,
-        on_forget=functools.partial(_forget_session, core.broker, memory.providers, context),
+        on_forget=functools.partial(
+            _forget_session, core.broker, memory.providers, context, processes
+        ),
         on_switch=functools.partial(_session_switched, memory.providers, context),
         redact_event=redact.redact_event,
     )
@@ -394,7 +417,7 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
         emit=sessions.emit,
         running_turn=lambda sid: (sessions.turns.get(sid) or (None, None))[0],
     )
-    return _Turns(meter, engines, context, agent, sessions)
+    return _Turns(meter, engines, context, agent, sessions, processes)
 
 
 def _plugins(
@@ -463,6 +486,7 @@ def _append_services(
     daemon.services.append(mcp)
     daemon.services.append(PluginService(host, cfg.get("tools.enabled_toolsets")))
     daemon.services.append(sessions)
+    daemon.services.append(turns.processes)  # killed on stop: after the sessions' turns
     usage = UsageService(turns.meter, sessions)
     daemon.services.append(usage)
     daemon.services.append(admin)
