@@ -2,9 +2,9 @@
 
 The file is a JSON list of `hermesd.tools.processes.Background.record` values, replaced
 atomically on every change (off the event loop). `recover` reads it at start-up: a record
-still ``running`` was left by a daemon that did not stop cleanly; when its pid still names the
-same process (its start time in ``/proc`` is the recorded one) that process group is killed,
-and the record becomes ``gone``. A file that cannot be read is set aside, never fatal.
+still ``running`` was left by a daemon that did not stop cleanly; whatever still carries its
+`marker` is killed, and the record becomes ``gone``. A file that cannot be read is set
+aside, never fatal.
 """
 
 from __future__ import annotations
@@ -25,13 +25,10 @@ FILE_NAME = "processes.json"
 _FIELDS = ("id", "session_id", "command", "cwd", "started_at", "status")
 
 
-def start_ticks(pid: int) -> int | None:
-    """The process's start time (``/proc/PID/stat`` field 22), None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return int(stat.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
+def marker(process_id: str) -> str:
+    """The words put first in a background command (a shell no-op), by which `recover` finds
+    what is left of it: bubblewrap's processes and the shell carry the command line."""
+    return f": hermesd background {process_id}"
 
 
 def save(path: Path, records: list[dict[str, Any]]) -> None:
@@ -67,16 +64,34 @@ def recover(path: Path) -> list[dict[str, Any]]:
 
 
 def _end_survivor(record: dict[str, Any]) -> None:
-    """Kill the process group a record names, when its pid is still that process."""
-    pid, ticks = record.get("pid"), record.get("start_ticks")
-    if not isinstance(pid, int) or ticks is None or start_ticks(pid) != ticks:
+    """Kill what is left of a record's process: every process whose command line carries its
+    marker (SIGTERM first: the Landlock launcher then kills its descendants; bubblewrap's pid
+    namespace ends with its first process)."""
+    wanted = marker(str(record["id"])).encode()
+    found = _carrying(wanted)
+    if not found:
         return
-    log.warning("background process %s (pid %d) outlived its daemon; killing it", record["id"], pid)
-    # SIGTERM first: the Landlock launcher kills its descendants when told to stop
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline and start_ticks(pid) == ticks:
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+    log.warning("background process %s outlived its daemon; killing it", record["id"])
+    for number in (signal.SIGTERM, signal.SIGKILL):
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, number)
+        deadline = time.monotonic() + 2
+        while found and time.monotonic() < deadline:
+            time.sleep(0.05)
+            found = _carrying(wanted)
+
+
+def _carrying(wanted: bytes) -> list[int]:
+    """The pids whose command line contains ``wanted`` (never this process)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
+                if wanted in cmdline.read():
+                    out.append(int(name))
+        except OSError:
+            continue
+    return out

@@ -8,7 +8,8 @@ At most ``processes.max_per_session`` run at once per session and ``processes.ma
 the daemon; finished ones are kept (the newest `KEEP_FINISHED` per session) until the session
 is deleted. Deleting the session kills its processes; stopping the daemon kills all of them.
 Every record is written to ``$HERMES_HOME/processes.json`` (`hermesd.tools.process_records`),
-so after a crash the next daemon kills what is left of them and shows them as ``gone``.
+and each command carries its id's marker, so after a crash the next daemon kills what is left
+of them and shows them as ``gone``.
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ class Background:
     cwd: str
     started_at: float
     pid: int | None = None
-    start_ticks: int | None = None  # /proc start time: the pid is ours, not a reused one
     output: str = ""
     exited: bool = False
     exit_code: int | None = None
@@ -67,7 +67,7 @@ class Background:
 
     def record(self) -> dict[str, Any]:
         """What processes.json keeps."""
-        keys = ("id", "session_id", "command", "cwd", "started_at", "pid", "start_ticks")
+        keys = ("id", "session_id", "command", "cwd", "started_at", "pid")
         out = {k: getattr(self, k) for k in keys}
         out.update(status=self.status, exit_code=self.exit_code)
         out.update(completion=self.completion_reason, source=self.termination_source)
@@ -152,8 +152,10 @@ class ProcessTable:
             raise ProcessLimit(
                 f"{total} background processes already run in the daemon (processes.max_running)"
             )
+        process_id = f"proc_{secrets.token_hex(6)}"
+        marked = f"{process_records.marker(process_id)}\n{command}"
         launch = await asyncio.to_thread(
-            self.sandbox.prepare, command, cwd, workspace, session_id or None
+            self.sandbox.prepare, marked, cwd, workspace, session_id or None
         )
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -169,10 +171,7 @@ class ProcessTable:
         except BaseException:
             await asyncio.to_thread(launch.cleanup)
             raise
-        item = Background(
-            f"proc_{secrets.token_hex(6)}", session_id, command, str(cwd), time.time(), proc.pid
-        )
-        item.start_ticks = process_records.start_ticks(proc.pid)
+        item = Background(process_id, session_id, command, str(cwd), time.time(), proc.pid)
         item.proc, item.launch = proc, launch
         self.items[item.id] = item
         reader = asyncio.get_running_loop().create_task(self._follow(item))
