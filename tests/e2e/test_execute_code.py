@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -277,3 +277,26 @@ def _processes_with(marker: str) -> list[int]:
         if marker.encode() in cmdline:
             found.append(int(name))
     return found
+
+
+def test_under_landlock_the_script_calls_tools_and_cannot_make_a_unix_socket(
+    model: ScriptedModelServer, start: Callable[..., DaemonProcess]
+) -> None:
+    config = f"model:\n  base_url: {model.url}\n  default: scripted-model\n"
+    landlocked = start(config=config + "sandbox:\n  mechanism: landlock\n")
+    assert landlocked.call("status")["sandbox"]["mechanism"] == "landlock"
+    result = _run(
+        model,
+        landlocked,
+        """
+        import socket
+        from hermes_tools import terminal
+        print(terminal(command="echo through-landlock")["output"].strip())
+        try:
+            socket.socket(socket.AF_UNIX)
+        except OSError as exc:
+            print("socket:", type(exc).__name__)
+        """,
+    )
+    assert result["output"].splitlines() == ["through-landlock", "socket: PermissionError"]
+    assert result["tool_calls_made"] == 1
