@@ -32,7 +32,7 @@ from hermesd.tools import code_runner
 from hermesd.tools.arguments import error
 from hermesd.tools.code_channel import Refused, ToolChannel
 from hermesd.tools.registry import BUILTIN
-from hermesd.tools.terminal import terminate
+from hermesd.tools.terminal import spawn, terminate
 
 if TYPE_CHECKING:
     from asyncio.subprocess import Process
@@ -322,19 +322,12 @@ class _Run:
             raise
         launch.pass_fds = (*launch.pass_fds, *child_ends)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *launch.argv,
-                cwd=launch.cwd,
-                env=launch.env,
-                pass_fds=launch.pass_fds,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-            )
+            pipe = asyncio.subprocess.PIPE
+            proc = await spawn(launch, stdin=asyncio.subprocess.DEVNULL, stderr=pipe)
         except BaseException:
             for fd in (requests_r, replies_w):
                 os.close(fd)
+            await asyncio.to_thread(launch.cleanup)
             raise
         finally:
             for fd in child_ends:

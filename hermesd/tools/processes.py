@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermesd.tools import process_records
-from hermesd.tools.terminal import terminate
+from hermesd.tools.terminal import spawn, terminate
 
 if TYPE_CHECKING:
     from asyncio.subprocess import Process
@@ -158,16 +158,8 @@ class ProcessTable:
             self.sandbox.prepare, marked, cwd, workspace, session_id or None
         )
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *launch.argv,
-                cwd=launch.cwd,
-                env=launch.env,
-                pass_fds=launch.pass_fds,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-            )
+            subprocess = asyncio.subprocess
+            proc = await spawn(launch, stdin=subprocess.PIPE, stderr=subprocess.STDOUT)
         except BaseException:
             await asyncio.to_thread(launch.cleanup)
             raise

@@ -172,16 +172,7 @@ SHELL = "/bin/sh"
 async def _run_shell(launch: Launch, timeout: float) -> tuple[str, int | None, bool]:
     """Run the launch; return (output, exit code, timed out). The process group is killed
     on timeout and when the calling task is cancelled."""
-    proc = await asyncio.create_subprocess_exec(
-        *launch.argv,
-        cwd=launch.cwd,
-        env=launch.env,
-        pass_fds=launch.pass_fds,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-    )
+    proc = await spawn(launch, stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.STDOUT)
     chunks: list[bytes] = []
     size = 0
     stdout = proc.stdout
@@ -207,6 +198,20 @@ async def _run_shell(launch: Launch, timeout: float) -> tuple[str, int | None, b
     if size > OUTPUT_CAP * 4:
         output += f"\n… [{size - OUTPUT_CAP * 4} more bytes not kept]"
     return output, proc.returncode, timed_out
+
+
+async def spawn(launch: Launch, *, stdin: int, stderr: int) -> asyncio.subprocess.Process:
+    """Start a sandboxed call's process in a session of its own, its stdout a pipe."""
+    return await asyncio.create_subprocess_exec(
+        *launch.argv,
+        cwd=launch.cwd,
+        env=launch.env,
+        pass_fds=launch.pass_fds,
+        stdin=stdin,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=stderr,
+        start_new_session=True,
+    )
 
 
 async def terminate(proc: asyncio.subprocess.Process) -> None:

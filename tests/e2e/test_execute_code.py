@@ -18,7 +18,8 @@ import pytest
 from hermesctl.client import Client
 from tests.support.approvals import client_answering
 from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
-from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+from tests.support.modelserver import ScriptedModelServer
+from tests.support.tool_turns import tool_turn
 
 TIMEOUT = 8  # code_execution.timeout of this module's daemon
 MAX_CALLS = 4
@@ -41,19 +42,8 @@ def _workspace(daemon: DaemonProcess) -> Path:
 
 
 def _turn(model: ScriptedModelServer, client: Client, sid: str, args: dict[str, Any]) -> Any:
-    """One turn in which the model calls execute_code with ``args``; the tool result it got
-    (parsed from JSON)."""
-    model.push(call_tools(tool_call("execute_code", args)), reply("done"))
-    turn_id = client.call("session.send", {"session_id": sid, "message": "run it"})["turn_id"]
-    while True:
-        note = client.next_notification(timeout=60)
-        assert note is not None
-        event = note.params[0] if note.method == "session.event" else {}
-        if event.get("type") == "turn.finished" and event.get("turn_id") == turn_id:
-            assert event["status"] == "completed", event
-            break
-    [result] = [m["content"] for m in model.last_request["messages"] if m["role"] == "tool"][-1:]
-    return json.loads(result)
+    """One turn in which the model calls execute_code with ``args``; the result it got."""
+    return tool_turn(model, client, sid, ("execute_code", args))[0]
 
 
 def _run(model: ScriptedModelServer, daemon: DaemonProcess, code: str, **kw: Any) -> Any:

@@ -6,7 +6,6 @@ and ``hermesctl processes`` show them; limits and bad input."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -22,7 +21,8 @@ import pytest
 from hermesctl.client import Client
 from tests.support.approvals import tool
 from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir, start_daemon
-from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+from tests.support.modelserver import ScriptedModelServer
+from tests.support.tool_turns import tool_turn
 
 Start = Callable[..., DaemonProcess]
 
@@ -71,23 +71,6 @@ def _server_command(daemon: DaemonProcess, marker: str) -> tuple[str, int]:
     return f"{sys.executable} server.py {port} {marker}", port
 
 
-def _turn(
-    model: ScriptedModelServer, client: Client, sid: str, *calls: tuple[str, dict[str, Any]]
-) -> list[Any]:
-    """One turn in which the model makes ``calls``; their results, parsed."""
-    model.push(call_tools(*(tool_call(n, a) for n, a in calls)), reply("done"))
-    turn_id = client.call("session.send", {"session_id": sid, "message": "go"})["turn_id"]
-    while True:
-        note = client.next_notification(timeout=60)
-        assert note is not None
-        event = note.params[0] if note.method == "session.event" else {}
-        if event.get("type") == "turn.finished" and event.get("turn_id") == turn_id:
-            assert event["status"] == "completed", event
-            break
-    messages = model.last_request["messages"]
-    return [json.loads(m["content"]) for m in messages if m["role"] == "tool"][-len(calls) :]
-
-
 def _session(client: Client) -> str:
     sid: str = client.call("session.create")["id"]
     client.call("session.attach", {"session_id": sid})
@@ -132,6 +115,16 @@ def _marker() -> str:
     return "bg-" + os.urandom(5).hex()
 
 
+def _sleeper(model: ScriptedModelServer, client: Client) -> tuple[str, str]:
+    """A new session whose model starts a long sleep in the background; the session id and
+    the marker on the sleeper's command line."""
+    sid, marker = _session(client), _marker()
+    args = {"command": f"sleep 600; echo {marker}", "background": True}
+    tool_turn(model, client, sid, ("terminal", args))
+    assert _pids_with(marker)
+    return sid, marker
+
+
 def test_a_background_server_is_polled_read_written_and_killed(
     model: ScriptedModelServer, start: Start
 ) -> None:
@@ -140,7 +133,7 @@ def test_a_background_server_is_polled_read_written_and_killed(
     command, port = _server_command(daemon, marker)
     with daemon.client(timeout=60) as client:
         sid = _session(client)
-        [started] = _turn(
+        [started] = tool_turn(
             model, client, sid, ("terminal", {"command": command, "background": True})
         )
         assert started["output"] == "Background process started" and started["exit_code"] == 0
@@ -154,7 +147,7 @@ def test_a_background_server_is_polled_read_written_and_killed(
             ),
             "the log",
         )
-        listed, polled, logged, wrote = _turn(
+        listed, polled, logged, wrote = tool_turn(
             model,
             client,
             sid,
@@ -181,13 +174,13 @@ def test_a_background_server_is_polled_read_written_and_killed(
             "/ps"
             and pid in client.call("command.run", {"line": "/ps", "session_id": sid})["output"]
         )
-        [killed] = _turn(model, client, sid, ("process", {"action": "kill", "session_id": pid}))
+        [killed] = tool_turn(model, client, sid, ("process", {"action": "kill", "session_id": pid}))
         assert killed["status"] == "killed" and killed["termination_source"] == "process.kill"
         assert "got: hello there" in killed["output"]
         with pytest.raises(OSError):
             _get(port)
         assert not _pids_with(marker)
-        [again] = _turn(model, client, sid, ("process", {"action": "poll", "session_id": pid}))
+        [again] = tool_turn(model, client, sid, ("process", {"action": "poll", "session_id": pid}))
         assert again["status"] == "exited" and again["completion_reason"] == "killed"
 
 
@@ -198,9 +191,9 @@ def test_wait_returns_on_exit_and_close_ends_stdin(
     with daemon.client(timeout=60) as client:
         sid = _session(client)
         args = {"command": "read line; echo read:$line; exit 3", "background": True}
-        [started] = _turn(model, client, sid, ("terminal", args))
+        [started] = tool_turn(model, client, sid, ("terminal", args))
         pid = started["session_id"]
-        short, wrote, closed = _turn(
+        short, wrote, closed = tool_turn(
             model,
             client,
             sid,
@@ -210,23 +203,15 @@ def test_wait_returns_on_exit_and_close_ends_stdin(
         )
         assert short["status"] == "timeout" and "still running" in short["timeout_note"]
         assert wrote["status"] == "ok" and closed["status"] == "ok"
-        [waited] = _turn(model, client, sid, ("process", {"action": "wait", "session_id": pid}))
+        [waited] = tool_turn(model, client, sid, ("process", {"action": "wait", "session_id": pid}))
         assert waited["status"] == "exited" and waited["exit_code"] == 3
         assert waited["output"].strip() == "read:abc"
 
 
 def test_deleting_the_session_kills_its_processes(model: ScriptedModelServer, start: Start) -> None:
     daemon = start(config=_config(model))
-    marker = _marker()
     with daemon.client(timeout=60) as client:
-        sid = _session(client)
-        _turn(
-            model,
-            client,
-            sid,
-            ("terminal", {"command": f"sleep 600; echo {marker}", "background": True}),
-        )
-        assert _pids_with(marker)
+        sid, marker = _sleeper(model, client)
         client.call("session.delete", {"session_id": sid})
         _until(lambda: not _pids_with(marker), "the process to end")
         assert client.call("process.list")["processes"] == []
@@ -237,17 +222,9 @@ def test_stopping_the_daemon_kills_them_and_the_next_one_reports_them(
 ) -> None:
     home = short_tmpdir("bgs-")
     daemon = start_daemon(home, config=_config(model))
-    marker = _marker()
     try:
         with daemon.client(timeout=60) as client:
-            sid = _session(client)
-            _turn(
-                model,
-                client,
-                sid,
-                ("terminal", {"command": f"sleep 600; echo {marker}", "background": True}),
-            )
-        assert _pids_with(marker)
+            sid, marker = _sleeper(model, client)
     finally:
         daemon.stop()
     assert not _pids_with(marker)  # no orphan
@@ -264,15 +241,8 @@ def test_a_daemon_killed_outright_leaves_its_processes_gone_after_the_restart(
 ) -> None:
     home = short_tmpdir("bgk-")
     daemon = start_daemon(home, config=_config(model))
-    marker = _marker()
     with daemon.client(timeout=60) as client:
-        sid = _session(client)
-        _turn(
-            model,
-            client,
-            sid,
-            ("terminal", {"command": f"sleep 600; echo {marker}", "background": True}),
-        )
+        sid, marker = _sleeper(model, client)
     daemon.signal(signal.SIGKILL)
     daemon.stop()
     again = start_daemon(home, config=_config(model))
@@ -280,7 +250,7 @@ def test_a_daemon_killed_outright_leaves_its_processes_gone_after_the_restart(
         _until(lambda: not _pids_with(marker), "no survivor")
         with again.client(timeout=60) as client:
             client.call("session.attach", {"session_id": sid})
-            [listed] = _turn(model, client, sid, ("process", {"action": "list"}))
+            [listed] = tool_turn(model, client, sid, ("process", {"action": "list"}))
         [record] = listed["processes"]
         assert record["status"] == "gone" and record["detached"] is True
         out = run_hermesctl(["--socket", str(again.socket), "processes", sid])
@@ -298,7 +268,7 @@ def test_limits_bound_processes_per_session_and_output(
         sid = _session(client)
         loud = {"command": "yes 0123456789 | head -c 100000; sleep 600", "background": True}
         quiet = {"command": "sleep 600", "background": True}
-        first, second, third = _turn(
+        first, second, third = tool_turn(
             model, client, sid, ("terminal", loud), ("terminal", quiet), ("terminal", quiet)
         )
         assert "processes.max_per_session" in third["error"]
@@ -324,7 +294,7 @@ def test_limits_bound_processes_per_session_and_output(
         )
         assert len(log["output"]) <= 1000
         tool(client, "process", {"action": "kill", "session_id": second["session_id"]}, sid)
-        [fourth] = _turn(model, client, sid, ("terminal", quiet))
+        [fourth] = tool_turn(model, client, sid, ("terminal", quiet))
         assert fourth["session_id"].startswith("proc_")
 
 
@@ -334,11 +304,11 @@ def test_bad_input_gets_clear_errors_and_another_sessions_process_is_not_found(
     daemon = start(config=_config(model))
     with daemon.client(timeout=60) as client:
         other = _session(client)
-        [theirs] = _turn(
+        [theirs] = tool_turn(
             model, client, other, ("terminal", {"command": "sleep 600", "background": True})
         )
         sid = _session(client)
-        results = _turn(
+        results = tool_turn(
             model,
             client,
             sid,
@@ -353,8 +323,8 @@ def test_bad_input_gets_clear_errors_and_another_sessions_process_is_not_found(
         assert "required" in results[1]["error"]
         assert results[2]["status"] == results[3]["status"] == results[4]["status"] == "not_found"
         assert "'background'" in results[5]["error"]
-        [mine] = _turn(model, client, sid, ("terminal", {"command": "cat", "background": True}))
-        bad = _turn(
+        [mine] = tool_turn(model, client, sid, ("terminal", {"command": "cat", "background": True}))
+        bad = tool_turn(
             model,
             client,
             sid,
