@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hermesd.redact import redact
 from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.rpc.service import RpcService
 from hermesd.runtime.session import current_session
@@ -37,11 +38,11 @@ MayUse = Callable[["Caller", str], Awaitable[None]]
 
 
 def describe(item: Background) -> dict[str, Any]:
-    """One process as ``process.list`` answers it."""
+    """One process as ``process.list`` answers it (secrets redacted, as in tool results)."""
     return {
         "id": item.id,
         "session_id": item.session_id,
-        "command": item.command,
+        "command": redact(item.command),
         "cwd": item.cwd,
         "pid": item.pid,
         "status": item.status,
@@ -49,7 +50,7 @@ def describe(item: Background) -> dict[str, Any]:
         "exit_code": item.exit_code,
         "completion_reason": item.completion_reason,
         "termination_source": item.termination_source,
-        "output_tail": item.output[-500:],
+        "output_tail": redact(item.output[-500:]),  # as the tool's results are
     }
 
 
@@ -61,7 +62,8 @@ def render(items: list[Background]) -> str:
     for p in items:
         uptime = f"{int(time.time() - p.started_at)}s" if not p.exited else "-"
         status = p.status if p.status != "exited" else f"exit {p.exit_code}"
-        command = p.command if len(p.command) <= 60 else p.command[:57] + "..."
+        shown = redact(p.command)
+        command = shown if len(shown) <= 60 else shown[:57] + "..."
         lines.append(f"{p.id:<18} {status:<8} {p.pid or '-':>7} {uptime:>8}  {command}")
     return "\n".join(lines)
 

@@ -293,7 +293,10 @@ def test_limits_bound_processes_per_session_and_output(
             sid,
         )
         assert len(log["output"]) <= 1000
-        tool(client, "process", {"action": "kill", "session_id": second["session_id"]}, sid)
+        out = run_hermesctl(
+            ["--socket", str(daemon.socket), "processes", sid, "--kill", second["session_id"]]
+        )
+        assert out.returncode == 0 and f"{second['session_id']}: exited" in out.stdout, out
         [fourth] = tool_turn(model, client, sid, ("terminal", quiet))
         assert fourth["session_id"].startswith("proc_")
 
