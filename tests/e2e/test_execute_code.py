@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from hermesctl.client import Client
-from tests.support.approvals import client_answering
+from tests.support.approvals import Background, client_answering, tool, wait_pending
 from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
 from tests.support.modelserver import ScriptedModelServer
 from tests.support.tool_turns import tool_turn
@@ -290,3 +290,20 @@ def test_under_landlock_the_script_calls_tools_and_cannot_make_a_unix_socket(
     )
     assert result["output"].splitlines() == ["through-landlock", "socket: PermissionError"]
     assert result["tool_calls_made"] == 1
+
+
+def test_a_script_timing_out_while_a_call_awaits_approval_leaves_nothing_pending(
+    daemon: DaemonProcess,
+) -> None:
+    victim = _workspace(daemon) / "victim-unanswered"
+    (victim / "inner").mkdir(parents=True)
+    code = f"from hermes_tools import terminal\nprint(terminal(command='rm -r {victim}'))"
+    with daemon.client(timeout=60) as client:
+        sid = client.call("session.create")["id"]
+        waiting = Background(tool, client, "execute_code", {"code": code}, sid, 60)
+        [pending] = wait_pending(daemon)
+        assert f"rm -r {victim}" in json.dumps(pending)
+        result = waiting.result()
+        assert result["status"] == "timeout" and result["tool_calls_made"] == 0
+        assert client.call("approvals.pending")["pending"] == []
+    assert victim.exists()
