@@ -269,26 +269,28 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
-def test_under_landlock_the_script_calls_tools_and_cannot_make_a_unix_socket(
-    model: ScriptedModelServer, start: Callable[..., DaemonProcess]
+@pytest.mark.parametrize(("mechanism", "network"), [("landlock", "on"), ("bwrap", "allowlist")])
+def test_the_channel_works_under_landlock_and_through_the_egress_bridge(
+    model: ScriptedModelServer, start: Callable[..., DaemonProcess], mechanism: str, network: str
 ) -> None:
     config = f"model:\n  base_url: {model.url}\n  default: scripted-model\n"
-    landlocked = start(config=config + "sandbox:\n  mechanism: landlock\n")
-    assert landlocked.call("status")["sandbox"]["mechanism"] == "landlock"
+    sandbox = f"sandbox:\n  mechanism: {mechanism}\n  network: {network}\n"
+    landlocked = start(config=config + sandbox)
+    assert landlocked.call("status")["sandbox"]["mechanism"] == mechanism
     result = _run(
         model,
         landlocked,
         """
         import socket
         from hermes_tools import terminal
-        print(terminal(command="echo through-landlock")["output"].strip())
+        print(terminal(command="echo through-the-channel")["output"].strip())
         try:
             socket.socket(socket.AF_UNIX)
         except OSError as exc:
             print("socket:", type(exc).__name__)
         """,
     )
-    assert result["output"].splitlines() == ["through-landlock", "socket: PermissionError"]
+    assert result["output"].splitlines() == ["through-the-channel", "socket: PermissionError"]
     assert result["tool_calls_made"] == 1
 
 

@@ -236,11 +236,12 @@ def test_stopping_the_daemon_kills_them_and_the_next_one_reports_them(
         again.stop()
 
 
+@pytest.mark.parametrize("mechanism", ["bwrap", "landlock"])
 def test_a_daemon_killed_outright_leaves_its_processes_gone_after_the_restart(
-    model: ScriptedModelServer,
+    model: ScriptedModelServer, mechanism: str
 ) -> None:
     home = short_tmpdir("bgk-")
-    daemon = start_daemon(home, config=_config(model))
+    daemon = start_daemon(home, config=_config(model, f"sandbox:\n  mechanism: {mechanism}\n"))
     with daemon.client(timeout=60) as client:
         sid, marker = _sleeper(model, client)
     daemon.signal(signal.SIGKILL)
