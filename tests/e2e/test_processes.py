@@ -6,6 +6,7 @@ and ``hermesctl processes`` show them; limits and bad input."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -351,3 +352,20 @@ def test_bad_input_gets_clear_errors_and_another_sessions_process_is_not_found(
             ]
             == "running"
         )
+
+
+def test_a_secret_in_the_output_is_redacted_for_the_model_and_for_process_list(
+    model: ScriptedModelServer, start: Start
+) -> None:
+    daemon = start(config=_config(model))
+    secret = "ghp_" + "a1b2c3d4e5" * 4  # a GitHub token's shape
+    with daemon.client(timeout=60) as client:
+        sid = _session(client)
+        args = {"command": f"echo token {secret}; sleep 600", "background": True}
+        [started] = tool_turn(model, client, sid, ("terminal", args))
+        poll = {"action": "poll", "session_id": started["session_id"]}
+        _until(lambda: "token" in tool(client, "process", poll, sid)["output_preview"], "output")
+        [polled] = tool_turn(model, client, sid, ("process", poll))
+        [listed] = client.call("process.list", {"session_id": sid})["processes"]
+    assert "token [REDACTED]" in polled["output_preview"] and secret not in json.dumps(polled)
+    assert secret not in json.dumps(listed) and "[REDACTED]" in listed["output_tail"]
