@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hermesd.runtime.session import turn_tools
 from hermesd.sandbox.confine import SandboxUnavailable
 from hermesd.tools import code_runner
 from hermesd.tools.arguments import error
@@ -232,11 +233,14 @@ class ExecuteCode:
         return shutil.which(wanted) or wanted
 
     def callable_tools(self) -> list[dict[str, Any]]:
-        """The schemas of the `SANDBOX_TOOLS` this daemon offers (registered, available,
-        in ``tools.enabled_toolsets``)."""
+        """The schemas of the `SANDBOX_TOOLS` this call may use: registered, available, in
+        ``tools.enabled_toolsets`` and in the running turn's narrowed toolsets."""
         enabled = self.config.get("tools.enabled_toolsets")
+        narrowed = turn_tools.get()  # a scheduled run's toolsets
         out = []
         for name in SANDBOX_TOOLS:
+            if narrowed is not None and name not in narrowed:
+                continue
             entry = self.registry.get(name)
             if entry is None or not self.registry.available(entry):
                 continue

@@ -17,8 +17,9 @@ import pytest
 
 from hermesctl.client import Client
 from tests.support.approvals import Background, client_answering, tool, wait_pending
+from tests.support.cron import HOUR, advance, start_cron
 from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
-from tests.support.modelserver import ScriptedModelServer
+from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 from tests.support.tool_turns import tool_turn
 
 TIMEOUT = 8  # code_execution.timeout of this module's daemon
@@ -309,3 +310,23 @@ def test_a_script_timing_out_while_a_call_awaits_approval_leaves_nothing_pending
         assert result["status"] == "timeout" and result["tool_calls_made"] == 0
         assert client.call("approvals.pending")["pending"] == []
     assert victim.exists()
+
+
+def test_a_scheduled_run_with_terminal_off_cannot_reach_it_through_a_script(
+    model: ScriptedModelServer, start: Callable[..., DaemonProcess]
+) -> None:
+    daemon = start_cron(start, model, "  disabled_toolsets: [terminal]\n")
+    daemon.call("cron.create", {"schedule": "every 1h", "prompt": "SCRIPTED-RUN"})
+    code = (
+        "import hermes_tools\n"
+        "print('terminal' in dir(hermes_tools))\n"
+        "print(hermes_tools._channel.call('terminal', {'command': 'echo ran'}))\n"
+    )
+    model.push(call_tools(tool_call("execute_code", {"code": code})), reply("ok"))
+    advance(daemon, HOUR)
+    requests = [r for r in model.requests if "SCRIPTED-RUN" in str(r["messages"])]
+    result = json.loads(next(m for m in requests[1]["messages"] if m["role"] == "tool")["content"])
+    lines = result["output"].splitlines()
+    assert lines[0] == "False"
+    assert "Tool 'terminal' is not available in execute_code" in lines[1]
+    assert result["tool_calls_made"] == 0
