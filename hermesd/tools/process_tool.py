@@ -141,7 +141,7 @@ class ProcessTool:
             out = {"status": "timeout", "command": item.command, "output": item.output[-PREVIEW:]}
             out["timeout_note"] = note or f"Waited {timeout}s, process still running"
             return out
-        done: dict[str, Any] = {"status": "exited", "command": item.command}
+        done: dict[str, Any] = {"status": item.status, "command": item.command}  # or gone
         done.update(item.ending(), output=item.output[-TAIL:])
         if note:
             done["timeout_note"] = note
