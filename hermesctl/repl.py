@@ -24,7 +24,7 @@ from typing import Any
 
 from hermesctl.chat_ui import Style, TurnPrinter, banner, render_history, status_line
 from hermesctl.client import Client, ConnectionClosed, DaemonNotRunning
-from hermesctl.line_editor import LineEditor
+from hermesctl.line_editor import LineEditor, ToolbarEditor
 from hermesctl.subcommands.base import EXIT_OK
 from hermesctl.turns import Interrupts, approval_handler, choose_session, follow_turn
 from hermesd.rpc.protocol import Codes, RpcError
@@ -67,6 +67,7 @@ class Repl:
         self.typed = ""  # typed at an approval prompt that closed: starts the next prompt
         self.model: str | None = None
         self.connected = True  # False from a lost connection until attached again
+        self.status = ""  # the toolbar's text (model, context, cost, last turn, approvals)
 
     # --- start -------------------------------------------------------------------------------
 
@@ -94,7 +95,12 @@ class Repl:
         self._switch(session)
         from hermesd.rpc import paths
 
-        self.editor = LineEditor(str(paths.hermes_home() / "chat_history"))
+        history = str(paths.hermes_home() / "chat_history")
+        if sys.stdin.isatty() and self.tty and not getattr(self.args, "plain", False):
+            self.editor = ToolbarEditor(history, lambda: self.status)
+            self.footer()  # the toolbar has something to show from the first prompt
+        else:
+            self.editor = LineEditor(history)
         self.editor.complete_commands(self._command_names())
 
     def _approvals(self, client: Client) -> Any:
@@ -204,9 +210,9 @@ class Repl:
         except RpcError:
             return  # the footer is a convenience: a daemon that refuses one part shows none
         model = live.get("model") or self.model
-        self.printer.line(
-            self.style.dim(status_line(model, live.get("context"), cost, took_s, len(pending)))
-        )
+        self.status = status_line(model, live.get("context"), cost, took_s, len(pending))
+        if not isinstance(self.editor, ToolbarEditor):  # there the toolbar shows it
+            self.printer.line(self.style.dim(self.status))
 
     # --- turns -------------------------------------------------------------------------------
 

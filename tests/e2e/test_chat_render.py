@@ -128,7 +128,7 @@ def test_a_piped_answer_is_the_markdown_as_written(
 def test_the_repl_shows_a_status_line_and_a_spinner_with_elapsed_seconds(
     chatd: DaemonProcess, model: ScriptedModelServer
 ) -> None:
-    t = chat_on_terminal(chatd)
+    t = chat_on_terminal(chatd, "--plain")  # printed under the answer (else: the toolbar)
     try:
         t.expect("› ")
         t.wait_reading()
@@ -144,6 +144,27 @@ def test_the_repl_shows_a_status_line_and_a_spinner_with_elapsed_seconds(
         assert t.wait() == 0
     finally:
         t.close()
+
+
+def test_the_chat_keeps_a_status_toolbar_at_the_bottom_that_a_turn_updates(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    w = chat_in_tmux(chatd)
+    try:
+        shown = w.wait_for(r"› ")
+        bottom = [x for x in w.wait_for(r"scripted-model").splitlines() if x.strip()][-1]
+        assert bottom.startswith("scripted-model") and "last turn" not in bottom, shown
+        model.push(reply("toolbar answer"))
+        w.type("hello toolbar")
+        shown = w.wait_for(r"(?s)toolbar answer.*scripted-model · context .*last turn \d")
+        lines = [x for x in shown.splitlines() if x.strip()]
+        assert lines[-1].startswith("scripted-model · context ") and "last turn" in lines[-1]
+        assert lines[-2].startswith("› ")  # the toolbar is under the prompt, not in the answer
+        assert shown.count("last turn") == 1  # not printed after the answer as well
+        w.type("/quit")
+        w.wait_for(r"\[exit 0\]")
+    finally:
+        w.close()
 
 
 def test_a_running_tool_line_counts_its_seconds(
