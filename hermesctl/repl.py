@@ -25,6 +25,7 @@ from typing import Any
 from hermesctl.chat_ui import Style, TurnPrinter, banner, render_history, status_line
 from hermesctl.client import Client, ConnectionClosed, DaemonNotRunning
 from hermesctl.line_editor import LineEditor, ToolbarEditor
+from hermesctl.status_bar import StatusBar
 from hermesctl.subcommands.base import EXIT_OK
 from hermesctl.turns import Interrupts, approval_handler, choose_session, follow_turn
 from hermesd.rpc.protocol import Codes, RpcError
@@ -67,7 +68,7 @@ class Repl:
         self.typed = ""  # typed at an approval prompt that closed: starts the next prompt
         self.model: str | None = None
         self.connected = True  # False from a lost connection until attached again
-        self.status = ""  # the toolbar's text (model, context, cost, last turn, approvals)
+        self.bar: StatusBar | None = None  # the toolbar's fields, on a terminal
 
     # --- start -------------------------------------------------------------------------------
 
@@ -97,8 +98,10 @@ class Repl:
 
         history = str(paths.hermes_home() / "chat_history")
         if sys.stdin.isatty() and self.tty and not getattr(self.args, "plain", False):
-            self.editor = ToolbarEditor(history, lambda: self.status)
+            self.bar = StatusBar(self.args.socket, model)
+            self.editor = ToolbarEditor(history, self.bar.text)
             self.footer()  # the toolbar has something to show from the first prompt
+            self.bar.start()
         else:
             self.editor = LineEditor(history)
         self.editor.complete_commands(self._command_names())
@@ -128,6 +131,9 @@ class Repl:
         if changed:
             self.event_seq = session.get("event_seq")
             self.last_message_id = self._newest_message_id()
+            if self.bar is not None:  # the toolbar shows the new session's figures
+                self.bar.took_s = None
+                self.footer()
         self._show_others(session)
 
     def _newest_message_id(self) -> int:
@@ -210,9 +216,12 @@ class Repl:
         except RpcError:
             return  # the footer is a convenience: a daemon that refuses one part shows none
         model = live.get("model") or self.model
-        self.status = status_line(model, live.get("context"), cost, took_s, len(pending))
-        if not isinstance(self.editor, ToolbarEditor):  # there the toolbar shows it
-            self.printer.line(self.style.dim(self.status))
+        if self.bar is not None:  # the toolbar shows it
+            self.bar.update(model, live.get("context"), cost, took_s, len(pending))
+            return
+        self.printer.line(
+            self.style.dim(status_line(model, live.get("context"), cost, took_s, len(pending)))
+        )
 
     # --- turns -------------------------------------------------------------------------------
 
@@ -472,6 +481,8 @@ class Repl:
             raise EOFError
 
     def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
         if self.editor is not None:
             self.editor.save()
 
