@@ -47,14 +47,9 @@ class LineEditor:
     # --- history ---------------------------------------------------------------------------
 
     def _load_history(self) -> None:
-        if self.readline is None or not self.history_file:
+        if self.readline is None:
             return
-        try:
-            with open(self.history_file, encoding="utf-8", errors="replace") as f:
-                lines = f.read().splitlines()
-        except OSError:
-            return
-        for entry in read_history_lines(lines)[-HISTORY_LENGTH:]:
+        for entry in stored_history(self.history_file):
             self.readline.add_history(entry)
 
     def remember(self, message: str) -> None:
@@ -73,15 +68,7 @@ class LineEditor:
         if rl is None or not self.history_file:
             return
         count = rl.get_current_history_length()
-        entries = [rl.get_history_item(i) for i in range(1, count + 1)]
-        try:
-            os.makedirs(os.path.dirname(self.history_file), exist_ok=True)
-            fd = os.open(self.history_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(history_text(e for e in entries if e))
-            os.chmod(self.history_file, 0o600)
-        except OSError:
-            pass
+        write_history(self.history_file, [rl.get_history_item(i) for i in range(1, count + 1)])
 
     # --- completion ------------------------------------------------------------------------
 
@@ -146,6 +133,31 @@ def read_continued(first: str, more: Callable[[], str]) -> str:
     return "\n".join(lines)
 
 
+def stored_history(path: str | None) -> list[str]:
+    """The newest `HISTORY_LENGTH` entries of the history file at ``path`` (none when absent)."""
+    if not path:
+        return []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    return read_history_lines(lines)[-HISTORY_LENGTH:]
+
+
+def write_history(path: str, entries: list[str]) -> None:
+    """Write the history file at ``path``, readable by its owner only (it holds what was
+    typed); a file that cannot be written is left as it was."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(history_text(e for e in entries if e))
+        os.chmod(path, 0o600)
+    except OSError:
+        pass
+
+
 def history_text(entries: Iterable[str]) -> str:
     """The history file's text: the header, then one JSON string per entry."""
     body = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries)
@@ -181,7 +193,7 @@ class ToolbarEditor(LineEditor):
 
         self.history_file = history_file
         self.readline = None
-        self._history = InMemoryHistory(self._stored_entries())
+        self._history = InMemoryHistory(stored_history(history_file))
         self._names: list[str] = []
         self._session: PromptSession[str] = PromptSession(
             history=self._history,
@@ -191,16 +203,6 @@ class ToolbarEditor(LineEditor):
             complete_while_typing=False,
             enable_open_in_editor=False,
         )
-
-    def _stored_entries(self) -> list[str]:
-        if not self.history_file:
-            return []
-        try:
-            with open(self.history_file, encoding="utf-8", errors="replace") as f:
-                lines = f.read().splitlines()
-        except OSError:
-            return []
-        return read_history_lines(lines)[-HISTORY_LENGTH:]
 
     def remember(self, message: str) -> None:
         """Add a message to the history (unless it repeats the previous one)."""
@@ -212,15 +214,7 @@ class ToolbarEditor(LineEditor):
         """Write the history file (private: it holds what was typed)."""
         if not self.history_file:
             return
-        entries = self._history.get_strings()[-HISTORY_LENGTH:]
-        try:
-            os.makedirs(os.path.dirname(self.history_file), exist_ok=True)
-            fd = os.open(self.history_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(history_text(e for e in entries if e))
-            os.chmod(self.history_file, 0o600)
-        except OSError:
-            pass
+        write_history(self.history_file, self._history.get_strings()[-HISTORY_LENGTH:])
 
     def complete_commands(self, names: list[str]) -> None:
         """Tab completes ``/command`` names at the start of the line."""
