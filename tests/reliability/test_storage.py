@@ -282,6 +282,7 @@ def test_invalid_utf8_in_an_intact_page_is_found_by_doctor_and_reads_as_a_storag
             "WHERE session_id = ? AND role = 'user'",
             (hurt,),
         )
+        db.execute("UPDATE sessions SET title = CAST(x'6875ff7274' AS TEXT) WHERE id = ?", (hurt,))
     assert db.execute("PRAGMA quick_check").fetchone()[0] == "ok"
     db.close()
     daemon = start(daemon.home, config=model_config(model.url))
@@ -290,13 +291,17 @@ def test_invalid_utf8_in_an_intact_page_is_found_by_doctor_and_reads_as_a_storag
         assert checks["storage"]["status"] == "ok", checks["storage"]
         assert checks["text"]["status"] == "fail", checks["text"]
         detail = checks["text"]["detail"]
-        assert f"{hurt} (messages)" in detail and well not in detail, detail
+        assert f"{hurt} (sessions, messages)" in detail and well not in detail, detail
         assert f"hermesctl sessions delete {hurt}" in detail, detail
         with pytest.raises(RpcError) as read:
             c.call("session.history", {"session_id": hurt})
         assert read.value.code == Codes.STORAGE_UNAVAILABLE, read.value.to_wire()
         assert hurt in read.value.message and "not valid UTF-8" in read.value.message
         assert len(c.call("session.history", {"session_id": well})["messages"]) == 2
+        # a damaged title reads with a replacement character; the list still answers
+        assert c.call("session.get", {"session_id": hurt})["title"] == "hu\ufffdrt"
+        listed = {x["id"] for x in c.call("session.list", {})["sessions"]}
+        assert {hurt, well} <= listed
         # the recovery step the check gives works, and then all is well
         c.call("session.delete", {"session_id": hurt})
         checks = {r["name"]: r for r in c.call("doctor", timeout=60)["checks"]}
