@@ -24,7 +24,8 @@ from typing import Any
 
 from hermesctl.chat_ui import Style, TurnPrinter, banner, render_history, status_line
 from hermesctl.client import Client, ConnectionClosed, DaemonNotRunning
-from hermesctl.line_editor import LineEditor
+from hermesctl.line_editor import LineEditor, ToolbarEditor
+from hermesctl.status_bar import StatusBar
 from hermesctl.subcommands.base import EXIT_OK
 from hermesctl.turns import Interrupts, approval_handler, choose_session, follow_turn
 from hermesd.rpc.protocol import Codes, RpcError
@@ -67,6 +68,7 @@ class Repl:
         self.typed = ""  # typed at an approval prompt that closed: starts the next prompt
         self.model: str | None = None
         self.connected = True  # False from a lost connection until attached again
+        self.bar: StatusBar | None = None  # the toolbar's fields, on a terminal
 
     # --- start -------------------------------------------------------------------------------
 
@@ -94,7 +96,14 @@ class Repl:
         self._switch(session)
         from hermesd.rpc import paths
 
-        self.editor = LineEditor(str(paths.hermes_home() / "chat_history"))
+        history = str(paths.hermes_home() / "chat_history")
+        if sys.stdin.isatty() and self.tty and not getattr(self.args, "plain", False):
+            self.bar = StatusBar(self.args.socket, model)
+            self.editor = ToolbarEditor(history, self.bar.text)
+            self.footer()  # the toolbar has something to show from the first prompt
+            self.bar.start()
+        else:
+            self.editor = LineEditor(history)
         self.editor.complete_commands(self._command_names())
 
     def _approvals(self, client: Client) -> Any:
@@ -122,6 +131,9 @@ class Repl:
         if changed:
             self.event_seq = session.get("event_seq")
             self.last_message_id = self._newest_message_id()
+            if self.bar is not None:  # the toolbar shows the new session's figures
+                self.bar.took_s = None
+                self.footer()
         self._show_others(session)
 
     def _newest_message_id(self) -> int:
@@ -204,6 +216,9 @@ class Repl:
         except RpcError:
             return  # the footer is a convenience: a daemon that refuses one part shows none
         model = live.get("model") or self.model
+        if self.bar is not None:  # the toolbar shows it
+            self.bar.update(model, live.get("context"), cost, took_s, len(pending))
+            return
         self.printer.line(
             self.style.dim(status_line(model, live.get("context"), cost, took_s, len(pending)))
         )
@@ -466,6 +481,8 @@ class Repl:
             raise EOFError
 
     def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
         if self.editor is not None:
             self.editor.save()
 
