@@ -29,7 +29,7 @@ from hermesd import untrusted
 from hermesd.tools import web_search
 from hermesd.tools.registry import BUILTIN
 from hermesd.tools.web_convert import PageCache, Unconvertible, convert, window
-from hermesd.tools.web_fetch import MAX_URL, Fetcher, FetchError, check_url
+from hermesd.tools.web_fetch import MAX_URL, Fetcher, FetchError
 
 if TYPE_CHECKING:
     from hermesd.sandbox.confine import Sandbox
@@ -264,7 +264,8 @@ class WebTools:
     ) -> dict[str, Any]:
         """One URL's result entry; a failure is its ``error``, never an exception."""
         try:
-            check_url(url)
+            # the policy before the cache: a host refused now is not read from an old copy
+            await fetcher.admit(url)
             cached = await asyncio.to_thread(cache.get, url)
             if cached is not None:
                 title, text, cut = cached["title"], cached["text"], bool(cached["cut"])

@@ -1,7 +1,8 @@
 """A fetched page as text for the model, and the page cache; both run on worker threads.
 
 `convert` turns a `Fetched` body into ``(title, text)``: HTML and XHTML through trafilatura
-(main content as markdown, links and tables kept; its baseline extractor when the main-content
+(main content as markdown; links, tables and image URLs kept, inline ``data:`` images
+dropped; its baseline extractor when the main-content
 pass finds nothing), plain text, markdown, CSV and JSON as text (JSON pretty-printed), and
 anything else (images, PDF, archives, a body with NUL bytes) refused with `Unconvertible`.
 `PageCache` keeps each URL's converted text as a JSON file under
@@ -15,7 +16,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import threading
 import time
 from pathlib import Path
@@ -28,7 +28,6 @@ HTML_TYPES = ("text/html", "application/xhtml+xml")
 JSON_TYPES = ("application/json", "application/ld+json")
 TEXT_TYPES = ("text/plain", "text/markdown", "text/csv", "text/x-markdown", "application/xml")
 MAX_STORED = 2_000_000  # characters of a page's full text kept on disk
-_DATA_IMAGE = re.compile(r"!\[([^\]]*)\]\(data:image/[^)]*\)")
 
 
 class Unconvertible(Exception):
@@ -72,12 +71,13 @@ def _html(body: bytes) -> tuple[str, str]:
         output_format="markdown",
         include_links=True,
         include_tables=True,
+        include_images=True,  # as links to their URLs; inline data: images are dropped
         include_comments=False,
         favor_recall=True,
     )
     if not text:  # a page trafilatura finds no main content in: its plain-text fallback
         _, text, _ = trafilatura.baseline(body)
-    return title.strip(), _DATA_IMAGE.sub(lambda m: f"[IMAGE: {m.group(1)}]", text or "")
+    return title.strip(), text or ""
 
 
 def window(text: str, limit: int, stored: Path | None) -> str:

@@ -88,13 +88,18 @@ class Fetcher:
         self.egress.revoke(self.proxy.user)
         self._pool.clear()
 
+    async def admit(self, url: str) -> None:
+        """Decide ``url``'s host under the egress policy (asking a person when it is not on the
+        allow-list); `FetchError` with the refusal's sentence when it may not be reached."""
+        host, port = check_url(url)
+        refusal = await self.egress.admit(self.proxy.user, host, port)
+        if refusal is not None:
+            raise FetchError(refusal)
+
     async def fetch(self, url: str, max_bytes: int, timeout: float, accept: str) -> Fetched:
         """GET ``url`` (redirects followed, each host decided first); `FetchError` on failure."""
         for _ in range(MAX_REDIRECTS + 1):
-            host, port = check_url(url)
-            refusal = await self.egress.admit(self.proxy.user, host, port)
-            if refusal is not None:
-                raise FetchError(refusal)
+            await self.admit(url)
             got, location = await asyncio.to_thread(self._get, url, max_bytes, timeout, accept)
             if location is None:
                 return got
