@@ -25,6 +25,7 @@ from hermesctl.client import Client
 from tests.support.approvals import client_answering
 from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+from tests.support.plugin_factory import write_plugin
 
 Start = Callable[..., DaemonProcess]
 MARK_OPEN = '<untrusted-data source="'
@@ -430,3 +431,53 @@ def test_bad_search_arguments_get_an_error(
     with daemon.client() as client:
         [result] = _turn(model, client, tool_call("web_search", args))
     assert json.loads(result)["success"] is False and wanted in json.loads(result)["error"]
+
+
+FINDER = """
+from agent.web_search_provider import WebSearchProvider
+
+class Finder(WebSearchProvider):
+    def __init__(self, name, broken=False):
+        self._name, self.broken = name, broken
+
+    @property
+    def name(self):
+        return self._name
+
+    def is_available(self):
+        return True
+
+    def search(self, query, limit=5):
+        if self.broken:
+            raise RuntimeError("the finder index is offline")
+        rows = [{"title": f"{query} {n}", "url": f"https://find.example/{n}",
+                 "description": "x" * 5000, "position": n} for n in range(1, 9)]
+        return {"success": True, "data": {"web": rows}}
+
+def register(ctx):
+    ctx.register_web_search_provider(Finder("finder"))
+    ctx.register_web_search_provider(Finder("brokenfinder", broken=True))
+"""
+
+
+def test_a_plugins_provider_named_by_web_search_provider_answers_web_search(
+    start: Start, model: ScriptedModelServer
+) -> None:
+    home = short_tmpdir("webplug-")
+    write_plugin(home / "plugins", "finder", FINDER)
+    config = f"model:\n  base_url: {model.url}\n  default: scripted-model\n"
+    d = start(home, config=config + "web:\n  search:\n    provider: finder\n")
+    with d.client() as client:
+        [result] = _turn(model, client, tool_call("web_search", {"query": "bread", "limit": 3}))
+    answer = _inside(result, "web_search:finder")
+    assert [r["title"] for r in answer["data"]["web"]] == ["bread 1", "bread 2", "bread 3"]
+    assert len(answer["data"]["web"][0]["description"]) == 2000  # each field is bounded
+    d.stop()
+    broken = start(home, config=config + "web:\n  search:\n    provider: brokenfinder\n")
+    with broken.client() as client:
+        [result] = _turn(model, client, tool_call("web_search", {"query": "bread"}))
+    assert json.loads(result) == {
+        "success": False,
+        "error": "'brokenfinder' failed: the finder index is offline",
+    }
+    assert "web search provider brokenfinder failed" in broken.log()
