@@ -1,11 +1,10 @@
 """A fetched page as text for the model, and the page cache; both run on worker threads.
 
 `convert` turns a `Fetched` body into ``(title, text)``: HTML and XHTML through trafilatura
-(main content as markdown; links, tables and image URLs kept, inline ``data:`` images
-dropped; its baseline extractor when the main-content
-pass finds nothing), plain text, markdown, CSV and JSON as text (JSON pretty-printed), and
-anything else (images, PDF, archives, a body with NUL bytes) refused with `Unconvertible`.
-`PageCache` keeps each URL's converted text as a JSON file under
+(main content as markdown with links and tables, images and scripts dropped; its baseline
+extractor when the main-content pass finds nothing), plain text, markdown, CSV and JSON as
+text (JSON pretty-printed), and anything else (images, PDF, archives, a body with NUL bytes)
+refused with `Unconvertible`. `PageCache` keeps each URL's converted text as a JSON file under
 ``$HERMES_HOME/cache/web/pages`` for ``web.extract.cache_ttl`` seconds. `window` cuts a long
 text to the model's budget (head and tail, with a footer naming the stored full text).
 """
@@ -64,20 +63,19 @@ def _html(body: bytes) -> tuple[str, str]:
     tree = load_html(body)
     if tree is None:
         raise Unconvertible("the page could not be parsed as HTML")
-    meta = trafilatura.extract_metadata(tree)
-    title = (meta.title or "") if meta is not None else ""
+    # the page's <title> (else its first <h1>): trafilatura's own metadata pass also hunts for
+    # dates and authors, and took longer than the extraction itself on a 2 MB page
+    title = tree.findtext(".//title") or tree.findtext(".//h1") or ""
     text = trafilatura.extract(
         tree,
         output_format="markdown",
         include_links=True,
         include_tables=True,
-        include_images=True,  # as links to their URLs; inline data: images are dropped
         include_comments=False,
-        favor_recall=True,
     )
     if not text:  # a page trafilatura finds no main content in: its plain-text fallback
         _, text, _ = trafilatura.baseline(body)
-    return title.strip(), text or ""
+    return " ".join(title.split())[:500], text or ""
 
 
 def window(text: str, limit: int, stored: Path | None) -> str:
