@@ -165,8 +165,10 @@ class WebTools:
         config: Callable[[], Any],
         plugins: web_search.PluginProviders,
         home: Path,
+        budget: Callable[[], int],
     ) -> None:
         self.sandbox = sandbox
+        self.budget = budget  # characters of a result the registry lets through
         self.config = config
         self.plugins = plugins
         self.cache_folder = home / "cache" / "web"
@@ -215,7 +217,11 @@ class WebTools:
                 fetcher.close()
         if not answer.get("success"):
             return json.dumps(answer, ensure_ascii=False)
+        rows = answer["data"]["web"]
         text = json.dumps(answer, indent=2, ensure_ascii=False)
+        while len(text) > self.budget() - 1000 and rows:  # the last results give way
+            rows.pop()
+            text = json.dumps(answer, indent=2, ensure_ascii=False)
         return untrusted.mark(text, f"web_search:{backend.name}")
 
     async def _plugin_search(
@@ -249,20 +255,43 @@ class WebTools:
         cache = PageCache(self.cache_folder / "pages", settings.cache_ttl)
         fetcher = Fetcher(self.sandbox.egress, session_id or None)
         try:
-            results = await asyncio.gather(
-                *(self._page(fetcher, cache, settings, url, limit) for url in urls)
+            pages = await asyncio.gather(
+                *(self._page(fetcher, cache, settings, url) for url in urls)
             )
         finally:
             fetcher.close()
-        text = json.dumps({"results": results}, indent=2, ensure_ascii=False)
-        if not any(r["content"] for r in results):
-            return text
-        return untrusted.mark(text, "web_extract")
+        if not any(text for _, text in pages):
+            return json.dumps({"results": [entry for entry, _ in pages]}, ensure_ascii=False)
+        return await self._fit(pages, limit, cache)
+
+    async def _fit(
+        self, pages: list[tuple[dict[str, Any], str | None]], limit: int, cache: PageCache
+    ) -> str:
+        """The marked result with each page cut to ``limit``, or less when all of them would
+        not fit the registry's result budget (the clip there would cut the marker off)."""
+        budget = self.budget() - 1000  # the marker's sentence and tags, with room to spare
+        stored: dict[str, Path | None] = {}
+        while True:
+            for entry, text in pages:
+                url = entry["url"]
+                if text is not None and len(text) > limit and url not in stored:
+                    stored[url] = await asyncio.to_thread(cache.store_text, url, text)
+            results = [
+                entry
+                if text is None
+                else entry | {"content": window(text, limit, stored.get(entry["url"]))}
+                for entry, text in pages
+            ]
+            body = json.dumps({"results": results}, indent=2, ensure_ascii=False)
+            if len(body) <= budget or limit <= 200:
+                return untrusted.mark(body, "web_extract")
+            limit = max(200, limit * budget // len(body) * 9 // 10)
 
     async def _page(
-        self, fetcher: Fetcher, cache: PageCache, settings: WebSettings, url: str, limit: int
-    ) -> dict[str, Any]:
-        """One URL's result entry; a failure is its ``error``, never an exception."""
+        self, fetcher: Fetcher, cache: PageCache, settings: WebSettings, url: str
+    ) -> tuple[dict[str, Any], str | None]:
+        """One URL's result entry and its whole text (None when it failed: the entry's
+        ``error`` says why; never an exception)."""
         try:
             # the policy before the cache: a host refused now is not read from an old copy
             await fetcher.admit(url)
@@ -278,16 +307,13 @@ class WebTools:
                 text += (
                     f"\n\n[download stopped at {settings.max_bytes:,} bytes; the page is longer]"
                 )
-            stored = None
-            if len(text) > limit:
-                stored = await asyncio.to_thread(cache.store_text, url, text)
-            content = window(text, limit, stored)
-            return {"url": url, "title": title, "content": content, "error": None}
+            return {"url": url, "title": title, "content": "", "error": None}, text
         except (FetchError, Unconvertible) as exc:
-            return {"url": url, "title": "", "content": "", "error": str(exc)}
+            return {"url": url, "title": "", "content": "", "error": str(exc)}, None
         except Exception:
             log.exception("web_extract of %s failed", url[:200])
-            return {"url": url, "title": "", "content": "", "error": "failed (see the daemon log)"}
+            failed = "failed (see the daemon log)"
+            return {"url": url, "title": "", "content": "", "error": failed}, None
 
 
 def register_web_tools(
@@ -298,7 +324,7 @@ def register_web_tools(
     home: Path,
 ) -> WebTools:
     """Register ``web_search`` and ``web_extract`` (toolset ``web``)."""
-    web = WebTools(sandbox, config, plugins, home)
+    web = WebTools(sandbox, config, plugins, home, lambda: tools.result_budget)
     tools.register(
         "web_search",
         TOOLSET,

@@ -133,6 +133,15 @@ def _slow(handler: _Handler, url: urllib.parse.SplitResult) -> None:
     handler._send(b"too late", "text/plain")
 
 
+QUOTED = 'quoted "text" with \\ backslashes ' * 10  # JSON escaping makes it longer
+
+
+def _long(handler: _Handler, url: urllib.parse.SplitResult) -> None:
+    paragraphs = (f"<p>Line {n} of a long page: {QUOTED}</p>" for n in range(2000))
+    body = f"<html><body><article>{''.join(paragraphs)}</article></body></html>"
+    handler._send(body.encode(), "text/html")
+
+
 ROUTES: dict[str, Callable[[_Handler, urllib.parse.SplitResult], None]] = {
     "/article": lambda h, u: h._send(ARTICLE.encode(), "text/html; charset=utf-8"),
     "/cached": lambda h, u: h._send(ARTICLE.encode(), "text/html; charset=utf-8"),
@@ -142,6 +151,7 @@ ROUTES: dict[str, Callable[[_Handler, urllib.parse.SplitResult], None]] = {
     "/logo.png": lambda h, u: h._send(PNG, "image/png"),
     "/search": _search,
     "/huge": _huge,
+    "/long": _long,
     "/slow": _slow,
 }
 
@@ -283,6 +293,21 @@ def test_a_50_mb_page_is_cut_at_the_download_bound_and_windowed_for_the_model(
     assert not site.huge_finished  # the daemon stopped reading; the server could not finish
     stored = page["content"].split("the whole text is in ", 1)[1].split(";", 1)[0]
     assert Path(stored).is_file() and Path(stored).stat().st_size > 1_000_000
+
+
+def test_five_long_pages_are_cut_to_fit_the_result_budget_with_the_marker_whole(
+    model: ScriptedModelServer, daemon: DaemonProcess, site: Site
+) -> None:
+    urls = [f"http://127.0.0.1:{site.port}/long?page={n}" for n in range(5)]
+    with daemon.client() as client:
+        result = _extract(model, client, *urls, char_limit=500_000)
+    assert len(result) <= 100_000  # the registry's result budget: nothing was clipped
+    pages = _inside(result, "web_extract")["results"]
+    assert [p["url"] for p in pages] == urls
+    for page in pages:
+        assert page["content"].startswith("Line 0 of a long page")
+        assert "Line 1999 of a long page" in page["content"]  # the tail is kept too
+        assert "[... middle omitted ...]" in page["content"]
 
 
 def test_a_server_that_does_not_answer_in_time_is_an_error_not_a_hang(
