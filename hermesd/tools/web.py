@@ -9,8 +9,9 @@ the page cache for ``web.extract.cache_ttl`` seconds. Every fetch goes through t
 proxy's policy (`hermesd.tools.web_fetch`). What a page or a search engine says is untrusted:
 a result with fetched text in it reaches the model inside `hermesd.untrusted.mark`'s marker.
 
-The model is untrusted too: arguments of the wrong type, too many URLs, an overlong query or URL
-get an error naming the problem, and nothing is fetched. Under ``sandbox.network: off`` both
+The model is untrusted too: arguments of the wrong type, too many URLs, an overlong query or URL,
+a URL carrying what the redactor takes for a secret get an error naming the problem, and nothing
+is fetched. Under ``sandbox.network: off`` both
 tools are unavailable, as is ``web_search`` with no backend; a call then says why.
 """
 
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hermesd import untrusted
+from hermesd import redact, untrusted
 from hermesd.tools import web_search
 from hermesd.tools.registry import BUILTIN
 from hermesd.tools.web_convert import PageCache, Unconvertible, convert, window
@@ -148,6 +149,11 @@ def read_urls(args: dict[str, Any]) -> list[str]:
             raise BadArguments(f"URL {n + 1} is not a string (or an object with a 'url')")
         if len(item) > MAX_URL:
             raise BadArguments(f"URL {n + 1} is longer than {MAX_URL} characters")
+        if redact.redact(item) != item:  # a fetch must not carry a secret to the page's host
+            raise BadArguments(
+                f"URL {n + 1} contains what looks like a secret (a key or token); "
+                "secrets are not sent in URLs"
+            )
         urls.append(item.strip())
     return urls
 

@@ -330,6 +330,10 @@ def test_a_server_that_does_not_answer_in_time_is_an_error_not_a_hang(
         ({"urls": [{"title": "no url"}]}, "URL 1 is not a string"),
         ({"urls": ["http://127.0.0.1/" + "a" * 100_000]}, "longer than 2048 characters"),
         ({"urls": ["http://127.0.0.1/"], "char_limit": "lots"}, "'char_limit' must be an integer"),
+        (
+            {"urls": ["http://127.0.0.1/x?api_key=abcdef123456", "http://127.0.0.1/article"]},
+            "URL 1 contains what looks like a secret",
+        ),
     ],
 )
 def test_bad_extract_arguments_get_an_error_and_fetch_nothing(
