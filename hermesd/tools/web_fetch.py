@@ -120,9 +120,11 @@ class Fetcher:
                 preload_content=False,
                 timeout=urllib3.Timeout(connect=timeout, read=timeout),
             )
-        except urllib3.exceptions.ProxyError as exc:
+        except urllib3.exceptions.ProxyError as exc:  # an https tunnel (CONNECT) that failed
+            why = str(exc.original_error).removeprefix("Tunnel connection failed: ")
             raise FetchError(
-                f"the egress proxy refused or could not open the tunnel: {exc}"
+                f"no tunnel to {url[:200]}: the egress proxy answered {why} (the host cannot be "
+                "reached, or the proxy refused it)"
             ) from None
         except urllib3.exceptions.TimeoutError:
             raise FetchError(f"{url[:200]} did not answer within {timeout:g}s") from None

@@ -351,14 +351,17 @@ def test_bad_extract_arguments_get_an_error_and_fetch_nothing(
     assert sum(site.hits.values()) == before
 
 
-def test_a_url_that_is_not_http_is_refused_per_url(
+def test_a_url_that_is_not_http_is_refused_and_an_unreachable_https_host_named_per_url(
     model: ScriptedModelServer, daemon: DaemonProcess
 ) -> None:
     with daemon.client() as client:
-        result = _extract(model, client, "file:///etc/passwd", "ftp://127.0.0.1/x")
-    first, second = json.loads(result)["results"]  # no content: no marker needed
+        result = _extract(
+            model, client, "file:///etc/passwd", "ftp://127.0.0.1/x", "https://127.0.0.1:1/x"
+        )
+    first, second, third = json.loads(result)["results"]  # no content: no marker needed
     assert "only http:// and https://" in first["error"] and first["content"] == ""
     assert "only http:// and https://" in second["error"]
+    assert "no tunnel to https://127.0.0.1:1/x: the egress proxy answered 502" in third["error"]
 
 
 # --- the egress policy -------------------------------------------------------------------------
