@@ -133,6 +133,14 @@ def _slow(handler: _Handler, url: urllib.parse.SplitResult) -> None:
     handler._send(b"too late", "text/plain")
 
 
+def _redirect(handler: _Handler, url: urllib.parse.SplitResult) -> None:
+    target = urllib.parse.parse_qs(url.query)["to"][0]
+    handler.send_response(302)
+    handler.send_header("Location", target)
+    handler.send_header("Content-Length", "0")
+    handler.end_headers()
+
+
 QUOTED = 'quoted "text" with \\ backslashes ' * 10  # JSON escaping makes it longer
 
 
@@ -152,6 +160,7 @@ ROUTES: dict[str, Callable[[_Handler, urllib.parse.SplitResult], None]] = {
     "/search": _search,
     "/huge": _huge,
     "/long": _long,
+    "/moved": _redirect,
     "/slow": _slow,
 }
 
@@ -391,6 +400,21 @@ def test_a_host_the_person_denies_is_an_error_naming_it_and_nothing_is_fetched(
     assert "network access to localhost was not approved" in page["error"]
     assert page["content"] == "" and len(answers.requests) == 1
     assert site.hits["/article"] == before
+
+
+def test_a_redirect_is_followed_and_its_new_host_decided_by_the_policy_too(
+    model: ScriptedModelServer, daemon: DaemonProcess, site: Site
+) -> None:
+    base = f"http://127.0.0.1:{site.port}"
+    away = f"http://localhost:{site.port}/notes.txt"
+    client, answers = client_answering(daemon, "deny")
+    with client:
+        result = _extract(model, client, f"{base}/moved?to=/article", f"{base}/moved?to={away}")
+    here, there = _inside(result, "web_extract")["results"]
+    assert "wild yeast" in here["content"]  # same host: followed without asking
+    assert "network access to localhost was not approved" in there["error"]
+    [asked] = answers.requests
+    assert asked["pattern_key"] == "network:localhost"
 
 
 def test_a_refused_host_fails_at_once_and_no_backend_means_no_web_search(
