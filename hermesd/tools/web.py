@@ -127,8 +127,9 @@ def _int_argument(args: dict[str, Any], key: str, default: int | None) -> int | 
     value = args.get(key)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
-        raise BadArguments(f"'{key}' must be an integer, not {type(value).__name__}")
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not whole:  # inf and NaN are not whole either
+        raise BadArguments(f"'{key}' must be an integer, not {value!r:.40}")
     return int(value)
 
 

@@ -479,6 +479,8 @@ def test_web_search_asks_searxng_and_answers_in_the_reference_shape(
         ({"query": "   "}, "'query' must be a non-empty string"),
         ({"query": "x" * 50_000}, "longer than 2000 characters"),
         ({"query": "ok", "limit": "many"}, "'limit' must be an integer"),
+        ({"query": "ok", "limit": 2.5}, "'limit' must be an integer"),
+        ({"query": "ok", "limit": True}, "'limit' must be an integer"),
     ],
 )
 def test_bad_search_arguments_get_an_error(
