@@ -206,14 +206,17 @@ class WebTools:
             limit = min(max(_int_argument(args, "limit", 5) or 5, 1), 100)
         except BadArguments as exc:
             return _error(str(exc))
-        backend = web_search.choose(self.config(), self.plugins, os.environ)
+        # a plugin's is_available() is plugin code: never on the event loop
+        backend = await asyncio.to_thread(
+            web_search.choose, self.config(), self.plugins, os.environ
+        )
         if isinstance(backend, str):
             return _error(backend)
+        if why := self.network_off():  # network: off holds for a plugin's backend too
+            return _error(why)
         settings = WebSettings.of(self.config())
         if backend.provider is not None:
             answer = await self._plugin_search(backend, query, limit, settings.search_timeout)
-        elif why := self.network_off():
-            return _error(why)
         else:
             fetcher = Fetcher(self.sandbox.egress, session_id or None)
             try:

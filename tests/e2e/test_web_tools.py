@@ -447,6 +447,12 @@ def test_with_the_network_off_both_tools_are_unavailable(start: Start) -> None:
     tools = {t["name"]: t for t in d.call("tools.list")["tools"]}
     assert tools["web_search"]["toolset"] == tools["web_extract"]["toolset"] == "web"
     assert not tools["web_search"]["available"] and not tools["web_extract"]["available"]
+    for name, args in (("web_search", {"query": "x"}), ("web_extract", {"urls": ["http://x/"]})):
+        answer = d.call("tools.call", {"name": name, "args": args})["result"]
+        assert json.loads(answer) == {
+            "success": False,
+            "error": "sandbox.network is off: the web tools have no network",
+        }
 
 
 # --- search ------------------------------------------------------------------------------------
