@@ -5,7 +5,8 @@
 extractor when the main-content pass finds nothing), plain text, markdown, CSV and JSON as
 text (JSON pretty-printed), and anything else (images, PDF, archives, a body with NUL bytes)
 refused with `Unconvertible`. `PageCache` keeps each URL's converted text as a JSON file under
-``$HERMES_HOME/cache/web/pages`` for ``web.extract.cache_ttl`` seconds. `window` cuts a long
+``$HERMES_HOME/cache/web/pages`` for ``web.extract.cache_ttl`` seconds (expired files are
+removed as new ones are written). `window` cuts a long
 text to the model's budget (head and tail, with a footer naming the stored full text).
 """
 
@@ -27,6 +28,7 @@ HTML_TYPES = ("text/html", "application/xhtml+xml")
 JSON_TYPES = ("application/json", "application/ld+json")
 TEXT_TYPES = ("text/plain", "text/markdown", "text/csv", "text/x-markdown", "application/xml")
 MAX_STORED = 2_000_000  # characters of a page's full text kept on disk
+MAX_FILES = 2000  # cached pages and full texts in the folder, newest kept
 
 
 class Unconvertible(Exception):
@@ -123,11 +125,28 @@ class PageCache:
         return entry if isinstance(entry, dict) and entry.get("url") == url else None
 
     def put(self, url: str, title: str, text: str, cut: bool) -> None:
-        """Keep a converted page (written whole or not at all)."""
+        """Keep a converted page (written whole or not at all), dropping expired ones."""
         if self.ttl <= 0:
             return
         entry = {"url": url, "title": title, "text": text[:MAX_STORED], "cut": cut}
         self._write(self._path(url, ".json"), json.dumps(entry, ensure_ascii=False))
+        self.prune()
+
+    def prune(self) -> None:
+        """Remove expired pages and full texts, and the oldest past `MAX_FILES`, so the folder
+        stays bounded (a full text lives as long as a cached page: a day at least)."""
+        now, keep_for = time.time(), max(self.ttl, 86400.0)
+        files: list[tuple[float, Path]] = []
+        with contextlib.suppress(OSError), os.scandir(self.folder) as listing:
+            for item in listing:
+                with contextlib.suppress(OSError):
+                    files.append((item.stat().st_mtime, Path(item.path)))
+        files.sort(reverse=True)
+        for n, (mtime, path) in enumerate(files):
+            ttl = self.ttl if path.suffix == ".json" else keep_for
+            if n >= MAX_FILES or now - mtime > ttl:
+                with contextlib.suppress(OSError):
+                    path.unlink()
 
     def store_text(self, url: str, text: str) -> Path | None:
         """The full text of a long page as a file the model can page through with read_file."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import threading
 import time
 import urllib.parse
@@ -287,6 +288,25 @@ def test_a_second_read_within_the_ttl_is_served_from_the_cache(
         second = _inside(_extract(model, client, url), "web_extract")["results"][0]
     assert site.hits["/cached"] == 1
     assert second == first and "wild yeast" in second["content"]
+
+
+def test_an_expired_page_is_fetched_again_and_expired_files_are_removed(
+    model: ScriptedModelServer, daemon: DaemonProcess, site: Site
+) -> None:
+    url = f"http://127.0.0.1:{site.port}/notes.txt?expiry"
+    folder = daemon.home / "cache" / "web" / "pages"
+    with daemon.client() as client:
+        _extract(model, client, url)
+        [entry] = [p for p in folder.glob("*.json") if url in p.read_text()]
+        stale = folder / "0123456789abcdef0123456789abcdef.json"
+        stale.write_text("{}")
+        for path in (entry, stale):
+            os.utime(path, (time.time() - 2 * 86400,) * 2)  # as if written two days ago
+        before = site.hits["/notes.txt"]
+        page = _inside(_extract(model, client, url), "web_extract")["results"][0]
+    assert page["content"] == "line one\nline two\n"
+    assert site.hits["/notes.txt"] == before + 1  # expired: fetched again
+    assert not stale.exists() and entry.exists()  # the old file went, the page was rewritten
 
 
 def test_a_50_mb_page_is_cut_at_the_download_bound_and_windowed_for_the_model(
