@@ -240,6 +240,7 @@ SCHEMA: dict[str, Any] = {
             "max_bytes": _S((int,), 5 * 1024 * 1024, "bytes of a page downloaded at most"),
             "timeout": _S(_num, 20.0, "seconds one page may take to download"),
             "cache_ttl": _S(_num, 3600.0, "seconds a read page is kept (0: no cache)"),
+            "convert_timeout": _S(_num, 60.0, "seconds converting one page may take"),
         },
         # the reference's names for the search backend (web.search.provider wins)
         "backend": _S((str,), "", "reference-compatible: the web backend's name"),

@@ -3,7 +3,7 @@
 ``web_search`` sends a query to the backend `hermesd.tools.web_search.choose` picks and answers
 ``{"success", "data": {"web": [{title, url, description, position}]}}``. ``web_extract`` fetches
 up to five URLs at once and answers ``{"results": [{url, title, content, error}]}``: each page
-converted to markdown or text (`hermesd.tools.web_convert`, on a worker thread), at most
+converted to markdown or text (`hermesd.tools.web_convert`, in a child process), at most
 ``char_limit`` characters of it (head and tail, the whole text stored for read_file), kept in
 the page cache for ``web.extract.cache_ttl`` seconds. Every fetch goes through the egress
 proxy's policy (`hermesd.tools.web_fetch`). What a page or a search engine says is untrusted:
@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 from hermesd import redact, untrusted
 from hermesd.tools import web_search
 from hermesd.tools.registry import BUILTIN
-from hermesd.tools.web_convert import PageCache, Unconvertible, convert, window
+from hermesd.tools.web_convert import PageCache, Unconvertible, window
 from hermesd.tools.web_fetch import MAX_URL, Fetcher, FetchError
+from hermesd.tools.web_worker import ConvertWorker
 
 if TYPE_CHECKING:
     from hermesd.sandbox.confine import Sandbox
@@ -109,6 +110,7 @@ class WebSettings:
     max_bytes: int
     timeout: float
     cache_ttl: float
+    convert_timeout: float
     search_timeout: float
 
     @classmethod
@@ -119,6 +121,7 @@ class WebSettings:
             max_bytes=int(config.get("web.extract.max_bytes")),
             timeout=float(config.get("web.extract.timeout")),
             cache_ttl=float(config.get("web.extract.cache_ttl")),
+            convert_timeout=float(config.get("web.extract.convert_timeout")),
             search_timeout=float(config.get("web.search.timeout")),
         )
 
@@ -179,6 +182,7 @@ class WebTools:
         self.config = config
         self.plugins = plugins
         self.cache_folder = home / "cache" / "web"
+        self.converter = ConvertWorker()  # pages are converted in a child process
 
     def network_off(self) -> str | None:
         """Why no fetch may be made now, or None."""
@@ -310,7 +314,7 @@ class WebTools:
                 title, text, cut = cached["title"], cached["text"], bool(cached["cut"])
             else:
                 page = await fetcher.fetch(url, settings.max_bytes, settings.timeout, ACCEPT)
-                title, text = await asyncio.to_thread(convert, page)
+                title, text = await self.converter.convert(page, settings.convert_timeout)
                 cut = page.cut
                 await asyncio.to_thread(cache.put, url, title, text, cut)
             if cut:

@@ -1,4 +1,5 @@
-"""A fetched page as text for the model, and the page cache; both run on worker threads.
+"""A fetched page as text for the model (run in the conversion process, `web_worker`) and the page
+cache (run on worker threads).
 
 `convert` turns a `Fetched` body into ``(title, text)``: HTML and XHTML through trafilatura
 (main content as markdown with links and tables, images and scripts dropped; its baseline
