@@ -12,10 +12,10 @@ each needing an API key or a hosted instance); its keyless backends (SearXNG, DD
 are search-only. So trafilatura alone stands in for "the same input without hermesd".
 
 **Tool call**: ``tools.call web_extract`` on a real daemon (cache off) against the page served
-on 127.0.0.1 (on ``sandbox.allowed_domains``): fetch through the egress proxy, convert on a
-worker thread, mark. **Other clients**: ``ping`` round trips from a second client while those
-calls run, against ``ping`` on an idle daemon (the event loop must not stall on the CPU-heavy
-conversion).
+on 127.0.0.1 (on ``sandbox.allowed_domains``): fetch through the egress proxy, convert in the
+conversion process (``hermesd.tools.web_worker``), mark. **Other clients**: ``ping`` round
+trips from a second client while those calls run, against ``ping`` on an idle daemon (the
+event loop must not stall on the CPU-heavy conversion).
 
     python bench/web_extract.py            # the full run (about a minute)
     python bench/web_extract.py --quick    # a smoke run
