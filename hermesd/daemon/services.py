@@ -71,6 +71,7 @@ from hermesd.tools.registry import (
 from hermesd.tools.results import Redactor
 from hermesd.tools.skill_catalog import SkillCatalog
 from hermesd.tools.todo import register_todo
+from hermesd.tools.web import register_web_tools
 
 if TYPE_CHECKING:
     from hermesd.daemon.main import Daemon
@@ -284,6 +285,16 @@ def build_services(daemon: Daemon) -> None:
     memory = _memory(core)
     turns = _turns(core, memory)
     host, admin, mcp, cron = _plugins(core, memory, turns)
+    # issue 33: web_search (SearXNG or a plugin's provider) and web_extract, fetching through
+    # the egress proxy; the web.* keys are read from the configuration of the moment
+    providers = host.plugins.services.providers
+    register_web_tools(
+        core.parts.tools,
+        core.sandbox,
+        lambda: daemon.config,
+        lambda: [r.obj for r in providers.of_kind("web_search")],
+        core.home,
+    )
     _append_services(daemon, core, memory, turns, host, admin, mcp, cron)
 
 
