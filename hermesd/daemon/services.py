@@ -60,6 +60,8 @@ from hermesd.sandbox.service import SandboxService
 from hermesd.store.facade import SessionStore
 from hermesd.tools.builtin_files import register_builtin_file_tools
 from hermesd.tools.builtin_skills import register_skill_tools
+from hermesd.tools.clarify import ClarifyBroker, register_clarify
+from hermesd.tools.clarify_service import ClarifyService
 from hermesd.tools.registry import (
     DEFAULT_RESULT_BUDGET,
     DEFAULT_TOOL_TIMEOUT,
@@ -200,6 +202,14 @@ def _session_switched(
         _spawn(context.reset_session(old))
 
 
+def _asked_on_attach(
+    broker: ApprovalBroker, clarify: ClarifyBroker, sid: str, conn: Connection
+) -> None:
+    """A client attached: it is asked the session's pending approvals and open questions."""
+    broker.on_attach(sid, conn)
+    clarify.on_attach(sid, conn)
+
+
 def _spawn(coro: Any) -> None:
     task = asyncio.get_running_loop().create_task(coro)
     _ENDING.add(task)
@@ -249,6 +259,7 @@ class _Core:
     parts: _Registries
     broker: ApprovalBroker
     sandbox: Sandbox
+    clarify: ClarifyBroker  # the clarify tool's open questions (issue 33)
 
 
 @dataclass
@@ -312,7 +323,8 @@ def _core(daemon: Daemon) -> _Core:
         transform_output=functools.partial(hooks.transform, "transform_terminal_output"),
         sandbox=sandbox,
     )
-    return _Core(home, cfg, files, dotenv, store, attached, parts, broker, sandbox)
+    clarify = ClarifyBroker(lambda sid: list(attached.get(sid, ())), cfg)
+    return _Core(home, cfg, files, dotenv, store, attached, parts, broker, sandbox, clarify)
 
 
 def _memory(core: _Core) -> _Memory:
@@ -379,7 +391,7 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
         agent,
         core.parts.hooks,
         attached=core.attached,
-        on_attach=core.broker.on_attach,
+        on_attach=functools.partial(_asked_on_attach, core.broker, core.clarify),
         on_forget=functools.partial(_forget_session, core.broker, memory.providers, context),
         on_switch=functools.partial(_session_switched, memory.providers, context),
         redact_event=redact.redact_event,
@@ -394,6 +406,8 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
         emit=sessions.emit,
         running_turn=lambda sid: (sessions.turns.get(sid) or (None, None))[0],
     )
+    # issue 33: the model's questions to the person, asked like approvals
+    register_clarify(core.parts.tools, core.clarify)
     return _Turns(meter, engines, context, agent, sessions)
 
 
@@ -490,6 +504,7 @@ def _append_services(
     daemon.services.append(DoctorService(daemon, files, host, core.store, mcp.pool))
     # Late, so it stops early (pending approvals are answered before the others stop).
     daemon.services.append(approvals)
+    daemon.services.append(ClarifyService(core.clarify))  # open questions answered at stop
     # The scheduler starts last (a run may need every other service: approval rules loaded,
     # plugins' tools registered) and stops first (its runs are recorded as stopped).
     daemon.services.append(cron)
