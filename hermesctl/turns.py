@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 import time
@@ -21,6 +22,22 @@ from hermesctl.client import Client
 from hermesd.rpc.protocol import Codes, RpcError
 
 CANCEL_GRACE_S = 15.0
+MAX_IMAGE_BYTES = 4 * 1024 * 1024  # the daemon's bound on one message's images
+
+
+def image_part(path: str) -> dict[str, Any]:
+    """An image file read for ``session.send`` (its type is the daemon's to check); raises
+    ValueError with a sentence when it cannot be sent."""
+    full = os.path.expanduser(path)
+    try:
+        size = os.path.getsize(full)
+        if size > MAX_IMAGE_BYTES:
+            raise ValueError(f"{path} is {size:,} bytes; images may be {MAX_IMAGE_BYTES:,}")
+        with open(full, "rb") as f:
+            data = f.read(MAX_IMAGE_BYTES + 1)
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return {"data": data, "name": os.path.basename(full)}
 
 
 # --- session choice ----------------------------------------------------------------------------
@@ -73,9 +90,14 @@ def run_turn(
     on_event: Any,
     tick: Any = None,
     interrupts: Interrupts | None = None,
+    images: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Send one message and follow the turn; returns its ``turn.finished`` event."""
-    result = client.call("session.send", {"session_id": session_id, "message": message})
+    """Send one message (with ``images``, from `image_part`) and follow the turn; returns its
+    ``turn.finished`` event."""
+    params: dict[str, Any] = {"session_id": session_id, "message": message}
+    if images:
+        params["images"] = images
+    result = client.call("session.send", params)
     return follow_turn(client, session_id, result["turn_id"], on_event, tick, interrupts)
 
 

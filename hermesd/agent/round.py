@@ -17,6 +17,7 @@ from typing import Any
 
 from hermesd import redact
 from hermesd.agent.scope import TurnScope
+from hermesd.context.compressor import estimate_tokens
 from hermesd.model.client import Completion, ModelClient, RetryInfo
 from hermesd.model.errors import ModelError, ModelRequestFailed, ModelResponseInvalid
 from hermesd.model.response import as_chat_completion, completion_from_response
@@ -152,7 +153,7 @@ async def _pre_api_request(scope: TurnScope, sent: RoundInput, attempt: _Attempt
     request = attempt.request
     messages = request.get("messages")
     messages = messages if isinstance(messages, list) else sent.messages
-    chars = sum(len(str(m.get("content") or "")) for m in messages if isinstance(m, dict))
+    chars = sum(_text_chars(m.get("content")) for m in messages if isinstance(m, dict))
     base = attempt.base  # spelled out below: the hook-site test checks the names
     await scope.hook(
         "pre_api_request",
@@ -164,7 +165,7 @@ async def _pre_api_request(scope: TurnScope, sent: RoundInput, attempt: _Attempt
         request_messages=list(messages),
         message_count=len(messages),
         tool_count=len(request.get("tools") or ()),
-        approx_input_tokens=chars // 4,
+        approx_input_tokens=estimate_tokens([m for m in messages if isinstance(m, dict)]),
         request_char_count=chars,
         max_tokens=request.get("max_tokens"),
         user_message=sent.user_message,
@@ -174,6 +175,13 @@ async def _pre_api_request(scope: TurnScope, sent: RoundInput, attempt: _Attempt
         request={**request, "messages": list(messages)},
         middleware_trace=attempt.trace,
     )
+
+
+def _text_chars(content: Any) -> int:
+    """The characters of a message's text (an image part counts in the token estimate)."""
+    if isinstance(content, list):
+        return sum(len(str(p.get("text") or "")) for p in content if isinstance(p, dict))
+    return len(str(content or ""))
 
 
 def _deltas(
