@@ -58,7 +58,7 @@ from hermesd.runtime.workers import WorkerPool
 from hermesd.sandbox.confine import Sandbox
 from hermesd.sandbox.service import SandboxService
 from hermesd.store.facade import SessionStore
-from hermesd.tools.builtin_files import register_builtin_file_tools
+from hermesd.tools.builtin_files import BuiltinFileTools, register_builtin_file_tools
 from hermesd.tools.builtin_skills import register_skill_tools
 from hermesd.tools.clarify import ClarifyBroker, register_clarify
 from hermesd.tools.clarify_service import ClarifyService
@@ -71,6 +71,7 @@ from hermesd.tools.registry import (
 from hermesd.tools.results import Redactor
 from hermesd.tools.skill_catalog import SkillCatalog
 from hermesd.tools.todo import register_todo
+from hermesd.tools.vision import VisionTool, register_vision
 
 if TYPE_CHECKING:
     from hermesd.daemon.main import Daemon
@@ -260,6 +261,7 @@ class _Core:
     broker: ApprovalBroker
     sandbox: Sandbox
     clarify: ClarifyBroker  # the clarify tool's open questions (issue 33)
+    file_tools: BuiltinFileTools  # their guard and workspaces (vision_analyze reads files too)
 
 
 @dataclass
@@ -315,7 +317,7 @@ def _core(daemon: Daemon) -> _Core:
     )
     # issue 18; issue 29: hosts off sandbox.allowed_domains are asked about like a tool call
     sandbox = Sandbox.for_home(home, cfg, daemon.socket_path, dotenv, approve=broker.approve)
-    register_builtin_file_tools(
+    file_tools = register_builtin_file_tools(
         parts.tools,
         home=home,
         store=store,
@@ -324,7 +326,9 @@ def _core(daemon: Daemon) -> _Core:
         sandbox=sandbox,
     )
     clarify = ClarifyBroker(lambda sid: list(attached.get(sid, ())), cfg)
-    return _Core(home, cfg, files, dotenv, store, attached, parts, broker, sandbox, clarify)
+    return _Core(
+        home, cfg, files, dotenv, store, attached, parts, broker, sandbox, clarify, file_tools
+    )
 
 
 def _memory(core: _Core) -> _Memory:
@@ -408,6 +412,9 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
     )
     # issue 33: the model's questions to the person, asked like approvals
     register_clarify(core.parts.tools, core.clarify)
+    # issue 33: vision_analyze, on auxiliary.vision's model or the main one
+    vision = VisionTool(store, core.file_tools, core.sandbox, agent.complete, cfg)
+    register_vision(core.parts.tools, vision)
     return _Turns(meter, engines, context, agent, sessions)
 
 
