@@ -405,3 +405,15 @@ def test_vision_analyze_uses_the_main_model_without_an_auxiliary_one(
     assert result == {"success": True, "analysis": "It is red."}
     usage = daemon.call("usage.get", {"session_id": sid})
     assert usage["totals"]["requests"] >= 3, usage  # the vision request is counted too
+
+
+def test_retry_sends_the_images_again(model: ScriptedModelServer, daemon: DaemonProcess) -> None:
+    seen = len(model.requests)
+    model.push(reply("first try"), reply("second try"))
+    sid = daemon.call("session.create", {"attach": False})["id"]
+    _send(daemon, sid, "what is this?", [PNG])
+    with daemon.client() as c:
+        c.call("session.attach", {"session_id": sid})
+        result = c.call("command.run", {"line": "/retry", "session_id": sid})
+        follow_turn(c, result["turn_id"])
+    assert _images_sent(model.requests[seen + 1]) == [PNG_URL]
