@@ -41,7 +41,7 @@ QUESTION = {"question": "Which target?", "choices": ["staging", "prod", "qa"]}
 def daemon(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     process = start_daemon(
         short_tmpdir("clq-"),
-        config=model_config(model.url) + "clarify:\n  unattended_after: 30\n",
+        config=model_config(model.url) + "clarify:\n  unattended_after: 600\n",
     )
     yield process
     process.stop()
@@ -246,10 +246,9 @@ def test_a_one_shot_chat_without_a_terminal_lets_the_model_decide_at_once(
 ) -> None:
     seen = len(model.requests)
     _ask(model)
-    started = time.monotonic()
+    # this daemon waits 600 s for someone to attach: the answer comes from the client's reply
     done = run_hermesctl(["--socket", str(daemon.socket), "chat", "-m", "deploy it"], input="")
     assert done.returncode == 0, done.stderr
-    assert time.monotonic() - started < 30  # not the 30 s unattended_after of this daemon
     assert _tool_result(model, seen)["user_response"].startswith("No one could be asked")
 
 
