@@ -412,9 +412,6 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
     )
     # issue 33: the model's questions to the person, asked like approvals
     register_clarify(core.parts.tools, core.clarify)
-    # issue 33: vision_analyze, on auxiliary.vision's model or the main one
-    vision = VisionTool(store, core.file_tools, core.sandbox, agent.complete, cfg)
-    register_vision(core.parts.tools, vision)
     return _Turns(meter, engines, context, agent, sessions)
 
 
@@ -479,6 +476,11 @@ def _append_services(
 ) -> None:
     """The RPC-facing services, in start-up order (stop runs in reverse)."""
     cfg, files, sessions = core.cfg, core.files, turns.sessions
+    # issue 33: vision_analyze, on auxiliary.vision's model (the live settings) or the main one
+    vision = VisionTool(
+        core.store, core.file_tools, core.sandbox, turns.agent.complete, lambda: daemon.config
+    )
+    register_vision(core.parts.tools, vision)
     approvals = ApprovalService(core.broker)
     daemon.services.append(SandboxService(core.sandbox, files.dotenv))
     daemon.services.append(mcp)

@@ -10,7 +10,8 @@ the network (``sandbox.network``): refused when it is ``off``, through the egres
 when ``on``.
 
 The model asked is ``auxiliary.vision`` (``base_url``, ``model``, ``api_key``, ``timeout``,
-``temperature``, ``download_timeout``) when it names an endpoint, else the main model (with
+``temperature``, ``download_timeout``; read at each call, so a reload applies at once) when it
+names an endpoint, else the main model (with
 ``auxiliary.vision.model`` when set), through the agent's own completion path (usage, budgets,
 request hooks). The result is the reference's: ``{success: true, analysis}``, or ``{success:
 false, error, analysis}`` saying what went wrong.
@@ -71,6 +72,9 @@ SCHEMA: dict[str, Any] = {
 }
 
 
+_CLOSING: set[asyncio.Task[None]] = set()  # clients of a replaced endpoint, being closed
+
+
 class VisionError(Exception):
     """The image could not be had or analysed; the text is what the model reads."""
 
@@ -94,14 +98,15 @@ class VisionTool:
         files: BuiltinFileTools,
         sandbox: Sandbox,
         complete: Complete,
-        config: Any,
+        config: Callable[[], Any],
     ) -> None:
         self.store, self.files, self.sandbox, self.complete = store, files, sandbox, complete
+        self.config = config  # the daemon's current settings: a reload applies to the next call
         self._client: ModelClient | None = None
-        self.reload(config)
+        self._read(config())
 
-    def reload(self, config: Any) -> None:
-        """Take ``auxiliary.vision`` (a changed endpoint gets a new client)."""
+    def _read(self, config: Any) -> None:
+        """Take ``auxiliary.vision``; a changed endpoint gets a new client."""
         value = config.get("auxiliary.vision")
         aux = value if isinstance(value, dict) else {}
         self.model = str(aux.get("model") or "") or None
@@ -111,10 +116,16 @@ class VisionTool:
         temperature = aux.get("temperature")
         self.temperature = float(temperature) if isinstance(temperature, (int, float)) else 0.1
         self.download_timeout = float(aux.get("download_timeout") or 30)
-        self._client = None  # an old one is closed with the process; they hold no requests
+        endpoint = (self.base_url, self.api_key, self.timeout)
+        if self._client is not None and self._client.settings.endpoint != endpoint:
+            old, self._client = self._client, None
+            task = asyncio.get_running_loop().create_task(old.aclose())
+            _CLOSING.add(task)
+            task.add_done_callback(_CLOSING.discard)
 
     async def call(self, args: Any, session_id: str) -> dict[str, Any]:
         """One ``vision_analyze`` call: the reference's result."""
+        self._read(self.config())
         if not isinstance(args, dict):
             return failure("arguments must be an object with image_url and question")
         source, question = args.get("image_url"), args.get("question")

@@ -417,3 +417,19 @@ def test_retry_sends_the_images_again(model: ScriptedModelServer, daemon: Daemon
         result = c.call("command.run", {"line": "/retry", "session_id": sid})
         follow_turn(c, result["turn_id"])
     assert _images_sent(model.requests[seen + 1]) == [PNG_URL]
+
+
+def test_a_config_reload_moves_vision_analyze_to_the_auxiliary_model(
+    model: ScriptedModelServer, vision_model: ScriptedModelServer, start: Any
+) -> None:
+    d = start(short_tmpdir("vis-"), config=model_config(model.url))
+    before = len(vision_model.requests)
+    (d.home / "config.yaml").write_text(
+        model_config(model.url)
+        + f"auxiliary:\n  vision:\n    base_url: {vision_model.url}\n    model: vision-model\n"
+    )
+    d.call("config.reload")
+    vision_model.push(reply("Seen by the auxiliary model."))
+    result = _analyse(model, d, {"image_url": PNG_URL, "question": "?"})
+    assert result == {"success": True, "analysis": "Seen by the auxiliary model."}
+    assert len(vision_model.requests) == before + 1
