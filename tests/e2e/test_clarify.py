@@ -361,3 +361,21 @@ def test_the_clarify_toolset_can_be_turned_off(model: ScriptedModelServer, start
         c.call("session.send", {"session_id": sid, "message": "go", "wait": True})
     names = [t["function"]["name"] for t in model.requests[seen]["tools"]]
     assert "clarify" not in names and "todo" in names
+
+
+def test_a_question_open_when_the_daemon_stops_gets_the_fallback(
+    model: ScriptedModelServer, start: Any
+) -> None:
+    home = short_tmpdir("clq-")
+    config = model_config(model.url) + "clarify:\n  unattended_after: 600\n"
+    d = start(home, config=config)
+    _ask(model)
+    sender, sid, _turn = _start_turn(d)
+    _wait_question(d, sid)
+    sender.close()
+    d.stop()
+    again = start(home, config=config)
+    history = again.call("session.history", {"session_id": sid})["messages"]
+    [result] = [json.loads(m["content"]) for m in history if m["role"] == "tool"]
+    assert result["question"] == "Which target?"
+    assert result["user_response"].startswith("hermesd stopped before the user answered")
