@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hermesd import redact
 from hermesd.tools.registry import BUILTIN
 
 if TYPE_CHECKING:
@@ -161,12 +162,13 @@ class Question:
     unattended_reply: bool = False  # a client said it has no one to ask
 
     def public(self) -> dict[str, Any]:
-        """The ``clarify.request`` params / ``clarify.pending`` entry."""
+        """The ``clarify.request`` params / ``clarify.pending`` entry (known secret values the
+        model put in the question are hidden, as in every event)."""
         return {
             "id": self.id,
             "session_id": self.session_id,
-            "question": self.question,
-            "choices": list(self.choices or []),
+            "question": redact.redact(self.question),
+            "choices": [redact.redact(c) for c in self.choices or []],
             "deadline": self.deadline,
         }
 

@@ -379,3 +379,16 @@ def test_a_question_open_when_the_daemon_stops_gets_the_fallback(
     [result] = [json.loads(m["content"]) for m in history if m["role"] == "tool"]
     assert result["question"] == "Which target?"
     assert result["user_response"].startswith("hermesd stopped before the user answered")
+
+
+def test_a_secret_in_the_question_is_hidden_from_the_person(
+    model: ScriptedModelServer, daemon: DaemonProcess
+) -> None:
+    secret = "ghp_abcdefghijklmnopqrstuvwx12"
+    _ask(model, {"question": f"Use token {secret}?", "choices": [f"yes, {secret}", "no"]})
+    sender, sid, turn = _start_turn(daemon)
+    question = _wait_question(daemon, sid)
+    assert secret not in json.dumps(question)
+    assert "REDACTED" in question["question"]
+    daemon.call("clarify.respond", {"session_id": sid, "id": question["id"], "choice": 2})
+    assert follow_turn(sender, turn)[-1]["status"] == "completed"
