@@ -104,6 +104,8 @@ def test_images_reach_the_model_as_image_url_parts_and_stay_in_the_session(
     assert json.loads(exported.stdout)["messages"][0]["images"][0]["url"] == PNG_URL
     markdown = run_hermesctl([*socket, "sessions", "export", sid]).stdout
     assert f"![image 1 (image/png, {len(PNG)} bytes)]({PNG_URL})" in markdown
+    shown = run_hermesctl([*socket, "sessions", "show", sid]).stdout
+    assert f"[user] 📎 image/png image, {len(PNG)} bytes" in shown
     # the bytes are not searched; the text is
     fragment = base64.b64encode(PNG).decode()[20:40]
     hits = daemon.call("session.search", {"query": f'"{fragment}"', "session_id": sid})["hits"]
