@@ -14,7 +14,9 @@ The model asked is ``auxiliary.vision`` (``base_url``, ``model``, ``api_key``, `
 names an endpoint, else the main model (with
 ``auxiliary.vision.model`` when set), through the agent's own completion path (usage, budgets,
 request hooks). The result is the reference's: ``{success: true, analysis}``, or ``{success:
-false, error, analysis}`` saying what went wrong.
+false, error, analysis}`` saying what went wrong. The analysis of an image nobody in the
+conversation attached (a file, a URL, a data: URL) comes inside the untrusted-data marker
+(`hermesd.untrusted`): text in an image is not an instruction.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hermesd import untrusted
 from hermesd.model.client import Completion, ModelClient, ModelSettings
 from hermesd.store.images import Image, ImageError, checked, from_data_url
 from hermesd.tools.arguments import BadArgs
@@ -145,6 +148,10 @@ class VisionTool:
             return failure(f"the vision model request failed: {exc}")
         if not analysis.strip():
             return failure("the vision model returned no text")
+        if not source.strip().lower().startswith("attachment:"):
+            # an image nobody in the conversation made may carry instructions: the description
+            # of it is data, marked as such (an image the person attached is theirs)
+            analysis = untrusted.mark(analysis, f"image:{source.strip()[:80]}")
         return {"success": True, "analysis": analysis}
 
     # --- where the image comes from --------------------------------------------------------

@@ -272,7 +272,9 @@ def test_vision_analyze_reads_a_workspace_file_with_the_auxiliary_model(
     seen = len(vision_model.requests)
     vision_model.push(reply("A bar chart with three bars."))
     result = _analyse(model, visiond, {"image_url": "chart.png", "question": "How many bars?"})
-    assert result == {"success": True, "analysis": "A bar chart with three bars."}
+    assert result["success"] is True
+    assert result["analysis"].startswith("[Untrusted data from image:chart.png")
+    assert "\nA bar chart with three bars.\n</untrusted-data>" in result["analysis"]
     asked = vision_model.requests[seen]
     assert asked["model"] == "vision-model"
     parts = asked["messages"][0]["content"]
@@ -288,7 +290,7 @@ def test_vision_analyze_reads_an_image_attached_to_the_conversation(
     result = _analyse(
         model, visiond, {"image_url": "attachment:last", "question": "What?"}, images=[JPEG]
     )
-    assert result["success"] is True
+    assert result == {"success": True, "analysis": "A JPEG photo."}  # the person's own image
     url = vision_model.requests[seen]["messages"][0]["content"][1]["image_url"]["url"]
     assert url == "data:image/jpeg;base64," + base64.b64encode(JPEG).decode()
 
@@ -323,7 +325,7 @@ def test_vision_analyze_fetches_a_url(
     seen = len(vision_model.requests)
     vision_model.push(reply("A cat."))
     result = _analyse(model, visiond, {"image_url": f"{image_server}/cat.png", "question": "?"})
-    assert result == {"success": True, "analysis": "A cat."}
+    assert result["success"] is True and "\nA cat.\n</untrusted-data>" in result["analysis"]
     assert vision_model.requests[seen]["messages"][0]["content"][1]["image_url"]["url"] == PNG_URL
     page = _analyse(model, visiond, {"image_url": f"{image_server}/page", "question": "?"})
     assert page["success"] is False and "is not a PNG, JPEG, GIF or WebP image" in page["error"]
@@ -404,7 +406,7 @@ def test_vision_analyze_uses_the_main_model_without_an_auxiliary_one(
     assert vision_request["messages"][0]["content"][1]["image_url"]["url"] == PNG_URL
     final = model.requests[seen + 2]
     result = json.loads([m["content"] for m in final["messages"] if m["role"] == "tool"][-1])
-    assert result == {"success": True, "analysis": "It is red."}
+    assert result["success"] is True and "\nIt is red.\n</untrusted-data>" in result["analysis"]
     usage = daemon.call("usage.get", {"session_id": sid})
     assert usage["totals"]["requests"] >= 3, usage  # the vision request is counted too
 
@@ -433,5 +435,5 @@ def test_a_config_reload_moves_vision_analyze_to_the_auxiliary_model(
     d.call("config.reload")
     vision_model.push(reply("Seen by the auxiliary model."))
     result = _analyse(model, d, {"image_url": PNG_URL, "question": "?"})
-    assert result == {"success": True, "analysis": "Seen by the auxiliary model."}
+    assert result["success"] is True and "Seen by the auxiliary model." in result["analysis"]
     assert len(vision_model.requests) == before + 1
