@@ -27,8 +27,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "stdin) this is an interactive REPL; with -m TEXT, -m - or piped stdin "
         "it runs one turn, prints the answer and exits 0 (1 if the turn failed).",
         epilog="In the REPL: /retry, /undo, /history [N], /resume [ID], /usage, /version,\n"
-        "/config [KEY], /compress [FOCUS], /new, /title, /model, /status, /quit; /help lists\n"
-        "them all.\n"
+        "/config [KEY], /compress [FOCUS], /new, /title, /model, /status, /image PATH, /quit;\n"
+        "/help lists them all. A question the model asks shows its choices numbered: type a\n"
+        "number or an answer of your own.\n"
         'A paste of several lines is one message; "\\" at the end of a line continues it,\n'
         'and a line """ opens a block that another closes.',
     )
