@@ -165,6 +165,18 @@ SCHEMA: dict[str, Any] = {
             _strlist, [], "more variables a terminal command gets (docs/sandbox.md)"
         ),
     },
+    # issue 33: execute_code's scripts and terminal's background processes (docs/tools.md)
+    "code_execution": {
+        "timeout": _S((int,), 300, "seconds one execute_code script may run (at most 3600)"),
+        "max_tool_calls": _S((int,), 50, "tool calls one script may make"),
+        "max_output_bytes": _S((int,), 50_000, "bytes of a script's stdout kept (head + tail)"),
+        "python": _S((str,), "", "interpreter of the scripts ('' = the daemon's own)"),
+    },
+    "processes": {
+        "max_per_session": _S((int,), 8, "background processes running at once per session"),
+        "max_running": _S((int,), 32, "background processes running at once in the daemon"),
+        "output_chars": _S((int,), 200_000, "characters of output kept per process (the end)"),
+    },
     # issue 18: the sandbox around every command a tool starts (docs/sandbox.md)
     "sandbox": {
         "mode": _S(

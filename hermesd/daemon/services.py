@@ -62,6 +62,8 @@ from hermesd.tools.builtin_files import BuiltinFileTools, register_builtin_file_
 from hermesd.tools.builtin_skills import register_skill_tools
 from hermesd.tools.clarify import ClarifyBroker, register_clarify
 from hermesd.tools.clarify_service import ClarifyService
+from hermesd.tools.code_execution import register_execute_code
+from hermesd.tools.process_service import ProcessService, register_processes
 from hermesd.tools.registry import (
     DEFAULT_RESULT_BUDGET,
     DEFAULT_TOOL_TIMEOUT,
@@ -185,10 +187,16 @@ def build_plugin_host(
 
 
 def _forget_session(
-    broker: ApprovalBroker, providers: MemoryProviders, context: ContextHost, sid: str
+    broker: ApprovalBroker,
+    providers: MemoryProviders,
+    context: ContextHost,
+    processes: ProcessService,
+    sid: str,
 ) -> None:
-    """A deleted session: its approvals dropped, its memory provider and engine ended."""
+    """A deleted session: its approvals dropped, its memory provider and engine ended, its
+    background processes killed."""
     broker.forget_session(sid)
+    _spawn(processes.forget_session(sid))
     _end_provider(providers, sid)
     _spawn(context.end_session(sid))
 
@@ -260,8 +268,8 @@ class _Core:
     parts: _Registries
     broker: ApprovalBroker
     sandbox: Sandbox
+    builtin: BuiltinFileTools  # terminal and the file tools (vision_analyze reads files too)
     clarify: ClarifyBroker  # the clarify tool's open questions (issue 33)
-    file_tools: BuiltinFileTools  # their guard and workspaces (vision_analyze reads files too)
 
 
 @dataclass
@@ -279,6 +287,7 @@ class _Turns:
     context: ContextHost
     agent: AgentLoop
     sessions: SessionService
+    processes: ProcessService  # terminal's background processes
 
 
 def build_services(daemon: Daemon) -> None:
@@ -317,7 +326,7 @@ def _core(daemon: Daemon) -> _Core:
     )
     # issue 18; issue 29: hosts off sandbox.allowed_domains are asked about like a tool call
     sandbox = Sandbox.for_home(home, cfg, daemon.socket_path, dotenv, approve=broker.approve)
-    file_tools = register_builtin_file_tools(
+    builtin = register_builtin_file_tools(
         parts.tools,
         home=home,
         store=store,
@@ -327,7 +336,7 @@ def _core(daemon: Daemon) -> _Core:
     )
     clarify = ClarifyBroker(lambda sid: list(attached.get(sid, ())), cfg)
     return _Core(
-        home, cfg, files, dotenv, store, attached, parts, broker, sandbox, clarify, file_tools
+        home, cfg, files, dotenv, store, attached, parts, broker, sandbox, builtin, clarify
     )
 
 
@@ -390,13 +399,26 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
         meter=meter,
         context=context,
     )
+    # issue 33: execute_code, and terminal's background processes (process, /ps, process.*)
+    register_execute_code(core.parts.tools, core.builtin.terminal, core.sandbox, cfg)
+    processes = register_processes(
+        core.parts.tools,
+        core.parts.commands,
+        core.builtin.terminal,
+        core.sandbox,
+        core.home,
+        cfg,
+        may_use=lambda caller, sid: sessions.check_access(caller, sid),
+    )
     sessions = SessionService(
         store,
         agent,
         core.parts.hooks,
         attached=core.attached,
         on_attach=functools.partial(_asked_on_attach, core.broker, core.clarify),
-        on_forget=functools.partial(_forget_session, core.broker, memory.providers, context),
+        on_forget=functools.partial(
+            _forget_session, core.broker, memory.providers, context, processes
+        ),
         on_switch=functools.partial(_session_switched, memory.providers, context),
         redact_event=redact.redact_event,
     )
@@ -412,7 +434,7 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
     )
     # issue 33: the model's questions to the person, asked like approvals
     register_clarify(core.parts.tools, core.clarify)
-    return _Turns(meter, engines, context, agent, sessions)
+    return _Turns(meter, engines, context, agent, sessions, processes)
 
 
 def _plugins(
@@ -478,7 +500,7 @@ def _append_services(
     cfg, files, sessions = core.cfg, core.files, turns.sessions
     # issue 33: vision_analyze, on auxiliary.vision's model (the live settings) or the main one
     vision = VisionTool(
-        core.store, core.file_tools, core.sandbox, turns.agent.complete, lambda: daemon.config
+        core.store, core.builtin, core.sandbox, turns.agent.complete, lambda: daemon.config
     )
     register_vision(core.parts.tools, vision)
     approvals = ApprovalService(core.broker)
@@ -486,6 +508,7 @@ def _append_services(
     daemon.services.append(mcp)
     daemon.services.append(PluginService(host, cfg.get("tools.enabled_toolsets")))
     daemon.services.append(sessions)
+    daemon.services.append(turns.processes)  # killed on stop: after the sessions' turns
     usage = UsageService(turns.meter, sessions)
     daemon.services.append(usage)
     daemon.services.append(admin)

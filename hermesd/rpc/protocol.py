@@ -324,6 +324,7 @@ from hermesd.rpc.methods import (  # noqa: E402, F401
     mcp,
     memory,
     plugins,
+    processes,
     sessions,
     usage,
 )
