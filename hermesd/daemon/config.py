@@ -124,6 +124,13 @@ SCHEMA: dict[str, Any] = {
         "compression": _S(
             (dict,), None, "summary model: {model, base_url, api_key} (default: the session's)"
         ),
+        # issue 33: vision_analyze (hermesd.tools.vision)
+        "vision": _S(
+            (dict,),
+            None,
+            "vision_analyze's model: {model, base_url, api_key, timeout, temperature, "
+            "download_timeout} (default: the main model)",
+        ),
     },
     "sessions": {
         "max_message_bytes": _S(
@@ -215,6 +222,15 @@ SCHEMA: dict[str, Any] = {
             "ask",
             "scheduled runs: ask (pending, cron.approval_timeout) or deny",
             ("ask", "deny"),
+        ),
+    },
+    # issue 33: the clarify tool's questions (hermesd.tools.clarify, docs/tools.md)
+    "clarify": {
+        "timeout": _S(
+            _num, 600.0, "seconds a question waits for an answer; then the model decides"
+        ),
+        "unattended_after": _S(
+            _num, 60.0, "seconds with no client to ask before the model decides for itself"
         ),
     },
     "command_allowlist": _S(_strlist, [], "reference-compatible: commands never prompting"),
@@ -439,6 +455,7 @@ _CHECKS: dict[str, Any] = {
     "compression.threshold": _share,
     "compression.target_ratio": _share,
     "auxiliary.compression": _summary_model_problem,
+    "auxiliary.vision": _summary_model_problem,
     "budget.session_tokens": _positive,
     "budget.daily_usd": _positive,
     "budget.monthly_usd": _positive,

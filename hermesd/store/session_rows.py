@@ -15,6 +15,7 @@ import sqlite3
 import time
 from typing import Any, TypedDict
 
+from hermesd.store import images
 from hermesd.store.database import Database, Table, on_db_thread
 from hermesd.store.dbfile import MessageNotFound, SessionNotFound, StoreError
 from hermesd.store.search import SearchIndex
@@ -279,6 +280,7 @@ class SessionRows(Table):
             db.execute(
                 "UPDATE sessions SET message_count = ? WHERE id = ?", (cur.rowcount, new["id"])
             )
+            images.copy_for_fork(db, session_id, new["id"])  # the copies' attached images
             # the copy keeps the compactions of the messages it holds (its view is the same)
             db.execute(
                 "INSERT INTO compactions (session_id, upto_seq, view, engine, summary, replaced,"
