@@ -124,6 +124,13 @@ SCHEMA: dict[str, Any] = {
         "compression": _S(
             (dict,), None, "summary model: {model, base_url, api_key} (default: the session's)"
         ),
+        # issue 33: vision_analyze (hermesd.tools.vision)
+        "vision": _S(
+            (dict,),
+            None,
+            "vision_analyze's model: {model, base_url, api_key, timeout, temperature, "
+            "download_timeout} (default: the main model)",
+        ),
     },
     "sessions": {
         "max_message_bytes": _S(
@@ -162,6 +169,18 @@ SCHEMA: dict[str, Any] = {
         "env_passthrough": _S(
             _strlist, [], "more variables a terminal command gets (docs/sandbox.md)"
         ),
+    },
+    # issue 33: execute_code's scripts and terminal's background processes (docs/tools.md)
+    "code_execution": {
+        "timeout": _S((int,), 300, "seconds one execute_code script may run (at most 3600)"),
+        "max_tool_calls": _S((int,), 50, "tool calls one script may make"),
+        "max_output_bytes": _S((int,), 50_000, "bytes of a script's stdout kept (head + tail)"),
+        "python": _S((str,), "", "interpreter of the scripts ('' = the daemon's own)"),
+    },
+    "processes": {
+        "max_per_session": _S((int,), 8, "background processes running at once per session"),
+        "max_running": _S((int,), 32, "background processes running at once in the daemon"),
+        "output_chars": _S((int,), 200_000, "characters of output kept per process (the end)"),
     },
     # issue 18: the sandbox around every command a tool starts (docs/sandbox.md)
     "sandbox": {
@@ -212,6 +231,15 @@ SCHEMA: dict[str, Any] = {
     },
     # issue 33: the reference's spelling of tools.enabled_toolsets (docs/tools.md)
     "toolsets": _S(_strlist, None, "toolsets offered to the model: names, hermes-cli, all"),
+    # issue 33: the clarify tool's questions (hermesd.tools.clarify, docs/tools.md)
+    "clarify": {
+        "timeout": _S(
+            _num, 600.0, "seconds a question waits for an answer; then the model decides"
+        ),
+        "unattended_after": _S(
+            _num, 60.0, "seconds with no client to ask before the model decides for itself"
+        ),
+    },
     "command_allowlist": _S(_strlist, [], "reference-compatible: commands never prompting"),
     # built-in memory (hermesd.memory, docs/memory.md)
     "memory": {
@@ -234,6 +262,24 @@ SCHEMA: dict[str, Any] = {
         "scale_to_zero": _S((bool,), False, "when idle, arm a systemd timer and exit"),
         "idle_exit": _S(_num, 300.0, "idle seconds before exiting with scale_to_zero"),
         "systemd_scope": _S((str,), "user", "systemd-run --user or system", ("user", "system")),
+    },
+    # issue 33: web_search and web_extract (hermesd.tools.web, docs/tools.md)
+    "web": {
+        "search": {
+            "provider": _S((str,), "", "searxng or a plugin's provider ('' = the first usable)"),
+            "searxng_url": _S((str,), "", "a SearXNG instance, e.g. http://localhost:8080"),
+            "timeout": _S(_num, 15.0, "seconds one search may take"),
+        },
+        "extract": {
+            "char_limit": _S((int,), 15000, "characters of each page sent to the model"),
+            "max_bytes": _S((int,), 5 * 1024 * 1024, "bytes of a page downloaded at most"),
+            "timeout": _S(_num, 20.0, "seconds one page may take to download"),
+            "cache_ttl": _S(_num, 3600.0, "seconds a read page is kept (0: no cache)"),
+            "convert_timeout": _S(_num, 60.0, "seconds converting one page may take"),
+        },
+        # the reference's names for the search backend (web.search.provider wins)
+        "backend": _S((str,), "", "reference-compatible: the web backend's name"),
+        "search_backend": _S((str,), "", "reference-compatible: the search backend's name"),
     },
     # MCP servers (docs/mcp.md); each entry is checked by hermesd.mcp.settings
     "mcp_servers": _S((dict,), None, "MCP servers by name: command/args/env/cwd or url/headers"),
@@ -416,6 +462,7 @@ _CHECKS: dict[str, Any] = {
     "compression.threshold": _share,
     "compression.target_ratio": _share,
     "auxiliary.compression": _summary_model_problem,
+    "auxiliary.vision": _summary_model_problem,
     "budget.session_tokens": _positive,
     "budget.daily_usd": _positive,
     "budget.monthly_usd": _positive,
