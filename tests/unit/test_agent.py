@@ -18,6 +18,7 @@ from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.runtime.middleware import MiddlewareBus
 from hermesd.store.facade import SessionStore
 from hermesd.store.history import repair_history
+from hermesd.tools.toolsets import ToolSelection
 from tests.support.modelserver import (
     ScriptedModelServer,
     call_tools,
@@ -35,6 +36,11 @@ class FakeRegistry:
         self.calls: list[tuple[str, Any, str | None]] = []
         self.turn_ids: list[str] = []
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.selection = ToolSelection()  # the config's toolsets: everything
+
+    def config_hides(self, name: str) -> bool:
+        """The config hides no tool here."""
+        return False
 
     def pin(self) -> None:
         """Nothing to pin: the tools never change during a test."""
