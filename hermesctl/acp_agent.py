@@ -1,0 +1,434 @@
+"""``hermesctl acp``: the Agent Client Protocol on stdio, bridged to hermesd.
+
+An editor (Zed, or any ACP host) starts ``hermesctl acp`` and speaks JSON-RPC to it over stdin
+and stdout; this module answers with the ``agent-client-protocol`` SDK and turns each ACP call
+into the daemon's socket methods: ``session/new`` is ``session.create``, ``session/prompt``
+``session.send`` with the turn's ``session.event`` notifications streamed back as
+``session/update``, ``session/cancel`` ``session.cancel``, ``session/load`` ``session.attach`` plus
+``session.history`` replayed, ``session/list`` ``session.list``. The daemon's
+``approval.request`` becomes ``session/request_permission``; when the approval is answered
+elsewhere (``hermesctl chat`` on the same session, ``hermesctl approvals``) the editor's request
+is withdrawn with ``$/cancel_request``. The daemon keeps sessions, approvals and replay: what
+this bridge holds (open tool calls, turns being waited for) is rebuilt from the daemon's events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import acp
+from acp import schema
+
+from hermesctl.acp_events import EventTranslator, history_updates, tool_kind
+from hermesctl.acp_link import DaemonLink
+from hermesctl.client import Client
+from hermesd.rpc.protocol import Codes, RpcError
+
+log = logging.getLogger("hermesctl.acp")
+
+#: hermesd's approval choices as ACP permission options: `session` and `always` both allow
+#: from now on (for the session, or remembered in state.db), which ACP calls allow_always.
+PERMISSION_OPTIONS: dict[str, tuple[str, Any]] = {
+    "once": ("Allow once", "allow_once"),
+    "session": ("Allow for this session", "allow_always"),
+    "always": ("Always allow (remembered)", "allow_always"),
+    "deny": ("Deny", "reject_once"),
+}
+APPROVAL_META = "hermesd/approval_id"
+STOP_REASONS = {"completed": "end_turn", "cancelled": "cancelled"}
+
+
+def _rpc_to_acp(err: RpcError) -> acp.RequestError:
+    """A daemon error as the JSON-RPC error the editor is shown."""
+    if err.code == Codes.NOT_FOUND:
+        return acp.RequestError(-32002, err.message, {"hermesd_code": err.code})
+    if err.code == Codes.INVALID_PARAMS:
+        return acp.RequestError.invalid_params({"details": err.message})
+    return acp.RequestError(-32603, err.message, {"hermesd_code": err.code})
+
+
+class HermesAgent:
+    """The ACP agent: each method is one or two daemon calls."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._link: DaemonLink | None = None
+        self._conn: acp.Client | None = None
+        self.events = EventTranslator(self._send_update)
+        self._sending: set[str] = set()  # sessions whose session.send is in flight
+        self._own_turns: dict[str, str] = {}  # session -> the turn this bridge's prompt started
+        self._finished: dict[str, dict[str, Any]] = {}  # turn id -> its turn.finished event
+        self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        #: approval id -> the task asking the editor, its ACP request id once sent
+        self._asking: dict[str, asyncio.Task[schema.RequestPermissionResponse]] = {}
+        self._request_ids: dict[str, int | str] = {}
+        self._asking_calls: dict[str, tuple[str, str | None]] = {}  # approval -> session, call
+        self._updates: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self.write_line: Callable[[dict[str, Any]], None] | None = None
+
+    # --- wiring ----------------------------------------------------------------------------
+
+    def on_connect(self, conn: acp.Client) -> None:
+        """The SDK hands over the editor's side of the connection."""
+        self._conn = conn
+
+    async def link(self) -> DaemonLink:
+        """Take over the daemon connection (called once, before serving)."""
+        self._link = await DaemonLink.open(self._client, self._on_notification, self._on_request)
+        return self._link
+
+    def observe(self, event: Any) -> None:
+        """SDK stream observer: remember the JSON-RPC id of each permission request we send,
+        so that it can be withdrawn when the approval is answered elsewhere."""
+        message = event.message
+        if message.get("method") != "session/request_permission" or "id" not in message:
+            return
+        meta = (message.get("params") or {}).get("_meta") or {}
+        approval_id = meta.get(APPROVAL_META)
+        if approval_id:
+            self._request_ids[str(approval_id)] = message["id"]
+
+    async def pump_updates(self) -> None:
+        """Send session/update notifications in the order the daemon's events came."""
+        while True:
+            session_id, update = await self._updates.get()
+            if isinstance(update, asyncio.Future):  # a _flush() marker
+                if not update.done():
+                    update.set_result(None)
+                continue
+            if self._conn is not None:
+                try:
+                    await self._conn.session_update(session_id=session_id, update=update)
+                except ConnectionError:
+                    return
+
+    def _send_update(self, session_id: str, update: Any) -> None:
+        self._updates.put_nowait((session_id, update))
+
+    async def _call(self, method: str, params: dict[str, Any]) -> Any:
+        assert self._link is not None
+        try:
+            return await self._link.call(method, params)
+        except RpcError as err:
+            raise _rpc_to_acp(err) from None
+
+    # --- what the daemon sends -------------------------------------------------------------
+
+    def _on_notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == "approval.resolved":
+            self._resolved_elsewhere(params)
+            return
+        if method != "session.event":
+            return
+        sid = str(params.get("session_id") or "")
+        kind = params.get("type")
+        own = sid in self._sending or self._own_turns.get(sid) == params.get("turn_id")
+        if kind == "turn.started" and own:
+            params = {**params, "user_message": None}  # the editor shows its own prompt
+        self.events.translate(params)
+        turn_id = str(params.get("turn_id") or "")
+        if kind == "turn.finished":
+            waiter = self._waiting.pop(turn_id, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(params)
+            else:
+                self._finished[turn_id] = params
+        elif kind == "session.deleted":
+            for waiter in list(self._waiting.values()):
+                if not waiter.done():
+                    waiter.set_result({"status": "failed", "error": "the session was deleted"})
+
+    async def _on_request(self, method: str, params: dict[str, Any]) -> Any:
+        if method != "approval.request":
+            raise RpcError(Codes.METHOD_NOT_FOUND, f"hermesctl acp does not handle '{method}'")
+        return await self._ask_permission(params)
+
+    async def _ask_permission(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Ask the editor about one hermesd approval; its answer is the daemon's answer."""
+        assert self._conn is not None
+        approval_id = str(request.get("id") or "")
+        sid = str(request.get("session_id") or "")
+        call_id = self.events.open_call_for(sid, str(request.get("tool") or ""))
+        command = str(request.get("command") or "")
+        title = f"{request.get('tool')}: {request.get('description') or command}"
+        tool_call = schema.ToolCallUpdate(
+            tool_call_id=call_id or f"approval-{approval_id}",
+            title=title,
+            kind=tool_kind(str(request.get("tool") or "")),
+            status="pending",
+            raw_input={"command": command, "warnings": request.get("warnings") or []},
+        )
+        choices = [
+            c for c in request.get("choices") or PERMISSION_OPTIONS if c in PERMISSION_OPTIONS
+        ]
+        options = [
+            schema.PermissionOption(
+                option_id=c, name=PERMISSION_OPTIONS[c][0], kind=PERMISSION_OPTIONS[c][1]
+            )
+            for c in choices
+        ]
+        asking = asyncio.ensure_future(
+            self._conn.request_permission(
+                session_id=sid, tool_call=tool_call, options=options, **{APPROVAL_META: approval_id}
+            )
+        )
+        self._asking[approval_id] = asking
+        self._asking_calls[approval_id] = (sid, call_id)
+        try:
+            answer = await asking
+        except asyncio.CancelledError:
+            if asking.cancelled():  # withdrawn: answered elsewhere (the daemon has its answer)
+                raise RpcError(Codes.CONFLICT, "answered elsewhere") from None
+            raise
+        finally:
+            self._asking.pop(approval_id, None)
+            self._request_ids.pop(approval_id, None)
+            self._asking_calls.pop(approval_id, None)
+        outcome = answer.outcome
+        if isinstance(outcome, schema.AllowedOutcome) and outcome.option_id in choices:
+            if call_id and outcome.option_id != "deny":
+                self._send_update(sid, acp.update_tool_call(call_id, status="in_progress"))
+            return {"choice": outcome.option_id}
+        return {"choice": "deny", "reason": "the permission request was cancelled in the editor"}
+
+    def _resolved_elsewhere(self, params: dict[str, Any]) -> None:
+        approval_id = str(params.get("id") or "")
+        asking = self._asking.get(approval_id)
+        if asking is None or asking.done():
+            return
+        request_id = self._request_ids.get(approval_id)
+        asking.cancel()
+        if request_id is not None and self.write_line is not None:
+            # the protocol's way to withdraw a request the agent sent; the SDK has no call
+            # for it (it prefixes extension methods with "_"), so it goes out as a raw line
+            self.write_line(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "$/cancel_request",
+                    "params": {"requestId": request_id},
+                }
+            )
+        sid, call_id = self._asking_calls.pop(approval_id, ("", None))
+        if call_id and params.get("choice") in ("once", "session", "always"):
+            self._send_update(sid, acp.update_tool_call(call_id, status="in_progress"))
+
+    # --- ACP methods -----------------------------------------------------------------------
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: schema.ClientCapabilities | None = None,
+        client_info: schema.Implementation | None = None,
+        **kwargs: Any,
+    ) -> schema.InitializeResponse:
+        """Say what this bridge really does."""
+        import hermesd
+
+        return schema.InitializeResponse(
+            protocol_version=min(protocol_version, acp.PROTOCOL_VERSION),
+            agent_capabilities=schema.AgentCapabilities(
+                load_session=True,
+                # session.send takes text only: images and audio are refused, text resources
+                # the editor embeds are passed on inside the message
+                prompt_capabilities=schema.PromptCapabilities(
+                    image=False, audio=False, embedded_context=True
+                ),
+                session_capabilities=schema.SessionCapabilities(
+                    list=schema.SessionListCapabilities()
+                ),
+            ),
+            agent_info=schema.Implementation(
+                name="hermesd", title="hermesd", version=hermesd.__version__
+            ),
+            auth_methods=[],
+        )
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> None:
+        """No authentication: the daemon's socket permissions decide who may talk to it."""
+        raise acp.RequestError.invalid_params({"details": "hermesd needs no authentication"})
+
+    async def new_session(
+        self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> schema.NewSessionResponse:
+        """A new daemon session, attached to this bridge."""
+        session = await self._call("session.create", {"platform": "acp"})
+        return schema.NewSessionResponse(session_id=session["id"])
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> schema.LoadSessionResponse:
+        """Attach to a stored session and replay its conversation as session/update."""
+        session = await self._call("session.attach", {"session_id": session_id})
+        sid = session["id"]
+        after: int | None = None
+        while True:
+            params: dict[str, Any] = {"session_id": sid}
+            if after is not None:
+                params["after_seq"] = after
+            page = await self._call("session.history", params)
+            messages = page.get("messages") or []
+            for update in history_updates(messages):
+                self._send_update(sid, update)
+            if not page.get("more") or not messages:
+                break
+            after = messages[-1]["seq"]
+        await self._flush()  # the replay comes before the answer, as ACP asks
+        return schema.LoadSessionResponse()
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> schema.ListSessionsResponse:
+        """The daemon's sessions, a page at a time, most recently updated first."""
+        params: dict[str, Any] = {"limit": 50}
+        if cursor:
+            params["before"] = cursor
+        page = await self._call("session.list", params)
+        here = os.getcwd()
+        sessions = [
+            schema.SessionInfo(
+                session_id=s["id"],
+                cwd=s.get("cwd") or here,
+                title=s.get("title") or None,
+                updated_at=_iso(s.get("updated_at")),
+            )
+            for s in page.get("sessions") or []
+            if not cwd or not s.get("cwd") or s.get("cwd") == cwd
+        ]
+        return schema.ListSessionsResponse(sessions=sessions, next_cursor=page.get("next_cursor"))
+
+    async def prompt(
+        self, session_id: str, prompt: list[Any], **kwargs: Any
+    ) -> schema.PromptResponse:
+        """One turn: send the prompt, stream its events, answer with its stop reason."""
+        message = prompt_text(prompt)
+        self._sending.add(session_id)
+        try:
+            sent = await self._call(
+                "session.send", {"session_id": session_id, "message": message, "platform": "acp"}
+            )
+            turn_id = str(sent["turn_id"])
+            self._own_turns[session_id] = turn_id
+        finally:  # kept until the turn id is known: its turn.started may come either side
+            self._sending.discard(session_id)
+        finished = self._finished.pop(turn_id, None)
+        if finished is None:
+            waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+            self._waiting[turn_id] = waiter
+            link = self._link
+            assert link is not None
+            gone: asyncio.Future[Any] = asyncio.ensure_future(link.closed.wait())
+            await asyncio.wait([waiter, gone], return_when=asyncio.FIRST_COMPLETED)
+            gone.cancel()
+            if not waiter.done():
+                self._waiting.pop(turn_id, None)
+                raise acp.RequestError.internal_error({"details": "hermesd closed the connection"})
+            finished = waiter.result()
+        await self._flush()
+        status = str(finished.get("status") or "failed")
+        if status == "failed":
+            detail = finished.get("error") or "the turn failed"
+            raise acp.RequestError.internal_error({"details": str(detail)})
+        if finished.get("exit_reason") == "max_iterations":
+            return schema.PromptResponse(stop_reason="max_turn_requests")
+        return schema.PromptResponse(stop_reason=STOP_REASONS.get(status, "end_turn"))  # type: ignore[arg-type]
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        """Stop the session's running turn (its prompt then ends with stop reason cancelled)."""
+        try:
+            await self._call("session.cancel", {"session_id": session_id})
+        except acp.RequestError as err:  # a notification has no one to tell: the log does
+            log.warning("session/cancel for %s: %s", session_id, err)
+
+    async def _flush(self) -> None:
+        """Wait until every update queued so far was written (before a prompt's answer)."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._updates.put_nowait(("", done))
+        await done
+
+
+def prompt_text(blocks: list[Any]) -> str:
+    """The prompt's content blocks as the one text ``session.send`` takes."""
+    parts: list[str] = []
+    for block in blocks:
+        if isinstance(block, schema.TextContentBlock):
+            parts.append(block.text)
+        elif isinstance(block, schema.ResourceContentBlock):
+            parts.append(f"[{block.name}]({block.uri})")
+        elif isinstance(block, schema.EmbeddedResourceContentBlock):
+            resource = block.resource
+            if not isinstance(resource, schema.TextResourceContents):
+                raise acp.RequestError.invalid_params(
+                    {"details": f"binary resource {resource.uri}: hermesd takes text only"}
+                )
+            parts.append(
+                f"\n<context uri={json.dumps(resource.uri)}>\n{resource.text}\n</context>\n"
+            )
+        else:
+            kind = getattr(block, "type", type(block).__name__)
+            raise acp.RequestError.invalid_params(
+                {"details": f"{kind} content is not supported: hermesd takes text only"}
+            )
+    return "".join(parts)
+
+
+def _iso(value: Any) -> str | None:
+    if not isinstance(value, int | float):
+        return None
+    import datetime
+
+    return datetime.datetime.fromtimestamp(value, datetime.UTC).isoformat()
+
+
+async def serve(client: Client) -> int:
+    """Serve ACP on stdin/stdout until the editor or the daemon hangs up; the exit status."""
+    agent = HermesAgent(client)
+    link = await agent.link()
+    reading = link.start()
+    reader, writer = await acp.stdio_streams()
+    checked = asyncio.StreamReader(limit=50 * 1024 * 1024)
+    agent.write_line = lambda obj: writer.write(json.dumps(obj).encode() + b"\n")
+    filtering = asyncio.create_task(_reject_malformed(reader, checked, writer))
+    pumping = asyncio.create_task(agent.pump_updates())
+    serving = asyncio.create_task(
+        acp.run_agent(agent, writer, checked, observers=[agent.observe])  # type: ignore[arg-type]
+    )
+    await asyncio.wait([serving, reading], return_when=asyncio.FIRST_COMPLETED)
+    status = 0
+    if reading.done() and not serving.done():
+        print("hermesctl acp: hermesd closed the connection", file=sys.stderr)
+        status = 1
+    for task in (serving, filtering, pumping, reading):
+        task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await asyncio.gather(serving, filtering, pumping, reading, return_exceptions=True)
+    await link.close()
+    return status
+
+
+async def _reject_malformed(
+    source: asyncio.StreamReader, sink: asyncio.StreamReader, out: asyncio.StreamWriter
+) -> None:
+    """Pass the editor's lines on; answer one that is not a JSON object with a JSON-RPC
+    parse error (the SDK would only log it) and keep going."""
+    try:
+        while line := await source.readline():
+            if line.strip():
+                try:
+                    ok = isinstance(json.loads(line), dict)
+                except ValueError:
+                    ok = False
+                if not ok:
+                    error = {"code": -32700, "message": "Parse error: not a JSON-RPC message"}
+                    reply = {"jsonrpc": "2.0", "id": None, "error": error}
+                    out.write(json.dumps(reply).encode() + b"\n")
+                    continue
+            sink.feed_data(line)
+    finally:
+        sink.feed_eof()

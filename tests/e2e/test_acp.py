@@ -1,0 +1,370 @@
+"""``hermesctl acp`` driven by the ACP SDK's own client side, against a real hermesd.
+
+Each test spawns ``python -m hermesctl --socket … acp`` with ``acp.spawn_agent_process`` (the
+SDK's client connection) and talks to it as an editor would: initialize, new and loaded
+sessions, streamed prompts with tool calls and a plan, permission requests answered in the
+editor or elsewhere, cancel. The model is the scripted one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import acp
+import pytest
+from acp import schema
+
+from tests.support.approvals import wait_pending
+from tests.support.daemon import (
+    DaemonProcess,
+    checkout_pythonpath,
+    run_hermesctl,
+    short_tmpdir,
+    start_daemon,
+)
+from tests.support.modelserver import (
+    ScriptedModelServer,
+    call_tools,
+    model_config,
+    reply,
+    tool_call,
+)
+
+PLAN = [
+    {"id": "1", "content": "Read the failing test", "status": "completed"},
+    {"id": "2", "content": "Fix the parser", "status": "in_progress"},
+    {"id": "3", "content": "Drop the old code", "status": "cancelled"},
+]
+
+
+@pytest.fixture(scope="module")
+def acpd(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
+    daemon = start_daemon(
+        short_tmpdir(),
+        config=model_config(model.url, timeout=30, max_retries=1, retry_max_wait=0.05)
+        + "approvals:\n  timeout: 60\n",
+    )
+    yield daemon
+    daemon.stop()
+
+
+class Editor:
+    """The editor's side: records updates; answers permission requests with ``answer``
+    (None: waits until the request is withdrawn with ``$/cancel_request``)."""
+
+    def __init__(self, answer: str | None = "once") -> None:
+        self.answer = answer
+        self.updates: list[tuple[str, Any]] = []
+        self.permissions: list[schema.RequestPermissionRequest] = []
+        self.received: list[dict[str, Any]] = []  # every raw JSON-RPC message from the agent
+        self.withdrawn = asyncio.Event()
+
+    def observe(self, event: Any) -> None:
+        if event.direction.value == "incoming":
+            self.received.append(event.message)
+            if event.message.get("method") == "$/cancel_request":
+                self.withdrawn.set()
+
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
+    ) -> schema.RequestPermissionResponse:
+        self.permissions.append(
+            schema.RequestPermissionRequest(
+                session_id=session_id, tool_call=tool_call, options=options
+            )
+        )
+        if self.answer is None:
+            await self.withdrawn.wait()
+            return schema.RequestPermissionResponse(
+                outcome=schema.DeniedOutcome(outcome="cancelled")
+            )
+        return schema.RequestPermissionResponse(
+            outcome=schema.AllowedOutcome(option_id=self.answer, outcome="selected")
+        )
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append((session_id, update))
+
+    def of(self, kind: type) -> list[Any]:
+        return [u for _, u in self.updates if isinstance(u, kind)]
+
+    def text(self) -> str:
+        return "".join(u.content.text for u in self.of(schema.AgentMessageChunk))
+
+
+def _spawn(daemon: DaemonProcess, editor: Editor) -> Any:
+    env = {"PYTHONPATH": checkout_pythonpath(None), "PATH": "/usr/bin:/bin"}
+    return acp.spawn_agent_process(
+        editor,  # type: ignore[arg-type]
+        sys.executable,
+        "-m",
+        "hermesctl",
+        "--socket",
+        str(daemon.socket),
+        "acp",
+        env=env,
+        observers=[editor.observe],
+    )
+
+
+async def _start(conn: Any) -> schema.InitializeResponse:
+    return await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)  # type: ignore[no-any-return]
+
+
+def _victim(daemon: DaemonProcess) -> Path:
+    workspace = daemon.home / "workspace"  # the sandbox lets a command delete only there
+    workspace.mkdir(exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="victim-", dir=workspace))
+
+
+def test_initialize_says_what_the_bridge_does(acpd: DaemonProcess) -> None:
+    async def run() -> schema.InitializeResponse:
+        async with _spawn(acpd, Editor()) as (conn, _):
+            return await _start(conn)
+
+    init = asyncio.run(run())
+    caps = init.agent_capabilities
+    assert init.protocol_version == acp.PROTOCOL_VERSION
+    assert caps is not None and caps.load_session is True
+    assert caps.prompt_capabilities is not None
+    assert caps.prompt_capabilities.image is False  # session.send takes text only
+    assert caps.prompt_capabilities.embedded_context is True
+    assert caps.session_capabilities is not None and caps.session_capabilities.list is not None
+    assert init.agent_info is not None and init.agent_info.name == "hermesd"
+
+
+def test_a_prompt_streams_text_a_tool_call_and_the_plan_then_load_replays_it(
+    acpd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    model.push(call_tools(tool_call("todo", {"todos": PLAN})), reply("Planned the work."))
+    editor = Editor()
+
+    async def run() -> tuple[str, Any]:
+        async with _spawn(acpd, editor) as (conn, _):
+            await _start(conn)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            done = await conn.prompt(
+                session_id=session.session_id, prompt=[acp.text_block("make a plan")]
+            )
+            return session.session_id, done
+
+    sid, done = asyncio.run(run())
+    assert done.stop_reason == "end_turn"
+    assert editor.text() == "Planned the work."
+    [started] = editor.of(schema.ToolCallStart)
+    assert started.title.startswith("todo") and started.status == "in_progress"
+    assert started.raw_input == {"todos": PLAN}
+    [finished] = editor.of(schema.ToolCallProgress)
+    assert finished.tool_call_id == started.tool_call_id and finished.status == "completed"
+    [plan] = editor.of(schema.AgentPlanUpdate)
+    assert [(e.content, e.status) for e in plan.entries] == [
+        ("Read the failing test", "completed"),
+        ("Fix the parser", "in_progress"),
+        ("(cancelled) Drop the old code", "completed"),
+    ]
+    assert not editor.of(schema.UserMessageChunk)  # the editor shows its own prompt
+
+    # another editor window loads the session: its history comes back as updates
+    second = Editor()
+
+    async def load() -> list[schema.SessionInfo]:
+        async with _spawn(acpd, second) as (conn, _):
+            await _start(conn)
+            await conn.load_session(cwd="/tmp", session_id=sid, mcp_servers=[])
+            listed = await conn.list_sessions()
+            return list(listed.sessions)
+
+    listed = asyncio.run(load())
+    assert [u.content.text for u in second.of(schema.UserMessageChunk)] == ["make a plan"]
+    assert second.text() == "Planned the work."
+    [replayed] = second.of(schema.ToolCallStart)
+    assert replayed.tool_call_id == started.tool_call_id and replayed.raw_input == {"todos": PLAN}
+    assert [u.status for u in second.of(schema.ToolCallProgress)] == ["completed"]
+    assert sid in [s.session_id for s in listed]
+
+
+def test_a_permission_request_answered_in_the_editor_is_the_daemons_answer(
+    acpd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    victim = _victim(acpd)
+    model.push(call_tools(tool_call("terminal", {"command": f"rm -r {victim}"})), reply("Gone."))
+    editor = Editor(answer="once")
+
+    async def run() -> Any:
+        async with _spawn(acpd, editor) as (conn, _):
+            await _start(conn)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            return await conn.prompt(
+                session_id=session.session_id, prompt=[acp.text_block("clean up")]
+            )
+
+    done = asyncio.run(run())
+    assert done.stop_reason == "end_turn"
+    assert not victim.exists()
+    [asked] = editor.permissions
+    assert [(o.option_id, o.kind) for o in asked.options] == [
+        ("once", "allow_once"),
+        ("session", "allow_always"),
+        ("always", "allow_always"),
+        ("deny", "reject_once"),
+    ]
+    [started] = editor.of(schema.ToolCallStart)
+    assert asked.tool_call.tool_call_id == started.tool_call_id
+    assert asked.tool_call.status == "pending" and f"rm -r {victim}" in str(
+        asked.tool_call.raw_input
+    )
+    assert editor.of(schema.ToolCallProgress)[-1].status == "completed"
+
+
+def test_a_denial_in_the_editor_fails_the_tool_call(
+    acpd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    victim = _victim(acpd)
+    model.push(call_tools(tool_call("terminal", {"command": f"rm -r {victim}"})), reply("Kept."))
+    editor = Editor(answer="deny")
+
+    async def run() -> Any:
+        async with _spawn(acpd, editor) as (conn, _):
+            await _start(conn)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            return await conn.prompt(
+                session_id=session.session_id, prompt=[acp.text_block("clean up")]
+            )
+
+    assert asyncio.run(run()).stop_reason == "end_turn"
+    assert victim.exists()
+    assert editor.of(schema.ToolCallProgress)[-1].status == "failed"
+
+
+def test_an_approval_answered_elsewhere_withdraws_the_editors_request(
+    acpd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    victim = _victim(acpd)
+    model.push(call_tools(tool_call("terminal", {"command": f"rm -r {victim}"})), reply("Gone."))
+    editor = Editor(answer=None)
+
+    def answer_from_another_client() -> None:
+        [pending] = wait_pending(acpd)
+        acpd.call("approvals.respond", {"id": pending["id"], "choice": "once"})
+
+    async def run() -> Any:
+        async with _spawn(acpd, editor) as (conn, _):
+            await _start(conn)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            other = asyncio.create_task(asyncio.to_thread(answer_from_another_client))
+            done = await conn.prompt(
+                session_id=session.session_id, prompt=[acp.text_block("clean up")]
+            )
+            await other
+            return done
+
+    done = asyncio.run(asyncio.wait_for(run(), 60))  # no withdrawal: the editor waits on
+    assert done.stop_reason == "end_turn" and not victim.exists()
+    [request] = [m for m in editor.received if m.get("method") == "session/request_permission"]
+    [withdrawal] = [m for m in editor.received if m.get("method") == "$/cancel_request"]
+    assert withdrawal["params"] == {"requestId": request["id"]}
+    statuses = [u.status for u in editor.of(schema.ToolCallProgress)]
+    assert statuses == ["in_progress", "completed"]  # allowed elsewhere, then it ran
+
+
+def test_cancel_stops_the_turn_and_the_prompt_says_cancelled(
+    acpd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    model.push(reply("too late", delay=20))
+    editor = Editor()
+
+    def running(sid: str) -> None:
+        deadline = time.monotonic() + 15
+        while not acpd.call("session.get", {"session_id": sid}).get("running"):
+            assert time.monotonic() < deadline, "the turn never started"
+            time.sleep(0.05)
+
+    async def run() -> Any:
+        async with _spawn(acpd, editor) as (conn, _):
+            await _start(conn)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            sid = session.session_id
+            prompting = asyncio.create_task(
+                conn.prompt(session_id=sid, prompt=[acp.text_block("take your time")])
+            )
+            await asyncio.to_thread(running, sid)
+            await conn.cancel(session_id=sid)
+            return await prompting
+
+    assert asyncio.run(run()).stop_reason == "cancelled"
+    assert "too late" not in editor.text()
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+
+def test_an_unknown_session_is_a_clear_error(acpd: DaemonProcess) -> None:
+    async def run() -> tuple[acp.RequestError, acp.RequestError]:
+        async with _spawn(acpd, Editor()) as (conn, _):
+            await _start(conn)
+            with pytest.raises(acp.RequestError) as loading:
+                await conn.load_session(cwd="/tmp", session_id="sess_nope", mcp_servers=[])
+            with pytest.raises(acp.RequestError) as prompting:
+                await conn.prompt(session_id="sess_nope", prompt=[acp.text_block("hi")])
+            return loading.value, prompting.value
+
+    loading, prompting = asyncio.run(run())
+    for err in (loading, prompting):
+        assert "sess_nope" in str(err) and "Traceback" not in str(err)
+
+
+def test_an_image_prompt_is_refused_saying_why(acpd: DaemonProcess) -> None:
+    async def run() -> acp.RequestError:
+        async with _spawn(acpd, Editor()) as (conn, _):
+            await _start(conn)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            with pytest.raises(acp.RequestError) as refused:
+                await conn.prompt(
+                    session_id=session.session_id,
+                    prompt=[acp.text_block("look"), acp.image_block("aGk=", "image/png")],
+                )
+            return refused.value
+
+    refused = asyncio.run(run())
+    assert refused.code == -32602 and "text only" in json.dumps(refused.data)
+
+
+def test_a_malformed_line_gets_a_parse_error_and_the_bridge_keeps_serving(
+    acpd: DaemonProcess,
+) -> None:
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": 1},
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "hermesctl", "--socket", str(acpd.socket), "acp"],
+        input="{not json\n" + json.dumps(initialize) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    replies = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert replies[0] == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": "Parse error: not a JSON-RPC message"},
+    }
+    assert replies[1]["id"] == 1 and replies[1]["result"]["agentCapabilities"]["loadSession"]
+    assert proc.returncode == 0  # stdin closed: the editor went away
+
+
+def test_without_a_daemon_it_exits_3_saying_so(tmp_path: Path) -> None:
+    done = run_hermesctl(["--socket", str(tmp_path / "none.sock"), "acp"], input="")
+    assert done.returncode == 3
+    assert "hermesd is not running" in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""
