@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import acp
+from acp import schema
 
 Send = Callable[[str, Any], None]
 
@@ -61,8 +62,50 @@ def _parsed(arguments: Any) -> Any:
     return arguments
 
 
+def edit_content(name: str, arguments: Any) -> tuple[list[Any] | None, list[Any] | None]:
+    """A ``write_file`` or ``patch`` (replace mode) call as the diff an editor shows, and the
+    file it touches; (None, None) for other calls. A V4A ``patch`` text is shown as it is."""
+    args = _parsed(arguments)
+    if not isinstance(args, dict) or not isinstance(args.get("path"), str):
+        return None, None
+    path = args["path"]
+    where = [schema.ToolCallLocation(path=path)]
+    if name == "write_file" and isinstance(args.get("content"), str):
+        return [acp.tool_diff_content(path, args["content"])], where
+    old, new = args.get("old_string"), args.get("new_string")
+    if name == "patch" and isinstance(old, str) and isinstance(new, str):
+        return [acp.tool_diff_content(path, new, old)], where
+    return None, None
+
+
 def _text_content(text: str) -> list[Any]:
     return [acp.tool_content(acp.text_block(text))] if text else []
+
+
+def start_call(call_id: str, name: str, arguments: Any) -> Any:
+    """The ``tool_call`` update that opens one call (with its diff for a file edit)."""
+    content, locations = edit_content(name, arguments)
+    return acp.start_tool_call(
+        call_id,
+        tool_title(name, arguments),
+        kind=tool_kind(name),
+        status="in_progress",
+        content=content,
+        locations=locations,
+        raw_input=_parsed(arguments),
+    )
+
+
+def finish_call(call_id: str, name: str, ok: bool, preview: str) -> Any:
+    """The ``tool_call_update`` that closes one call; a file edit that worked keeps its diff
+    as the content shown (an update's content replaces the call's)."""
+    keep_diff = ok and name in ("write_file", "patch")
+    return acp.update_tool_call(
+        call_id,
+        status="completed" if ok else "failed",
+        content=None if keep_diff else _text_content(preview),
+        raw_output=preview,
+    )
 
 
 def plan_update(todos: list[dict[str, Any]]) -> Any:
@@ -104,28 +147,13 @@ class EventTranslator:
         elif kind == "tool.started":
             call_id, name = str(event.get("tool_call_id")), str(event.get("name") or "")
             self._open.setdefault(sid, {})[call_id] = name
-            args = event.get("arguments")
-            self._send(
-                sid,
-                acp.start_tool_call(
-                    call_id,
-                    tool_title(name, args),
-                    kind=tool_kind(name),
-                    status="in_progress",
-                    raw_input=_parsed(args),
-                ),
-            )
+            self._send(sid, start_call(call_id, name, event.get("arguments")))
         elif kind == "tool.finished":
             call_id = str(event.get("tool_call_id"))
-            (self._open.get(sid) or {}).pop(call_id, None)
+            name = (self._open.get(sid) or {}).pop(call_id, "")
             preview = str(event.get("preview") or "")
-            status: Any = "completed" if event.get("status") == "ok" else "failed"
-            self._send(
-                sid,
-                acp.update_tool_call(
-                    call_id, status=status, content=_text_content(preview), raw_output=preview
-                ),
-            )
+            ok = event.get("status") == "ok"
+            self._send(sid, finish_call(call_id, name, ok, preview))
         elif kind == "todo.updated":
             self._send(sid, plan_update(list(event.get("todos") or [])))
         elif kind == "message" and event.get("injected") and event.get("content"):
@@ -153,20 +181,11 @@ def history_updates(messages: list[dict[str, Any]]) -> Iterator[Any]:
                 name = str(function.get("name") or call.get("name") or "")
                 call_id = str(call.get("id"))
                 names[call_id] = name
-                args = function.get("arguments", call.get("arguments"))
-                yield acp.start_tool_call(
-                    call_id,
-                    tool_title(name, args),
-                    kind=tool_kind(name),
-                    status="in_progress",
-                    raw_input=_parsed(args),
-                )
+                yield start_call(call_id, name, function.get("arguments", call.get("arguments")))
         elif role == "tool":
             call_id = str(msg.get("tool_call_id"))
-            status: Any = "failed" if _looks_failed(content) else "completed"
-            yield acp.update_tool_call(
-                call_id, status=status, content=_text_content(content[:2000]), raw_output=content
-            )
+            name = names.get(call_id, str(msg.get("tool_name") or ""))
+            yield finish_call(call_id, name, not _looks_failed(content), content[:2000])
 
 
 def _looks_failed(content: str) -> bool:

@@ -27,6 +27,7 @@ from tests.support.daemon import (
     DaemonProcess,
     checkout_pythonpath,
     run_hermesctl,
+    send_and_follow,
     short_tmpdir,
     start_daemon,
 )
@@ -66,6 +67,7 @@ class Editor:
         self.permissions: list[schema.RequestPermissionRequest] = []
         self.received: list[dict[str, Any]] = []  # every raw JSON-RPC message from the agent
         self.withdrawn = asyncio.Event()
+        self.seen = asyncio.Event()  # set on every update
 
     def observe(self, event: Any) -> None:
         if event.direction.value == "incoming":
@@ -92,6 +94,7 @@ class Editor:
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
+        self.seen.set()
 
     def of(self, kind: type) -> list[Any]:
         return [u for _, u in self.updates if isinstance(u, kind)]
@@ -301,6 +304,57 @@ def test_cancel_stops_the_turn_and_the_prompt_says_cancelled(
 
     assert asyncio.run(run()).stop_reason == "cancelled"
     assert "too late" not in editor.text()
+
+
+def test_a_file_write_is_shown_as_a_diff(acpd: DaemonProcess, model: ScriptedModelServer) -> None:
+    target = _victim(acpd) / "notes.txt"
+    args = {"path": str(target), "content": "first line\n"}
+    model.push(call_tools(tool_call("write_file", args)), reply("Written."))
+    editor = Editor()
+
+    async def run() -> Any:
+        async with _spawn(acpd, editor) as (conn, _):
+            await _start(conn)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            return await conn.prompt(
+                session_id=session.session_id, prompt=[acp.text_block("write it")]
+            )
+
+    assert asyncio.run(run()).stop_reason == "end_turn"
+    assert target.read_text() == "first line\n"
+    [started] = editor.of(schema.ToolCallStart)
+    assert started.kind == "edit" and [loc.path for loc in started.locations] == [str(target)]
+    [diff] = started.content
+    assert (diff.path, diff.old_text, diff.new_text) == (str(target), None, "first line\n")
+    [finished] = editor.of(schema.ToolCallProgress)
+    assert finished.status == "completed" and finished.content is None  # the diff stays
+
+
+def test_a_turn_sent_from_another_client_streams_to_the_editor(
+    acpd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    model.push(reply("Hello from the model."))
+    editor = Editor()
+
+    def chat_elsewhere(sid: str) -> None:
+        with acpd.client() as other:  # what `hermesctl chat --session SID` does
+            other.call("session.attach", {"session_id": sid})
+            send_and_follow(other, sid, "hello from chat")
+
+    async def run() -> None:
+        async with _spawn(acpd, editor) as (conn, _):
+            await _start(conn)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            await asyncio.to_thread(chat_elsewhere, session.session_id)
+            while True:  # the daemon's events reach the editor after send_and_follow's
+                editor.seen.clear()
+                if editor.text() == "Hello from the model.":
+                    break
+                await asyncio.wait_for(editor.seen.wait(), 15)
+
+    asyncio.run(run())
+    assert [u.content.text for u in editor.of(schema.UserMessageChunk)] == ["hello from chat"]
+    assert editor.text() == "Hello from the model."
 
 
 # --- bad input ---------------------------------------------------------------------------------
