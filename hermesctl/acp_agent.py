@@ -138,7 +138,7 @@ class HermesAgent:
             waiter = self._waiting.pop(turn_id, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(params)
-            else:
+            elif own:  # finished before its prompt() learnt the turn id: kept for it
                 self._finished[turn_id] = params
         elif kind == "session.deleted":
             for waiter in list(self._waiting.values()):

@@ -27,7 +27,6 @@ from tests.support.daemon import (
     DaemonProcess,
     checkout_pythonpath,
     run_hermesctl,
-    send_and_follow,
     short_tmpdir,
     start_daemon,
 )
@@ -337,9 +336,9 @@ def test_a_turn_sent_from_another_client_streams_to_the_editor(
     editor = Editor()
 
     def chat_elsewhere(sid: str) -> None:
-        with acpd.client() as other:  # what `hermesctl chat --session SID` does
-            other.call("session.attach", {"session_id": sid})
-            send_and_follow(other, sid, "hello from chat")
+        chat = ["--socket", str(acpd.socket), "chat", "--session", sid, "-m", "hello from chat"]
+        done = run_hermesctl(chat)
+        assert done.returncode == 0 and "Hello from the model." in done.stdout, done.stderr
 
     async def run() -> None:
         async with _spawn(acpd, editor) as (conn, _):
@@ -355,6 +354,25 @@ def test_a_turn_sent_from_another_client_streams_to_the_editor(
     asyncio.run(run())
     assert [u.content.text for u in editor.of(schema.UserMessageChunk)] == ["hello from chat"]
     assert editor.text() == "Hello from the model."
+
+
+def test_an_embedded_file_reaches_the_model_inside_the_message(
+    acpd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    model.push(reply("Read it."))
+    resource = acp.embedded_text_resource("file:///src/app.py", "print('hello')\n")
+
+    async def run() -> Any:
+        async with _spawn(acpd, Editor()) as (conn, _):
+            await _start(conn)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            blocks = [acp.text_block("what does this do?"), acp.resource_block(resource)]
+            return await conn.prompt(session_id=session.session_id, prompt=blocks)
+
+    assert asyncio.run(run()).stop_reason == "end_turn"
+    sent = json.dumps(model.last_request["messages"][-1])
+    assert "what does this do?" in sent and "file:///src/app.py" in sent
+    assert "print('hello')" in sent
 
 
 # --- bad input ---------------------------------------------------------------------------------
