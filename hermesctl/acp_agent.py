@@ -66,7 +66,7 @@ class HermesAgent:
         self._own_turns: dict[str, str] = {}  # session -> the turn this bridge's prompt started
         self._finished: dict[str, dict[str, Any]] = {}  # turn id -> its turn.finished event
         self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        #: approval id -> the task asking the editor, its ACP request id once sent
+        #: approval id -> the task asking the editor; the JSON-RPC id of its request
         self._asking: dict[str, asyncio.Task[schema.RequestPermissionResponse]] = {}
         self._request_ids: dict[str, int | str] = {}
         self._asking_calls: dict[str, tuple[str, str | None]] = {}  # approval -> session, call
@@ -106,8 +106,10 @@ class HermesAgent:
             if self._conn is not None:
                 try:
                     await self._conn.session_update(session_id=session_id, update=update)
-                except ConnectionError:
+                except ConnectionError:  # the editor went away; serve() ends with it
                     return
+                except Exception:  # one bad update must not stop the others
+                    log.exception("session/update for %s failed", session_id)
 
     def _send_update(self, session_id: str, update: Any) -> None:
         self._updates.put_nowait((session_id, update))
@@ -141,9 +143,9 @@ class HermesAgent:
             elif own:  # finished before its prompt() learnt the turn id: kept for it
                 self._finished[turn_id] = params
         elif kind == "session.deleted":
-            for waiter in list(self._waiting.values()):
-                if not waiter.done():
-                    waiter.set_result({"status": "failed", "error": "the session was deleted"})
+            waiter = self._waiting.pop(self._own_turns.pop(sid, ""), None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result({"status": "failed", "error": "the session was deleted"})
 
     async def _on_request(self, method: str, params: dict[str, Any]) -> Any:
         if method != "approval.request":

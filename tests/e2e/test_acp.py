@@ -440,3 +440,18 @@ def test_without_a_daemon_it_exits_3_saying_so(tmp_path: Path) -> None:
     assert done.returncode == 3
     assert "hermesd is not running" in done.stderr and "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+def test_the_daemon_going_away_ends_the_bridge_with_status_1(start: Any) -> None:
+    daemon = start()
+
+    async def run() -> tuple[int, bytes]:
+        async with _spawn(daemon, Editor()) as (conn, process):
+            await _start(conn)
+            await asyncio.to_thread(daemon.stop)
+            status = await asyncio.wait_for(process.wait(), 30)
+            assert process.stderr is not None
+            return status, await process.stderr.read()
+
+    status, stderr = asyncio.run(run())
+    assert status == 1 and b"hermesd closed the connection" in stderr
