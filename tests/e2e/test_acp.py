@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +121,27 @@ async def _start(conn: Any) -> schema.InitializeResponse:
     return await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)  # type: ignore[no-any-return]
 
 
+def prompt_once(
+    daemon: DaemonProcess,
+    editor: Editor,
+    *blocks: Any,
+    alongside: Callable[[], None] | None = None,
+) -> tuple[str, schema.PromptResponse]:
+    """Spawn the bridge, open a new session and send one prompt (``alongside`` runs on a
+    thread meanwhile); the session id and the prompt's answer."""
+
+    async def run() -> tuple[str, schema.PromptResponse]:
+        async with _spawn(daemon, editor) as (conn, _):
+            await _start(conn)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            other = asyncio.ensure_future(asyncio.to_thread(alongside or (lambda: None)))
+            done = await conn.prompt(session_id=session.session_id, prompt=list(blocks))
+            await other
+            return session.session_id, done
+
+    return asyncio.run(asyncio.wait_for(run(), 60))  # a request never withdrawn waits on
+
+
 def _victim(daemon: DaemonProcess) -> Path:
     workspace = daemon.home / "workspace"  # the sandbox lets a command delete only there
     workspace.mkdir(exist_ok=True)
@@ -148,17 +169,7 @@ def test_a_prompt_streams_text_a_tool_call_and_the_plan_then_load_replays_it(
 ) -> None:
     model.push(call_tools(tool_call("todo", {"todos": PLAN})), reply("Planned the work."))
     editor = Editor()
-
-    async def run() -> tuple[str, Any]:
-        async with _spawn(acpd, editor) as (conn, _):
-            await _start(conn)
-            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
-            done = await conn.prompt(
-                session_id=session.session_id, prompt=[acp.text_block("make a plan")]
-            )
-            return session.session_id, done
-
-    sid, done = asyncio.run(run())
+    sid, done = prompt_once(acpd, editor, acp.text_block("make a plan"))
     assert done.stop_reason == "end_turn"
     assert editor.text() == "Planned the work."
     [started] = editor.of(schema.ToolCallStart)
@@ -199,16 +210,7 @@ def test_a_permission_request_answered_in_the_editor_is_the_daemons_answer(
     victim = _victim(acpd)
     model.push(call_tools(tool_call("terminal", {"command": f"rm -r {victim}"})), reply("Gone."))
     editor = Editor(answer="once")
-
-    async def run() -> Any:
-        async with _spawn(acpd, editor) as (conn, _):
-            await _start(conn)
-            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
-            return await conn.prompt(
-                session_id=session.session_id, prompt=[acp.text_block("clean up")]
-            )
-
-    done = asyncio.run(run())
+    _, done = prompt_once(acpd, editor, acp.text_block("clean up"))
     assert done.stop_reason == "end_turn"
     assert not victim.exists()
     [asked] = editor.permissions
@@ -232,16 +234,7 @@ def test_a_denial_in_the_editor_fails_the_tool_call(
     victim = _victim(acpd)
     model.push(call_tools(tool_call("terminal", {"command": f"rm -r {victim}"})), reply("Kept."))
     editor = Editor(answer="deny")
-
-    async def run() -> Any:
-        async with _spawn(acpd, editor) as (conn, _):
-            await _start(conn)
-            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
-            return await conn.prompt(
-                session_id=session.session_id, prompt=[acp.text_block("clean up")]
-            )
-
-    assert asyncio.run(run()).stop_reason == "end_turn"
+    assert prompt_once(acpd, editor, acp.text_block("clean up"))[1].stop_reason == "end_turn"
     assert victim.exists()
     assert editor.of(schema.ToolCallProgress)[-1].status == "failed"
 
@@ -257,18 +250,9 @@ def test_an_approval_answered_elsewhere_withdraws_the_editors_request(
         [pending] = wait_pending(acpd)
         acpd.call("approvals.respond", {"id": pending["id"], "choice": "once"})
 
-    async def run() -> Any:
-        async with _spawn(acpd, editor) as (conn, _):
-            await _start(conn)
-            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
-            other = asyncio.create_task(asyncio.to_thread(answer_from_another_client))
-            done = await conn.prompt(
-                session_id=session.session_id, prompt=[acp.text_block("clean up")]
-            )
-            await other
-            return done
-
-    done = asyncio.run(asyncio.wait_for(run(), 60))  # no withdrawal: the editor waits on
+    _, done = prompt_once(
+        acpd, editor, acp.text_block("clean up"), alongside=answer_from_another_client
+    )
     assert done.stop_reason == "end_turn" and not victim.exists()
     [request] = [m for m in editor.received if m.get("method") == "session/request_permission"]
     [withdrawal] = [m for m in editor.received if m.get("method") == "$/cancel_request"]
@@ -310,16 +294,7 @@ def test_a_file_write_is_shown_as_a_diff(acpd: DaemonProcess, model: ScriptedMod
     args = {"path": str(target), "content": "first line\n"}
     model.push(call_tools(tool_call("write_file", args)), reply("Written."))
     editor = Editor()
-
-    async def run() -> Any:
-        async with _spawn(acpd, editor) as (conn, _):
-            await _start(conn)
-            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
-            return await conn.prompt(
-                session_id=session.session_id, prompt=[acp.text_block("write it")]
-            )
-
-    assert asyncio.run(run()).stop_reason == "end_turn"
+    assert prompt_once(acpd, editor, acp.text_block("write it"))[1].stop_reason == "end_turn"
     assert target.read_text() == "first line\n"
     [started] = editor.of(schema.ToolCallStart)
     assert started.kind == "edit" and [loc.path for loc in started.locations] == [str(target)]
@@ -362,14 +337,8 @@ def test_an_embedded_file_reaches_the_model_inside_the_message(
     model.push(reply("Read it."))
     resource = acp.embedded_text_resource("file:///src/app.py", "print('hello')\n")
 
-    async def run() -> Any:
-        async with _spawn(acpd, Editor()) as (conn, _):
-            await _start(conn)
-            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
-            blocks = [acp.text_block("what does this do?"), acp.resource_block(resource)]
-            return await conn.prompt(session_id=session.session_id, prompt=blocks)
-
-    assert asyncio.run(run()).stop_reason == "end_turn"
+    blocks = [acp.text_block("what does this do?"), acp.resource_block(resource)]
+    assert prompt_once(acpd, Editor(), *blocks)[1].stop_reason == "end_turn"
     sent = json.dumps(model.last_request["messages"][-1])
     assert "what does this do?" in sent and "file:///src/app.py" in sent
     assert "print('hello')" in sent
