@@ -33,6 +33,7 @@ from tests.support.daemon import (
 from tests.support.modelserver import (
     ScriptedModelServer,
     call_tools,
+    http_error,
     model_config,
     reply,
     tool_call,
@@ -342,6 +343,15 @@ def test_an_embedded_file_reaches_the_model_inside_the_message(
     sent = json.dumps(model.last_request["messages"][-1])
     assert "what does this do?" in sent and "file:///src/app.py" in sent
     assert "print('hello')" in sent
+
+
+def test_a_failed_turn_is_an_error_carrying_the_daemons_reason(
+    acpd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    model.push(http_error(500, "upstream exploded"), http_error(500, "upstream exploded"))
+    with pytest.raises(acp.RequestError) as failed:
+        prompt_once(acpd, Editor(), acp.text_block("hello"))
+    assert failed.value.code == -32603 and "upstream exploded" in json.dumps(failed.value.data)
 
 
 # --- bad input ---------------------------------------------------------------------------------
