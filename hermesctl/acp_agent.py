@@ -243,7 +243,10 @@ class HermesAgent:
                     image=False, audio=False, embedded_context=True
                 ),
                 session_capabilities=schema.SessionCapabilities(
-                    list=schema.SessionListCapabilities()
+                    list=schema.SessionListCapabilities(),
+                    fork=schema.SessionForkCapabilities(),
+                    resume=schema.SessionResumeCapabilities(),
+                    close=schema.SessionCloseCapabilities(),
                 ),
             ),
             agent_info=schema.Implementation(
@@ -283,6 +286,29 @@ class HermesAgent:
             after = messages[-1]["seq"]
         await self._flush()  # the replay comes before the answer, as ACP asks
         return schema.LoadSessionResponse()
+
+    async def resume_session(
+        self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> schema.ResumeSessionResponse:
+        """Attach to a stored session without replaying it (the editor has it already)."""
+        await self._call("session.attach", {"session_id": session_id})
+        return schema.ResumeSessionResponse()
+
+    async def fork_session(
+        self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> schema.ForkSessionResponse:
+        """A copy of the session's conversation as a new session (``session.fork``), attached."""
+        forked = await self._call("session.fork", {"session_id": session_id})
+        await self._call("session.attach", {"session_id": forked["id"]})
+        return schema.ForkSessionResponse(session_id=forked["id"])
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> schema.CloseSessionResponse:
+        """Stop following the session; a turn this editor started is cancelled (ACP asks for
+        it), a turn another client started keeps running."""
+        if self._own_turns.get(session_id) in self._waiting:
+            await self._call("session.cancel", {"session_id": session_id})
+        await self._call("session.detach", {"session_id": session_id})
+        return schema.CloseSessionResponse()
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
@@ -399,7 +425,8 @@ async def serve(client: Client) -> int:
     filtering = asyncio.create_task(_reject_malformed(reader, checked, writer))
     pumping = asyncio.create_task(agent.pump_updates())
     serving = asyncio.create_task(
-        acp.run_agent(agent, writer, checked, observers=[agent.observe])  # type: ignore[arg-type]
+        # the unstable routes: session/fork, session/resume and session/close are there
+        acp.run_agent(agent, writer, checked, observers=[agent.observe], use_unstable_protocol=True)  # type: ignore[arg-type]
     )
     await asyncio.wait([serving, reading], return_when=asyncio.FIRST_COMPLETED)
     status = 0

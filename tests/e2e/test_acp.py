@@ -161,7 +161,9 @@ def test_initialize_says_what_the_bridge_does(acpd: DaemonProcess) -> None:
     assert caps.prompt_capabilities is not None
     assert caps.prompt_capabilities.image is False  # session.send takes text only
     assert caps.prompt_capabilities.embedded_context is True
-    assert caps.session_capabilities is not None and caps.session_capabilities.list is not None
+    sessions = caps.session_capabilities
+    assert sessions is not None and sessions.list is not None and sessions.fork is not None
+    assert sessions.resume is not None and sessions.close is not None
     assert init.agent_info is not None and init.agent_info.name == "hermesd"
 
 
@@ -203,6 +205,29 @@ def test_a_prompt_streams_text_a_tool_call_and_the_plan_then_load_replays_it(
     assert replayed.tool_call_id == started.tool_call_id and replayed.raw_input == {"todos": PLAN}
     assert [u.status for u in second.of(schema.ToolCallProgress)] == ["completed"]
     assert sid in [s.session_id for s in listed]
+
+
+def test_resume_fork_and_close(acpd: DaemonProcess, model: ScriptedModelServer) -> None:
+    model.push(reply("First answer."))
+    sid, _ = prompt_once(acpd, Editor(), acp.text_block("first"))
+    editor = Editor()
+
+    async def run() -> tuple[str, int]:
+        async with _spawn(acpd, editor) as (conn, _):
+            await _start(conn)
+            await conn.resume_session(cwd="/tmp", session_id=sid, mcp_servers=[])
+            forked = await conn.fork_session(cwd="/tmp", session_id=sid, mcp_servers=[])
+            attached = acpd.call("session.get", {"session_id": forked.session_id})["attached"]
+            await conn.close_session(session_id=forked.session_id)
+            return forked.session_id, attached
+
+    fork, attached_before = asyncio.run(run())
+    assert editor.updates == []  # resume replays nothing
+    assert fork != sid and acpd.call("session.get", {"session_id": fork})["parent_id"] == sid
+    history = acpd.call("session.history", {"session_id": fork})["messages"]
+    assert [m["content"] for m in history] == ["first", "First answer."]
+    assert attached_before == 1
+    assert acpd.call("session.get", {"session_id": fork})["attached"] == 0
 
 
 def test_a_permission_request_answered_in_the_editor_is_the_daemons_answer(
