@@ -363,9 +363,10 @@ class HermesAgent:
         if status == "failed":
             detail = finished.get("error") or "the turn failed"
             raise acp.RequestError.internal_error({"details": str(detail)})
+        stop: Any = STOP_REASONS.get(status, "end_turn")
         if finished.get("exit_reason") == "max_iterations":
-            return schema.PromptResponse(stop_reason="max_turn_requests")
-        return schema.PromptResponse(stop_reason=STOP_REASONS.get(status, "end_turn"))  # type: ignore[arg-type]
+            stop = "max_turn_requests"
+        return schema.PromptResponse(stop_reason=stop, usage=_usage(finished.get("usage")))
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         """Stop the session's running turn (its prompt then ends with stop reason cancelled)."""
@@ -404,6 +405,17 @@ def prompt_text(blocks: list[Any]) -> str:
                 {"details": f"{kind} content is not supported: hermesd takes text only"}
             )
     return "".join(parts)
+
+
+def _usage(counts: Any) -> schema.Usage | None:
+    """The turn's token counts (``turn.finished``'s ``usage``) as ACP reports them."""
+    if not isinstance(counts, dict):
+        return None
+    return schema.Usage(
+        input_tokens=int(counts.get("prompt_tokens") or 0),
+        output_tokens=int(counts.get("completion_tokens") or 0),
+        total_tokens=int(counts.get("total_tokens") or 0),
+    )
 
 
 def _iso(value: Any) -> str | None:

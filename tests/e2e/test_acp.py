@@ -174,6 +174,9 @@ def test_a_prompt_streams_text_a_tool_call_and_the_plan_then_load_replays_it(
     editor = Editor()
     sid, done = prompt_once(acpd, editor, acp.text_block("make a plan"))
     assert done.stop_reason == "end_turn"
+    assert done.usage is not None and done.usage.total_tokens > 0
+    turn = acpd.call("session.get", {"session_id": sid})
+    assert done.usage.total_tokens == turn["total_tokens"]  # its only turn
     assert editor.text() == "Planned the work."
     [started] = editor.of(schema.ToolCallStart)
     assert started.title.startswith("todo") and started.status == "in_progress"
