@@ -26,6 +26,7 @@ from typing import Any
 import acp
 from acp import schema
 
+from hermesctl import acp_commands
 from hermesctl.acp_events import EventTranslator, history_updates, tool_kind
 from hermesctl.acp_link import DaemonLink
 from hermesctl.client import Client
@@ -264,7 +265,13 @@ class HermesAgent:
     ) -> schema.NewSessionResponse:
         """A new daemon session, attached to this bridge."""
         session = await self._call("session.create", {"platform": "acp"})
+        await self._advertise(session["id"])
         return schema.NewSessionResponse(session_id=session["id"])
+
+    async def _advertise(self, session_id: str) -> None:
+        """Tell the editor which slash commands the session has."""
+        listed = await self._call("commands.list", {})
+        self._send_update(session_id, acp_commands.available(listed.get("commands") or []))
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
@@ -284,6 +291,7 @@ class HermesAgent:
             if not page.get("more") or not messages:
                 break
             after = messages[-1]["seq"]
+        await self._advertise(sid)
         await self._flush()  # the replay comes before the answer, as ACP asks
         return schema.LoadSessionResponse()
 
@@ -292,6 +300,7 @@ class HermesAgent:
     ) -> schema.ResumeSessionResponse:
         """Attach to a stored session without replaying it (the editor has it already)."""
         await self._call("session.attach", {"session_id": session_id})
+        await self._advertise(session_id)
         return schema.ResumeSessionResponse()
 
     async def fork_session(
@@ -300,6 +309,7 @@ class HermesAgent:
         """A copy of the session's conversation as a new session (``session.fork``), attached."""
         forked = await self._call("session.fork", {"session_id": session_id})
         await self._call("session.attach", {"session_id": forked["id"]})
+        await self._advertise(forked["id"])
         return schema.ForkSessionResponse(session_id=forked["id"])
 
     async def close_session(self, session_id: str, **kwargs: Any) -> schema.CloseSessionResponse:
@@ -336,15 +346,36 @@ class HermesAgent:
     ) -> schema.PromptResponse:
         """One turn: send the prompt, stream its events, answer with its stop reason."""
         message = prompt_text(prompt)
+        listed = await self._call("commands.list", {}) if message.startswith("/") else {}
+        command = acp_commands.named(message, listed.get("commands") or [])
+        if command in acp_commands.EDITOR_DOES_IT:
+            note = f"/{command} does not apply here: {acp_commands.EDITOR_DOES_IT[command]}."
+            return await self._say(session_id, note)
         self._sending.add(session_id)
         try:
-            sent = await self._call(
-                "session.send", {"session_id": session_id, "message": message, "platform": "acp"}
-            )
+            if command is not None:
+                ran = await self._call("command.run", {"line": message, "session_id": session_id})
+                if ran.get("action") != "turn" or not ran.get("turn_id"):
+                    return await self._say(session_id, str(ran.get("output") or ""))
+                sent = ran  # /retry and the like start a turn: follow it as a prompt's
+            else:
+                params = {"session_id": session_id, "message": message, "platform": "acp"}
+                sent = await self._call("session.send", params)
             turn_id = str(sent["turn_id"])
             self._own_turns[session_id] = turn_id
         finally:  # kept until the turn id is known: its turn.started may come either side
             self._sending.discard(session_id)
+        return await self._follow(turn_id)
+
+    async def _say(self, session_id: str, text: str) -> schema.PromptResponse:
+        """Answer a prompt with text of our own (a slash command's output), no turn."""
+        if text:
+            self._send_update(session_id, acp.update_agent_message_text(text))
+        await self._flush()
+        return schema.PromptResponse(stop_reason="end_turn")
+
+    async def _follow(self, turn_id: str) -> schema.PromptResponse:
+        """Wait for one of our turns to finish; the prompt's answer."""
         finished = self._finished.pop(turn_id, None)
         if finished is None:
             waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()

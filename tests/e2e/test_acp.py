@@ -225,12 +225,42 @@ def test_resume_fork_and_close(acpd: DaemonProcess, model: ScriptedModelServer) 
             return forked.session_id, attached
 
     fork, attached_before = asyncio.run(run())
-    assert editor.updates == []  # resume replays nothing
+    assert editor.of(schema.AgentMessageChunk) == editor.of(schema.UserMessageChunk) == []
+    assert len(editor.of(schema.AvailableCommandsUpdate)) == 2  # resume replays nothing
     assert fork != sid and acpd.call("session.get", {"session_id": fork})["parent_id"] == sid
     history = acpd.call("session.history", {"session_id": fork})["messages"]
     assert [m["content"] for m in history] == ["first", "First answer."]
     assert attached_before == 1
     assert acpd.call("session.get", {"session_id": fork})["attached"] == 0
+
+
+def test_slash_commands_are_advertised_and_run_in_the_daemon(
+    acpd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    model.push(reply("Answer one."), reply("Answer two."))
+    editor = Editor()
+
+    async def run() -> tuple[str, list[Any]]:
+        async with _spawn(acpd, editor) as (conn, _):
+            await _start(conn)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            sid, answers = session.session_id, []
+            for line in ("hello", "/title Shipping plan", "/retry", "/new", "/tmp is full"):
+                answers.append(await conn.prompt(session_id=sid, prompt=[acp.text_block(line)]))
+            return sid, answers
+
+    model.push(reply("Disk advice."))
+    sid, answers = asyncio.run(asyncio.wait_for(run(), 60))
+    assert [a.stop_reason for a in answers] == ["end_turn"] * 5
+    [advertised] = editor.of(schema.AvailableCommandsUpdate)
+    names = {c.name for c in advertised.available_commands}
+    assert {"title", "retry", "undo", "compress"} <= names and not names & {"new", "quit"}
+    assert acpd.call("session.get", {"session_id": sid})["title"] == "Shipping plan"
+    text = editor.text()
+    assert "Answer one." in text and "Answer two." in text  # /retry's turn was followed
+    assert "/new does not apply here: start a new thread in the editor." in text
+    assert text.endswith("Disk advice.")  # a path is not a command: it went to the model
+    assert acpd.call("session.list", {})["sessions"][0]["id"] == sid  # /new made none
 
 
 def test_a_permission_request_answered_in_the_editor_is_the_daemons_answer(
