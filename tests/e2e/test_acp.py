@@ -149,6 +149,19 @@ def _victim(daemon: DaemonProcess) -> Path:
     return Path(tempfile.mkdtemp(prefix="victim-", dir=workspace))
 
 
+def clean_up(
+    daemon: DaemonProcess,
+    model: ScriptedModelServer,
+    editor: Editor,
+    alongside: Callable[[], None] | None = None,
+) -> tuple[Path, schema.PromptResponse]:
+    """A prompt whose turn runs ``rm -r`` on a fresh directory (asking for approval)."""
+    victim = _victim(daemon)
+    model.push(call_tools(tool_call("terminal", {"command": f"rm -r {victim}"})), reply("Done."))
+    _, done = prompt_once(daemon, editor, acp.text_block("clean up"), alongside=alongside)
+    return victim, done
+
+
 def test_initialize_says_what_the_bridge_does(acpd: DaemonProcess) -> None:
     async def run() -> schema.InitializeResponse:
         async with _spawn(acpd, Editor()) as (conn, _):
@@ -266,10 +279,8 @@ def test_slash_commands_are_advertised_and_run_in_the_daemon(
 def test_a_permission_request_answered_in_the_editor_is_the_daemons_answer(
     acpd: DaemonProcess, model: ScriptedModelServer
 ) -> None:
-    victim = _victim(acpd)
-    model.push(call_tools(tool_call("terminal", {"command": f"rm -r {victim}"})), reply("Gone."))
     editor = Editor(answer="once")
-    _, done = prompt_once(acpd, editor, acp.text_block("clean up"))
+    victim, done = clean_up(acpd, model, editor)
     assert done.stop_reason == "end_turn"
     assert not victim.exists()
     [asked] = editor.permissions
@@ -290,10 +301,9 @@ def test_a_permission_request_answered_in_the_editor_is_the_daemons_answer(
 def test_a_denial_in_the_editor_fails_the_tool_call(
     acpd: DaemonProcess, model: ScriptedModelServer
 ) -> None:
-    victim = _victim(acpd)
-    model.push(call_tools(tool_call("terminal", {"command": f"rm -r {victim}"})), reply("Kept."))
     editor = Editor(answer="deny")
-    assert prompt_once(acpd, editor, acp.text_block("clean up"))[1].stop_reason == "end_turn"
+    victim, done = clean_up(acpd, model, editor)
+    assert done.stop_reason == "end_turn"
     assert victim.exists()
     assert editor.of(schema.ToolCallProgress)[-1].status == "failed"
 
@@ -301,17 +311,13 @@ def test_a_denial_in_the_editor_fails_the_tool_call(
 def test_an_approval_answered_elsewhere_withdraws_the_editors_request(
     acpd: DaemonProcess, model: ScriptedModelServer
 ) -> None:
-    victim = _victim(acpd)
-    model.push(call_tools(tool_call("terminal", {"command": f"rm -r {victim}"})), reply("Gone."))
     editor = Editor(answer=None)
 
     def answer_from_another_client() -> None:
         [pending] = wait_pending(acpd)
         acpd.call("approvals.respond", {"id": pending["id"], "choice": "once"})
 
-    _, done = prompt_once(
-        acpd, editor, acp.text_block("clean up"), alongside=answer_from_another_client
-    )
+    victim, done = clean_up(acpd, model, editor, alongside=answer_from_another_client)
     assert done.stop_reason == "end_turn" and not victim.exists()
     [request] = [m for m in editor.received if m.get("method") == "session/request_permission"]
     [withdrawal] = [m for m in editor.received if m.get("method") == "$/cancel_request"]
