@@ -43,6 +43,8 @@ PERMISSION_OPTIONS: dict[str, tuple[str, Any]] = {
     "deny": ("Deny", "reject_once"),
 }
 APPROVAL_META = "hermesd/approval_id"
+#: the longest line the editor may send (the SDK's own default: a prompt can embed files)
+LINE_LIMIT = 50 * 1024 * 1024
 STOP_REASONS = {"completed": "end_turn", "cancelled": "cancelled"}
 
 
@@ -462,8 +464,8 @@ async def serve(client: Client) -> int:
     agent = HermesAgent(client)
     link = await agent.link()
     reading = link.start()
-    reader, writer = await acp.stdio_streams()
-    checked = asyncio.StreamReader(limit=50 * 1024 * 1024)
+    reader, writer = await acp.stdio_streams(limit=LINE_LIMIT)
+    checked = asyncio.StreamReader(limit=LINE_LIMIT)
     agent.write_line = lambda obj: writer.write(json.dumps(obj).encode() + b"\n")
     filtering = asyncio.create_task(_reject_malformed(reader, checked, writer))
     pumping = asyncio.create_task(agent.pump_updates())
@@ -487,19 +489,30 @@ async def serve(client: Client) -> int:
 async def _reject_malformed(
     source: asyncio.StreamReader, sink: asyncio.StreamReader, out: asyncio.StreamWriter
 ) -> None:
-    """Pass the editor's lines on; answer one that is not a JSON object with a JSON-RPC
-    parse error (the SDK would only log it) and keep going."""
+    """Pass the editor's lines on; answer one that is not a JSON-RPC object with the JSON-RPC
+    error for it (the SDK would only log it) and keep going."""
+
+    def refuse(code: int, message: str) -> None:
+        reply = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+        out.write(json.dumps(reply).encode() + b"\n")
+
     try:
-        while line := await source.readline():
+        while True:
+            try:
+                line = await source.readline()
+            except ValueError:  # longer than the limit: the reader dropped what it held
+                refuse(-32600, f"Invalid Request: a message over {LINE_LIMIT} bytes")
+                continue
+            if not line:
+                return
             if line.strip():
                 try:
-                    ok = isinstance(json.loads(line), dict)
+                    message = json.loads(line)
                 except ValueError:
-                    ok = False
-                if not ok:
-                    error = {"code": -32700, "message": "Parse error: not a JSON-RPC message"}
-                    reply = {"jsonrpc": "2.0", "id": None, "error": error}
-                    out.write(json.dumps(reply).encode() + b"\n")
+                    refuse(-32700, "Parse error: the line is not JSON")
+                    continue
+                if not isinstance(message, dict):
+                    refuse(-32600, "Invalid Request: not a JSON-RPC object")
                     continue
             sink.feed_data(line)
     finally:

@@ -400,13 +400,14 @@ def test_an_embedded_file_reaches_the_model_inside_the_message(
     acpd: DaemonProcess, model: ScriptedModelServer
 ) -> None:
     model.push(reply("Read it."))
-    resource = acp.embedded_text_resource("file:///src/app.py", "print('hello')\n")
+    big = "print('hello')\n" + "# padding\n" * 10_000  # over 64 KiB, asyncio's default line
+    resource = acp.embedded_text_resource("file:///src/app.py", big)
 
     blocks = [acp.text_block("what does this do?"), acp.resource_block(resource)]
     assert prompt_once(acpd, Editor(), *blocks)[1].stop_reason == "end_turn"
     sent = json.dumps(model.last_request["messages"][-1])
     assert "what does this do?" in sent and "file:///src/app.py" in sent
-    assert "print('hello')" in sent
+    assert "print('hello')" in sent and sent.count("# padding") == 10_000
 
 
 def test_a_failed_turn_is_an_error_carrying_the_daemons_reason(
@@ -463,18 +464,17 @@ def test_a_malformed_line_gets_a_parse_error_and_the_bridge_keeps_serving(
     }
     proc = subprocess.run(
         [sys.executable, "-m", "hermesctl", "--socket", str(acpd.socket), "acp"],
-        input="{not json\n" + json.dumps(initialize) + "\n",
+        input="{not json\n[1, 2]\n" + json.dumps(initialize) + "\n",
         capture_output=True,
         text=True,
         timeout=60,
     )
     replies = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert replies[0] == {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {"code": -32700, "message": "Parse error: not a JSON-RPC message"},
-    }
-    assert replies[1]["id"] == 1 and replies[1]["result"]["agentCapabilities"]["loadSession"]
+    assert [(r["id"], r["error"]) for r in replies[:2]] == [
+        (None, {"code": -32700, "message": "Parse error: the line is not JSON"}),
+        (None, {"code": -32600, "message": "Invalid Request: not a JSON-RPC object"}),
+    ]
+    assert replies[2]["id"] == 1 and replies[2]["result"]["agentCapabilities"]["loadSession"]
     assert proc.returncode == 0  # stdin closed: the editor went away
 
 
