@@ -383,6 +383,9 @@ def render_history(messages: list[dict[str, Any]], ids: bool = False) -> list[st
         if content:
             out.append(f"{mark}[{role}] {content}")
             mark = " " * len(mark)
+        for image in m.get("images") or []:  # attached with the message (session.send)
+            out.append(f"{mark}[{role}] 📎 {image.get('mime')} image, {image.get('bytes')} bytes")
+            mark = " " * len(mark)
         for call in m.get("tool_calls") or []:
             fn = call.get("function") or {}
             out.append(

@@ -289,6 +289,12 @@ def to_markdown(session: dict[str, Any], messages: list[dict[str, Any]]) -> str:
         out += [f"## {str(role).capitalize()}", ""]
         if m.get("content"):
             out.append(str(m["content"]))
+        for n, image in enumerate(m.get("images") or [], 1):  # attached images, inline
+            out += [
+                "",
+                f"![image {n} ({image.get('mime')}, {image.get('bytes')} bytes)]"
+                f"({image.get('url')})",
+            ]
         for call in m.get("tool_calls") or []:
             fn = call.get("function") or {}
             out += [

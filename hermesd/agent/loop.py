@@ -37,6 +37,7 @@ from hermesd.model.client import Completion, ConfigLike, ModelClient, ModelNotCo
 from hermesd.plugins.host import ReloadGate
 from hermesd.runtime.hooks import HookBus
 from hermesd.store.facade import SessionStore
+from hermesd.store.images import Image
 from hermesd.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
@@ -147,12 +148,14 @@ class AgentLoop:
         turn_id: str | None = None,
         toolsets: Toolsets | None = None,
         user_name: str | None = None,
+        images: list[Image] | None = None,
     ) -> TurnResult:
         """Answer ``user_message`` in the session; cancel the task to stop it cleanly.
 
         ``toolsets`` narrows the tools of this turn (a scheduled run's). ``sender_id`` (the
         Unix uid of the client, as text) and ``user_name`` say who talks; ``on_session_start``
-        and ``pre_llm_call`` get them."""
+        and ``pre_llm_call`` get them. ``images`` go with the user message (checked by
+        `hermesd.store.images.read_images`)."""
         scope = TurnScope(
             self.hooks,
             session_id,
@@ -161,7 +164,7 @@ class AgentLoop:
             listener=emit,
         )
         who = Speaker(sender_id=sender_id, user_name=user_name)
-        return await Turn(self, scope, user_message, who, toolsets).run()
+        return await Turn(self, scope, user_message, who, toolsets, images or []).run()
 
     async def complete(
         self,

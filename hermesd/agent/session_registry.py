@@ -28,6 +28,7 @@ from hermesd.runtime.hooks import HookBus
 from hermesd.runtime.session import current_session
 from hermesd.store.dbfile import StoreError
 from hermesd.store.facade import SessionStore
+from hermesd.store.images import Image
 
 if TYPE_CHECKING:
     from hermesd.context.host import ContextHost
@@ -230,6 +231,7 @@ class SessionRegistry:
         *,
         sender_id: str | None = None,
         toolsets: Toolsets | None = None,
+        images: list[Image] | None = None,
     ) -> tuple[str, asyncio.Task[TurnResult]]:
         """Run a turn of ``sid`` answering ``message``; ``uid`` is who asked (None: a plugin or
         the scheduler, whose ``sender_id`` says so), ``platform`` what kind of client (default
@@ -245,6 +247,7 @@ class SessionRegistry:
                 user_name=None if uid is None else _user_name(uid),
                 turn_id=turn_id,
                 toolsets=toolsets,
+                images=images,
             )
         )
         self.turns[sid] = (turn_id, task)

@@ -31,6 +31,7 @@ from hermesd.model.fastjson import valid_text
 from hermesd.runtime.hooks import MAX_VERIFY_NUDGES, continue_message
 from hermesd.runtime.session import turn_tools
 from hermesd.store.dbfile import SessionNotFound, StorageUnavailable
+from hermesd.store.images import Image
 from hermesd.store.messages import cap_text
 from hermesd.store.usage import RequestUsage
 
@@ -103,8 +104,10 @@ class Turn:
         user_message: str,
         who: Speaker,
         toolsets: Toolsets | None,
+        images: list[Image] | None = None,
     ) -> None:
         self.agent, self.scope, self.user_message = agent, scope, user_message
+        self.images = images or []  # attached to the user message
         self.who, self.toolsets = who, toolsets
         self.result = TurnResult(turn_id=scope.turn_id, status="completed")
         self.request: TurnRequest | None = None
@@ -120,7 +123,8 @@ class Turn:
 
     async def run(self) -> TurnResult:
         """Run the turn to its end; a cancel still closes it (and is re-raised)."""
-        self.scope.emit("turn.started", user_message=self.user_message)
+        shown = {"images": [i.summary() for i in self.images]} if self.images else {}
+        self.scope.emit("turn.started", user_message=self.user_message, **shown)
         try:
             self.scope.model = self.agent.client.settings.model or ""
             self.agent.check_ready()
@@ -151,7 +155,9 @@ class Turn:
             await agent.reloads.wait()
         context = agent.context
         generation = context.generation(self.scope.session_id) if context is not None else 0
-        request = await build_request(agent, self.scope, self.user_message, self.who, self.toolsets)
+        request = await build_request(
+            agent, self.scope, self.user_message, self.who, self.toolsets, self.images
+        )
         self.request = request
         if context is not None:
             self.window = context.window(

@@ -124,6 +124,13 @@ SCHEMA: dict[str, Any] = {
         "compression": _S(
             (dict,), None, "summary model: {model, base_url, api_key} (default: the session's)"
         ),
+        # issue 33: vision_analyze (hermesd.tools.vision)
+        "vision": _S(
+            (dict,),
+            None,
+            "vision_analyze's model: {model, base_url, api_key, timeout, temperature, "
+            "download_timeout} (default: the main model)",
+        ),
     },
     "sessions": {
         "max_message_bytes": _S(
@@ -217,6 +224,15 @@ SCHEMA: dict[str, Any] = {
             ("ask", "deny"),
         ),
     },
+    # issue 33: the clarify tool's questions (hermesd.tools.clarify, docs/tools.md)
+    "clarify": {
+        "timeout": _S(
+            _num, 600.0, "seconds a question waits for an answer; then the model decides"
+        ),
+        "unattended_after": _S(
+            _num, 60.0, "seconds with no client to ask before the model decides for itself"
+        ),
+    },
     "command_allowlist": _S(_strlist, [], "reference-compatible: commands never prompting"),
     # built-in memory (hermesd.memory, docs/memory.md)
     "memory": {
@@ -239,6 +255,24 @@ SCHEMA: dict[str, Any] = {
         "scale_to_zero": _S((bool,), False, "when idle, arm a systemd timer and exit"),
         "idle_exit": _S(_num, 300.0, "idle seconds before exiting with scale_to_zero"),
         "systemd_scope": _S((str,), "user", "systemd-run --user or system", ("user", "system")),
+    },
+    # issue 33: web_search and web_extract (hermesd.tools.web, docs/tools.md)
+    "web": {
+        "search": {
+            "provider": _S((str,), "", "searxng or a plugin's provider ('' = the first usable)"),
+            "searxng_url": _S((str,), "", "a SearXNG instance, e.g. http://localhost:8080"),
+            "timeout": _S(_num, 15.0, "seconds one search may take"),
+        },
+        "extract": {
+            "char_limit": _S((int,), 15000, "characters of each page sent to the model"),
+            "max_bytes": _S((int,), 5 * 1024 * 1024, "bytes of a page downloaded at most"),
+            "timeout": _S(_num, 20.0, "seconds one page may take to download"),
+            "cache_ttl": _S(_num, 3600.0, "seconds a read page is kept (0: no cache)"),
+            "convert_timeout": _S(_num, 60.0, "seconds converting one page may take"),
+        },
+        # the reference's names for the search backend (web.search.provider wins)
+        "backend": _S((str,), "", "reference-compatible: the web backend's name"),
+        "search_backend": _S((str,), "", "reference-compatible: the search backend's name"),
     },
     # MCP servers (docs/mcp.md); each entry is checked by hermesd.mcp.settings
     "mcp_servers": _S((dict,), None, "MCP servers by name: command/args/env/cwd or url/headers"),
@@ -421,6 +455,7 @@ _CHECKS: dict[str, Any] = {
     "compression.threshold": _share,
     "compression.target_ratio": _share,
     "auxiliary.compression": _summary_model_problem,
+    "auxiliary.vision": _summary_model_problem,
     "budget.session_tokens": _positive,
     "budget.daily_usd": _positive,
     "budget.monthly_usd": _positive,

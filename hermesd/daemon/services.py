@@ -60,6 +60,8 @@ from hermesd.sandbox.service import SandboxService
 from hermesd.store.facade import SessionStore
 from hermesd.tools.builtin_files import BuiltinFileTools, register_builtin_file_tools
 from hermesd.tools.builtin_skills import register_skill_tools
+from hermesd.tools.clarify import ClarifyBroker, register_clarify
+from hermesd.tools.clarify_service import ClarifyService
 from hermesd.tools.code_execution import register_execute_code
 from hermesd.tools.process_service import ProcessService, register_processes
 from hermesd.tools.registry import (
@@ -71,6 +73,8 @@ from hermesd.tools.registry import (
 from hermesd.tools.results import Redactor
 from hermesd.tools.skill_catalog import SkillCatalog
 from hermesd.tools.todo import register_todo
+from hermesd.tools.vision import VisionTool, register_vision
+from hermesd.tools.web import register_web_tools
 
 if TYPE_CHECKING:
     from hermesd.daemon.main import Daemon
@@ -208,6 +212,14 @@ def _session_switched(
         _spawn(context.reset_session(old))
 
 
+def _asked_on_attach(
+    broker: ApprovalBroker, clarify: ClarifyBroker, sid: str, conn: Connection
+) -> None:
+    """A client attached: it is asked the session's pending approvals and open questions."""
+    broker.on_attach(sid, conn)
+    clarify.on_attach(sid, conn)
+
+
 def _spawn(coro: Any) -> None:
     task = asyncio.get_running_loop().create_task(coro)
     _ENDING.add(task)
@@ -257,7 +269,8 @@ class _Core:
     parts: _Registries
     broker: ApprovalBroker
     sandbox: Sandbox
-    builtin: BuiltinFileTools  # terminal and the file tools
+    builtin: BuiltinFileTools  # terminal and the file tools (vision_analyze reads files too)
+    clarify: ClarifyBroker  # the clarify tool's open questions (issue 33)
 
 
 @dataclass
@@ -284,6 +297,16 @@ def build_services(daemon: Daemon) -> None:
     memory = _memory(core)
     turns = _turns(core, memory)
     host, admin, mcp, cron = _plugins(core, memory, turns)
+    # issue 33: web_search (SearXNG or a plugin's provider) and web_extract, fetching through
+    # the egress proxy; the web.* keys are read from the configuration of the moment
+    providers = host.plugins.services.providers
+    register_web_tools(
+        core.parts.tools,
+        core.sandbox,
+        lambda: daemon.config,
+        lambda: [r.obj for r in providers.of_kind("web_search")],
+        core.home,
+    )
     _append_services(daemon, core, memory, turns, host, admin, mcp, cron)
 
 
@@ -322,7 +345,10 @@ def _core(daemon: Daemon) -> _Core:
         transform_output=functools.partial(hooks.transform, "transform_terminal_output"),
         sandbox=sandbox,
     )
-    return _Core(home, cfg, files, dotenv, store, attached, parts, broker, sandbox, builtin)
+    clarify = ClarifyBroker(lambda sid: list(attached.get(sid, ())), cfg)
+    return _Core(
+        home, cfg, files, dotenv, store, attached, parts, broker, sandbox, builtin, clarify
+    )
 
 
 def _memory(core: _Core) -> _Memory:
@@ -400,7 +426,7 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
         agent,
         core.parts.hooks,
         attached=core.attached,
-        on_attach=core.broker.on_attach,
+        on_attach=functools.partial(_asked_on_attach, core.broker, core.clarify),
         on_forget=functools.partial(
             _forget_session, core.broker, memory.providers, context, processes
         ),
@@ -417,6 +443,8 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
         emit=sessions.emit,
         running_turn=lambda sid: (sessions.turns.get(sid) or (None, None))[0],
     )
+    # issue 33: the model's questions to the person, asked like approvals
+    register_clarify(core.parts.tools, core.clarify)
     return _Turns(meter, engines, context, agent, sessions, processes)
 
 
@@ -481,6 +509,11 @@ def _append_services(
 ) -> None:
     """The RPC-facing services, in start-up order (stop runs in reverse)."""
     cfg, files, sessions = core.cfg, core.files, turns.sessions
+    # issue 33: vision_analyze, on auxiliary.vision's model (the live settings) or the main one
+    vision = VisionTool(
+        core.store, core.builtin, core.sandbox, turns.agent.complete, lambda: daemon.config
+    )
+    register_vision(core.parts.tools, vision)
     approvals = ApprovalService(core.broker)
     daemon.services.append(SandboxService(core.sandbox, files.dotenv))
     daemon.services.append(mcp)
@@ -514,6 +547,7 @@ def _append_services(
     daemon.services.append(DoctorService(daemon, files, host, core.store, mcp.pool))
     # Late, so it stops early (pending approvals are answered before the others stop).
     daemon.services.append(approvals)
+    daemon.services.append(ClarifyService(core.clarify))  # open questions answered at stop
     # The scheduler starts last (a run may need every other service: approval rules loaded,
     # plugins' tools registered) and stops first (its runs are recorded as stopped).
     daemon.services.append(cron)
