@@ -240,10 +240,10 @@ class HermesAgent:
             protocol_version=min(protocol_version, acp.PROTOCOL_VERSION),
             agent_capabilities=schema.AgentCapabilities(
                 load_session=True,
-                # session.send takes text only: images and audio are refused, text resources
-                # the editor embeds are passed on inside the message
+                # session.send takes text and images (the daemon checks them); text resources
+                # the editor embeds are passed on inside the message; audio is refused
                 prompt_capabilities=schema.PromptCapabilities(
-                    image=False, audio=False, embedded_context=True
+                    image=True, audio=False, embedded_context=True
                 ),
                 session_capabilities=schema.SessionCapabilities(
                     list=schema.SessionListCapabilities(),
@@ -347,9 +347,9 @@ class HermesAgent:
         self, session_id: str, prompt: list[Any], **kwargs: Any
     ) -> schema.PromptResponse:
         """One turn: send the prompt, stream its events, answer with its stop reason."""
-        message = prompt_text(prompt)
+        message, images = prompt_content(prompt)
         listed = await self._call("commands.list", {}) if message.startswith("/") else {}
-        command = acp_commands.named(message, listed.get("commands") or [])
+        command = acp_commands.named(message, listed.get("commands") or []) if not images else None
         if command in acp_commands.EDITOR_DOES_IT:
             note = f"/{command} does not apply here: {acp_commands.EDITOR_DOES_IT[command]}."
             return await self._say(session_id, note)
@@ -361,7 +361,13 @@ class HermesAgent:
                     return await self._say(session_id, str(ran.get("output") or ""))
                 sent = ran  # /retry and the like start a turn: follow it as a prompt's
             else:
-                params = {"session_id": session_id, "message": message, "platform": "acp"}
+                params: dict[str, Any] = {
+                    "session_id": session_id,
+                    "message": message,
+                    "platform": "acp",
+                }
+                if images:
+                    params["images"] = images
                 sent = await self._call("session.send", params)
             turn_id = str(sent["turn_id"])
             self._own_turns[session_id] = turn_id
@@ -415,19 +421,23 @@ class HermesAgent:
         await done
 
 
-def prompt_text(blocks: list[Any]) -> str:
-    """The prompt's content blocks as the one text ``session.send`` takes."""
+def prompt_content(blocks: list[Any]) -> tuple[str, list[dict[str, str]]]:
+    """The prompt's content blocks as ``session.send``'s text and images (data URLs; the
+    daemon checks what they really are)."""
     parts: list[str] = []
+    images: list[dict[str, str]] = []
     for block in blocks:
         if isinstance(block, schema.TextContentBlock):
             parts.append(block.text)
+        elif isinstance(block, schema.ImageContentBlock):
+            images.append({"url": f"data:{block.mime_type};base64,{block.data}"})
         elif isinstance(block, schema.ResourceContentBlock):
             parts.append(f"[{block.name}]({block.uri})")
         elif isinstance(block, schema.EmbeddedResourceContentBlock):
             resource = block.resource
             if not isinstance(resource, schema.TextResourceContents):
                 raise acp.RequestError.invalid_params(
-                    {"details": f"binary resource {resource.uri}: hermesd takes text only"}
+                    {"details": f"binary resource {resource.uri}: hermesd takes text and images"}
                 )
             parts.append(
                 f"\n<context uri={json.dumps(resource.uri)}>\n{resource.text}\n</context>\n"
@@ -435,9 +445,9 @@ def prompt_text(blocks: list[Any]) -> str:
         else:
             kind = getattr(block, "type", type(block).__name__)
             raise acp.RequestError.invalid_params(
-                {"details": f"{kind} content is not supported: hermesd takes text only"}
+                {"details": f"{kind} content is not supported: hermesd takes text and images"}
             )
-    return "".join(parts)
+    return "".join(parts), images
 
 
 def _usage(counts: Any) -> schema.Usage | None:

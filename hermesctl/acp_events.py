@@ -171,8 +171,15 @@ def history_updates(messages: list[dict[str, Any]]) -> Iterator[Any]:
         if msg.get("undone"):
             continue
         role, content = msg.get("role"), _message_text(msg.get("content"))
-        if role == "user" and content:
-            yield acp.update_user_message_text(content)
+        if role == "user":
+            if content:
+                yield acp.update_user_message_text(content)
+            for image in msg.get("images") or ():
+                url = str(image.get("url") or "")
+                if url.startswith("data:") and "," in url:
+                    data = url.split(",", 1)[1]
+                    block = acp.image_block(data, str(image.get("mime") or "image/png"))
+                    yield acp.update_user_message(block)
         elif role == "assistant":
             if content:
                 yield acp.update_agent_message_text(content)

@@ -39,6 +39,9 @@ from tests.support.modelserver import (
     tool_call,
 )
 
+PIXEL = (  # a 1x1 PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
 PLAN = [
     {"id": "1", "content": "Read the failing test", "status": "completed"},
     {"id": "2", "content": "Fix the parser", "status": "in_progress"},
@@ -172,7 +175,8 @@ def test_initialize_says_what_the_bridge_does(acpd: DaemonProcess) -> None:
     assert init.protocol_version == acp.PROTOCOL_VERSION
     assert caps is not None and caps.load_session is True
     assert caps.prompt_capabilities is not None
-    assert caps.prompt_capabilities.image is False  # session.send takes text only
+    assert caps.prompt_capabilities.image is True  # session.send takes images
+    assert caps.prompt_capabilities.audio is False
     assert caps.prompt_capabilities.embedded_context is True
     sessions = caps.session_capabilities
     assert sessions is not None and sessions.list is not None and sessions.fork is not None
@@ -437,20 +441,48 @@ def test_an_unknown_session_is_a_clear_error(acpd: DaemonProcess) -> None:
         assert "sess_nope" in str(err) and "Traceback" not in str(err)
 
 
-def test_an_image_prompt_is_refused_saying_why(acpd: DaemonProcess) -> None:
-    async def run() -> acp.RequestError:
+def test_an_image_reaches_the_model_and_comes_back_with_the_history(
+    acpd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    model.push(reply("A single pixel."))
+    look = [acp.text_block("what is this?"), acp.image_block(PIXEL, "image/png")]
+    sid, done = prompt_once(acpd, Editor(), *look)
+    assert done.stop_reason == "end_turn"
+    parts = model.last_request["messages"][-1]["content"]
+    assert {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PIXEL}"}} in parts
+    second = Editor()
+
+    async def load() -> None:
+        async with _spawn(acpd, second) as (conn, _):
+            await _start(conn)
+            await conn.load_session(cwd="/tmp", session_id=sid, mcp_servers=[])
+
+    asyncio.run(load())
+    shown = [u.content for u in second.of(schema.UserMessageChunk)]
+    assert [type(c) for c in shown] == [schema.TextContentBlock, schema.ImageContentBlock]
+    assert (shown[1].data, shown[1].mime_type) == (PIXEL, "image/png")
+
+
+def test_what_the_daemon_cannot_take_is_refused_saying_why(acpd: DaemonProcess) -> None:
+    async def run() -> list[acp.RequestError]:
+        refused = []
         async with _spawn(acpd, Editor()) as (conn, _):
             await _start(conn)
             session = await conn.new_session(cwd="/tmp", mcp_servers=[])
-            with pytest.raises(acp.RequestError) as refused:
-                await conn.prompt(
-                    session_id=session.session_id,
-                    prompt=[acp.text_block("look"), acp.image_block("aGk=", "image/png")],
-                )
-            return refused.value
+            for block in (
+                acp.image_block("aGk=", "image/png"),
+                acp.audio_block("aGk=", "audio/wav"),
+            ):
+                with pytest.raises(acp.RequestError) as error:
+                    await conn.prompt(
+                        session_id=session.session_id, prompt=[acp.text_block("look"), block]
+                    )
+                refused.append(error.value)
+        return refused
 
-    refused = asyncio.run(run())
-    assert refused.code == -32602 and "text only" in json.dumps(refused.data)
+    not_png, audio = asyncio.run(run())
+    assert not_png.code == -32602 and "is not a PNG, JPEG, GIF or WebP" in json.dumps(not_png.data)
+    assert audio.code == -32602 and "audio content is not supported" in json.dumps(audio.data)
 
 
 def test_a_malformed_line_gets_a_parse_error_and_the_bridge_keeps_serving(
