@@ -302,6 +302,21 @@ def test_a_permission_request_answered_in_the_editor_is_the_daemons_answer(
     assert editor.of(schema.ToolCallProgress)[-1].status == "completed"
 
 
+def test_allow_for_this_session_is_hermesds_session_choice(
+    acpd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    first, second = _victim(acpd), _victim(acpd)
+    model.push(
+        call_tools(tool_call("terminal", {"command": f"rm -r {first}"})),
+        call_tools(tool_call("terminal", {"command": f"rm -r {second}"})),
+        reply("Both gone."),
+    )
+    editor = Editor(answer="session")
+    assert prompt_once(acpd, editor, acp.text_block("clean up"))[1].stop_reason == "end_turn"
+    assert not first.exists() and not second.exists()
+    assert len(editor.permissions) == 1  # the second rm -r was allowed by the session rule
+
+
 def test_a_denial_in_the_editor_fails_the_tool_call(
     acpd: DaemonProcess, model: ScriptedModelServer
 ) -> None:
