@@ -5,7 +5,9 @@ and stdout; this module answers with the ``agent-client-protocol`` SDK and turns
 into the daemon's socket methods: ``session/new`` is ``session.create``, ``session/prompt``
 ``session.send`` with the turn's ``session.event`` notifications streamed back as
 ``session/update``, ``session/cancel`` ``session.cancel``, ``session/load`` ``session.attach`` plus
-``session.history`` replayed, ``session/list`` ``session.list``. The daemon's
+``session.history`` replayed, ``session/list`` ``session.list``, fork/resume/close
+``session.fork``/``session.attach``/``session.detach``; a prompt naming a slash command runs it
+with ``command.run`` (``hermesctl.acp_commands``). The daemon's
 ``approval.request`` becomes ``session/request_permission``; when the approval is answered
 elsewhere (``hermesctl chat`` on the same session, ``hermesctl approvals``) the editor's request
 is withdrawn with ``$/cancel_request``. The daemon keeps sessions, approvals and replay: what
