@@ -24,6 +24,23 @@ class Checked(Protocol):
     check_fn: Callable[[], Any] | None
 
 
+class Unavailable:
+    """A built-in ``check_fn``'s "no" with the reason ``tools list`` shows; false in a test."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __bool__(self) -> bool:
+        return False
+
+
+def available_unless(reason: str | None) -> bool | Unavailable:
+    """A check result from "why not, or None": True, or an `Unavailable` carrying the reason."""
+    return True if reason is None else Unavailable(reason)
+
+
 class CheckCache:
     """``check_fn`` results per entry, re-run when older than ``ttl`` seconds."""
 
@@ -107,6 +124,8 @@ class CheckCache:
                 error = None if future.cancelled() else future.exception()
                 self._why[entry] = f"check_fn raised {type(error).__name__}: {error}"[:300]
             else:
-                ok = bool(future.result())
-                self._why[entry] = "check_fn returned false"
+                result = future.result()
+                ok = bool(result)
+                why = result.reason if isinstance(result, Unavailable) else None
+                self._why[entry] = why or "check_fn returned false"
             self._results[entry] = (now, ok)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from hermesd import redact, untrusted
 from hermesd.tools import web_search
+from hermesd.tools.checks import available_unless
 from hermesd.tools.registry import BUILTIN
 from hermesd.tools.web_convert import PageCache, Unconvertible, window
 from hermesd.tools.web_fetch import MAX_URL, Fetcher, FetchError
@@ -344,7 +345,7 @@ def register_web_tools(
         TOOLSET,
         SEARCH_SCHEMA,
         web.search,
-        check_fn=lambda: web.search_unavailable() is None,
+        check_fn=lambda: available_unless(web.search_unavailable()),
         is_async=True,
         emoji="🔍",
         owner=BUILTIN,
@@ -355,7 +356,7 @@ def register_web_tools(
         TOOLSET,
         EXTRACT_SCHEMA,
         web.extract,
-        check_fn=lambda: web.network_off() is None,
+        check_fn=lambda: available_unless(web.network_off()),
         is_async=True,
         emoji="📄",
         owner=BUILTIN,

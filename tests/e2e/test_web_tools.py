@@ -460,6 +460,7 @@ def test_a_refused_host_fails_at_once_and_no_backend_means_no_web_search(
     d = start(config=config)
     tools = {t["name"]: t for t in d.call("tools.list")["tools"]}
     assert tools["web_extract"]["available"] and not tools["web_search"]["available"]
+    assert "no web search backend" in tools["web_search"]["reason"]  # tools list says why
     client, answers = client_answering(d, "once")
     with client:
         extracted, searched = _turn(
@@ -480,6 +481,7 @@ def test_with_the_network_off_both_tools_are_unavailable(start: Start) -> None:
     tools = {t["name"]: t for t in d.call("tools.list")["tools"]}
     assert tools["web_search"]["toolset"] == tools["web_extract"]["toolset"] == "web"
     assert not tools["web_search"]["available"] and not tools["web_extract"]["available"]
+    assert tools["web_extract"]["reason"] == "sandbox.network is off: the web tools have no network"
     for name, args in (("web_search", {"query": "x"}), ("web_extract", {"urls": ["http://x/"]})):
         answer = d.call("tools.call", {"name": name, "args": args})["result"]
         assert json.loads(answer) == {
