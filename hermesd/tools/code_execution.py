@@ -233,9 +233,9 @@ class ExecuteCode:
         return shutil.which(wanted) or wanted
 
     def callable_tools(self) -> list[dict[str, Any]]:
-        """The schemas of the `SANDBOX_TOOLS` this call may use: registered, available, in
-        ``tools.enabled_toolsets`` and in the running turn's narrowed toolsets."""
-        enabled = self.config.get("tools.enabled_toolsets")
+        """The schemas of the `SANDBOX_TOOLS` this call may use: registered, available, not
+        hidden by the config (``toolsets``/``disabled_toolsets``) and in the running turn's
+        narrowed toolsets."""
         narrowed = turn_tools.get()  # a scheduled run's toolsets
         out = []
         for name in SANDBOX_TOOLS:
@@ -244,7 +244,7 @@ class ExecuteCode:
             entry = self.registry.get(name)
             if entry is None or not self.registry.available(entry):
                 continue
-            if enabled is not None and entry.toolset not in enabled:
+            if self.registry.config_hides(name):
                 continue
             out.append(entry.schema)
         return out

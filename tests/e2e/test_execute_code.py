@@ -330,3 +330,23 @@ def test_a_scheduled_run_with_terminal_off_cannot_reach_it_through_a_script(
     assert lines[0] == "False"
     assert "Tool 'terminal' is not available in execute_code" in lines[1]
     assert result["tool_calls_made"] == 0
+
+
+def test_a_toolset_disabled_in_the_config_is_not_callable_from_a_script(
+    model: ScriptedModelServer, start: Callable[..., DaemonProcess]
+) -> None:
+    config = (
+        f"model:\n  base_url: {model.url}\n  default: scripted-model\n"
+        "agent:\n  disabled_toolsets: [terminal]\n"  # the reference's spelling
+    )
+    daemon = start(config=config)
+    code = (
+        "import hermes_tools\n"
+        "print('terminal' in dir(hermes_tools), 'read_file' in dir(hermes_tools))\n"
+        "print(hermes_tools._channel.call('terminal', {'command': 'echo ran'}))\n"
+    )
+    result = _run(model, daemon, code)
+    lines = result["output"].splitlines()
+    assert lines[0] == "False True"
+    assert "Tool 'terminal' is not available in execute_code" in lines[1]
+    assert result["tool_calls_made"] == 0
