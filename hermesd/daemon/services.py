@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from hermesd import redact
 from hermesd.agent.budget import UsageMeter
+from hermesd.agent.delegate import Delegations, DelegationSettings
 from hermesd.agent.loop import AgentLoop, AgentSettings
 from hermesd.agent.session_service import SessionService
 from hermesd.agent.usage_service import UsageService
@@ -246,6 +247,7 @@ class _Core:
     dotenv: dict[str, str]
     store: SessionStore
     attached: dict[str, set[Connection]]  # who is attached to which session
+    parents: dict[str, str]  # running sub-agent session -> its delegating session
     parts: _Registries
     broker: ApprovalBroker
     sandbox: Sandbox
@@ -266,6 +268,7 @@ class _Turns:
     context: ContextHost
     agent: AgentLoop
     sessions: SessionService
+    delegations: Delegations
 
 
 def build_services(daemon: Daemon) -> None:
@@ -286,11 +289,16 @@ def _core(daemon: Daemon) -> _Core:
     store.messages.max_bytes = max(4096, int(cfg.get("sessions.max_message_bytes")))
     # Who is attached to which session: the session service keeps it, the broker asks it.
     attached: dict[str, set[Connection]] = {}
+    parents: dict[str, str] = {}  # issue 34: a child's approvals also go to its parent's clients
     pool = WorkerPool()
     GROWTH.threshold = int(cfg.get("limits.plugin_memory_warn"))  # a leaking plugin is named
     hooks = HookBus(pool, timeout=float(cfg.get("tools.hook_timeout")))
     broker = ApprovalBroker(
-        store, hooks, cfg, attached=lambda sid: list(attached.get(sid, ())), hermes_home=home
+        store,
+        hooks,
+        cfg,
+        attached=functools.partial(_attached_up, attached, parents),
+        hermes_home=home,
     )
     parts = _registries(
         home,
@@ -312,7 +320,19 @@ def _core(daemon: Daemon) -> _Core:
         transform_output=functools.partial(hooks.transform, "transform_terminal_output"),
         sandbox=sandbox,
     )
-    return _Core(home, cfg, files, dotenv, store, attached, parts, broker, sandbox)
+    return _Core(home, cfg, files, dotenv, store, attached, parents, parts, broker, sandbox)
+
+
+def _attached_up(
+    attached: dict[str, set[Connection]], parents: dict[str, str], sid: str
+) -> list[Connection]:
+    """The connections attached to ``sid`` and to the sessions that delegated to it."""
+    conns = list(attached.get(sid, ()))
+    seen = {sid}
+    while (sid := parents.get(sid, "")) and sid not in seen:
+        seen.add(sid)
+        conns.extend(attached.get(sid, ()))
+    return conns
 
 
 def _memory(core: _Core) -> _Memory:
@@ -394,7 +414,15 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
         emit=sessions.emit,
         running_turn=lambda sid: (sessions.turns.get(sid) or (None, None))[0],
     )
-    return _Turns(meter, engines, context, agent, sessions)
+    # issue 34: delegate_task, its children real sessions (docs/sessions.md "Sub-agents")
+    delegations = Delegations(
+        sessions,
+        DelegationSettings.from_config(cfg),
+        run_policies=core.broker.run_policies,
+        parents=core.parents,
+    )
+    delegations.register(core.parts.tools)
+    return _Turns(meter, engines, context, agent, sessions, delegations)
 
 
 def _plugins(
@@ -463,6 +491,7 @@ def _append_services(
     daemon.services.append(mcp)
     daemon.services.append(PluginService(host, cfg.get("tools.enabled_toolsets")))
     daemon.services.append(sessions)
+    daemon.services.append(turns.delegations)  # after the sessions: it runs their turns
     usage = UsageService(turns.meter, sessions)
     daemon.services.append(usage)
     daemon.services.append(admin)
