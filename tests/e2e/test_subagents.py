@@ -32,6 +32,7 @@ from tests.support.daemon import (
 )
 from tests.support.modelserver import ScriptedModelServer, Step, call_tools, http_error, reply
 from tests.support.modelserver import tool_call as call
+from tests.support.plugin_factory import write_plugin
 
 BRIEF = re.compile(r"Task:\n(.*?)(?:\n\n|$)", re.S)
 
@@ -332,3 +333,51 @@ def test_kill_9_with_a_child_in_flight_records_it_interrupted_in_child_and_paren
             assert child in parent_history[-1]["content"]
     finally:
         again.stop()
+
+
+HOOK_PLUGIN = """
+import json, os
+
+def register(ctx):
+    path = os.path.join(os.environ["HERMES_HOME"], "subagent-hooks.jsonl")
+
+    def record(name):
+        def hook(**kwargs):
+            with open(path, "a") as f:
+                f.write(json.dumps({"hook": name, **kwargs}) + "\\n")
+        return hook
+
+    ctx.register_hook("subagent_start", record("subagent_start"))
+    ctx.register_hook("subagent_stop", record("subagent_stop"))
+"""
+
+
+def test_subagent_start_and_stop_hooks_get_the_reference_kwargs(
+    start: Any, model: ScriptedModelServer
+) -> None:
+    home = short_tmpdir("subh-")
+    write_plugin(home / "plugins", "watcher", HOOK_PLUGIN)
+    daemon = start(home, config=_config(model))
+    client, sid = _attached(daemon)
+    with client:
+        _delegate(client, sid, {"goal": "hooked", "role": "leaf"})
+        entry = _result(model, sid)["results"][0]
+    lines = (home / "subagent-hooks.jsonl").read_text().splitlines()
+    begin, end = (json.loads(line) for line in lines)
+    assert begin == {
+        "hook": "subagent_start",
+        "parent_session_id": sid,
+        "parent_turn_id": begin["parent_turn_id"],
+        "parent_subagent_id": None,
+        "child_session_id": entry["session_id"],
+        "child_subagent_id": entry["session_id"],
+        "child_role": "leaf",
+        "child_goal": "hooked",
+    }
+    assert begin["parent_turn_id"].startswith("turn_")
+    assert end["hook"] == "subagent_stop"
+    assert end["child_session_id"] == entry["session_id"]
+    assert end["child_status"] == "completed"
+    assert end["child_summary"] == "summary of hooked"
+    assert end["parent_turn_id"] == begin["parent_turn_id"]
+    assert isinstance(end["duration_ms"], int)
