@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from hermesd.agent.loop import Toolsets, TurnResult, new_id
 from hermesd.agent.session_registry import SessionRegistry
+from hermesd.plugins import hostapi
 from hermesd.store.dbfile import StoreError
 from hermesd.tools.registry import BUILTIN
 
@@ -143,6 +145,7 @@ class Task:
     goal: str
     context: str
     role: str
+    model: str | None = None  # a routing plugin's choice (tools.delegate_tool)
 
 
 @dataclass
@@ -284,6 +287,7 @@ class Delegations:
                 "delegation.max_spawn_depth in config.yaml."
             )
         tasks = _tasks(args)
+        _route(tasks, args, self.settings.model or self.sessions.agent.client.settings.model)
         if len(tasks) > settings.max_concurrent_children:
             raise DelegationError(
                 f"Too many tasks: {len(tasks)} given, delegation.max_concurrent_children is "
@@ -437,7 +441,7 @@ class Delegations:
             sender_id=f"delegate:{batch.parent_id}",
             toolsets=batch.toolsets,
             started=started,
-            model=self.settings.model,
+            model=child.task.model or self.settings.model,
             max_iterations=batch.max_iterations,
         )
 
@@ -509,6 +513,50 @@ class Delegations:
                 result=str(entry.get("summary") or ""),
                 child_session_id=str(entry.get("session_id") or ""),
             )
+
+
+@dataclass
+class _Planner:
+    """The ``parent_agent`` a plugin-wrapped ``tools.delegate_tool.delegate_task`` sees."""
+
+    model: str
+    provider: str = "custom"
+    base_url: str = ""
+    api_key: str = ""
+    routes: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+def _route(tasks: list[Task], args: dict[str, Any], model: str | None) -> None:
+    """Each task's model as plugins wrapping ``tools.delegate_tool`` choose it (hermesd's
+    module of that name, loaded by such a plugin; the real hermes-agent's is never called)."""
+    module = sys.modules.get("tools.delegate_tool")
+    where = str(getattr(module, "__file__", "") or "")
+    if module is None or not where.startswith(str(hostapi.COMPAT_DIR)):
+        return
+    planner = _Planner(model=model or "")
+    try:
+        answer = module.delegate_task(
+            goal=args.get("goal"),
+            context=args.get("context"),
+            tasks=args.get("tasks"),
+            max_iterations=args.get("max_iterations"),
+            role=args.get("role"),
+            background=args.get("background"),
+            parent_agent=planner,
+        )
+    except Exception as exc:
+        log.exception("a plugin's delegate_task wrapper failed")
+        raise DelegationError(f"delegate_task routing failed: {exc}") from exc
+    try:
+        parsed = json.loads(answer) if isinstance(answer, str) else {}
+    except ValueError:
+        parsed = {}
+    if isinstance(parsed, dict) and parsed.get("error"):
+        raise DelegationError(str(parsed["error"]))
+    for task in tasks:
+        chosen = planner.routes.get(task.index, {}).get("model")
+        if isinstance(chosen, str) and chosen.strip():
+            task.model = chosen.strip()
 
 
 def _record_interrupted(store: SessionStore, child: str, parent: str) -> None:

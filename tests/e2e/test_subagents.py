@@ -22,9 +22,11 @@ from typing import Any
 import pytest
 
 from hermesctl.client import Client
+from tests.support import corpus
 from tests.support.approvals import client_answering
 from tests.support.daemon import (
     DaemonProcess,
+    checkout_pythonpath,
     follow_turn,
     run_hermesctl,
     short_tmpdir,
@@ -381,3 +383,35 @@ def test_subagent_start_and_stop_hooks_get_the_reference_kwargs(
     assert end["child_summary"] == "summary of hooked"
     assert end["parent_turn_id"] == begin["parent_turn_id"]
     assert isinstance(end["duration_ms"], int)
+
+
+def test_hermes_delegate_routing_routes_each_task_to_its_model(
+    start: Any, model: ScriptedModelServer
+) -> None:
+    """hermes-delegate-routing 0.1.3 (PyPI) patches tools.delegate_tool and is obeyed."""
+    try:
+        target = corpus.install({"dist": "hermes-delegate-routing", "version": "0.1.3"})
+    except corpus.Unreachable as exc:
+        pytest.skip(f"package registry unreachable: {exc}")
+    root = short_tmpdir("subr-")
+    home = root / ".hermes"
+    home.mkdir()
+    env = {"PYTHONPATH": checkout_pythonpath(str(target)), "HOME": str(root)}
+    config = _config(model) + "plugins:\n  enabled: [delegate_routing]\n"
+    daemon = start(home, config=config, env=env)
+    deadline = time.monotonic() + 30  # plugins load once the daemon is ready
+    while "delegate-routing: active" not in daemon.log() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "delegate-routing: active" in daemon.log()
+    client, sid = _attached(daemon)
+    with client:
+        tasks = [{"goal": "routed", "model": "small-model"}, {"goal": "plain"}]
+        _delegate(client, sid, {"tasks": tasks})
+        routed, plain = _result(model, sid)["results"]
+        assert routed["status"] == plain["status"] == "completed"
+        _delegate(client, sid, {"tasks": [{"goal": "elsewhere", "provider": "anthropic"}]})
+        refused = _result(model, sid)
+        assert "delegate_task routing" in refused["error"]
+        assert "one model endpoint" in refused["error"]
+    models = {_child_goal(r): r["model"] for r in model.requests if _child_goal(r)}
+    assert models == {"routed": "small-model", "plain": "scripted-model"}
