@@ -219,7 +219,7 @@ def _tree(sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     roots = []
     for s in sessions:
         parent = s.get("parent_id")
-        if s.get("platform") == "subagent" and parent in shown:
+        if s.get("platform") == "subagent" and isinstance(parent, str) and parent in shown:
             children.setdefault(parent, []).append(s)
         else:
             roots.append(s)

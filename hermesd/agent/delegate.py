@@ -34,10 +34,12 @@ from typing import TYPE_CHECKING, Any
 from hermesd.agent.loop import Toolsets, TurnResult, new_id
 from hermesd.agent.session_registry import SessionRegistry
 from hermesd.plugins import hostapi
+from hermesd.runtime.session import current_session
 from hermesd.store.dbfile import StoreError
 from hermesd.tools.registry import BUILTIN
 
 if TYPE_CHECKING:
+    from hermesd.commands.registry import CommandRegistry
     from hermesd.rpc.connection import Router
     from hermesd.store.facade import SessionStore
     from hermesd.tools.registry import ToolRegistry
@@ -251,6 +253,28 @@ class Delegations:
             is_async=True,
             emoji="🔀",
             owner=BUILTIN,
+        )
+
+    def register_stop(self, commands: CommandRegistry) -> None:
+        """``/stop [ID]``: stop this session's running sub-agents (or the one named), or, in a
+        sub-agent's own session, that sub-agent."""
+
+        async def stop(raw_args: str) -> str:
+            sid = current_session.get()
+            named = raw_args.strip()
+            targets = [
+                c.session_id
+                for c in list(self.live.values())
+                if sid in (c.parent_id, c.session_id) and named in ("", c.session_id)
+            ]
+            if not targets:
+                return "No running sub-agent" + (f" '{named}'" if named else "") + " here."
+            for target in targets:
+                await self.sessions._cancel(target)
+            return f"Stopped {len(targets)} sub-agent(s): " + ", ".join(targets)
+
+        commands.register(
+            "stop", stop, description="Stop this session's running sub-agents", access="any"
         )
 
     # --- one call ----------------------------------------------------------------------------

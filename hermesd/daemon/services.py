@@ -422,6 +422,7 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
         parents=core.parents,
     )
     delegations.register(core.parts.tools)
+    delegations.register_stop(core.parts.commands)
     return _Turns(meter, engines, context, agent, sessions, delegations)
 
 

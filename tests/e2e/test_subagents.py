@@ -415,3 +415,20 @@ def test_hermes_delegate_routing_routes_each_task_to_its_model(
         assert "one model endpoint" in refused["error"]
     models = {_child_goal(r): r["model"] for r in model.requests if _child_goal(r)}
     assert models == {"routed": "small-model", "plain": "scripted-model"}
+
+
+def test_slash_stop_in_the_parent_stops_its_running_sub_agents(
+    daemon: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    client, sid = _attached(daemon)
+    with client:
+        args = json.dumps({"tasks": [{"goal": "slow"}, {"goal": "slow"}]})
+        turn = client.call("session.send", {"session_id": sid, "message": "DELEGATE " + args})
+        _wait_started(client)
+        while sum(_child_goal(r) == "slow" for r in model.requests) < 2:
+            time.sleep(0.05)
+        with daemon.client() as other:
+            out = other.call("command.run", {"line": "/stop", "session_id": sid})
+        assert out["output"].startswith("Stopped 2 sub-agent(s)")
+        follow_turn(client, turn["turn_id"], timeout=60)
+        assert [r["status"] for r in _result(model, sid)["results"]] == ["interrupted"] * 2
