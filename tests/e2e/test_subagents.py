@@ -432,3 +432,14 @@ def test_slash_stop_in_the_parent_stops_its_running_sub_agents(
         assert out["output"].startswith("Stopped 2 sub-agent(s)")
         follow_turn(client, turn["turn_id"], timeout=60)
         assert [r["status"] for r in _result(model, sid)["results"]] == ["interrupted"] * 2
+
+
+def test_hermesctl_chat_prints_each_childs_progress(daemon: DaemonProcess) -> None:
+    message = "DELEGATE " + json.dumps({"goal": "run: echo hi"})
+    out = run_hermesctl(["--socket", str(daemon.socket), "chat", "-m", message])
+    assert out.returncode == 0, out.stderr
+    shown = out.stdout + out.stderr
+    assert re.search(r"↳ \[0\] \S+ started: run: echo hi", shown), shown
+    assert re.search(r"↳ \[0\] \S+ ⚙ terminal", shown), shown
+    assert re.search(r"↳ \[0\] \S+ done", shown), shown
+    assert "parent done" in out.stdout
