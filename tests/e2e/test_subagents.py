@@ -443,3 +443,31 @@ def test_hermesctl_chat_prints_each_childs_progress(daemon: DaemonProcess) -> No
     assert re.search(r"↳ \[0\] \S+ ⚙ terminal", shown), shown
     assert re.search(r"↳ \[0\] \S+ done", shown), shown
     assert "parent done" in out.stdout
+
+
+def test_a_child_past_max_concurrent_children_waits_for_a_slot(
+    start: Any, model: ScriptedModelServer
+) -> None:
+    daemon = start(config=_config(model, max_concurrent_children=1))
+    client, sid = _attached(daemon)
+    with client:
+        _delegate(client, sid, {"goal": "slow", "background": True})
+        while not any(_child_goal(r) == "slow" for r in model.requests):
+            time.sleep(0.05)
+        slow = next(
+            s["id"] for s in client.call("session.list")["sessions"] if s["title"] == "↳ slow"
+        )
+        turn = client.call(
+            "session.send",
+            {"session_id": sid, "message": "DELEGATE " + json.dumps({"goal": "queued"})},
+        )
+        queued = _wait_started(client)
+        assert queued != slow
+        # the slow child holds the only slot: the queued one has no turn yet
+        assert client.call("session.get", {"session_id": queued})["running"] is False
+        assert client.call("session.get", {"session_id": slow})["running"] is True
+        client.call("command.run", {"line": f"/stop {slow}", "session_id": sid})
+        events = follow_turn(client, turn["turn_id"], timeout=60)
+        assert events[-1]["status"] == "completed"
+        entry = _result(model, sid)["results"][0]
+        assert (entry["session_id"], entry["status"]) == (queued, "completed")
