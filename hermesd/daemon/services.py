@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from hermesd import redact
 from hermesd.agent.budget import UsageMeter
-from hermesd.agent.delegate import Delegations, DelegationSettings
+from hermesd.agent.delegate import Delegations
+from hermesd.agent.delegate_spec import DelegationSettings
 from hermesd.agent.loop import AgentLoop, AgentSettings
 from hermesd.agent.session_service import SessionService
 from hermesd.agent.usage_service import UsageService
