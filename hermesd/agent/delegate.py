@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hermesd.agent.budget import BudgetExceeded
 from hermesd.agent.delegate_spec import (
     SCHEMA,
     DelegationError,
@@ -236,6 +237,10 @@ class Delegations:
             )
         except StoreError as exc:
             raise DelegationError(f"the delegating session is gone: {exc}") from exc
+        try:  # budget.action: stop and the parent's budget spent: no children either
+            await self.sessions.agent.meter.check(parent_id, str(parent.get("model") or ""), None)
+        except BudgetExceeded as exc:
+            raise DelegationError(str(exc)) from exc
         running = self.sessions.turns.get(parent_id)
         limit = settings.max_iterations
         wanted = args.get("max_iterations")
@@ -317,7 +322,10 @@ class Delegations:
         finally:
             if _cancelled_here():
                 await self._cancel_child(child)
+            above = [child.parent_id, *self.ancestors(child.parent_id)]
             self._forget(child)
+        if result is not None:  # the parent's budgets count its children's tokens
+            await self._roll_up(above, result)
         entry = _entry(
             task,
             status,
@@ -387,6 +395,22 @@ class Delegations:
         if running is not None:
             running[1].cancel()
             await asyncio.wait([running[1]], timeout=10)
+
+    async def _roll_up(self, sessions: list[str], result: TurnResult) -> None:
+        """Add a child's tokens to the counters of every session above it (what
+        ``budget.session_tokens`` compares)."""
+        store, usage = self.sessions.store, result.usage
+        for sid in sessions:
+            try:
+                await store.run(
+                    store.sessions.add_usage,
+                    sid,
+                    usage["prompt_tokens"],
+                    usage["completion_tokens"],
+                    usage["total_tokens"],
+                )
+            except StoreError as exc:
+                log.warning("could not count sub-agent tokens in %s: %s", sid, exc)
 
     async def _note(self, sid: str, text: str) -> None:
         store = self.sessions.store

@@ -67,6 +67,9 @@ def rules(request: dict[str, Any]) -> Step:
         return reply("slow done", delay=60)
     if goal.startswith("run: "):
         return call_tools(call("terminal", {"command": goal[5:]}))
+    if goal == "expensive":
+        usage = {"prompt_tokens": 100_000, "completion_tokens": 1, "total_tokens": 100_001}
+        return reply("spent a lot", usage=usage)
     if goal.startswith("delegate: "):
         return call_tools(call("delegate_task", {"goal": goal[10:]}))
     return reply(f"summary of {goal}")
@@ -471,3 +474,18 @@ def test_a_child_past_max_concurrent_children_waits_for_a_slot(
         assert events[-1]["status"] == "completed"
         entry = _result(model, sid)["results"][0]
         assert (entry["session_id"], entry["status"]) == (queued, "completed")
+
+
+def test_a_childs_tokens_count_against_the_parents_session_budget(
+    start: Any, model: ScriptedModelServer
+) -> None:
+    config = _config(model) + "budget:\n  session_tokens: 50000\n  action: stop\n"
+    daemon = start(config=config)
+    client, sid = _attached(daemon)
+    with client:
+        events = _delegate(client, sid, {"goal": "expensive"})
+        # the parent's own requests are small: the child's tokens stop it
+        assert events[-1]["status"] == "failed"
+        assert events[-1]["error_type"] == "BudgetExceeded"
+        parent = client.call("session.get", {"session_id": sid})
+        assert parent["total_tokens"] > 100_001
