@@ -275,6 +275,11 @@ def test_cancelling_a_child_with_hermesctl_interrupts_it_and_the_parent_goes_on(
         child = _wait_started(client)
         while not any(_child_goal(r) == "slow" for r in model.requests):
             time.sleep(0.05)
+        watcher = daemon.client()  # anyone may attach to a running child and see its turn
+        attached = watcher.call("session.attach", {"session_id": child, "after_seq": 0})
+        assert attached["running"] is True
+        assert attached["parent_id"] == sid
+        assert [e["type"] for e in attached["missed"]][:1] == ["turn.started"]
         out = run_hermesctl(["--socket", str(daemon.socket), "sessions", "cancel", child])
         assert out.returncode == 0, out.stderr
         assert "Cancelled turn" in out.stdout
@@ -283,6 +288,9 @@ def test_cancelling_a_child_with_hermesctl_interrupts_it_and_the_parent_goes_on(
         entry = _result(model, sid)["results"][0]
         assert entry["status"] == "interrupted"
         assert entry["session_id"] == child
+        with watcher:
+            seen = follow_turn(watcher, attached["turn_id"], timeout=30)
+        assert seen[-1]["status"] == "cancelled"
 
 
 def test_a_leaf_child_cannot_delegate_and_depth_two_lets_an_orchestrator(
