@@ -55,7 +55,9 @@ def rules(request: dict[str, Any]) -> Step:
     if goal is None:  # a parent
         content = str(last.get("content") or "")
         if last["role"] == "user" and "DELEGATE " in content:
-            return call_tools(call("delegate_task", json.loads(content.split("DELEGATE ", 1)[1])))
+            # the last one: a scheduled run's message names its job (the prompt) first
+            args = json.JSONDecoder().raw_decode(content.rsplit("DELEGATE ", 1)[1])[0]
+            return call_tools(call("delegate_task", args))
         if last["role"] == "user" and "Background delegation finished" in content:
             return reply("background results read")
         return reply("parent done")
@@ -497,3 +499,31 @@ def test_a_childs_tokens_count_against_the_parents_session_budget(
         assert events[-1]["error_type"] == "BudgetExceeded"
         parent = client.call("session.get", {"session_id": sid})
         assert parent["total_tokens"] > 100_001
+
+
+def test_a_scheduled_runs_children_follow_the_cron_approvals_mode(
+    start: Any, model: ScriptedModelServer
+) -> None:
+    daemon = start(config=_config(model) + "approvals:\n  cron_mode: deny\n")
+    target = short_tmpdir("subc-") / "kept"
+    (target / "sub").mkdir(parents=True)
+    prompt = "DELEGATE " + json.dumps({"goal": f"run: rm -r {target}"})
+    job = daemon.call("cron.create", {"schedule": "every 1h", "prompt": prompt})
+    daemon.call("cron.run", {"job_id": job["id"]})
+    deadline = time.monotonic() + 60
+    runs: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        runs = daemon.call("cron.runs", {"job_id": job["id"]})["runs"]
+        if runs and runs[0]["status"] != "running":
+            break
+        time.sleep(0.1)
+    assert runs and runs[0]["status"] == "ok", runs
+    assert target.exists()
+    results = [
+        m["content"]
+        for r in model.requests
+        if _child_goal(r) is not None
+        for m in r["messages"]
+        if m["role"] == "tool"
+    ]
+    assert any("approvals.cron_mode: deny" in text for text in results), results
