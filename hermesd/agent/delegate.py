@@ -60,6 +60,7 @@ PLATFORM = "subagent"
 #: toolsets a child never gets unless ``delegation.allow_in_children`` names them
 BLOCKED_IN_CHILDREN = ("clarify", "memory", "cronjob", "messaging", "code_execution")
 INTERRUPTED = "interrupted: hermesd stopped while this sub-agent ran"
+CALL_TIMEOUT = 24 * 3600.0  # seconds a foreground delegate_task call may wait for its children
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -167,6 +168,8 @@ class Delegations:
             is_async=True,
             emoji="🔀",
             owner=BUILTIN,
+            # not tools.timeout: children are bounded by their own rounds and model requests
+            timeout=CALL_TIMEOUT,
         )
 
     def register_stop(self, commands: CommandRegistry) -> None:
@@ -320,8 +323,9 @@ class Delegations:
             log.exception("sub-agent %s crashed", child.session_id)
             error = f"internal error: {type(exc).__name__}: {exc}"
         finally:
-            if _cancelled_here():
+            if _cancelled_here():  # the delegating turn is cancelled: so is the child
                 await self._cancel_child(child)
+                await self._note(child.session_id, "[sub-agent interrupted: its parent stopped]")
             above = [child.parent_id, *self.ancestors(child.parent_id)]
             self._forget(child)
         if result is not None:  # the parent's budgets count its children's tokens

@@ -69,6 +69,8 @@ def rules(request: dict[str, Any]) -> Step:
         return reply("slow done", delay=60)
     if goal.startswith("run: "):
         return call_tools(call("terminal", {"command": goal[5:]}))
+    if goal == "pause":
+        return reply("paused", delay=2)
     if goal == "expensive":
         usage = {"prompt_tokens": 100_000, "completion_tokens": 1, "total_tokens": 100_001}
         return reply("spent a lot", usage=usage)
@@ -527,3 +529,32 @@ def test_a_scheduled_runs_children_follow_the_cron_approvals_mode(
         if m["role"] == "tool"
     ]
     assert any("approvals.cron_mode: deny" in text for text in results), results
+
+
+def test_cancelling_the_parents_turn_cancels_its_children(
+    daemon: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    client, sid = _attached(daemon)
+    with client:
+        args = json.dumps({"goal": "slow"})
+        turn = client.call("session.send", {"session_id": sid, "message": "DELEGATE " + args})
+        child = _wait_started(client)
+        while not any(_child_goal(r) == "slow" for r in model.requests):
+            time.sleep(0.05)
+        client.call("session.cancel", {"session_id": sid})
+        events = follow_turn(client, turn["turn_id"], timeout=60)
+        assert events[-1]["status"] == "cancelled"
+        assert client.call("session.get", {"session_id": child})["running"] is False
+        history = client.call("session.history", {"session_id": child})["messages"]
+        assert history[-1]["content"] == "[sub-agent interrupted: its parent stopped]"
+
+
+def test_a_foreground_delegation_is_not_cut_by_tools_timeout(
+    start: Any, model: ScriptedModelServer
+) -> None:
+    daemon = start(config=_config(model) + "tools:\n  timeout: 1\n")
+    client, sid = _attached(daemon)
+    with client:
+        _delegate(client, sid, {"goal": "pause"})
+        entry = _result(model, sid)["results"][0]
+        assert (entry["status"], entry["summary"]) == ("completed", "paused")
