@@ -237,6 +237,21 @@ class TurnPrinter:
         else:
             self.line(text)
 
+    def _on_subagent_progress(self, ev: dict[str, Any]) -> None:
+        # a delegated child's progress (delegate_task); the goal is the model's: printable only
+        goal = "".join(c for c in str(ev.get("goal") or "")[:60] if c.isprintable())
+        who = f"↳ [{ev.get('task_index')}] {ev.get('child_session_id')}"
+        state = ev.get("state")
+        if state == "tool":
+            text = f"{who} ⚙ {ev.get('tool')}"
+        elif state == "started":
+            text = f"{who} started: {goal}"
+        elif state == "done":
+            text = f"{who} {self.style.green('done')}"
+        else:
+            text = f"{who} {self.style.red(str(ev.get('status') or 'failed'))}"
+        self.line(self.style.dim(text))
+
     def _on_todo_updated(self, ev: dict[str, Any]) -> None:
         # the model's plan (the todo tool); its text is the model's: no control characters
         marks = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]", "cancelled": "[~]"}

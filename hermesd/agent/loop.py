@@ -150,22 +150,28 @@ class AgentLoop:
         toolsets: Toolsets | None = None,
         user_name: str | None = None,
         images: list[Image] | None = None,
+        model: str | None = None,
+        max_iterations: int | None = None,
     ) -> TurnResult:
         """Answer ``user_message`` in the session; cancel the task to stop it cleanly.
 
         ``toolsets`` narrows the tools of this turn (a scheduled run's). ``sender_id`` (the
         Unix uid of the client, as text) and ``user_name`` say who talks; ``on_session_start``
         and ``pre_llm_call`` get them. ``images`` go with the user message (checked by
-        `hermesd.store.images.read_images`)."""
+        `hermesd.store.images.read_images`). ``model`` and ``max_iterations`` replace the
+        daemon's (a delegated child's turn)."""
         scope = TurnScope(
             self.hooks,
             session_id,
             turn_id or new_id("turn"),
             platform or self.settings.platform,
+            model=model or "",
             listener=emit,
         )
         who = Speaker(sender_id=sender_id, user_name=user_name)
-        return await Turn(self, scope, user_message, who, toolsets, images or []).run()
+        turn = Turn(self, scope, user_message, who, toolsets, images or [])
+        turn.limit = max_iterations
+        return await turn.run()
 
     async def complete(
         self,

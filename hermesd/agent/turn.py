@@ -116,6 +116,7 @@ class Turn:
         self.last_request_id: str | None = None
         self.changed_paths: set[str] = set()  # written by write_file, for pre_verify
         self.verify_nudges = 0
+        self.limit: int | None = None  # model rounds (None: agent.max_iterations)
 
     @property
     def ids(self) -> tuple[str, str]:
@@ -126,7 +127,7 @@ class Turn:
         shown = {"images": [i.summary() for i in self.images]} if self.images else {}
         self.scope.emit("turn.started", user_message=self.user_message, **shown)
         try:
-            self.scope.model = self.agent.client.settings.model or ""
+            self.scope.model = self.scope.model or self.agent.client.settings.model or ""
             self.agent.check_ready()
             await self._turn()
         except asyncio.CancelledError:
@@ -163,7 +164,7 @@ class Turn:
             self.window = context.window(
                 self.ids, self.user_message, request.api_user, request.user_seq, generation
             )
-        limit = agent.settings.max_iterations
+        limit = self.limit or agent.settings.max_iterations
         while self.result.iterations < limit:
             self.result.iterations += 1
             done = await self._round(request)

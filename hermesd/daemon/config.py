@@ -291,6 +291,17 @@ SCHEMA: dict[str, Any] = {
             ("lazy", "eager"),
         ),
     },
+    # issue 34: delegate_task's child sessions (hermesd.agent.delegate, docs/sessions.md)
+    "delegation": {
+        "model": _S((str,), None, "model name children use (default: the parent's)"),
+        "max_spawn_depth": _S((int,), 1, "levels of children below a top-level session"),
+        "max_concurrent_children": _S((int,), 3, "children of one session running at once"),
+        "max_iterations": _S((int,), 50, "model rounds of one child's turn (at most)"),
+        "default_toolsets": _S(_strlist, None, "a child's toolsets (default: the parent's)"),
+        "allow_in_children": _S(
+            _strlist, [], "blocked toolsets children may use after all: clarify, memory, cronjob"
+        ),
+    },
     # what model requests cost and how much they may (hermesd.agent.budget, docs/sessions.md)
     "budget": {
         "session_tokens": _S((int,), None, "prompt + completion tokens one session may use"),

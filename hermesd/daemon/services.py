@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from hermesd import redact
 from hermesd.agent.budget import UsageMeter
+from hermesd.agent.delegate import Delegations
+from hermesd.agent.delegate_spec import DelegationSettings
 from hermesd.agent.loop import AgentLoop, AgentSettings
 from hermesd.agent.session_service import SessionService
 from hermesd.agent.usage_service import UsageService
@@ -269,6 +271,7 @@ class _Core:
     dotenv: dict[str, str]
     store: SessionStore
     attached: dict[str, set[Connection]]  # who is attached to which session
+    parents: dict[str, str]  # running sub-agent session -> its delegating session
     parts: _Registries
     broker: ApprovalBroker
     sandbox: Sandbox
@@ -292,6 +295,7 @@ class _Turns:
     agent: AgentLoop
     sessions: SessionService
     processes: ProcessService  # terminal's background processes
+    delegations: Delegations
 
 
 def build_services(daemon: Daemon) -> None:
@@ -322,11 +326,16 @@ def _core(daemon: Daemon) -> _Core:
     store.messages.max_bytes = max(4096, int(cfg.get("sessions.max_message_bytes")))
     # Who is attached to which session: the session service keeps it, the broker asks it.
     attached: dict[str, set[Connection]] = {}
+    parents: dict[str, str] = {}  # issue 34: a child's approvals also go to its parent's clients
     pool = WorkerPool()
     GROWTH.threshold = int(cfg.get("limits.plugin_memory_warn"))  # a leaking plugin is named
     hooks = HookBus(pool, timeout=float(cfg.get("tools.hook_timeout")))
     broker = ApprovalBroker(
-        store, hooks, cfg, attached=lambda sid: list(attached.get(sid, ())), hermes_home=home
+        store,
+        hooks,
+        cfg,
+        attached=functools.partial(_attached_up, attached, parents),
+        hermes_home=home,
     )
     parts = _registries(
         home,
@@ -348,10 +357,22 @@ def _core(daemon: Daemon) -> _Core:
         transform_output=functools.partial(hooks.transform, "transform_terminal_output"),
         sandbox=sandbox,
     )
-    clarify = ClarifyBroker(lambda sid: list(attached.get(sid, ())), cfg)
+    clarify = ClarifyBroker(functools.partial(_attached_up, attached, parents), cfg)
     return _Core(
-        home, cfg, files, dotenv, store, attached, parts, broker, sandbox, builtin, clarify
+        home, cfg, files, dotenv, store, attached, parents, parts, broker, sandbox, builtin, clarify
     )
+
+
+def _attached_up(
+    attached: dict[str, set[Connection]], parents: dict[str, str], sid: str
+) -> list[Connection]:
+    """The connections attached to ``sid`` and to the sessions that delegated to it."""
+    conns = list(attached.get(sid, ()))
+    seen = {sid}
+    while (sid := parents.get(sid, "")) and sid not in seen:
+        seen.add(sid)
+        conns.extend(attached.get(sid, ()))
+    return conns
 
 
 def _memory(core: _Core) -> _Memory:
@@ -455,7 +476,16 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
     )
     # issue 33: the model's questions to the person, asked like approvals
     register_clarify(core.parts.tools, core.clarify)
-    return _Turns(meter, engines, context, agent, sessions, processes)
+    # issue 34: delegate_task, its children real sessions (docs/sessions.md "Sub-agents")
+    delegations = Delegations(
+        sessions,
+        DelegationSettings.from_config(cfg),
+        run_policies=core.broker.run_policies,
+        parents=core.parents,
+    )
+    delegations.register(core.parts.tools)
+    delegations.register_stop(core.parts.commands)
+    return _Turns(meter, engines, context, agent, sessions, processes, delegations)
 
 
 def _plugins(
@@ -530,6 +560,7 @@ def _append_services(
     daemon.services.append(PluginService(host))
     daemon.services.append(sessions)
     daemon.services.append(turns.processes)  # killed on stop: after the sessions' turns
+    daemon.services.append(turns.delegations)  # after the sessions: it runs their turns
     usage = UsageService(turns.meter, sessions)
     daemon.services.append(usage)
     daemon.services.append(admin)

@@ -137,6 +137,19 @@ class SessionRows(Table):
         return [row[0] for row in rows]
 
     @on_db_thread
+    def unfinished(self, platform: str) -> list[SessionInfo]:
+        """Sessions of ``platform`` with a parent whose last message is not a final answer
+        (an assistant message without tool calls): delegated children a stop cut short."""
+        rows = self._conn.execute(
+            "SELECT s.* FROM sessions s WHERE s.platform = ? AND s.parent_id IS NOT NULL"
+            " AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id"
+            " AND m.seq = (SELECT MAX(seq) FROM messages WHERE session_id = s.id)"
+            " AND m.role = 'assistant' AND m.tool_calls IS NULL)",
+            (platform,),
+        ).fetchall()
+        return [_session(row) for row in rows]
+
+    @on_db_thread
     def get(self, session_id: str) -> SessionInfo:
         """The session's metadata; ``SessionNotFound`` if there is none."""
         row = self._row(f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
