@@ -459,33 +459,43 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
     )
     meter.broadcast = sessions.broadcast  # the day's and month's budget warnings
     context.emit = sessions.emit
+    delegations = _session_tools(core, sessions)
+    return _Turns(meter, engines, context, agent, sessions, processes, delegations)
+
+
+def _session_tools(core: _Core, sessions: SessionService) -> Delegations:
+    """The tools that talk to a session's clients: todo, skill_manage, clarify, delegate_task."""
+
+    def running(sid: str) -> str | None:
+        return (sessions.turns.get(sid) or (None, None))[0]
+
     # issue 33: the session's task list, its changes sent to the session's clients
     register_todo(
         core.parts.tools,
         core.parts.commands,
-        store,
+        core.store,
         emit=sessions.emit,
-        running_turn=lambda sid: (sessions.turns.get(sid) or (None, None))[0],
+        running_turn=running,
     )
     # issue 33: the agent writes its own skills; script writes asked, every change shown
     register_skill_manage(
         core.parts.tools,
         core.parts.skills,
         emit=sessions.emit,
-        running_turn=lambda sid: (sessions.turns.get(sid) or (None, None))[0],
+        running_turn=running,
     )
     # issue 33: the model's questions to the person, asked like approvals
     register_clarify(core.parts.tools, core.clarify)
     # issue 34: delegate_task, its children real sessions (docs/sessions.md "Sub-agents")
     delegations = Delegations(
         sessions,
-        DelegationSettings.from_config(cfg),
+        DelegationSettings.from_config(core.cfg),
         run_policies=core.broker.run_policies,
         parents=core.parents,
     )
     delegations.register(core.parts.tools)
     delegations.register_stop(core.parts.commands)
-    return _Turns(meter, engines, context, agent, sessions, processes, delegations)
+    return delegations
 
 
 def _plugins(
