@@ -119,6 +119,7 @@ class Pending:
     asked: dict[Connection, asyncio.Task[None]] = field(default_factory=dict)
     winner: Connection | None = None
     unattended: bool = False  # the winning "deny" came from a client with no one to ask
+    transport_task: asyncio.Task[None] | None = None  # a plugin transport asked too
 
     @property
     def key(self) -> tuple[str, int]:
@@ -198,6 +199,7 @@ class ApprovalBroker:
         self.approvers = {str(a) for a in config.get("approvals.approvers") or []}
         self.allowlist = {str(k) for k in config.get("command_allowlist") or []}
         self.terminal_cwd = config.get("terminal.cwd")
+        self.transport = str(config.get("security.approval.transport") or "builtin")
 
     async def load(self) -> None:
         """Read the "always" rules from state.db."""
@@ -396,8 +398,18 @@ class ApprovalBroker:
             "surface": "cron" if policy is not None else "cli",
         }
         choice, reason, uid = "timeout", None, None
+        human_input = {
+            "kind": "approval",
+            "request_id": pending.id,
+            "session_id": session_id,
+            "session_key": session_id,
+            "platform": hook_kwargs["surface"],
+            "prompt": shown.text,
+        }
         try:
             await self.hooks.invoke("pre_approval_request", **hook_kwargs)
+            if self.hooks.has("on_human_input_request"):
+                await self.hooks.invoke("on_human_input_request", **human_input)
             log.info(
                 "approval %s: %s for session %s (uid %d) waits for an answer (%s): %d characters: "
                 "%s%s",
@@ -418,6 +430,7 @@ class ApprovalBroker:
             asked = [*self.attached(session_id), *([caller] if caller else [])]
             for conn in dict.fromkeys(asked):
                 self._send_request(pending, conn)
+            self._present_by_plugin(pending, hook_kwargs)
             try:
                 choice, reason, uid = await asyncio.wait_for(
                     asyncio.shield(pending.future), max(0.0, pending.deadline - time.time())
@@ -436,7 +449,67 @@ class ApprovalBroker:
                     choice=choice,
                     decided_by="timeout" if choice == "timeout" else "user",
                 )
+            if self.hooks.has("on_human_input_resolved"):
+                await self.hooks.invoke("on_human_input_resolved", **human_input, outcome=choice)
         return await self._apply(pending, choice, reason, uid)
+
+    def _present_by_plugin(self, pending: Pending, request: dict[str, Any]) -> None:
+        """Hand the approval to the plugin transport ``security.approval.transport`` names too;
+        its answer resolves the approval like a client's (issue 32)."""
+        if self.transport == "builtin":
+            return
+        transport = self.hooks.surfaces.transports.get(self.transport)
+        if transport is None:
+            log.warning(
+                "approval %s: transport %r is selected but no plugin registered it",
+                pending.id,
+                self.transport,
+            )
+            return
+        asked = {
+            **request,
+            "id": pending.id,
+            "tool": pending.subject.tool,
+            "timeout": max(0.0, pending.deadline - time.time()),
+        }
+        task = asyncio.get_running_loop().create_task(
+            self._ask_transport(pending, transport, asked)
+        )
+        pending.transport_task = task
+
+    async def _ask_transport(
+        self, pending: Pending, transport: Any, request: dict[str, Any]
+    ) -> None:
+        try:
+            answer = await asyncio.wait_for(
+                self.hooks.surfaces.present(transport, request), request["timeout"]
+            )
+        except TimeoutError:
+            return
+        except Exception:
+            log.warning(
+                "approval %s: transport %r failed", pending.id, transport.name, exc_info=True
+            )
+            return
+        raw, reason = (
+            (answer.get("choice"), answer.get("reason"))
+            if isinstance(answer, dict)
+            else (answer, None)
+        )
+        choice = parse_choice(raw)
+        if choice is None:
+            log.warning(
+                "approval %s: transport %r answered %r, not a choice",
+                pending.id,
+                transport.name,
+                answer,
+            )
+            return
+        log.info("approval %s: answered through transport %r", pending.id, transport.name)
+        # the owner chose this transport, so its answer counts as the owner's
+        self._resolve(
+            pending, choice, reason if isinstance(reason, str) else None, self.owner_uid, None
+        )
 
     def _send_request(self, pending: Pending, conn: Connection) -> None:
         if conn in pending.asked or not conn.is_open or not self.may_answer(conn.caller):
@@ -483,6 +556,8 @@ class ApprovalBroker:
 
     def _finish(self, pending: Pending, choice: str, uid: int | None) -> None:
         self.pending.pop(pending.id, None)
+        if pending.transport_task is not None:
+            pending.transport_task.cancel()
         data = wire.pack_notification(
             RESOLVED, [{"id": pending.id, "choice": choice, "by_uid": uid}]
         )
