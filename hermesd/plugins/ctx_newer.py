@@ -168,6 +168,7 @@ class NewerContext:
 
     plugin_name: str
     _services: PluginServices
+    _keep: Callable[..., None]  # ProviderRegistrars'
 
     if TYPE_CHECKING:
 
@@ -278,8 +279,11 @@ class NewerContext:
 
     @cached_property
     def platform_actions(self) -> PlatformActions:
-        """Messaging platform verbs (none available: hermesd has no gateway yet)."""
-        return PlatformActions()
+        """Messaging platform verbs (none available: hermesd has no gateway yet); listed in
+        ``plugins info`` with the reason."""
+        actions = PlatformActions()
+        self._keep("platform_actions", "platform_actions", actions)
+        return actions
 
     @cached_property
     def subagent_lifecycle(self) -> SubagentLifecycle:
