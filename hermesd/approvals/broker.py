@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from hermesd import redact
-from hermesd.approvals import display, patterns
+from hermesd.approvals import display, patterns, plugin_transport
 from hermesd.caller import Caller, current_caller
 from hermesd.rpc import wire
 from hermesd.rpc.connection import Connection, connection_of
@@ -389,27 +389,20 @@ class ApprovalBroker:
         )
         self.pending[pending.id] = pending
         shown = subject.shown()
+        surface = "cron" if policy is not None else "cli"
         hook_kwargs = {
             "command": shown.text,
             "description": subject.shown_description(),
             "pattern_key": subject.keys[0],
             "pattern_keys": list(subject.keys),
             "session_key": session_id,
-            "surface": "cron" if policy is not None else "cli",
+            "surface": surface,
         }
         choice, reason, uid = "timeout", None, None
-        human_input = {
-            "kind": "approval",
-            "request_id": pending.id,
-            "session_id": session_id,
-            "session_key": session_id,
-            "platform": hook_kwargs["surface"],
-            "prompt": shown.text,
-        }
+        human = plugin_transport.human_request(pending.id, session_id, surface, shown.text)
         try:
             await self.hooks.invoke("pre_approval_request", **hook_kwargs)
-            if self.hooks.has("on_human_input_request"):
-                await self.hooks.invoke("on_human_input_request", **human_input)
+            await plugin_transport.human_input_requested(self.hooks, human)
             log.info(
                 "approval %s: %s for session %s (uid %d) waits for an answer (%s): %d characters: "
                 "%s%s",
@@ -430,7 +423,7 @@ class ApprovalBroker:
             asked = [*self.attached(session_id), *([caller] if caller else [])]
             for conn in dict.fromkeys(asked):
                 self._send_request(pending, conn)
-            self._present_by_plugin(pending, hook_kwargs)
+            pending.transport_task = plugin_transport.ask_too(self, pending, hook_kwargs)
             try:
                 choice, reason, uid = await asyncio.wait_for(
                     asyncio.shield(pending.future), max(0.0, pending.deadline - time.time())
@@ -449,67 +442,8 @@ class ApprovalBroker:
                     choice=choice,
                     decided_by="timeout" if choice == "timeout" else "user",
                 )
-            if self.hooks.has("on_human_input_resolved"):
-                await self.hooks.invoke("on_human_input_resolved", **human_input, outcome=choice)
+            await plugin_transport.human_input_resolved(self.hooks, human, choice)
         return await self._apply(pending, choice, reason, uid)
-
-    def _present_by_plugin(self, pending: Pending, request: dict[str, Any]) -> None:
-        """Hand the approval to the plugin transport ``security.approval.transport`` names too;
-        its answer resolves the approval like a client's (issue 32)."""
-        if self.transport == "builtin":
-            return
-        transport = self.hooks.surfaces.transports.get(self.transport)
-        if transport is None:
-            log.warning(
-                "approval %s: transport %r is selected but no plugin registered it",
-                pending.id,
-                self.transport,
-            )
-            return
-        asked = {
-            **request,
-            "id": pending.id,
-            "tool": pending.subject.tool,
-            "timeout": max(0.0, pending.deadline - time.time()),
-        }
-        task = asyncio.get_running_loop().create_task(
-            self._ask_transport(pending, transport, asked)
-        )
-        pending.transport_task = task
-
-    async def _ask_transport(
-        self, pending: Pending, transport: Any, request: dict[str, Any]
-    ) -> None:
-        try:
-            answer = await asyncio.wait_for(
-                self.hooks.surfaces.present(transport, request), request["timeout"]
-            )
-        except TimeoutError:
-            return
-        except Exception:
-            log.warning(
-                "approval %s: transport %r failed", pending.id, transport.name, exc_info=True
-            )
-            return
-        raw, reason = (
-            (answer.get("choice"), answer.get("reason"))
-            if isinstance(answer, dict)
-            else (answer, None)
-        )
-        choice = parse_choice(raw)
-        if choice is None:
-            log.warning(
-                "approval %s: transport %r answered %r, not a choice",
-                pending.id,
-                transport.name,
-                answer,
-            )
-            return
-        log.info("approval %s: answered through transport %r", pending.id, transport.name)
-        # the owner chose this transport, so its answer counts as the owner's
-        self._resolve(
-            pending, choice, reason if isinstance(reason, str) else None, self.owner_uid, None
-        )
 
     def _send_request(self, pending: Pending, conn: Connection) -> None:
         if conn in pending.asked or not conn.is_open or not self.may_answer(conn.caller):
