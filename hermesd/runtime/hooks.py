@@ -184,10 +184,11 @@ _NEWER_HOOKS = (
         "Before a slash command's handler runs.",
         fired=True,
     ),
-    _newer("pre_auxiliary_call", ("task", "provider", "model"), "Before an auxiliary model call."),
+    # the payloads of pre/post_api_request plus aux_task (filled in below, from those)
+    _newer("pre_auxiliary_call", ("aux_task",), "Before an auxiliary model call."),
     _newer(
         "post_auxiliary_call",
-        ("task", "provider", "model", "status"),
+        ("aux_task",),
         "After an auxiliary model call.",
     ),
     _newer(
@@ -467,6 +468,12 @@ HOOKS: dict[str, HookSpec] = {
         *_NEWER_HOOKS,
     )
 }
+
+for _aux, _api in (
+    ("pre_auxiliary_call", "pre_api_request"),
+    ("post_auxiliary_call", "post_api_request"),
+):
+    HOOKS[_aux] = _newer(_aux, (*HOOKS[_api].kwargs, "aux_task"), HOOKS[_aux].doc)
 
 #: consecutive ``pre_verify`` continue directives one turn follows (the reference's default)
 MAX_VERIFY_NUDGES = 3
