@@ -20,6 +20,8 @@ import string
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+_log = logging.getLogger(__name__)
+
 REDACTED = "[REDACTED]"
 
 _SECRET_NAME = re.compile(
@@ -156,7 +158,9 @@ class Redactor:
             text = self._values.sub(REDACTED, text)
         text = _FORMATS.sub(REDACTED, text)
         text = _ASSIGNMENT.sub(_keep_name, text)
-        return _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+        text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+        extra = _plugin_combined[0]
+        return text if extra is None else extra.sub(REDACTED, text)
 
     def values_only(self, text: str) -> str:
         """``text`` with the known secret values replaced, and nothing else: what an approval
@@ -166,7 +170,11 @@ class Redactor:
 
     def match_start_before(self, text: str, cut: int) -> int:
         """``cut``, or the start of the earliest secret in ``text`` that ``cut`` would split."""
-        patterns = [p for p in (self._values, _FORMATS, _ASSIGNMENT, _BEARER) if p is not None]
+        patterns = [
+            p
+            for p in (self._values, _FORMATS, _ASSIGNMENT, _BEARER, _plugin_combined[0])
+            if p is not None
+        ]
         while True:
             moved = cut
             scan_from = max(0, cut - max(_TAIL_SCAN, self.longest))
@@ -270,6 +278,52 @@ class StreamRedactor:
 
 def _keep_name(match: re.Match[str]) -> str:
     return match.group(1) + (match.group(2) if match.group(2) == REDACTED else REDACTED)
+
+
+#: Patterns plugins added (``ctx.register_redaction_patterns``) by source, and all of them as
+#: one regex (None: none): they add to the built-in rules, never replace one.
+_plugin_patterns: dict[str, list[str]] = {}
+_plugin_combined: list[re.Pattern[str] | None] = [None]
+_LITERAL_START = re.compile(r"(?:[A-Za-z0-9_\-=:/]|\\[^A-Za-z0-9]){2}")
+
+
+def add_patterns(patterns: Iterable[Any], source: str) -> int:
+    """Add secret-shaped regexes from ``source`` (a plugin) to every redactor; how many were
+    taken. One that does not compile or does not start with two literal characters (it would
+    match almost anything) is skipped with a warning."""
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    taken: list[str] = []
+    for pattern in patterns:
+        text = getattr(pattern, "pattern", pattern)
+        if not isinstance(text, str) or _LITERAL_START.match(text) is None:
+            _log.warning(
+                "%s: redaction pattern %r skipped: it must start with two literal characters",
+                source,
+                text,
+            )
+            continue
+        try:
+            re.compile(text)
+        except re.error as exc:
+            _log.warning("%s: redaction pattern %r skipped: %s", source, text, exc)
+            continue
+        taken.append(text)
+    if taken:
+        _plugin_patterns[source] = [*_plugin_patterns.get(source, []), *taken]
+        _recombine()
+    return len(taken)
+
+
+def drop_patterns(source: str) -> None:
+    """Forget the patterns ``source`` added (its plugin was unloaded)."""
+    if _plugin_patterns.pop(source, None) is not None:
+        _recombine()
+
+
+def _recombine() -> None:
+    every = [p for patterns in _plugin_patterns.values() for p in patterns]
+    _plugin_combined[0] = re.compile("|".join(f"(?:{p})" for p in every)) if every else None
 
 
 _current: list[Redactor] = [Redactor()]

@@ -11,6 +11,8 @@ memory provider's and the context engine's tools). It produces a `TurnRequest` v
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,8 @@ from hermesd.store.images import Image
 if TYPE_CHECKING:
     from hermesd.agent.loop import AgentLoop
     from hermesd.memory.providers import ActiveProvider
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,16 @@ async def _system_message(
         blocks.append(await agent.memory.prompt_block(scope.session_id, fresh=first))
     if agent.providers is not None and provider is not None:
         blocks.append(await agent.providers.system_prompt_block(provider))
+    if agent.hooks.surfaces.sections:  # plugins' register_system_prompt_section (issue 32)
+        info = {"session_id": scope.session_id, "platform": scope.platform, "model": scope.model}
+        # a section may be plugin code: off the loop, bounded like a hook
+        render = asyncio.to_thread(agent.hooks.surfaces.render_sections, info)
+        try:
+            blocks.append(await asyncio.wait_for(render, agent.hooks.timeout))
+        except TimeoutError:
+            log.warning(
+                "plugin system prompt sections took over %gs; left out", agent.hooks.timeout
+            )
     for block in blocks:
         if block:
             system = {**system, "content": system["content"] + "\n\n" + block}

@@ -22,6 +22,7 @@ from hermesd.model.client import Completion, ModelClient, RetryInfo
 from hermesd.model.errors import ModelError, ModelRequestFailed, ModelResponseInvalid
 from hermesd.model.response import as_chat_completion, completion_from_response
 from hermesd.model.stream import canonical_usage
+from hermesd.runtime.hooks_surfaces import StreamObservers
 from hermesd.runtime.middleware import MiddlewareBus, MiddlewareTimeout
 from hermesd.store.usage import RequestUsage
 
@@ -63,6 +64,19 @@ class _Attempt:
     retries: int = 0
     shown: redact.StreamRedactor = field(default_factory=redact.StreamRedactor)
     streamed: int = 0  # characters of text streamed so far
+    observers: StreamObservers | None = None  # the stream hooks, when a plugin has one
+
+
+def _observe(scope: TurnScope, sent: RoundInput, provider: str) -> StreamObservers:
+    ids = {
+        "session_id": scope.session_id,
+        "turn_id": scope.turn_id,
+        "iteration": sent.call_count,
+        "surface": scope.platform,
+        "model": scope.model,
+        "provider": provider,
+    }
+    return StreamObservers(scope.hooks, ids)
 
 
 async def stream_round(client: ModelClient, scope: TurnScope, sent: RoundInput) -> Round:
@@ -87,6 +101,8 @@ async def stream_round(client: ModelClient, scope: TurnScope, sent: RoundInput) 
         await _rewrite(middleware, scope, attempt)
     if scope.hooked("pre_api_request"):  # copying the request costs; skip it unhooked
         await _pre_api_request(scope, sent, attempt)
+    if StreamObservers.wanted(scope.hooks):  # issue 32: plugins observing the stream
+        attempt.observers = _observe(scope, sent, settings.provider)
     started, started_at = time.monotonic(), time.time()
     try:
         if wrapped:
@@ -101,12 +117,24 @@ async def stream_round(client: ModelClient, scope: TurnScope, sent: RoundInput) 
                 extra=sent.extra,
             )
     except ModelError as exc:
+        if attempt.observers is not None:
+            attempt.observers.end()
         duration = time.monotonic() - started
         await _request_error(client, scope, attempt, exc, duration, retryable=False)
+        raise
+    except BaseException:  # cancelled: the observers still get their end
+        if attempt.observers is not None:
+            attempt.observers.end()
         raise
     rest = attempt.shown.flush()
     if rest:
         scope.emit("text.delta", text=rest)
+    if attempt.observers is not None:
+        if rest:
+            attempt.observers.delta(rest)
+        shown = completion.content if completion.tool_calls else ""
+        attempt.observers.end(redact.redact(shown) if shown else "")
+        scope.observers.append(attempt.observers.task)  # the turn waits for them to finish
     buckets = canonical_usage(completion.usage)
     used = RequestUsage.from_buckets(scope.model, buckets, completion.model)
     if scope.hooked("post_api_request"):
@@ -204,6 +232,8 @@ def _deltas(
             text = attempt.shown.feed(event["text"])
             if text:
                 scope.emit("text.delta", text=text)
+                if attempt.observers is not None:
+                    attempt.observers.delta(text)
 
     return on_event
 

@@ -303,6 +303,14 @@ class SessionRegistry:
         turn_id, task = running
         task.cancel()
         await asyncio.wait([task], timeout=10)
+        if self.hooks.has("agent_loop_stopped"):  # issue 32
+            await self.hooks.invoke(
+                "agent_loop_stopped",
+                session_key=sid,
+                platform=self.platform,
+                reason="cancel",
+                invalidation_reason=None,
+            )
         return turn_id
 
 

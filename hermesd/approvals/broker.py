@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from hermesd import redact
-from hermesd.approvals import display, patterns
+from hermesd.approvals import display, patterns, plugin_transport
 from hermesd.caller import Caller, current_caller
 from hermesd.rpc import wire
 from hermesd.rpc.connection import Connection, connection_of
@@ -119,6 +119,7 @@ class Pending:
     asked: dict[Connection, asyncio.Task[None]] = field(default_factory=dict)
     winner: Connection | None = None
     unattended: bool = False  # the winning "deny" came from a client with no one to ask
+    transport_task: asyncio.Task[None] | None = None  # a plugin transport asked too
 
     @property
     def key(self) -> tuple[str, int]:
@@ -198,6 +199,7 @@ class ApprovalBroker:
         self.approvers = {str(a) for a in config.get("approvals.approvers") or []}
         self.allowlist = {str(k) for k in config.get("command_allowlist") or []}
         self.terminal_cwd = config.get("terminal.cwd")
+        self.transport = str(config.get("security.approval.transport") or "builtin")
 
     async def load(self) -> None:
         """Read the "always" rules from state.db."""
@@ -387,17 +389,20 @@ class ApprovalBroker:
         )
         self.pending[pending.id] = pending
         shown = subject.shown()
+        surface = "cron" if policy is not None else "cli"
         hook_kwargs = {
             "command": shown.text,
             "description": subject.shown_description(),
             "pattern_key": subject.keys[0],
             "pattern_keys": list(subject.keys),
             "session_key": session_id,
-            "surface": "cron" if policy is not None else "cli",
+            "surface": surface,
         }
         choice, reason, uid = "timeout", None, None
+        human = plugin_transport.human_request(pending.id, session_id, surface, shown.text)
         try:
             await self.hooks.invoke("pre_approval_request", **hook_kwargs)
+            await plugin_transport.human_input_requested(self.hooks, human)
             log.info(
                 "approval %s: %s for session %s (uid %d) waits for an answer (%s): %d characters: "
                 "%s%s",
@@ -418,6 +423,7 @@ class ApprovalBroker:
             asked = [*self.attached(session_id), *([caller] if caller else [])]
             for conn in dict.fromkeys(asked):
                 self._send_request(pending, conn)
+            pending.transport_task = plugin_transport.ask_too(self, pending, hook_kwargs)
             try:
                 choice, reason, uid = await asyncio.wait_for(
                     asyncio.shield(pending.future), max(0.0, pending.deadline - time.time())
@@ -436,6 +442,7 @@ class ApprovalBroker:
                     choice=choice,
                     decided_by="timeout" if choice == "timeout" else "user",
                 )
+            await plugin_transport.human_input_resolved(self.hooks, human, choice)
         return await self._apply(pending, choice, reason, uid)
 
     def _send_request(self, pending: Pending, conn: Connection) -> None:
@@ -483,6 +490,8 @@ class ApprovalBroker:
 
     def _finish(self, pending: Pending, choice: str, uid: int | None) -> None:
         self.pending.pop(pending.id, None)
+        if pending.transport_task is not None:
+            pending.transport_task.cancel()
         data = wire.pack_notification(
             RESOLVED, [{"id": pending.id, "choice": choice, "by_uid": uid}]
         )

@@ -58,6 +58,10 @@ DEFAULT_CLI_TIMEOUT = 120.0
 ApprovalHandler = Callable[[str, str, str, Caller], Awaitable[str]]
 
 
+#: commands ``pre_command`` is not fired for: a slow plugin must not delay the escape hatches
+_NOT_OBSERVED = frozenset({"stop", "approve", "deny"})
+
+
 @dataclass
 class _Outcome:
     """What one ``command.run`` call produced besides its text."""
@@ -155,6 +159,17 @@ class CommandService:
             )
         _check_access(f"/{command.name}", command.access, call.caller)
         outcome = _Outcome(call, p.get("session_id") or "")
+        hooks = self.host.hooks
+        if hooks.has("pre_command") and command.name not in _NOT_OBSERVED:  # issue 32
+            await hooks.invoke(
+                "pre_command",
+                surface="cli",
+                command=command.name,
+                alias_used=name if name != command.name else None,
+                args_raw=raw_args,
+                session_key=outcome.session_id or None,
+                platform="cli",
+            )
         token = _outcome.set(outcome)
         session_token = current_session.set(outcome.session_id)
         try:

@@ -216,6 +216,14 @@ SCHEMA: dict[str, Any] = {
             "cpu_seconds": _S((int,), 600, "CPU seconds per process of a tool call"),
         },
     },
+    # issue 32: the reference's key choosing a plugin's approval transport (docs/plugins.md)
+    "security": {
+        "approval": {
+            "transport": _S(
+                (str,), "builtin", "approvals also go to this plugin approval transport"
+            ),
+        },
+    },
     "approvals": {
         "mode": _S((str,), "manual", "manual or off", ("manual", "off")),
         "timeout": _S(_num, 300.0, "seconds to wait for an answer; timeout = deny"),

@@ -34,6 +34,7 @@ from hermesd.context.host import ContextHost, ContextSettings
 from hermesd.cron.service import CronService
 from hermesd.cron.tool import register_cron_command, register_cron_tool
 from hermesd.cron.wake import Activity, ScaleToZero
+from hermesd.daemon import config_edit
 from hermesd.daemon.config import SettingsFiles, load_dotenv_file
 from hermesd.daemon.config_service import ConfigService
 from hermesd.daemon.config_view import effective_settings
@@ -498,6 +499,13 @@ def _session_tools(core: _Core, sessions: SessionService) -> Delegations:
     return delegations
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def _plugins(
     core: _Core, memory: _Memory, turns: _Turns
 ) -> tuple[PluginHost, PluginAdminService, McpService, CronService]:
@@ -522,6 +530,11 @@ def _plugins(
         mcp_caller=mcp_pool.plugin_call,
     )
     manager.services.memory_providers = memory.registrations
+    # issue 32: ctx.set_config edits config.yaml (comments kept); ctx.spawn_task uses our loop
+    manager.services.config_setter = functools.partial(
+        config_edit.set_value, core.files.config_path
+    )
+    parts.hooks.surfaces.loop = _running_loop()
     manager.services.context_engines = turns.engines
     manager.provider_status = providers.status
     host = PluginHost(

@@ -47,6 +47,11 @@ KINDS: dict[str, Kind] = {
     "dashboard_auth": Kind("register_dashboard_auth_provider", "hermesd has no web dashboard"),
     "platform": Kind("register_platform", "hermesd has no messaging gateway"),
     "slack_action": Kind("register_slack_action_handler", "hermesd has no Slack adapter"),
+    # post-0.19 (issue 32): listed once a plugin reaches for ctx.platform_actions
+    "platform_actions": Kind(
+        "platform_actions",
+        "hermesd has no messaging gateway yet, so every verb answers {ok: false}",
+    ),
     "auxiliary_task": Kind(
         "register_auxiliary_task",
         "",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from hermesd import PLUGIN_API, redact
 from hermesd.plugins.context_engines import EngineRegistrations
+from hermesd.plugins.ctx_newer import NewerContext, mcp_envelope
 from hermesd.plugins.llm import PluginLlm
 from hermesd.plugins.manifest import Manifest, PluginRecord, RejectedTool
 from hermesd.plugins.memory_providers import ProviderRegistrations, provider_name
@@ -68,6 +69,8 @@ class PluginServices:
     context_engines: EngineRegistrations = field(default_factory=EngineRegistrations)
     #: backends from the 0.19 provider registrars (``register_web_search_provider`` …)
     providers: ProviderRegistry = field(default_factory=ProviderRegistry)
+    #: ``(dotted, value)``: sets one key of config.yaml, comments kept (``ctx.set_config``)
+    config_setter: Callable[[str, Any], None] | None = None
 
 
 def _takes_ctx(handler: Callable[..., Any]) -> bool:
@@ -82,7 +85,7 @@ def _takes_ctx(handler: Callable[..., Any]) -> bool:
     return len(required) >= 2 or (len(positional) >= 2 and positional[0].name == "ctx")
 
 
-class PluginContext(ProviderRegistrars):
+class PluginContext(ProviderRegistrars, NewerContext):
     """The registration API handed to one plugin's ``register(ctx)``."""
 
     def __init__(
@@ -309,16 +312,27 @@ class PluginContext(ProviderRegistrars):
         )
 
     def call_mcp(
-        self, server: str, tool: str, args: Mapping[str, Any] | None = None, timeout: float = 30
-    ) -> str:
-        """Call ``tool`` of MCP server ``server`` through the full tool pipeline; its result
-        string. Allowed only by ``plugins.entries.<key>.mcp_allowlist``."""
+        self,
+        server: str,
+        tool: str,
+        args: Mapping[str, Any] | None = None,
+        timeout: float = 30,
+        *,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Call ``tool`` of MCP server ``server`` through the full tool pipeline. Allowed only
+        by ``plugins.entries.<key>.mcp_allowlist``. With ``args`` (0.19): the result string;
+        with ``arguments=`` (the newer API): the envelope ``{ok, result|error, truncated}``."""
         caller = self._services.mcp_caller
         if caller is None:
-            return json.dumps({"error": "MCP servers are not available in this process"})
-        return caller(
-            self.plugin_name, server, tool, dict(args or {}), float(timeout), current_session.get()
-        )
+            raw = json.dumps({"error": "MCP servers are not available in this process"})
+        else:
+            given = arguments if arguments is not None else args
+            seconds = max(1.0, min(float(timeout), 600.0))
+            raw = caller(
+                self.plugin_name, server, tool, dict(given or {}), seconds, current_session.get()
+            )
+        return raw if arguments is None else mcp_envelope(raw)
 
     # -- hooks ------------------------------------------------------------------------------
 

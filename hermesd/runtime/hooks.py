@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hermesd.model.fastjson import valid_text
+from hermesd.runtime.hooks_surfaces import PluginSurfaces
 from hermesd.runtime.middleware import MiddlewareBus
 from hermesd.runtime.workers import (
     CallShape,
@@ -85,6 +86,125 @@ class HookSpec:
     returns: Returns
     doc: str
     fired: bool = True
+
+
+def _newer(name: str, kwargs: tuple[str, ...], doc: str, fired: bool = False) -> HookSpec:
+    """A hook of the reference after 0.19 (its upstream source): observers, returns ignored."""
+    return HookSpec(name, kwargs, "ignored", doc, fired=fired)
+
+
+#: what every streaming observer gets (upstream ``agent.plugin_stream_hooks``)
+_STREAM = ("session_id", "turn_id", "iteration", "surface", "model", "provider")
+_KANBAN_WORKER = ("task_id", "profile_name", "board", "assignee", "run_id")
+_HUMAN_INPUT = ("kind", "request_id", "session_id", "session_key", "platform", "prompt")
+_NEWER_HOOKS = (
+    _newer("on_stream_start", _STREAM, "A model response starts streaming."),
+    _newer("on_stream_delta", (*_STREAM, "delta", "kind"), "A piece of streamed text."),
+    _newer("on_stream_end", _STREAM, "A streamed model response ended."),
+    _newer(
+        "on_interim_message",
+        ("session_id", "turn_id", "iteration", "surface", "text", "already_streamed"),
+        "Text the model said before calling tools (a turn's interim message).",
+    ),
+    _newer(
+        "transform_api_error_classification",
+        (
+            "provider",
+            "model",
+            "status_code",
+            "error_type",
+            "error_code",
+            "error_message",
+            "error_body",
+            "error",
+            "approx_tokens",
+            "context_length",
+            "num_messages",
+        ),
+        "A failed model request, before the host classifies the error.",
+    ),
+    _newer("on_skill_lifecycle", ("action", "skill_name", "session_id"), "A skill changed."),
+    _newer(
+        "agent_loop_stopped",
+        ("session_key", "platform", "reason", "invalidation_reason"),
+        "A running turn was interrupted.",
+        fired=True,
+    ),
+    _newer(
+        "on_room_member_activity",
+        (
+            "room_id",
+            "thread_id",
+            "member_id",
+            "turn_id",
+            "task_id",
+            "execution_generation",
+            "kind",
+            "seq",
+            "payload",
+        ),
+        "A group-chat member's live runtime event.",
+    ),
+    _newer(
+        "pre_transcription",
+        ("file_path", "provider", "model", "language", "prompt", "source"),
+        "Before an audio file is transcribed.",
+    ),
+    _newer(
+        "on_kanban_worker_spawned",
+        (*_KANBAN_WORKER, "worker_pid", "workspace_path"),
+        "A kanban worker process started.",
+    ),
+    _newer(
+        "on_kanban_worker_exited",
+        (*_KANBAN_WORKER, "worker_pid", "exit_kind", "exit_code", "outcome", "retry_status"),
+        "A kanban worker process ended.",
+    ),
+    _newer(
+        "on_kanban_worker_stale_claim",
+        (*_KANBAN_WORKER, "worker_pid", "heartbeat_stale", "retry_status"),
+        "A kanban claim expired.",
+    ),
+    _newer(
+        "on_kanban_task_updated", (*_KANBAN_WORKER, "changed_fields"), "A kanban task row changed."
+    ),
+    _newer(
+        "on_kanban_dispatch_tick",
+        ("board", "profile_name", "dry_run", "outcome", "result"),
+        "One kanban dispatcher tick.",
+    ),
+    _newer(
+        "gateway_platform_event",
+        ("platform", "event_type", "payload"),
+        "A messaging platform event (reaction, edit, thread).",
+    ),
+    _newer(
+        "pre_command",
+        ("surface", "command", "alias_used", "args_raw", "session_key", "platform"),
+        "Before a slash command's handler runs.",
+        fired=True,
+    ),
+    # the payloads of pre/post_api_request plus aux_task (filled in below, from those)
+    _newer("pre_auxiliary_call", ("aux_task",), "Before an auxiliary model call."),
+    _newer(
+        "post_auxiliary_call",
+        ("aux_task",),
+        "After an auxiliary model call.",
+    ),
+    _newer(
+        "on_human_input_request",
+        _HUMAN_INPUT,
+        "A person is asked for something (an approval).",
+        fired=True,
+    ),
+    _newer(
+        "on_human_input_resolved",
+        (*_HUMAN_INPUT, "outcome"),
+        "The person answered (or the request timed out).",
+        fired=True,
+    ),
+    _newer("pre_tts_synthesis", ("text", "provider", "voice"), "Before speech is synthesised."),
+)
 
 
 HOOKS: dict[str, HookSpec] = {
@@ -343,8 +463,15 @@ HOOKS: dict[str, HookSpec] = {
             "A kanban task was blocked.",
             fired=False,
         ),
+        *_NEWER_HOOKS,
     )
 }
+
+for _aux, _api in (
+    ("pre_auxiliary_call", "pre_api_request"),
+    ("post_auxiliary_call", "post_api_request"),
+):
+    HOOKS[_aux] = _newer(_aux, (*HOOKS[_api].kwargs, "aux_task"), HOOKS[_aux].doc)
 
 #: consecutive ``pre_verify`` continue directives one turn follows (the reference's default)
 MAX_VERIFY_NUDGES = 3
@@ -469,6 +596,8 @@ class HookBus:
         #: Middleware (`hermesd.runtime.middleware`): plugin code that changes what a tool call
         #: or model request does; registered, bounded and rolled back along with the hooks.
         self.middleware = MiddlewareBus(self._pool, timeout)
+        #: System-prompt sections, plugin events, background tasks, approval transports.
+        self.surfaces = PluginSurfaces()
 
     def register(self, plugin_key: str, hook_name: str, callback: Callable[..., Any]) -> None:
         """Add ``callback`` for ``hook_name``; unknown names are warned about and kept."""
@@ -495,6 +624,7 @@ class HookBus:
     def unregister_plugin(self, plugin_key: str) -> int:
         """Remove every callback ``plugin_key`` registered; returns how many."""
         removed = self.middleware.unregister_plugin(plugin_key)
+        self.surfaces.unregister_plugin(plugin_key)
         self._unbatched.discard(plugin_key)  # a reloaded plugin starts with a clean slate
         with self._lock:
             for hook_name, entries in list(self._callbacks.items()):

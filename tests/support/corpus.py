@@ -48,6 +48,15 @@ def install_provider(entry: dict[str, Any], home: Path, python: str = sys.execut
     """Install memory provider ``entry`` (its package from the cache) into HERMES_HOME
     ``home`` the way its package says (its ``install`` command); the package's folder."""
     target = install(entry, python)
+    run_install_command(entry, home, target, python)
+    return target
+
+
+def run_install_command(
+    entry: dict[str, Any], home: Path, target: Path, python: str = sys.executable
+) -> None:
+    """Run ``entry``'s own ``install`` command (its package in ``target``) into HERMES_HOME
+    ``home``, as its README tells a user to (a plugin without an entry point)."""
     argv = [a.replace("{home}", str(home)) for a in entry["install"]]
     env = {**os.environ, "PYTHONPATH": str(target), "HERMES_HOME": str(home)}
     done = subprocess.run(
@@ -55,7 +64,6 @@ def install_provider(entry: dict[str, Any], home: Path, python: str = sys.execut
     )
     if done.returncode != 0:
         raise RuntimeError(f"{entry['name']} install failed: {done.stderr.strip()}")
-    return target
 
 
 def recording(name: str) -> dict[str, Any]:

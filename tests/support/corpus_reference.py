@@ -19,6 +19,7 @@ import asyncio
 import inspect
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -86,6 +87,8 @@ def record(entry: dict[str, Any], model_url: str) -> dict[str, Any]:
     (home / "config.yaml").write_text(config_for(entry, model_url))
     os.environ["HOME"] = str(root)
     os.environ["HERMES_HOME"] = str(home)
+    if "install" in entry:  # no entry point: its own command puts the plugin in place
+        subprocess.run([sys.executable, *entry["install"]], check=True, capture_output=True)
     from hermes_cli import plugins as hp
 
     hp.discover_plugins()

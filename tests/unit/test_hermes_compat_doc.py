@@ -52,3 +52,38 @@ def test_arguments_listed_as_reference_only_are_not_declared_by_hermesd() -> Non
     for hook, (kwargs,) in rows:
         declared = set(_names(kwargs)) & set(HOOKS[hook].kwargs)
         assert not declared, f"{hook}: {sorted(declared)} moved into HOOKS; move them in §5 too"
+
+
+#: the ctx members upstream added after 0.19 (issue 32), each of which the page must list
+NEWER_CTX = (
+    "plugin_id",
+    "get_config",
+    "set_config",
+    "state",
+    "emit",
+    "subscribe",
+    "spawn_task",
+    "has_capability",
+    "register_system_prompt_section",
+    "register_redaction_patterns",
+    "register_approval_transport",
+    "register_context_reference",
+    "platform_actions",
+    "subagent_lifecycle",
+    "call_mcp",
+    "has_plugin",
+)
+
+
+def test_the_newer_ctx_table_lists_every_member_with_a_status_and_ctx_has_it() -> None:
+    from hermesd.plugins.registrar import PluginContext
+
+    text = DOC.read_text("utf-8")
+    start = text.index("<!-- newer-ctx: ")
+    block = text[start : text.index("<!-- /newer-ctx -->", start)]
+    listed = re.findall(r"^\| `ctx\.([a-z_]+)", block, re.MULTILINE)
+    assert listed == list(NEWER_CTX)
+    for name in NEWER_CTX:
+        # register_context_reference resolves through the unknown-registrar rule
+        assert name.startswith("register_") or hasattr(PluginContext, name), name
+        assert re.search(rf"^\| `ctx\.{name}[^|]*\| (built|declared|warned)", block, re.M), name
