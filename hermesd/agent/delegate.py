@@ -113,6 +113,24 @@ class Delegations:
         self._limits: dict[str, asyncio.Semaphore] = {}  # parent id -> its running children
         self._background: set[asyncio.Task[None]] = set()
 
+    def snapshots(self) -> list[dict[str, Any]]:
+        """The live children, one plain dict each (``ctx.subagent_lifecycle.list()``)."""
+        return [
+            {
+                "subagent_id": c.session_id,
+                "session_id": c.session_id,
+                "parent_session_id": c.parent_id,
+                "parent_turn_id": c.parent_turn,
+                "turn_id": c.turn_id,
+                "goal": c.task.goal,
+                "role": c.task.role,
+                "index": c.task.index,
+                "status": "running",
+                "started_at": c.started,
+            }
+            for c in list(self.live.values())
+        ]
+
     # --- the service protocol ------------------------------------------------------------
 
     def bind(self, router: Router) -> None:

@@ -536,6 +536,7 @@ def _plugins(
     )
     parts.hooks.surfaces.loop = _running_loop()
     manager.services.context_engines = turns.engines
+    manager.services.subagents = turns.delegations.snapshots  # ctx.subagent_lifecycle
     manager.provider_status = providers.status
     host = PluginHost(
         parts.pool, parts.hooks, parts.tools, parts.commands, parts.skills, manager, memory.gate

@@ -154,11 +154,15 @@ class PlatformActions:
 
 
 class SubagentLifecycle:
-    """``ctx.subagent_lifecycle``: snapshots of running sub-agents (none run in hermesd yet)."""
+    """``ctx.subagent_lifecycle``: snapshots of the running sub-agents (delegate_task's
+    children), read when asked."""
+
+    def __init__(self, source: Callable[[], list[dict[str, Any]]] | None) -> None:
+        self._source = source
 
     def list(self) -> list[dict[str, Any]]:
-        """Snapshots of the live sub-agents: always empty until hermesd runs sub-agents."""
-        return []
+        """One dict per live child: its session, parent, goal, role, status and start time."""
+        return [] if self._source is None else [dict(s) for s in self._source()]
 
     snapshots = list
 
@@ -288,7 +292,7 @@ class NewerContext:
     @cached_property
     def subagent_lifecycle(self) -> SubagentLifecycle:
         """Snapshots of running sub-agents."""
-        return SubagentLifecycle()
+        return SubagentLifecycle(self._services.subagents)
 
 
 #: Characters of an MCP result ``call_mcp(..., arguments=)`` returns before truncating.

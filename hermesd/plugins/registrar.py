@@ -71,6 +71,8 @@ class PluginServices:
     providers: ProviderRegistry = field(default_factory=ProviderRegistry)
     #: ``(dotted, value)``: sets one key of config.yaml, comments kept (``ctx.set_config``)
     config_setter: Callable[[str, Any], None] | None = None
+    #: the live sub-agents as plain dicts (``ctx.subagent_lifecycle``); None: no sub-agents
+    subagents: Callable[[], list[dict[str, Any]]] | None = None
 
 
 def _takes_ctx(handler: Callable[..., Any]) -> bool:

@@ -381,6 +381,9 @@ def test_subagent_start_and_stop_hooks_get_the_reference_kwargs(
         entry = _result(model, sid)["results"][0]
     lines = (home / "subagent-hooks.jsonl").read_text().splitlines()
     begin, end = (json.loads(line) for line in lines)
+    # ctx.subagent_lifecycle sees the child while it runs
+    assert begin.pop("live") == [[entry["session_id"], sid, "hooked", "running"]]
+    end.pop("live")
     assert begin == {
         "hook": "subagent_start",
         "parent_session_id": sid,
