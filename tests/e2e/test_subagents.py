@@ -360,8 +360,10 @@ def register(ctx):
 
     def record(name):
         def hook(**kwargs):
+            live = [[s["session_id"], s["parent_session_id"], s["goal"], s["status"]]
+                    for s in ctx.subagent_lifecycle.list()]
             with open(path, "a") as f:
-                f.write(json.dumps({"hook": name, **kwargs}) + "\\n")
+                f.write(json.dumps({"hook": name, "live": live, **kwargs}) + "\\n")
         return hook
 
     ctx.register_hook("subagent_start", record("subagent_start"))
