@@ -24,6 +24,7 @@ RANKS = {
     "model": 0,
     "runtime": 1,
     "sandbox": 1,
+    "http": 1,  # a door like rpc: calls the daemon's methods through the RPC layer only
     "tools": 2,
     "plugins": 3,
     "approvals": 3,
