@@ -102,8 +102,9 @@ class OpenAIRoutes:
         """``POST /v1/responses``: ``input`` (text or messages), ``previous_response_id``."""
         body = await read_json(request, self.max_body)
         given = body.get("input")
+        history: list[dict[str, str]] = []
         if isinstance(given, str):
-            history, message = [], given
+            message = given
         else:
             history, message = conversation(given)
         if not message.strip():

@@ -13,9 +13,11 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import uvicorn
 
 from hermesd.http import tokens
 from hermesd.http.app import HttpApp
@@ -24,8 +26,6 @@ from hermesd.rpc.connection import Connection, Limits
 from hermesd.rpc.service import RpcService
 
 if TYPE_CHECKING:
-    import uvicorn
-
     from hermesd.rpc.connection import Router
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,14 @@ def parse_listen(value: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError(f"http.listen must be HOST:PORT, got {value!r}")
     return host.strip("[]") or "127.0.0.1", int(port)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its signal handlers: the daemon's own decide when the door stops."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 class HttpService(RpcService):
@@ -107,8 +115,6 @@ class HttpService(RpcService):
         sock = self._socket()
         if sock is None:
             return
-        import uvicorn
-
         door = Door(self._router, self._limits, self._on_close)
         self.app = HttpApp(door, int(self._settings("http.max_body")))
         self._load_tokens()
@@ -122,8 +128,7 @@ class HttpService(RpcService):
             h11_max_incomplete_event_size=64 * 1024,
             limit_concurrency=int(self._settings("http.max_connections")),
         )
-        self._server = uvicorn.Server(config)
-        self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        self._server = _Server(config)
         name = sock.getsockname()
         self.address = f"{name[0]}:{name[1]}" if isinstance(name, tuple) else str(name)
         self._task = asyncio.get_running_loop().create_task(self._server.serve(sockets=[sock]))

@@ -122,7 +122,7 @@ class SessionRoutes:
                     continue
                 if kind == "closed":
                     return
-                payload = params[0] if params else None
+                payload: dict[str, Any] = params[0] if params else {}
                 if kind == "request" or method != "session.event":
                     yield sse(payload, event=method)
                     continue

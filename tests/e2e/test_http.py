@@ -3,16 +3,12 @@ ways, tokens and access, bad input (docs/clients.md)."""
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import Any
 
-import httpx2 as httpx
 import openai
 import pytest
 
-from tests.support.approvals import client_answering, wait_pending
-from tests.support.daemon import short_tmpdir
 from tests.support.http import (
     MEMBER_TOKEN,
     OWNER_TOKEN,
@@ -21,7 +17,7 @@ from tests.support.http import (
     free_port,
     http_config,
 )
-from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+from tests.support.modelserver import ScriptedModelServer, reply
 
 
 def _config(model: ScriptedModelServer, port: int, extra: str = "") -> str:
@@ -115,9 +111,7 @@ def test_only_health_answers_without_a_token(start, model) -> None:
         assert owner.get("/ready").json()["status"] == "ready"
 
 
-def test_a_member_token_sees_only_its_sessions_and_may_not_run_owner_methods(
-    start, model
-) -> None:
+def test_a_member_token_sees_only_its_sessions_and_may_not_run_owner_methods(start, model) -> None:
     port = free_port()
     daemon = start(config=_config(model, port))
     mine = daemon.call("session.create", {"attach": False})["id"]
@@ -134,7 +128,9 @@ def test_a_member_token_sees_only_its_sessions_and_may_not_run_owner_methods(
     assert daemon.alive()
 
 
-def _stream_events(port: int, sid: str, found: list[dict[str, Any]], stop: str, **headers: str) -> None:
+def _stream_events(
+    port: int, sid: str, found: list[dict[str, Any]], stop: str, **headers: str
+) -> None:
     with client(port) as c, c.stream("GET", f"/v1/sessions/{sid}/events", headers=headers) as r:
         for event in events(r.iter_lines()):
             found.append(event)
