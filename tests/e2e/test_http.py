@@ -3,12 +3,15 @@ ways, tokens and access, bad input (docs/clients.md)."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from typing import Any
 
 import openai
 import pytest
 
+from tests.support.approvals import client_answering, wait_pending
+from tests.support.daemon import follow_turn, run_hermesctl, short_tmpdir, start_daemon
 from tests.support.http import (
     MEMBER_TOKEN,
     OWNER_TOKEN,
@@ -17,12 +20,12 @@ from tests.support.http import (
     free_port,
     http_config,
 )
-from tests.support.modelserver import ScriptedModelServer, reply
+from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 
 
-def _config(model: ScriptedModelServer, port: int, extra: str = "") -> str:
+def _config(model: ScriptedModelServer, port: int, http_extra: str = "") -> str:
     base = f"model:\n  base_url: {model.url}\n  default: scripted-model\nterminal:\n  cwd: /tmp\n"
-    return http_config(port, base + extra)
+    return http_config(port, base, http_extra)
 
 
 def _openai(port: int, token: str = OWNER_TOKEN) -> openai.OpenAI:
@@ -164,3 +167,177 @@ def test_event_stream_carries_the_socket_events_with_their_seq(start, model) -> 
         (e["seq"], e["type"]) for e in socket_events
     ]
     assert http_events[-1]["data"]["final_text"] == "streamed to both"
+
+
+def _danger(model: ScriptedModelServer, answer: str) -> str:
+    target = short_tmpdir("hx-")
+    (target / "sub").mkdir()
+    model.push(call_tools(tool_call("terminal", {"command": f"rm -r {target}"})), reply(answer))
+    return str(target)
+
+
+def test_approval_of_a_hermesctl_session_is_answered_over_http(start, model) -> None:
+    port = free_port()
+    daemon = start(config=_config(model, port))
+    target = _danger(model, "left it")
+    sock, asked = client_answering(daemon, None)  # asked, answers nothing
+    with sock:
+        sid = sock.call("session.create")["id"]
+        turn = sock.call("session.send", {"session_id": sid, "message": "clean"})["turn_id"]
+        wait_pending(daemon)
+        with client(port) as c:
+            pending = c.get(f"/v1/sessions/{sid}/approvals").json()["pending"]
+            assert [p["command"] for p in pending] == [f"rm -r {target}"]
+            other = c.post(f"/v1/sessions/nosuch/approvals/{pending[0]['id']}", json={})
+            assert other.status_code == 404
+            answered = c.post(
+                f"/v1/sessions/{sid}/approvals/{pending[0]['id']}",
+                json={"choice": "deny", "reason": "not over http"},
+            )
+            assert answered.json() == {"id": pending[0]["id"], "choice": "deny"}
+        finished = follow_turn(sock, turn)[-1]
+    assert finished["final_text"] == "left it"
+    assert asked.requests and asked.requests[0]["session_id"] == sid
+    tool_results = [m for m in model.last_request["messages"] if m["role"] == "tool"]
+    assert "not over http" in tool_results[0]["content"]
+
+
+def test_approval_raised_over_http_is_streamed_and_answered_by_hermesctl(start, model) -> None:
+    port = free_port()
+    daemon = start(config=_config(model, port))
+    target = _danger(model, "done")
+    with client(port) as c:
+        sid = c.post("/v1/sessions", json={}).json()["id"]
+    found: list[dict[str, Any]] = []
+    reader = threading.Thread(target=_stream_events, args=(port, sid, found, "turn.finished"))
+    reader.start()
+    while daemon.call("session.get", {"session_id": sid})["attached"] < 1:
+        pass
+    with client(port) as c:
+        c.post(f"/v1/sessions/{sid}/messages", json={"message": "clean"})
+    pending = wait_pending(daemon)
+    done = run_hermesctl(["--socket", str(daemon.socket), "approvals", "approve", pending[0]["id"]])
+    assert done.returncode == 0, done.stderr
+    reader.join(30)
+    kinds = [e.get("event") for e in found]
+    assert kinds.index("approval.request") < kinds.index("approval.resolved")
+    request = found[kinds.index("approval.request")]["data"]
+    assert request["id"] == pending[0]["id"] and request["command"] == f"rm -r {target}"
+    assert found[kinds.index("approval.resolved")]["data"]["choice"] == "once"
+    assert found[-1]["data"]["final_text"] == "done"
+
+
+def test_last_event_id_replays_across_a_daemon_restart_with_curl(model) -> None:
+    port = free_port()
+    home = short_tmpdir()
+    config = _config(model, port)
+    daemon = start_daemon(home, config=config)
+    try:
+        sid = daemon.call("session.create", {"attach": False})["id"]
+        model.push(reply("before restart"))
+        with client(port) as c:
+            c.post(f"/v1/sessions/{sid}/messages", json={"message": "one", "wait": True})
+        curl = ["curl", "-sN", "--max-time", "3", "-H", f"Authorization: Bearer {OWNER_TOKEN}"]
+        url = f"http://127.0.0.1:{port}/v1/sessions/{sid}/events"
+        first = list(
+            events(
+                iter(
+                    subprocess.run(
+                        [*curl, "-H", "Last-Event-ID: 0", url], capture_output=True, text=True
+                    ).stdout.splitlines()
+                )
+            )
+        )
+        seen = [e for e in first if "id" in e]
+        assert seen[-1]["event"] == "turn.finished"
+        middle = seen[1]["id"]  # replay from there: the rest, and nothing before
+        again = list(
+            events(
+                iter(
+                    subprocess.run(
+                        [*curl, "-H", f"Last-Event-ID: {middle}", url],
+                        capture_output=True,
+                        text=True,
+                    ).stdout.splitlines()
+                )
+            )
+        )
+        assert [e["id"] for e in again if "id" in e] == [e["id"] for e in seen[2:]]
+    finally:
+        daemon.stop()
+    daemon = start_daemon(home, config=config)
+    try:
+        model.push(reply("after restart"))
+        with client(port) as c:
+            c.post(f"/v1/sessions/{sid}/messages", json={"message": "two", "wait": True})
+        after = list(
+            events(
+                iter(
+                    subprocess.run(
+                        [*curl, "-H", f"Last-Event-ID: {seen[-1]['id']}", url],
+                        capture_output=True,
+                        text=True,
+                    ).stdout.splitlines()
+                )
+            )
+        )
+    finally:
+        daemon.stop()
+    kinds = [e.get("event") for e in after]
+    assert kinds[:2] == ["attached", "replay.incomplete"]  # the old run's events are gone
+    new = [e for e in after if "id" in e]
+    assert int(new[0]["id"]) > int(seen[-1]["id"])
+    assert new[-1]["data"]["final_text"] == "after restart"
+
+
+def test_bad_bodies_get_clear_errors_and_the_door_stays_up(start, model) -> None:
+    port = free_port()
+    start(config=_config(model, port, "  max_body: 2048\n"))
+    with client(port) as c:
+        big = c.post(
+            "/v1/chat/completions",
+            content=b"x" * 5000,
+            headers={"content-type": "application/json"},
+        )
+        assert big.status_code == 413
+        assert big.json()["error"]["code"] == "body_too_large"
+
+        def chunks() -> Any:
+            for _ in range(100):  # no Content-Length: counted while read, refused past the bound
+                yield b"y" * 1024
+
+        streamed = c.post("/v1/chat/completions", content=chunks())
+        assert streamed.status_code == 413
+        broken = c.post(
+            "/v1/chat/completions",
+            content=b"{not json",
+            headers={"content-type": "application/json"},
+        )
+        assert broken.status_code == 400 and broken.json()["error"]["code"] == "invalid_json"
+        empty = c.post("/v1/chat/completions", json={"messages": []})
+        assert empty.status_code == 400
+        wrong = c.post("/v1/rpc/session.get", json={"session_id": 5})
+        assert wrong.status_code == 400
+        assert wrong.json()["error"]["code"] == "hermes.error.InvalidParams"
+        assert c.post("/v1/rpc/no.such", json={}).status_code == 404
+        assert c.get("/health").status_code == 200
+
+
+def test_metrics_and_openapi_come_from_the_daemon(start, model) -> None:
+    port = free_port()
+    start(config=_config(model, port))
+    model.push(reply("counted"))
+    with client(port) as c:
+        c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
+        text = c.get("/metrics").text
+        doc = c.get("/openapi.json").json()
+    assert 'hermesd_connections_by_kind{kind="socket"}' in text
+    assert 'hermesd_http_responses_total{code="200"}' in text
+    assert "hermesd_sessions 1.0" in text
+    assert doc["paths"]["/v1/rpc/session.send"]["post"]["x-hermes-access"] == "session"
+    schema = doc["paths"]["/v1/rpc/session.send"]["post"]["requestBody"]["content"]
+    assert schema["application/json"]["schema"]["required"] == ["session_id", "message"]
+    assert (
+        doc["paths"]["/v1/sessions/{session_id}/approvals/{approval_id}"]["post"]["x-hermes-method"]
+        == "approvals.respond"
+    )

@@ -25,11 +25,12 @@ def free_port() -> int:
         return port
 
 
-def http_config(port: int, base: str = "") -> str:
-    """config.yaml text: ``base`` plus a listener on ``port`` and a token file."""
+def http_config(port: int, base: str = "", http_extra: str = "") -> str:
+    """config.yaml text: ``base`` plus a listener on ``port``, a token file and ``http_extra``
+    (more lines of the ``http`` section)."""
     tokens = short_tmpdir("tk-") / "tokens"
     tokens.write_text(f"# the owner\n{OWNER_TOKEN}\n{MEMBER}:{MEMBER_TOKEN}\n")
-    return f"{base}http:\n  listen: 127.0.0.1:{port}\n  token_file: {tokens}\n"
+    return f"{base}http:\n  listen: 127.0.0.1:{port}\n  token_file: {tokens}\n{http_extra}"
 
 
 def client(port: int, token: str | None = OWNER_TOKEN, timeout: float = 30.0) -> httpx.Client:
