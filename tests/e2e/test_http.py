@@ -3,6 +3,7 @@ ways, tokens and access, bad input (docs/clients.md)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 from typing import Any
@@ -341,3 +342,86 @@ def test_metrics_and_openapi_come_from_the_daemon(start, model) -> None:
         doc["paths"]["/v1/sessions/{session_id}/approvals/{approval_id}"]["post"]["x-hermes-method"]
         == "approvals.respond"
     )
+
+
+def test_socket_activation_hands_the_http_listener_over_as_a_named_fd(model) -> None:
+    import os
+    import shutil
+    import signal
+    import sys
+
+    from hermesctl.client import Client
+    from tests.support.daemon import NotifyListener, daemon_env
+
+    tool = shutil.which("systemd-socket-activate")
+    if tool is None:
+        pytest.skip("systemd-socket-activate not installed")
+    home, run, port = short_tmpdir(), short_tmpdir(), free_port()
+    (home / "config.yaml").write_text(
+        http_config(port).replace(f"  listen: 127.0.0.1:{port}\n", "")
+    )
+    sock, notify = run / "activated.sock", NotifyListener(run / "notify.sock")
+    env = daemon_env(home, {"NOTIFY_SOCKET": str(notify.path)})
+    argv = [tool, "-l", str(sock), "-l", f"127.0.0.1:{port}", "--fdname=hermesd:http"]
+    for name in ("HERMES_HOME", "NOTIFY_SOCKET", "PYTHONPATH", "PATH", "HOME"):
+        argv += ["-E", f"{name}={env[name]}"]
+    argv += [sys.executable, "-m", "hermesd", *(["--allow-root"] if os.geteuid() == 0 else [])]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        # the first HTTP connection starts the daemon; no listen address is configured
+        with client(port, timeout=60) as c:
+            assert c.get("/ready").json()["status"] == "ready"
+            created = c.post("/v1/sessions", json={"title": "activated"}).json()
+        with Client.connect(sock, timeout=30) as rpc:
+            status = rpc.call("status")
+            assert status["socket_activated"] is True and status["socket"] == str(sock)
+            assert status["http"]["listen"] == f"127.0.0.1:{port}"
+            assert rpc.call("session.get", {"session_id": created["id"]})["title"] == "activated"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=30)[0].decode()
+        notify.close()
+    assert proc.returncode == 0, out
+
+
+def test_two_hundred_event_streams_each_get_the_turn(start, model) -> None:
+    import asyncio
+
+    port = free_port()
+    daemon = start(config=_config(model, port))
+    sid = daemon.call("session.create", {"attach": False})["id"]
+    clients = 200
+
+    async def one(c: Any, ready: asyncio.Queue[None]) -> str:
+        async with c.stream("GET", f"/v1/sessions/{sid}/events") as r:
+            lines = r.aiter_lines()
+            kind = ""
+            async for line in lines:
+                if line.startswith("event:"):
+                    kind = line[6:].strip()
+                    if kind == "attached":
+                        ready.put_nowait(None)
+                if line.startswith("data:") and kind == "turn.finished":
+                    return str(json.loads(line[5:])["final_text"])
+        return ""
+
+    async def main() -> list[str]:
+        import httpx2
+
+        limits = httpx2.Limits(max_connections=clients + 10)
+        headers = {"Authorization": f"Bearer {OWNER_TOKEN}"}
+        base = f"http://127.0.0.1:{port}"
+        async with httpx2.AsyncClient(
+            base_url=base, headers=headers, limits=limits, timeout=60
+        ) as c:
+            ready: asyncio.Queue[None] = asyncio.Queue()
+            tasks = [asyncio.create_task(one(c, ready)) for _ in range(clients)]
+            for _ in range(clients):
+                await ready.get()
+            model.push(reply("to everyone"))
+            await c.post(f"/v1/sessions/{sid}/messages", json={"message": "hi"})
+            return await asyncio.gather(*tasks)
+
+    assert asyncio.run(main()) == ["to everyone"] * clients
+    with client(port) as c:
+        assert "hermesd_connections_by_kind" in c.get("/metrics").text
