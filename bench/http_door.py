@@ -166,7 +166,8 @@ def main() -> int:
     body = (
         "| turn, waited for | p50 ms | p90 ms |\n|---|---|---|\n"
         f"| msgpack socket `session.send` | {sock50:.2f} | {percentile(t['socket'], 90):.2f} |\n"
-        f"| HTTP `POST /v1/sessions/{{id}}/messages` | {http50:.2f} | {percentile(t['http'], 90):.2f} |\n\n"
+        f"| HTTP `POST /v1/sessions/{{id}}/messages` | {http50:.2f} "
+        f"| {percentile(t['http'], 90):.2f} |\n\n"
         f"HTTP adds **{http50 - sock50:+.2f} ms** p50 per turn ({rounds} rounds each, interleaved; "
         f"guard ≤ 2 ms: {'met' if http50 - sock50 <= 2 else 'MISSED'}).\n\n"
         "| SSE readers of one session | send → last `turn.finished`, median ms |\n|---|---|\n"
