@@ -2,7 +2,8 @@
 
 Every route but ``/health`` needs a bearer token (`hermesd.http.tokens`); the identity it stands
 for makes the RPC calls (`hermesd.http.door`). ``/metrics`` is Prometheus text built from the
-daemon's own ``status`` (each number in it a gauge) and the door's counters.
+daemon's own ``status`` (each number in it a gauge), the all-time totals of ``usage.get``
+(tokens, cost) and the door's counters.
 """
 
 from __future__ import annotations
@@ -111,7 +112,10 @@ class HttpApp:
 
     async def metrics(self, request: Request) -> Response:
         """``/metrics``: Prometheus text."""
-        status = await self.door.call(request.state.identity, "status")
+        who = request.state.identity
+        status = await self.door.call(who, "status")
+        usage = await self.door.call(who, "usage.get", {"limit": 1})  # the identity's scope
+        status["usage_total"] = usage.get("totals") or {}
         registry = CollectorRegistry()
         registry.register(_Snapshot(status, self))
         return Response(generate_latest(registry), media_type="text/plain; version=0.0.4")

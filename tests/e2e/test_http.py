@@ -335,6 +335,8 @@ def test_metrics_and_openapi_come_from_the_daemon(start, model) -> None:
     assert 'hermesd_connections_by_kind{kind="socket"}' in text
     assert 'hermesd_http_responses_total{code="200"}' in text
     assert "hermesd_sessions 1.0" in text
+    assert "hermesd_usage_total_requests 1.0" in text  # the model request of the turn
+    assert "hermesd_approvals_pending 0.0" in text
     assert doc["paths"]["/v1/rpc/session.send"]["post"]["x-hermes-access"] == "session"
     schema = doc["paths"]["/v1/rpc/session.send"]["post"]["requestBody"]["content"]
     assert schema["application/json"]["schema"]["required"] == ["session_id", "message"]
@@ -425,3 +427,22 @@ def test_two_hundred_event_streams_each_get_the_turn(start, model) -> None:
     assert asyncio.run(main()) == ["to everyone"] * clients
     with client(port) as c:
         assert "hermesd_connections_by_kind" in c.get("/metrics").text
+
+
+def test_a_stalled_request_body_holds_up_no_one_else(start, model) -> None:
+    import socket
+
+    port = free_port()
+    start(config=_config(model, port))
+    stalled = socket.create_connection(("127.0.0.1", port))
+    head = (
+        "POST /v1/sessions HTTP/1.1\r\nHost: x\r\n"
+        f"Authorization: Bearer {OWNER_TOKEN}\r\nContent-Length: 1000\r\n\r\n{{"
+    )
+    stalled.sendall(head.encode())  # 1 byte of the promised 1000, then nothing
+    try:
+        with client(port) as c:
+            assert c.post("/v1/sessions", json={"title": "meanwhile"}).status_code == 200
+            assert c.get("/v1/sessions").json()["sessions"][0]["title"] == "meanwhile"
+    finally:
+        stalled.close()
