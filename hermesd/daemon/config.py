@@ -63,6 +63,7 @@ SCHEMA: dict[str, Any] = {
         "listen": _S((str,), None, "HOST:PORT of the HTTP API (loopback advised; TLS: a proxy)"),
         "token_file": _S((str,), None, "bearer tokens, one a line, NAME:TOKEN for a member"),
         "max_body": _S((int,), 1024 * 1024, "largest accepted request body, bytes"),
+        "body_timeout": _S(_num, 30, "seconds a request body may take to arrive (then 408)"),
         "max_connections": _S((int,), 1000, "simultaneous HTTP connections"),
     },
     "limits": {

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from hermesd.http.common import HttpError
+from hermesd.http.common import BodyBounds, HttpError
 from hermesd.http.door import Door
 from hermesd.http.errors import error, from_rpc
 from hermesd.http.openai_api import OpenAIRoutes
@@ -38,13 +38,13 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 class HttpApp:
     """The routes over one `Door`, with the tokens of the moment (reloaded with the config)."""
 
-    def __init__(self, door: Door, max_body: int) -> None:
+    def __init__(self, door: Door, bounds: BodyBounds) -> None:
         self.door = door
         self.tokens: list[tuple[bytes, Identity]] = []
         self.answered: Counter[str] = Counter()  # responses by status code
         self.refused = 0  # requests without a valid token
-        self.openai = OpenAIRoutes(door, max_body)
-        self.sessions = SessionRoutes(door, max_body)
+        self.openai = OpenAIRoutes(door, bounds)
+        self.sessions = SessionRoutes(door, bounds)
         s, o = self.sessions, self.openai
         routes = [
             Route("/health", self.health, methods=["GET"]),

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
 
 from hermesd.http.tokens import Identity
 
-MAX_BODY = 1024 * 1024  # bytes of a request body (http.max_body)
+
+@dataclass(frozen=True, slots=True)
+class BodyBounds:
+    """How large a request body may be (``http.max_body``) and how long it may take to arrive
+    (``http.body_timeout``: a client that stalls mid-body is answered 408 and let go)."""
+
+    size: int
+    seconds: float
 
 
 class HttpError(Exception):
@@ -26,8 +35,28 @@ def identity(request: Request) -> Identity:
     return who
 
 
-async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The body as a JSON object, refused past ``limit`` bytes before more is read."""
+async def read_json(request: Request, bounds: BodyBounds) -> dict[str, Any]:
+    """The body as a JSON object, refused past ``bounds.size`` bytes before more is read and
+    when it has not all arrived within ``bounds.seconds``."""
+    try:
+        async with asyncio.timeout(bounds.seconds):
+            raw = await _read(request, bounds.size)
+    except TimeoutError:
+        raise HttpError(
+            408, f"the body did not arrive within {bounds.seconds:g}s", "timeout"
+        ) from None
+    if not raw:
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HttpError(400, f"the body is not valid JSON: {exc}", "invalid_json") from None
+    if not isinstance(body, dict):
+        raise HttpError(400, "the body must be a JSON object", "invalid_json")
+    return body
+
+
+async def _read(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
@@ -41,15 +70,7 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
         if size > limit:
             raise HttpError(413, f"request body over {limit} bytes", "body_too_large")
         chunks.append(chunk)
-    if not chunks:
-        return {}
-    try:
-        body = json.loads(b"".join(chunks))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise HttpError(400, f"the body is not valid JSON: {exc}", "invalid_json") from None
-    if not isinstance(body, dict):
-        raise HttpError(400, "the body must be a JSON object", "invalid_json")
-    return body
+    return b"".join(chunks)
 
 
 def dumps(value: Any) -> str:

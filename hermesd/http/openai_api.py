@@ -19,7 +19,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from hermesd.http.common import HttpError, identity, read_json, sse
+from hermesd.http.common import BodyBounds, HttpError, identity, read_json, sse
 from hermesd.http.door import Door, Link
 from hermesd.http.tokens import Identity
 
@@ -60,9 +60,9 @@ def conversation(messages: Any) -> tuple[list[dict[str, str]], str]:
 class OpenAIRoutes:
     """The OpenAI-compatible endpoints, over a `Door`."""
 
-    def __init__(self, door: Door, max_body: int) -> None:
+    def __init__(self, door: Door, bounds: BodyBounds) -> None:
         self.door = door
-        self.max_body = max_body
+        self.bounds = bounds
 
     async def models(self, request: Request) -> Response:
         """``GET /v1/models``: the agent, under its name and the configured model's."""
@@ -82,7 +82,7 @@ class OpenAIRoutes:
 
     async def chat_completions(self, request: Request) -> Response:
         """``POST /v1/chat/completions``, streamed (SSE) or not."""
-        body = await read_json(request, self.max_body)
+        body = await read_json(request, self.bounds)
         history, message = conversation(body.get("messages"))
         model = str(body.get("model") or MODEL_NAME)
         link = self.door.open(identity(request), "http:chat")
@@ -100,7 +100,7 @@ class OpenAIRoutes:
 
     async def responses(self, request: Request) -> Response:
         """``POST /v1/responses``: ``input`` (text or messages), ``previous_response_id``."""
-        body = await read_json(request, self.max_body)
+        body = await read_json(request, self.bounds)
         given = body.get("input")
         history: list[dict[str, str]] = []
         if isinstance(given, str):

@@ -21,6 +21,7 @@ import uvicorn
 
 from hermesd.http import tokens
 from hermesd.http.app import HttpApp
+from hermesd.http.common import BodyBounds
 from hermesd.http.door import Door
 from hermesd.rpc.connection import Connection, Limits
 from hermesd.rpc.service import RpcService
@@ -118,7 +119,10 @@ class HttpService(RpcService):
         if sock is None:
             return
         door = Door(self._router, self._limits, self._on_close)
-        self.app = HttpApp(door, int(self._settings("http.max_body")))
+        bounds = BodyBounds(
+            int(self._settings("http.max_body")), float(self._settings("http.body_timeout"))
+        )
+        self.app = HttpApp(door, bounds)
         self._load_tokens()
         config = uvicorn.Config(
             self.app.app,

@@ -18,7 +18,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from hermesd.http.common import HttpError, identity, read_json, sse
+from hermesd.http.common import BodyBounds, HttpError, identity, read_json, sse
 from hermesd.http.door import Door, Link
 
 KEEPALIVE = 15.0  # seconds between SSE comments on a quiet stream (proxies close idle ones)
@@ -27,9 +27,9 @@ KEEPALIVE = 15.0  # seconds between SSE comments on a quiet stream (proxies clos
 class SessionRoutes:
     """The ``/v1/sessions`` endpoints and the generic ``/v1/rpc/{method}``."""
 
-    def __init__(self, door: Door, max_body: int) -> None:
+    def __init__(self, door: Door, bounds: BodyBounds) -> None:
         self.door = door
-        self.max_body = max_body
+        self.bounds = bounds
         self.streams = 0  # event streams open now
 
     async def _call(self, request: Request, method: str, params: dict[str, Any]) -> Response:
@@ -44,7 +44,7 @@ class SessionRoutes:
         return await self._call(request, "session.list", params)
 
     async def create(self, request: Request) -> Response:
-        body = await read_json(request, self.max_body)
+        body = await read_json(request, self.bounds)
         return await self._call(request, "session.create", {**body, "attach": False})
 
     async def get(self, request: Request) -> Response:
@@ -58,7 +58,7 @@ class SessionRoutes:
         return await self._call(request, "session.history", params)
 
     async def send(self, request: Request) -> Response:
-        body = await read_json(request, self.max_body)
+        body = await read_json(request, self.bounds)
         return await self._call(request, "session.send", {**body, **_sid(request)})
 
     async def cancel(self, request: Request) -> Response:
@@ -68,7 +68,7 @@ class SessionRoutes:
         return await self._call(request, "approvals.pending", _sid(request))
 
     async def respond(self, request: Request) -> Response:
-        body = await read_json(request, self.max_body)
+        body = await read_json(request, self.bounds)
         who = identity(request)
         link = self.door.open(who)
         try:  # the approval must be one of this session's (and visible to the caller)
@@ -82,7 +82,7 @@ class SessionRoutes:
             link.close()
 
     async def rpc(self, request: Request) -> Response:
-        body = await read_json(request, self.max_body)
+        body = await read_json(request, self.bounds)
         return await self._call(request, request.path_params["method"], body)
 
     async def events(self, request: Request) -> Response:

@@ -429,11 +429,11 @@ def test_two_hundred_event_streams_each_get_the_turn(start, model) -> None:
         assert "hermesd_connections_by_kind" in c.get("/metrics").text
 
 
-def test_a_stalled_request_body_holds_up_no_one_else(start, model) -> None:
+def test_a_stalled_request_body_holds_up_no_one_and_times_out(start, model) -> None:
     import socket
 
     port = free_port()
-    start(config=_config(model, port))
+    start(config=_config(model, port, "  body_timeout: 1\n"))
     stalled = socket.create_connection(("127.0.0.1", port))
     head = (
         "POST /v1/sessions HTTP/1.1\r\nHost: x\r\n"
@@ -444,5 +444,8 @@ def test_a_stalled_request_body_holds_up_no_one_else(start, model) -> None:
         with client(port) as c:
             assert c.post("/v1/sessions", json={"title": "meanwhile"}).status_code == 200
             assert c.get("/v1/sessions").json()["sessions"][0]["title"] == "meanwhile"
+        stalled.settimeout(10)
+        answer = stalled.recv(65536)  # after http.body_timeout: 408, and the door lets go
+        assert answer.startswith(b"HTTP/1.1 408")
     finally:
         stalled.close()
