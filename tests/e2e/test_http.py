@@ -449,3 +449,20 @@ def test_a_stalled_request_body_holds_up_no_one_and_times_out(start, model) -> N
         assert answer.startswith(b"HTTP/1.1 408")
     finally:
         stalled.close()
+
+
+def test_a_reload_rereads_the_token_file(start, model) -> None:
+    import re
+
+    port = free_port()
+    config = _config(model, port)
+    daemon = start(config=config)
+    path = re.search(r"token_file: (\S+)", config)
+    assert path is not None
+    fresh = "fresh-token-0123456789abcdef"
+    with open(path.group(1), "w") as fh:
+        fh.write(f"{fresh}\n")
+    daemon.call("config.reload")
+    with client(port) as old, client(port, fresh) as new:
+        assert old.get("/v1/sessions").status_code == 401
+        assert new.get("/v1/sessions").status_code == 200
