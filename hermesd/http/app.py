@@ -8,12 +8,14 @@ daemon's own ``status`` (each number in it a gauge), the all-time totals of ``us
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+import uvicorn
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.applications import Starlette
@@ -33,6 +35,14 @@ from hermesd.rpc.protocol import RpcError
 log = logging.getLogger(__name__)
 
 Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+class QuietServer(uvicorn.Server):
+    """uvicorn without its signal handlers: the daemon's own decide when the door stops."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 class HttpApp:

@@ -13,20 +13,18 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import uvicorn
-
 from hermesd.http import tokens
-from hermesd.http.app import HttpApp
-from hermesd.http.common import BodyBounds
-from hermesd.http.door import Door
 from hermesd.rpc.connection import Connection, Limits
 from hermesd.rpc.service import RpcService
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported in start(): a daemon without the door never loads uvicorn
+    import uvicorn
+
+    from hermesd.http.app import HttpApp
     from hermesd.rpc.connection import Router
 
 log = logging.getLogger(__name__)
@@ -38,14 +36,6 @@ def parse_listen(value: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError(f"http.listen must be HOST:PORT, got {value!r}")
     return host.strip("[]") or "127.0.0.1", int(port)
-
-
-class _Server(uvicorn.Server):
-    """uvicorn without its signal handlers: the daemon's own decide when the door stops."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 class HttpService(RpcService):
@@ -118,12 +108,18 @@ class HttpService(RpcService):
         sock = self._socket()
         if sock is None:
             return
+        from hermesd.http.app import HttpApp, QuietServer
+        from hermesd.http.common import BodyBounds
+        from hermesd.http.door import Door
+
         door = Door(self._router, self._limits, self._on_close)
         bounds = BodyBounds(
             int(self._settings("http.max_body")), float(self._settings("http.body_timeout"))
         )
         self.app = HttpApp(door, bounds)
         self._load_tokens()
+        import uvicorn
+
         config = uvicorn.Config(
             self.app.app,
             lifespan="off",
@@ -134,7 +130,7 @@ class HttpService(RpcService):
             h11_max_incomplete_event_size=64 * 1024,
             limit_concurrency=int(self._settings("http.max_connections")),
         )
-        self._server = _Server(config)
+        self._server = QuietServer(config)
         name = sock.getsockname()
         self.address = f"{name[0]}:{name[1]}" if isinstance(name, tuple) else str(name)
         self._task = asyncio.get_running_loop().create_task(self._server.serve(sockets=[sock]))
