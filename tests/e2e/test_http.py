@@ -466,3 +466,13 @@ def test_a_reload_rereads_the_token_file(start, model) -> None:
     with client(port) as old, client(port, fresh) as new:
         assert old.get("/v1/sessions").status_code == 401
         assert new.get("/v1/sessions").status_code == 200
+
+
+def test_a_widening_call_needs_a_terminal_and_is_refused_over_http(start, model) -> None:
+    port = free_port()
+    daemon = start(config=_config(model, port), env={"HERMESD_CONFIRM_WIDENING": "on"})
+    with client(port) as c:
+        refused = c.post("/v1/rpc/config.set", json={"key": "sandbox.mode", "value": "off"})
+    assert refused.status_code == 403
+    assert "terminal" in refused.json()["error"]["message"]
+    assert daemon.call("config.get", {"key": "sandbox.mode"})["value"] != "off"
