@@ -25,9 +25,10 @@ RESOLVED = "approval.resolved"
 
 
 def answer_or_resolution(
-    client: Client, approval_id: str, stdin: TextIO | None = None
+    client: Client, approval_id: str, stdin: TextIO | None = None, method: str = RESOLVED
 ) -> str | dict[str, Any]:
-    """A line typed at the prompt, or the ``approval.resolved`` params for ``approval_id``."""
+    """A line typed at the prompt, or the ``approval.resolved`` params for ``approval_id``
+    (``method``: the notification that closes it, ``clarify.resolved`` for a question)."""
     stdin = stdin or sys.stdin
     fd = stdin.fileno()
 
@@ -36,7 +37,7 @@ def answer_or_resolution(
 
     while True:
         client.dispatch_buffered()
-        resolved = client.take_notification(RESOLVED, ours)
+        resolved = client.take_notification(method, ours)
         if resolved is not None:
             return resolved
         readable, _, _ = select.select([fd, client.sock], [], [])

@@ -237,6 +237,21 @@ class TurnPrinter:
         else:
             self.line(text)
 
+    def _on_subagent_progress(self, ev: dict[str, Any]) -> None:
+        # a delegated child's progress (delegate_task); the goal is the model's: printable only
+        goal = "".join(c for c in str(ev.get("goal") or "")[:60] if c.isprintable())
+        who = f"↳ [{ev.get('task_index')}] {ev.get('child_session_id')}"
+        state = ev.get("state")
+        if state == "tool":
+            text = f"{who} ⚙ {ev.get('tool')}"
+        elif state == "started":
+            text = f"{who} started: {goal}"
+        elif state == "done":
+            text = f"{who} {self.style.green('done')}"
+        else:
+            text = f"{who} {self.style.red(str(ev.get('status') or 'failed'))}"
+        self.line(self.style.dim(text))
+
     def _on_todo_updated(self, ev: dict[str, Any]) -> None:
         # the model's plan (the todo tool); its text is the model's: no control characters
         marks = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]", "cancelled": "[~]"}
@@ -245,6 +260,11 @@ class TurnPrinter:
             text = "".join(c for c in str(item.get("content")) if c.isprintable())
             lines.append(f"  {marks.get(str(item.get('status')), '[?]')} {text}")
         self.line("\n".join(lines))
+
+    def _on_skill_changed(self, ev: dict[str, Any]) -> None:
+        # the agent changed one of its skills (skill_manage); names are the model's: printable
+        text = "".join(c for c in str(ev.get("message") or "") if c.isprintable())
+        self.line(self.style.cyan("📝 skill: ") + text)
 
     def _on_message(self, ev: dict[str, Any]) -> None:
         content = str(ev.get("content") or "")
@@ -382,6 +402,9 @@ def render_history(messages: list[dict[str, Any]], ids: bool = False) -> list[st
             continue
         if content:
             out.append(f"{mark}[{role}] {content}")
+            mark = " " * len(mark)
+        for image in m.get("images") or []:  # attached with the message (session.send)
+            out.append(f"{mark}[{role}] 📎 {image.get('mime')} image, {image.get('bytes')} bytes")
             mark = " " * len(mark)
         for call in m.get("tool_calls") or []:
             fn = call.get("function") or {}

@@ -8,8 +8,10 @@ back the whole message, in this run and the next: the history file stores one JS
 line under a header (readline's own format would split an entry at its newlines). A file in
 readline's format, written by an older hermesctl, is read as plain lines.
 
-Owns readline's settings, completion of ``/command`` names and the history file; nothing here
-talks to the daemon.
+On a terminal (`ToolbarEditor`) prompt_toolkit reads the line instead, with the same history
+file, continuation rules and completion, and a status toolbar at the bottom; readline stays for
+``--plain``. Owns the editors' settings, completion of ``/command`` names and the history file;
+nothing here talks to the daemon.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 HISTORY_HEADER = "#hermesctl-history v2"
 HISTORY_LENGTH = 1000
@@ -44,14 +47,9 @@ class LineEditor:
     # --- history ---------------------------------------------------------------------------
 
     def _load_history(self) -> None:
-        if self.readline is None or not self.history_file:
+        if self.readline is None:
             return
-        try:
-            with open(self.history_file, encoding="utf-8", errors="replace") as f:
-                lines = f.read().splitlines()
-        except OSError:
-            return
-        for entry in read_history_lines(lines)[-HISTORY_LENGTH:]:
+        for entry in stored_history(self.history_file):
             self.readline.add_history(entry)
 
     def remember(self, message: str) -> None:
@@ -70,15 +68,7 @@ class LineEditor:
         if rl is None or not self.history_file:
             return
         count = rl.get_current_history_length()
-        entries = [rl.get_history_item(i) for i in range(1, count + 1)]
-        try:
-            os.makedirs(os.path.dirname(self.history_file), exist_ok=True)
-            fd = os.open(self.history_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(history_text(e for e in entries if e))
-            os.chmod(self.history_file, 0o600)
-        except OSError:
-            pass
+        write_history(self.history_file, [rl.get_history_item(i) for i in range(1, count + 1)])
 
     # --- completion ------------------------------------------------------------------------
 
@@ -143,6 +133,31 @@ def read_continued(first: str, more: Callable[[], str]) -> str:
     return "\n".join(lines)
 
 
+def stored_history(path: str | None) -> list[str]:
+    """The newest `HISTORY_LENGTH` entries of the history file at ``path`` (none when absent)."""
+    if not path:
+        return []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    return read_history_lines(lines)[-HISTORY_LENGTH:]
+
+
+def write_history(path: str, entries: list[str]) -> None:
+    """Write the history file at ``path``, readable by its owner only (it holds what was
+    typed); a file that cannot be written is left as it was."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(history_text(e for e in entries if e))
+        os.chmod(path, 0o600)
+    except OSError:
+        pass
+
+
 def history_text(entries: Iterable[str]) -> str:
     """The history file's text: the header, then one JSON string per entry."""
     body = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries)
@@ -162,3 +177,69 @@ def read_history_lines(lines: list[str]) -> list[str]:
         if isinstance(entry, str) and entry:
             entries.append(entry)
     return entries
+
+
+class ToolbarEditor(LineEditor):
+    """`LineEditor` on prompt_toolkit, for a terminal: the same messages, history file and
+    ``/command`` completion, with a status toolbar kept at the bottom while the prompt is up.
+
+    ``toolbar`` gives the toolbar's text; it is read again at every redraw (at least once a
+    second), so it must only read what the REPL already holds, never ask the daemon.
+    """
+
+    def __init__(self, history_file: str | None, toolbar: Callable[[], str]) -> None:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import InMemoryHistory
+
+        self.history_file = history_file
+        self.readline = None
+        self._history = InMemoryHistory(stored_history(history_file))
+        self._names: list[str] = []
+        self._session: PromptSession[str] = PromptSession(
+            history=self._history,
+            bottom_toolbar=lambda: toolbar(),
+            refresh_interval=1.0,
+            completer=_command_completer(lambda: self._names),
+            complete_while_typing=False,
+            enable_open_in_editor=False,
+        )
+
+    def remember(self, message: str) -> None:
+        """Add a message to the history (unless it repeats the previous one)."""
+        entries = self._history.get_strings()
+        if message.strip() and (not entries or entries[-1] != message):
+            self._history.append_string(message)
+
+    def save(self) -> None:
+        """Write the history file (private: it holds what was typed)."""
+        if not self.history_file:
+            return
+        write_history(self.history_file, self._history.get_strings()[-HISTORY_LENGTH:])
+
+    def complete_commands(self, names: list[str]) -> None:
+        """Tab completes ``/command`` names at the start of the line."""
+        self._names = sorted(set(names))
+
+    def _input(self, prompt: str, prefill: str = "") -> str:
+        # readline's \001…\002 markers mean nothing here: the prompt is given as plain text
+        shown = prompt.replace("\001", "").replace("\002", "")
+        from prompt_toolkit.formatted_text import ANSI
+
+        return self._session.prompt(ANSI(shown), default=prefill)
+
+
+def _command_completer(names: Callable[[], list[str]]) -> Any:
+    """A prompt_toolkit completer of ``/command`` names, offered while the line is a command
+    name being typed (prompt_toolkit is imported only when a terminal uses it)."""
+    from prompt_toolkit.completion import Completer, Completion
+
+    class CommandCompleter(Completer):
+        def get_completions(self, document: Any, complete_event: Any) -> Iterator[Completion]:
+            line = document.text_before_cursor
+            if not line.startswith("/") or " " in line:
+                return
+            for name in names():
+                if name.startswith(line):
+                    yield Completion(name, start_position=-len(line))
+
+    return CommandCompleter()

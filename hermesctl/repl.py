@@ -24,7 +24,8 @@ from typing import Any
 
 from hermesctl.chat_ui import Style, TurnPrinter, banner, render_history, status_line
 from hermesctl.client import Client, ConnectionClosed, DaemonNotRunning
-from hermesctl.line_editor import LineEditor
+from hermesctl.line_editor import LineEditor, ToolbarEditor
+from hermesctl.status_bar import StatusBar
 from hermesctl.subcommands.base import EXIT_OK
 from hermesctl.turns import Interrupts, approval_handler, choose_session, follow_turn
 from hermesd.rpc.protocol import Codes, RpcError
@@ -32,6 +33,7 @@ from hermesd.rpc.protocol import Codes, RpcError
 RECONNECT_DELAYS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0)  # then the last, until Ctrl-C
 LOCAL_HELP = [
     ("/help", "show this list"),
+    ("/image PATH", "attach an image to your next message"),
     ("/new, /reset", "start a new session"),
     ("/plugins", "list plugins and their status"),
     ("/quit, /exit", "leave (Ctrl-D works too)"),
@@ -67,6 +69,9 @@ class Repl:
         self.typed = ""  # typed at an approval prompt that closed: starts the next prompt
         self.model: str | None = None
         self.connected = True  # False from a lost connection until attached again
+        self.bar: StatusBar | None = None  # the toolbar's fields, on a terminal
+        self.images: list[dict[str, Any]] = []  # attached to the next message (/image, --image)
+        self._image_paths = list(getattr(args, "image", None) or [])
 
     # --- start -------------------------------------------------------------------------------
 
@@ -94,8 +99,17 @@ class Repl:
         self._switch(session)
         from hermesd.rpc import paths
 
-        self.editor = LineEditor(str(paths.hermes_home() / "chat_history"))
+        history = str(paths.hermes_home() / "chat_history")
+        if sys.stdin.isatty() and self.tty and not getattr(self.args, "plain", False):
+            self.bar = StatusBar(self.args.socket, model)
+            self.editor = ToolbarEditor(history, self.bar.text)
+            self.footer()  # the toolbar has something to show from the first prompt
+            self.bar.start()
+        else:
+            self.editor = LineEditor(history)
         self.editor.complete_commands(self._command_names())
+        for path in self._image_paths:
+            self.attach_image(path)
 
     def _approvals(self, client: Client) -> Any:
         return approval_handler(
@@ -106,7 +120,7 @@ class Repl:
         self.typed += text
 
     def _command_names(self) -> list[str]:
-        names = ["/quit", "/exit", "/new", "/reset", "/help", "/plugins"]
+        names = ["/quit", "/exit", "/new", "/reset", "/help", "/plugins", "/image"]
         if "commands.list" in self.methods:
             try:
                 for cmd in self.client.call("commands.list").get("commands") or []:
@@ -122,6 +136,9 @@ class Repl:
         if changed:
             self.event_seq = session.get("event_seq")
             self.last_message_id = self._newest_message_id()
+            if self.bar is not None:  # the toolbar shows the new session's figures
+                self.bar.took_s = None
+                self.footer()
         self._show_others(session)
 
     def _newest_message_id(self) -> int:
@@ -204,6 +221,9 @@ class Repl:
         except RpcError:
             return  # the footer is a convenience: a daemon that refuses one part shows none
         model = live.get("model") or self.model
+        if self.bar is not None:  # the toolbar shows it
+            self.bar.update(model, live.get("context"), cost, took_s, len(pending))
+            return
         self.printer.line(
             self.style.dim(status_line(model, live.get("context"), cost, took_s, len(pending)))
         )
@@ -213,17 +233,22 @@ class Repl:
     def turn(self, text: str) -> None:
         """Send ``text`` and show its turn; survive a lost connection."""
         turn_id: str | None = None
+        params: dict[str, Any] = {"session_id": self.session["id"], "message": text}
+        if self.images:
+            params["images"] = self.images
         try:
             with Interrupts() as interrupts:
-                started = self.client.call(
-                    "session.send", {"session_id": self.session["id"], "message": text}
-                )
+                started = self.client.call("session.send", params)
                 turn_id = started["turn_id"]
+                self.images = []  # sent with this message
                 self._follow(turn_id, interrupts)
         except (RpcError, ConnectionClosed, OSError) as exc:
             if not lost(exc):
                 if isinstance(exc, RpcError):
                     self.printer.line(self.style.red(f"✗ {exc.message}"), sys.stderr)
+                    if turn_id is None and self.images:  # a refused image: keep the text
+                        self.images, self.typed = [], text
+                        self.printer.line(self.style.dim("images dropped; your message is back"))
                     return
                 raise
             self._recover_turn(text, turn_id)
@@ -375,6 +400,9 @@ class Repl:
         name = line[1:].split(None, 1)[0].lower() if len(line) > 1 else ""
         if name in ("quit", "exit"):
             return "quit"
+        if name == "image":
+            self.attach_image(line[len("/image") :].strip())
+            return None
         try:
             if "command.run" in self.methods:
                 result = self.client.call(
@@ -410,6 +438,26 @@ class Repl:
             else:
                 raise
         return None
+
+    def attach_image(self, path: str) -> None:
+        """``/image PATH``: read an image to send with the next message."""
+        if not path:
+            names = ", ".join(str(i["name"]) for i in self.images) or "none"
+            print(f"Images for your next message: {names}. Usage: /image PATH", flush=True)
+            return
+        from hermesctl.turns import image_part
+
+        try:
+            part = image_part(path)
+        except ValueError as exc:
+            print(self.style.red(f"✗ /image: {exc}"), file=sys.stderr, flush=True)
+            return
+        self.images.append(part)
+        size = len(part["data"])
+        print(
+            self.style.dim(f"📎 {part['name']} ({size:,} bytes) goes with your next message"),
+            flush=True,
+        )
 
     def recap(self) -> None:
         """Where the resumed conversation stands: its last exchange and pending approvals."""
@@ -466,6 +514,8 @@ class Repl:
             raise EOFError
 
     def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
         if self.editor is not None:
             self.editor.save()
 

@@ -3,13 +3,15 @@
 `run_turn` sends a message and `follow_turn` shows the turn's ``session.event`` notifications
 until ``turn.finished``; Ctrl-C while a turn runs is counted by `Interrupts` and becomes a
 ``session.cancel``. `approval_handler` answers the daemon's ``approval.request`` with
-``hermesctl.approval_prompt``. Presentation is the caller's (``on_event``).
+``hermesctl.approval_prompt`` and its ``clarify.request`` (the model's question) with
+``hermesctl.clarify_prompt``. Presentation is the caller's (``on_event``).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 import time
@@ -20,6 +22,22 @@ from hermesctl.client import Client
 from hermesd.rpc.protocol import Codes, RpcError
 
 CANCEL_GRACE_S = 15.0
+MAX_IMAGE_BYTES = 4 * 1024 * 1024  # the daemon's bound on one message's images
+
+
+def image_part(path: str) -> dict[str, Any]:
+    """An image file read for ``session.send`` (its type is the daemon's to check); raises
+    ValueError with a sentence when it cannot be sent."""
+    full = os.path.expanduser(path)
+    try:
+        size = os.path.getsize(full)
+        if size > MAX_IMAGE_BYTES:
+            raise ValueError(f"{path} is {size:,} bytes; images may be {MAX_IMAGE_BYTES:,}")
+        with open(full, "rb") as f:
+            data = f.read(MAX_IMAGE_BYTES + 1)
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return {"data": data, "name": os.path.basename(full)}
 
 
 # --- session choice ----------------------------------------------------------------------------
@@ -72,9 +90,14 @@ def run_turn(
     on_event: Any,
     tick: Any = None,
     interrupts: Interrupts | None = None,
+    images: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Send one message and follow the turn; returns its ``turn.finished`` event."""
-    result = client.call("session.send", {"session_id": session_id, "message": message})
+    """Send one message (with ``images``, from `image_part`) and follow the turn; returns its
+    ``turn.finished`` event."""
+    params: dict[str, Any] = {"session_id": session_id, "message": message}
+    if images:
+        params["images"] = images
+    result = client.call("session.send", params)
     return follow_turn(client, session_id, result["turn_id"], on_event, tick, interrupts)
 
 
@@ -138,23 +161,31 @@ def approval_handler(
     watch: Client | None = None,
     on_typed: Callable[[str], None] | None = None,
 ) -> Any:
-    """``client.on_request``: approval requests go to ``hermesctl.approval_prompt``.
+    """``client.on_request``: approval requests go to ``hermesctl.approval_prompt``, the
+    model's questions to ``hermesctl.clarify_prompt``.
 
     With ``watch`` (the connection the request came on) an interactive prompt also closes when
-    the approval is resolved elsewhere; what was typed at it meanwhile goes to ``on_typed``.
+    the approval (question) is resolved elsewhere; what was typed at it meanwhile goes to
+    ``on_typed``.
     """
 
     def handle(method: str, params: list[Any]) -> Any:
-        if method != "approval.request":
+        if method not in _RESOLVED_BY:
             raise RpcError(Codes.METHOD_NOT_FOUND, f"hermesctl chat does not handle '{method}'")
         request = params[0] if params and isinstance(params[0], dict) else {}
-        from hermesctl import approval_prompt
+        from hermesctl import approval_prompt, clarify_prompt
 
         if before_prompt is not None:
             before_prompt()
         read_answer = None
         if watch is not None and interactive:
-            read_answer = _watching(watch, str(request.get("id") or ""), on_typed)
+            the_id = str(request.get("id") or "")
+            read_answer = _watching(watch, the_id, on_typed, _RESOLVED_BY[method])
+        if method == "clarify.request":
+            try:
+                return clarify_prompt.ask(request, interactive, read_answer=read_answer)
+            except (KeyboardInterrupt, EOFError):  # the person will not answer: the model decides
+                return {"unattended": True}
         previous = None
         # the user must be able to answer; Ctrl-C at the prompt means deny (ValueError: not
         # the main thread, where the handler cannot be changed)
@@ -174,13 +205,16 @@ def approval_handler(
     return handle
 
 
+_RESOLVED_BY = {"approval.request": "approval.resolved", "clarify.request": "clarify.resolved"}
+
+
 def _watching(
-    client: Client, approval_id: str, on_typed: Callable[[str], None] | None
+    client: Client, approval_id: str, on_typed: Callable[[str], None] | None, method: str
 ) -> Callable[[], str | dict[str, Any]]:
     def read() -> str | dict[str, Any]:
         from hermesctl.approval_watch import answer_or_resolution, take_typed_input
 
-        got = answer_or_resolution(client, approval_id)
+        got = answer_or_resolution(client, approval_id, method=method)
         if isinstance(got, dict) and on_typed is not None:
             with contextlib.suppress(ValueError, OSError):
                 typed = take_typed_input(sys.stdin.fileno())

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 ORDER = ["core", "chat", "sessions", "plugins", "plugin_mgmt", "cmd", "approvals", "memory"]
 ORDER += ["ops", "cron", "mcp", "usage"]  # day-two operations, jobs, MCP servers, usage
+ORDER += ["processes"]  # background processes (issue 33)
+ORDER += ["acp"]  # the Agent Client Protocol on stdio (issue 35)
 
 INDEX: dict[str, tuple[str, ...]] = {
     "status": ("core",),
@@ -32,6 +34,8 @@ INDEX: dict[str, tuple[str, ...]] = {
     "cron": ("cron",),
     "mcp": ("mcp",),
     "usage": ("usage",),
+    "processes": ("processes",),
+    "acp": ("acp",),
 }
 INDEX.update(dict.fromkeys(["config", "reload", "logs", "doctor", "stop"], ("ops",)))
 

@@ -27,8 +27,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "stdin) this is an interactive REPL; with -m TEXT, -m - or piped stdin "
         "it runs one turn, prints the answer and exits 0 (1 if the turn failed).",
         epilog="In the REPL: /retry, /undo, /history [N], /resume [ID], /usage, /version,\n"
-        "/config [KEY], /compress [FOCUS], /new, /title, /model, /status, /quit; /help lists\n"
-        "them all.\n"
+        "/config [KEY], /compress [FOCUS], /new, /title, /model, /status, /image PATH, /quit;\n"
+        "/help lists them all. A question the model asks shows its choices numbered: type a\n"
+        "number or an answer of your own.\n"
         'A paste of several lines is one message; "\\" at the end of a line continues it,\n'
         'and a line """ opens a block that another closes.',
     )
@@ -52,6 +53,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "a pipe or NO_COLOR gets plain text anyway)",
     )
     p.add_argument(
+        "--image",
+        action="append",
+        metavar="PATH",
+        help="attach an image file to the (first) message; repeat for more (in the REPL, "
+        "/image PATH attaches one to the next message)",
+    )
+    p.add_argument(
         "--approve",
         choices=("deny", "once"),
         default="deny",
@@ -66,7 +74,8 @@ def _one_shot(args: argparse.Namespace, client: Client, message: str) -> int:
     from hermesctl.chat_ui import TurnPrinter
 
     as_json = getattr(args, "json", False)
-    if not message.strip():
+    images = _images(args)
+    if not message.strip() and not images:
         raise UsageError("the message is empty")
     client.hello("hermesctl chat")
     session, resumed = choose_session(args, client)
@@ -102,7 +111,13 @@ def _one_shot(args: argparse.Namespace, client: Client, message: str) -> int:
 
     with Interrupts() as interrupts:
         finished = run_turn(
-            client, session["id"], message, on_event, None if as_json else printer.tick, interrupts
+            client,
+            session["id"],
+            message,
+            on_event,
+            None if as_json else printer.tick,
+            interrupts,
+            images,
         )
     if finished.get("status") == "completed":
         return EXIT_OK
@@ -112,6 +127,16 @@ def _one_shot(args: argparse.Namespace, client: Client, message: str) -> int:
             file=sys.stderr,
         )
     return EXIT_ERROR
+
+
+def _images(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """``--image`` files, read (a file that cannot be sent is a usage error)."""
+    from hermesctl.turns import image_part
+
+    try:
+        return [image_part(path) for path in getattr(args, "image", None) or []]
+    except ValueError as exc:
+        raise UsageError(f"--image: {exc}") from None
 
 
 @command("chat")
@@ -127,6 +152,7 @@ def cmd_chat(args: argparse.Namespace, client: Client) -> int:
         raise UsageError("--json needs a one-shot message (-m TEXT, -m -, or piped stdin)")
     from hermesctl.repl import Repl
 
+    _images(args)  # a file that cannot be sent stops here, before the REPL starts
     repl = Repl(args, client)
     repl.start()
     try:

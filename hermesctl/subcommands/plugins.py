@@ -13,7 +13,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hermesctl.subcommands.base import COMMANDS, EXIT_ERROR, EXIT_OK, UsageError, emit_json
+from hermesctl.subcommands.base import (
+    COMMANDS,
+    EXIT_ERROR,
+    EXIT_OK,
+    UsageError,
+    emit_json,
+    table,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -72,7 +79,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
     p = sub.add_parser("tools", help="list and call tools")
     tsub = p.add_subparsers(dest="tools_command", metavar="SUBCOMMAND", required=True)
-    t = tsub.add_parser("list", help="every tool, grouped by toolset")
+    t = tsub.add_parser("list", help="every tool: toolset, source, and why the model lacks it")
     t.add_argument("--toolset", help="only this toolset")
     _json_flag(t)
     t = tsub.add_parser(
@@ -145,25 +152,25 @@ def cmd_tools_list(args: argparse.Namespace, client: Client) -> int:
     if not tools:
         print(f"No tools in toolset '{args.toolset}'." if args.toolset else "No tools.")
         return EXIT_OK
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for tool in tools:
-        groups.setdefault(tool["toolset"], []).append(tool)
-    width = max(len(t["name"]) for t in tools)
-    for toolset, members in groups.items():
-        print(f"{toolset} ({len(members)}):")
-        for tool in members:
-            marks = []
-            if not tool.get("enabled", True):
-                marks.append("disabled: toolset not enabled")
-            if not tool.get("available", True):
-                marks.append("hidden: check_fn or requires_env")
-            line = f"  {tool['name']:<{width}}  {summary(tool.get('description') or '')}"
-            if tool.get("owner") and tool["owner"] != "builtin":
-                line += f"  (plugin {tool['owner']})"
-            if marks:
-                line += f"  [{'; '.join(marks)}]"
-            print(line.rstrip())
+    rows = [
+        [
+            t["name"],
+            t["toolset"],
+            t.get("source") or "-",
+            t.get("status") or ("available" if t.get("available") else "unavailable"),
+            _clean(t.get("reason") or ""),
+        ]
+        for t in tools
+    ]
+    print(table(["TOOL", "TOOLSET", "SOURCE", "STATUS", "WHY"], rows))
+    offered = sum(1 for t in tools if not t.get("reason"))
+    print(f"\n{offered} of {len(tools)} tools offered to the model.")
     return EXIT_OK
+
+
+def _clean(text: str) -> str:
+    # a plugin's check_fn message may carry anything: one printable line
+    return "".join(c for c in " ".join(text.split()) if c.isprintable())[:160]
 
 
 def summary(description: str, limit: int = 72) -> str:

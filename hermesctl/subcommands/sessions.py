@@ -57,6 +57,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     a = action("rename", "set a session's title")
     a.add_argument("id")
     a.add_argument("title")
+    a = action("cancel", "stop the turn a session (a sub-agent's too) is running")
+    a.add_argument("id")
     a = action("delete", "delete a session and its messages")
     a.add_argument("id")
     a = action("fork", "copy a session (up to a message) into a new one")
@@ -128,14 +130,14 @@ def _list(args: argparse.Namespace, client: Client) -> int:
     else:
         rows = [
             [
-                s["id"],
+                _indent(s, sessions) + s["id"],
                 relative_time(s.get("updated_at")),
                 str(s.get("message_count", 0)),
                 "running" if s.get("running") else "idle",
                 s.get("model") or "(default)",
                 s.get("title") or "(untitled)",
             ]
-            for s in sessions
+            for s in _tree(sessions)
         ]
         print(table(["SESSION ID", "UPDATED", "MESSAGES", "STATE", "MODEL", "TITLE"], rows))
     if page.get("next_cursor"):
@@ -206,6 +208,53 @@ def _rename(args: argparse.Namespace, client: Client) -> int:
         emit_json(session)
     else:
         print(f"Renamed {session['id']}: {session.get('title') or '(untitled)'}")
+    return EXIT_OK
+
+
+def _tree(sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The page in its order, each sub-agent session right under the session that delegated
+    to it (when that one is on the page)."""
+    shown = {s["id"] for s in sessions}
+    children: dict[str, list[dict[str, Any]]] = {}
+    roots = []
+    for s in sessions:
+        parent = s.get("parent_id")
+        if s.get("platform") == "subagent" and isinstance(parent, str) and parent in shown:
+            children.setdefault(parent, []).append(s)
+        else:
+            roots.append(s)
+    out: list[dict[str, Any]] = []
+
+    def add(s: dict[str, Any]) -> None:
+        out.append(s)
+        for child in children.get(s["id"], []):
+            add(child)
+
+    for s in roots:
+        add(s)
+    return out
+
+
+def _indent(s: dict[str, Any], sessions: list[dict[str, Any]]) -> str:
+    """``└ `` per level of delegation above ``s`` that is on the page."""
+    by_id = {x["id"]: x for x in sessions}
+    depth, current = 0, s
+    while current.get("platform") == "subagent" and current.get("parent_id") in by_id:
+        depth += 1
+        current = by_id[current["parent_id"]]
+        if depth > 16:
+            break
+    return "  " * (depth - 1) + "└ " if depth else ""
+
+
+def _cancel(args: argparse.Namespace, client: Client) -> int:
+    result = client.call("session.cancel", {"session_id": args.id})
+    if args.json:
+        emit_json(result)
+    elif result.get("cancelled"):
+        print(f"Cancelled turn {result['turn_id']} of session {args.id}.")
+    else:
+        print(f"Session {args.id} is not running a turn.")
     return EXIT_OK
 
 
@@ -289,6 +338,12 @@ def to_markdown(session: dict[str, Any], messages: list[dict[str, Any]]) -> str:
         out += [f"## {str(role).capitalize()}", ""]
         if m.get("content"):
             out.append(str(m["content"]))
+        for n, image in enumerate(m.get("images") or [], 1):  # attached images, inline
+            out += [
+                "",
+                f"![image {n} ({image.get('mime')}, {image.get('bytes')} bytes)]"
+                f"({image.get('url')})",
+            ]
         for call in m.get("tool_calls") or []:
             fn = call.get("function") or {}
             out += [
@@ -330,6 +385,7 @@ _ACTIONS = {
     "search": _search,
     "rename": _rename,
     "delete": _delete,
+    "cancel": _cancel,
     "prune": _prune,
     "fork": _fork,
     "export": _export,

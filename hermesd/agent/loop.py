@@ -37,7 +37,9 @@ from hermesd.model.client import Completion, ConfigLike, ModelClient, ModelNotCo
 from hermesd.plugins.host import ReloadGate
 from hermesd.runtime.hooks import HookBus
 from hermesd.store.facade import SessionStore
+from hermesd.store.images import Image
 from hermesd.tools.registry import ToolRegistry
+from hermesd.tools.toolsets import ToolSelection
 
 if TYPE_CHECKING:
     from hermesd.context.host import ContextHost
@@ -93,7 +95,7 @@ class AgentSettings:
             system_prompt=config.get("agent.system_prompt") or DEFAULT_SYSTEM_PROMPT,
             skills_index=skills_index,
             max_iterations=max(1, int(config.get("agent.max_iterations", 25))),
-            enabled_toolsets=config.get("tools.enabled_toolsets"),
+            enabled_toolsets=ToolSelection.from_config(config).toolset_names(),
             llm_timeout=float(config.get("plugins.llm_timeout", DEFAULT_LLM_TIMEOUT)),
         )
 
@@ -147,21 +149,29 @@ class AgentLoop:
         turn_id: str | None = None,
         toolsets: Toolsets | None = None,
         user_name: str | None = None,
+        images: list[Image] | None = None,
+        model: str | None = None,
+        max_iterations: int | None = None,
     ) -> TurnResult:
         """Answer ``user_message`` in the session; cancel the task to stop it cleanly.
 
         ``toolsets`` narrows the tools of this turn (a scheduled run's). ``sender_id`` (the
         Unix uid of the client, as text) and ``user_name`` say who talks; ``on_session_start``
-        and ``pre_llm_call`` get them."""
+        and ``pre_llm_call`` get them. ``images`` go with the user message (checked by
+        `hermesd.store.images.read_images`). ``model`` and ``max_iterations`` replace the
+        daemon's (a delegated child's turn)."""
         scope = TurnScope(
             self.hooks,
             session_id,
             turn_id or new_id("turn"),
             platform or self.settings.platform,
+            model=model or "",
             listener=emit,
         )
         who = Speaker(sender_id=sender_id, user_name=user_name)
-        return await Turn(self, scope, user_message, who, toolsets).run()
+        turn = Turn(self, scope, user_message, who, toolsets, images or [])
+        turn.limit = max_iterations
+        return await turn.run()
 
     async def complete(
         self,

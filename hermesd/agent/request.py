@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from hermesd import redact
 from hermesd.agent.scope import TurnScope
+from hermesd.store import images
+from hermesd.store.images import Image
 
 if TYPE_CHECKING:
     from hermesd.agent.loop import AgentLoop
@@ -69,8 +71,10 @@ async def build_request(
     user_message: str,
     who: Speaker,
     toolsets: Toolsets | None,
+    attached: list[Image] | None = None,
 ) -> TurnRequest:
-    """Commit the user message and build the turn's first request from the stored history."""
+    """Commit the user message (with its ``attached`` images) and build the turn's first
+    request from the stored history."""
     store = agent.store
 
     def begin() -> tuple[Any, list[dict[str, Any]], int]:  # one trip to the DB thread, not four
@@ -78,7 +82,7 @@ async def build_request(
         store.messages.close_dangling_tool_calls(scope.session_id)
         history = store.messages.history(scope.session_id)
         record = store.messages.append(
-            scope.session_id, "user", user_message, turn_id=scope.turn_id
+            scope.session_id, "user", user_message, turn_id=scope.turn_id, attached=attached
         )
         return session, history, record["seq"]
 
@@ -110,11 +114,12 @@ async def build_request(
     provider, recalled = await _recall(agent, scope, user_message, who)
     if recalled:
         context = context + "\n\n" + recalled if context else recalled
-    api_user = {"role": "user", "content": user_message + ("\n\n" + context if context else "")}
+    text = user_message + ("\n\n" + context if context else "")
+    api_user = {"role": "user", "content": images.content(text, attached or [])}
     system = await _system_message(agent, scope, provider, first)
     request = TurnRequest(
         messages=[system, *prior, api_user],
-        history=[*prior, {"role": "user", "content": user_message}],
+        history=[*prior, {"role": "user", "content": images.content(user_message, attached or [])}],
         api_user=api_user,
         user_seq=user_seq,
         provider=provider,
@@ -197,7 +202,7 @@ def _provider_tools(
     for enabled in (agent.settings.enabled_toolsets, toolsets.enabled):
         if enabled is not None and "memory" not in enabled:
             return []
-    if "memory" in toolsets.disabled:
+    if "memory" in toolsets.disabled or agent.registry.selection.why_not(("memory",), ""):
         return []
     taken = {t["function"]["name"] for t in offered}
     extra = [t for t in providers.openai_tools(active) if t["function"]["name"] not in taken]

@@ -17,6 +17,7 @@ from typing import Any
 
 from hermesd import redact
 from hermesd.agent.scope import TurnScope
+from hermesd.context.compressor import IMAGE_TOKENS
 from hermesd.model.client import Completion, ModelClient, RetryInfo
 from hermesd.model.errors import ModelError, ModelRequestFailed, ModelResponseInvalid
 from hermesd.model.response import as_chat_completion, completion_from_response
@@ -152,7 +153,11 @@ async def _pre_api_request(scope: TurnScope, sent: RoundInput, attempt: _Attempt
     request = attempt.request
     messages = request.get("messages")
     messages = messages if isinstance(messages, list) else sent.messages
-    chars = sum(len(str(m.get("content") or "")) for m in messages if isinstance(m, dict))
+    chars, pictures = 0, 0
+    for m in messages:
+        if isinstance(m, dict):
+            text, images = _sizes(m.get("content"))
+            chars, pictures = chars + text, pictures + images
     base = attempt.base  # spelled out below: the hook-site test checks the names
     await scope.hook(
         "pre_api_request",
@@ -164,7 +169,7 @@ async def _pre_api_request(scope: TurnScope, sent: RoundInput, attempt: _Attempt
         request_messages=list(messages),
         message_count=len(messages),
         tool_count=len(request.get("tools") or ()),
-        approx_input_tokens=chars // 4,
+        approx_input_tokens=chars // 4 + pictures * IMAGE_TOKENS,
         request_char_count=chars,
         max_tokens=request.get("max_tokens"),
         user_message=sent.user_message,
@@ -174,6 +179,15 @@ async def _pre_api_request(scope: TurnScope, sent: RoundInput, attempt: _Attempt
         request={**request, "messages": list(messages)},
         middleware_trace=attempt.trace,
     )
+
+
+def _sizes(content: Any) -> tuple[int, int]:
+    """A message's characters of text and its number of image parts."""
+    if not isinstance(content, list):
+        return len(str(content or "")), 0
+    parts = [p for p in content if isinstance(p, dict)]
+    images = sum(1 for p in parts if p.get("type") == "image_url")
+    return sum(len(str(p.get("text") or "")) for p in parts), images
 
 
 def _deltas(

@@ -28,6 +28,7 @@ from hermesd.runtime.hooks import HookBus
 from hermesd.runtime.session import current_session
 from hermesd.store.dbfile import StoreError
 from hermesd.store.facade import SessionStore
+from hermesd.store.images import Image
 
 if TYPE_CHECKING:
     from hermesd.context.host import ContextHost
@@ -78,6 +79,9 @@ class SessionRegistry:
         self.on_forget = on_forget
         self.on_switch = on_switch
         self.events = EventLog()
+        # sid -> a listener of that session's events besides its clients (a delegating parent)
+        self.watchers: dict[str, Callable[[dict[str, Any]], None]] = {}
+        self.narrowing: dict[str, Toolsets | None] = {}  # the running turns' toolsets
 
     # --- ctx.inject_message ------------------------------------------------------------------
 
@@ -95,17 +99,20 @@ class SessionRegistry:
             return False
         content = valid_text(content)  # half a surrogate pair could be neither stored nor sent
 
-        def queue() -> None:
-            if sid not in self.turns and role == "user" and self._can_start(sid):
-                # idle: the message starts a turn, as the reference's CLI does
-                self._start_turn(sid, content, None)
-                return
-            self._injections.setdefault(sid, []).append((role, content))
-            if sid not in self.turns:
-                loop.create_task(self._flush_injections(sid))
-
-        loop.call_soon_threadsafe(queue)
+        loop.call_soon_threadsafe(self.deliver, sid, content, role)
         return True
+
+    def deliver(self, sid: str, content: str, role: str = "user") -> None:
+        """On the loop: a message for ``sid`` no client sent (a plugin's, a background
+        delegation's result). An idle session starts a turn on a user message; a busy one
+        gets it stored once its turn ends."""
+        if sid not in self.turns and role == "user" and self._can_start(sid):
+            # idle: the message starts a turn, as the reference's CLI does
+            self._start_turn(sid, content, None)
+            return
+        self._injections.setdefault(sid, []).append((role, content))
+        if sid not in self.turns and self._loop is not None:
+            self._loop.create_task(self._flush_injections(sid))
 
     def _can_start(self, sid: str) -> bool:
         """Whether an injected message may start a turn of ``sid`` (a model is configured)."""
@@ -159,6 +166,8 @@ class SessionRegistry:
         if self.redact_event is not None:
             event = self.redact_event(event)
         event = self.events.stamp(event)  # kept for re-attaching clients, attached or not
+        if self.watchers and (watcher := self.watchers.get(event["session_id"])) is not None:
+            watcher(event)
         conns = self.attached.get(event["session_id"])
         if not conns:
             return
@@ -207,15 +216,25 @@ class SessionRegistry:
         sender_id: str,
         toolsets: Toolsets | None = None,
         started: Callable[[str], None] | None = None,
+        model: str | None = None,
+        max_iterations: int | None = None,
     ) -> TurnResult:
         """Run a turn in ``sid`` that no client sent, with its events going to every client
         attached to the session, as any turn's do. Waits while another turn runs there (the
-        one-turn rule); ``started(turn_id)`` is called once it begins."""
+        one-turn rule); ``started(turn_id)`` is called once it begins. ``model`` and
+        ``max_iterations`` replace the daemon's for this turn (a delegated child's)."""
         while (running := self.turns.get(sid)) is not None:
             await asyncio.wait([running[1]])
         self.touched.add(sid)
         turn_id, task = self._start_turn(
-            sid, message, None, platform, sender_id=sender_id, toolsets=toolsets
+            sid,
+            message,
+            None,
+            platform,
+            sender_id=sender_id,
+            toolsets=toolsets,
+            model=model,
+            max_iterations=max_iterations,
         )
         if started is not None:
             started(turn_id)
@@ -230,6 +249,9 @@ class SessionRegistry:
         *,
         sender_id: str | None = None,
         toolsets: Toolsets | None = None,
+        images: list[Image] | None = None,
+        model: str | None = None,
+        max_iterations: int | None = None,
     ) -> tuple[str, asyncio.Task[TurnResult]]:
         """Run a turn of ``sid`` answering ``message``; ``uid`` is who asked (None: a plugin or
         the scheduler, whose ``sender_id`` says so), ``platform`` what kind of client (default
@@ -245,9 +267,14 @@ class SessionRegistry:
                 user_name=None if uid is None else _user_name(uid),
                 turn_id=turn_id,
                 toolsets=toolsets,
+                images=images,
+                model=model,
+                max_iterations=max_iterations,
             )
         )
         self.turns[sid] = (turn_id, task)
+        if toolsets is not None:
+            self.narrowing[sid] = toolsets
         task.add_done_callback(functools.partial(self._turn_done, sid, turn_id))
         return turn_id, task
 
@@ -255,6 +282,7 @@ class SessionRegistry:
         current = self.turns.get(sid)
         if current is not None and current[0] == turn_id:
             del self.turns[sid]
+            self.narrowing.pop(sid, None)
         if self._injections.get(sid) and self._loop is not None:
             self._loop.create_task(self._flush_injections(sid))
         if not task.cancelled() and task.exception() is not None:

@@ -29,6 +29,7 @@ from hermesd.store.dbfile import (
     StorageUnavailable,
     StoreError,
 )
+from hermesd.store.images import ImageError, read_images
 
 log = logging.getLogger(__name__)
 
@@ -342,7 +343,11 @@ class SessionService(SessionRegistry):
     async def rpc_send(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         sid = p["session_id"]
         message = p["message"]
-        if not message.strip():
+        try:
+            attached = read_images(p.get("images"))
+        except ImageError as exc:
+            raise RpcError(Codes.INVALID_PARAMS, f"session.send: {exc}") from None
+        if not message.strip() and not attached:
             raise RpcError(Codes.INVALID_PARAMS, "session.send: message is empty")
         if sid not in self.touched:  # a session that ran a turn exists until it is deleted
             await self._session(sid)
@@ -369,7 +374,7 @@ class SessionService(SessionRegistry):
                 Codes.INVALID_PARAMS,
                 "session.send: platform must be 1 to 64 letters, digits, '_', '-' or '.'",
             )
-        turn_id, task = self._start_turn(sid, message, call.caller.uid, platform)
+        turn_id, task = self._start_turn(sid, message, call.caller.uid, platform, images=attached)
         if not p.get("wait"):
             return {"turn_id": turn_id}
         try:
@@ -402,6 +407,7 @@ class SessionService(SessionRegistry):
         return {
             "undone": [m["id"] for m in undone],
             "user_message": first["content"] if first else None,
+            "user_images": [i["url"] for i in first["images"]] if first else [],
         }
 
     async def rpc_compress(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:

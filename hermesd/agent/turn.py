@@ -29,7 +29,9 @@ from hermesd.agent.scope import TurnScope
 from hermesd.model.errors import ModelError
 from hermesd.model.fastjson import valid_text
 from hermesd.runtime.hooks import MAX_VERIFY_NUDGES, continue_message
+from hermesd.runtime.session import turn_tools
 from hermesd.store.dbfile import SessionNotFound, StorageUnavailable
+from hermesd.store.images import Image
 from hermesd.store.messages import cap_text
 from hermesd.store.usage import RequestUsage
 
@@ -102,8 +104,10 @@ class Turn:
         user_message: str,
         who: Speaker,
         toolsets: Toolsets | None,
+        images: list[Image] | None = None,
     ) -> None:
         self.agent, self.scope, self.user_message = agent, scope, user_message
+        self.images = images or []  # attached to the user message
         self.who, self.toolsets = who, toolsets
         self.result = TurnResult(turn_id=scope.turn_id, status="completed")
         self.request: TurnRequest | None = None
@@ -112,6 +116,7 @@ class Turn:
         self.last_request_id: str | None = None
         self.changed_paths: set[str] = set()  # written by write_file, for pre_verify
         self.verify_nudges = 0
+        self.limit: int | None = None  # model rounds (None: agent.max_iterations)
 
     @property
     def ids(self) -> tuple[str, str]:
@@ -119,9 +124,10 @@ class Turn:
 
     async def run(self) -> TurnResult:
         """Run the turn to its end; a cancel still closes it (and is re-raised)."""
-        self.scope.emit("turn.started", user_message=self.user_message)
+        shown = {"images": [i.summary() for i in self.images]} if self.images else {}
+        self.scope.emit("turn.started", user_message=self.user_message, **shown)
         try:
-            self.scope.model = self.agent.client.settings.model or ""
+            self.scope.model = self.scope.model or self.agent.client.settings.model or ""
             self.agent.check_ready()
             await self._turn()
         except asyncio.CancelledError:
@@ -150,13 +156,15 @@ class Turn:
             await agent.reloads.wait()
         context = agent.context
         generation = context.generation(self.scope.session_id) if context is not None else 0
-        request = await build_request(agent, self.scope, self.user_message, self.who, self.toolsets)
+        request = await build_request(
+            agent, self.scope, self.user_message, self.who, self.toolsets, self.images
+        )
         self.request = request
         if context is not None:
             self.window = context.window(
                 self.ids, self.user_message, request.api_user, request.user_seq, generation
             )
-        limit = agent.settings.max_iterations
+        limit = self.limit or agent.settings.max_iterations
         while self.result.iterations < limit:
             self.result.iterations += 1
             done = await self._round(request)
@@ -234,24 +242,30 @@ class Turn:
         await scope.settle_observers()  # the previous call's, before this one's pre_tool_call
         started = time.monotonic()
         context = agent.context
+        allowed = allowed_names(agent, self.toolsets) if self.toolsets is not None else None
         if name in request.provider_tools and request.provider is not None and agent.providers:
             result = await agent.providers.call_tool(request.provider, name, arguments)
         elif context is not None and context.owns_tool(scope.session_id, name):
             result = await context.call_tool(scope.session_id, name, arguments, request.messages)
-        elif self.toolsets is not None and name not in allowed_names(agent, self.toolsets):
+        elif agent.registry.config_hides(name) or (allowed is not None and name not in allowed):
             result = json.dumps(
                 {"error": f"Tool '{name}' is not available in this turn (its toolset is off)"}
             )
         else:
-            result = await agent.registry.call(
-                name,
-                arguments,
-                session_id=scope.session_id,
-                tool_call_id=call["id"],
-                source="model",
-                turn_id=scope.turn_id,
-                observers=scope.observers,
-            )
+            # issue 33: execute_code's script keeps to the turn's narrowed tools too
+            narrowed = turn_tools.set(None if allowed is None else frozenset(allowed))
+            try:
+                result = await agent.registry.call(
+                    name,
+                    arguments,
+                    session_id=scope.session_id,
+                    tool_call_id=call["id"],
+                    source="model",
+                    turn_id=scope.turn_id,
+                    observers=scope.observers,
+                )
+            finally:
+                turn_tools.reset(narrowed)
         duration_ms = round((time.monotonic() - started) * 1000, 1)
         if name == "write_file":
             self.changed_paths.add(_written_path(result))

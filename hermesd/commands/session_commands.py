@@ -99,8 +99,8 @@ class SessionCommands:
         message = result["user_message"]
         if not message:
             raise CommandFailed("Nothing to retry: no message is left in this conversation.")
-        started = await self.sessions.rpc_send(
-            outcome.call, {"session_id": sid, "message": message}
+        started = await self.sessions.rpc_send(  # with the images it had, if any
+            outcome.call, {"session_id": sid, "message": message, "images": result["user_images"]}
         )
         outcome.action = "turn"
         outcome.extra.update(turn_id=started["turn_id"], message=message)

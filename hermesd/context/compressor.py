@@ -350,8 +350,7 @@ def request_budget(window: int) -> int:
 def serialize(msg: dict[str, Any], chars: int = SERIALIZED_CHARS) -> str:
     """One message as a line of the summary model's input, its text cut at ``chars``."""
     role = msg.get("role")
-    content = msg.get("content")
-    text = content if isinstance(content, str) else json.dumps(content) if content else ""
+    text = _text_of(msg.get("content"))
     if role == "tool":
         return f"[tool result {msg.get('tool_call_id')}] {text[:chars]}"
     out = f"[{role}] {text[:chars]}"
@@ -361,12 +360,26 @@ def serialize(msg: dict[str, Any], chars: int = SERIALIZED_CHARS) -> str:
     return out
 
 
+def _text_of(content: Any) -> str:
+    """A message's text for the summary model; an image part is a marker, never its bytes."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return json.dumps(content) if content else ""
+    parts = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "text":
+            parts.append(str(part.get("text") or ""))
+        elif isinstance(part, dict) and part.get("type") in ("image_url", "input_image", "image"):
+            parts.append("[an image]")
+    return "\n".join(parts)
+
+
 def deterministic_summary(window: list[dict[str, Any]]) -> str:
     """What a window held, without a model: the user's asks, tool calls, paths, errors."""
     asks, calls, paths, errors = [], [], [], []
     for msg in window:
-        content = msg.get("content")
-        text = content if isinstance(content, str) else ""
+        text = _text_of(msg.get("content"))
         role = msg.get("role")
         if role == "user" and not is_summary(msg):
             asks.append(" ".join(text.split())[:300])

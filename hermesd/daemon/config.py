@@ -132,6 +132,13 @@ SCHEMA: dict[str, Any] = {
         "compression": _S(
             (dict,), None, "summary model: {model, base_url, api_key} (default: the session's)"
         ),
+        # issue 33: vision_analyze (hermesd.tools.vision)
+        "vision": _S(
+            (dict,),
+            None,
+            "vision_analyze's model: {model, base_url, api_key, timeout, temperature, "
+            "download_timeout} (default: the main model)",
+        ),
     },
     "sessions": {
         "max_message_bytes": _S(
@@ -141,6 +148,8 @@ SCHEMA: dict[str, Any] = {
     "agent": {
         "max_iterations": _S((int,), 25, "model rounds per turn"),
         "system_prompt": _S((str,), None, "system prompt (a sensible default is used)"),
+        # issue 33: the reference's spelling of tools.disabled_toolsets (docs/tools.md)
+        "disabled_toolsets": _S(_strlist, [], "toolsets never offered to the model"),
     },
     "plugins": {
         "enabled": _S(_strlist, None, "only these plugin keys load (default: all discovered)"),
@@ -151,6 +160,9 @@ SCHEMA: dict[str, Any] = {
     },
     "tools": {
         "enabled_toolsets": _S(_strlist, None, "toolsets offered to the model (default: all)"),
+        "disabled_toolsets": _S(
+            _strlist, [], "toolsets never offered (as agent.disabled_toolsets)"
+        ),
         "timeout": _S(_num, 120.0, "seconds one tool call may take"),
         "result_budget": _S((int,), 100_000, "characters of a tool result sent to the model"),
         "hook_timeout": _S(_num, 10.0, "seconds one hook callback may take"),
@@ -165,6 +177,18 @@ SCHEMA: dict[str, Any] = {
         "env_passthrough": _S(
             _strlist, [], "more variables a terminal command gets (docs/sandbox.md)"
         ),
+    },
+    # issue 33: execute_code's scripts and terminal's background processes (docs/tools.md)
+    "code_execution": {
+        "timeout": _S((int,), 300, "seconds one execute_code script may run (at most 3600)"),
+        "max_tool_calls": _S((int,), 50, "tool calls one script may make"),
+        "max_output_bytes": _S((int,), 50_000, "bytes of a script's stdout kept (head + tail)"),
+        "python": _S((str,), "", "interpreter of the scripts ('' = the daemon's own)"),
+    },
+    "processes": {
+        "max_per_session": _S((int,), 8, "background processes running at once per session"),
+        "max_running": _S((int,), 32, "background processes running at once in the daemon"),
+        "output_chars": _S((int,), 200_000, "characters of output kept per process (the end)"),
     },
     # issue 18: the sandbox around every command a tool starts (docs/sandbox.md)
     "sandbox": {
@@ -213,6 +237,17 @@ SCHEMA: dict[str, Any] = {
             ("ask", "deny"),
         ),
     },
+    # issue 33: the reference's spelling of tools.enabled_toolsets (docs/tools.md)
+    "toolsets": _S(_strlist, None, "toolsets offered to the model: names, hermes-cli, all"),
+    # issue 33: the clarify tool's questions (hermesd.tools.clarify, docs/tools.md)
+    "clarify": {
+        "timeout": _S(
+            _num, 600.0, "seconds a question waits for an answer; then the model decides"
+        ),
+        "unattended_after": _S(
+            _num, 60.0, "seconds with no client to ask before the model decides for itself"
+        ),
+    },
     "command_allowlist": _S(_strlist, [], "reference-compatible: commands never prompting"),
     # built-in memory (hermesd.memory, docs/memory.md)
     "memory": {
@@ -236,6 +271,24 @@ SCHEMA: dict[str, Any] = {
         "idle_exit": _S(_num, 300.0, "idle seconds before exiting with scale_to_zero"),
         "systemd_scope": _S((str,), "user", "systemd-run --user or system", ("user", "system")),
     },
+    # issue 33: web_search and web_extract (hermesd.tools.web, docs/tools.md)
+    "web": {
+        "search": {
+            "provider": _S((str,), "", "searxng or a plugin's provider ('' = the first usable)"),
+            "searxng_url": _S((str,), "", "a SearXNG instance, e.g. http://localhost:8080"),
+            "timeout": _S(_num, 15.0, "seconds one search may take"),
+        },
+        "extract": {
+            "char_limit": _S((int,), 15000, "characters of each page sent to the model"),
+            "max_bytes": _S((int,), 5 * 1024 * 1024, "bytes of a page downloaded at most"),
+            "timeout": _S(_num, 20.0, "seconds one page may take to download"),
+            "cache_ttl": _S(_num, 3600.0, "seconds a read page is kept (0: no cache)"),
+            "convert_timeout": _S(_num, 60.0, "seconds converting one page may take"),
+        },
+        # the reference's names for the search backend (web.search.provider wins)
+        "backend": _S((str,), "", "reference-compatible: the web backend's name"),
+        "search_backend": _S((str,), "", "reference-compatible: the search backend's name"),
+    },
     # MCP servers (docs/mcp.md); each entry is checked by hermesd.mcp.settings
     "mcp_servers": _S((dict,), None, "MCP servers by name: command/args/env/cwd or url/headers"),
     "mcp": {
@@ -244,6 +297,17 @@ SCHEMA: dict[str, Any] = {
             "lazy",
             "connect MCP servers before the first turn or at start",
             ("lazy", "eager"),
+        ),
+    },
+    # issue 34: delegate_task's child sessions (hermesd.agent.delegate, docs/sessions.md)
+    "delegation": {
+        "model": _S((str,), None, "model name children use (default: the parent's)"),
+        "max_spawn_depth": _S((int,), 1, "levels of children below a top-level session"),
+        "max_concurrent_children": _S((int,), 3, "children of one session running at once"),
+        "max_iterations": _S((int,), 50, "model rounds of one child's turn (at most)"),
+        "default_toolsets": _S(_strlist, None, "a child's toolsets (default: the parent's)"),
+        "allow_in_children": _S(
+            _strlist, [], "blocked toolsets children may use after all: clarify, memory, cronjob"
         ),
     },
     # what model requests cost and how much they may (hermesd.agent.budget, docs/sessions.md)
@@ -417,6 +481,7 @@ _CHECKS: dict[str, Any] = {
     "compression.threshold": _share,
     "compression.target_ratio": _share,
     "auxiliary.compression": _summary_model_problem,
+    "auxiliary.vision": _summary_model_problem,
     "budget.session_tokens": _positive,
     "budget.daily_usd": _positive,
     "budget.monthly_usd": _positive,

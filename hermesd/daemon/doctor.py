@@ -29,6 +29,7 @@ from hermesd.rpc.service import RpcService
 from hermesd.runtime.rss import GROWTH, rss_bytes
 from hermesd.sandbox.policy import network_mode
 from hermesd.store.dbfile import recovery_hint
+from hermesd.store.text_check import sessions_with_bad_text
 
 if TYPE_CHECKING:
     from hermesd.daemon.config import SettingsFiles
@@ -242,6 +243,26 @@ async def check_storage(store: SessionStore) -> Row:
     )
 
 
+async def check_text(store: SessionStore) -> Row:
+    """Text cells of the session tables that are not valid UTF-8 (which ``quick_check`` does
+    not see), by session, with how to get rid of them; on the store's DB thread."""
+    try:
+        found = await store.run(lambda: sessions_with_bad_text(store.connection()))
+    except Exception as exc:  # a damaged page: check_storage reports it
+        return row("text", "warn", f"not checked: {exc.__cause__ or exc}")
+    if not found:
+        return row("text", "ok", "every session's text is valid UTF-8")
+    shown = ", ".join(f"{sid} ({', '.join(tables)})" for sid, tables in found.items())
+    first = next(iter(found))
+    return row(
+        "text",
+        "fail",
+        f"{store.path}: sessions holding text that is not valid UTF-8 (their history cannot be "
+        f"read): {shown}. To recover: keep a copy of {store.path}, then delete each session "
+        f"(`hermesctl sessions delete {first}`) or restore a backup of the file",
+    )
+
+
 def check_memory() -> Row:
     """The daemon's resident memory, and the plugins whose calls grew it most."""
     detail = f"resident {rss_bytes() // (1024 * 1024)} MiB"
@@ -324,6 +345,7 @@ class DoctorService(RpcService):
         rows.append(await sandbox)
         rows.append(check_systemd(self.daemon))
         rows.append(await check_storage(self.store))
+        rows.append(await check_text(self.store))
         rows.append(check_memory())
         rows.append(check_versions())
         return {"checks": rows, "ok": all(r["status"] != "fail" for r in rows)}

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from hermesd import redact
 from hermesd.agent.budget import UsageMeter
+from hermesd.agent.delegate import Delegations
+from hermesd.agent.delegate_spec import DelegationSettings
 from hermesd.agent.loop import AgentLoop, AgentSettings
 from hermesd.agent.session_service import SessionService
 from hermesd.agent.usage_service import UsageService
@@ -60,8 +62,12 @@ from hermesd.runtime.workers import WorkerPool
 from hermesd.sandbox.confine import Sandbox
 from hermesd.sandbox.service import SandboxService
 from hermesd.store.facade import SessionStore
-from hermesd.tools.builtin_files import register_builtin_file_tools
+from hermesd.tools.builtin_files import BuiltinFileTools, register_builtin_file_tools
 from hermesd.tools.builtin_skills import register_skill_tools
+from hermesd.tools.clarify import ClarifyBroker, register_clarify
+from hermesd.tools.clarify_service import ClarifyService
+from hermesd.tools.code_execution import register_execute_code
+from hermesd.tools.process_service import ProcessService, register_processes
 from hermesd.tools.registry import (
     DEFAULT_RESULT_BUDGET,
     DEFAULT_TOOL_TIMEOUT,
@@ -70,7 +76,11 @@ from hermesd.tools.registry import (
 )
 from hermesd.tools.results import Redactor
 from hermesd.tools.skill_catalog import SkillCatalog
+from hermesd.tools.skill_manage import register_skill_manage
 from hermesd.tools.todo import register_todo
+from hermesd.tools.toolsets import ToolSelection
+from hermesd.tools.vision import VisionTool, register_vision
+from hermesd.tools.web import register_web_tools
 
 if TYPE_CHECKING:
     from hermesd.daemon.main import Daemon
@@ -125,6 +135,7 @@ def _registries(
         approver=approver,
         redactor=redactor,
     )
+    tools.selection = ToolSelection.from_config(config)  # issue 33: toolsets, disabled_toolsets
     skills = SkillCatalog(home)
     register_skill_tools(tools, skills)
     return _Registries(pool, hooks, tools, CommandRegistry(pool=pool), skills)
@@ -184,10 +195,16 @@ def build_plugin_host(
 
 
 def _forget_session(
-    broker: ApprovalBroker, providers: MemoryProviders, context: ContextHost, sid: str
+    broker: ApprovalBroker,
+    providers: MemoryProviders,
+    context: ContextHost,
+    processes: ProcessService,
+    sid: str,
 ) -> None:
-    """A deleted session: its approvals dropped, its memory provider and engine ended."""
+    """A deleted session: its approvals dropped, its memory provider and engine ended, its
+    background processes killed."""
     broker.forget_session(sid)
+    _spawn(processes.forget_session(sid))
     _end_provider(providers, sid)
     _spawn(context.end_session(sid))
 
@@ -200,6 +217,14 @@ def _session_switched(
     providers.session_switched(old, new, reason)
     if reason == "new_session":
         _spawn(context.reset_session(old))
+
+
+def _asked_on_attach(
+    broker: ApprovalBroker, clarify: ClarifyBroker, sid: str, conn: Connection
+) -> None:
+    """A client attached: it is asked the session's pending approvals and open questions."""
+    broker.on_attach(sid, conn)
+    clarify.on_attach(sid, conn)
 
 
 def _spawn(coro: Any) -> None:
@@ -248,9 +273,12 @@ class _Core:
     dotenv: dict[str, str]
     store: SessionStore
     attached: dict[str, set[Connection]]  # who is attached to which session
+    parents: dict[str, str]  # running sub-agent session -> its delegating session
     parts: _Registries
     broker: ApprovalBroker
     sandbox: Sandbox
+    builtin: BuiltinFileTools  # terminal and the file tools (vision_analyze reads files too)
+    clarify: ClarifyBroker  # the clarify tool's open questions (issue 33)
 
 
 @dataclass
@@ -268,6 +296,8 @@ class _Turns:
     context: ContextHost
     agent: AgentLoop
     sessions: SessionService
+    processes: ProcessService  # terminal's background processes
+    delegations: Delegations
 
 
 def build_services(daemon: Daemon) -> None:
@@ -276,6 +306,16 @@ def build_services(daemon: Daemon) -> None:
     memory = _memory(core)
     turns = _turns(core, memory)
     host, admin, mcp, cron = _plugins(core, memory, turns)
+    # issue 33: web_search (SearXNG or a plugin's provider) and web_extract, fetching through
+    # the egress proxy; the web.* keys are read from the configuration of the moment
+    providers = host.plugins.services.providers
+    register_web_tools(
+        core.parts.tools,
+        core.sandbox,
+        lambda: daemon.config,
+        lambda: [r.obj for r in providers.of_kind("web_search")],
+        core.home,
+    )
     _append_services(daemon, core, memory, turns, host, admin, mcp, cron)
 
 
@@ -288,11 +328,16 @@ def _core(daemon: Daemon) -> _Core:
     store.messages.max_bytes = max(4096, int(cfg.get("sessions.max_message_bytes")))
     # Who is attached to which session: the session service keeps it, the broker asks it.
     attached: dict[str, set[Connection]] = {}
+    parents: dict[str, str] = {}  # issue 34: a child's approvals also go to its parent's clients
     pool = WorkerPool()
     GROWTH.threshold = int(cfg.get("limits.plugin_memory_warn"))  # a leaking plugin is named
     hooks = HookBus(pool, timeout=float(cfg.get("tools.hook_timeout")))
     broker = ApprovalBroker(
-        store, hooks, cfg, attached=lambda sid: list(attached.get(sid, ())), hermes_home=home
+        store,
+        hooks,
+        cfg,
+        attached=functools.partial(_attached_up, attached, parents),
+        hermes_home=home,
     )
     parts = _registries(
         home,
@@ -306,7 +351,7 @@ def _core(daemon: Daemon) -> _Core:
     )
     # issue 18; issue 29: hosts off sandbox.allowed_domains are asked about like a tool call
     sandbox = Sandbox.for_home(home, cfg, daemon.socket_path, dotenv, approve=broker.approve)
-    register_builtin_file_tools(
+    builtin = register_builtin_file_tools(
         parts.tools,
         home=home,
         store=store,
@@ -314,7 +359,22 @@ def _core(daemon: Daemon) -> _Core:
         transform_output=functools.partial(hooks.transform, "transform_terminal_output"),
         sandbox=sandbox,
     )
-    return _Core(home, cfg, files, dotenv, store, attached, parts, broker, sandbox)
+    clarify = ClarifyBroker(functools.partial(_attached_up, attached, parents), cfg)
+    return _Core(
+        home, cfg, files, dotenv, store, attached, parents, parts, broker, sandbox, builtin, clarify
+    )
+
+
+def _attached_up(
+    attached: dict[str, set[Connection]], parents: dict[str, str], sid: str
+) -> list[Connection]:
+    """The connections attached to ``sid`` and to the sessions that delegated to it."""
+    conns = list(attached.get(sid, ()))
+    seen = {sid}
+    while (sid := parents.get(sid, "")) and sid not in seen:
+        seen.add(sid)
+        conns.extend(attached.get(sid, ()))
+    return conns
 
 
 def _memory(core: _Core) -> _Memory:
@@ -376,27 +436,68 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
         meter=meter,
         context=context,
     )
+    # issue 33: execute_code, and terminal's background processes (process, /ps, process.*)
+    register_execute_code(core.parts.tools, core.builtin.terminal, core.sandbox, cfg)
+    processes = register_processes(
+        core.parts.tools,
+        core.parts.commands,
+        core.builtin.terminal,
+        core.sandbox,
+        core.home,
+        cfg,
+        may_use=lambda caller, sid: sessions.check_access(caller, sid),
+    )
     sessions = SessionService(
         store,
         agent,
         core.parts.hooks,
         attached=core.attached,
-        on_attach=core.broker.on_attach,
-        on_forget=functools.partial(_forget_session, core.broker, memory.providers, context),
+        on_attach=functools.partial(_asked_on_attach, core.broker, core.clarify),
+        on_forget=functools.partial(
+            _forget_session, core.broker, memory.providers, context, processes
+        ),
         on_switch=functools.partial(_session_switched, memory.providers, context),
         redact_event=redact.redact_event,
     )
     meter.broadcast = sessions.broadcast  # the day's and month's budget warnings
     context.emit = sessions.emit
+    delegations = _session_tools(core, sessions)
+    return _Turns(meter, engines, context, agent, sessions, processes, delegations)
+
+
+def _session_tools(core: _Core, sessions: SessionService) -> Delegations:
+    """The tools that talk to a session's clients: todo, skill_manage, clarify, delegate_task."""
+
+    def running(sid: str) -> str | None:
+        return (sessions.turns.get(sid) or (None, None))[0]
+
     # issue 33: the session's task list, its changes sent to the session's clients
     register_todo(
         core.parts.tools,
         core.parts.commands,
-        store,
+        core.store,
         emit=sessions.emit,
-        running_turn=lambda sid: (sessions.turns.get(sid) or (None, None))[0],
+        running_turn=running,
     )
-    return _Turns(meter, engines, context, agent, sessions)
+    # issue 33: the agent writes its own skills; script writes asked, every change shown
+    register_skill_manage(
+        core.parts.tools,
+        core.parts.skills,
+        emit=sessions.emit,
+        running_turn=running,
+    )
+    # issue 33: the model's questions to the person, asked like approvals
+    register_clarify(core.parts.tools, core.clarify)
+    # issue 34: delegate_task, its children real sessions (docs/sessions.md "Sub-agents")
+    delegations = Delegations(
+        sessions,
+        DelegationSettings.from_config(core.cfg),
+        run_policies=core.broker.run_policies,
+        parents=core.parents,
+    )
+    delegations.register(core.parts.tools)
+    delegations.register_stop(core.parts.commands)
+    return delegations
 
 
 def _plugins(
@@ -460,11 +561,18 @@ def _append_services(
 ) -> None:
     """The RPC-facing services, in start-up order (stop runs in reverse)."""
     cfg, files, sessions = core.cfg, core.files, turns.sessions
+    # issue 33: vision_analyze, on auxiliary.vision's model (the live settings) or the main one
+    vision = VisionTool(
+        core.store, core.builtin, core.sandbox, turns.agent.complete, lambda: daemon.config
+    )
+    register_vision(core.parts.tools, vision)
     approvals = ApprovalService(core.broker)
     daemon.services.append(SandboxService(core.sandbox, files.dotenv))
     daemon.services.append(mcp)
-    daemon.services.append(PluginService(host, cfg.get("tools.enabled_toolsets")))
+    daemon.services.append(PluginService(host))
     daemon.services.append(sessions)
+    daemon.services.append(turns.processes)  # killed on stop: after the sessions' turns
+    daemon.services.append(turns.delegations)  # after the sessions: it runs their turns
     usage = UsageService(turns.meter, sessions)
     daemon.services.append(usage)
     daemon.services.append(admin)
@@ -492,6 +600,7 @@ def _append_services(
     daemon.services.append(DoctorService(daemon, files, host, core.store, mcp.pool))
     # Late, so it stops early (pending approvals are answered before the others stop).
     daemon.services.append(approvals)
+    daemon.services.append(ClarifyService(core.clarify))  # open questions answered at stop
     # The scheduler starts last (a run may need every other service: approval rules loaded,
     # plugins' tools registered) and stops first (its runs are recorded as stopped).
     daemon.services.append(cron)

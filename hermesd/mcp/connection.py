@@ -11,7 +11,9 @@ list_changed`` re-lists the tools, serialized by a lock.
 
 A stdio server's command line and environment come from `spawn_parameters` alone, and
 `sandboxed_parameters` wraps them in the tool sandbox (`Sandbox.prepare_program`; docs/mcp.md,
-"Sandbox"). Its stderr goes to a bounded in-memory log (`StderrLog`).
+"Sandbox"). Its stderr goes to a bounded in-memory log (`StderrLog`), and it is started
+through `exit_report` (`reporting_parameters`), so that when it ends the connection by
+exiting, its error says how ("exited with status 3", "killed by signal SIGKILL").
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
+import sys
+import tempfile
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
@@ -31,6 +36,7 @@ import anyio
 import httpx2
 
 from hermesd import __version__
+from hermesd.mcp import exit_report
 from hermesd.mcp.settings import McpSettingsError, ServerSettings
 from hermesd.sandbox.confine import Launch, Sandbox
 
@@ -119,6 +125,20 @@ def sandboxed_parameters(
     return params, launch
 
 
+def reporting_parameters(params: StdioServerParameters, status_file: str) -> StdioServerParameters:
+    """``params`` started through the `exit_report` launcher, which writes how the program
+    ended to ``status_file`` (outside the sandbox: the launcher wraps the sandbox's command)."""
+    from mcp.client.stdio import StdioServerParameters
+
+    launcher = [sys.executable, "-I", "-S", exit_report.__file__, status_file, "--"]
+    return StdioServerParameters(
+        command=launcher[0],
+        args=[*launcher[1:], params.command, *params.args],
+        env=params.env,
+        cwd=params.cwd,
+    )
+
+
 class StderrLog:
     """The last `LOG_BYTES` of what a server wrote to stderr, read from a pipe on the loop."""
 
@@ -183,11 +203,16 @@ class _WatchedStream:
     def __init__(self, inner: Any) -> None:
         self._inner = inner
         self.ended = asyncio.Event()
+        self.by_server = False  # the server's side ended it (it exited), not our close
 
     async def receive(self) -> Any:
         try:
             return await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            self.by_server = True
+            self.ended.set()
+            raise
+        except anyio.ClosedResourceError:
             self.ended.set()
             raise
 
@@ -240,6 +265,8 @@ class McpServer:
         self._on_tools = on_tools
         self.state = "stopped"  # stopped, connecting, ready, retrying, failed
         self.error: str | None = None
+        self.exit: str | None = None  # how the last process ended, when it ended the connection
+        self._exit_seen: str | None = None  # how the last process ended, either way
         self.tools: list[types.Tool] = []
         self.capabilities: types.ServerCapabilities | None = None
         self.server_info: str = ""
@@ -328,12 +355,15 @@ class McpServer:
             try:
                 await self._connect_and_serve()
                 if self.state == "ready" and not self._stopping:
-                    self.error = "the connection ended"
-                    log.warning("MCP server '%s': the connection ended; reconnecting", self.name)
+                    self.error = (
+                        f"server process {self.exit}" if self.exit else "the connection ended"
+                    )
+                    log.warning("MCP server '%s': %s; reconnecting", self.name, self.error)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self.error = _describe(exc)
+                why = _describe(exc)
+                self.error = f"server process {self.exit} ({why})" if self.exit else why
                 self.failures += 1
                 level = logging.WARNING if self.failures <= MAX_ATTEMPTS else logging.DEBUG
                 log.log(level, "MCP server '%s' failed to connect: %s", self.name, self.error)
@@ -369,7 +399,10 @@ class McpServer:
         from mcp.client.session import ClientSession
 
         settings = self.settings.resolved(await self._values())
+        watched: _WatchedStream | None = None
         async with AsyncExitStack() as stack:
+            # registered first, so it runs last: after the process has ended
+            stack.callback(lambda: self._note_exit(watched))
             read, write = await stack.enter_async_context(self._transport(settings))
             watched = _WatchedStream(read)
             session = await stack.enter_async_context(
@@ -404,15 +437,17 @@ class McpServer:
                 ended.cancel()
                 woken.cancel()
 
+    def _note_exit(self, watched: _WatchedStream | None) -> None:
+        """Keep how the process ended when it, not hermesd, ended the connection."""
+        by_server = watched is not None and watched.by_server
+        self.exit = self._exit_seen if by_server else None
+
     def _transport(self, settings: ServerSettings) -> Any:
         from mcp.client.sse import sse_client
-        from mcp.client.stdio import stdio_client
         from mcp.client.streamable_http import streamable_http_client
 
         if settings.kind == "stdio":
-            if self._sandbox is None or self._workspace is None:
-                return stdio_client(spawn_parameters(settings), errlog=self.stderr.writer)
-            return self._sandboxed_stdio(settings, self._sandbox, self._workspace)
+            return self._stdio(settings)
         headers = dict(settings.headers)
         if settings.kind == "sse":
             return sse_client(
@@ -430,22 +465,35 @@ class McpServer:
         )
 
     @contextlib.asynccontextmanager
-    async def _sandboxed_stdio(
-        self, settings: ServerSettings, sandbox: Sandbox, workspace: Callable[[], Path]
-    ) -> AsyncIterator[Any]:
-        """The stdio transport of a server inside the tool sandbox; its private tmp is
-        removed once the process has ended (the SDK's exit waits for it or kills it)."""
+    async def _stdio(self, settings: ServerSettings) -> AsyncIterator[Any]:
+        """The stdio transport: the server inside the tool sandbox (when the pool has one),
+        started through `exit_report`. Once the process has ended (the SDK's exit waits for
+        it or kills it) its exit is read and its private tmp removed."""
         from mcp.client.stdio import stdio_client
 
-        def prepare() -> tuple[StdioServerParameters, Launch]:
-            return sandboxed_parameters(settings, sandbox, workspace())
+        sandbox, workspace = self._sandbox, self._workspace
 
-        params, launch = await asyncio.to_thread(prepare)
+        def prepare() -> tuple[StdioServerParameters, Launch | None, str]:
+            launch: Launch | None = None
+            if sandbox is None or workspace is None:
+                params = spawn_parameters(settings)
+            else:
+                params, launch = sandboxed_parameters(settings, sandbox, workspace())
+            folder = tempfile.mkdtemp(prefix="hermesd-mcp-")
+            return reporting_parameters(params, os.path.join(folder, "exit")), launch, folder
+
+        params, launch, folder = await asyncio.to_thread(prepare)
+        # bwrap passes a signal death on as status 128+N
+        bwrap = sandbox is not None and workspace is not None and sandbox.mechanism == "bwrap"
+        self._exit_seen = None
         try:
             async with stdio_client(params, errlog=self.stderr.writer) as streams:
                 yield streams
         finally:
-            launch.cleanup()
+            self._exit_seen = exit_report.read_status(os.path.join(folder, "exit"), bwrap)
+            shutil.rmtree(folder, ignore_errors=True)
+            if launch is not None:
+                launch.cleanup()
 
     # -- tools --------------------------------------------------------------------------
 
@@ -540,6 +588,7 @@ class McpServer:
             "connects": self.connects,
             "failures": self.failures,
             "stderr_tail": self._stderr_tail() if self.error else "",
+            "exit": self.exit if self.error else None,
         }
 
     def _stderr_tail(self, lines: int = 5) -> str:

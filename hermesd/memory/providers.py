@@ -464,6 +464,16 @@ class MemoryProviders:
         while len(self._lineage) > MAX_LINEAGE:
             self._lineage.popitem(last=False)
 
+    async def delegated(
+        self, session_id: str, *, task: str, result: str, child_session_id: str
+    ) -> None:
+        """``on_delegation`` of ``session_id``'s provider: a sub-agent it delegated finished."""
+        active = self._sessions.get(session_id)
+        if active is not None:
+            await self._call(
+                active, "on_delegation", task=task, result=result, child_session_id=child_session_id
+            )
+
     async def on_pre_compress(self, session_id: str, messages: list[dict[str, Any]]) -> str:
         """The provider's ``on_pre_compress(messages)`` text for the compression summary;
         "" when the session has no provider, or it raised, overran (10 s) or returned no text."""

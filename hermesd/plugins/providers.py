@@ -28,7 +28,9 @@ class Kind:
 #: every provider kind of the 0.19 plugin API, in the reference's order
 KINDS: dict[str, Kind] = {
     "web_search": Kind(
-        "register_web_search_provider", "hermesd has no web_search/web_extract tool yet (issue 33)"
+        "register_web_search_provider",
+        "",
+        "web_search sends queries to it when web.search.provider names it (or none is set)",
     ),
     "browser": Kind("register_browser_provider", "hermesd has no browser tools"),
     "image_gen": Kind("register_image_gen_provider", "hermesd has no image_generate tool"),

@@ -19,6 +19,8 @@ from hermesd import redact
 from hermesd.plugins.host import PluginHost, ReloadGate
 from hermesd.rpc.connection import Call, Router
 from hermesd.rpc.protocol import Codes, RpcError
+from hermesd.tools.listing import tool_rows
+from hermesd.tools.toolsets import ToolSelection
 
 log = logging.getLogger(__name__)
 
@@ -26,14 +28,9 @@ log = logging.getLogger(__name__)
 class PluginService:
     """Plugin host over RPC."""
 
-    def __init__(
-        self,
-        host: PluginHost,
-        enabled_toolsets: list[str] | None = None,
-    ) -> None:
+    def __init__(self, host: PluginHost) -> None:
         """A ``tools.call``'s ``session_id`` is checked before it runs (``Access.SESSION``)."""
         self.host = host
-        self.enabled_toolsets = enabled_toolsets
         self._loading: asyncio.Task[None] | None = None
 
     def bind(self, router: Router) -> None:
@@ -78,7 +75,7 @@ class PluginService:
         }
 
     def reload(self, cfg: Any) -> None:
-        self.enabled_toolsets = cfg.get("tools.enabled_toolsets")
+        self.host.tools.selection = ToolSelection.from_config(cfg)
 
     # --- methods -----------------------------------------------------------------------------
 
@@ -92,10 +89,7 @@ class PluginService:
 
     async def rpc_tools_list(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         await self.host.tools.refresh_checks()
-        tools = self.host.tools.describe(self.enabled_toolsets)
-        if p.get("toolset"):
-            tools = [t for t in tools if t["toolset"] == p["toolset"]]
-        return {"tools": tools}
+        return {"tools": tool_rows(self.host.tools, p.get("toolset") or None)}
 
     async def rpc_tools_call(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         args = p.get("args")

@@ -318,11 +318,13 @@ declare(
 # reads by topic); importing them here completes METHODS for everyone who imports protocol.
 from hermesd.rpc.methods import (  # noqa: E402, F401
     approvals,
+    clarify,
     commands,
     cron,
     mcp,
     memory,
     plugins,
+    processes,
     sessions,
     usage,
 )

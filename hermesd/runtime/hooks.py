@@ -288,7 +288,6 @@ HOOKS: dict[str, HookSpec] = {
             ),
             "ignored",
             "A delegated sub-agent starts.",
-            fired=False,
         ),
         HookSpec(
             "subagent_stop",
@@ -303,7 +302,6 @@ HOOKS: dict[str, HookSpec] = {
             ),
             "ignored",
             "A delegated sub-agent finishes.",
-            fired=False,
         ),
         HookSpec(
             "pre_gateway_dispatch",

@@ -14,3 +14,9 @@ import contextvars
 current_session: contextvars.ContextVar[str] = contextvars.ContextVar(
     "hermesd_current_session", default=""
 )
+
+#: The tool names the running turn may call when its toolsets are narrowed (a scheduled run's),
+#: None when they are not: a tool that calls tools itself (``execute_code``) keeps to them.
+turn_tools: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar(
+    "hermesd_turn_tools", default=None
+)

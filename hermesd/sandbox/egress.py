@@ -201,6 +201,21 @@ class EgressProxy:
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(_close_all, grant)
 
+    async def admit(self, user: str, host: str, port: int) -> str | None:
+        """Decide ``host`` for the pass ``user`` ahead of its request (None: let through, else
+        the refusal's sentence). The daemon's own fetches (the web tools) ask first, so the
+        time a person takes to answer does not count against their read timeout; the request
+        that follows through the proxy finds the answer kept for the call."""
+        with self._lock:
+            grant = self._grants.get(user)
+        if grant is None:
+            return "the call's egress pass has ended"
+        try:
+            request = _Request("CONNECT", canonical_host(host), port, b"", user, grant.token)
+        except ValueError as exc:
+            return str(exc)
+        return await self._decide(grant, request)
+
     # --- one client ------------------------------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

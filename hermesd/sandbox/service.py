@@ -2,8 +2,8 @@
 
 It serves no RPC method of its own; ``status`` shows ``sandbox: {mode, mechanism, network[,
 allowed_domains][, reason]}``, a configuration reload chooses the mechanism again with the new
-``sandbox.*`` keys, and the egress proxy (`hermesd.sandbox.egress`) listens while
-``sandbox.network`` is ``allowlist``.
+``sandbox.*`` keys, and the egress proxy (`hermesd.sandbox.egress`) listens unless
+``sandbox.network`` is ``off`` (commands use it under ``allowlist``, the web tools always).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ class SandboxService:
         """No methods of its own."""
 
     async def start(self) -> None:
-        """Start the egress proxy when ``sandbox.network`` is ``allowlist``."""
+        """Start the egress proxy unless ``sandbox.network`` is ``off`` (the web tools fetch
+        through it under ``on`` too; commands get its credentials only under ``allowlist``)."""
         await self._follow_network()
 
     async def stop(self) -> None:
@@ -46,7 +47,7 @@ class SandboxService:
     def reload(self, cfg: Any) -> None:
         """New ``sandbox.*`` keys and ``.env`` values; the proxy starts or stops with them."""
         self.sandbox.reload(SandboxSettings.from_config(cfg), self.dotenv())
-        if self.sandbox.settings.network == "allowlist":
+        if self.sandbox.settings.network != "off":
             try:  # bound now, so the next call finds it; served by the task below
                 self.sandbox.egress.listen()
             except OSError:
@@ -56,7 +57,7 @@ class SandboxService:
     async def _follow_network(self) -> None:
         egress = self.sandbox.egress
         try:
-            if self.sandbox.settings.network == "allowlist":
+            if self.sandbox.settings.network != "off":
                 await egress.start()
             elif egress.running:
                 await egress.stop()

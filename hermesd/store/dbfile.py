@@ -102,6 +102,12 @@ def corrupt_error(exc: BaseException, path: Path, what: str = "") -> StorageCorr
     if not damaged:
         return None
     where = f" (reading {what})" if what else ""
+    if "could not decode" in text:  # the page is sound, a text cell in it is not UTF-8
+        return StorageCorrupt(
+            f"{path} is damaged{where}: text that is not valid UTF-8 ({exc}). To recover: "
+            f"keep a copy of {path}, then delete the session or restore a backup of the file "
+            "(`hermesctl doctor` lists the sessions affected)."
+        )
     return StorageCorrupt(f"{path} is damaged{where}: {exc}. To recover: {recovery_hint(path)}.")
 
 

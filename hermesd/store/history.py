@@ -65,4 +65,13 @@ def to_openai(record: Mapping[str, Any]) -> dict[str, Any]:
             "content": record["content"] or None,
             "tool_calls": record["tool_calls"],
         }
+    pictures = record.get("images")
+    if role == "user" and pictures:  # OpenAI content parts: the text, then each image
+        return {
+            "role": role,
+            "content": [
+                {"type": "text", "text": record["content"] or ""},
+                *({"type": "image_url", "image_url": {"url": i["url"]}} for i in pictures),
+            ],
+        }
     return {"role": role, "content": record["content"] or ""}

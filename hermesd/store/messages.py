@@ -17,7 +17,7 @@ import sqlite3
 import time
 from typing import Any, TypedDict
 
-from hermesd.store import compactions
+from hermesd.store import compactions, images
 from hermesd.store.compactions import View
 from hermesd.store.database import Database, Table, on_db_thread
 from hermesd.store.dbfile import SessionNotFound
@@ -53,7 +53,13 @@ def cap_text(text: str, max_bytes: int) -> str:
 def _size(record: MessageRecord) -> int:
     """About what a record weighs in an RPC answer."""
     calls = json.dumps(record["tool_calls"]) if record["tool_calls"] else ""
-    return len((record["content"] or "").encode("utf-8", "surrogatepass")) + len(calls) + 200
+    pictures = sum(len(i["url"]) for i in record["images"])
+    return (
+        len((record["content"] or "").encode("utf-8", "surrogatepass"))
+        + len(calls)
+        + pictures
+        + 200
+    )
 
 
 class MessageRecord(TypedDict):
@@ -68,6 +74,7 @@ class MessageRecord(TypedDict):
     tool_name: str | None
     created_at: float
     undone: bool  # taken out of what the model is sent by /undo; still in the record
+    images: list[dict[str, Any]]  # attached images: {mime, bytes, url} (hermesd.store.images)
 
 
 def _derive_title(content: str) -> str | None:
@@ -91,6 +98,7 @@ def _message(row: sqlite3.Row) -> MessageRecord:
         undone=row["undone_at"] is not None,
         tool_name=row["tool_name"],
         created_at=row["created_at"],
+        images=[],
     )
 
 
@@ -129,10 +137,12 @@ class MessageLog(Table):
         tool_name: str | None = None,
         turn_id: str | None = None,
         usage: tuple[int, int, int | None] | None = None,
+        attached: list[images.Image] | None = None,
     ) -> MessageRecord:
         """Append one message and commit it before returning; ``usage`` (prompt, completion,
         total tokens of the completion that produced it; total None: their sum) is added to
-        the session's counters in the same transaction."""
+        the session's counters in the same transaction, ``attached`` images (checked by
+        `hermesd.store.images.read_images`) are kept with it."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
         if role == "tool" and not tool_call_id:
@@ -176,6 +186,8 @@ class MessageLog(Table):
                     now,
                 ),
             ).lastrowid
+            if attached:
+                images.save(db, int(message_id or 0), attached)
         self.index.written(1)
         return MessageRecord(
             id=int(message_id or 0),
@@ -189,6 +201,7 @@ class MessageLog(Table):
             tool_name=tool_name,
             created_at=now,
             undone=False,
+            images=[i.public() for i in attached or ()],
         )
 
     @on_db_thread
@@ -221,7 +234,13 @@ class MessageLog(Table):
                 " ORDER BY seq DESC LIMIT ?) ORDER BY seq",
                 (session_id, after_seq, max(0, limit)),
             ).fetchall()
-        return [_message(r) for r in rows]
+        records = [_message(r) for r in rows]
+        users = [r["id"] for r in records if r["role"] == "user"]  # only people attach images
+        found = images.load(self._conn, users) if users else {}
+        for record in records:
+            if record["id"] in found:
+                record["images"] = [i.public() for i in found[record["id"]]]
+        return records
 
     @on_db_thread
     def page(
@@ -244,7 +263,8 @@ class MessageLog(Table):
             if kept and total + size > max_bytes:
                 break
             if not kept and size > max_bytes and record["content"]:
-                record["content"] = cap_text(record["content"], max_bytes - 1024)
+                room = max_bytes - 1024 - sum(len(i["url"]) for i in record["images"])
+                record["content"] = cap_text(record["content"], max(4096, room))
             kept.append(record)
             total += size
         more = len(kept) < len(records)
@@ -277,8 +297,10 @@ class MessageLog(Table):
             # a compaction standing for an undone message no longer says what was said
             compactions.retire_from(db, session_id, last_user["seq"])
         undone = [_message(r) for r in rows]
+        found = images.load(self._conn, [undone[0]["id"]]) if undone else {}
         for record in undone:
             record["undone"] = True
+            record["images"] = [i.public() for i in found.get(record["id"], ())]
         return undone
 
     @on_db_thread

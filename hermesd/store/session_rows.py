@@ -15,6 +15,7 @@ import sqlite3
 import time
 from typing import Any, TypedDict
 
+from hermesd.store import images
 from hermesd.store.database import Database, Table, on_db_thread
 from hermesd.store.dbfile import MessageNotFound, SessionNotFound, StoreError
 from hermesd.store.search import SearchIndex
@@ -49,13 +50,27 @@ def new_session_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
+# The free-text columns are read as bytes and decoded here, invalid UTF-8 (damage in an intact
+# page, docs/reliability.md) as replacement characters: a damaged title must not make the
+# session, or the whole list, unreadable.
+_COLUMNS = (
+    "id, CAST(title AS BLOB) AS title, created_at, updated_at, CAST(model AS BLOB) AS model, "
+    "platform, parent_id, prompt_tokens, completion_tokens, total_tokens, message_count, "
+    "owner_uid, CAST(cwd AS BLOB) AS cwd"
+)
+
+
+def _text(value: bytes | str | None) -> str | None:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
 def _session(row: sqlite3.Row) -> SessionInfo:
     return SessionInfo(
         id=row["id"],
-        title=row["title"],
+        title=_text(row["title"]),
         created_at=row["created_at"],
         updated_at=row["updated_at"],
-        model=row["model"],
+        model=_text(row["model"]),
         platform=row["platform"],
         parent_id=row["parent_id"],
         prompt_tokens=row["prompt_tokens"],
@@ -63,7 +78,7 @@ def _session(row: sqlite3.Row) -> SessionInfo:
         total_tokens=row["total_tokens"],
         message_count=row["message_count"],
         owner_uid=row["owner_uid"],
-        cwd=row["cwd"],
+        cwd=_text(row["cwd"]),
     )
 
 
@@ -122,9 +137,22 @@ class SessionRows(Table):
         return [row[0] for row in rows]
 
     @on_db_thread
+    def unfinished(self, platform: str) -> list[SessionInfo]:
+        """Sessions of ``platform`` with a parent whose last message is not a final answer
+        (an assistant message without tool calls): delegated children a stop cut short."""
+        rows = self._conn.execute(
+            "SELECT s.* FROM sessions s WHERE s.platform = ? AND s.parent_id IS NOT NULL"
+            " AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id"
+            " AND m.seq = (SELECT MAX(seq) FROM messages WHERE session_id = s.id)"
+            " AND m.role = 'assistant' AND m.tool_calls IS NULL)",
+            (platform,),
+        ).fetchall()
+        return [_session(row) for row in rows]
+
+    @on_db_thread
     def get(self, session_id: str) -> SessionInfo:
         """The session's metadata; ``SessionNotFound`` if there is none."""
-        row = self._row("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        row = self._row(f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
         if row is None:
             raise SessionNotFound(session_id)
         return _session(row)
@@ -156,7 +184,8 @@ class SessionRows(Table):
             args.append(owner_uid)
         where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
         rows = self._conn.execute(
-            f"SELECT * FROM sessions {where} ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
+            f"SELECT {_COLUMNS} FROM sessions {where} "
+            "ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
             (*args, limit, max(0, offset)),
         ).fetchall()
         sessions = [_session(r) for r in rows]
@@ -264,6 +293,7 @@ class SessionRows(Table):
             db.execute(
                 "UPDATE sessions SET message_count = ? WHERE id = ?", (cur.rowcount, new["id"])
             )
+            images.copy_for_fork(db, session_id, new["id"])  # the copies' attached images
             # the copy keeps the compactions of the messages it holds (its view is the same)
             db.execute(
                 "INSERT INTO compactions (session_id, upto_seq, view, engine, summary, replaced,"

@@ -24,6 +24,23 @@ class Checked(Protocol):
     check_fn: Callable[[], Any] | None
 
 
+class Unavailable:
+    """A built-in ``check_fn``'s "no" with the reason ``tools list`` shows; false in a test."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __bool__(self) -> bool:
+        return False
+
+
+def available_unless(reason: str | None) -> bool | Unavailable:
+    """A check result from "why not, or None": True, or an `Unavailable` carrying the reason."""
+    return True if reason is None else Unavailable(reason)
+
+
 class CheckCache:
     """``check_fn`` results per entry, re-run when older than ``ttl`` seconds."""
 
@@ -33,6 +50,13 @@ class CheckCache:
         self.timeout = timeout
         self._results: dict[Checked, tuple[float, bool]] = {}
         self._inflight: dict[Checked, Future[Any]] = {}
+        self._why: dict[Checked, str] = {}  # why the last check hid the entry
+
+    def reason(self, entry: Checked) -> str | None:
+        """Why ``entry``'s last check hid it (a sentence), or None when it passed."""
+        if entry.check_fn is None or self._results.get(entry, (0.0, False))[1]:
+            return None
+        return self._why.get(entry, "check_fn has not answered yet")
 
     def passed(self, entry: Checked) -> bool:
         """The entry's ``check_fn`` result, probed first if stale (blocking up to ``timeout``)."""
@@ -60,6 +84,7 @@ class CheckCache:
     def forget(self, gone: Callable[[Checked], bool]) -> None:
         """Drop what is known of the entries ``gone`` selects (their tools were removed)."""
         self._results = {e: r for e, r in self._results.items() if not gone(e)}
+        self._why = {e: r for e, r in self._why.items() if not gone(e)}
         self._inflight = {e: f for e, f in self._inflight.items() if not gone(e)}
 
     def _submit(self, entries: Iterable[Checked]) -> dict[Checked, Future[Any]]:
@@ -88,6 +113,7 @@ class CheckCache:
                     self.timeout,
                 )
                 ok = False
+                self._why[entry] = f"check_fn did not answer within {self.timeout:g}s"
             elif future.cancelled() or future.exception() is not None:
                 log.warning(
                     "check_fn of tool '%s' raised: %s; tool hidden",
@@ -95,6 +121,11 @@ class CheckCache:
                     None if future.cancelled() else future.exception(),
                 )
                 ok = False
+                error = None if future.cancelled() else future.exception()
+                self._why[entry] = f"check_fn raised {type(error).__name__}: {error}"[:300]
             else:
-                ok = bool(future.result())
+                result = future.result()
+                ok = bool(result)
+                why = result.reason if isinstance(result, Unavailable) else None
+                self._why[entry] = why or "check_fn returned false"
             self._results[entry] = (now, ok)

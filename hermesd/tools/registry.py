@@ -45,6 +45,7 @@ from hermesd.tools.schema import (
     openai_form,
     validate_tool,
 )
+from hermesd.tools.toolsets import ToolSelection
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,8 @@ class ToolRegistry:
         self._aliases: dict[str, tuple[str, str]] = {}  # alias -> (name, owner)
         #: other names of a toolset in ``enabled_toolsets`` (an MCP server's name: ``mcp-<name>``)
         self.toolset_aliases: dict[str, str] = {}
+        #: the config's ``toolsets``/``disabled_toolsets`` (`hermesd.tools.toolsets`)
+        self.selection = ToolSelection()
         #: awaited before a turn builds its tool list (the MCP pool starts lazy servers there)
         self.before_listing: list[Callable[[], Awaitable[None]]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -276,9 +279,25 @@ class ToolRegistry:
     def openai_tools(self, enabled_toolsets: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The model's tool list in OpenAI form, filtered by toolset and availability."""
         wanted = self._wanted(enabled_toolsets)
-        entries = [e for e in self.entries() if wanted is None or e.toolset in wanted]
+        entries = [e for e in self.entries() if self._offered(e, wanted)]
         self.checks.probe(entries)
         return [openai_form(e.schema) for e in entries if self.available(e)]
+
+    def _offered(self, entry: ToolEntry, wanted: set[str] | None) -> bool:
+        """Whether config (`selection`) and ``wanted`` (toolset or tool names) offer ``entry``."""
+        if wanted is not None and entry.toolset not in wanted and entry.name not in wanted:
+            return False
+        return self.selection.why_not(self.toolset_names(entry), entry.name) is None
+
+    def config_hides(self, name: str) -> bool:
+        """Whether the config (`selection`) hides the registered tool ``name`` from the model."""
+        entry = self.get(name)
+        return entry is not None and not self._offered(entry, None)
+
+    def toolset_names(self, entry: ToolEntry) -> list[str]:
+        """``entry``'s toolset and its other names (`toolset_aliases`)."""
+        aliases = [a for a, name in self.toolset_aliases.items() if name == entry.toolset]
+        return [entry.toolset, *aliases]
 
     def _wanted(self, enabled_toolsets: Collection[str] | None) -> set[str] | None:
         if enabled_toolsets is None:
@@ -287,22 +306,42 @@ class ToolRegistry:
         return wanted | {self.toolset_aliases[n] for n in wanted if n in self.toolset_aliases}
 
     def describe(self, enabled_toolsets: Collection[str] | None = None) -> list[dict[str, Any]]:
-        """Every active tool as a plain dict (for ``tools.list``), including hidden ones."""
+        """Every active tool as a plain dict (for ``tools.list``), including hidden ones, with
+        ``reason``: why the model does not see it (config, environment, ``check_fn``)."""
         self.checks.probe(self.entries())
-        enabled_toolsets = self._wanted(enabled_toolsets)
-        return [
-            {
-                "name": e.name,
-                "toolset": e.toolset,
-                "description": e.description,
-                "emoji": e.emoji,
-                "owner": e.owner,
-                "available": self.available(e),
-                "enabled": enabled_toolsets is None or e.toolset in enabled_toolsets,
-                "parameters": e.schema["parameters"],
-            }
-            for e in self.entries()
-        ]
+        wanted = self._wanted(enabled_toolsets)
+        rows = []
+        for e in self.entries():
+            enabled = self._offered(e, wanted)
+            available = self.available(e)
+            rows.append(
+                {
+                    "name": e.name,
+                    "toolset": e.toolset,
+                    "description": e.description,
+                    "emoji": e.emoji,
+                    "owner": e.owner,
+                    "available": available,
+                    "enabled": enabled,
+                    "reason": self._hidden_because(e, wanted)
+                    if not (enabled and available)
+                    else None,
+                    "parameters": e.schema["parameters"],
+                }
+            )
+        return rows
+
+    def _hidden_because(self, entry: ToolEntry, wanted: set[str] | None) -> str:
+        """Why the model does not see ``entry``: the first of config, environment, check."""
+        why = self.selection.why_not(self.toolset_names(entry), entry.name)
+        if why is None and not self._offered(entry, wanted):
+            why = "toolset not enabled by config (tools.enabled_toolsets)"
+        if why is not None:
+            return why
+        missing = [var for var in entry.requires_env if not self.env.get(var)]
+        if missing:
+            return f"missing provider setting: {', '.join(missing)} not set"
+        return self.checks.reason(entry) or "check failed"
 
     # -- the call pipeline ------------------------------------------------------------------
 

@@ -117,6 +117,11 @@ class SkillCatalog:
             skills = [s for s in self._plugin_skills.values() if s.plugin == plugin_key]
         return sorted(skills, key=lambda s: s.bare_name)
 
+    def plugin_skill_list(self) -> list[Skill]:
+        """Every plugin's skills, sorted by qualified name."""
+        with self._lock:
+            return sorted(self._plugin_skills.values(), key=lambda s: s.name)
+
     # -- user skills ------------------------------------------------------------------------
 
     def user_skills(self) -> list[Skill]:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from hermesd.tools.builtin_files import PathGuard
+    from hermesd.tools.processes import ProcessTable
 
 TERMINAL_SCHEMA: dict[str, Any] = {
     "name": "terminal",
@@ -61,6 +62,12 @@ TERMINAL_SCHEMA: dict[str, Any] = {
                 "maximum": 600,
                 "description": "Seconds before the command is killed (default 60)",
             },
+            "background": {
+                "type": "boolean",
+                "description": "Start the command in the background and return at once with "
+                "its process id (session_id); manage it with the process tool (poll, log, "
+                "wait, write, kill). For servers and long jobs.",
+            },
         },
     },
 }
@@ -85,6 +92,8 @@ class Terminal:
         self.transform_output = transform_output
         self.sandbox = sandbox
         self.workspace = workspace or (lambda _session: base)
+        #: background mode's processes (`hermesd.tools.process_service` sets it)
+        self.processes: ProcessTable | None = None
 
     async def run(
         self,
@@ -98,6 +107,9 @@ class Terminal:
             command = str_arg(args, "command", required=True) or ""
             cwd_raw = str_arg(args, "cwd")
             timeout = int_arg(args, "timeout", int(self.timeout), 1, 600)
+            background = args.get("background") or False
+            if not isinstance(background, bool):
+                raise BadArgs("'background' must be true or false")
             workspace, cwd = await asyncio.to_thread(self._directories, session_id, cwd_raw)
         except BadArgs as exc:
             return error(str(exc))
@@ -106,6 +118,8 @@ class Terminal:
         named = self.guard.mentions_protected(command)
         if named:
             return error(f"Access denied: the command touches hermesd's own {named}")
+        if background:
+            return await self._background(command, cwd, workspace, session_id or "")
         try:
             launch = await asyncio.to_thread(
                 self.sandbox.prepare, command, cwd, workspace, session_id
@@ -130,6 +144,21 @@ class Terminal:
             result["error"] = f"Command timed out after {timeout}s and was killed"
         return json.dumps(result)
 
+    async def _background(self, command: str, cwd: Path, workspace: Path, sid: str) -> str:
+        """Start ``command`` as a background process of the session; its id and pid."""
+        from hermesd.tools.processes import ProcessLimit
+
+        if self.processes is None:
+            return error("background processes are not available in this daemon")
+        try:
+            item = await self.processes.start(command, cwd, workspace, sid)
+        except (ProcessLimit, SandboxUnavailable) as exc:
+            return error(str(exc))
+        except OSError as exc:
+            return error(f"the background process could not be started: {exc}")
+        started = {"output": "Background process started", "session_id": item.id}
+        return json.dumps({**started, "pid": item.pid, "exit_code": 0, "error": None})
+
     def _directories(self, session_id: str | None, cwd_raw: str | None) -> tuple[Path, Path]:
         """The session's workspace and the command's directory (default: the workspace)."""
         workspace = self.workspace(session_id)
@@ -143,16 +172,7 @@ SHELL = "/bin/sh"
 async def _run_shell(launch: Launch, timeout: float) -> tuple[str, int | None, bool]:
     """Run the launch; return (output, exit code, timed out). The process group is killed
     on timeout and when the calling task is cancelled."""
-    proc = await asyncio.create_subprocess_exec(
-        *launch.argv,
-        cwd=launch.cwd,
-        env=launch.env,
-        pass_fds=launch.pass_fds,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-    )
+    proc = await spawn(launch, stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.STDOUT)
     chunks: list[bytes] = []
     size = 0
     stdout = proc.stdout
@@ -173,16 +193,35 @@ async def _run_shell(launch: Launch, timeout: float) -> tuple[str, int | None, b
         timed_out = True
     finally:
         if proc.returncode is None:
-            # SIGTERM first: the Landlock launcher then kills what left the process group
-            # (setsid, a double fork); bubblewrap's pid namespace ends with bwrap
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGTERM)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(proc.wait()), 2)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
+            await terminate(proc)
     output = b"".join(chunks).decode("utf-8", errors="replace")
     if size > OUTPUT_CAP * 4:
         output += f"\n… [{size - OUTPUT_CAP * 4} more bytes not kept]"
     return output, proc.returncode, timed_out
+
+
+async def spawn(launch: Launch, *, stdin: int, stderr: int) -> asyncio.subprocess.Process:
+    """Start a sandboxed call's process in a session of its own, its stdout a pipe."""
+    return await asyncio.create_subprocess_exec(
+        *launch.argv,
+        cwd=launch.cwd,
+        env=launch.env,
+        pass_fds=launch.pass_fds,
+        stdin=stdin,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=stderr,
+        start_new_session=True,
+    )
+
+
+async def terminate(proc: asyncio.subprocess.Process) -> None:
+    """Stop a sandboxed call's process and wait for it: SIGTERM first (the Landlock launcher
+    then kills what left the process group: setsid, a double fork; bubblewrap's pid namespace
+    ends with bwrap), SIGKILL to the group two seconds later."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(proc.wait()), 2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    await proc.wait()

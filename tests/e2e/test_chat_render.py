@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -128,7 +130,7 @@ def test_a_piped_answer_is_the_markdown_as_written(
 def test_the_repl_shows_a_status_line_and_a_spinner_with_elapsed_seconds(
     chatd: DaemonProcess, model: ScriptedModelServer
 ) -> None:
-    t = chat_on_terminal(chatd)
+    t = chat_on_terminal(chatd, "--plain")  # printed under the answer (else: the toolbar)
     try:
         t.expect("› ")
         t.wait_reading()
@@ -144,6 +146,59 @@ def test_the_repl_shows_a_status_line_and_a_spinner_with_elapsed_seconds(
         assert t.wait() == 0
     finally:
         t.close()
+
+
+def test_the_chat_keeps_a_status_toolbar_at_the_bottom_that_a_turn_updates(
+    chatd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    w = chat_in_tmux(chatd)
+    try:
+        shown = w.wait_for(r"› ")
+        bottom = [x for x in w.wait_for(r"scripted-model").splitlines() if x.strip()][-1]
+        assert bottom.startswith("scripted-model") and "last turn" not in bottom, shown
+        model.push(reply("toolbar answer"))
+        w.type("hello toolbar")
+        shown = w.wait_for(r"(?s)toolbar answer.*scripted-model · context .*last turn \d")
+        lines = [x for x in shown.splitlines() if x.strip()]
+        assert lines[-1].startswith("scripted-model · context ") and "last turn" in lines[-1]
+        assert lines[-2].startswith("› ")  # the toolbar is under the prompt, not in the answer
+        assert shown.count("last turn") == 1  # not printed after the answer as well
+        w.type("/quit")
+        w.wait_for(r"\[exit 0\]")
+    finally:
+        w.close()
+
+
+def test_the_toolbar_counts_an_approval_asked_elsewhere_while_the_prompt_waits(
+    chatd: DaemonProcess,
+) -> None:
+    from tests.support.approvals import Background, client_answering, terminal, wait_pending
+
+    workspace = chatd.home / "workspace"
+    workspace.mkdir(exist_ok=True)
+    victim = Path(tempfile.mkdtemp(prefix="victim-", dir=workspace))
+    other = chatd.call("session.create")["id"]
+    w = chat_in_tmux(chatd)
+    try:
+        w.wait_for(r"scripted-model")
+        assert "approval" not in w.screen()
+        caller, _ = client_answering(chatd, None)
+        with caller:  # a tool in another session asks; nothing is typed in the chat
+            running = Background(terminal, caller, f"rm -r {victim}", other)
+            [pending] = wait_pending(chatd)
+            shown = w.wait_for(r"1 approval pending")
+            assert [x for x in shown.splitlines() if x.strip()][-1].startswith("scripted-model")
+            chatd.call("approvals.respond", {"id": pending["id"], "choice": "deny"})
+            running.result()
+        deadline = time.monotonic() + 20
+        while "approval pending" in w.screen() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "approval pending" not in w.screen()
+        w.type("/quit")
+        w.wait_for(r"\[exit 0\]")
+    finally:
+        w.close()
+    assert victim.exists()
 
 
 def test_a_running_tool_line_counts_its_seconds(

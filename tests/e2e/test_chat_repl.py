@@ -456,7 +456,7 @@ def test_the_status_line_counts_approvals_waiting_in_another_session(
     with caller:
         running = Background(terminal, caller, f"rm -r {victim}", other)
         [pending] = wait_pending(chatd)
-        t = repl()
+        t = repl("--plain")  # the status line printed under the answer (else: the toolbar)
         t.expect(r"session (\S+)")
         ready(t)
         t.sendline("anything waiting?")

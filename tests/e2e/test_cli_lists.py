@@ -8,6 +8,7 @@ import json
 import os
 import pwd
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +22,7 @@ from tests.support.otheruser import talk_as
 NOBODY = pwd.getpwnam("nobody")
 NOGROUP = grp.getgrgid(NOBODY.pw_gid)
 BROKEN = "import sys; sys.stderr.write('cannot open /nope/db: no such file\\n'); sys.exit(3)"
+KILLED = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +115,7 @@ def mcpd() -> Iterator[DaemonProcess]:
     servers = {
         "fine": stdio("echo"),
         "broken": {"command": sys.executable, "args": ["-c", BROKEN], "trusted": True},
+        "killed": {"command": sys.executable, "args": ["-c", KILLED], "trusted": True},
     }
     daemon = start_daemon(short_tmpdir(), config=config(servers))
     settle(daemon)
@@ -128,6 +131,16 @@ def test_mcp_list_has_headers_and_says_why_a_server_is_not_running(mcpd: DaemonP
     assert next(x for x in lines if x.startswith("fine ")).split()[1] == "ready"
     assert any(x.startswith("  broken: error: ") for x in lines)
     assert "cannot open /nope/db: no such file" in out.stdout  # its stderr's tail
+
+
+def test_mcp_list_shows_how_a_failing_servers_process_ended(mcpd: DaemonProcess) -> None:
+    out = ctl(mcpd, "mcp", "list").stdout
+    assert "  broken: error: server process exited with status 3 (" in out
+    assert "  killed: error: server process killed by signal SIGKILL (" in out
+    rows = {r["name"]: r for r in json.loads(ctl(mcpd, "mcp", "list", "--json").stdout)}
+    assert rows["broken"]["exit"] == "exited with status 3"
+    assert rows["killed"]["exit"] == "killed by signal SIGKILL"
+    assert rows["fine"]["exit"] is None
 
 
 def test_mcp_restart_of_a_failing_server_exits_non_zero(mcpd: DaemonProcess) -> None:
@@ -164,11 +177,19 @@ def test_doctor_and_status_say_why_an_mcp_server_is_not_running(mcpd: DaemonProc
     assert checks["mcp fine"]["status"] == "ok"
     assert checks["mcp broken"]["status"] == "fail"
     assert "cannot open /nope/db: no such file" in checks["mcp broken"]["detail"]
+    assert "exited with status 3" in checks["mcp broken"]["detail"]
+    assert "killed by signal SIGKILL" in checks["mcp killed"]["detail"]
     assert out.returncode == 1
+    # `status` explains servers that are "failed" (after 5 attempts, about 8 s), not "retrying"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        states = {r["name"]: r["state"] for r in mcpd.call("mcp.list")["servers"]}
+        if states["broken"] == states["killed"] == "failed":
+            break
+        time.sleep(0.5)
     status = ctl(mcpd, "status").stdout
-    failed = [r for r in mcpd.call("mcp.list")["servers"] if r["state"] == "failed"]
-    if failed:  # "failed" after its attempts; until then it is "retrying" (then doctor says so)
-        assert "broken: error: " in status and "cannot open /nope/db" in status
+    assert "broken: error: " in status and "cannot open /nope/db" in status
+    assert "exited with status 3" in status and "killed by signal SIGKILL" in status
 
 
 def test_doctor_reports_an_endpoint_that_answers_with_a_web_page(start: Any) -> None:

@@ -196,6 +196,26 @@ def test_with_sandbox_mode_off_a_server_runs_unconfined_as_before() -> None:
         daemon.stop()
 
 
+def test_with_sandbox_mode_off_the_exit_status_and_signal_are_the_processs_own() -> None:
+    # no bwrap in between: a status above 128 is the program's own, a signal is seen as one
+    servers = {
+        "high": {"command": sys.executable, "args": ["-c", "raise SystemExit(130)"]},
+        "termed": {
+            "command": sys.executable,
+            "args": ["-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"],
+        },
+    }
+    daemon = start_daemon(short_tmpdir("msx-"), config=config(servers, sandbox={"mode": "off"}))
+    try:
+        settle(daemon)
+        rows = {r["name"]: r for r in daemon.call("mcp.list")["servers"]}
+        assert rows["high"]["exit"] == "exited with status 130", rows["high"]
+        assert rows["termed"]["exit"] == "killed by signal SIGTERM", rows["termed"]
+        assert str(rows["termed"]["error"]).startswith("server process killed by signal SIGTERM")
+    finally:
+        daemon.stop()
+
+
 def test_with_sandbox_mode_off_a_servers_connection_back_is_still_a_tools() -> None:
     daemon = start_daemon(
         short_tmpdir("msh-"), config=config({"box": stdio("files")}, sandbox={"mode": "off"})

@@ -212,12 +212,13 @@ def test_plugins_info_lists_every_backend_with_what_hermesd_does_with_it(
     for kind, entry in providers.items():
         if kind == "auxiliary_task":
             assert entry["status"].startswith("in use: ctx.llm.complete(task=<key>)")
+        elif kind == "web_search":
+            assert entry["status"].startswith("in use: web_search sends queries to it"), entry
         else:
             assert entry["status"].startswith("registered, not used by hermesd: "), kind
-    assert "issue 33" in providers["web_search"]["status"]
     assert "messaging gateway" in providers["platform"]["status"]
     out = ctl(apid, "plugins", "info", "allkinds")
-    assert "provides:    web search 'yandex' — registered, not used by hermesd" in out.stdout
+    assert "provides:    web search 'yandex' — in use: web_search sends queries" in out.stdout
 
 
 def test_an_unknown_registrar_is_one_warning_naming_plugin_and_method_and_no_failure(

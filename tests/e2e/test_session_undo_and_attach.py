@@ -46,7 +46,11 @@ def test_undo_of_an_unknown_session_is_not_found(d: DaemonProcess) -> None:
 
 def test_undo_with_nothing_left_undoes_nothing(d: DaemonProcess) -> None:
     sid = d.call("session.create")["id"]
-    assert d.call("session.undo", {"session_id": sid}) == {"undone": [], "user_message": None}
+    assert d.call("session.undo", {"session_id": sid}) == {
+        "undone": [],
+        "user_message": None,
+        "user_images": [],
+    }
     result = command(d, "/undo", sid)
     assert result["ok"] is False and "Nothing to undo" in result["output"]
     assert command(d, "/retry", sid)["ok"] is False

@@ -234,7 +234,8 @@ def test_damaged_pages_answer_a_storage_error_naming_the_session_and_doctor_sees
             c.call("session.history", {"session_id": hurt})
         assert read.value.code == Codes.STORAGE_UNAVAILABLE, read.value.to_wire()
         assert read.value.data == {"reason": "corrupt"}, read.value.to_wire()
-        assert hurt in read.value.message and ".recover" in read.value.message
+        assert hurt in read.value.message
+        assert ("not valid UTF-8" if keep_pointer else ".recover") in read.value.message
         print(f"\ndamaged read: {read.value.message}")
         turn = c.call("session.send", {"session_id": hurt, "message": "echo x", "wait": True})
         assert turn["status"] == "failed" and "damaged" in turn["error"], turn
@@ -250,11 +251,61 @@ def test_damaged_pages_answer_a_storage_error_naming_the_session_and_doctor_sees
         again = c.call("session.send", {"session_id": well, "message": "echo on", "wait": True})
         assert again["status"] == "completed", again
         checks = {r["name"]: r for r in c.call("doctor", timeout=60)["checks"]}
-    if keep_pointer:  # quick_check reads structure, not text: bad UTF-8 shows only on reading
+    if keep_pointer:  # quick_check reads structure, not text: the text check finds it
+        assert checks["text"]["status"] == "fail", checks["text"]
+        assert hurt in checks["text"]["detail"] and well not in checks["text"]["detail"]
         return
     assert checks["storage"]["status"] == "fail", checks["storage"]
     assert "state.db" in checks["storage"]["detail"], checks["storage"]
     print(f"doctor: {checks['storage']['detail']}")
+
+
+def test_invalid_utf8_in_an_intact_page_is_found_by_doctor_and_reads_as_a_storage_error(
+    start: Callable[..., DaemonProcess], model: ScriptedModelServer
+) -> None:
+    import sqlite3
+
+    daemon = start(config=model_config(model.url))
+    with daemon.client() as c:
+        hurt = c.call("session.create", {"title": "hurt"})["id"]
+        well = c.call("session.create", {"title": "well"})["id"]
+        for sid in (hurt, well):
+            sent = c.call("session.send", {"session_id": sid, "message": "echo hi", "wait": True})
+            assert sent["status"] == "completed", sent
+        checks = {r["name"]: r for r in c.call("doctor", timeout=60)["checks"]}
+        assert checks["text"]["status"] == "ok", checks["text"]
+    assert daemon.stop() == 0
+    db = sqlite3.connect(daemon.home / "state.db")
+    with db:  # bytes no UTF-8 decoder accepts, stored as text: quick_check still says ok
+        db.execute(
+            "UPDATE messages SET content = CAST(x'6563686f20fffe20c328' AS TEXT) "
+            "WHERE session_id = ? AND role = 'user'",
+            (hurt,),
+        )
+        db.execute("UPDATE sessions SET title = CAST(x'6875ff7274' AS TEXT) WHERE id = ?", (hurt,))
+    assert db.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+    db.close()
+    daemon = start(daemon.home, config=model_config(model.url))
+    with daemon.client() as c:
+        checks = {r["name"]: r for r in c.call("doctor", timeout=60)["checks"]}
+        assert checks["storage"]["status"] == "ok", checks["storage"]
+        assert checks["text"]["status"] == "fail", checks["text"]
+        detail = checks["text"]["detail"]
+        assert f"{hurt} (sessions, messages)" in detail and well not in detail, detail
+        assert f"hermesctl sessions delete {hurt}" in detail, detail
+        with pytest.raises(RpcError) as read:
+            c.call("session.history", {"session_id": hurt})
+        assert read.value.code == Codes.STORAGE_UNAVAILABLE, read.value.to_wire()
+        assert hurt in read.value.message and "not valid UTF-8" in read.value.message
+        assert len(c.call("session.history", {"session_id": well})["messages"]) == 2
+        # a damaged title reads with a replacement character; the list still answers
+        assert c.call("session.get", {"session_id": hurt})["title"] == "hu\ufffdrt"
+        listed = {x["id"] for x in c.call("session.list", {})["sessions"]}
+        assert {hurt, well} <= listed
+        # the recovery step the check gives works, and then all is well
+        c.call("session.delete", {"session_id": hurt})
+        checks = {r["name"]: r for r in c.call("doctor", timeout=60)["checks"]}
+        assert checks["text"]["status"] == "ok", checks["text"]
 
 
 @pytest.mark.parametrize("damage", ["garbled", "truncated", "emptied"])

@@ -68,6 +68,12 @@ class TmuxWindow:
                 raise AssertionError(f"{pattern!r} not on the screen within {timeout}s:\n{shown}")
             time.sleep(0.1)
 
+    def type(self, text: str, enter: bool = True) -> None:
+        """Type ``text`` (literally), then Enter when ``enter``."""
+        self._tmux("send-keys", "-t", "t", "-l", text)
+        if enter:
+            self._tmux("send-keys", "-t", "t", "Enter")
+
     def close(self) -> None:
         subprocess.run(["tmux", "-S", str(self.socket), "kill-server"], capture_output=True)
         self._dir.cleanup()

@@ -18,6 +18,7 @@ from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.runtime.middleware import MiddlewareBus
 from hermesd.store.facade import SessionStore
 from hermesd.store.history import repair_history
+from hermesd.tools.toolsets import ToolSelection
 from tests.support.modelserver import (
     ScriptedModelServer,
     call_tools,
@@ -35,6 +36,11 @@ class FakeRegistry:
         self.calls: list[tuple[str, Any, str | None]] = []
         self.turn_ids: list[str] = []
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.selection = ToolSelection()  # the config's toolsets: everything
+
+    def config_hides(self, name: str) -> bool:
+        """The config hides no tool here."""
+        return False
 
     def pin(self) -> None:
         """Nothing to pin: the tools never change during a test."""
@@ -665,3 +671,30 @@ def test_post_tool_call_runs_beside_the_next_request_but_in_hook_order(
     store.close()
     assert log == ["request", "pre a", "post a", "pre b", "request", "post b", "end"]
     assert events == ["finished after end"]
+
+
+def test_images_count_in_pre_api_requests_estimate_and_never_reach_a_summary(
+    h: Harness,
+) -> None:
+    from hermesd.context.compressor import IMAGE_TOKENS, serialize
+    from hermesd.store.images import Image
+
+    png = Image("image/png", b"\x89PNG\r\n\x1a\n" + b"p" * 4000)
+
+    async def with_image() -> TurnResult:
+        agent, client = h.agent()
+        try:
+            return await agent.run_turn(h.sid, "look", emit=h.events.append, images=[png])
+        finally:
+            await client.aclose()
+
+    h.server.push(reply("a picture"))
+    asyncio.run(with_image())
+    [pre] = h.hooks.named("pre_api_request")
+    text = sum(len(m["content"]) for m in pre["request_messages"] if m["role"] == "system")
+    assert pre["approx_input_tokens"] == (text + len("look")) // 4 + IMAGE_TOKENS
+    assert pre["request_char_count"] == text + len("look")  # the bytes are not characters
+    user = h.server.requests[0]["messages"][-1]
+    assert user["content"][1] == png.part()
+    line = serialize(user)
+    assert line == "[user] look\n[an image]" and "base64" not in line

@@ -18,9 +18,10 @@ declare(
 declare(
     MethodSpec(
         "tools.list",
-        "Every registered tool (built-in and plugin), including hidden ones.",
+        "Every tool (built-in, plugin, MCP, the reference's missing ones) and why it is hidden.",
         (Param("toolset", "str", doc="only this toolset"),),
-        "{tools: [{name, toolset, description, owner, available, enabled, parameters}]}",
+        "{tools: [{name, toolset, description, owner, source, available, enabled, status,"
+        " reason, parameters}]}",
         access=Access.ANY,
     )
 )

@@ -155,6 +155,11 @@ declare(
         (
             _SID,
             Param("message", "str", required=True, doc="the user's message"),
+            Param(
+                "images",
+                "array",
+                doc="images with the message: bytes, a data: URL, {data: bytes} or {url}",
+            ),
             Param("wait", "bool", doc="reply only when the turn has finished (default false)"),
             Param("platform", "str", doc="the client's platform, for plugins (default cli)"),
         ),
@@ -176,7 +181,7 @@ declare(
         "session.undo",
         "Take the last turn out of what the model is sent (the stored record keeps it).",
         (_SID,),
-        "{undone: [message_id], user_message}",
+        "{undone: [message_id], user_message, user_images}",
         access=Access.SESSION,
     )
 )

@@ -244,6 +244,18 @@ CREATE TRIGGER todos_fork AFTER INSERT ON sessions WHEN new.parent_id IS NOT NUL
 END;
 """
 
+# message_images (hermesd.store.images): the images a client attached to a message, as BLOBs
+# apart from the text (search never sees them), in the order sent; deleted with their message.
+_MESSAGE_IMAGES = """
+CREATE TABLE message_images (
+    message_id  INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    n           INTEGER NOT NULL,
+    mime        TEXT NOT NULL,
+    data        BLOB NOT NULL,
+    PRIMARY KEY (message_id, n)
+);
+"""
+
 MIGRATIONS: list[str] = [
     _V1,
     _V2,
@@ -259,4 +271,5 @@ MIGRATIONS: list[str] = [
     _MEMORY_DELIVERY_ATTEMPTS,
     _COMPACTIONS,
     _TODOS,
+    _MESSAGE_IMAGES,
 ]

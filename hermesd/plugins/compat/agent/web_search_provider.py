@@ -1,8 +1,9 @@
 """hermesd's ``agent.web_search_provider``: the class web search backends subclass.
 
 Plugins subclass `WebSearchProvider` and hand an instance to
-``ctx.register_web_search_provider``; hermesd keeps it (docs/hermes-compat.md §4, "Backends") but
-has no web search tool to route to it yet (issue 33). The surface — abstract ``name`` and
+``ctx.register_web_search_provider``; hermesd's ``web_search`` tool sends queries to it when
+``web.search.provider`` names it (docs/tools.md; its ``extract`` is not used: ``web_extract``
+reads pages itself, through the egress proxy). The surface — abstract ``name`` and
 ``is_available``, the capability flags and the result shapes in the method docstrings — is the
 reference's, so a provider written for it imports and registers unchanged.
 """

@@ -1,0 +1,27 @@
+"""A turn in which the scripted model makes tool calls: the results it was sent back."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hermesctl.client import Client
+from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+
+
+def tool_turn(
+    model: ScriptedModelServer, client: Client, sid: str, *calls: tuple[str, dict[str, Any]]
+) -> list[Any]:
+    """One turn of session ``sid`` (``client`` attached) in which the model makes ``calls``
+    then answers; each call's result, parsed from JSON."""
+    model.push(call_tools(*(tool_call(n, a) for n, a in calls)), reply("done"))
+    turn_id = client.call("session.send", {"session_id": sid, "message": "go"})["turn_id"]
+    while True:
+        note = client.next_notification(timeout=60)
+        assert note is not None, "the turn did not finish"
+        event = note.params[0] if note.method == "session.event" else {}
+        if event.get("type") == "turn.finished" and event.get("turn_id") == turn_id:
+            assert event["status"] == "completed", event
+            break
+    messages = model.last_request["messages"]
+    return [json.loads(m["content"]) for m in messages if m["role"] == "tool"][-len(calls) :]
