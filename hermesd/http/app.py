@@ -77,6 +77,12 @@ class HttpApp:
                 self._auth(s.respond),
                 methods=["POST"],
             ),
+            Route("/v1/sessions/{session_id}/clarify", self._auth(s.questions), methods=["GET"]),
+            Route(
+                "/v1/sessions/{session_id}/clarify/{question_id}",
+                self._auth(s.answer),
+                methods=["POST"],
+            ),
             Route("/v1/rpc/{method}", self._auth(s.rpc), methods=["POST"]),
         ]
         self.app = Starlette(routes=routes)

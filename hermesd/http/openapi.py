@@ -40,6 +40,13 @@ ROUTES = [
         "Answer a pending approval",
         "approvals.respond",
     ),
+    ("/v1/sessions/{session_id}/clarify", "get", "The model's open questions", "clarify.pending"),
+    (
+        "/v1/sessions/{session_id}/clarify/{question_id}",
+        "post",
+        "Answer the model's question",
+        "clarify.respond",
+    ),
 ]
 
 

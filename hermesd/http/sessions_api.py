@@ -1,11 +1,13 @@
-"""The session API: sessions, turns, one SSE stream of a session's events, approvals, cancel.
+"""The session API: sessions, turns, one SSE stream of a session's events, approvals, the
+model's clarify questions, cancel.
 
 Each route is one or two RPC calls through `hermesd.http.door` as the token's identity, so a
 member sees only its sessions and answers approvals only where ``approvals.approvers`` lets it,
 exactly as on the socket. The event stream is a ``session.attach`` on a link of its own: the
 same events with the same ``seq`` a socket client gets, ``seq`` as the SSE ``id``, so a client
 reconnecting with ``Last-Event-ID`` is replayed what it missed (``session.attach``'s
-``after_seq``); an ``approval.request`` the link is sent arrives as an event of that name.
+``after_seq``); an ``approval.request`` or ``clarify.request`` the link is sent arrives as an
+event of that name, answered with its own route (``…/approvals/{id}``, ``…/clarify/{id}``).
 ``POST /v1/rpc/{method}`` calls any declared method the same way (`hermesd.http.openapi`).
 """
 
@@ -80,6 +82,14 @@ class SessionRoutes:
             return JSONResponse(await link.call("approvals.respond", params))
         finally:
             link.close()
+
+    async def questions(self, request: Request) -> Response:
+        return await self._call(request, "clarify.pending", _sid(request))
+
+    async def answer(self, request: Request) -> Response:
+        body = await read_json(request, self.bounds)
+        params = {**body, **_sid(request), "id": request.path_params["question_id"]}
+        return await self._call(request, "clarify.respond", params)
 
     async def rpc(self, request: Request) -> Response:
         body = await read_json(request, self.bounds)

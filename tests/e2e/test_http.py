@@ -476,3 +476,24 @@ def test_a_widening_call_needs_a_terminal_and_is_refused_over_http(start, model)
     assert refused.status_code == 403
     assert "terminal" in refused.json()["error"]["message"]
     assert daemon.call("config.get", {"key": "sandbox.mode"})["value"] != "off"
+
+
+def test_the_models_question_is_answered_over_http(start, model) -> None:
+    port = free_port()
+    daemon = start(config=_config(model, port))
+    question = {"question": "Which environment?", "choices": ["staging", "prod"]}
+    model.push(call_tools(tool_call("clarify", question)), reply("noted"))
+    with client(port) as c:
+        sid = c.post("/v1/sessions", json={}).json()["id"]
+        c.post(f"/v1/sessions/{sid}/messages", json={"message": "deploy"})
+        pending: list[dict[str, Any]] = []
+        while not pending:
+            pending = c.get(f"/v1/sessions/{sid}/clarify").json()["pending"]
+        assert pending[0]["question"] == "Which environment?"
+        answer = c.post(f"/v1/sessions/{sid}/clarify/{pending[0]['id']}", json={"choice": 2})
+        assert answer.json() == {"id": pending[0]["id"], "response": "prod"}
+        while c.get(f"/v1/sessions/{sid}").json()["running"]:
+            pass
+    tool_results = [m for m in model.last_request["messages"] if m["role"] == "tool"]
+    assert json.loads(tool_results[-1]["content"])["user_response"] == "prod"
+    assert daemon.alive()
