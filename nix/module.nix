@@ -596,8 +596,22 @@ in
       wantedBy = service.Install.WantedBy;
       unitConfig = removeAttrs service.Unit unitKeys;
       environment = units.environment;
-      serviceConfig = removeAttrs service.Service [ "Environment" ];
+      serviceConfig = removeAttrs service.Service [ "Environment" ]
+        # the HTTP door's socket too: systemd passes only sockets the service names
+        // lib.optionalAttrs cfg.http.enable { Sockets = [ "hermesd.socket" "hermesd-http.socket" ]; };
       reloadTriggers = [ configFile ];
+    };
+
+    # The HTTP door's socket (docs/clients.md): a connection starts hermesd like one on the
+    # RPC socket; hermesd serves the fd named "http". No firewall port is opened.
+    systemd.sockets.hermesd-http = mkIf cfg.http.enable {
+      description = "hermesd HTTP door socket";
+      wantedBy = [ "sockets.target" ];
+      listenStreams = [ cfg.http.listen ];
+      socketConfig = {
+        FileDescriptorName = "http";
+        Service = "hermesd.service";
+      };
     };
   })
   ];

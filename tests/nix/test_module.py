@@ -763,3 +763,13 @@ def test_the_http_door_is_off_by_default_and_rendered_when_enabled() -> None:
     }
     opened = evaluate(enabled(body), "e.config.networking.firewall.allowedTCPPorts or [ ]")
     assert opened == []
+
+
+def test_the_http_door_gets_a_socket_unit_named_http_for_the_service() -> None:
+    assert evaluate(enabled(), "e.config.systemd.sockets ? hermesd-http") is False
+    body = 'http = { enable = true; listen = "127.0.0.1:9000"; };'
+    unit = evaluate(enabled(body), "e.config.systemd.sockets.hermesd-http")
+    assert unit["listenStreams"] == ["127.0.0.1:9000"]
+    assert unit["socketConfig"]["FileDescriptorName"] == "http"
+    assert unit["socketConfig"]["Service"] == "hermesd.service"
+    assert service(body)["serviceConfig"]["Sockets"] == ["hermesd.socket", "hermesd-http.socket"]
