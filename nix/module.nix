@@ -403,6 +403,34 @@ in
       '';
     };
 
+    # The HTTP door (docs/clients.md): off by default; opens no firewall port either way.
+    http = {
+      enable = mkOption {
+        type = types.bool;
+        default = false;
+        example = true;
+        description = ''
+          Serve the HTTP door (OpenAI-compatible API, session API, /metrics) on `http.listen`.
+          Nothing is opened in the firewall: keep it on loopback and put a TLS proxy in front.
+        '';
+      };
+      listen = mkOption {
+        type = types.str;
+        default = "127.0.0.1:8642";
+        example = "[::1]:8642";
+        description = "HOST:PORT the HTTP door listens on (`http.listen` in config.yaml).";
+      };
+      tokenFile = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        example = "/run/secrets/hermes-http-tokens";
+        description = ''
+          The bearer tokens, one a line, `NAME:TOKEN` for a member (`http.token_file`). A path
+          outside the Nix store: tokens are secrets. Without it only /health answers.
+        '';
+      };
+    };
+
     extraArgs = mkOption {
       type = types.listOf types.str;
       default = [ ];
@@ -519,6 +547,10 @@ in
         inherit (cfg) group;
       };
       log_level = cfg.logLevel;
+      http = mkIf cfg.http.enable (
+        { inherit (cfg.http) listen; }
+        // lib.optionalAttrs (cfg.http.tokenFile != null) { token_file = cfg.http.tokenFile; }
+      );
       mcp_servers = mkIf (cfg.mcpServers != { }) (
         lib.mapAttrs (_: server: lib.filterAttrs (_: v: v != null) (server // {
           command =
@@ -564,8 +596,22 @@ in
       wantedBy = service.Install.WantedBy;
       unitConfig = removeAttrs service.Unit unitKeys;
       environment = units.environment;
-      serviceConfig = removeAttrs service.Service [ "Environment" ];
+      serviceConfig = removeAttrs service.Service [ "Environment" ]
+        # the HTTP door's socket too: systemd passes only sockets the service names
+        // lib.optionalAttrs cfg.http.enable { Sockets = [ "hermesd.socket" "hermesd-http.socket" ]; };
       reloadTriggers = [ configFile ];
+    };
+
+    # The HTTP door's socket (docs/clients.md): a connection starts hermesd like one on the
+    # RPC socket; hermesd serves the fd named "http". No firewall port is opened.
+    systemd.sockets.hermesd-http = mkIf cfg.http.enable {
+      description = "hermesd HTTP door socket";
+      wantedBy = [ "sockets.target" ];
+      listenStreams = [ cfg.http.listen ];
+      socketConfig = {
+        FileDescriptorName = "http";
+        Service = "hermesd.service";
+      };
     };
   })
   ];

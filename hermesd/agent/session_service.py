@@ -197,6 +197,7 @@ class SessionService(SessionRegistry):
 
     async def rpc_create(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         self._check_model_choice(call.caller, p.get("model"))
+        history = _history(p.get("history") or [])
         session = await self._db(
             self.store.sessions.create,
             title=p.get("title"),
@@ -205,6 +206,8 @@ class SessionService(SessionRegistry):
             owner_uid=call.caller.session_uid,
         )
         self._count += 1
+        for role, content in history:  # a conversation carried over (the HTTP door's)
+            await self._db(self.store.messages.append, session["id"], role, content)
         if p.get("attach", True):
             self._attach(session["id"], call.conn)
         return self._live(session)
@@ -427,6 +430,21 @@ class SessionService(SessionRegistry):
         await self._session(p["session_id"])
         turn_id = await self._cancel(p["session_id"])
         return {"cancelled": turn_id is not None, "turn_id": turn_id}
+
+
+def _history(given: list[Any]) -> list[tuple[str, str]]:
+    """``session.create``'s ``history`` as (role, content) pairs; anything else is refused."""
+    out = []
+    for i, m in enumerate(given):
+        role = m.get("role") if isinstance(m, dict) else None
+        content = m.get("content") if isinstance(m, dict) else None
+        if role not in ("user", "assistant") or not isinstance(content, str):
+            raise RpcError(
+                Codes.INVALID_PARAMS,
+                f"session.create: history[{i}] must be {{role: user|assistant, content: str}}",
+            )
+        out.append((role, content))
+    return out
 
 
 def _client_info(conn: Connection) -> dict[str, Any]:

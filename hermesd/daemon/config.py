@@ -58,6 +58,14 @@ SCHEMA: dict[str, Any] = {
             (str, int), None, "socket file mode, e.g. '0660' (default 0600, 0660 with group)"
         ),
     },
+    # the HTTP door (hermesd.http, docs/clients.md); unset listen: no listener
+    "http": {
+        "listen": _S((str,), None, "HOST:PORT of the HTTP API (loopback advised; TLS: a proxy)"),
+        "token_file": _S((str,), None, "bearer tokens, one a line, NAME:TOKEN for a member"),
+        "max_body": _S((int,), 1024 * 1024, "largest accepted request body, bytes"),
+        "body_timeout": _S(_num, 30, "seconds a request body may take to arrive (then 408)"),
+        "max_connections": _S((int,), 1000, "simultaneous HTTP connections"),
+    },
     "limits": {
         "max_message": _S((int,), 8 * 1024 * 1024, "largest accepted msgpack message, bytes"),
         "max_output": _S(

@@ -64,11 +64,28 @@ async def watchdog_loop(interval: float) -> None:
         await asyncio.sleep(interval)
 
 
-def listen_fds() -> list[int]:
-    """File descriptors passed by socket activation, for this process only."""
-    if not os.environ.get("LISTEN_FDS"):
-        return []
-    from systemd import daemon
+#: the name a second socket unit gives the HTTP listener's fd (``FileDescriptorName=http``)
+HTTP_FD_NAME = "http"
+_activated: dict[int, str] | None = None
 
-    fds: list[int] = daemon.listen_fds(unset_environment=True)
-    return fds
+
+def _by_name() -> dict[int, str]:
+    """Every fd systemd passed, with its name; read once (the environment is unset then)."""
+    global _activated
+    if _activated is None:
+        _activated = {}
+        if os.environ.get("LISTEN_FDS"):
+            from systemd import daemon
+
+            _activated = dict(daemon.listen_fds_with_names(unset_environment=True))
+    return _activated
+
+
+def listen_fds() -> list[int]:
+    """File descriptors passed by socket activation for the RPC socket (all but ``http``)."""
+    return sorted(fd for fd, name in _by_name().items() if name != HTTP_FD_NAME)
+
+
+def http_fds() -> list[int]:
+    """File descriptors passed by socket activation named ``http`` (the HTTP listener)."""
+    return sorted(fd for fd, name in _by_name().items() if name == HTTP_FD_NAME)

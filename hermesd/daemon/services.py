@@ -34,7 +34,7 @@ from hermesd.context.host import ContextHost, ContextSettings
 from hermesd.cron.service import CronService
 from hermesd.cron.tool import register_cron_command, register_cron_tool
 from hermesd.cron.wake import Activity, ScaleToZero
-from hermesd.daemon import config_edit
+from hermesd.daemon import config_edit, sdnotify
 from hermesd.daemon.config import SettingsFiles, load_dotenv_file
 from hermesd.daemon.config_service import ConfigService
 from hermesd.daemon.config_view import effective_settings
@@ -42,6 +42,7 @@ from hermesd.daemon.doctor import DoctorService
 from hermesd.daemon.logring import LogService
 from hermesd.daemon.memory_setup import MemorySetupService
 from hermesd.daemon.reloads import ReloadService
+from hermesd.http.service import HttpService
 from hermesd.mcp.pool import McpPool
 from hermesd.mcp.service import McpService
 from hermesd.memory.builtin import BuiltinMemory
@@ -618,6 +619,16 @@ def _append_services(
     daemon.services.append(cron)
     if cfg.get("cron.scale_to_zero"):  # docs/cron.md, "Scale to zero"
         daemon.services.append(_scale_to_zero(daemon, core, sessions, cron))
+    # The HTTP door (hermesd.http, docs/clients.md): last, so it stops first.
+    daemon.services.append(
+        HttpService(
+            daemon.config.get,
+            daemon.server.limits,
+            daemon._connection_closed,
+            sdnotify.http_fds,
+            daemon.home,
+        )
+    )
 
 
 def _scale_to_zero(

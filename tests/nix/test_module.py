@@ -749,3 +749,27 @@ def test_a_wrong_mcp_server_fails_the_config_check_naming_the_key(tmp_path: Path
     )
     assert check.returncode == 78
     assert "'mcp_servers.t' needs exactly one of 'command'" in check.stderr
+
+
+# --- the HTTP door -------------------------------------------------------------------------------
+
+
+def test_the_http_door_is_off_by_default_and_rendered_when_enabled() -> None:
+    assert "http" not in evaluate(enabled(), RENDERED)
+    body = 'http = { enable = true; tokenFile = "/run/secrets/hermes-http"; };'
+    assert evaluate(enabled(body), RENDERED)["http"] == {
+        "listen": "127.0.0.1:8642",
+        "token_file": "/run/secrets/hermes-http",
+    }
+    opened = evaluate(enabled(body), "e.config.networking.firewall.allowedTCPPorts or [ ]")
+    assert opened == []
+
+
+def test_the_http_door_gets_a_socket_unit_named_http_for_the_service() -> None:
+    assert evaluate(enabled(), "e.config.systemd.sockets ? hermesd-http") is False
+    body = 'http = { enable = true; listen = "127.0.0.1:9000"; };'
+    unit = evaluate(enabled(body), "e.config.systemd.sockets.hermesd-http")
+    assert unit["listenStreams"] == ["127.0.0.1:9000"]
+    assert unit["socketConfig"]["FileDescriptorName"] == "http"
+    assert unit["socketConfig"]["Service"] == "hermesd.service"
+    assert service(body)["serviceConfig"]["Sockets"] == ["hermesd.socket", "hermesd-http.socket"]

@@ -24,6 +24,7 @@ RANKS = {
     "model": 0,
     "runtime": 1,
     "sandbox": 1,
+    "http": 1,  # a door like rpc: calls the daemon's methods through the RPC layer only
     "tools": 2,
     "plugins": 3,
     "approvals": 3,
@@ -134,7 +135,7 @@ RPC_LEAVES = ("hermesd.rpc.humanize", "hermesd.rpc.paths")
 def _is_service(path: Path) -> bool:
     rel = path.relative_to(REPO / "hermesd")
     return (
-        rel.parts[0] in {"rpc", "daemon"}
+        rel.parts[0] in {"rpc", "daemon", "http"}  # http: a door, a client of rpc
         or len(rel.parts) == 1  # the package's own __init__/__main__ and the re-export shims
         or path.stem == "service"
         or path.stem.endswith("_service")

@@ -15,6 +15,11 @@ declare(
             Param("model", "str", doc="model for this session (default: model.default)"),
             Param("platform", "str", doc='where the session comes from (default "cli")'),
             Param("attach", "bool", doc="also attach the caller (default true)"),
+            Param(
+                "history",
+                "array",
+                doc="earlier messages [{role: user|assistant, content}] stored first (HTTP door)",
+            ),
         ),
         "session",
         access=Access.ANY,
