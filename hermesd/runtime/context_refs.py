@@ -12,6 +12,7 @@ runtime's worker pool only.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import threading
@@ -111,11 +112,14 @@ async def expand_references(
         dropped = [raw for raw, _, _ in refs[MAX_REFS_PER_MESSAGE:]]
         notes.append(f"not expanded (over {MAX_REFS_PER_MESSAGE} per message): {' '.join(dropped)}")
         refs = refs[:MAX_REFS_PER_MESSAGE]
+    # concurrently, so a message's time is that of its slowest reference, not their sum
+    texts = await asyncio.gather(
+        *(_expand_one(kinds[kind], raw, target, pool, timeout) for raw, kind, target in refs)
+    )
     blocks: list[str] = []
     total = 0
-    for raw, kind, target in refs:
+    for (raw, kind, _), text in zip(refs, texts, strict=True):
         entry = kinds[kind]
-        text = await _expand_one(entry, raw, target, pool, timeout)
         if text is None:
             continue
         if len(text) > REF_MAX_CHARS or total + len(text) > REFS_TOTAL_CHARS:

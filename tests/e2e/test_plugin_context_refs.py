@@ -1,8 +1,9 @@
 """``ctx.register_context_reference`` on a real hermesd (issue 32, docs/hermes-compat.md §4).
 
 Plugin ``refs`` registers three ``@kind:`` providers: ``ticket`` (the reference's ABC, async
-``expand``, text with a secret in it), ``boom`` (a plain object whose sync ``expand`` raises) and
-``file`` (reserved: refused with a warning, the plugin still loads). The scripted model records
+``expand``, text with a secret in it), ``boom`` (a plain object whose sync ``expand`` raises),
+``stall`` (never answers within ``tools.hook_timeout``) and ``file`` (reserved: refused with a
+warning, the plugin still loads). The scripted model records
 what each turn sends it.
 """
 
@@ -17,6 +18,8 @@ from tests.support.modelserver import ScriptedModelServer, model_config, reply
 from tests.support.plugin_factory import write_plugin
 
 REFS = """
+import time
+
 from agent.context_references import ContextReferenceProvider
 
 
@@ -41,6 +44,14 @@ class Boom:
         raise RuntimeError("tracker unreachable for " + target)
 
 
+class Stall:
+    prefix = "stall"
+
+    def expand(self, target):
+        time.sleep(60)
+        return "too late"
+
+
 class Files:
     prefix = "file"
 
@@ -51,6 +62,7 @@ class Files:
 def register(ctx):
     ctx.register_context_reference(Tickets())
     ctx.register_context_reference(Boom())
+    ctx.register_context_reference(Stall())
     ctx.register_context_reference(Files())
     ctx.register_command("alive", lambda raw: "yes", description="proves the plugin loaded")
 """
@@ -66,7 +78,8 @@ def model() -> Iterator[ScriptedModelServer]:
 def refsd(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     home = short_tmpdir("pr-")
     write_plugin(home / "plugins", "refs", REFS)
-    daemon = start_daemon(home, config=model_config(model.url, timeout=30, max_retries=0))
+    config = model_config(model.url, timeout=30, max_retries=0) + "tools:\n  hook_timeout: 2\n"
+    daemon = start_daemon(home, config=config)
     yield daemon
     daemon.stop()
 
@@ -110,6 +123,15 @@ def test_a_provider_that_raises_leaves_the_message_as_typed(
     log = refsd.log()
     assert "context reference @boom:x (plugin refs) failed" in log
     assert "RuntimeError: tracker unreachable for x" in log
+
+
+def test_a_provider_past_the_hook_timeout_attaches_nothing_and_the_others_still_do(
+    refsd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    typed = "compare @stall:a with @ticket:9"
+    sent = turn(refsd, model, typed)
+    assert "Ticket 9: printer on fire." in sent and "too late" not in sent
+    assert "context reference @stall:a (plugin refs) failed" in refsd.log()
 
 
 def test_a_reserved_prefix_is_refused_and_the_plugin_still_loads(
