@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from hermesd import redact
 from hermesd.agent.scope import TurnScope
+from hermesd.runtime.context_refs import expand_references
 from hermesd.store import images
 from hermesd.store.images import Image
 
@@ -118,6 +119,12 @@ async def build_request(
     provider, recalled = await _recall(agent, scope, user_message, who)
     if recalled:
         context = context + "\n\n" + recalled if context else recalled
+    references = agent.hooks.surfaces.references.by_kind
+    if references:  # plugins' @kind:value providers (issue 32); nothing to do without one
+        refs = await expand_references(
+            user_message, references, agent.hooks.pool, agent.hooks.timeout
+        )
+        context = refs + "\n\n" + context if refs and context else refs or context
     text = user_message + ("\n\n" + context if context else "")
     api_user = {"role": "user", "content": images.content(text, attached or [])}
     system = await _system_message(agent, scope, provider, first)

@@ -3,7 +3,8 @@
 Followed from the upstream hermes-agent source (the commit is recorded in the compat doc):
 ``set_config``, ``state``, ``emit``/``subscribe``, ``spawn_task``, ``has_capability``,
 ``register_system_prompt_section``, ``register_redaction_patterns``,
-``register_approval_transport``, ``platform_actions`` and ``subagent_lifecycle``. `NewerContext`
+``register_approval_transport``, ``register_context_reference``, ``platform_actions`` and
+``subagent_lifecycle``. `NewerContext`
 is mixed into `PluginContext`; what a plugin adds lives on the hook bus's `PluginSurfaces`, so
 unloading the plugin removes it.
 """
@@ -259,6 +260,18 @@ class NewerContext:
             raise ValueError(f"system prompt section max_chars must be 1..{SECTION_MAX_CHARS}")
         section = PromptSection(self.plugin_name, id, content, max_chars)
         self._services.hooks.surfaces.add_section(section)
+
+    def register_context_reference(self, provider: Any) -> None:
+        """Expand ``@<provider.prefix>:<value>`` in a user's message with ``provider.expand``
+        (hermesd.runtime.context_refs); a refused provider is a warning, as in the reference."""
+        try:
+            kind = self._services.hooks.surfaces.references.add(self.plugin_name, provider)
+        except ValueError as exc:
+            log.warning(
+                "Plugin '%s' context reference registration failed: %s", self.plugin_name, exc
+            )
+            return
+        log.info("Plugin '%s' registered context reference @%s:", self.plugin_name, kind)
 
     def register_redaction_patterns(self, patterns: Any) -> int:
         """Add secret-shaped regexes to the daemon's redactor; how many were taken."""

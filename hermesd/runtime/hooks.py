@@ -599,6 +599,11 @@ class HookBus:
         #: System-prompt sections, plugin events, background tasks, approval transports.
         self.surfaces = PluginSurfaces()
 
+    @property
+    def pool(self) -> WorkerPool:
+        """The worker pool plugin code of this bus runs on."""
+        return self._pool
+
     def register(self, plugin_key: str, hook_name: str, callback: Callable[..., Any]) -> None:
         """Add ``callback`` for ``hook_name``; unknown names are warned about and kept."""
         if not callable(callback):

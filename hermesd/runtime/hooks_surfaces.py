@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hermesd import redact
+from hermesd.runtime.context_refs import ReferenceKinds
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,8 @@ class PluginSurfaces:
         self._lock = threading.Lock()
         self.sections: dict[str, PromptSection] = {}
         self.transports: dict[str, ApprovalTransport] = {}
+        #: ``@kind:value`` providers (``ctx.register_context_reference``)
+        self.references = ReferenceKinds()
         self._subscriptions: dict[str, list[tuple[str, Callable[..., Any]]]] = {}
         self._tasks: dict[str, set[Any]] = {}
         self._events: queue.Queue[tuple[str, dict[str, Any], tuple[Any, ...]]] = queue.Queue(
@@ -236,6 +239,7 @@ class PluginSurfaces:
                 if (kept := [s for s in subs if s[0] != plugin])
             }
             tasks = self._tasks.pop(plugin, set())
+        self.references.drop_plugin(plugin)
         for task in tasks:
             if isinstance(task, asyncio.Task):
                 task.get_loop().call_soon_threadsafe(task.cancel)
