@@ -86,6 +86,8 @@ def test_flake_shows_every_output_for_both_systems(flakes: tuple[Path, Path]) ->
         assert shown["checks"][system]["vm"]["name"] == "vm-test-run-hermes-agent"
         assert list(shown["devShells"][system]) == ["default"]
     assert sorted(shown["nixosModules"]) == ["default", "hermes-agent"]
+    for output in ("homeManagerModules", "homeModules"):
+        assert sorted(shown[output]) == ["default", "hermes-agent"], output
     assert list(shown["overlays"]) == ["default"]
 
 
