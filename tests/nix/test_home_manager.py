@@ -10,6 +10,7 @@ Home-Manager's types. The packages are the same stand-ins as for the NixOS modul
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ from tests.nix.test_module import (
     nixpkgs_lib,
 )
 from tests.nix.test_module import evaluate as evaluate_nixos
+from tests.nix.test_units import Sections, materialise, parse_unit, unit_text
 from tests.support.daemon import REPO
 
 EVAL_HOME = REPO / "nix" / "tests" / "stubs" / "eval-home.nix"
@@ -270,3 +272,70 @@ def test_the_link_script_creates_hermes_home_private(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert home.stat().st_mode & 0o777 == 0o700
     assert json.dumps(str((home / "config.yaml").readlink())) == '"/nowhere/config.yaml"'
+
+
+# --- the units as Home-Manager writes them --------------------------------------------------
+
+
+def home_sections(unit: dict[str, Any]) -> Sections:
+    """Section → key → values, as Home-Manager writes a unit (a list repeats the key)."""
+    return {
+        name: {
+            k: [str(v) for v in (vs if isinstance(vs, list) else [vs])] for k, vs in body.items()
+        }
+        for name, body in unit.items()
+    }
+
+
+# Where the Home-Manager units differ from contrib/systemd/user: store paths, and the link to
+# the rendered config with its reload trigger.
+DIFFERENT = {
+    ("Unit", "Documentation"),
+    ("Unit", "X-Reload-Triggers"),
+    ("Service", "ExecStart"),
+    ("Service", "ExecReload"),
+    ("Service", "ExecStartPre"),
+}
+
+
+@pytest.mark.parametrize("kind", ["service", "socket"])
+def test_the_units_agree_with_contrib_user_units_on_every_other_directive(kind: str) -> None:
+    shipped = parse_unit((REPO / "contrib" / "systemd" / "user" / f"hermesd.{kind}").read_text())
+    rendered = home_sections(units()[f"{kind}s"]["hermesd"])
+    assert set(shipped) == set(rendered)
+    for section in shipped:
+        keys = set(shipped[section]) | set(rendered[section])
+        for key in sorted(keys - {k for s, k in DIFFERENT if s == section}):
+            assert rendered[section].get(key) == shipped[section].get(key), (section, key)
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze missing")
+def test_the_units_with_http_pass_systemd_analyze_verify(tmp_path: Path) -> None:
+    user = units('http.enable = true; environmentFiles = [ "-/home/alice/.hermes.env" ];')
+    store = tmp_path / "store"
+    paths = []
+    for kind, name in (
+        ("sockets", "hermesd"),
+        ("sockets", "hermesd-http"),
+        ("services", "hermesd"),
+    ):
+        text = materialise(unit_text(home_sections(user[kind][name])), store)
+        path = tmp_path / f"{name}.{kind.removesuffix('s')}"
+        path.write_text(text)
+        paths.append(str(path))
+    # The link script has no bin/ of its own: materialise made no executable for it.
+    for found in re.findall(r"\S+-hermes-agent-link-config", Path(paths[-1]).read_text()):
+        script = Path(found.removeprefix("ExecStartPre="))
+        script.write_text("#!/bin/sh\nexit 0\n")
+        script.chmod(0o755)
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    proc = subprocess.run(
+        ["systemd-analyze", "--user", "verify", "--man=no", *paths],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SYSTEMD_LOG_LEVEL": "warning", "XDG_RUNTIME_DIR": str(runtime)},
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [x for x in (proc.stdout + proc.stderr).splitlines() if "hermesd" in x] == []
