@@ -20,7 +20,10 @@ let
   inherit (lib) mkIf mkOption types;
 
   cfg = config.programs.hermes-agent;
-  shared = import ./options.nix { inherit lib pkgs cfg; };
+  shared = import ./options.nix {
+    inherit lib pkgs cfg;
+    optionPath = "programs.hermes-agent";
+  };
   inherit (shared) python pythonEnv pluginDir configFile foreignPython describeForeign;
 
   # Where Home-Manager writes the rendered settings; the service links HERMES_HOME's config.yaml

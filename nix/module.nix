@@ -30,7 +30,10 @@ let
 
   absolutePath = types.strMatching "/.+";
 
-  shared = import ./options.nix { inherit lib pkgs cfg; };
+  shared = import ./options.nix {
+    inherit lib pkgs cfg;
+    optionPath = "services.hermes-agent";
+  };
   inherit (shared)
     python
     pythonEnv

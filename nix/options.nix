@@ -4,12 +4,13 @@
 # from `settings` and checked with hermesd's schema. Each module adds its own options (the NixOS
 # user, group, state directory and socket) and units.
 #
-# Called as `import ./options.nix { inherit lib pkgs cfg; }` with the module's own `cfg`;
+# Called as `import ./options.nix { inherit lib pkgs cfg optionPath; }` with the module's own `cfg`;
 # `options` goes under the module's option path, `settings` is merged into `cfg.settings`.
 {
   lib,
   pkgs,
   cfg,
+  optionPath, # where the module declares these, e.g. "services.hermes-agent", for messages
 }:
 
 let
@@ -111,7 +112,7 @@ let
       { rendered = settingsFormat.generate "config.yaml" cfg.settings; }
       ''
         cp "$rendered" "$out"
-        ${pythonEnv}/bin/python3 ${./check_config.py} "$out"
+        ${pythonEnv}/bin/python3 ${./check_config.py} "$out" ${lib.escapeShellArg "${optionPath}.settings"}
       '';
 
 in

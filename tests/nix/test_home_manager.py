@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -148,13 +149,33 @@ def test_config_yaml_is_written_to_xdg_config_home_and_linked_into_hermes_home()
     assert any(p.endswith("-hermesd-0.1.0") for p in evaluate(enabled(), "e.config.home.packages"))
 
 
-def test_the_config_is_checked_with_hermesds_schema_at_build_time() -> None:
+def test_the_config_is_checked_with_hermesds_schema_at_build_time(tmp_path: Path) -> None:
     script = evaluate(
         enabled(), 'e.config.xdg.configFile."hermes/config.yaml".source.stub.buildCommand'
     )
     assert re.search(
-        STORE_PATH + r'python3-3\.13-env/bin/python3 .*check_config\.py "\$out"', script
+        STORE_PATH
+        + r"python3-3\.13-env/bin/python3 "
+        + STORE_PATH
+        + r"check_config\.py \"\$out\" programs\.hermes-agent\.settings$",
+        script,
+        re.MULTILINE,
+    ), script
+    # The check as the build runs it, naming this module's option.
+    settings = evaluate(enabled('settings.limits.max_connections = "lots";'), RENDERED)
+    (tmp_path / "config.yaml").write_text(json.dumps(settings))
+    check = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "nix" / "check_config.py"),
+            str(tmp_path / "config.yaml"),
+            "programs.hermes-agent.settings",
+        ],
+        capture_output=True,
+        text=True,
     )
+    assert check.returncode == 78
+    assert "programs.hermes-agent.settings: 'limits.max_connections'" in check.stderr
 
 
 def test_http_adds_a_second_socket_named_http_for_the_service() -> None:
