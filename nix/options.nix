@@ -175,8 +175,9 @@ in
       '';
       description = ''
         hermesd's `config.yaml`, as Nix values; definitions from several modules are merged.
-        Checked against hermesd's schema at build time. The module sets `socket.path`,
-        `socket.mode`, `socket.group` and `log_level` from its own options. It ends up in the
+        Checked against hermesd's schema at build time. The module sets `log_level`, `http` and
+        `mcp_servers` from its own options (the NixOS service also `socket.path`, `socket.mode`
+        and `socket.group`). It ends up in the
         world-readable Nix store: put API keys in `environmentFiles`, never here.
       '';
     };
@@ -344,7 +345,7 @@ in
       example = "DEBUG";
       description = ''
         hermesd's log level (`log_level` in config.yaml, so it survives a reload). Logs go to
-        the journal: `journalctl -u hermesd`.
+        the journal: `journalctl -u hermesd` (a user's: `journalctl --user -u hermesd`).
       '';
     };
 
@@ -356,7 +357,8 @@ in
       description = ''
         The Python environment the service runs (hermesd, its dependencies and
         `extraPythonPackages`), e.g. for
-        `''${config.services.hermes-agent.pythonEnv}/bin/hermesd --check-config`.
+        `''${config.services.hermes-agent.pythonEnv}/bin/hermesd --check-config` (under
+        Home-Manager `config.programs.hermes-agent.pythonEnv`).
       '';
     };
 
