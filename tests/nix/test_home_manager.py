@@ -26,6 +26,7 @@ from tests.nix.test_module import (
     needs_lib,
     needs_nix,
     nix_eval,
+    nix_instantiate,
     nix_path,
     nixpkgs_lib,
 )
@@ -40,11 +41,16 @@ NIXOS_RENDERED = 'e.config.environment.etc."hermes/config.yaml".source.stub.rend
 pytestmark = [needs_nix, needs_lib]
 
 
-def evaluate(configuration: str, select: str = "e.config") -> Any:
-    """``select`` (an expression over ``e``, the evaluated Home-Manager module)."""
+def home_expr(configuration: str, select: str) -> str:
+    """``select``, an expression over ``e``: the Home-Manager module with ``configuration``."""
     lib = f"import {nix_path(nixpkgs_lib())}"
     args = f"{{ lib = {lib}; configuration = {configuration}; }}"
-    return nix_eval(f"let e = import {nix_path(EVAL_HOME)} {args}; in {select}")
+    return f"let e = import {nix_path(EVAL_HOME)} {args}; in {select}"
+
+
+def evaluate(configuration: str, select: str = "e.config") -> Any:
+    """``select`` (an expression over ``e``, the evaluated Home-Manager module)."""
+    return nix_eval(home_expr(configuration, select))
 
 
 def enabled(body: str = "") -> str:
@@ -360,3 +366,28 @@ def test_the_units_with_http_pass_systemd_analyze_verify(tmp_path: Path) -> None
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [x for x in (proc.stdout + proc.stderr).splitlines() if "hermesd" in x] == []
+
+
+def test_every_option_set_evaluates_without_a_warning_from_lib() -> None:
+    body = """
+      logLevel = "DEBUG"; startOnLogin = false; memoryHigh = null; memoryMax = "4G";
+      settings.model.base_url = "http://127.0.0.1:8080/v1";
+      environmentFiles = [ "-/home/alice/.hermes.env" ];
+      extraPlugins = [ (pkgs.runCommand "weather" { } "") ];
+      extraPythonPackages = ps: [ ps.requests ];
+      extraArgs = [ "--log-level" "DEBUG" ];
+      http = { enable = true; tokenFile = "/home/alice/.hermes-tokens"; };
+      mcpServers.time.command = "mcp-time";
+    """
+    select = (
+        "{ inherit (e.config) systemd xdg; failed = e.failedAssertions; "
+        "env = e.config.programs.hermes-agent.pythonEnv.outPath; }"
+    )
+    proc = nix_instantiate(home_expr(enabled(body), select))
+    assert proc.returncode == 0, proc.stderr
+    noise = [line for line in proc.stderr.splitlines() if "warning:" in line or "trace:" in line]
+    assert [line for line in noise if "build-users-group" not in line] == [], proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["failed"] == []
+    assert "MemoryHigh" not in result["systemd"]["user"]["services"]["hermesd"]["Service"]
+    assert result["systemd"]["user"]["services"]["hermesd"]["Service"]["MemoryMax"] == "4G"
