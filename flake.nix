@@ -47,6 +47,12 @@
       nixosModules.hermes-agent = import ./nix/module.nix;
       nixosModules.default = self.nixosModules.hermes-agent;
 
+      # programs.hermes-agent: hermesd for one user (systemd user units), with the NixOS
+      # module's settings and plugin options. homeModules is the newer name for the same output.
+      homeManagerModules.hermes-agent = import ./nix/home-manager.nix;
+      homeManagerModules.default = self.homeManagerModules.hermes-agent;
+      homeModules = self.homeManagerModules;
+
       checks = forAllSystems (
         system: pkgs: {
           # The package runs the test suite in its checkPhase.

@@ -89,6 +89,19 @@ def test_flake_shows_every_output_for_both_systems(flakes: tuple[Path, Path]) ->
     assert list(shown["overlays"]) == ["default"]
 
 
+def test_flake_exposes_the_home_manager_module(flakes: tuple[Path, Path]) -> None:
+    # `nix flake show` knows no Home-Manager outputs (it prints them as "unknown"): read them.
+    for output in ("homeManagerModules", "homeModules"):
+        names = f"path:{flakes[0]}#{output}"
+        proc = nix(flakes, "eval", "--json", names, "--apply", "builtins.attrNames")
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == ["default", "hermes-agent"], output
+    module = f"path:{flakes[0]}#homeModules.default"
+    proc = nix(flakes, "eval", "--json", module, "--apply", "m: builtins.isFunction m")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) is True
+
+
 def test_flake_check_evaluates_every_output(flakes: tuple[Path, Path]) -> None:
     proc = nix(flakes, "flake", "check", "--no-build", f"path:{flakes[0]}")
     assert proc.returncode == 0, proc.stderr

@@ -145,6 +145,7 @@ let
 
     runCommand = name: env: buildCommand: mkStub name (env // { inherit buildCommand; }) { };
     writeText = name: text: mkStub name { inherit text; } { };
+    writeShellScript = name: text: mkStub name { inherit text; } { };
     writeShellScriptBin = name: text: mkStub name { inherit text; } { };
     writeScriptBin = name: text: mkStub name { inherit text; } { };
     mkShell = args: mkStub (args.name or "nix-shell") (removeAttrs args [ "name" "shellHook" ]) { };
