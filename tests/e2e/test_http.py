@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.approvals import client_answering, wait_pending
 from tests.support.daemon import follow_turn, run_hermesctl, short_tmpdir, start_daemon
-from tests.support.http import (
+from tests.support.http_client import (
     MEMBER_TOKEN,
     OWNER_TOKEN,
     client,
