@@ -67,6 +67,7 @@ from hermesd.tools.clarify import ClarifyBroker, register_clarify
 from hermesd.tools.clarify_service import ClarifyService
 from hermesd.tools.code_execution import register_execute_code
 from hermesd.tools.process_service import ProcessService, register_processes
+from hermesd.tools.provider_tools import register_provider_tools
 from hermesd.tools.registry import (
     DEFAULT_RESULT_BUDGET,
     DEFAULT_TOOL_TIMEOUT,
@@ -313,6 +314,13 @@ def build_services(daemon: Daemon) -> None:
         core.sandbox,
         lambda: daemon.config,
         lambda: [r.obj for r in providers.of_kind("web_search")],
+        core.home,
+    )
+    # issue 33: image_generate and text_to_speech call the provider image_gen/tts.provider names
+    register_provider_tools(
+        core.parts.tools,
+        lambda: daemon.config,
+        lambda k: [r.obj for r in providers.of_kind(k)],
         core.home,
     )
     _append_services(daemon, core, memory, turns, host, admin, mcp, cron)
