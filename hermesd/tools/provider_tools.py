@@ -187,7 +187,8 @@ class ProviderTools:
         except Exception as exc:
             log.exception("image_gen provider %s failed", name)
             return _image_error(f"Provider '{name}' error: {exc}", "provider_exception", name)
-        return json.dumps(await asyncio.to_thread(self._image_result, result, name, kwargs))
+        answer = await asyncio.to_thread(self._image_result, result, name, kwargs)
+        return json.dumps(answer, ensure_ascii=False, default=str)  # a provider may put a Path in
 
     def _image_result(self, result: Any, name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The provider's answer in the reference's shape; bytes it returned saved as a file."""

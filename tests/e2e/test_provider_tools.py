@@ -23,6 +23,7 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\
 
 PLUGIN = """
 import json
+import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -45,6 +46,10 @@ class Pixels:
         record("image", prompt=prompt, aspect_ratio=aspect_ratio, **kwargs)
         if self.broken:
             raise RuntimeError("the GPU is on fire")
+        if self.name == "sleepy":
+            time.sleep(4)
+        if self.name == "odd":
+            return ["not", "a", "dict"]
         return {"success": True, "image": PNG, "model": kwargs.get("model", "px-1")}
 
 
@@ -66,6 +71,8 @@ class Voice:
 def register(ctx):
     ctx.register_image_gen_provider(Pixels("pixels"))
     ctx.register_image_gen_provider(Pixels("smoky", broken=True))
+    ctx.register_image_gen_provider(Pixels("sleepy"))
+    ctx.register_image_gen_provider(Pixels("odd"))
     ctx.register_tts_provider(Voice("voice", "bytes"))
     ctx.register_tts_provider(Voice("filevoice", "file"))
     ctx.register_tts_provider(Voice("hoarse", "broken"))
@@ -198,7 +205,9 @@ def test_without_a_selected_provider_the_tools_are_unavailable_and_say_why(
     image, tts = tools["image_generate"], tools["text_to_speech"]
     assert image["available"] is False and tts["available"] is False
     # as in the reference, a registered provider is not used until the config names it
-    assert image["reason"] == "image_gen.provider is not set (registered: pixels, smoky)"
+    assert (
+        image["reason"] == "image_gen.provider is not set (registered: odd, pixels, sleepy, smoky)"
+    )
     assert tts["reason"] == "tts.provider is not set (registered: filevoice, hoarse, voice)"
     out = run_hermesctl(["--socket", str(d.socket), "tools", "list"])
     assert "image_gen.provider is not set" in out.stdout
@@ -260,3 +269,20 @@ def test_bad_arguments_get_an_error_and_reach_no_provider(
     for (tool, _, wanted), result in zip(BAD, results, strict=True):
         assert result["success"] is False and wanted in result["error"], (tool, result)
     assert _calls(home) == []
+
+
+def test_a_provider_over_its_timeout_or_answering_wrongly_gives_an_error_result(
+    start: Start, model: ScriptedModelServer
+) -> None:
+    home = _home()
+    config = _config(model, image="sleepy").replace("model: px-9\n", "timeout: 1\n")
+    d = start(home, config=config)
+    with d.client() as client:
+        [result] = _turn(model, client, tool_call("image_generate", {"prompt": "a snail"}))
+    assert result["success"] is False and result["error_type"] == "timeout", result
+    assert result["error"] == "'sleepy' did not answer in 1s"
+    d.stop()
+    d = start(home, config=_config(model, image="odd"))
+    with d.client() as client:
+        [result] = _turn(model, client, tool_call("image_generate", {"prompt": "a snail"}))
+    assert result["error_type"] == "provider_contract" and "non-dict" in result["error"]
