@@ -295,6 +295,11 @@ SCHEMA: dict[str, Any] = {
         "model": _S((str,), "", "model name passed to the provider ('' = its default)"),
         "timeout": _S(_num, 300.0, "seconds one image may take"),
     },
+    "video_gen": {
+        "provider": _S((str,), "", "video-gen provider ('' = the only available one)"),
+        "model": _S((str,), "", "model name passed to the provider ('' = its default)"),
+        "timeout": _S(_num, 900.0, "seconds one video may take"),
+    },
     "tts": {
         "provider": _S((str,), "", "the TTS provider text_to_speech uses ('' = none)"),
         "voice": _S((str,), "", "voice passed to the provider ('' = its default)"),

@@ -79,6 +79,7 @@ from hermesd.tools.skill_catalog import SkillCatalog
 from hermesd.tools.skill_manage import register_skill_manage
 from hermesd.tools.todo import register_todo
 from hermesd.tools.toolsets import ToolSelection
+from hermesd.tools.video_tool import register_video_tool
 from hermesd.tools.vision import VisionTool, register_vision
 from hermesd.tools.web import register_web_tools
 
@@ -316,13 +317,13 @@ def build_services(daemon: Daemon) -> None:
         lambda: [r.obj for r in providers.of_kind("web_search")],
         core.home,
     )
-    # issue 33: image_generate and text_to_speech call the provider image_gen/tts.provider names
-    register_provider_tools(
-        core.parts.tools,
-        lambda: daemon.config,
-        lambda k: [r.obj for r in providers.of_kind(k)],
-        core.home,
-    )
+
+    # issue 33: image_generate, text_to_speech, video_generate call the provider config names
+    def of_kind(kind: str) -> list[Any]:
+        return [r.obj for r in providers.of_kind(kind)]
+
+    register_provider_tools(core.parts.tools, lambda: daemon.config, of_kind, core.home)
+    register_video_tool(core.parts.tools, lambda: daemon.config, of_kind, core.home)
     _append_services(daemon, core, memory, turns, host, admin, mcp, cron)
 
 

@@ -38,7 +38,11 @@ KINDS: dict[str, Kind] = {
         "",
         "image_generate calls it when image_gen.provider names it",
     ),
-    "video_gen": Kind("register_video_gen_provider", "hermesd has no video_generate tool"),
+    "video_gen": Kind(
+        "register_video_gen_provider",
+        "",
+        "video_generate calls it when video_gen.provider names it (or it is the only one)",
+    ),
     "tts": Kind("register_tts_provider", "", "text_to_speech calls it when tts.provider names it"),
     # the reference has no transcription tool: it transcribes users' voice messages, which
     # reach hermesd only through a messaging gateway

@@ -98,7 +98,8 @@ TTS_SCHEMA: dict[str, Any] = {
 }
 
 
-def _stamp(prefix: str, ext: str) -> str:
+def stamp(prefix: str, ext: str) -> str:
+    """A fresh file name: ``<prefix>_<time>_<id>.<ext>``."""
     return f"{prefix}_{time.strftime('%Y%m%d_%H%M%S')}_{uuid.uuid4().hex[:8]}.{ext}"
 
 
@@ -111,11 +112,16 @@ def _available(provider: Any) -> bool:
         return False
 
 
-def choose(config: Any, providers: Providers, kind: str) -> Any:
-    """The provider ``<kind>.provider`` selects, or the sentence saying why there is none."""
+def choose(config: Any, providers: Providers, kind: str, only_one: bool = False) -> Any:
+    """The provider ``<kind>.provider`` selects, or the sentence saying why there is none;
+    with ``only_one``, an unset key picks the one available provider (video_gen does so)."""
     wanted = str(config.get(f"{kind}.provider") or "").strip()
     registered = providers(kind)
     names = ", ".join(sorted(str(getattr(p, "name", "?")) for p in registered))
+    if not wanted and only_one:
+        usable = [p for p in registered if _available(p)]
+        if len(usable) == 1:
+            return usable[0]
     if not wanted:
         offer = f" (registered: {names})" if names else " (no plugin registered one)"
         return f"{kind}.provider is not set{offer}"
@@ -181,7 +187,7 @@ class ProviderTools:
         name = str(provider.name)
         timeout = float(config.get("image_gen.timeout"))
         try:
-            result = await _call(timeout, lambda: provider.generate(**kwargs))
+            result = await call(timeout, lambda: provider.generate(**kwargs))
         except TimeoutError:
             return _image_error(f"'{name}' did not answer in {timeout:g}s", "timeout", name)
         except Exception as exc:
@@ -200,7 +206,7 @@ class ProviderTools:
         image = answer.get("image")
         if isinstance(image, bytes | bytearray):
             self.images.mkdir(parents=True, exist_ok=True)
-            path = self.images / _stamp("image", "png")
+            path = self.images / stamp("image", "png")
             path.write_bytes(bytes(image))
             answer["image"] = str(path)
         elif answer.get("success", True) and not isinstance(image, str):
@@ -247,7 +253,7 @@ class ProviderTools:
         timeout = float(config.get("tts.timeout"))
         try:
             await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
-            written = await _call(timeout, lambda: provider.synthesize(text, str(path), **kwargs))
+            written = await call(timeout, lambda: provider.synthesize(text, str(path), **kwargs))
             final = await asyncio.to_thread(self._audio_file, written, path)
         except TimeoutError:
             return _tts_error(f"TTS generation failed ({name}): no answer in {timeout:g}s")
@@ -272,7 +278,7 @@ class ProviderTools:
     def _audio_path(self, wanted: Any, fmt: str) -> Path:
         """Where the audio goes: always under cache/audio/ (the model picks at most a name)."""
         if wanted is None or wanted == "":
-            return self.audio / _stamp("tts", fmt)
+            return self.audio / stamp("tts", fmt)
         if not isinstance(wanted, str):
             raise ValueError("'output_path' must be a string")
         path = Path(wanted)
@@ -297,7 +303,7 @@ class ProviderTools:
         return path
 
 
-async def _call(timeout: float, fn: Callable[[], Any]) -> Any:
+async def call(timeout: float, fn: Callable[[], Any]) -> Any:
     """``fn()`` (plugin code) on a worker thread, at most ``timeout`` seconds."""
     return await asyncio.wait_for(asyncio.to_thread(fn), timeout)
 

@@ -216,6 +216,8 @@ def test_plugins_info_lists_every_backend_with_what_hermesd_does_with_it(
             assert entry["status"].startswith("in use: web_search sends queries to it"), entry
         elif kind == "image_gen":
             assert entry["status"].startswith("in use: image_generate calls it"), entry
+        elif kind == "video_gen":
+            assert entry["status"].startswith("in use: video_generate calls it"), entry
         elif kind == "tts":
             assert entry["status"].startswith("in use: text_to_speech calls it"), entry
         else:

@@ -68,7 +68,18 @@ class Voice:
         return output_path
 
 
+class Reel:
+    name = "reel"
+
+    def generate(self, prompt, **kwargs):
+        record("video", prompt=prompt, **kwargs)
+        if prompt == "explode":
+            raise RuntimeError("the film melted")
+        return {"success": True, "video": b"MP4" + prompt.encode(), "model": "reel-1"}
+
+
 def register(ctx):
+    ctx.register_video_gen_provider(Reel())
     ctx.register_image_gen_provider(Pixels("pixels"))
     ctx.register_image_gen_provider(Pixels("smoky", broken=True))
     ctx.register_image_gen_provider(Pixels("sleepy"))
@@ -286,3 +297,41 @@ def test_a_provider_over_its_timeout_or_answering_wrongly_gives_an_error_result(
     with d.client() as client:
         [result] = _turn(model, client, tool_call("image_generate", {"prompt": "a snail"}))
     assert result["error_type"] == "provider_contract" and "non-dict" in result["error"]
+
+
+def test_video_generate_uses_the_only_video_provider_and_saves_its_bytes(
+    start: Start, model: ScriptedModelServer
+) -> None:
+    home = _home()
+    d = start(home, config=_config(model))  # video_gen.provider unset: the only one is used
+    assert _tools(d)["video_generate"]["available"] is True
+    args = {"prompt": "waves", "duration": 5, "aspect_ratio": "9:16", "audio": True}
+    bad = {"prompt": "waves", "duration": "long"}
+    with d.client() as client:
+        result, wrong, broken = _turn(
+            model,
+            client,
+            tool_call("video_generate", args),
+            tool_call("video_generate", bad),
+            tool_call("video_generate", {"prompt": "explode"}),
+        )
+    video = Path(result["video"])
+    assert video.parent == home / "cache" / "videos" and video.read_bytes() == b"MP4waves"
+    assert result == {
+        "success": True,
+        "video": str(video),
+        "model": "reel-1",
+        "prompt": "waves",
+        "modality": "text",
+        "aspect_ratio": "9:16",
+        "duration": 5,
+        "provider": "reel",
+    }
+    assert wrong["error"] == "'duration' must be of type int"
+    assert broken["error"] == "Provider 'reel' error: the film melted"
+    calls = [c for c in _calls(home) if c["kind"] == "video"]
+    assert calls[0] == {"kind": "video", **args} and len(calls) == 2
+    d.stop()
+    d = start(home, config=_config(model) + "video_gen:\n  provider: other\n")
+    reason = _tools(d)["video_generate"]["reason"]
+    assert reason == "video_gen.provider names 'other', which no loaded plugin registered"
