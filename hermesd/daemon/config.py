@@ -297,6 +297,26 @@ SCHEMA: dict[str, Any] = {
         "backend": _S((str,), "", "reference-compatible: the web backend's name"),
         "search_backend": _S((str,), "", "reference-compatible: the search backend's name"),
     },
+    # issue 33: image_generate / text_to_speech use a plugin's provider (docs/tools.md)
+    "image_gen": {
+        "provider": _S((str,), "", "the image-gen provider image_generate uses ('' = none)"),
+        "model": _S((str,), "", "model name passed to the provider ('' = its default)"),
+        "timeout": _S(_num, 300.0, "seconds one image may take"),
+    },
+    "video_gen": {
+        "provider": _S((str,), "", "video-gen provider ('' = the only available one)"),
+        "model": _S((str,), "", "model name passed to the provider ('' = its default)"),
+        "timeout": _S(_num, 900.0, "seconds one video may take"),
+    },
+    "tts": {
+        "provider": _S((str,), "", "the TTS provider text_to_speech uses ('' = none)"),
+        "voice": _S((str,), "", "voice passed to the provider ('' = its default)"),
+        "model": _S((str,), "", "model passed to the provider ('' = its default)"),
+        "speed": _S(_num, None, "speech-rate multiplier passed to the provider"),
+        "output_format": _S((str,), "mp3", "audio format asked of the provider"),
+        "max_text_length": _S((int,), 4000, "characters spoken at most (the rest is cut)"),
+        "timeout": _S(_num, 120.0, "seconds one synthesis may take"),
+    },
     # MCP servers (docs/mcp.md); each entry is checked by hermesd.mcp.settings
     "mcp_servers": _S((dict,), None, "MCP servers by name: command/args/env/cwd or url/headers"),
     "mcp": {

@@ -68,6 +68,7 @@ from hermesd.tools.clarify import ClarifyBroker, register_clarify
 from hermesd.tools.clarify_service import ClarifyService
 from hermesd.tools.code_execution import register_execute_code
 from hermesd.tools.process_service import ProcessService, register_processes
+from hermesd.tools.provider_tools import register_provider_tools
 from hermesd.tools.registry import (
     DEFAULT_RESULT_BUDGET,
     DEFAULT_TOOL_TIMEOUT,
@@ -79,6 +80,7 @@ from hermesd.tools.skill_catalog import SkillCatalog
 from hermesd.tools.skill_manage import register_skill_manage
 from hermesd.tools.todo import register_todo
 from hermesd.tools.toolsets import ToolSelection
+from hermesd.tools.video_tool import register_video_tool
 from hermesd.tools.vision import VisionTool, register_vision
 from hermesd.tools.web import register_web_tools
 
@@ -316,6 +318,13 @@ def build_services(daemon: Daemon) -> None:
         lambda: [r.obj for r in providers.of_kind("web_search")],
         core.home,
     )
+
+    # issue 33: image_generate, text_to_speech, video_generate call the provider config names
+    def of_kind(kind: str) -> list[Any]:
+        return [r.obj for r in providers.of_kind(kind)]
+
+    register_provider_tools(core.parts.tools, lambda: daemon.config, of_kind, core.home)
+    register_video_tool(core.parts.tools, lambda: daemon.config, of_kind, core.home)
     _append_services(daemon, core, memory, turns, host, admin, mcp, cron)
 
 

@@ -33,11 +33,23 @@ KINDS: dict[str, Kind] = {
         "web_search sends queries to it when web.search.provider names it (or none is set)",
     ),
     "browser": Kind("register_browser_provider", "hermesd has no browser tools"),
-    "image_gen": Kind("register_image_gen_provider", "hermesd has no image_generate tool"),
-    "video_gen": Kind("register_video_gen_provider", "hermesd has no video_generate tool"),
-    "tts": Kind("register_tts_provider", "hermesd has no text_to_speech tool"),
+    "image_gen": Kind(
+        "register_image_gen_provider",
+        "",
+        "image_generate calls it when image_gen.provider names it",
+    ),
+    "video_gen": Kind(
+        "register_video_gen_provider",
+        "",
+        "video_generate calls it when video_gen.provider names it (or it is the only one)",
+    ),
+    "tts": Kind("register_tts_provider", "", "text_to_speech calls it when tts.provider names it"),
+    # the reference has no transcription tool: it transcribes users' voice messages, which
+    # reach hermesd only through a messaging gateway
     "transcription": Kind(
-        "register_transcription_provider", "hermesd has no speech-to-text (transcription) tool"
+        "register_transcription_provider",
+        "it transcribes voice messages, which arrive through a messaging gateway hermesd does "
+        "not have yet (the reference has no transcription tool)",
     ),
     "secret_source": Kind(
         "register_secret_source",

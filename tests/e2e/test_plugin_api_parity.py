@@ -214,9 +214,16 @@ def test_plugins_info_lists_every_backend_with_what_hermesd_does_with_it(
             assert entry["status"].startswith("in use: ctx.llm.complete(task=<key>)")
         elif kind == "web_search":
             assert entry["status"].startswith("in use: web_search sends queries to it"), entry
+        elif kind == "image_gen":
+            assert entry["status"].startswith("in use: image_generate calls it"), entry
+        elif kind == "video_gen":
+            assert entry["status"].startswith("in use: video_generate calls it"), entry
+        elif kind == "tts":
+            assert entry["status"].startswith("in use: text_to_speech calls it"), entry
         else:
             assert entry["status"].startswith("registered, not used by hermesd: "), kind
     assert "messaging gateway" in providers["platform"]["status"]
+    assert "messaging gateway" in providers["transcription"]["status"]
     out = ctl(apid, "plugins", "info", "allkinds")
     assert "provides:    web search 'yandex' — in use: web_search sends queries" in out.stdout
 
