@@ -287,6 +287,8 @@ class ToolRegistry:
         """Whether config (`selection`) and ``wanted`` (toolset or tool names) offer ``entry``."""
         if wanted is not None and entry.toolset not in wanted and entry.name not in wanted:
             return False
+        if self.selection.everything:  # the default: skip building the names (every round)
+            return True
         return self.selection.why_not(self.toolset_names(entry), entry.name) is None
 
     def config_hides(self, name: str) -> bool:

@@ -157,6 +157,11 @@ class ToolSelection:
             disabled_names=disabled_names,
         )
 
+    @property
+    def everything(self) -> bool:
+        """Whether this selection offers every tool (nothing enabled-only, nothing disabled)."""
+        return self.enabled is None and not self.disabled
+
     def why_not(self, toolsets: Iterable[str], tool: str) -> str | None:
         """Why config hides ``tool`` (a sentence), or None when it is offered; ``toolsets``
         are its toolset's names (an MCP server's toolset has two)."""
