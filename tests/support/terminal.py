@@ -21,6 +21,16 @@ import time
 from collections.abc import Sequence
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|[\x01\x02]")
+# a cursor moved right over blank cells shows them (prompt_toolkit skips writing plain spaces)
+FORWARD = re.compile(r"\x08?\x1b\[(\d*)C")
+
+
+def screen_text(raw: bytes) -> str:
+    """What ``raw`` shows, roughly: escapes removed, a cursor moved right as blanks, CR-LF as LF."""
+    text = raw.decode("utf-8", "replace")
+    text = FORWARD.sub(lambda m: " " * min(int(m.group(1) or 1), 200), text)
+    return ANSI.sub("", text).replace("\r\n", "\n")
+
 
 # The system calls a line editor waits for a key in (read, select, poll and their kin).
 WAITING_SYSCALLS = {
@@ -66,6 +76,7 @@ class Terminal:
         self._raw = bytearray()
         self._lock = threading.Condition()
         self._pos = 0
+        self._asked = 0  # where to look for the next cursor-position request
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -80,7 +91,16 @@ class Terminal:
                     self._lock.notify_all()
                     return
                 self._raw += data
+                self._answer_cursor_requests()
                 self._lock.notify_all()
+
+    def _answer_cursor_requests(self) -> None:
+        """Answer ``ESC [ 6 n`` as a terminal does (prompt_toolkit asks where the cursor is,
+        and prints a warning into the screen when nobody answers)."""
+        while (at := self._raw.find(b"\x1b[6n", self._asked)) >= 0:
+            self._asked = at + 4
+            row = min(bytes(self._raw[:at]).count(b"\n") + 1, 40)
+            os.write(self.master, f"\x1b[{row};1R".encode())
 
     @property
     def raw(self) -> str:
@@ -93,7 +113,7 @@ class Terminal:
         """Everything shown so far, escapes removed, CR-LF as LF."""
         with self._lock:
             raw = bytes(self._raw)
-        return ANSI.sub("", raw.decode("utf-8", "replace")).replace("\r\n", "\n")
+        return screen_text(raw)
 
     def expect(self, pattern: str, timeout: float = 15.0) -> re.Match[str]:
         """Wait until ``pattern`` appears after the previous match; return the match."""
@@ -101,9 +121,7 @@ class Terminal:
         deadline = time.monotonic() + timeout
         with self._lock:
             while True:
-                text = ANSI.sub("", bytes(self._raw).decode("utf-8", "replace")).replace(
-                    "\r\n", "\n"
-                )
+                text = screen_text(bytes(self._raw))
                 match = regex.search(text, self._pos)
                 if match:
                     self._pos = match.end()
