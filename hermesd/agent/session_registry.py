@@ -81,6 +81,8 @@ class SessionRegistry:
         self.events = EventLog()
         # sid -> a listener of that session's events besides its clients (a delegating parent)
         self.watchers: dict[str, Callable[[dict[str, Any]], None]] = {}
+        #: called with every event as sent (the HTTP door's metrics); each must be cheap
+        self.observers: list[Callable[[dict[str, Any]], None]] = []
         self.narrowing: dict[str, Toolsets | None] = {}  # the running turns' toolsets
 
     # --- ctx.inject_message ------------------------------------------------------------------
@@ -168,6 +170,8 @@ class SessionRegistry:
         event = self.events.stamp(event)  # kept for re-attaching clients, attached or not
         if self.watchers and (watcher := self.watchers.get(event["session_id"])) is not None:
             watcher(event)
+        for observe in self.observers:
+            observe(event)
         conns = self.attached.get(event["session_id"])
         if not conns:
             return

@@ -627,6 +627,7 @@ def _append_services(
             daemon._connection_closed,
             sdnotify.http_fds,
             daemon.home,
+            (sessions.observers, cron.run_observers),  # the door's /metrics counters
         )
     )
 

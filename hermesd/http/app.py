@@ -3,7 +3,7 @@
 Every route but ``/health`` needs a bearer token (`hermesd.http.tokens`); the identity it stands
 for makes the RPC calls (`hermesd.http.door`). ``/metrics`` is Prometheus text built from the
 daemon's own ``status`` (each number in it a gauge), the all-time totals of ``usage.get``
-(tokens, cost) and the door's counters.
+(tokens, cost), the door's counters and the event counters of `hermesd.http.metrics`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from starlette.routing import Route
 from hermesd.http.common import BodyBounds, HttpError
 from hermesd.http.door import Door
 from hermesd.http.errors import error, from_rpc
+from hermesd.http.metrics import EventMetrics
 from hermesd.http.openai_api import OpenAIRoutes
 from hermesd.http.openapi import document
 from hermesd.http.sessions_api import SessionRoutes
@@ -48,8 +49,9 @@ class QuietServer(uvicorn.Server):
 class HttpApp:
     """The routes over one `Door`, with the tokens of the moment (reloaded with the config)."""
 
-    def __init__(self, door: Door, bounds: BodyBounds) -> None:
+    def __init__(self, door: Door, bounds: BodyBounds, metrics: EventMetrics) -> None:
         self.door = door
+        self.counters = metrics
         self.tokens: list[tuple[bytes, Identity]] = []
         self.answered: Counter[str] = Counter()  # responses by status code
         self.refused = 0  # requests without a valid token
@@ -134,7 +136,8 @@ class HttpApp:
         status["usage_total"] = usage.get("totals") or {}
         registry = CollectorRegistry()
         registry.register(_Snapshot(status, self))
-        return Response(generate_latest(registry), media_type="text/plain; version=0.0.4")
+        text = generate_latest(registry) + generate_latest(self.counters.registry)
+        return Response(text, media_type="text/plain; version=0.0.4")
 
 
 class _Snapshot:

@@ -346,6 +346,23 @@ def test_metrics_and_openapi_come_from_the_daemon(start, model) -> None:
     )
 
 
+def test_metrics_count_turns_tool_calls_and_model_requests_from_the_events(start, model) -> None:
+    port = free_port()
+    daemon = start(config=_config(model, port))
+    with client(port) as c:
+        before = c.get("/metrics").text
+        model.push(call_tools(tool_call("terminal", {"command": "echo counted"})), reply("done"))
+        c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "run"}]})
+        text = c.get("/metrics").text
+    assert "hermesd_turns_started_total 0.0" in before, daemon.log()
+    assert "hermesd_turns_started_total 1.0" in text
+    assert 'hermesd_turns_finished_total{status="completed"} 1.0' in text
+    assert 'hermesd_tool_calls_total{outcome="ok",tool="terminal"} 1.0' in text
+    assert "hermesd_model_request_seconds_count 2.0" in text  # the tool call's and the answer's
+    assert "hermesd_approvals_pending 0.0" in text
+    assert "hermesd_mcp_ready 0.0" in text
+
+
 def test_socket_activation_hands_the_http_listener_over_as_a_named_fd(model) -> None:
     import os
     import shutil
