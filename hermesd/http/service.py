@@ -50,6 +50,7 @@ class HttpService(RpcService):
         activated: Callable[[], list[int]],
         home: Path,
         observed: tuple[list[Callable[[dict[str, Any]], None]], list[Callable[[str], None]]],
+        auth_providers: Callable[[], dict[str, Any]],
     ) -> None:
         self._settings = settings
         self._limits = limits
@@ -58,6 +59,7 @@ class HttpService(RpcService):
         self._home = home
         self._observed = observed  # (session events, cron runs): fed to /metrics while on
         self._metrics: EventMetrics | None = None
+        self._auth_providers = auth_providers  # dashboard_auth plugins, by name
         self.app: HttpApp | None = None
         self.address: str | None = None
         self._server: uvicorn.Server | None = None
@@ -113,6 +115,7 @@ class HttpService(RpcService):
         if sock is None:
             return
         from hermesd.http.app import HttpApp, QuietServer
+        from hermesd.http.auth_provider import ProviderAuth
         from hermesd.http.common import BodyBounds
         from hermesd.http.door import Door
         from hermesd.http.metrics import EventMetrics
@@ -125,6 +128,7 @@ class HttpService(RpcService):
         self._observed[0].append(metrics.event)
         self._observed[1].append(metrics.cron_run)
         self.app = HttpApp(door, bounds, metrics)
+        self.app.provider_auth = ProviderAuth(lambda key: self._settings(key), self._auth_providers)
         self._load_tokens()
         import uvicorn
 

@@ -22,6 +22,7 @@ from tests.support.http import (
     http_config,
 )
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+from tests.support.plugin_factory import write_plugin
 
 
 def _config(model: ScriptedModelServer, port: int, http_extra: str = "") -> str:
@@ -514,3 +515,58 @@ def test_the_models_question_is_answered_over_http(start, model) -> None:
     tool_results = [m for m in model.last_request["messages"] if m["role"] == "tool"]
     assert json.loads(tool_results[-1]["content"])["user_response"] == "prod"
     assert daemon.alive()
+
+
+GATEKEEPER = """
+import getpass
+import time
+from hermes_cli.dashboard_auth import DashboardAuthProvider, ProviderError, TokenPrincipal
+
+class Gatekeeper(DashboardAuthProvider):
+    name = "gatekeeper"
+    supports_token = True
+
+    def verify_token(self, *, token):
+        if token == "sso-owner-0123456789":
+            return TokenPrincipal("owner", self.name)
+        if token == "sso-nobody-0123456789":
+            return TokenPrincipal("no-such-user-here", self.name)
+        if token == "sso-slow-0123456789":
+            time.sleep(30)
+        if token == "sso-down-0123456789":
+            raise ProviderError("directory offline")
+        return None
+
+def register(ctx):
+    ctx.register_dashboard_auth_provider(Gatekeeper())
+"""
+
+
+def test_a_dashboard_auth_plugin_vouches_for_tokens_the_file_lacks(start, model) -> None:
+    home = short_tmpdir("authplug-")
+    write_plugin(home / "plugins", "gatekeeper", GATEKEEPER)
+    port = free_port()
+    extra = "  auth_provider: gatekeeper\n  auth_timeout: 1\n"
+    daemon = start(home, config=_config(model, port, extra))
+    with client(port, "sso-owner-0123456789") as c:
+        assert c.get("/v1/sessions").status_code == 200
+        assert c.post("/v1/rpc/config.get", json={"key": "http.listen"}).status_code == 200
+    for refused in ("sso-nobody-0123456789", "sso-slow-0123456789", "sso-down-0123456789", "x"):
+        with client(port, refused) as c:
+            assert c.get("/v1/sessions").status_code == 401, refused
+    with client(port) as c:  # the token file still answers
+        assert c.get("/v1/sessions").status_code == 200
+    listed = daemon.call("plugins.info", {"name": "gatekeeper"})
+    assert "in use" in json.dumps(listed)
+    log = daemon.log()
+    assert "no-such-user-here" in log and "did not answer in 1.0s" in log
+    assert "directory offline" in log
+
+
+def test_a_dashboard_auth_plugin_is_not_asked_unless_named(start, model) -> None:
+    home = short_tmpdir("authplug-")
+    write_plugin(home / "plugins", "gatekeeper", GATEKEEPER)
+    port = free_port()
+    start(home, config=_config(model, port))
+    with client(port, "sso-owner-0123456789") as c:
+        assert c.get("/v1/sessions").status_code == 401

@@ -214,6 +214,8 @@ def test_plugins_info_lists_every_backend_with_what_hermesd_does_with_it(
             assert entry["status"].startswith("in use: ctx.llm.complete(task=<key>)")
         elif kind == "web_search":
             assert entry["status"].startswith("in use: web_search sends queries to it"), entry
+        elif kind == "dashboard_auth":
+            assert entry["status"].startswith("in use: the HTTP door asks it"), entry
         else:
             assert entry["status"].startswith("registered, not used by hermesd: "), kind
     assert "messaging gateway" in providers["platform"]["status"]
