@@ -256,6 +256,7 @@ class SessionRegistry:
         images: list[Image] | None = None,
         model: str | None = None,
         max_iterations: int | None = None,
+        system: str | None = None,
     ) -> tuple[str, asyncio.Task[TurnResult]]:
         """Run a turn of ``sid`` answering ``message``; ``uid`` is who asked (None: a plugin or
         the scheduler, whose ``sender_id`` says so), ``platform`` what kind of client (default
@@ -274,6 +275,7 @@ class SessionRegistry:
                 images=images,
                 model=model,
                 max_iterations=max_iterations,
+                system=system,
             )
         )
         self.turns[sid] = (turn_id, task)

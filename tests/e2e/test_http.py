@@ -55,6 +55,34 @@ def test_openai_chat_completion_is_a_turn_of_a_fresh_session(start, model) -> No
     assert [m["content"] for m in history][-1] == "Paris."
 
 
+def test_system_messages_reach_the_model_for_their_turn_only(start, model) -> None:
+    port = free_port()
+    daemon = start(config=_config(model, port))
+    oa = _openai(port)
+    model.push(reply("Ahoy."), reply("Hello."), reply("Arr."))
+    raw = oa.chat.completions.with_raw_response.create(
+        model="hermes-agent",
+        messages=[
+            {"role": "system", "content": "Answer like a pirate."},
+            {"role": "user", "content": "Greet me."},
+        ],
+    )
+    assert raw.parse().choices[0].message.content == "Ahoy."
+    system = model.last_request["messages"][0]
+    assert system["role"] == "system" and system["content"].endswith("Answer like a pirate.")
+    sid = raw.headers["x-hermes-session-id"]
+    oa.chat.completions.create(  # the next turn of that session, without a system message
+        model="hermes-agent",
+        messages=[{"role": "user", "content": "Again."}],
+        extra_headers={"X-Hermes-Session-Id": sid},
+    )
+    assert "pirate" not in json.dumps(model.last_request["messages"])
+    stored = daemon.call("session.history", {"session_id": sid})["messages"]
+    assert "pirate" not in json.dumps(stored)
+    oa.responses.create(model="hermes-agent", input="Greet.", instructions="Be a parrot.")
+    assert model.last_request["messages"][0]["content"].endswith("Be a parrot.")
+
+
 def test_openai_stream_and_a_bound_session_continue_one_conversation(start, model) -> None:
     port = free_port()
     start(config=_config(model, port))
