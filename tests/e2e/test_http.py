@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+import time
 from typing import Any
 
 import openai
@@ -21,7 +22,13 @@ from tests.support.http import (
     free_port,
     http_config,
 )
-from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+from tests.support.modelserver import (
+    ScriptedModelServer,
+    call_tools,
+    http_error,
+    reply,
+    tool_call,
+)
 from tests.support.plugin_factory import write_plugin
 
 
@@ -390,6 +397,31 @@ def test_metrics_count_turns_tool_calls_and_model_requests_from_the_events(start
     assert "hermesd_model_request_seconds_count 2.0" in text  # the tool call's and the answer's
     assert "hermesd_approvals_pending 0.0" in text
     assert "hermesd_mcp_ready 0.0" in text
+
+
+def test_metrics_count_cron_runs_and_model_errors(start, model) -> None:
+    port = free_port()
+    daemon = start(config=_config(model, port))
+    model.push(reply("checked"))
+    job = daemon.call("cron.create", {"schedule": "every 1h", "prompt": "check"})
+    daemon.call("cron.run", {"job_id": job["id"]})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        runs = daemon.call("cron.runs", {"job_id": job["id"]})["runs"]
+        if runs and runs[0]["status"] != "running":
+            break
+        time.sleep(0.1)
+    assert runs[0]["status"] == "ok", runs
+    model.push(http_error(400, "no such model"))
+    with client(port) as c:
+        failed = c.post(
+            "/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}]}
+        )
+        text = c.get("/metrics").text
+    assert failed.status_code >= 400
+    assert 'hermesd_cron_runs_total{result="ok"} 1.0' in text
+    assert 'hermesd_model_errors_total{kind="ModelRequestFailed"} 1.0' in text
+    assert 'hermesd_turns_finished_total{status="failed"} 1.0' in text
 
 
 def test_socket_activation_hands_the_http_listener_over_as_a_named_fd(model) -> None:
