@@ -152,6 +152,7 @@ class AgentLoop:
         images: list[Image] | None = None,
         model: str | None = None,
         max_iterations: int | None = None,
+        system: str | None = None,
     ) -> TurnResult:
         """Answer ``user_message`` in the session; cancel the task to stop it cleanly.
 
@@ -159,7 +160,8 @@ class AgentLoop:
         Unix uid of the client, as text) and ``user_name`` say who talks; ``on_session_start``
         and ``pre_llm_call`` get them. ``images`` go with the user message (checked by
         `hermesd.store.images.read_images`). ``model`` and ``max_iterations`` replace the
-        daemon's (a delegated child's turn)."""
+        daemon's (a delegated child's turn). ``system`` is added to the system prompt of this
+        turn's requests only (an API client's system messages)."""
         scope = TurnScope(
             self.hooks,
             session_id,
@@ -167,6 +169,7 @@ class AgentLoop:
             platform or self.settings.platform,
             model=model or "",
             listener=emit,
+            system_note=system or "",
         )
         who = Speaker(sender_id=sender_id, user_name=user_name)
         turn = Turn(self, scope, user_message, who, toolsets, images or [])

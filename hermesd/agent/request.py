@@ -175,6 +175,7 @@ async def _system_message(
             log.warning(
                 "plugin system prompt sections took over %gs; left out", agent.hooks.timeout
             )
+    blocks.append(scope.system_note)  # the client's, last: on top of the daemon's own
     for block in blocks:
         if block:
             system = {**system, "content": system["content"] + "\n\n" + block}

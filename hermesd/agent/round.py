@@ -35,6 +35,7 @@ class Round:
     usage: RequestUsage
     request_id: str
     buckets: dict[str, int] | None = None  # canonical usage buckets (None: none reported)
+    seconds: float = 0.0  # from sending the request to the end of its stream
 
 
 @dataclass
@@ -155,7 +156,7 @@ async def stream_round(client: ModelClient, scope: TurnScope, sent: RoundInput) 
             usage=canonical_usage(completion.usage),  # a copy: a hook may change it
             middleware_trace=attempt.trace,
         )
-    return Round(completion, used, sent.request_id, buckets)
+    return Round(completion, used, sent.request_id, buckets, time.monotonic() - started)
 
 
 async def _rewrite(middleware: MiddlewareBus, scope: TurnScope, attempt: _Attempt) -> None:

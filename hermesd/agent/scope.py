@@ -35,6 +35,8 @@ class TurnScope:
     platform: str
     model: str = ""
     listener: Emit | None = None
+    #: the caller's text for this turn's system prompt (never stored)
+    system_note: str = ""
     #: ``post_tool_call`` callbacks still running (the tool registry adds them)
     observers: list[asyncio.Task[Any]] = field(default_factory=list)
 

@@ -81,6 +81,8 @@ class SessionRegistry:
         self.events = EventLog()
         # sid -> a listener of that session's events besides its clients (a delegating parent)
         self.watchers: dict[str, Callable[[dict[str, Any]], None]] = {}
+        #: called with every event as sent (the HTTP door's metrics); each must be cheap
+        self.observers: list[Callable[[dict[str, Any]], None]] = []
         self.narrowing: dict[str, Toolsets | None] = {}  # the running turns' toolsets
 
     # --- ctx.inject_message ------------------------------------------------------------------
@@ -168,6 +170,8 @@ class SessionRegistry:
         event = self.events.stamp(event)  # kept for re-attaching clients, attached or not
         if self.watchers and (watcher := self.watchers.get(event["session_id"])) is not None:
             watcher(event)
+        for observe in self.observers:
+            observe(event)
         conns = self.attached.get(event["session_id"])
         if not conns:
             return
@@ -252,6 +256,7 @@ class SessionRegistry:
         images: list[Image] | None = None,
         model: str | None = None,
         max_iterations: int | None = None,
+        system: str | None = None,
     ) -> tuple[str, asyncio.Task[TurnResult]]:
         """Run a turn of ``sid`` answering ``message``; ``uid`` is who asked (None: a plugin or
         the scheduler, whose ``sender_id`` says so), ``platform`` what kind of client (default
@@ -270,6 +275,7 @@ class SessionRegistry:
                 images=images,
                 model=model,
                 max_iterations=max_iterations,
+                system=system,
             )
         )
         self.turns[sid] = (turn_id, task)

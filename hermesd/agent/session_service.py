@@ -374,7 +374,9 @@ class SessionService(SessionRegistry):
                 Codes.INVALID_PARAMS,
                 "session.send: platform must be 1 to 64 letters, digits, '_', '-' or '.'",
             )
-        turn_id, task = self._start_turn(sid, message, call.caller.uid, platform, images=attached)
+        turn_id, task = self._start_turn(
+            sid, message, call.caller.uid, platform, images=attached, system=p.get("system")
+        )
         if not p.get("wait"):
             return {"turn_id": turn_id}
         try:

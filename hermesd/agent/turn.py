@@ -219,7 +219,8 @@ class Turn:
             for key, count in counts.items():
                 self.result.usage[key] += count
             details = {k: v for k, v in done.buckets.items() if k.startswith(("cache", "reas"))}
-            self.scope.emit("usage", **counts, **details)
+            took_ms = round(done.seconds * 1000, 1)
+            self.scope.emit("usage", **counts, **details, duration_ms=took_ms)
         if context is not None and window is not None:
             await context.after_response(window, done.completion.usage, len(request.messages))
         return done

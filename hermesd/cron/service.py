@@ -84,6 +84,8 @@ class CronService:
         )
         self.retention = int(config.get("cron.output_retention"))
         self._count = 0
+        #: called with each finished run's status (the HTTP door's metrics)
+        self.run_observers: list[Callable[[str], None]] = []
         # cron.jobs works from here on, so plugins may schedule jobs in their register()
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -320,6 +322,8 @@ class CronService:
     async def _finish_run(
         self, job: dict[str, Any], owner: str, run_id: int, outcome: RunOutcome
     ) -> None:
+        for observe in self.run_observers:
+            observe(outcome.status)
         now = self.clock.now()
         if run_id:
             await self.store.run(

@@ -65,6 +65,10 @@ SCHEMA: dict[str, Any] = {
         "max_body": _S((int,), 1024 * 1024, "largest accepted request body, bytes"),
         "body_timeout": _S(_num, 30, "seconds a request body may take to arrive (then 408)"),
         "max_connections": _S((int,), 1000, "simultaneous HTTP connections"),
+        "auth_provider": _S(
+            (str,), None, "a dashboard_auth plugin provider asked about tokens not in token_file"
+        ),
+        "auth_timeout": _S(_num, 5, "seconds the auth provider may take to answer"),
     },
     "limits": {
         "max_message": _S((int,), 8 * 1024 * 1024, "largest accepted msgpack message, bytes"),

@@ -629,6 +629,7 @@ def _append_services(
     if cfg.get("cron.scale_to_zero"):  # docs/cron.md, "Scale to zero"
         daemon.services.append(_scale_to_zero(daemon, core, sessions, cron))
     # The HTTP door (hermesd.http, docs/clients.md): last, so it stops first.
+    auth = host.plugins.services.providers  # dashboard_auth plugins: a token source of the door
     daemon.services.append(
         HttpService(
             daemon.config.get,
@@ -636,6 +637,8 @@ def _append_services(
             daemon._connection_closed,
             sdnotify.http_fds,
             daemon.home,
+            (sessions.observers, cron.run_observers),  # the door's /metrics counters
+            lambda: {r.name: r.obj for r in auth.of_kind("dashboard_auth")},
         )
     )
 

@@ -1,9 +1,10 @@
 """The Starlette application of the HTTP door: routes, bearer tokens, errors, health, metrics.
 
-Every route but ``/health`` needs a bearer token (`hermesd.http.tokens`); the identity it stands
+Every route but ``/health`` needs a bearer token (`hermesd.http.tokens`, or a plugin's
+provider: `hermesd.http.auth_provider`); the identity it stands
 for makes the RPC calls (`hermesd.http.door`). ``/metrics`` is Prometheus text built from the
 daemon's own ``status`` (each number in it a gauge), the all-time totals of ``usage.get``
-(tokens, cost) and the door's counters.
+(tokens, cost), the door's counters and the event counters of `hermesd.http.metrics`.
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from hermesd.http.auth_provider import ProviderAuth
 from hermesd.http.common import BodyBounds, HttpError
 from hermesd.http.door import Door
 from hermesd.http.errors import error, from_rpc
+from hermesd.http.metrics import EventMetrics
 from hermesd.http.openai_api import OpenAIRoutes
 from hermesd.http.openapi import document
 from hermesd.http.sessions_api import SessionRoutes
-from hermesd.http.tokens import Identity, authenticate
+from hermesd.http.tokens import Identity, authenticate, bearer
 from hermesd.rpc.protocol import RpcError
 
 log = logging.getLogger(__name__)
@@ -48,8 +51,10 @@ class QuietServer(uvicorn.Server):
 class HttpApp:
     """The routes over one `Door`, with the tokens of the moment (reloaded with the config)."""
 
-    def __init__(self, door: Door, bounds: BodyBounds) -> None:
+    def __init__(self, door: Door, bounds: BodyBounds, metrics: EventMetrics) -> None:
         self.door = door
+        self.counters = metrics
+        self.provider_auth: ProviderAuth | None = None  # a plugin's tokens (auth_provider.py)
         self.tokens: list[tuple[bytes, Identity]] = []
         self.answered: Counter[str] = Counter()  # responses by status code
         self.refused = 0  # requests without a valid token
@@ -89,7 +94,10 @@ class HttpApp:
 
     def _auth(self, endpoint: Endpoint) -> Endpoint:
         async def guarded(request: Request) -> Response:
-            who = authenticate(self.tokens, request.headers.get("authorization"))
+            header = request.headers.get("authorization")
+            who = authenticate(self.tokens, header)
+            if who is None and self.provider_auth is not None:
+                who = await self.provider_auth.identify(bearer(header))
             if who is None:
                 self.refused += 1
                 self.answered["401"] += 1
@@ -134,7 +142,8 @@ class HttpApp:
         status["usage_total"] = usage.get("totals") or {}
         registry = CollectorRegistry()
         registry.register(_Snapshot(status, self))
-        return Response(generate_latest(registry), media_type="text/plain; version=0.0.4")
+        text = generate_latest(registry) + generate_latest(self.counters.registry)
+        return Response(text, media_type="text/plain; version=0.0.4")
 
 
 class _Snapshot:

@@ -42,19 +42,23 @@ def _text(content: Any) -> str:
     return ""
 
 
-def conversation(messages: Any) -> tuple[list[dict[str, str]], str]:
-    """(earlier user/assistant messages, the last user message) of a chat request."""
+def conversation(messages: Any) -> tuple[list[dict[str, str]], str, str]:
+    """(earlier user/assistant messages, the last user message, the system messages' text)
+    of a chat request; the system text goes on top of the daemon's prompt for this turn only,
+    as the reference's API server does."""
     if not isinstance(messages, list) or not messages:
         raise HttpError(400, "'messages' must be a non-empty list", "invalid_messages")
-    kept = []
+    kept, system = [], []
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             raise HttpError(400, f"messages[{i}] must be an object", "invalid_messages")
         if m.get("role") in ("user", "assistant"):
             kept.append({"role": str(m["role"]), "content": _text(m.get("content"))})
+        elif m.get("role") in ("system", "developer") and _text(m.get("content")).strip():
+            system.append(_text(m.get("content")))
     if not kept or kept[-1]["role"] != "user" or not kept[-1]["content"].strip():
         raise HttpError(400, "the last message must be a user message with text", "no_user_message")
-    return kept[:-1], kept[-1]["content"]
+    return kept[:-1], kept[-1]["content"], "\n".join(system)
 
 
 class OpenAIRoutes:
@@ -83,15 +87,15 @@ class OpenAIRoutes:
     async def chat_completions(self, request: Request) -> Response:
         """``POST /v1/chat/completions``, streamed (SSE) or not."""
         body = await read_json(request, self.bounds)
-        history, message = conversation(body.get("messages"))
+        history, message, system = conversation(body.get("messages"))
         model = str(body.get("model") or MODEL_NAME)
         link = self.door.open(identity(request), "http:chat")
         try:
             sid = await self._session(link, request, history)
             if not body.get("stream"):
-                result = await link.call("session.send", _send(sid, message, wait=True))
+                result = await link.call("session.send", _send(sid, message, system, wait=True))
                 return JSONResponse(_completion(result, model), headers={SESSION_HEADER: sid})
-            sent = await link.call("session.send", _send(sid, message))
+            sent = await link.call("session.send", _send(sid, message, system))
         except BaseException:
             link.close()
             raise
@@ -103,10 +107,14 @@ class OpenAIRoutes:
         body = await read_json(request, self.bounds)
         given = body.get("input")
         history: list[dict[str, str]] = []
+        system = body.get("instructions")
+        if system is not None and not isinstance(system, str):
+            raise HttpError(400, "'instructions' must be a string", "invalid_instructions")
         if isinstance(given, str):
             message = given
         else:
-            history, message = conversation(given)
+            history, message, from_messages = conversation(given)
+            system = "\n".join(s for s in (system, from_messages) if s)
         if not message.strip():
             raise HttpError(400, "'input' has no text", "invalid_input")
         model = str(body.get("model") or MODEL_NAME)
@@ -117,9 +125,9 @@ class OpenAIRoutes:
                 link, who, body.get("previous_response_id"), history
             )
             if not body.get("stream"):
-                result = await link.call("session.send", _send(sid, message, wait=True))
+                result = await link.call("session.send", _send(sid, message, system, wait=True))
                 return JSONResponse(_response(sid, result, model), headers={SESSION_HEADER: sid})
-            sent = await link.call("session.send", _send(sid, message))
+            sent = await link.call("session.send", _send(sid, message, system))
         except BaseException:
             link.close()
             raise
@@ -140,8 +148,11 @@ class OpenAIRoutes:
         return str((await link.call("session.get", {"session_id": sid}))["id"])
 
 
-def _send(sid: str, message: str, wait: bool = False) -> dict[str, Any]:
-    return {"session_id": sid, "message": message, "wait": wait, "platform": "api"}
+def _send(sid: str, message: str, system: str | None, wait: bool = False) -> dict[str, Any]:
+    sent: dict[str, Any] = {"session_id": sid, "message": message, "wait": wait, "platform": "api"}
+    if system:
+        sent["system"] = system  # this turn's only, as the reference's ephemeral system prompt
+    return sent
 
 
 def _sse_headers(sid: str) -> dict[str, str]:

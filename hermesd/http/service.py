@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # imported in start(): a daemon without the door never loads 
     import uvicorn
 
     from hermesd.http.app import HttpApp
+    from hermesd.http.metrics import EventMetrics
     from hermesd.rpc.connection import Router
 
 log = logging.getLogger(__name__)
@@ -48,12 +49,17 @@ class HttpService(RpcService):
         on_close: Callable[[Connection], None],
         activated: Callable[[], list[int]],
         home: Path,
+        observed: tuple[list[Callable[[dict[str, Any]], None]], list[Callable[[str], None]]],
+        auth_providers: Callable[[], dict[str, Any]],
     ) -> None:
         self._settings = settings
         self._limits = limits
         self._on_close = on_close
         self._activated = activated
         self._home = home
+        self._observed = observed  # (session events, cron runs): fed to /metrics while on
+        self._metrics: EventMetrics | None = None
+        self._auth_providers = auth_providers  # dashboard_auth plugins, by name
         self.app: HttpApp | None = None
         self.address: str | None = None
         self._server: uvicorn.Server | None = None
@@ -109,14 +115,20 @@ class HttpService(RpcService):
         if sock is None:
             return
         from hermesd.http.app import HttpApp, QuietServer
+        from hermesd.http.auth_provider import ProviderAuth
         from hermesd.http.common import BodyBounds
         from hermesd.http.door import Door
+        from hermesd.http.metrics import EventMetrics
 
         door = Door(self._router, self._limits, self._on_close)
         bounds = BodyBounds(
             int(self._settings("http.max_body")), float(self._settings("http.body_timeout"))
         )
-        self.app = HttpApp(door, bounds)
+        self._metrics = metrics = EventMetrics()
+        self._observed[0].append(metrics.event)
+        self._observed[1].append(metrics.cron_run)
+        self.app = HttpApp(door, bounds, metrics)
+        self.app.provider_auth = ProviderAuth(lambda key: self._settings(key), self._auth_providers)
         self._load_tokens()
         import uvicorn
 
@@ -150,6 +162,10 @@ class HttpService(RpcService):
                 link.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._task, 10)
+        if self._metrics is not None:
+            self._observed[0].remove(self._metrics.event)
+            self._observed[1].remove(self._metrics.cron_run)
+            self._metrics = None
 
     def status(self) -> dict[str, Any]:
         """Where the door listens and how many links are open."""

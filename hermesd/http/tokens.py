@@ -32,7 +32,8 @@ class Identity:
     name: str
 
 
-def _identity(name: str) -> Identity | None:
+def identity_of(name: str) -> Identity | None:
+    """The identity a token file's NAME stands for ("": the owner), or None (no such user)."""
     own = os.geteuid()
     if not name:
         return Identity(own, OWNER, _login(own))
@@ -65,7 +66,7 @@ def parse(text: str, source: str = "token file") -> list[tuple[bytes, Identity]]
                 "%s line %d: token shorter than %d characters; skipped", source, number, MIN_TOKEN
             )
             continue
-        who = _identity(name)
+        who = identity_of(name)
         if who is None:
             log.warning("%s line %d: no user %r; skipped", source, number, name)
             continue
@@ -84,11 +85,18 @@ def authenticate(tokens: list[tuple[bytes, Identity]], header: str | None) -> Id
     Every token is compared, in constant time, whatever matched before: the time taken says
     nothing about which prefix was right.
     """
-    if not header or header[:7].lower() != "bearer ":
+    given = bearer(header).encode()
+    if not given:
         return None
-    given = header[7:].strip().encode()
     match: Identity | None = None
     for token, who in tokens:
         if hmac.compare_digest(token, given) and match is None:
             match = who
     return match
+
+
+def bearer(header: str | None) -> str:
+    """The token of an ``Authorization: Bearer …`` header ("" when there is none)."""
+    if not header or header[:7].lower() != "bearer ":
+        return ""
+    return header[7:].strip()

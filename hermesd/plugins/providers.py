@@ -56,7 +56,12 @@ KINDS: dict[str, Kind] = {
         "hermesd reads credentials from the environment and $HERMES_HOME/.env before any plugin "
         "loads; a plugin's secret source would come too late for them",
     ),
-    "dashboard_auth": Kind("register_dashboard_auth_provider", "hermesd has no web dashboard"),
+    "dashboard_auth": Kind(
+        "register_dashboard_auth_provider",
+        "",
+        "the HTTP door asks it (verify_token) about bearer tokens not in http.token_file when "
+        "http.auth_provider names it and the door is on",
+    ),
     "platform": Kind("register_platform", "hermesd has no messaging gateway"),
     "slack_action": Kind("register_slack_action_handler", "hermesd has no Slack adapter"),
     # post-0.19 (issue 32): listed once a plugin reaches for ctx.platform_actions

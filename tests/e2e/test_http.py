@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+import time
 from typing import Any
 
 import openai
@@ -21,7 +22,14 @@ from tests.support.http_client import (
     free_port,
     http_config,
 )
-from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+from tests.support.modelserver import (
+    ScriptedModelServer,
+    call_tools,
+    http_error,
+    reply,
+    tool_call,
+)
+from tests.support.plugin_factory import write_plugin
 
 
 def _config(model: ScriptedModelServer, port: int, http_extra: str = "") -> str:
@@ -52,6 +60,34 @@ def test_openai_chat_completion_is_a_turn_of_a_fresh_session(start, model) -> No
     assert sent == [("user", "Name a city."), ("assistant", "Lyon."), ("user", "Another?")]
     history = daemon.call("session.history", {"session_id": sid})["messages"]
     assert [m["content"] for m in history][-1] == "Paris."
+
+
+def test_system_messages_reach_the_model_for_their_turn_only(start, model) -> None:
+    port = free_port()
+    daemon = start(config=_config(model, port))
+    oa = _openai(port)
+    model.push(reply("Ahoy."), reply("Hello."), reply("Arr."))
+    raw = oa.chat.completions.with_raw_response.create(
+        model="hermes-agent",
+        messages=[
+            {"role": "system", "content": "Answer like a pirate."},
+            {"role": "user", "content": "Greet me."},
+        ],
+    )
+    assert raw.parse().choices[0].message.content == "Ahoy."
+    system = model.last_request["messages"][0]
+    assert system["role"] == "system" and system["content"].endswith("Answer like a pirate.")
+    sid = raw.headers["x-hermes-session-id"]
+    oa.chat.completions.create(  # the next turn of that session, without a system message
+        model="hermes-agent",
+        messages=[{"role": "user", "content": "Again."}],
+        extra_headers={"X-Hermes-Session-Id": sid},
+    )
+    assert "pirate" not in json.dumps(model.last_request["messages"])
+    stored = daemon.call("session.history", {"session_id": sid})["messages"]
+    assert "pirate" not in json.dumps(stored)
+    oa.responses.create(model="hermes-agent", input="Greet.", instructions="Be a parrot.")
+    assert model.last_request["messages"][0]["content"].endswith("Be a parrot.")
 
 
 def test_openai_stream_and_a_bound_session_continue_one_conversation(start, model) -> None:
@@ -346,6 +382,48 @@ def test_metrics_and_openapi_come_from_the_daemon(start, model) -> None:
     )
 
 
+def test_metrics_count_turns_tool_calls_and_model_requests_from_the_events(start, model) -> None:
+    port = free_port()
+    daemon = start(config=_config(model, port))
+    with client(port) as c:
+        before = c.get("/metrics").text
+        model.push(call_tools(tool_call("terminal", {"command": "echo counted"})), reply("done"))
+        c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "run"}]})
+        text = c.get("/metrics").text
+    assert "hermesd_turns_started_total 0.0" in before, daemon.log()
+    assert "hermesd_turns_started_total 1.0" in text
+    assert 'hermesd_turns_finished_total{status="completed"} 1.0' in text
+    assert 'hermesd_tool_calls_total{outcome="ok",tool="terminal"} 1.0' in text
+    assert "hermesd_model_request_seconds_count 2.0" in text  # the tool call's and the answer's
+    assert "hermesd_approvals_pending 0.0" in text
+    assert "hermesd_mcp_ready 0.0" in text
+
+
+def test_metrics_count_cron_runs_and_model_errors(start, model) -> None:
+    port = free_port()
+    daemon = start(config=_config(model, port))
+    model.push(reply("checked"))
+    job = daemon.call("cron.create", {"schedule": "every 1h", "prompt": "check"})
+    daemon.call("cron.run", {"job_id": job["id"]})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        runs = daemon.call("cron.runs", {"job_id": job["id"]})["runs"]
+        if runs and runs[0]["status"] != "running":
+            break
+        time.sleep(0.1)
+    assert runs[0]["status"] == "ok", runs
+    model.push(http_error(400, "no such model"))
+    with client(port) as c:
+        failed = c.post(
+            "/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}]}
+        )
+        text = c.get("/metrics").text
+    assert failed.status_code >= 400
+    assert 'hermesd_cron_runs_total{result="ok"} 1.0' in text
+    assert 'hermesd_model_errors_total{kind="ModelRequestFailed"} 1.0' in text
+    assert 'hermesd_turns_finished_total{status="failed"} 1.0' in text
+
+
 def test_socket_activation_hands_the_http_listener_over_as_a_named_fd(model) -> None:
     import os
     import shutil
@@ -497,3 +575,58 @@ def test_the_models_question_is_answered_over_http(start, model) -> None:
     tool_results = [m for m in model.last_request["messages"] if m["role"] == "tool"]
     assert json.loads(tool_results[-1]["content"])["user_response"] == "prod"
     assert daemon.alive()
+
+
+GATEKEEPER = """
+import getpass
+import time
+from hermes_cli.dashboard_auth import DashboardAuthProvider, ProviderError, TokenPrincipal
+
+class Gatekeeper(DashboardAuthProvider):
+    name = "gatekeeper"
+    supports_token = True
+
+    def verify_token(self, *, token):
+        if token == "sso-owner-0123456789":
+            return TokenPrincipal("owner", self.name)
+        if token == "sso-nobody-0123456789":
+            return TokenPrincipal("no-such-user-here", self.name)
+        if token == "sso-slow-0123456789":
+            time.sleep(30)
+        if token == "sso-down-0123456789":
+            raise ProviderError("directory offline")
+        return None
+
+def register(ctx):
+    ctx.register_dashboard_auth_provider(Gatekeeper())
+"""
+
+
+def test_a_dashboard_auth_plugin_vouches_for_tokens_the_file_lacks(start, model) -> None:
+    home = short_tmpdir("authplug-")
+    write_plugin(home / "plugins", "gatekeeper", GATEKEEPER)
+    port = free_port()
+    extra = "  auth_provider: gatekeeper\n  auth_timeout: 1\n"
+    daemon = start(home, config=_config(model, port, extra))
+    with client(port, "sso-owner-0123456789") as c:
+        assert c.get("/v1/sessions").status_code == 200
+        assert c.post("/v1/rpc/config.get", json={"key": "http.listen"}).status_code == 200
+    for refused in ("sso-nobody-0123456789", "sso-slow-0123456789", "sso-down-0123456789", "x"):
+        with client(port, refused) as c:
+            assert c.get("/v1/sessions").status_code == 401, refused
+    with client(port) as c:  # the token file still answers
+        assert c.get("/v1/sessions").status_code == 200
+    listed = daemon.call("plugins.info", {"name": "gatekeeper"})
+    assert "in use" in json.dumps(listed)
+    log = daemon.log()
+    assert "no-such-user-here" in log and "did not answer in 1.0s" in log
+    assert "directory offline" in log
+
+
+def test_a_dashboard_auth_plugin_is_not_asked_unless_named(start, model) -> None:
+    home = short_tmpdir("authplug-")
+    write_plugin(home / "plugins", "gatekeeper", GATEKEEPER)
+    port = free_port()
+    start(home, config=_config(model, port))
+    with client(port, "sso-owner-0123456789") as c:
+        assert c.get("/v1/sessions").status_code == 401

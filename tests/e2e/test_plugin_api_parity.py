@@ -220,6 +220,8 @@ def test_plugins_info_lists_every_backend_with_what_hermesd_does_with_it(
             assert entry["status"].startswith("in use: video_generate calls it"), entry
         elif kind == "tts":
             assert entry["status"].startswith("in use: text_to_speech calls it"), entry
+        elif kind == "dashboard_auth":
+            assert entry["status"].startswith("in use: the HTTP door asks it"), entry
         else:
             assert entry["status"].startswith("registered, not used by hermesd: "), kind
     assert "messaging gateway" in providers["platform"]["status"]

@@ -162,6 +162,11 @@ declare(
             ),
             Param("wait", "bool", doc="reply only when the turn has finished (default false)"),
             Param("platform", "str", doc="the client's platform, for plugins (default cli)"),
+            Param(
+                "system",
+                "str",
+                doc="text added to the system prompt for this turn only (never stored)",
+            ),
         ),
         "{turn_id} or, with wait, the turn result {turn_id, status, final_text, error, ...}",
         access=Access.SESSION,

@@ -1,1 +1,1 @@
-"""hermesd's ``hermes_cli`` package: ``config`` and ``plugins`` only."""
+"""hermesd's ``hermes_cli``: ``config``, ``plugins``, ``model_switch``, ``dashboard_auth``."""
