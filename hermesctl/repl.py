@@ -18,6 +18,7 @@ recap of the session it switched to: the last exchange and its pending approvals
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Any
@@ -100,7 +101,9 @@ class Repl:
         from hermesd.rpc import paths
 
         history = str(paths.hermes_home() / "chat_history")
-        if sys.stdin.isatty() and self.tty and not getattr(self.args, "plain", False):
+        # the toolbar is drawn in reverse video: NO_COLOR (no-color.org) keeps the plain editor
+        plain = getattr(self.args, "plain", False) or bool(os.environ.get("NO_COLOR"))
+        if sys.stdin.isatty() and self.tty and not plain:
             self.bar = StatusBar(self.args.socket, model)
             self.editor = ToolbarEditor(history, self.bar.text)
             self.footer()  # the toolbar has something to show from the first prompt
