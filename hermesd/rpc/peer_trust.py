@@ -40,6 +40,14 @@ def _own() -> tuple[int, int]:
     return filters, os.stat("/proc/self/ns/pid").st_ino
 
 
+def _exited(pidfd: int) -> bool:
+    """A pidfd is readable once its process exited (poll, not select: the descriptor number is
+    above 1024 when the daemon holds a thousand connections)."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 class PeerTrust:
     """Classifies peers against the daemon's own namespace and seccomp filter count."""
 
@@ -66,7 +74,7 @@ class PeerTrust:
         except OSError:
             return "the peer process could not be examined"
         try:
-            if pidfd >= 0 and select.select([pidfd], [], [], 0)[0]:
+            if pidfd >= 0 and _exited(pidfd):
                 return "the peer process exited before it could be examined"
             status_fd = os.open("status", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc)
             with os.fdopen(status_fd, encoding="ascii", errors="replace") as fh:

@@ -4,10 +4,13 @@ another uid is never examined, and a peer that cannot be examined counts as a to
 from __future__ import annotations
 
 import os
+import resource
 import socket
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from hermesd.rpc.peer_trust import PeerTrust
 from hermesd.rpc.server import peer_credentials
@@ -38,6 +41,21 @@ def _origin_of(argv_prefix: list[str], tmp_path: Path) -> str | None:
 
 def test_a_plain_child_is_not_a_tools_process(tmp_path: Path) -> None:
     assert _origin_of([], tmp_path) is None
+
+
+def test_a_plain_child_is_not_a_tools_process_when_descriptors_pass_1024(tmp_path: Path) -> None:
+    """With a thousand connections open the peer's pidfd is numbered above 1024 (select's limit)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the hard open-files limit ({hard}) is below 1200")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    spare = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        assert _origin_of([], tmp_path) is None
+    finally:
+        for fd in spare:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_a_child_with_the_seccomp_marker_is_a_tools_process(tmp_path: Path) -> None:
