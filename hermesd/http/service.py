@@ -119,6 +119,7 @@ class HttpService(RpcService):
         from hermesd.http.common import BodyBounds
         from hermesd.http.door import Door
         from hermesd.http.metrics import EventMetrics
+        from hermesd.http.slow_heads import head_timed
 
         door = Door(self._router, self._limits, self._on_close)
         bounds = BodyBounds(
@@ -134,6 +135,7 @@ class HttpService(RpcService):
 
         config = uvicorn.Config(
             self.app.app,
+            http=head_timed(float(self._settings("http.header_timeout"))),
             lifespan="off",
             log_config=None,
             access_log=False,
