@@ -51,6 +51,7 @@ class HttpService(RpcService):
         home: Path,
         observed: tuple[list[Callable[[dict[str, Any]], None]], list[Callable[[str], None]]],
         auth_providers: Callable[[], dict[str, Any]],
+        tool_known: Callable[[str], bool] = lambda name: False,
     ) -> None:
         self._settings = settings
         self._limits = limits
@@ -60,6 +61,7 @@ class HttpService(RpcService):
         self._observed = observed  # (session events, cron runs): fed to /metrics while on
         self._metrics: EventMetrics | None = None
         self._auth_providers = auth_providers  # dashboard_auth plugins, by name
+        self._tool_known = tool_known  # a registered tool's name (else /metrics says "other")
         self.app: HttpApp | None = None
         self.address: str | None = None
         self._server: uvicorn.Server | None = None
@@ -125,7 +127,7 @@ class HttpService(RpcService):
         bounds = BodyBounds(
             int(self._settings("http.max_body")), float(self._settings("http.body_timeout"))
         )
-        self._metrics = metrics = EventMetrics()
+        self._metrics = metrics = EventMetrics(self._tool_known)
         self._observed[0].append(metrics.event)
         self._observed[1].append(metrics.cron_run)
         self.app = HttpApp(door, bounds, metrics)

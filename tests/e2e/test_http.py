@@ -400,6 +400,19 @@ def test_metrics_count_turns_tool_calls_and_model_requests_from_the_events(start
     assert "hermesd_mcp_ready 0.0" in text
 
 
+def test_metrics_label_tools_the_model_made_up_as_other(start, model) -> None:
+    port = free_port()
+    start(config=_config(model, port))
+    made_up = [tool_call(f"no_such_tool_{i}", {}) for i in range(3)]
+    model.push(call_tools(*made_up, tool_call("terminal", {"command": "echo ok"})), reply("ok"))
+    with client(port) as c:
+        c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "go"}]})
+        text = c.get("/metrics").text
+    assert 'tool="terminal"' in text
+    assert "no_such_tool" not in text
+    assert 'hermesd_tool_calls_total{outcome="error",tool="other"} 3.0' in text
+
+
 def test_metrics_count_cron_runs_and_model_errors(start, model) -> None:
     port = free_port()
     daemon = start(config=_config(model, port))
