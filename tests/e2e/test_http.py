@@ -48,6 +48,7 @@ def test_openai_chat_completion_is_a_turn_of_a_fresh_session(start, model) -> No
     model.push(reply("Paris."))
     raw = _openai(port).chat.completions.with_raw_response.create(
         model="hermes-agent",
+        store=True,  # kept: the session is looked at below
         messages=[
             {"role": "user", "content": "Name a city."},
             {"role": "assistant", "content": "Lyon."},
@@ -70,6 +71,7 @@ def test_system_messages_reach_the_model_for_their_turn_only(start, model) -> No
     model.push(reply("Ahoy."), reply("Hello."), reply("Arr."))
     raw = oa.chat.completions.with_raw_response.create(
         model="hermes-agent",
+        store=True,
         messages=[
             {"role": "system", "content": "Answer like a pirate."},
             {"role": "user", "content": "Greet me."},
@@ -97,7 +99,7 @@ def test_openai_stream_and_a_bound_session_continue_one_conversation(start, mode
     oa = _openai(port)
     model.push(reply("first answer here"), reply("second"))
     stream = oa.chat.completions.with_raw_response.create(
-        model="hermes-agent", messages=[{"role": "user", "content": "one"}], stream=True
+        model="hermes-agent", messages=[{"role": "user", "content": "one"}], stream=True, store=True
     )
     sid = stream.headers["x-hermes-session-id"]
     text = "".join(c.choices[0].delta.content or "" for c in stream.parse() if c.choices)
@@ -110,6 +112,51 @@ def test_openai_stream_and_a_bound_session_continue_one_conversation(start, mode
     assert again.choices[0].message.content == "second"
     sent = [m["content"] for m in model.last_request["messages"][1:]]
     assert sent == ["one", "first answer here", "two"]
+
+
+def test_a_stateless_chat_completion_leaves_no_session_behind(start, model) -> None:
+    port = free_port()
+    daemon = start(config=_config(model, port))
+    oa = _openai(port)
+    model.push(reply("plain"), reply("streamed"))
+    raw = oa.chat.completions.with_raw_response.create(
+        model="hermes-agent", messages=[{"role": "user", "content": "one"}]
+    )
+    assert raw.parse().choices[0].message.content == "plain"
+    assert "x-hermes-session-id" not in raw.headers  # nothing to continue
+    stream = oa.chat.completions.with_raw_response.create(
+        model="hermes-agent", messages=[{"role": "user", "content": "two"}], stream=True
+    )
+    sid = stream.headers["x-hermes-session-id"]  # named while its turn runs (approvals)
+    assert "".join(c.choices[0].delta.content or "" for c in stream.parse() if c.choices)
+    assert daemon.call("session.list", {})["sessions"] == []
+    with pytest.raises(openai.NotFoundError):
+        oa.chat.completions.create(
+            model="hermes-agent",
+            messages=[{"role": "user", "content": "three"}],
+            extra_headers={"X-Hermes-Session-Id": sid},
+        )
+
+
+def test_a_stateless_stream_whose_client_leaves_stops_and_goes(start, model) -> None:
+    port = free_port()
+    daemon = start(config=_config(model, port))
+    model.push(reply("a long answer " * 50, delay=30))
+    with (
+        client(port) as c,
+        c.stream(
+            "POST",
+            "/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "go"}], "stream": True},
+        ) as r,
+    ):
+        assert r.status_code == 200
+        next(r.iter_lines())  # the first chunk: the turn runs; then the client hangs up
+    for _ in range(600):
+        if not daemon.call("session.list", {})["sessions"]:
+            break
+        time.sleep(0.1)
+    assert daemon.call("session.list", {})["sessions"] == []
 
 
 def test_openai_responses_chain_with_previous_response_id(start, model) -> None:
@@ -371,7 +418,7 @@ def test_metrics_and_openapi_come_from_the_daemon(start, model) -> None:
         doc = c.get("/openapi.json").json()
     assert 'hermesd_connections_by_kind{kind="socket"}' in text
     assert 'hermesd_http_responses_total{code="200"}' in text
-    assert "hermesd_sessions 1.0" in text
+    assert "hermesd_sessions 0.0" in text  # the stateless request's session is gone
     assert "hermesd_usage_total_requests 1.0" in text  # the model request of the turn
     assert "hermesd_approvals_pending 0.0" in text
     assert doc["paths"]["/v1/rpc/session.send"]["post"]["x-hermes-access"] == "session"
