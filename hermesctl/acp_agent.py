@@ -27,8 +27,9 @@ from typing import Any
 
 import acp
 from acp import schema
+from acp.helpers import update_current_mode
 
-from hermesctl import acp_commands
+from hermesctl import acp_commands, acp_modes
 from hermesctl.acp_events import EventTranslator, history_updates, tool_kind
 from hermesctl.acp_link import DaemonLink
 from hermesctl.client import Client
@@ -270,7 +271,8 @@ class HermesAgent:
         """A new daemon session, attached to this bridge."""
         session = await self._call("session.create", {"platform": "acp"})
         await self._advertise(session["id"])
-        return schema.NewSessionResponse(session_id=session["id"])
+        modes = await acp_modes.state(self._call, session["id"])
+        return schema.NewSessionResponse(session_id=session["id"], modes=modes)
 
     async def _advertise(self, session_id: str) -> None:
         """Tell the editor which slash commands the session has."""
@@ -297,7 +299,7 @@ class HermesAgent:
             after = messages[-1]["seq"]
         await self._advertise(sid)
         await self._flush()  # the replay comes before the answer, as ACP asks
-        return schema.LoadSessionResponse()
+        return schema.LoadSessionResponse(modes=await acp_modes.state(self._call, sid))
 
     async def resume_session(
         self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
@@ -305,7 +307,7 @@ class HermesAgent:
         """Attach to a stored session without replaying it (the editor has it already)."""
         await self._call("session.attach", {"session_id": session_id})
         await self._advertise(session_id)
-        return schema.ResumeSessionResponse()
+        return schema.ResumeSessionResponse(modes=await acp_modes.state(self._call, session_id))
 
     async def fork_session(
         self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
@@ -314,7 +316,16 @@ class HermesAgent:
         forked = await self._call("session.fork", {"session_id": session_id})
         await self._call("session.attach", {"session_id": forked["id"]})
         await self._advertise(forked["id"])
-        return schema.ForkSessionResponse(session_id=forked["id"])
+        modes = await acp_modes.state(self._call, forked["id"])
+        return schema.ForkSessionResponse(session_id=forked["id"], modes=modes)
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> schema.SetSessionModeResponse:
+        """The session's approval mode (`hermesctl.acp_modes`); the daemon may refuse it."""
+        now = await acp_modes.set_mode(self._call, session_id, mode_id)
+        self._send_update(session_id, update_current_mode(now))
+        return schema.SetSessionModeResponse()
 
     async def close_session(self, session_id: str, **kwargs: Any) -> schema.CloseSessionResponse:
         """Stop following the session; a turn this editor started is cancelled (ACP asks for

@@ -545,3 +545,62 @@ def test_the_daemon_going_away_ends_the_bridge_with_status_1(start: Any) -> None
 
     status, stderr = asyncio.run(run())
     assert status == 1 and b"hermesd closed the connection" in stderr
+
+
+def _with_mode(
+    daemon: DaemonProcess, model: ScriptedModelServer, editor: Editor, mode: str
+) -> tuple[Path, schema.SessionModeState | None, str]:
+    """A new session switched to ``mode``, then a prompt whose turn runs ``rm -r``: the
+    victim, the modes new_session advertised, and the session's mode as the daemon has it."""
+    victim = _victim(daemon)
+    model.push(call_tools(tool_call("terminal", {"command": f"rm -r {victim}"})), reply("Done."))
+
+    async def run() -> tuple[schema.SessionModeState | None, str]:
+        async with _spawn(daemon, editor) as (conn, _):
+            await _start(conn)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            await conn.set_session_mode(session_id=session.session_id, mode_id=mode)
+            await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("go")])
+            return session.modes, session.session_id
+
+    modes, sid = asyncio.run(asyncio.wait_for(run(), 60))
+    now = daemon.call("approvals.mode", {"session_id": sid})["mode"]
+    return victim, modes, now
+
+
+def test_session_modes_are_approval_modes_and_deny_refuses_without_asking(
+    acpd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    editor = Editor(answer="once")
+    victim, modes, now = _with_mode(acpd, model, editor, "deny")
+    assert modes is not None and modes.current_mode_id == "manual"
+    assert [m.id for m in modes.available_modes] == ["manual", "deny", "off"]
+    assert [u.current_mode_id for u in editor.of(schema.CurrentModeUpdate)] == ["deny"]
+    assert now == "deny"
+    assert editor.permissions == []  # refused without asking
+    assert victim.exists()
+    [finished] = [u for u in editor.of(schema.ToolCallProgress) if u.status == "failed"]
+    assert finished is not None
+
+
+def test_the_dont_ask_mode_runs_a_dangerous_command_unasked(
+    acpd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    # the test daemons run with HERMESD_CONFIRM_WIDENING=off: no terminal to confirm on
+    editor = Editor(answer="deny")
+    victim, _, now = _with_mode(acpd, model, editor, "off")
+    assert now == "off"
+    assert editor.permissions == []
+    assert not victim.exists()
+
+
+def test_an_unknown_mode_is_refused_saying_which_there_are(acpd: DaemonProcess) -> None:
+    async def run() -> None:
+        async with _spawn(acpd, Editor()) as (conn, _):
+            await _start(conn)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            with pytest.raises(acp.RequestError) as refused:
+                await conn.set_session_mode(session_id=session.session_id, mode_id="yolo")
+            assert "manual, deny, off" in refused.value.data["details"]
+
+    asyncio.run(asyncio.wait_for(run(), 60))
