@@ -7,7 +7,8 @@ into the daemon's socket methods: ``session/new`` is ``session.create``, ``sessi
 ``session/update``, ``session/cancel`` ``session.cancel``, ``session/load`` ``session.attach`` plus
 ``session.history`` replayed, ``session/list`` ``session.list``, fork/resume/close
 ``session.fork``/``session.attach``/``session.detach``; a prompt naming a slash command runs it
-with ``command.run`` (``hermesctl.acp_commands``). The daemon's
+with ``command.run`` (``hermesctl.acp_commands``); ``session/set_mode`` is the session's
+approval mode, ``approvals.mode`` (``hermesctl.acp_modes``). The daemon's
 ``approval.request`` becomes ``session/request_permission``; when the approval is answered
 elsewhere (``hermesctl chat`` on the same session, ``hermesctl approvals``) the editor's request
 is withdrawn with ``$/cancel_request``. The daemon keeps sessions, approvals and replay: what
@@ -269,6 +270,7 @@ class HermesAgent:
         self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> schema.NewSessionResponse:
         """A new daemon session, attached to this bridge."""
+        _unused_mcp(mcp_servers)
         session = await self._call("session.create", {"platform": "acp"})
         await self._advertise(session["id"])
         modes = await acp_modes.state(self._call, session["id"])
@@ -283,6 +285,7 @@ class HermesAgent:
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> schema.LoadSessionResponse:
         """Attach to a stored session and replay its conversation as session/update."""
+        _unused_mcp(mcp_servers)
         session = await self._call("session.attach", {"session_id": session_id})
         sid = session["id"]
         after: int | None = None
@@ -305,6 +308,7 @@ class HermesAgent:
         self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> schema.ResumeSessionResponse:
         """Attach to a stored session without replaying it (the editor has it already)."""
+        _unused_mcp(mcp_servers)
         await self._call("session.attach", {"session_id": session_id})
         await self._advertise(session_id)
         return schema.ResumeSessionResponse(modes=await acp_modes.state(self._call, session_id))
@@ -313,6 +317,7 @@ class HermesAgent:
         self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> schema.ForkSessionResponse:
         """A copy of the session's conversation as a new session (``session.fork``), attached."""
+        _unused_mcp(mcp_servers)
         forked = await self._call("session.fork", {"session_id": session_id})
         await self._call("session.attach", {"session_id": forked["id"]})
         await self._advertise(forked["id"])
@@ -461,6 +466,17 @@ def prompt_content(blocks: list[Any]) -> tuple[str, list[dict[str, str]]]:
                 {"details": f"{kind} content is not supported: hermesd takes text and images"}
             )
     return "".join(parts), images
+
+
+def _unused_mcp(servers: list[Any] | None) -> None:
+    """Say in the editor's log that its MCP servers are not connected (docs/clients.md)."""
+    if servers:
+        names = ", ".join(str(getattr(s, "name", "?")) for s in servers)
+        log.warning(
+            "the editor's MCP servers (%s) are not connected: hermesd's tools are its own "
+            "(mcp_servers in config.yaml)",
+            names,
+        )
 
 
 def _usage(counts: Any) -> schema.Usage | None:
