@@ -8,7 +8,8 @@ into the daemon's socket methods: ``session/new`` is ``session.create``, ``sessi
 ``session.history`` replayed, ``session/list`` ``session.list``, fork/resume/close
 ``session.fork``/``session.attach``/``session.detach``; a prompt naming a slash command runs it
 with ``command.run`` (``hermesctl.acp_commands``); ``session/set_mode`` is the session's
-approval mode, ``approvals.mode`` (``hermesctl.acp_modes``). The daemon's
+approval mode, ``approvals.mode`` (``hermesctl.acp_modes``); the editor's MCP servers go to
+``mcp.session_add`` (``hermesctl.acp_mcp``). The daemon's
 ``approval.request`` becomes ``session/request_permission``; when the approval is answered
 elsewhere (``hermesctl chat`` on the same session, ``hermesctl approvals``) the editor's request
 is withdrawn with ``$/cancel_request``. The daemon keeps sessions, approvals and replay: what
@@ -30,7 +31,7 @@ import acp
 from acp import schema
 from acp.helpers import update_current_mode
 
-from hermesctl import acp_commands, acp_modes
+from hermesctl import acp_commands, acp_mcp, acp_modes
 from hermesctl.acp_events import EventTranslator, history_updates, tool_kind
 from hermesctl.acp_link import DaemonLink
 from hermesctl.client import Client
@@ -249,6 +250,8 @@ class HermesAgent:
                 prompt_capabilities=schema.PromptCapabilities(
                     image=True, audio=False, embedded_context=True
                 ),
+                # the editor's MCP servers run in the daemon (hermesctl.acp_mcp): stdio and both
+                mcp_capabilities=schema.McpCapabilities(http=True, sse=True),
                 session_capabilities=schema.SessionCapabilities(
                     list=schema.SessionListCapabilities(),
                     fork=schema.SessionForkCapabilities(),
@@ -270,8 +273,8 @@ class HermesAgent:
         self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> schema.NewSessionResponse:
         """A new daemon session, attached to this bridge."""
-        _unused_mcp(mcp_servers)
         session = await self._call("session.create", {"platform": "acp"})
+        await acp_mcp.connect(self._call, session["id"], mcp_servers)
         await self._advertise(session["id"])
         modes = await acp_modes.state(self._call, session["id"])
         return schema.NewSessionResponse(session_id=session["id"], modes=modes)
@@ -285,9 +288,9 @@ class HermesAgent:
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> schema.LoadSessionResponse:
         """Attach to a stored session and replay its conversation as session/update."""
-        _unused_mcp(mcp_servers)
         session = await self._call("session.attach", {"session_id": session_id})
         sid = session["id"]
+        await acp_mcp.connect(self._call, sid, mcp_servers)
         after: int | None = None
         while True:
             params: dict[str, Any] = {"session_id": sid}
@@ -308,8 +311,8 @@ class HermesAgent:
         self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> schema.ResumeSessionResponse:
         """Attach to a stored session without replaying it (the editor has it already)."""
-        _unused_mcp(mcp_servers)
         await self._call("session.attach", {"session_id": session_id})
+        await acp_mcp.connect(self._call, session_id, mcp_servers)
         await self._advertise(session_id)
         return schema.ResumeSessionResponse(modes=await acp_modes.state(self._call, session_id))
 
@@ -317,9 +320,9 @@ class HermesAgent:
         self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> schema.ForkSessionResponse:
         """A copy of the session's conversation as a new session (``session.fork``), attached."""
-        _unused_mcp(mcp_servers)
         forked = await self._call("session.fork", {"session_id": session_id})
         await self._call("session.attach", {"session_id": forked["id"]})
+        await acp_mcp.connect(self._call, forked["id"], mcp_servers)
         await self._advertise(forked["id"])
         modes = await acp_modes.state(self._call, forked["id"])
         return schema.ForkSessionResponse(session_id=forked["id"], modes=modes)
@@ -466,17 +469,6 @@ def prompt_content(blocks: list[Any]) -> tuple[str, list[dict[str, str]]]:
                 {"details": f"{kind} content is not supported: hermesd takes text and images"}
             )
     return "".join(parts), images
-
-
-def _unused_mcp(servers: list[Any] | None) -> None:
-    """Say in the editor's log that its MCP servers are not connected (docs/clients.md)."""
-    if servers:
-        names = ", ".join(str(getattr(s, "name", "?")) for s in servers)
-        log.warning(
-            "the editor's MCP servers (%s) are not connected: hermesd's tools are its own "
-            "(mcp_servers in config.yaml)",
-            names,
-        )
 
 
 def _usage(counts: Any) -> schema.Usage | None:

@@ -52,3 +52,25 @@ declare(
         access=Access.OWNER,
     )
 )
+declare(
+    MethodSpec(
+        "mcp.session_add",
+        "Start MCP servers whose tools only one session gets (an editor's); they stop when "
+        "this connection closes.",
+        (
+            Param("session_id", "str", required=True, doc="the session the tools are for"),
+            Param("servers", "map", required=True, doc="name -> an mcp_servers entry"),
+        ),
+        "{servers: [<mcp.list row>]}",
+        access=Access.OWNER,
+        widens=lambda p: [
+            f"start MCP server {name!r} for session {p.get('session_id')}: "
+            + (
+                f"it runs {entry.get('command')!r}"
+                if isinstance(entry, dict) and entry.get("command")
+                else "it connects to a URL"
+            )
+            for name, entry in (p["servers"] if isinstance(p.get("servers"), dict) else {}).items()
+        ],
+    )
+)
