@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import acp
 from acp import schema
 
 MODES = [
@@ -32,9 +33,13 @@ MODES = [
 Call = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 
-async def state(call: Call, session_id: str) -> schema.SessionModeState:
-    """The session's modes, its current one as the daemon has it."""
-    now = await call("approvals.mode", {"session_id": session_id})
+async def state(call: Call, session_id: str) -> schema.SessionModeState | None:
+    """The session's modes, its current one as the daemon has it; None when the daemon does not
+    let this user see them (``approvals.mode`` is the owner's: a member's editor has no modes)."""
+    try:
+        now = await call("approvals.mode", {"session_id": session_id})
+    except acp.RequestError:
+        return None
     return schema.SessionModeState(current_mode_id=str(now["mode"]), available_modes=MODES)
 
 

@@ -673,3 +673,22 @@ def test_without_a_terminal_to_confirm_on_the_editors_mcp_servers_are_refused_sa
     assert _session_servers(daemon) == []
     assert b"MCP servers (ed) are not connected" in stderr
     assert b"confirm it on a terminal" in stderr
+
+
+def test_without_a_terminal_to_confirm_on_dont_ask_is_refused_saying_why(
+    start: Any, model: ScriptedModelServer
+) -> None:
+    daemon = start(config=model_config(model.url), env={"HERMESD_CONFIRM_WIDENING": "on"})
+
+    async def run() -> tuple[str, Any]:
+        async with _spawn(daemon, Editor()) as (conn, _):
+            await _start(conn)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            with pytest.raises(acp.RequestError) as refused:
+                await conn.set_session_mode(session_id=session.session_id, mode_id="off")
+            await conn.set_session_mode(session_id=session.session_id, mode_id="deny")
+            return session.session_id, refused.value
+
+    sid, refused = asyncio.run(asyncio.wait_for(run(), 60))
+    assert "confirm it on a terminal" in str(refused)
+    assert daemon.call("approvals.mode", {"session_id": sid})["mode"] == "deny"  # narrowing

@@ -54,7 +54,7 @@ declare(
             Param("mode", "str", doc="manual, deny or off; absent: only read it"),
         ),
         "{session_id, mode, configured}",
-        access=Access.SESSION,
+        access=Access.OWNER,  # it can waive approvals: the owner's, as every widening call
         widens=lambda p: (
             [f"let session {p.get('session_id')} run dangerous commands without asking"]
             if p.get("mode") == "off"
