@@ -12,7 +12,7 @@ declare(
         "Every configured MCP server: its state, last error and tool counts.",
         (),
         "{servers: [{name, kind, enabled, state, error, server, tools, registered, rejected, "
-        "toolset, connects, failures, stderr_tail, exit}]}",
+        "toolset, connects, failures, stderr_tail, exit, session_id}]}",
         access=Access.ANY,
     )
 )
