@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,16 +22,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import common
-from common import REPO, clean_env, interleaved, machine, median, percentile, stop_process
+from common import interleaved, machine, median, percentile
 
 from tests.support.daemon import DaemonProcess, checkout_pythonpath, start_daemon
-
-SERVER = """
-from tests.support.modelserver import ScriptedModelServer, reply
-server = ScriptedModelServer(rules=lambda request: reply("ok"))
-print(server.url, flush=True)
-server._httpd.serve_forever(poll_interval=0.2)
-"""
 
 
 class Editor:
@@ -76,22 +68,13 @@ def main() -> int:
     args = parser.parse_args()
     rounds = 20 if args.quick else args.rounds
     started = common.now_utc()
-    server = subprocess.Popen(
-        [sys.executable, "-c", SERVER],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=str(REPO),
-        env=clean_env({"PYTHONPATH": str(REPO)}),
-    )
-    assert server.stdout is not None
-    url = server.stdout.readline().strip()
-    daemon = start_daemon(config=f"model:\n  base_url: {url}\n  default: scripted-model\n")
-    try:
-        asyncio.run(rounds_of(daemon, 5))  # warm both paths
-        t = asyncio.run(rounds_of(daemon, rounds))
-    finally:
-        daemon.stop()
-        stop_process(server)
+    with common.instant_model() as url:
+        daemon = start_daemon(config=common.model_config(url))
+        try:
+            asyncio.run(rounds_of(daemon, 5))  # warm both paths
+            t = asyncio.run(rounds_of(daemon, rounds))
+        finally:
+            daemon.stop()
     sock50, acp50 = median(t["socket"]), median(t["acp"])
     body = (
         "| turn, waited for | p50 ms | p90 ms |\n|---|---|---|\n"

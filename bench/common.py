@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +161,37 @@ def stop_process(proc: subprocess.Popen[Any], timeout: float = 20.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+INSTANT_MODEL = """
+from tests.support.modelserver import ScriptedModelServer, reply
+server = ScriptedModelServer(rules=lambda request: reply("ok"))
+print(server.url, flush=True)
+server._httpd.serve_forever(poll_interval=0.2)
+"""
+
+
+@contextlib.contextmanager
+def instant_model() -> Iterator[str]:
+    """A scripted model answering "ok" at once, in a process of its own (so its threads do not
+    share the bench's GIL); yields its base URL, stops it on exit."""
+    server = subprocess.Popen(
+        [sys.executable, "-c", INSTANT_MODEL],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=str(REPO),
+        env=clean_env({"PYTHONPATH": str(REPO)}),
+    )
+    try:
+        assert server.stdout is not None
+        yield server.stdout.readline().strip()
+    finally:
+        stop_process(server)
+
+
+def model_config(url: str) -> str:
+    """The ``model`` section of a config.yaml for a scripted model at ``url``."""
+    return f"model:\n  base_url: {url}\n  default: scripted-model\n"
 
 
 def wait_for_ping(path: Path, proc: subprocess.Popen[Any], timeout: float = 30.0) -> None:

@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import json
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,17 +29,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import common
-from common import REPO, clean_env, interleaved, machine, median, percentile, stop_process
+from common import interleaved, machine, median, percentile
 
 from tests.support.daemon import short_tmpdir, start_daemon
 
 TOKEN = "bench-token-0123456789abcdef"
-SERVER = """
-from tests.support.modelserver import ScriptedModelServer, reply
-server = ScriptedModelServer(rules=lambda request: reply("ok"))
-print(server.url, flush=True)
-server._httpd.serve_forever(poll_interval=0.2)
-"""
 
 
 def _port() -> int:
@@ -135,33 +128,23 @@ def main() -> int:
     args = parser.parse_args()
     rounds = 20 if args.quick else args.rounds
     started = common.now_utc()
-    server = subprocess.Popen(
-        [sys.executable, "-c", SERVER],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=str(REPO),
-        env=clean_env({"PYTHONPATH": str(REPO)}),
-    )
-    assert server.stdout is not None
-    url = server.stdout.readline().strip()
     tokens = short_tmpdir("bh-") / "tokens"
     tokens.write_text(TOKEN + "\n")
     port = _port()
-    config = (
-        f"model:\n  base_url: {url}\n  default: scripted-model\n"
-        f"http:\n  listen: 127.0.0.1:{port}\n  token_file: {tokens}\n"
-    )
-    daemon = start_daemon(config=config)
-    try:
-        turns(daemon, port, 5)  # warm both paths
-        t = turns(daemon, port, rounds)
-        fan = {}
-        for n in interleaved(3 if args.quick else 5, ["1", "200"]):
-            sid = daemon.call("session.create", {"attach": False})["id"]
-            fan.setdefault(n, []).append(asyncio.run(fan_out(port, sid, int(n))))
-    finally:
-        daemon.stop()
-        stop_process(server)
+    with common.instant_model() as url:
+        config = common.model_config(url) + (
+            f"http:\n  listen: 127.0.0.1:{port}\n  token_file: {tokens}\n"
+        )
+        daemon = start_daemon(config=config)
+        try:
+            turns(daemon, port, 5)  # warm both paths
+            t = turns(daemon, port, rounds)
+            fan = {}
+            for n in interleaved(3 if args.quick else 5, ["1", "200"]):
+                sid = daemon.call("session.create", {"attach": False})["id"]
+                fan.setdefault(n, []).append(asyncio.run(fan_out(port, sid, int(n))))
+        finally:
+            daemon.stop()
     sock50, http50 = median(t["socket"]), median(t["http"])
     body = (
         "| turn, waited for | p50 ms | p90 ms |\n|---|---|---|\n"

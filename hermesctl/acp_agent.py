@@ -7,7 +7,9 @@ into the daemon's socket methods: ``session/new`` is ``session.create``, ``sessi
 ``session/update``, ``session/cancel`` ``session.cancel``, ``session/load`` ``session.attach`` plus
 ``session.history`` replayed, ``session/list`` ``session.list``, fork/resume/close
 ``session.fork``/``session.attach``/``session.detach``; a prompt naming a slash command runs it
-with ``command.run`` (``hermesctl.acp_commands``). The daemon's
+with ``command.run`` (``hermesctl.acp_commands``); ``session/set_mode`` is the session's
+approval mode, ``approvals.mode`` (``hermesctl.acp_modes``); the editor's MCP servers go to
+``mcp.session_add`` (``hermesctl.acp_mcp``). The daemon's
 ``approval.request`` becomes ``session/request_permission``; when the approval is answered
 elsewhere (``hermesctl chat`` on the same session, ``hermesctl approvals``) the editor's request
 is withdrawn with ``$/cancel_request``. The daemon keeps sessions, approvals and replay: what
@@ -27,8 +29,9 @@ from typing import Any
 
 import acp
 from acp import schema
+from acp.helpers import update_current_mode
 
-from hermesctl import acp_commands
+from hermesctl import acp_commands, acp_mcp, acp_modes
 from hermesctl.acp_events import EventTranslator, history_updates, tool_kind
 from hermesctl.acp_link import DaemonLink
 from hermesctl.client import Client
@@ -247,6 +250,8 @@ class HermesAgent:
                 prompt_capabilities=schema.PromptCapabilities(
                     image=True, audio=False, embedded_context=True
                 ),
+                # the editor's MCP servers run in the daemon (hermesctl.acp_mcp): stdio and both
+                mcp_capabilities=schema.McpCapabilities(http=True, sse=True),
                 session_capabilities=schema.SessionCapabilities(
                     list=schema.SessionListCapabilities(),
                     fork=schema.SessionForkCapabilities(),
@@ -269,8 +274,10 @@ class HermesAgent:
     ) -> schema.NewSessionResponse:
         """A new daemon session, attached to this bridge."""
         session = await self._call("session.create", {"platform": "acp"})
+        await acp_mcp.connect(self._call, session["id"], mcp_servers)
         await self._advertise(session["id"])
-        return schema.NewSessionResponse(session_id=session["id"])
+        modes = await acp_modes.state(self._call, session["id"])
+        return schema.NewSessionResponse(session_id=session["id"], modes=modes)
 
     async def _advertise(self, session_id: str) -> None:
         """Tell the editor which slash commands the session has."""
@@ -283,6 +290,7 @@ class HermesAgent:
         """Attach to a stored session and replay its conversation as session/update."""
         session = await self._call("session.attach", {"session_id": session_id})
         sid = session["id"]
+        await acp_mcp.connect(self._call, sid, mcp_servers)
         after: int | None = None
         while True:
             params: dict[str, Any] = {"session_id": sid}
@@ -297,15 +305,16 @@ class HermesAgent:
             after = messages[-1]["seq"]
         await self._advertise(sid)
         await self._flush()  # the replay comes before the answer, as ACP asks
-        return schema.LoadSessionResponse()
+        return schema.LoadSessionResponse(modes=await acp_modes.state(self._call, sid))
 
     async def resume_session(
         self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> schema.ResumeSessionResponse:
         """Attach to a stored session without replaying it (the editor has it already)."""
         await self._call("session.attach", {"session_id": session_id})
+        await acp_mcp.connect(self._call, session_id, mcp_servers)
         await self._advertise(session_id)
-        return schema.ResumeSessionResponse()
+        return schema.ResumeSessionResponse(modes=await acp_modes.state(self._call, session_id))
 
     async def fork_session(
         self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
@@ -313,8 +322,18 @@ class HermesAgent:
         """A copy of the session's conversation as a new session (``session.fork``), attached."""
         forked = await self._call("session.fork", {"session_id": session_id})
         await self._call("session.attach", {"session_id": forked["id"]})
+        await acp_mcp.connect(self._call, forked["id"], mcp_servers)
         await self._advertise(forked["id"])
-        return schema.ForkSessionResponse(session_id=forked["id"])
+        modes = await acp_modes.state(self._call, forked["id"])
+        return schema.ForkSessionResponse(session_id=forked["id"], modes=modes)
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> schema.SetSessionModeResponse:
+        """The session's approval mode (`hermesctl.acp_modes`); the daemon may refuse it."""
+        now = await acp_modes.set_mode(self._call, session_id, mode_id)
+        self._send_update(session_id, update_current_mode(now))
+        return schema.SetSessionModeResponse()
 
     async def close_session(self, session_id: str, **kwargs: Any) -> schema.CloseSessionResponse:
         """Stop following the session; a turn this editor started is cancelled (ACP asks for

@@ -189,7 +189,7 @@ async def _tools(
     registry = agent.registry
     registry.pin()
     await registry.refresh_checks()  # re-run check_fns off the loop before building the list
-    tools = registry.openai_tools(agent.settings.enabled_toolsets)
+    tools = registry.openai_tools(agent.settings.enabled_toolsets, scope.session_id)
     narrowing = toolsets or Toolsets()
     if toolsets is not None:
         allowed = allowed_names(agent, narrowing)

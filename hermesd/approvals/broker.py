@@ -3,7 +3,8 @@
 The decision for one call, in order: the hard floor (refused, always) → ``approvals.deny``
 globs (refused) → "always" rules kept in state.db and ``command_allowlist`` → answers given
 "for this session" → ``approvals.require`` tool names and ``pre_tool_call`` approve requests
-(these always ask) → ``approvals.mode: off`` (dangerous patterns allowed) → ask.
+(these always ask) → ``approvals.mode: off`` or a sessions own mode (`hermesd.approvals.modes`:
+``off`` allows dangerous patterns, ``deny`` refuses instead of asking) → ask.
 
 Asking: the pending approval is sent as a server→client ``approval.request`` to every
 connection attached to the session that may answer (the owner, root, ``approvals.approvers``),
@@ -37,6 +38,7 @@ from typing import Any
 
 from hermesd import redact
 from hermesd.approvals import display, patterns, plugin_transport
+from hermesd.approvals.modes import DENY_MODE_TEXT, SessionModes
 from hermesd.caller import Caller, current_caller
 from hermesd.rpc import wire
 from hermesd.rpc.connection import Connection, connection_of
@@ -161,7 +163,7 @@ class RunPolicy:
     timeout: float
 
 
-class ApprovalBroker:
+class ApprovalBroker(SessionModes):
     """Approval decisions and pending approvals of one daemon."""
 
     def __init__(
@@ -181,6 +183,7 @@ class ApprovalBroker:
         self.pending: dict[str, Pending] = {}
         self.rules: dict[str, dict[str, Any]] = {}
         self._session_keys: dict[tuple[str, int], set[str]] = {}  # (session, requester)
+        self.session_modes: dict[str, str] = {}  # approvals.mode set for one session
         self._waiting = 0  # approve() calls not yet returned
         self._none_waiting: asyncio.Event | None = None  # set by close() for its wait
         self._loop: asyncio.AbstractEventLoop | None = None  # the daemon's, set by load()
@@ -325,7 +328,7 @@ class ApprovalBroker:
         granted = set(self.rules) | self.allowlist | answered
         if all(key in granted for key in subject.keys):
             return "allow", None, subject
-        if self.mode == "off" and not subject.always_asks:
+        if self.session_mode(session_id) == "off" and not subject.always_asks:
             return "allow", None, subject
         return "ask", None, subject
 
@@ -358,6 +361,8 @@ class ApprovalBroker:
                 "tool %s in scheduled run %s denied (approvals.cron_mode: deny)", tool, session_id
             )
             return CRON_DENIED_TEXT.format(what=subject.description)
+        if self.session_mode(session_id) == "deny":
+            return DENY_MODE_TEXT.format(what=subject.description)
         if self._loop is not None and asyncio.get_running_loop() is not self._loop:
             # A plugin called dispatch_tool from the event loop thread, so this pipeline runs
             # on a private loop; connections belong to the daemon's loop: fail closed.
@@ -582,11 +587,6 @@ class ApprovalBroker:
         removed = await self.store.run(self.store.approvals.revoke, pattern_key)
         self.rules.pop(pattern_key, None)
         return bool(removed)
-
-    def forget_session(self, session_id: str) -> None:
-        """Drop the "session" answers of a session (deleted or reset)."""
-        for key in [k for k in self._session_keys if k[0] == session_id]:
-            del self._session_keys[key]
 
     async def close(self, timeout: float = 2.0) -> None:
         """Daemon stopping: every pending approval is answered "stopped" (a denial), and the

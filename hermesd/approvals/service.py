@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 class ApprovalService:
-    """approvals.pending|respond|list|revoke."""
+    """approvals.pending|respond|list|revoke|mode."""
 
     def __init__(self, broker: ApprovalBroker) -> None:
         self.broker = broker
@@ -31,6 +31,7 @@ class ApprovalService:
         router.bind("approvals.respond", self.rpc_respond)
         router.bind("approvals.list", self.rpc_list)
         router.bind("approvals.revoke", self.rpc_revoke)
+        router.bind("approvals.mode", self.rpc_mode)
 
     async def start(self) -> None:
         await self.broker.load()
@@ -124,3 +125,17 @@ class ApprovalService:
         if choice == "deny":
             return f"✗ Denied: {first['command']}"
         return f"✓ Approved {scope[choice]}: {first['command']}"
+
+    def rpc_mode(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        sid, mode = p["session_id"], p.get("mode")
+        if mode is not None:
+            try:
+                self.broker.set_session_mode(sid, mode)
+            except ValueError as exc:
+                raise RpcError(Codes.INVALID_PARAMS, str(exc), {"mode": mode}) from None
+            log.info("approval mode of session %s set to %s by %s", sid, mode, call.caller.uid)
+        return {
+            "session_id": sid,
+            "mode": self.broker.session_mode(sid),
+            "configured": self.broker.mode,
+        }

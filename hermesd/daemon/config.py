@@ -64,6 +64,9 @@ SCHEMA: dict[str, Any] = {
         "token_file": _S((str,), None, "bearer tokens, one a line, NAME:TOKEN for a member"),
         "max_body": _S((int,), 1024 * 1024, "largest accepted request body, bytes"),
         "body_timeout": _S(_num, 30, "seconds a request body may take to arrive (then 408)"),
+        "header_timeout": _S(
+            _num, 20, "seconds a request head may take to arrive (then closed; 0: forever)"
+        ),
         "max_connections": _S((int,), 1000, "simultaneous HTTP connections"),
         "auth_provider": _S(
             (str,), None, "a dashboard_auth plugin provider asked about tokens not in token_file"

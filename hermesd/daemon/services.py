@@ -639,6 +639,7 @@ def _append_services(
             daemon.home,
             (sessions.observers, cron.run_observers),  # the door's /metrics counters
             lambda: {r.name: r.obj for r in auth.of_kind("dashboard_auth")},
+            lambda name: core.parts.tools.get(name) is not None,  # /metrics' tool label
         )
     )
 

@@ -15,12 +15,14 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 # seconds: a model request is a stream, from a fraction of a second to minutes
 LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+OTHER_TOOL = "other"  # the tool label of calls to names no registered tool has
 
 
 class EventMetrics:
     """The counters and the model latency histogram, in a registry of their own."""
 
-    def __init__(self) -> None:
+    def __init__(self, tool_known: Callable[[str], bool]) -> None:
+        self._tool_known = tool_known
         self.registry = CollectorRegistry()
         r = self.registry
         self.turns_started = Counter("hermesd_turns_started", "turns started", registry=r)
@@ -71,9 +73,11 @@ class EventMetrics:
             self.model_errors.labels(error_type).inc()
 
     def _tool_finished(self, event: dict[str, Any]) -> None:
-        # the tool's name comes from the model: only names the turn ran get here, but a
-        # label per unknown name would still grow without bound, so keep it short
-        self.tool_calls.labels(str(event.get("name"))[:64], str(event.get("status"))).inc()
+        # the tool's name comes from the model: a label per name it makes up would grow the
+        # series without bound, so only registered tools have their own
+        name = str(event.get("name"))
+        tool = name if self._tool_known(name) else OTHER_TOOL
+        self.tool_calls.labels(tool, str(event.get("status"))[:32]).inc()
 
     def _usage(self, event: dict[str, Any]) -> None:
         took = event.get("duration_ms")

@@ -7,11 +7,17 @@ to an existing session instead (its stored history is used, the body's earlier m
 not). Every answer names its session in ``X-Hermes-Session-Id``, so an approval the turn waits
 for can be listed and answered (``/v1/sessions/{id}/approvals``, ``hermesctl``). A response of
 ``/v1/responses`` is named after its session and turn; ``previous_response_id`` continues that
-session. Everything goes through `hermesd.http.door` as the token's identity.
+session. A stateless chat completion's session is ephemeral: deleted once the turn is over (or
+its client gone), unless the body says ``"store": true`` (OpenAI's flag for keeping a
+completion); the sessions of ``/v1/responses`` are kept (``previous_response_id`` needs them).
+Everything goes through `hermesd.http.door` as the token's identity.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,6 +31,9 @@ from hermesd.http.tokens import Identity
 
 SESSION_HEADER = "X-Hermes-Session-Id"
 MODEL_NAME = "hermes-agent"
+
+log = logging.getLogger(__name__)
+DONE = sse("[DONE]")  # the last chunk of a streamed chat completion
 
 
 def _text(content: Any) -> str:
@@ -67,6 +76,7 @@ class OpenAIRoutes:
     def __init__(self, door: Door, bounds: BodyBounds) -> None:
         self.door = door
         self.bounds = bounds
+        self._forgetting: set[asyncio.Task[None]] = set()  # deletions of ephemeral sessions
 
     async def models(self, request: Request) -> Response:
         """``GET /v1/models``: the agent, under its name and the configured model's."""
@@ -75,32 +85,79 @@ class OpenAIRoutes:
         data = [{"id": n, "object": "model", "created": 0, "owned_by": "hermesd"} for n in names]
         return JSONResponse({"object": "list", "data": data})
 
-    async def _session(self, link: Link, request: Request, history: list[dict[str, str]]) -> str:
+    async def _session(
+        self, link: Link, request: Request, history: list[dict[str, str]]
+    ) -> tuple[str, bool]:
+        """The session of a chat request, and whether this request created it."""
         bound = request.headers.get(SESSION_HEADER, "").strip()
         if bound:
-            return str((await link.call("session.get", {"session_id": bound}))["id"])
+            return str((await link.call("session.get", {"session_id": bound}))["id"]), False
         created = await link.call(
             "session.create", {"attach": False, "platform": "api", "history": history}
         )
-        return str(created["id"])
+        return str(created["id"]), True
 
     async def chat_completions(self, request: Request) -> Response:
         """``POST /v1/chat/completions``, streamed (SSE) or not."""
         body = await read_json(request, self.bounds)
         history, message, system = conversation(body.get("messages"))
         model = str(body.get("model") or MODEL_NAME)
-        link = self.door.open(identity(request), "http:chat")
+        who = identity(request)
+        link = self.door.open(who, "http:chat")
+        if not body.get("stream"):
+            with contextlib.closing(link):
+                sid, created = await self._session(link, request, history)
+                ephemeral = created and body.get("store") is not True
+                try:
+                    result = await link.call("session.send", _send(sid, message, system, wait=True))
+                finally:
+                    if ephemeral:
+                        await self._forget(who, sid)
+            head = {} if ephemeral else {SESSION_HEADER: sid}
+            return JSONResponse(_completion(result, model), headers=head)
+        sid, ephemeral = "", False
         try:
-            sid = await self._session(link, request, history)
-            if not body.get("stream"):
-                result = await link.call("session.send", _send(sid, message, system, wait=True))
-                return JSONResponse(_completion(result, model), headers={SESSION_HEADER: sid})
+            sid, created = await self._session(link, request, history)
+            ephemeral = created and body.get("store") is not True
             sent = await link.call("session.send", _send(sid, message, system))
         except BaseException:
             link.close()
+            if ephemeral:
+                self._forget_later(who, sid)
             raise
         chunks = _chat_chunks(link, sent["turn_id"], model)
+        if ephemeral:
+            chunks = self._then_forget(chunks, who, sid)
         return StreamingResponse(chunks, media_type="text/event-stream", headers=_sse_headers(sid))
+
+    async def _forget(self, who: Identity, sid: str) -> None:
+        """Delete an ephemeral session (its turn stops if it still runs)."""
+        try:
+            await self.door.call(who, "session.delete", {"session_id": sid})
+        except Exception:  # gone already (deleted by a person), or the daemon is stopping
+            log.info("ephemeral session %s was not deleted", sid, exc_info=True)
+
+    def _forget_later(self, who: Identity, sid: str) -> None:
+        """`_forget` from where nothing may be awaited (a cancelled stream)."""
+        task = asyncio.get_running_loop().create_task(self._forget(who, sid))
+        self._forgetting.add(task)
+        task.add_done_callback(self._forgetting.discard)
+
+    async def _then_forget(
+        self, chunks: AsyncIterator[str], who: Identity, sid: str
+    ) -> AsyncIterator[str]:
+        """The stream's chunks, its session deleted before ``[DONE]`` (so a client that has
+        read the whole stream finds it gone), or after the client went away."""
+        done = False
+        try:
+            async for chunk in chunks:
+                if chunk == DONE:
+                    await self._forget(who, sid)
+                    done = True
+                yield chunk
+        finally:
+            if not done:
+                self._forget_later(who, sid)
 
     async def responses(self, request: Request) -> Response:
         """``POST /v1/responses``: ``input`` (text or messages), ``previous_response_id``."""
@@ -241,7 +298,7 @@ async def _chat_chunks(link: Link, turn_id: str, model: str) -> AsyncIterator[st
             else:
                 done = {"index": 0, "delta": {}, "finish_reason": "stop"}
                 yield sse({**base, "choices": [done], "usage": _usage(event)})
-    yield sse("[DONE]")
+    yield DONE
 
 
 def _message_item(turn_id: str, text: str, status: str = "completed") -> dict[str, Any]:

@@ -51,6 +51,7 @@ class HttpService(RpcService):
         home: Path,
         observed: tuple[list[Callable[[dict[str, Any]], None]], list[Callable[[str], None]]],
         auth_providers: Callable[[], dict[str, Any]],
+        tool_known: Callable[[str], bool] = lambda name: False,
     ) -> None:
         self._settings = settings
         self._limits = limits
@@ -60,6 +61,7 @@ class HttpService(RpcService):
         self._observed = observed  # (session events, cron runs): fed to /metrics while on
         self._metrics: EventMetrics | None = None
         self._auth_providers = auth_providers  # dashboard_auth plugins, by name
+        self._tool_known = tool_known  # a registered tool's name (else /metrics says "other")
         self.app: HttpApp | None = None
         self.address: str | None = None
         self._server: uvicorn.Server | None = None
@@ -119,12 +121,13 @@ class HttpService(RpcService):
         from hermesd.http.common import BodyBounds
         from hermesd.http.door import Door
         from hermesd.http.metrics import EventMetrics
+        from hermesd.http.slow_heads import head_timed
 
         door = Door(self._router, self._limits, self._on_close)
         bounds = BodyBounds(
             int(self._settings("http.max_body")), float(self._settings("http.body_timeout"))
         )
-        self._metrics = metrics = EventMetrics()
+        self._metrics = metrics = EventMetrics(self._tool_known)
         self._observed[0].append(metrics.event)
         self._observed[1].append(metrics.cron_run)
         self.app = HttpApp(door, bounds, metrics)
@@ -134,6 +137,7 @@ class HttpService(RpcService):
 
         config = uvicorn.Config(
             self.app.app,
+            http=head_timed(float(self._settings("http.header_timeout"))),
             lifespan="off",
             log_config=None,
             access_log=False,

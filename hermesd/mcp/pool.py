@@ -65,6 +65,7 @@ class McpPool:
         self.servers: dict[str, McpServer] = {}
         self.rejected: dict[str, list[str]] = {}  # server -> why tools were not registered
         self.allowlists: dict[str, tuple[str, ...]] = {}  # plugin key -> mcp_allowlist
+        self.session_servers: dict[str, str] = {}  # an editor's server -> its one session
         self._lock = asyncio.Lock()
         self._started = False
         registry.before_listing.append(self.before_turn)
@@ -75,7 +76,8 @@ class McpPool:
         """Apply a (new) ``mcp_servers`` section; what was added, removed and restarted."""
         changes: dict[str, list[str]] = {"added": [], "removed": [], "restarted": []}
         async with self._lock:
-            for name in [n for n in self.servers if n not in settings]:
+            dropped = [n for n in self.servers if n not in settings]
+            for name in [n for n in dropped if n not in self.session_servers]:
                 await self._drop(name)
                 changes["removed"].append(name)
             for name, wanted in settings.items():
@@ -87,13 +89,7 @@ class McpPool:
                     changes["restarted"].append(name)
                 else:
                     changes["added"].append(name)
-                server = McpServer(
-                    wanted,
-                    values=self.values,
-                    on_tools=self._tools_changed,
-                    sandbox=self.sandbox,
-                    workspace=self._workspace if self.home is not None else None,
-                )
+                server = self._server(wanted)
                 self.servers[name] = server
                 # the raw server name selects its toolset in tools.enabled_toolsets too
                 self.registry.toolset_aliases[name] = naming.toolset(name)
@@ -102,6 +98,43 @@ class McpPool:
         if any(changes.values()):
             log.info("MCP servers: %s", changes)
         return changes
+
+    def _server(self, settings: ServerSettings) -> McpServer:
+        return McpServer(
+            settings,
+            values=self.values,
+            on_tools=self._tools_changed,
+            sandbox=self.sandbox,
+            workspace=self._workspace if self.home is not None else None,
+        )
+
+    async def add_session_servers(
+        self, session_id: str, settings: Mapping[str, ServerSettings]
+    ) -> list[str]:
+        """Start servers whose tools only ``session_id`` is offered and may call (an editor's,
+        `session_server_name`), confined as configured ones are; waits (bounded) for their
+        first connection. A server of that name already running is replaced."""
+        async with self._lock:
+            for name, wanted in settings.items():
+                if name in self.servers:
+                    await self._drop(name)
+                self.session_servers[name] = session_id
+                self.registry.session_owners[OWNER_PREFIX + name] = session_id
+                server = self.servers[name] = self._server(wanted)
+                server.start()
+        waiting = [
+            self.servers[n].wait_attempted(min(s.connect_timeout, FIRST_TURN_WAIT))
+            for n, s in settings.items()
+        ]
+        await asyncio.wait_for(asyncio.gather(*waiting), FIRST_TURN_WAIT + 1)
+        return list(settings)
+
+    async def drop_servers(self, names: list[str]) -> None:
+        """Stop servers of a session (its editor went away) and drop their tools."""
+        async with self._lock:
+            for name in names:
+                if name in self.servers and name in self.session_servers:
+                    await self._drop(name)
 
     def _should_run(self, changes: dict[str, list[str]], name: str) -> bool:
         # a restarted server runs again at once; a new one follows mcp.start
@@ -150,6 +183,8 @@ class McpPool:
         server = self.servers.pop(name)
         await server.close()
         self.registry.unregister_owner(OWNER_PREFIX + name)
+        self.registry.session_owners.pop(OWNER_PREFIX + name, None)
+        self.session_servers.pop(name, None)
         self.rejected.pop(name, None)
 
     # -- tools ----------------------------------------------------------------------------
@@ -358,6 +393,7 @@ class McpPool:
         for name, server in sorted(self.servers.items()):
             row = server.describe()
             row["toolset"] = naming.toolset(name)
+            row["session_id"] = self.session_servers.get(name)  # an editor's, for one session
             row["registered"] = len(self.registry.tools_of(OWNER_PREFIX + name))
             row["rejected"] = list(self.rejected.get(name, []))
             rows.append(row)
@@ -408,6 +444,12 @@ class McpPool:
             "mcp_failed": states.count("failed"),
             "mcp_tools": sum(len(self.registry.tools_of(OWNER_PREFIX + n)) for n in self.servers),
         }
+
+
+def session_server_name(name: str, session_id: str) -> str:
+    """The pool's name of a session's server ``name``: suffixed with the end of the session id
+    (two editors' servers of the same name in two sessions must not meet)."""
+    return f"{name}.{session_id[-6:]}"
 
 
 def _consent(settings: ServerSettings, tool: str, args: dict[str, Any], **_: Any) -> Consent:

@@ -2,7 +2,9 @@
 
 It owns the `McpPool`'s life in the daemon: the pool is configured from ``mcp_servers`` when
 the daemon starts and on every configuration reload (only changed servers are touched), and
-stopped with the daemon. Reading config.yaml goes through the `SettingsFiles`-like loader the
+stopped with the daemon. ``mcp.session_add`` starts servers for one session only (an editor's,
+through ``hermesctl acp``); they stop when the connection that asked for them closes.
+Reading config.yaml goes through the `SettingsFiles`-like loader the
 daemon hands in, on a thread (the loop does no disk I/O).
 """
 
@@ -13,9 +15,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from hermesd.mcp.pool import McpPool
+from hermesd.mcp.pool import McpPool, session_server_name
 from hermesd.mcp.settings import McpSettingsError, check_allowlists, check_servers
-from hermesd.rpc.connection import Call, Router
+from hermesd.rpc.connection import Call, Connection, Router
 from hermesd.rpc.protocol import Codes, RpcError
 
 log = logging.getLogger(__name__)
@@ -33,6 +35,8 @@ class McpService:
         self._config = config
         self._load_config = load_config
         self._reloading: asyncio.Task[Any] | None = None
+        self._by_connection: dict[int, list[str]] = {}  # connection id -> its session servers
+        self._dropping: set[asyncio.Task[None]] = set()
 
     # --- service protocol --------------------------------------------------------------------
 
@@ -42,6 +46,7 @@ class McpService:
         router.bind("mcp.restart", self.rpc_restart)
         router.bind("mcp.reload", self.rpc_reload)
         router.bind("mcp.logs", self.rpc_logs)
+        router.bind("mcp.session_add", self.rpc_session_add)
 
     async def start(self) -> None:
         await self._apply(self._config)
@@ -113,6 +118,33 @@ class McpService:
         if tail <= 0:
             raise RpcError(Codes.INVALID_PARAMS, "mcp.logs: tail must be a positive number")
         return {"server": name, "text": self.pool.servers[name].stderr.text(tail)}
+
+    async def rpc_session_add(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        sid, raw = p["session_id"], p["servers"]
+        if not raw:
+            return {"servers": []}
+        try:
+            named = {session_server_name(str(n), sid): e for n, e in raw.items()}
+            settings, _ = check_servers(named)
+        except McpSettingsError as exc:
+            raise RpcError(Codes.INVALID_PARAMS, f"mcp.session_add: {exc}") from None
+        mine = self._by_connection.setdefault(id(call.conn), [])
+        mine.extend(n for n in settings if n not in mine)
+        try:
+            names = await self.pool.add_session_servers(sid, settings)
+        except TimeoutError:
+            names = list(settings)  # still connecting: its tools come when it is up
+        log.info("MCP servers %s started for session %s", ", ".join(names), sid)
+        rows = [r for r in self.pool.describe() if r["name"] in names]
+        return {"servers": rows}
+
+    def connection_closed(self, conn: Connection) -> None:
+        """The servers a closed connection started for its sessions stop."""
+        names = self._by_connection.pop(id(conn), None)
+        if names:
+            task = asyncio.ensure_future(self.pool.drop_servers(names))
+            self._dropping.add(task)
+            task.add_done_callback(self._dropping.discard)
 
     async def reload_command(self, raw_args: str) -> str:
         """``/reload-mcp``: what changed, in a sentence."""

@@ -132,6 +132,9 @@ class ToolRegistry:
         self.toolset_aliases: dict[str, str] = {}
         #: the config's ``toolsets``/``disabled_toolsets`` (`hermesd.tools.toolsets`)
         self.selection = ToolSelection()
+        #: owners whose tools one session only is offered and may call (an editor's MCP
+        #: servers, `hermesd.mcp.pool`): owner -> session id
+        self.session_owners: dict[str, str] = {}
         #: awaited before a turn builds its tool list (the MCP pool starts lazy servers there)
         self.before_listing: list[Callable[[], Awaitable[None]]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -276,12 +279,23 @@ class ToolRegistry:
             return False
         return self.checks.passed(entry)
 
-    def openai_tools(self, enabled_toolsets: Collection[str] | None = None) -> list[dict[str, Any]]:
-        """The model's tool list in OpenAI form, filtered by toolset and availability."""
+    def openai_tools(
+        self, enabled_toolsets: Collection[str] | None = None, session_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The model's tool list in OpenAI form, filtered by toolset and availability (and,
+        for the tools of one session, by ``session_id``)."""
         wanted = self._wanted(enabled_toolsets)
-        entries = [e for e in self.entries() if self._offered(e, wanted)]
+        entries = [
+            e for e in self.entries() if self._offered(e, wanted) and self.in_session(e, session_id)
+        ]
         self.checks.probe(entries)
         return [openai_form(e.schema) for e in entries if self.available(e)]
+
+    def in_session(self, entry: ToolEntry, session_id: str | None) -> bool:
+        """Whether ``session_id`` may see and call ``entry`` (every session, unless its owner
+        serves one session only)."""
+        only = self.session_owners.get(entry.owner)
+        return only is None or only == session_id
 
     def _offered(self, entry: ToolEntry, wanted: set[str] | None) -> bool:
         """Whether config (`selection`) and ``wanted`` (toolset or tool names) offer ``entry``."""
@@ -378,7 +392,7 @@ class ToolRegistry:
         session_token = current_session.set(session_id)
         try:
             entry = await self._resolve(name)
-            if entry is None:
+            if entry is None or not self.in_session(entry, session_id):
                 return error_result(f"Unknown tool: {name}")
             ids = {
                 "task_id": session_id,

@@ -545,3 +545,150 @@ def test_the_daemon_going_away_ends_the_bridge_with_status_1(start: Any) -> None
 
     status, stderr = asyncio.run(run())
     assert status == 1 and b"hermesd closed the connection" in stderr
+
+
+def _with_mode(
+    daemon: DaemonProcess, model: ScriptedModelServer, editor: Editor, mode: str
+) -> tuple[Path, schema.SessionModeState | None, str]:
+    """A new session switched to ``mode``, then a prompt whose turn runs ``rm -r``: the
+    victim, the modes new_session advertised, and the session's mode as the daemon has it."""
+    victim = _victim(daemon)
+    model.push(call_tools(tool_call("terminal", {"command": f"rm -r {victim}"})), reply("Done."))
+
+    async def run() -> tuple[schema.SessionModeState | None, str]:
+        async with _spawn(daemon, editor) as (conn, _):
+            await _start(conn)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            await conn.set_session_mode(session_id=session.session_id, mode_id=mode)
+            await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("go")])
+            return session.modes, session.session_id
+
+    modes, sid = asyncio.run(asyncio.wait_for(run(), 60))
+    now = daemon.call("approvals.mode", {"session_id": sid})["mode"]
+    return victim, modes, now
+
+
+def test_session_modes_are_approval_modes_and_deny_refuses_without_asking(
+    acpd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    editor = Editor(answer="once")
+    victim, modes, now = _with_mode(acpd, model, editor, "deny")
+    assert modes is not None and modes.current_mode_id == "manual"
+    assert [m.id for m in modes.available_modes] == ["manual", "deny", "off"]
+    assert [u.current_mode_id for u in editor.of(schema.CurrentModeUpdate)] == ["deny"]
+    assert now == "deny"
+    assert editor.permissions == []  # refused without asking
+    assert victim.exists()
+    [finished] = [u for u in editor.of(schema.ToolCallProgress) if u.status == "failed"]
+    assert finished is not None
+
+
+def test_the_dont_ask_mode_runs_a_dangerous_command_unasked(
+    acpd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    # the test daemons run with HERMESD_CONFIRM_WIDENING=off: no terminal to confirm on
+    editor = Editor(answer="deny")
+    victim, _, now = _with_mode(acpd, model, editor, "off")
+    assert now == "off"
+    assert editor.permissions == []
+    assert not victim.exists()
+
+
+def test_an_unknown_mode_is_refused_saying_which_there_are(acpd: DaemonProcess) -> None:
+    async def run() -> None:
+        async with _spawn(acpd, Editor()) as (conn, _):
+            await _start(conn)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            with pytest.raises(acp.RequestError) as refused:
+                await conn.set_session_mode(session_id=session.session_id, mode_id="yolo")
+            assert "manual, deny, off" in refused.value.data["details"]
+
+    asyncio.run(asyncio.wait_for(run(), 60))
+
+
+def _session_servers(daemon: DaemonProcess) -> list[dict[str, Any]]:
+    return [r for r in daemon.call("mcp.list", {})["servers"] if r.get("session_id")]
+
+
+def test_the_editors_mcp_server_serves_its_session_only_and_stops_with_the_bridge(
+    acpd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    from tests.support.mcp_helpers import SERVER
+
+    editor = Editor(answer="once")
+    server = schema.McpServerStdio(name="ed", command=sys.executable, args=[SERVER, "echo"], env=[])
+
+    async def run() -> tuple[str, list[str], list[str], dict[str, Any]]:
+        async with _spawn(acpd, editor) as (conn, _):
+            init = await _start(conn)
+            assert init.agent_capabilities is not None
+            assert init.agent_capabilities.mcp_capabilities is not None
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[server])
+            sid = session.session_id
+            [row] = [r for r in _session_servers(acpd) if r["session_id"] == sid]
+            tool = "mcp__" + row["name"].replace(".", "_") + "__echo"
+            model.push(call_tools(tool_call(tool, {"text": "from the editor"})), reply("Echoed."))
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("echo it")])
+            here = [t["function"]["name"] for t in model.last_request.get("tools") or []]
+            other = acpd.call("session.create", {"attach": False})["id"]
+            model.push(reply("no tool here"))
+            acpd.call("session.send", {"session_id": other, "message": "hi", "wait": True})
+            there = [t["function"]["name"] for t in model.last_request.get("tools") or []]
+            return tool, here, there, row
+
+    tool, here, there, row = asyncio.run(asyncio.wait_for(run(), 90))
+    assert row["state"] == "ready", row
+    assert tool in here
+    assert tool not in there  # another session is not offered the editor's tools
+    assert len(editor.permissions) == 1  # an editor's server asks, as configured ones do
+    results = [u for u in editor.of(schema.ToolCallProgress) if u.status == "completed"]
+    assert any("from the editor" in json.dumps(u.model_dump(mode="json")) for u in results)
+    for _ in range(300):  # the bridge is gone: its servers stop
+        if not _session_servers(acpd):
+            break
+        time.sleep(0.1)
+    assert _session_servers(acpd) == []
+
+
+def test_without_a_terminal_to_confirm_on_the_editors_mcp_servers_are_refused_saying_so(
+    start: Any, model: ScriptedModelServer
+) -> None:
+    from tests.support.mcp_helpers import SERVER
+
+    daemon = start(config=model_config(model.url), env={"HERMESD_CONFIRM_WIDENING": "on"})
+    editor = Editor()
+    server = schema.McpServerStdio(name="ed", command=sys.executable, args=[SERVER, "echo"], env=[])
+    model.push(reply("still here"))
+
+    async def run() -> tuple[str, bytes]:
+        async with _spawn(daemon, editor) as (conn, process):
+            await _start(conn)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[server])
+            await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("hi")])
+            stderr = process.stderr
+        return editor.text(), await stderr.read()
+
+    text, stderr = asyncio.run(asyncio.wait_for(run(), 60))
+    assert text == "still here"  # the session works without them
+    assert _session_servers(daemon) == []
+    assert b"MCP servers (ed) are not connected" in stderr
+    assert b"confirm it on a terminal" in stderr
+
+
+def test_without_a_terminal_to_confirm_on_dont_ask_is_refused_saying_why(
+    start: Any, model: ScriptedModelServer
+) -> None:
+    daemon = start(config=model_config(model.url), env={"HERMESD_CONFIRM_WIDENING": "on"})
+
+    async def run() -> tuple[str, Any]:
+        async with _spawn(daemon, Editor()) as (conn, _):
+            await _start(conn)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            with pytest.raises(acp.RequestError) as refused:
+                await conn.set_session_mode(session_id=session.session_id, mode_id="off")
+            await conn.set_session_mode(session_id=session.session_id, mode_id="deny")
+            return session.session_id, refused.value
+
+    sid, refused = asyncio.run(asyncio.wait_for(run(), 60))
+    assert "confirm it on a terminal" in str(refused)
+    assert daemon.call("approvals.mode", {"session_id": sid})["mode"] == "deny"  # narrowing

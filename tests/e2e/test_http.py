@@ -4,6 +4,7 @@ ways, tokens and access, bad input (docs/clients.md)."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import threading
 import time
@@ -47,6 +48,7 @@ def test_openai_chat_completion_is_a_turn_of_a_fresh_session(start, model) -> No
     model.push(reply("Paris."))
     raw = _openai(port).chat.completions.with_raw_response.create(
         model="hermes-agent",
+        store=True,  # kept: the session is looked at below
         messages=[
             {"role": "user", "content": "Name a city."},
             {"role": "assistant", "content": "Lyon."},
@@ -69,6 +71,7 @@ def test_system_messages_reach_the_model_for_their_turn_only(start, model) -> No
     model.push(reply("Ahoy."), reply("Hello."), reply("Arr."))
     raw = oa.chat.completions.with_raw_response.create(
         model="hermes-agent",
+        store=True,
         messages=[
             {"role": "system", "content": "Answer like a pirate."},
             {"role": "user", "content": "Greet me."},
@@ -96,7 +99,7 @@ def test_openai_stream_and_a_bound_session_continue_one_conversation(start, mode
     oa = _openai(port)
     model.push(reply("first answer here"), reply("second"))
     stream = oa.chat.completions.with_raw_response.create(
-        model="hermes-agent", messages=[{"role": "user", "content": "one"}], stream=True
+        model="hermes-agent", messages=[{"role": "user", "content": "one"}], stream=True, store=True
     )
     sid = stream.headers["x-hermes-session-id"]
     text = "".join(c.choices[0].delta.content or "" for c in stream.parse() if c.choices)
@@ -109,6 +112,51 @@ def test_openai_stream_and_a_bound_session_continue_one_conversation(start, mode
     assert again.choices[0].message.content == "second"
     sent = [m["content"] for m in model.last_request["messages"][1:]]
     assert sent == ["one", "first answer here", "two"]
+
+
+def test_a_stateless_chat_completion_leaves_no_session_behind(start, model) -> None:
+    port = free_port()
+    daemon = start(config=_config(model, port))
+    oa = _openai(port)
+    model.push(reply("plain"), reply("streamed"))
+    raw = oa.chat.completions.with_raw_response.create(
+        model="hermes-agent", messages=[{"role": "user", "content": "one"}]
+    )
+    assert raw.parse().choices[0].message.content == "plain"
+    assert "x-hermes-session-id" not in raw.headers  # nothing to continue
+    stream = oa.chat.completions.with_raw_response.create(
+        model="hermes-agent", messages=[{"role": "user", "content": "two"}], stream=True
+    )
+    sid = stream.headers["x-hermes-session-id"]  # named while its turn runs (approvals)
+    assert "".join(c.choices[0].delta.content or "" for c in stream.parse() if c.choices)
+    assert daemon.call("session.list", {})["sessions"] == []
+    with pytest.raises(openai.NotFoundError):
+        oa.chat.completions.create(
+            model="hermes-agent",
+            messages=[{"role": "user", "content": "three"}],
+            extra_headers={"X-Hermes-Session-Id": sid},
+        )
+
+
+def test_a_stateless_stream_whose_client_leaves_stops_and_goes(start, model) -> None:
+    port = free_port()
+    daemon = start(config=_config(model, port))
+    model.push(reply("a long answer " * 50, delay=30))
+    with (
+        client(port) as c,
+        c.stream(
+            "POST",
+            "/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "go"}], "stream": True},
+        ) as r,
+    ):
+        assert r.status_code == 200
+        next(r.iter_lines())  # the first chunk: the turn runs; then the client hangs up
+    for _ in range(600):
+        if not daemon.call("session.list", {})["sessions"]:
+            break
+        time.sleep(0.1)
+    assert daemon.call("session.list", {})["sessions"] == []
 
 
 def test_openai_responses_chain_with_previous_response_id(start, model) -> None:
@@ -370,7 +418,7 @@ def test_metrics_and_openapi_come_from_the_daemon(start, model) -> None:
         doc = c.get("/openapi.json").json()
     assert 'hermesd_connections_by_kind{kind="socket"}' in text
     assert 'hermesd_http_responses_total{code="200"}' in text
-    assert "hermesd_sessions 1.0" in text
+    assert "hermesd_sessions 0.0" in text  # the stateless request's session is gone
     assert "hermesd_usage_total_requests 1.0" in text  # the model request of the turn
     assert "hermesd_approvals_pending 0.0" in text
     assert doc["paths"]["/v1/rpc/session.send"]["post"]["x-hermes-access"] == "session"
@@ -397,6 +445,19 @@ def test_metrics_count_turns_tool_calls_and_model_requests_from_the_events(start
     assert "hermesd_model_request_seconds_count 2.0" in text  # the tool call's and the answer's
     assert "hermesd_approvals_pending 0.0" in text
     assert "hermesd_mcp_ready 0.0" in text
+
+
+def test_metrics_label_tools_the_model_made_up_as_other(start, model) -> None:
+    port = free_port()
+    start(config=_config(model, port))
+    made_up = [tool_call(f"no_such_tool_{i}", {}) for i in range(3)]
+    model.push(call_tools(*made_up, tool_call("terminal", {"command": "echo ok"})), reply("ok"))
+    with client(port) as c:
+        c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "go"}]})
+        text = c.get("/metrics").text
+    assert 'tool="terminal"' in text
+    assert "no_such_tool" not in text
+    assert 'hermesd_tool_calls_total{outcome="error",tool="other"} 3.0' in text
 
 
 def test_metrics_count_cron_runs_and_model_errors(start, model) -> None:
@@ -507,10 +568,18 @@ def test_two_hundred_event_streams_each_get_the_turn(start, model) -> None:
         assert "hermesd_connections_by_kind" in c.get("/metrics").text
 
 
-def test_a_stalled_request_body_holds_up_no_one_and_times_out(start, model) -> None:
-    import socket
+def _answer_or_close(sock: socket.socket) -> bytes:
+    """What the door sends before it closes ``sock`` (waits as long as a loaded machine may)."""
+    sock.settimeout(120)
+    got = b""
+    while chunk := sock.recv(65536):
+        got += chunk
+    return got
 
+
+def test_a_stalled_request_body_holds_up_no_one_and_times_out(start, model) -> None:
     port = free_port()
+    # the bound is short for the stalled body; the requests meanwhile send theirs at once
     start(config=_config(model, port, "  body_timeout: 1\n"))
     stalled = socket.create_connection(("127.0.0.1", port))
     head = (
@@ -520,13 +589,74 @@ def test_a_stalled_request_body_holds_up_no_one_and_times_out(start, model) -> N
     stalled.sendall(head.encode())  # 1 byte of the promised 1000, then nothing
     try:
         with client(port) as c:
-            assert c.post("/v1/sessions", json={"title": "meanwhile"}).status_code == 200
-            assert c.get("/v1/sessions").json()["sessions"][0]["title"] == "meanwhile"
-        stalled.settimeout(10)
-        answer = stalled.recv(65536)  # after http.body_timeout: 408, and the door lets go
-        assert answer.startswith(b"HTTP/1.1 408")
+            # GET and a body-less POST: nothing here may meet the 1 s bound on a busy machine
+            assert c.post("/v1/sessions").status_code == 200
+            assert c.get("/v1/sessions").json()["sessions"][0]["id"]
+        answer = _answer_or_close(stalled)  # after http.body_timeout: 408, and the door lets go
+        assert answer.startswith(b"HTTP/1.1 408"), answer
     finally:
         stalled.close()
+
+
+def _trickle(sock: socket.socket, head: bytes, stop: threading.Event) -> None:
+    """Send ``head`` a byte at a time, then header lines forever, until the door hangs up."""
+    data = head + b"X-Slow: " + b"a" * 10_000_000
+    for i in range(len(data)):
+        if stop.is_set():
+            return
+        try:
+            sock.send(data[i : i + 1])
+        except OSError:
+            return
+        time.sleep(0.05)
+
+
+def test_a_request_head_sent_a_byte_at_a_time_is_cut_off_and_holds_up_no_one(start, model) -> None:
+    port = free_port()
+    daemon = start(config=_config(model, port, "  header_timeout: 1\n"))
+    slow = socket.create_connection(("127.0.0.1", port))
+    stop = threading.Event()
+    trickling = threading.Thread(
+        target=_trickle, args=(slow, b"GET /health HTTP/1.1\r\nHost: x\r\n", stop), daemon=True
+    )
+    trickling.start()
+    try:
+        with client(port) as c:
+            assert c.get("/health").status_code == 200
+            assert c.post("/v1/sessions", json={"title": "meanwhile"}).status_code == 200
+        # closed without an answer: not the 400 of a head over h11_max_incomplete_event_size
+        assert _answer_or_close(slow) == b""
+    finally:
+        stop.set()
+        slow.close()
+        trickling.join()
+    assert "no complete request head within 1s" in daemon.log()
+
+
+def test_a_kept_alive_connection_has_the_head_deadline_for_its_next_request(start, model) -> None:
+    port = free_port()
+    daemon = start(config=_config(model, port, "  header_timeout: 1\n"))
+    slow = socket.create_connection(("127.0.0.1", port))
+    stop = threading.Event()
+    slow.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    slow.settimeout(120)
+    first = b""
+    while not first.endswith(b'{"status":"ok"}'):
+        chunk = slow.recv(65536)
+        assert chunk, first
+        first += chunk
+    assert first.startswith(b"HTTP/1.1 200")
+    trickling = threading.Thread(
+        target=_trickle, args=(slow, b"GET /health HTTP/1.1\r\n", stop), daemon=True
+    )
+    trickling.start()
+    try:
+        assert _answer_or_close(slow) == b""
+    finally:
+        stop.set()
+        slow.close()
+        trickling.join()
+    assert "no complete request head within 1s" in daemon.log()
 
 
 def test_a_reload_rereads_the_token_file(start, model) -> None:

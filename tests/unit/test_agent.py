@@ -49,7 +49,9 @@ class FakeRegistry:
     async def refresh_checks(self) -> None:
         """No check_fns to re-run."""
 
-    def openai_tools(self, enabled_toolsets: list[str] | None = None) -> list[dict[str, Any]]:
+    def openai_tools(
+        self, enabled_toolsets: list[str] | None = None, session_id: str | None = None
+    ) -> list[dict[str, Any]]:
         return [
             {
                 "type": "function",

@@ -45,3 +45,20 @@ declare(
         access=Access.PERSON,
     )
 )
+declare(
+    MethodSpec(
+        "approvals.mode",
+        "A session's approval mode: read it, or set it for that session (hermesd.approvals.modes).",
+        (
+            Param("session_id", "str", required=True, doc="the session"),
+            Param("mode", "str", doc="manual, deny or off; absent: only read it"),
+        ),
+        "{session_id, mode, configured}",
+        access=Access.OWNER,  # it can waive approvals: the owner's, as every widening call
+        widens=lambda p: (
+            [f"let session {p.get('session_id')} run dangerous commands without asking"]
+            if p.get("mode") == "off"
+            else []
+        ),
+    )
+)

@@ -12,7 +12,7 @@ declare(
         "Every configured MCP server: its state, last error and tool counts.",
         (),
         "{servers: [{name, kind, enabled, state, error, server, tools, registered, rejected, "
-        "toolset, connects, failures, stderr_tail, exit}]}",
+        "toolset, connects, failures, stderr_tail, exit, session_id}]}",
         access=Access.ANY,
     )
 )
@@ -50,5 +50,27 @@ declare(
         (_NAME, Param("tail", "int", doc="at most this many bytes (default 64 KiB)")),
         "{server, text}",
         access=Access.OWNER,
+    )
+)
+declare(
+    MethodSpec(
+        "mcp.session_add",
+        "Start MCP servers whose tools only one session gets (an editor's); they stop when "
+        "this connection closes.",
+        (
+            Param("session_id", "str", required=True, doc="the session the tools are for"),
+            Param("servers", "map", required=True, doc="name -> an mcp_servers entry"),
+        ),
+        "{servers: [<mcp.list row>]}",
+        access=Access.OWNER,
+        widens=lambda p: [
+            f"start MCP server {name!r} for session {p.get('session_id')}: "
+            + (
+                f"it runs {entry.get('command')!r}"
+                if isinstance(entry, dict) and entry.get("command")
+                else "it connects to a URL"
+            )
+            for name, entry in (p["servers"] if isinstance(p.get("servers"), dict) else {}).items()
+        ],
     )
 )
