@@ -325,6 +325,15 @@ def build_services(daemon: Daemon) -> None:
 
     register_provider_tools(core.parts.tools, lambda: daemon.config, of_kind, core.home)
     register_video_tool(core.parts.tools, lambda: daemon.config, of_kind, core.home)
+    # issue 32: a plugin secret source may supply OPENAI_API_KEY: the model settings follow
+    loop = _running_loop()
+    if loop is not None:
+        sessions = turns.sessions
+
+        def model_settings_follow() -> None:
+            loop.call_soon_threadsafe(sessions.reload, daemon.config)
+
+        host.plugins.secrets.on_change = model_settings_follow
     _append_services(daemon, core, memory, turns, host, admin, mcp, cron)
 
 
