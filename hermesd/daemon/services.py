@@ -442,6 +442,7 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
         registrations=engines,
         providers=memory.providers,
     )
+    context.engines.hooks = core.parts.hooks  # summaries fire pre/post_auxiliary_call
     agent = AgentLoop(
         store,
         core.parts.tools,
@@ -596,6 +597,7 @@ def _append_services(
     vision = VisionTool(
         core.store, core.builtin, core.sandbox, turns.agent.complete, lambda: daemon.config
     )
+    vision.hooks = core.parts.hooks  # issue 32: pre/post_auxiliary_call
     register_vision(core.parts.tools, vision)
     approvals = ApprovalService(core.broker)
     daemon.services.append(SandboxService(core.sandbox, files.dotenv))
