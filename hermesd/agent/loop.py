@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hermesd.agent.budget import UsageMeter
+from hermesd.agent.prompt_sections import FrozenSections
 from hermesd.agent.request import Speaker, Toolsets, pre_llm_context
 from hermesd.agent.round import Round, RoundInput, stream_round
 from hermesd.agent.scope import Emit, TurnScope
@@ -134,6 +135,7 @@ class AgentLoop:
         self.providers = providers  # the external memory provider (memory.provider)
         self.meter = meter or UsageMeter(store)  # usage rows, prices and budget.*
         self.context = context  # the sessions' context engines (hermesd.context.host)
+        self.prompt_sections = FrozenSections()  # plugins' sections, rendered once a session
 
     def check_ready(self) -> None:
         """Raise ``ModelNotConfigured`` when no endpoint is configured (call before a turn)."""
