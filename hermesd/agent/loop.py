@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hermesd.agent.budget import UsageMeter
+from hermesd.agent.prompt_sections import FrozenSections
 from hermesd.agent.request import Speaker, Toolsets, pre_llm_context
-from hermesd.agent.round import RoundInput, stream_round
+from hermesd.agent.round import Round, RoundInput, stream_round
 from hermesd.agent.scope import Emit, TurnScope
 from hermesd.agent.turn import (
     CANCELLED_RESULT,
@@ -35,6 +36,7 @@ from hermesd.agent.turn import (
 )
 from hermesd.model.client import Completion, ConfigLike, ModelClient, ModelNotConfigured
 from hermesd.plugins.host import ReloadGate
+from hermesd.runtime.auxiliary import AuxiliaryCall, run_auxiliary
 from hermesd.runtime.hooks import HookBus
 from hermesd.store.facade import SessionStore
 from hermesd.store.images import Image
@@ -133,6 +135,7 @@ class AgentLoop:
         self.providers = providers  # the external memory provider (memory.provider)
         self.meter = meter or UsageMeter(store)  # usage rows, prices and budget.*
         self.context = context  # the sessions' context engines (hermesd.context.host)
+        self.prompt_sections = FrozenSections()  # plugins' sections, rendered once a session
 
     def check_ready(self) -> None:
         """Raise ``ModelNotConfigured`` when no endpoint is configured (call before a turn)."""
@@ -185,10 +188,12 @@ class AgentLoop:
         options: dict[str, Any] | None = None,
         session_id: str = "",
         platform: str | None = None,
+        aux_task: str | None = None,
     ) -> Completion:
-        """One model request for plugin code (``ctx.llm``, ``call_llm``): nothing is stored but
-        its usage, no tool runs; ``pre_api_request``/``post_api_request`` and middleware see it
-        as they see a turn's requests."""
+        """One model request for plugin code (``ctx.llm``, ``call_llm``) or a tool
+        (``vision_analyze``): nothing is stored but its usage, no tool runs; middleware sees it
+        as it sees a turn's requests. With ``aux_task`` it is an auxiliary call:
+        ``pre``/``post_auxiliary_call`` observe it instead of ``pre``/``post_api_request``."""
         self.check_ready()
         scope = TurnScope(
             self.hooks,
@@ -196,11 +201,26 @@ class AgentLoop:
             new_id("turn"),
             platform or self.settings.platform,
             model=model or self.client.settings.model or "",
+            auxiliary=aux_task is not None,
         )
         await self.meter.check(session_id, scope.model, scope.emit)  # budget.action: stop
         sent = RoundInput([dict(m) for m in messages], list(tools or ()), 1, new_id("req"))
         sent.extra = options
-        done = await stream_round(self.client, scope, sent)
+        rounds: list[Round] = []
+
+        async def send() -> Completion:
+            rounds.append(await stream_round(self.client, scope, sent))
+            return rounds[-1].completion
+
+        if aux_task is None:
+            await send()
+        else:
+            settings = self.client.settings
+            call = AuxiliaryCall(
+                aux_task, scope.model, settings.provider, settings.base_url or "", session_id
+            )
+            await run_auxiliary(self.hooks, call, sent.messages, send, options)
+        done = rounds[-1]
         # no message stores it: a row of its own
         await self.store.run(self.meter.record, session_id or None, scope.turn_id, done.usage)
         return done.completion

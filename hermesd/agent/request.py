@@ -166,20 +166,33 @@ async def _system_message(
     if agent.providers is not None and provider is not None:
         blocks.append(await agent.providers.system_prompt_block(provider))
     if agent.hooks.surfaces.sections:  # plugins' register_system_prompt_section (issue 32)
-        info = {"session_id": scope.session_id, "platform": scope.platform, "model": scope.model}
-        # a section may be plugin code: off the loop, bounded like a hook
-        render = asyncio.to_thread(agent.hooks.surfaces.render_sections, info)
-        try:
-            blocks.append(await asyncio.wait_for(render, agent.hooks.timeout))
-        except TimeoutError:
-            log.warning(
-                "plugin system prompt sections took over %gs; left out", agent.hooks.timeout
-            )
+        blocks.append(await _plugin_sections(agent, scope, first))
     blocks.append(scope.system_note)  # the client's, last: on top of the daemon's own
     for block in blocks:
         if block:
             system = {**system, "content": system["content"] + "\n\n" + block}
     return system
+
+
+async def _plugin_sections(agent: AgentLoop, scope: TurnScope, first: bool) -> str:
+    """The plugins' sections as the session's first turn rendered them, unless what they
+    depend on changed since (`hermesd.agent.prompt_sections`)."""
+    surfaces = agent.hooks.surfaces
+    compactions = agent.context.generation(scope.session_id) if agent.context else 0
+    key = (surfaces.generation, scope.model, scope.platform, compactions)
+    kept = None if first else agent.prompt_sections.get(scope.session_id, key)
+    if kept is not None:
+        return kept
+    info = {"session_id": scope.session_id, "platform": scope.platform, "model": scope.model}
+    # a section may be plugin code: off the loop, bounded like a hook
+    render = asyncio.to_thread(surfaces.render_sections, info)
+    try:
+        text = await asyncio.wait_for(render, agent.hooks.timeout)
+    except TimeoutError:
+        log.warning("plugin system prompt sections took over %gs; left out", agent.hooks.timeout)
+        return ""
+    agent.prompt_sections.keep(scope.session_id, key, text)
+    return text
 
 
 async def _tools(

@@ -10,6 +10,7 @@ usage (``hermesd.agent.commit``); ``ctx.llm`` stores the usage alone.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,9 +23,12 @@ from hermesd.model.client import Completion, ModelClient, RetryInfo
 from hermesd.model.errors import ModelError, ModelRequestFailed, ModelResponseInvalid
 from hermesd.model.response import as_chat_completion, completion_from_response
 from hermesd.model.stream import canonical_usage
+from hermesd.runtime.hooks import first_classification
 from hermesd.runtime.hooks_surfaces import StreamObservers
 from hermesd.runtime.middleware import MiddlewareBus, MiddlewareTimeout
 from hermesd.store.usage import RequestUsage
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -102,7 +106,7 @@ async def stream_round(client: ModelClient, scope: TurnScope, sent: RoundInput) 
         await _rewrite(middleware, scope, attempt)
     if scope.hooked("pre_api_request"):  # copying the request costs; skip it unhooked
         await _pre_api_request(scope, sent, attempt)
-    if StreamObservers.wanted(scope.hooks):  # issue 32: plugins observing the stream
+    if StreamObservers.wanted(scope.hooks) and not scope.auxiliary:  # issue 32: observers
         attempt.observers = _observe(scope, sent, settings.provider)
     started, started_at = time.monotonic(), time.time()
     try:
@@ -116,6 +120,7 @@ async def stream_round(client: ModelClient, scope: TurnScope, sent: RoundInput) 
                 on_event=_deltas(scope, attempt, sent.max_shown),
                 on_retry=_retries(client, scope, attempt),
                 extra=sent.extra,
+                on_error=_classifier(scope, sent, settings.provider),
             )
     except ModelError as exc:
         if attempt.observers is not None:
@@ -285,6 +290,7 @@ async def _wrapped_send(
             on_event=_deltas(scope, attempt, sent.max_shown),
             on_retry=_retries(client, scope, attempt),
             extra=payload,
+            on_error=_classifier(scope, sent, client.settings.provider),
         )
         response = as_chat_completion(completion, scope.model)
         answered.append((completion, response))
@@ -304,6 +310,48 @@ async def _wrapped_send(
         if value is response:
             return completion
     return completion_from_response(value)
+
+
+def _classifier(
+    scope: TurnScope, sent: RoundInput, provider: str
+) -> Callable[[ModelError], Awaitable[None]] | None:
+    """``transform_api_error_classification`` for each failed attempt, when a plugin has it:
+    the first valid classification sets the error's ``reason``, and its ``retryable`` and
+    ``message`` when it gives them (hermesd has one endpoint and one key: the other hints are
+    passed on in the log only)."""
+    if not scope.hooked("transform_api_error_classification"):
+        return None
+    chars = sum(_sizes(m.get("content"))[0] for m in sent.messages if isinstance(m, dict))
+
+    async def classify(error: ModelError) -> None:
+        failed = error if isinstance(error, ModelRequestFailed) else None
+        body = failed.body if failed is not None else {}
+        inner: dict[str, Any] = body["error"] if isinstance(body.get("error"), dict) else body
+        verdict = first_classification(
+            await scope.hook(
+                "transform_api_error_classification",
+                provider=provider,
+                status_code=failed.status if failed is not None else None,
+                error_type=type(error).__name__,
+                error_code=str(inner.get("code") or inner.get("type") or ""),
+                error_message=str(error),
+                error_body=dict(body),
+                error=error,
+                approx_tokens=chars // 4,
+                context_length=0,
+                num_messages=len(sent.messages),
+            )
+        )
+        if verdict is None:
+            return
+        error.reason = verdict["reason"]
+        if "retryable" in verdict:
+            error.retryable = verdict["retryable"]
+        if "message" in verdict:
+            error.args = (verdict["message"],)
+        log.info("model error classified by a plugin: %s", verdict)
+
+    return classify
 
 
 async def _request_error(
@@ -332,7 +380,7 @@ async def _request_error(
         retryable=retryable,
         error_type=type(exc).__name__,
         error_message=str(exc),
-        reason=str(exc),
+        reason=exc.reason or str(exc),
         api_mode="chat_completions",
         api_duration=duration,
         started_at=time.time() - duration,

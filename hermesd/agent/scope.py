@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 Emit = Callable[[dict[str, Any]], None]
 
 _IDS = ("session_id", "task_id", "turn_id", "model", "platform")
+#: the hooks of a turn's own model requests, which auxiliary calls do not fire (upstream)
+_TURN_REQUEST_HOOKS = frozenset({"pre_api_request", "post_api_request", "api_request_error"})
 
 
 @dataclass
@@ -39,6 +41,9 @@ class TurnScope:
     system_note: str = ""
     #: ``post_tool_call`` callbacks still running (the tool registry adds them)
     observers: list[asyncio.Task[Any]] = field(default_factory=list)
+    #: an auxiliary call (``pre``/``post_auxiliary_call`` observe it): the turn's request
+    #: hooks and stream observers do not see it
+    auxiliary: bool = False
 
     def emit(self, kind: str, **data: Any) -> None:
         """Send one event to the turn's listener; a broken listener never breaks the turn."""
@@ -53,11 +58,13 @@ class TurnScope:
 
     def hooked(self, name: str) -> bool:
         """Whether a callback is registered for ``name`` (else skip building its arguments)."""
+        if self.auxiliary and name in _TURN_REQUEST_HOOKS:
+            return False
         return self.hooks.has(name)
 
     async def hook(self, name: str, **kwargs: Any) -> list[Any]:
         """Call ``name``'s callbacks with ``kwargs`` and the ids its table entry names."""
-        if not self.hooks.has(name):
+        if not self.hooked(name):
             return []
         await self.settle_observers()
         spec = HOOKS.get(name)

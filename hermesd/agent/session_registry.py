@@ -295,7 +295,9 @@ class SessionRegistry:
             log.error("turn %s of session %s crashed", turn_id, sid, exc_info=task.exception())
 
     def switched(self, old: str, new: str, reason: str) -> None:
-        """Report that the conversation of ``old`` goes on as ``new`` (``on_switch``)."""
+        """Report that the conversation of ``old`` goes on as ``new`` (``on_switch``); the
+        plugins' system-prompt sections of ``old`` are rendered afresh (a rewind, a reset)."""
+        self.agent.prompt_sections.forget(old)
         if self.on_switch is not None:
             try:
                 self.on_switch(old, new, reason)

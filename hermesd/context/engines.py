@@ -25,6 +25,8 @@ from typing import Any
 from hermesd.context.compressor import BuiltinCompressor, CompressionSettings
 from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.plugins.context_engines import EngineRegistrations, find_engine
+from hermesd.runtime.auxiliary import AuxiliaryCall, run_auxiliary
+from hermesd.runtime.hooks import HookBus
 from hermesd.runtime.workers import WorkerPool, WorkTimeout
 
 log = logging.getLogger(__name__)
@@ -127,6 +129,8 @@ class Engines:
         self.threads = WorkerPool(16, "context-engine", per_key=8)
         self._prototypes: dict[str, Any] = {}  # engine folders, loaded once, copied per session
         self._summary_client: ModelClient | None = None
+        #: the daemon's hooks: a summary is an auxiliary call (``pre``/``post_auxiliary_call``)
+        self.hooks: HookBus | None = None
 
     def endpoint(self) -> dict[str, Any]:
         """The endpoint arguments of ``update_model``."""
@@ -277,8 +281,17 @@ class Engines:
         client, name = self._summary_endpoint(model)  # on the loop: one client, built once
 
         def summarize(messages: list[dict[str, Any]], max_tokens: int) -> str:
+            extra = {"max_tokens": max_tokens}
+            s = client.settings
+            call = AuxiliaryCall("compression", name, s.provider, s.base_url or "")
             future = asyncio.run_coroutine_threadsafe(
-                client.stream_completion(messages, model=name, extra={"max_tokens": max_tokens}),
+                run_auxiliary(
+                    self.hooks,
+                    call,
+                    messages,
+                    lambda: client.stream_completion(messages, model=name, extra=extra),
+                    extra,
+                ),
                 loop,
             )
             try:

@@ -355,6 +355,12 @@ SCHEMA: dict[str, Any] = {
     "pricing": _S(
         (dict,), None, "per model: {input_per_mtok, output_per_mtok, cache_read_per_mtok, …} USD"
     ),
+    # issue 32: plugin secret sources (hermesd.plugins.secret_sources, docs/plugins.md)
+    "secrets": _S(
+        (dict,),
+        None,
+        "plugin secret sources: sources: [order], <name>: {enabled, override_existing, …}",
+    ),
 }
 
 # Settings that no longer do anything, accepted (with a warning naming them) for one release

@@ -325,6 +325,15 @@ def build_services(daemon: Daemon) -> None:
 
     register_provider_tools(core.parts.tools, lambda: daemon.config, of_kind, core.home)
     register_video_tool(core.parts.tools, lambda: daemon.config, of_kind, core.home)
+    # issue 32: a plugin secret source may supply OPENAI_API_KEY: the model settings follow
+    loop = _running_loop()
+    if loop is not None:
+        sessions = turns.sessions
+
+        def model_settings_follow() -> None:
+            loop.call_soon_threadsafe(sessions.reload, daemon.config)
+
+        host.plugins.secrets.on_change = model_settings_follow
     _append_services(daemon, core, memory, turns, host, admin, mcp, cron)
 
 
@@ -433,6 +442,7 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
         registrations=engines,
         providers=memory.providers,
     )
+    context.engines.hooks = core.parts.hooks  # summaries fire pre/post_auxiliary_call
     agent = AgentLoop(
         store,
         core.parts.tools,
@@ -587,6 +597,7 @@ def _append_services(
     vision = VisionTool(
         core.store, core.builtin, core.sandbox, turns.agent.complete, lambda: daemon.config
     )
+    vision.hooks = core.parts.hooks  # issue 32: pre/post_auxiliary_call
     register_vision(core.parts.tools, vision)
     approvals = ApprovalService(core.broker)
     daemon.services.append(SandboxService(core.sandbox, files.dotenv))

@@ -68,6 +68,7 @@ __all__ = [
 ]
 
 OnRetry = Callable[["RetryInfo"], Awaitable[None]]
+OnError = Callable[[ModelError], Awaitable[None]]
 
 _CONFIG_HINT = (
     "set model.base_url and model.default in $HERMES_HOME/config.yaml "
@@ -316,6 +317,7 @@ class ModelClient:
         on_event: OnEvent | None = None,
         on_retry: OnRetry | None = None,
         extra: Mapping[str, Any] | None = None,
+        on_error: OnError | None = None,
     ) -> Completion:
         """Stream one completion, retrying transient failures; return the final message.
 
@@ -323,8 +325,8 @@ class ModelClient:
         put in the request); it cannot turn streaming off.
 
         ``on_event`` gets ``text.delta`` and ``tool_call.started`` events as they arrive;
-        ``on_retry`` is awaited before each retry (output already emitted is then stale).
-        """
+        ``on_retry`` is awaited before each retry (output already emitted is then stale);
+        ``on_error`` with each failure, before the retry decision (it may reclassify it)."""
         self.settings.check()
         payload: dict[str, Any] = {
             "model": model or self.settings.model,
@@ -365,6 +367,8 @@ class ModelClient:
                         self._without_usage.add(base_url)
                         continue
                     self._without_usage.discard(base_url)  # the rejection was not about it
+                if on_error is not None:
+                    await on_error(error)
                 if not error.retryable or attempt >= attempts:
                     if attempt > 1:
                         error.args = (f"{error} (after {attempt} attempts)",)

@@ -13,9 +13,11 @@ _RETRY_STATUSES = frozenset({408, 409, 425, 429})
 
 
 class ModelError(Exception):
-    """A model request did not produce a usable answer."""
+    """A model request did not produce a usable answer. ``reason``: a plugin's classification
+    of it (``transform_api_error_classification``), None when no plugin gave one."""
 
     retryable = False
+    reason: str | None = None
 
 
 class ModelNotConfigured(ModelError):
@@ -32,12 +34,14 @@ class ModelRequestFailed(ModelError):
         *,
         retryable: bool = False,
         retry_after: float | None = None,
+        body: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(f"HTTP {status}: {message}" if status else message)
         self.status = status
         self.message = message
         self.retryable = retryable
         self.retry_after = retry_after
+        self.body = body or {}  # the endpoint's error object (the SDK's ``body``), if any
 
 
 class ModelResponseInvalid(ModelError):
@@ -102,6 +106,7 @@ def classify(exc: BaseException, base_url: str | None, timeout: float) -> ModelE
             _error_message(exc),
             retryable=status in _RETRY_STATUSES or status >= 500,
             retry_after=parse_retry_after(exc.response.headers),
+            body=exc.body if isinstance(exc.body, dict) else None,
         )
     if isinstance(exc, openai.APITimeoutError) and _timed_out(exc):
         return ModelRequestFailed(

@@ -35,6 +35,7 @@ from hermesd.plugins.loader import (
 from hermesd.plugins.manifest import PluginRecord, Source
 from hermesd.plugins.memory_providers import discover_providers, looks_like_provider
 from hermesd.plugins.registrar import Injector, McpCaller, PluginContext, PluginServices
+from hermesd.plugins.secret_sources import SecretSources
 from hermesd.runtime.hooks import HookBus
 from hermesd.runtime.workers import WorkerPool, shared_pool
 from hermesd.tools.schema import Finding, ToolsJsonError, lint_tools, load_tools_json
@@ -93,6 +94,7 @@ class PluginManager:
         self._records: dict[str, PluginRecord] = {}
         #: ``name -> {active, available, reason}`` of a memory provider (the daemon's)
         self.provider_status: Callable[[str], dict[str, Any]] | None = None
+        self.secrets = SecretSources()  # what plugin secret sources set in os.environ
         hostapi.install(hostapi.HostState(self.home, self))
 
     # -- queries ----------------------------------------------------------------------------
@@ -111,14 +113,15 @@ class PluginManager:
         return env_flag(self.env, "HERMES_SAFE_MODE")
 
     def secret_env_names(self) -> set[str]:
-        """The ``requires_env`` variables any discovered plugin marks ``secret``."""
+        """The ``requires_env`` variables any discovered plugin marks ``secret``, and the ones a
+        plugin secret source supplied."""
         return {
             r.name
             for record in self._records.values()
             if record.manifest is not None
             for r in record.manifest.requires_env
             if r.secret
-        }
+        } | set(self.secrets.supplied)
 
     def listing_text(self) -> str:
         """The ``/plugins`` text."""
@@ -183,7 +186,14 @@ class PluginManager:
             )
         loaded = sum(r.loaded for r in self._records.values())
         log.info("Plugins: %d found, %d loaded", len(self._records), loaded)
+        self.apply_secret_sources()
         return self.records()
+
+    def apply_secret_sources(self) -> None:
+        """Set what the enabled plugin secret sources supply into the environment
+        (``secrets:`` in config.yaml; hermesd.plugins.secret_sources)."""
+        sources = [e.obj for e in self.services.providers.of_kind("secret_source")]
+        self.secrets.apply(sources, hostapi.read_config().get("secrets"), self.home)
 
     def _provider_status(self, name: str) -> dict[str, Any]:
         status = self.provider_status(name) if self.provider_status is not None else None

@@ -118,7 +118,10 @@ class PluginLlm:
             options["temperature"] = temperature
         if max_tokens is not None:
             options["max_tokens"] = max_tokens
-        completion = self._completer(messages, timeout=timeout, model=model, options=options)
+        routed: dict[str, Any] = {} if task is None else {"aux_task": task}  # auxiliary hooks
+        completion = self._completer(
+            messages, timeout=timeout, model=model, options=options, **routed
+        )
         counts = completion.usage or {}
         usage = PluginLlmUsage(
             input_tokens=int(counts.get("prompt_tokens") or 0),

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from hermesd.plugins import secret_sources
 from hermesd.plugins.manifest import PluginRecord
 from hermesd.plugins.providers import KINDS
 
@@ -120,7 +121,18 @@ class ProviderRegistrars:
         self._keep_backend("transcription", provider)
 
     def register_secret_source(self, source: Any) -> None:
-        """Offer an external secret manager (``secrets.<name>`` configures it)."""
+        """Offer an external secret manager (``secrets.<name>`` configures it); a source the
+        reference would refuse (bad name, other API version or shape, a taken scheme) is
+        refused with a warning."""
+        schemes = {
+            str(getattr(e.obj, "scheme", "")): e.name
+            for e in self._services.providers.of_kind("secret_source")
+            if getattr(e.obj, "scheme", None)
+        }
+        why = secret_sources.refusal(source, schemes)
+        if why is not None:
+            log.warning("Plugin '%s': %s; ignored", self.plugin_name, why)
+            return
         self._keep_backend("secret_source", source)
 
     def register_dashboard_auth_provider(self, provider: Any) -> None:

@@ -53,8 +53,9 @@ KINDS: dict[str, Kind] = {
     ),
     "secret_source": Kind(
         "register_secret_source",
-        "hermesd reads credentials from the environment and $HERMES_HOME/.env before any plugin "
-        "loads; a plugin's secret source would come too late for them",
+        "",
+        "when secrets.<name>.enabled is set, its secrets fill the daemon's environment after "
+        "plugins load and on each reload (names already set stay unless override_existing)",
     ),
     "dashboard_auth": Kind(
         "register_dashboard_auth_provider",

@@ -40,7 +40,7 @@ from hermesd.runtime.workers import (
 
 log = logging.getLogger(__name__)
 
-Returns = Literal["ignored", "block", "context", "replace", "continue"]
+Returns = Literal["ignored", "block", "context", "replace", "continue", "classify"]
 
 DEFAULT_HOOK_TIMEOUT = 10.0
 
@@ -97,6 +97,26 @@ def _newer(name: str, kwargs: tuple[str, ...], doc: str, fired: bool = False) ->
 _STREAM = ("session_id", "turn_id", "iteration", "surface", "model", "provider")
 _KANBAN_WORKER = ("task_id", "profile_name", "board", "assignee", "run_id")
 _HUMAN_INPUT = ("kind", "request_id", "session_id", "session_key", "platform", "prompt")
+#: what both auxiliary-call observers get (upstream ``agent.auxiliary_hooks``)
+_AUX = (
+    "session_id",
+    "task_id",
+    "turn_id",
+    "platform",
+    "aux_task",
+    "task",
+    "middleware_trace",
+    "api_request_id",
+    "retry_count",
+    "api_call_count",
+    "model",
+    "provider",
+    "base_url",
+    "api_mode",
+    "streaming",
+    "started_at",
+    "message_count",
+)
 _NEWER_HOOKS = (
     _newer("on_stream_start", _STREAM, "A model response starts streaming."),
     _newer("on_stream_delta", (*_STREAM, "delta", "kind"), "A piece of streamed text."),
@@ -106,7 +126,7 @@ _NEWER_HOOKS = (
         ("session_id", "turn_id", "iteration", "surface", "text", "already_streamed"),
         "Text the model said before calling tools (a turn's interim message).",
     ),
-    _newer(
+    HookSpec(
         "transform_api_error_classification",
         (
             "provider",
@@ -121,7 +141,8 @@ _NEWER_HOOKS = (
             "context_length",
             "num_messages",
         ),
-        "A failed model request, before the host classifies the error.",
+        "classify",
+        "A failed model request (each attempt), before hermesd decides whether to retry.",
     ),
     _newer("on_skill_lifecycle", ("action", "skill_name", "session_id"), "A skill changed."),
     _newer(
@@ -184,12 +205,39 @@ _NEWER_HOOKS = (
         "Before a slash command's handler runs.",
         fired=True,
     ),
-    # the payloads of pre/post_api_request plus aux_task (filled in below, from those)
-    _newer("pre_auxiliary_call", ("aux_task",), "Before an auxiliary model call."),
+    # upstream agent/auxiliary_hooks.py: hermesd.runtime.auxiliary fires them
+    _newer(
+        "pre_auxiliary_call",
+        (
+            *_AUX,
+            "request_messages",
+            "system_prompt",
+            "tool_count",
+            "approx_input_tokens",
+            "request_char_count",
+            "max_tokens",
+            "request",
+        ),
+        "Before an auxiliary model call (compression, vision, call_llm, ctx.llm task).",
+        fired=True,
+    ),
     _newer(
         "post_auxiliary_call",
-        ("aux_task",),
-        "After an auxiliary model call.",
+        (
+            *_AUX,
+            "ended_at",
+            "api_duration",
+            "error",
+            "error_type",
+            "finish_reason",
+            "response_model",
+            "usage",
+            "response",
+            "assistant_content_chars",
+            "assistant_tool_call_count",
+        ),
+        "After an auxiliary model call, with its answer or its error.",
+        fired=True,
     ),
     _newer(
         "on_human_input_request",
@@ -467,12 +515,6 @@ HOOKS: dict[str, HookSpec] = {
     )
 }
 
-for _aux, _api in (
-    ("pre_auxiliary_call", "pre_api_request"),
-    ("post_auxiliary_call", "post_api_request"),
-):
-    HOOKS[_aux] = _newer(_aux, (*HOOKS[_api].kwargs, "aux_task"), HOOKS[_aux].doc)
-
 #: consecutive ``pre_verify`` continue directives one turn follows (the reference's default)
 MAX_VERIFY_NUDGES = 3
 
@@ -486,6 +528,7 @@ def hook_table_markdown() -> str:
         "context": '`{"context": x}` or a str, joined by a blank line',
         "replace": "first str replaces the value",
         "continue": '`{"action": "continue", "message": m}` sends m and keeps the turn going',
+        "classify": '`{"reason": r, "retryable": b, "message": m}`: the first valid one decides',
     }
     for spec in HOOKS.values():
         kwargs = ", ".join(spec.kwargs)
@@ -504,6 +547,69 @@ def join_contexts(values: list[Any]) -> str:
         if isinstance(value, str) and value.strip():
             parts.append(value)
     return "\n\n".join(parts)
+
+
+#: the reference's ``agent.error_classifier.FailoverReason`` values
+FAILOVER_REASONS = frozenset(
+    {
+        "auth",
+        "auth_permanent",
+        "billing",
+        "rate_limit",
+        "upstream_rate_limit",
+        "overloaded",
+        "server_error",
+        "timeout",
+        "ssl_cert_verification",
+        "context_overflow",
+        "payload_too_large",
+        "image_too_large",
+        "model_not_found",
+        "provider_policy_blocked",
+        "content_policy_blocked",
+        "format_error",
+        "invalid_encrypted_content",
+        "multimodal_tool_content_unsupported",
+        "thinking_signature",
+        "long_context_tier",
+        "oauth_long_context_beta_forbidden",
+        "llama_cpp_grammar_pattern",
+        "unknown",
+    }
+)
+_HINTS = ("retryable", "should_compress", "should_rotate_credential", "should_fallback")
+
+
+def first_classification(values: list[Any]) -> dict[str, Any] | None:
+    """The first ``transform_api_error_classification`` return with a known ``reason`` (a
+    FailoverReason name, or an enum whose ``value`` is one), cleaned: hint flags as bools,
+    ``message`` stripped and cut to 500 characters, ``error_context`` when it is a dict. Later
+    valid returns are skipped with a warning, as upstream does."""
+    valid: list[tuple[dict[str, Any], str]] = []
+    for value in values:
+        if not isinstance(value, dict):
+            continue
+        reason = value.get("reason")
+        reason = getattr(reason, "value", reason)
+        if isinstance(reason, str) and reason.strip().lower() in FAILOVER_REASONS:
+            valid.append((value, reason.strip().lower()))
+    if not valid:
+        return None
+    if len(valid) > 1:
+        log.warning(
+            "transform_api_error_classification: %d later valid classification(s) skipped; "
+            "the first, in registration order, decides",
+            len(valid) - 1,
+        )
+    value, reason = valid[0]
+    out: dict[str, Any] = {"reason": reason}
+    out.update({key: bool(value[key]) for key in _HINTS if key in value})
+    message = value.get("message")
+    if isinstance(message, str) and message.strip():
+        out["message"] = message.strip()[:500]
+    if isinstance(value.get("error_context"), dict):
+        out["error_context"] = value["error_context"]
+    return out
 
 
 def continue_message(values: list[Any]) -> str | None:

@@ -18,7 +18,7 @@ import threading
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from hermesd import redact
 from hermesd.runtime.context_refs import ReferenceKinds
@@ -56,6 +56,9 @@ class ApprovalTransport:
     present: Callable[..., Any]
 
 
+_Owned = TypeVar("_Owned", PromptSection, ApprovalTransport)
+
+
 def valid_section_id(value: Any) -> bool:
     """Whether ``value`` is a section id: 1–128 lowercase letters, digits, ``._-``."""
     return isinstance(value, str) and _SECTION_ID.fullmatch(value) is not None
@@ -72,6 +75,8 @@ class PluginSurfaces:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.sections: dict[str, PromptSection] = {}
+        #: changes whenever ``sections`` does (a session's kept rendering is then stale)
+        self.generation = 0
         self.transports: dict[str, ApprovalTransport] = {}
         #: ``@kind:value`` providers (``ctx.register_context_reference``)
         self.references = ReferenceKinds()
@@ -88,14 +93,8 @@ class PluginSurfaces:
 
     def add_section(self, section: PromptSection) -> None:
         """Add ``section``; an id another plugin holds is a ValueError."""
-        with self._lock:
-            held = self.sections.get(section.id)
-            if held is not None:
-                raise ValueError(
-                    f"system prompt section {section.id!r} is already registered by plugin "
-                    f"{held.plugin!r}"
-                )
-            self.sections = {**self.sections, section.id: section}
+        self.sections = self._claimed(self.sections, section.id, section, "system prompt section")
+        self.generation += 1
 
     def render_sections(self, session_info: Mapping[str, Any]) -> str:
         """Every section's text under its heading, in id order, within the size budgets; a
@@ -210,14 +209,20 @@ class PluginSurfaces:
 
     def add_transport(self, transport: ApprovalTransport) -> None:
         """Add ``transport``; a name already taken is a ValueError."""
+        self.transports = self._claimed(
+            self.transports, transport.name, transport, "approval transport"
+        )
+
+    def _claimed(
+        self, table: dict[str, _Owned], key: str, item: _Owned, what: str
+    ) -> dict[str, _Owned]:
+        """A copy of ``table`` with ``item`` under ``key`` (readers keep the old one without a
+        lock); a key another entry holds is a ValueError naming its plugin."""
         with self._lock:
-            held = self.transports.get(transport.name)
+            held = table.get(key)
             if held is not None:
-                raise ValueError(
-                    f"approval transport {transport.name!r} is already registered by "
-                    f"{held.plugin!r}"
-                )
-            self.transports = {**self.transports, transport.name: transport}
+                raise ValueError(f"{what} {key!r} is already registered by plugin {held.plugin!r}")
+            return {**table, key: item}
 
     async def present(self, transport: ApprovalTransport, request: dict[str, Any]) -> Any:
         """``transport``'s answer to ``request`` (its function runs off the loop)."""
@@ -231,7 +236,9 @@ class PluginSurfaces:
     def unregister_plugin(self, plugin: str) -> None:
         """Drop everything ``plugin`` added here; cancel its tasks."""
         with self._lock:
-            self.sections = {k: s for k, s in self.sections.items() if s.plugin != plugin}
+            remaining = {k: s for k, s in self.sections.items() if s.plugin != plugin}
+            if len(remaining) != len(self.sections):
+                self.sections, self.generation = remaining, self.generation + 1
             self.transports = {k: t for k, t in self.transports.items() if t.plugin != plugin}
             self._subscriptions = {
                 event: kept

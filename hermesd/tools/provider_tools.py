@@ -22,6 +22,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -186,13 +187,9 @@ class ProviderTools:
             return _image_error(provider, "provider_not_available")
         name = str(provider.name)
         timeout = float(config.get("image_gen.timeout"))
-        try:
-            result = await call(timeout, lambda: provider.generate(**kwargs))
-        except TimeoutError:
-            return _image_error(f"'{name}' did not answer in {timeout:g}s", "timeout", name)
-        except Exception as exc:
-            log.exception("image_gen provider %s failed", name)
-            return _image_error(f"Provider '{name}' error: {exc}", "provider_exception", name)
+        result = await generate(provider, "image_gen", timeout, kwargs)
+        if isinstance(result, ProviderFailure):
+            return _image_error(result.message, result.kind, name)
         answer = await asyncio.to_thread(self._image_result, result, name, kwargs)
         return json.dumps(answer, ensure_ascii=False, default=str)  # a provider may put a Path in
 
@@ -306,6 +303,27 @@ class ProviderTools:
 async def call(timeout: float, fn: Callable[[], Any]) -> Any:
     """``fn()`` (plugin code) on a worker thread, at most ``timeout`` seconds."""
     return await asyncio.wait_for(asyncio.to_thread(fn), timeout)
+
+
+@dataclass(frozen=True)
+class ProviderFailure:
+    """Why a provider's ``generate`` gave no result: its message and ``error_type``."""
+
+    message: str
+    kind: str  # "timeout" or "provider_exception"
+
+
+async def generate(provider: Any, kind: str, timeout: float, kwargs: dict[str, Any]) -> Any:
+    """``provider.generate(**kwargs)`` (plugin code) off the loop within ``timeout`` seconds;
+    a `ProviderFailure` when it timed out or raised (the traceback goes to the log)."""
+    name = str(provider.name)
+    try:
+        return await call(timeout, lambda: provider.generate(**kwargs))
+    except TimeoutError:
+        return ProviderFailure(f"'{name}' did not answer in {timeout:g}s", "timeout")
+    except Exception as exc:
+        log.exception("%s provider %s failed", kind, name)
+        return ProviderFailure(f"Provider '{name}' error: {exc}", "provider_exception")
 
 
 def _image_failure(error: str, kind: str, provider: str = "") -> dict[str, Any]:

@@ -12,19 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermesd.tools.checks import available_unless
-from hermesd.tools.provider_tools import Providers, call, choose, stamp
+from hermesd.tools.provider_tools import ProviderFailure, Providers, choose, generate, stamp
 from hermesd.tools.registry import BUILTIN
 
 if TYPE_CHECKING:
     from hermesd.tools.registry import ToolRegistry
 
-log = logging.getLogger(__name__)
 
 ASPECT_RATIOS = ("16:9", "9:16", "1:1", "4:3", "3:4", "3:2", "2:3")
 RESOLUTIONS = ("480p", "540p", "720p", "1080p")
@@ -139,13 +137,9 @@ class VideoTool:
         if "model" not in kwargs and (model := str(config.get("video_gen.model") or "")):
             kwargs["model"] = model
         timeout = float(config.get("video_gen.timeout"))
-        try:
-            result = await call(timeout, lambda: provider.generate(**kwargs))
-        except TimeoutError:
-            return _error(f"'{name}' did not answer in {timeout:g}s", "timeout", name)
-        except Exception as exc:
-            log.exception("video_gen provider %s failed", name)
-            return _error(f"Provider '{name}' error: {exc}", "provider_exception", name)
+        result = await generate(provider, "video_gen", timeout, kwargs)
+        if isinstance(result, ProviderFailure):
+            return _error(result.message, result.kind, name)
         if not isinstance(result, dict):
             return _error("the provider returned a non-dict result", "provider_contract", name)
         answer = await asyncio.to_thread(self._complete, dict(result), name, kwargs)

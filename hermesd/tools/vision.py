@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from hermesd import untrusted
 from hermesd.model.client import Completion, ModelClient, ModelSettings
+from hermesd.runtime.auxiliary import AuxiliaryCall, run_auxiliary
+from hermesd.runtime.hooks import HookBus
 from hermesd.store.images import Image, ImageError, checked, from_data_url
 from hermesd.tools.arguments import BadArgs
 from hermesd.tools.file_access import read_bytes
@@ -106,6 +108,7 @@ class VisionTool:
         self.store, self.files, self.sandbox, self.complete = store, files, sandbox, complete
         self.config = config  # the daemon's current settings: a reload applies to the next call
         self._client: ModelClient | None = None
+        self.hooks: HookBus | None = None  # a separate endpoint's call is auxiliary too
         self._read(config())
 
     def _read(self, config: Any) -> None:
@@ -246,7 +249,13 @@ class VisionTool:
         options = {"max_tokens": MAX_TOKENS, "temperature": self.temperature}
         if self.base_url is None:  # the main model, through the agent's completion path
             done = await asyncio.wait_for(
-                self.complete(messages, model=self.model, options=options, session_id=session_id),
+                self.complete(
+                    messages,
+                    model=self.model,
+                    options=options,
+                    session_id=session_id,
+                    aux_task="vision",
+                ),
                 self.timeout,
             )
             return done.content or ""
@@ -258,7 +267,15 @@ class VisionTool:
             self._client = ModelClient(
                 ModelSettings(self.base_url, self.model, self.api_key, timeout=self.timeout)
             )
-        done = await self._client.stream_completion(messages, model=self.model, extra=options)
+        client, model = self._client, self.model
+        call = AuxiliaryCall("vision", model, "custom", self.base_url, session_id)
+        done = await run_auxiliary(
+            self.hooks,
+            call,
+            messages,
+            lambda: client.stream_completion(messages, model=model, extra=options),
+            options,
+        )
         return done.content or ""
 
 

@@ -50,6 +50,14 @@ class Backend:
         return self._name
 
 
+class Vault(Backend):
+    api_version = 1
+    shape = "mapped"
+
+    def fetch(self, cfg, home_path):
+        return None
+
+
 def shout(args, **kwargs):
     return json.dumps({"out": args["text"].upper()})
 
@@ -74,7 +82,7 @@ def register(ctx):
     ctx.register_video_gen_provider(Backend("frames"))
     ctx.register_tts_provider(Backend("voice"))
     ctx.register_transcription_provider(Backend("ears"))
-    ctx.register_secret_source(Backend("vault"))
+    ctx.register_secret_source(Vault("vault"))
     ctx.register_dashboard_auth_provider(Backend("sso"))
     ctx.register_platform(name="irc", label="IRC", adapter_factory=lambda cfg: None,
                           check_fn=lambda: True, emoji="*")
@@ -222,6 +230,8 @@ def test_plugins_info_lists_every_backend_with_what_hermesd_does_with_it(
             assert entry["status"].startswith("in use: text_to_speech calls it"), entry
         elif kind == "dashboard_auth":
             assert entry["status"].startswith("in use: the HTTP door asks it"), entry
+        elif kind == "secret_source":
+            assert entry["status"].startswith("in use: when secrets.<name>.enabled"), entry
         else:
             assert entry["status"].startswith("registered, not used by hermesd: "), kind
     assert "messaging gateway" in providers["platform"]["status"]

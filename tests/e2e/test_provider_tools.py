@@ -15,8 +15,9 @@ from typing import Any
 
 from hermesctl.client import Client
 from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir
-from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+from tests.support.modelserver import ScriptedModelServer, tool_call
 from tests.support.plugin_factory import write_plugin
+from tests.support.tool_turns import fresh_tool_turn
 
 Start = Callable[..., DaemonProcess]
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06"
@@ -114,21 +115,7 @@ def _calls(home: Path) -> list[dict[str, Any]]:
 
 def _turn(model: ScriptedModelServer, client: Client, *calls: Any) -> list[Any]:
     """One turn in a new session, the model making ``calls``; the tool results, decoded."""
-    sid = client.call("session.create")["id"]
-    client.call("session.attach", {"session_id": sid})
-    model.push(call_tools(*calls), reply("done"))
-    seen = len(model.requests)
-    turn_id = client.call("session.send", {"session_id": sid, "message": "make things"})["turn_id"]
-    while True:
-        note = client.next_notification(timeout=90)
-        assert note is not None
-        event = note.params[0] if note.method == "session.event" else {}
-        if event.get("type") == "turn.finished" and event.get("turn_id") == turn_id:
-            assert event["status"] == "completed", event
-            break
-    last = model.requests[seen:][-1]
-    results = [str(m["content"]) for m in last["messages"] if m["role"] == "tool"]
-    return [json.loads(r) for r in results[-len(calls) :]]
+    return [json.loads(r) for r in fresh_tool_turn(model, client, *calls, message="make things")]
 
 
 def _tools(d: DaemonProcess) -> dict[str, dict[str, Any]]:

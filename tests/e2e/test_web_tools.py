@@ -25,8 +25,9 @@ import pytest
 from hermesctl.client import Client
 from tests.support.approvals import client_answering
 from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
-from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+from tests.support.modelserver import ScriptedModelServer, tool_call
 from tests.support.plugin_factory import write_plugin
+from tests.support.tool_turns import fresh_tool_turn
 
 Start = Callable[..., DaemonProcess]
 MARK_OPEN = '<untrusted-data source="'
@@ -198,22 +199,8 @@ def daemon(model: ScriptedModelServer, site: Site) -> Iterator[DaemonProcess]:
 
 
 def _turn(model: ScriptedModelServer, client: Client, *calls: Any) -> list[str]:
-    """One turn in a new session the client is attached to, the model making ``calls``; the
-    tool results the model was sent."""
-    sid = client.call("session.create")["id"]
-    client.call("session.attach", {"session_id": sid})
-    model.push(call_tools(*calls), reply("done"))
-    seen = len(model.requests)
-    turn_id = client.call("session.send", {"session_id": sid, "message": "read the web"})["turn_id"]
-    while True:
-        note = client.next_notification(timeout=90)
-        assert note is not None
-        event = note.params[0] if note.method == "session.event" else {}
-        if event.get("type") == "turn.finished" and event.get("turn_id") == turn_id:
-            assert event["status"] == "completed", event
-            break
-    last = model.requests[seen:][-1]
-    return [str(m["content"]) for m in last["messages"] if m["role"] == "tool"][-len(calls) :]
+    """The tool results of one turn in a new session, the model making ``calls``."""
+    return fresh_tool_turn(model, client, *calls, message="read the web")
 
 
 def _inside(result: str, source: str) -> Any:

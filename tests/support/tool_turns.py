@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from hermesctl.client import Client
-from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+from tests.support.modelserver import ScriptedModelServer, ToolCall, call_tools, reply, tool_call
 
 
 def tool_turn(
@@ -25,3 +25,25 @@ def tool_turn(
             break
     messages = model.last_request["messages"]
     return [json.loads(m["content"]) for m in messages if m["role"] == "tool"][-len(calls) :]
+
+
+def fresh_tool_turn(
+    model: ScriptedModelServer, client: Client, *calls: ToolCall, message: str = "go"
+) -> list[str]:
+    """One turn in a new session ``client`` attaches to, the model making ``calls`` (a
+    plugin's provider behind a tool, say) then answering; the tool results it was sent back,
+    as text."""
+    sid = client.call("session.create")["id"]
+    client.call("session.attach", {"session_id": sid})
+    model.push(call_tools(*calls), reply("done"))
+    seen = len(model.requests)
+    turn_id = client.call("session.send", {"session_id": sid, "message": message})["turn_id"]
+    while True:
+        note = client.next_notification(timeout=90)
+        assert note is not None, "the turn did not finish"
+        event = note.params[0] if note.method == "session.event" else {}
+        if event.get("type") == "turn.finished" and event.get("turn_id") == turn_id:
+            assert event["status"] == "completed", event
+            break
+    last = model.requests[seen:][-1]
+    return [str(m["content"]) for m in last["messages"] if m["role"] == "tool"][-len(calls) :]

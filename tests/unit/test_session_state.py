@@ -11,11 +11,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+from hermesd.agent.loop import AgentLoop
 from hermesd.agent.session_service import SessionService
 from hermesd.caller import OWNER, Caller
+from hermesd.model.client import ModelClient, ModelSettings
 from hermesd.rpc.connection import Call, Peer
 from hermesd.runtime.hooks import HookBus
 from hermesd.store.facade import SessionStore
+from hermesd.tools.registry import ToolRegistry
 
 
 class Conn:
@@ -34,11 +37,9 @@ OWNER_CALLER = Caller(os.geteuid(), 1, OWNER)
 
 
 def service(tmp_path: Path) -> SessionService:
-    return SessionService(
-        SessionStore(tmp_path / "state.db"),
-        agent=None,  # type: ignore[arg-type]
-        hooks=HookBus(),
-    )
+    store, hooks = SessionStore(tmp_path / "state.db"), HookBus()
+    agent = AgentLoop(store, ToolRegistry(hooks), hooks, ModelClient(ModelSettings(None, None)))
+    return SessionService(store, agent=agent, hooks=hooks)
 
 
 def test_reset_drops_the_old_session_from_the_attachment_table(tmp_path: Path) -> None:

@@ -25,7 +25,8 @@ def call_llm(
     **_: Any,
 ) -> Any:
     """One chat completion against the daemon's model, through its hooks and middleware; the
-    response as the ``openai`` SDK's ``ChatCompletion``. ``task`` and ``provider`` are
+    response as the ``openai`` SDK's ``ChatCompletion``. ``task`` names the call for the
+    ``pre``/``post_auxiliary_call`` hooks (``call_llm`` when not given); ``provider`` is
     accepted and ignored: hermesd has one endpoint."""
     state = hostapi.state()
     completer = state.manager.services.completer if state and state.manager else None
@@ -42,5 +43,12 @@ def call_llm(
         options["temperature"] = temperature
     if max_tokens is not None:
         options["max_tokens"] = max_tokens
-    completion = completer(messages, timeout=timeout, model=model, options=options, tools=tools)
+    completion = completer(
+        messages,
+        timeout=timeout,
+        model=model,
+        options=options,
+        tools=tools,
+        aux_task=task or "call_llm",  # pre/post_auxiliary_call observe it, as upstream
+    )
     return as_chat_completion(completion, model)
