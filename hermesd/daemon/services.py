@@ -42,6 +42,9 @@ from hermesd.daemon.doctor import DoctorService
 from hermesd.daemon.logring import LogService
 from hermesd.daemon.memory_setup import MemorySetupService
 from hermesd.daemon.reloads import ReloadService
+from hermesd.gateway.core import Gateway
+from hermesd.gateway.platforms import Platforms, plugin_platforms
+from hermesd.gateway.service import GatewayService
 from hermesd.http.service import HttpService
 from hermesd.mcp.pool import McpPool
 from hermesd.mcp.service import McpService
@@ -307,7 +310,7 @@ def build_services(daemon: Daemon) -> None:
     core = _core(daemon)
     memory = _memory(core)
     turns = _turns(core, memory)
-    host, admin, mcp, cron = _plugins(core, memory, turns)
+    host, admin, mcp, cron, gateway = _plugins(core, memory, turns)
     # issue 33: web_search (SearXNG or a plugin's provider) and web_extract, fetching through
     # the egress proxy; the web.* keys are read from the configuration of the moment
     providers = host.plugins.services.providers
@@ -325,7 +328,7 @@ def build_services(daemon: Daemon) -> None:
 
     register_provider_tools(core.parts.tools, lambda: daemon.config, of_kind, core.home)
     register_video_tool(core.parts.tools, lambda: daemon.config, of_kind, core.home)
-    _append_services(daemon, core, memory, turns, host, admin, mcp, cron)
+    _append_services(daemon, core, memory, turns, host, admin, mcp, cron, gateway)
 
 
 def _core(daemon: Daemon) -> _Core:
@@ -518,7 +521,7 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 def _plugins(
     core: _Core, memory: _Memory, turns: _Turns
-) -> tuple[PluginHost, PluginAdminService, McpService, CronService]:
+) -> tuple[PluginHost, PluginAdminService, McpService, CronService, Gateway]:
     """The MCP pool, the plugin host (with ctx.llm and inject_message), cron and /reload-mcp."""
     parts, providers = core.parts, memory.providers
     # MCP servers: one pool for the daemon, its tools in the same registry (docs/mcp.md)
@@ -558,7 +561,12 @@ def _plugins(
     # scheduled turns: after the sessions (runs are their turns), before plugins load (their
     # cron.jobs calls need it, even in register()); the tool and /cron register like any
     # plugin's
-    cron = CronService(turns.sessions, core.broker, parts.skills, core.cfg, core.home)
+    # issue 36: chat platforms (hermesd.gateway); cron delivers to them
+    registrations = host.plugins.services.providers
+    gateway = Gateway(core.home, parts.hooks, Platforms(lambda: plugin_platforms(registrations)))
+    cron = CronService(
+        turns.sessions, core.broker, parts.skills, core.cfg, core.home, send_to=gateway.deliver
+    )
     register_cron_tool(parts.tools, cron)
     register_cron_command(parts.commands, cron)
     mcp = McpService(mcp_pool, core.cfg, core.files.load)
@@ -568,7 +576,7 @@ def _plugins(
         description="Reload MCP servers from config.yaml",
         aliases=("reload_mcp",),
     )
-    return host, admin, mcp, cron
+    return host, admin, mcp, cron, gateway
 
 
 def _append_services(
@@ -580,6 +588,7 @@ def _append_services(
     admin: PluginAdminService,
     mcp: McpService,
     cron: CronService,
+    gateway: Gateway,
 ) -> None:
     """The RPC-facing services, in start-up order (stop runs in reverse)."""
     cfg, files, sessions = core.cfg, core.files, turns.sessions
@@ -623,6 +632,10 @@ def _append_services(
     # Late, so it stops early (pending approvals are answered before the others stop).
     daemon.services.append(approvals)
     daemon.services.append(ClarifyService(core.clarify))  # open questions answered at stop
+    # chats (issue 36): after what a chat uses, so they stop before it
+    daemon.services.append(
+        GatewayService(gateway, cfg, daemon.server.limits, daemon._connection_closed)
+    )
     # The scheduler starts last (a run may need every other service: approval rules loaded,
     # plugins' tools registered) and stops first (its runs are recorded as stopped).
     daemon.services.append(cron)

@@ -1,0 +1,268 @@
+"""`Gateway`: messages from chat platforms become turns, answers go back to the chat.
+
+For each message an adapter hands over (`dispatch`): ``pre_gateway_dispatch`` (a plugin may
+skip or rewrite it), admission (`hermesd.gateway.users`: an allowed user, or a pairing code),
+``post_gateway_admission`` (a plugin may handle it), then a slash command (``command.run``:
+built-in and plugin commands, ``/new``/``/reset`` rotating the chat's session, ``/approve`` and
+``/deny``) or a turn (``session.send``) in the session of the chat's key
+(`hermesd.gateway.sessions`), with the typing indicator on while it runs. Every call goes
+through the chat user's `ChatLink`, as their identity. One turn per chat at a time: a message
+arriving meanwhile waits its turn. `deliver` sends a text (cron results, ``send_message``) to a
+``platform:chat_id[:thread_id]`` target, split at the platform's length, ``MEDIA:/path`` lines
+sent as files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hermesd.gateway.base import MessageEvent, PlatformAdapter, SessionSource
+from hermesd.gateway.chat import ChatLink
+from hermesd.gateway.outbound import send_text
+from hermesd.gateway.platforms import Platforms
+from hermesd.gateway.sessions import ChatSessions, session_key
+from hermesd.gateway.users import ChatIdentity, ChatUsers
+from hermesd.rpc.protocol import Codes, RpcError
+from hermesd.runtime.hooks import HookBus
+
+if TYPE_CHECKING:
+    from hermesd.http.door import Door
+
+log = logging.getLogger(__name__)
+
+TYPING_EVERY = 4.0  # seconds: Telegram shows "typing" for about five
+_SESSION_GONE = (Codes.NOT_FOUND,)
+
+
+class Gateway:
+    """Adapters, chats and their sessions, on the daemon's loop."""
+
+    def __init__(self, home: Path, hooks: HookBus, platforms: Platforms) -> None:
+        self.hooks = hooks
+        self.platforms = platforms
+        self.users = ChatUsers(home / "gateway" / "paired.json")
+        self.sessions = ChatSessions(home / "gateway" / "sessions.json")
+        self.door: Door | None = None  # set by the service when it binds to the router
+        self.chats: dict[tuple[str, int, str], ChatLink] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.group_per_user = True
+        self.thread_per_user = False
+        self.unauthorized_dm = "pair"
+
+    def reload(self, cfg: Any) -> None:
+        """Take ``gateway.*`` (the platforms' own settings are read at start)."""
+        self.group_per_user = bool(cfg.get("gateway.group_sessions_per_user"))
+        self.thread_per_user = bool(cfg.get("gateway.thread_sessions_per_user"))
+        self.unauthorized_dm = str(cfg.get("gateway.unauthorized_dm_behavior"))
+
+    # --- one message ----------------------------------------------------------------------
+
+    async def dispatch(self, adapter: PlatformAdapter, event: MessageEvent) -> str | None:
+        """Handle one message from ``adapter``; the text to send back, if any."""
+        source = event.source
+        if not event.internal:
+            for result in await self.hooks.invoke(
+                "pre_gateway_dispatch", event=event, gateway=self, session_store=self.sessions
+            ):
+                action = result.get("action") if isinstance(result, dict) else None
+                if action == "skip":
+                    log.info("gateway: pre_gateway_dispatch skipped a message: %s", result)
+                    return None
+                if action == "rewrite" and isinstance(result.get("text"), str):
+                    event.text = result["text"]
+                    break
+                if action == "allow":
+                    break
+        identity = self.users.identity(source.platform.value, source.user_id)
+        if identity is None:
+            return self._stranger(source)
+        key = session_key(source, self.group_per_user, self.thread_per_user)
+        handled = await self._admitted(event, key)
+        if handled is not None:
+            return handled or None
+        chat = self._chat(adapter, source, key, identity)
+        try:
+            if event.is_command():
+                return await self._command(chat, key, event)
+            if (question := chat.open_question()) is not None:
+                return await self._answer_question(chat, key, question, event.text)
+            async with self._locks.setdefault(key, asyncio.Lock()):
+                return await self._converse(chat, key, event)
+        except RpcError as exc:
+            return exc.message
+
+    def _stranger(self, source: SessionSource) -> str | None:
+        log.warning(
+            "gateway: %s user %s (%s) is not allowed",
+            source.platform.value,
+            source.user_id,
+            source.user_name,
+        )
+        if source.chat_type != "dm" or self.unauthorized_dm != "pair" or not source.user_id:
+            return None
+        code = self.users.request_code(
+            source.platform.value, source.user_id, source.user_name or ""
+        )
+        if code is None:
+            return None
+        return (
+            "I don't know you yet.\n\n"
+            f"Your pairing code: {code}\n\n"
+            "Ask the owner of this agent to run:\n"
+            f"hermesctl gateway pair {code}"
+        )
+
+    async def _admitted(self, event: MessageEvent, key: str) -> str | None:
+        """``post_gateway_admission``: a plugin's reply ("" for none) when it handled it."""
+        if event.internal or not self.hooks.has("post_gateway_admission"):
+            return None
+        source = event.source
+        for result in await self.hooks.invoke(
+            "post_gateway_admission",
+            session_key=key,
+            platform=source.platform.value,
+            source=source.to_dict(),
+            message_id=event.message_id,
+            text=event.text or "",
+        ):
+            if isinstance(result, dict) and result.get("action") == "handled":
+                reply = result.get("reply")
+                return reply if isinstance(reply, str) else ""
+        return None
+
+    def _chat(
+        self, adapter: PlatformAdapter, source: SessionSource, key: str, who: ChatIdentity
+    ) -> ChatLink:
+        index = (key, who.uid, who.trust)
+        chat = self.chats.get(index)
+        if chat is not None and not chat.link.closed:
+            chat.source = source
+            return chat
+        if self.door is None:
+            raise RpcError(Codes.INTERNAL, "the gateway is not connected to the daemon yet")
+        from hermesd.http.tokens import Identity
+
+        link = self.door.open(Identity(who.uid, who.trust, who.name), f"gateway:{adapter.name}")
+        chat = ChatLink(link, adapter, source, who)
+        chat.start()
+        self.chats[index] = chat
+        return chat
+
+    async def _session(self, chat: ChatLink, key: str, fresh: bool = False) -> str:
+        sid = None if fresh else self.sessions.get(key)
+        if sid is None:
+            source = chat.source
+            title = f"{source.platform.value} {source.chat_name or source.chat_id}"
+            created = await chat.link.call(
+                "session.create", {"platform": source.platform.value, "title": title[:100]}
+            )
+            sid = str(created["id"])
+            await self.sessions.set(key, sid)
+        return sid
+
+    async def _converse(self, chat: ChatLink, key: str, event: MessageEvent) -> str | None:
+        text = event.text
+        if event.media_urls:
+            text = "\n".join([text, *(f"[attached: {p}]" for p in event.media_urls)]).strip()
+        sid = await self._session(chat, key)
+        typing = asyncio.get_running_loop().create_task(self._typing(chat))
+        try:
+            params = {"message": text, "wait": True, "platform": chat.source.platform.value}
+            try:
+                result = await chat.link.call("session.send", {"session_id": sid, **params})
+            except RpcError as exc:
+                if exc.code not in _SESSION_GONE:
+                    raise
+                sid = await self._session(chat, key, fresh=True)  # deleted: a new one
+                result = await chat.link.call("session.send", {"session_id": sid, **params})
+        finally:
+            typing.cancel()
+        answer = result.get("final_text")
+        if result.get("status") != "completed" and not answer:
+            answer = f"The turn {result.get('status')}: {result.get('error') or 'no answer'}"
+        if answer:
+            await send_text(chat.adapter, chat.source.chat_id, str(answer), chat.metadata)
+        return None
+
+    async def _typing(self, chat: ChatLink) -> None:
+        with contextlib.suppress(Exception):
+            while True:
+                await chat.adapter.send_typing(chat.source.chat_id, chat.metadata)
+                await asyncio.sleep(TYPING_EVERY)
+
+    async def _command(self, chat: ChatLink, key: str, event: MessageEvent) -> str | None:
+        name = event.get_command() or ""
+        args = event.get_command_args()
+        sid = self.sessions.get(key)
+        if name in ("new", "reset"):
+            sid = sid or await self._session(chat, key)
+        result = await chat.link.call(
+            "command.run", {"line": f"/{name} {args}".strip(), "session_id": sid or ""}
+        )
+        session = result.get("session")
+        if result.get("action") == "session" and isinstance(session, dict):
+            await self.sessions.set(key, str(session["id"]))
+        return str(result.get("output") or "") or None
+
+    async def _answer_question(
+        self, chat: ChatLink, key: str, question: str, text: str
+    ) -> str | None:
+        sid = self.sessions.get(key) or ""
+        answer: dict[str, Any] = {"session_id": sid, "id": question}
+        if text.strip().isdigit():
+            answer["choice"] = int(text.strip())
+        else:
+            answer["response"] = text
+        result = await chat.link.call("clarify.respond", answer)
+        await chat.answered(question, f"Answered: {result.get('response')}")
+        return None
+
+    # --- buttons ----------------------------------------------------------------------------
+
+    async def press(self, adapter: PlatformAdapter, source: SessionSource, data: str) -> str:
+        """A button pressed in a chat: answer the approval or question it belongs to."""
+        identity = self.users.identity(source.platform.value, source.user_id)
+        if identity is None:
+            return "You are not allowed to answer here."
+        kind, _, rest = data.partition(":")
+        question, _, value = rest.rpartition(":")
+        key = session_key(source, self.group_per_user, self.thread_per_user)
+        chat = self._chat(adapter, source, key, identity)
+        try:
+            if kind == "apr":
+                result = await chat.link.call(
+                    "approvals.respond", {"id": question, "choice": value}
+                )
+                await chat.answered(question, f"Approval: {result['choice']}")
+                return f"Approval: {result['choice']}"
+            if kind == "clq":
+                sid = self.sessions.get(key) or ""
+                result = await chat.link.call(
+                    "clarify.respond", {"session_id": sid, "id": question, "choice": int(value)}
+                )
+                await chat.answered(question, f"Answered: {result['response']}")
+                return "Answered"
+        except RpcError as exc:
+            return exc.message
+        except ValueError:
+            pass
+        return "This button is no longer valid."
+
+    # --- delivery ---------------------------------------------------------------------------
+
+    async def deliver(self, target: str, text: str) -> str | None:
+        """Send ``text`` to ``platform:chat_id[:thread_id]``; a problem, or None when sent."""
+        name, _, rest = target.partition(":")
+        adapter = self.platforms.adapters.get(name)
+        if adapter is None:
+            return f"no messaging platform '{name}' is running ({self.platforms.state_of(name)})"
+        chat_id, _, thread = rest.partition(":")
+        chat_id = chat_id or self.platforms.home_channel(name)
+        if not chat_id:
+            return f"'{target}' names no chat and {name} has no home_channel"
+        metadata = {"thread_id": thread} if thread else None
+        return await send_text(adapter, chat_id, text, metadata)

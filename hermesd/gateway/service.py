@@ -1,0 +1,114 @@
+"""`GatewayService`: the gateway's place in the daemon's life, and ``gateway.*`` methods.
+
+Starts after the sessions, commands and approvals (a chat needs them all), stops before them.
+``gateway.status`` (each platform's state, chats, paired users, pairing requests waiting),
+``gateway.platforms`` (what could be turned on) and ``gateway.pair`` (the owner admits the user
+behind a pairing code) are declared in ``hermesd.rpc.methods.gateway``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from hermesd.gateway.base import PlatformAdapter
+from hermesd.gateway.core import Gateway
+from hermesd.http.door import Door
+from hermesd.rpc.connection import Call, Connection, Limits, Router
+from hermesd.rpc.protocol import Codes, RpcError
+
+log = logging.getLogger(__name__)
+
+
+class GatewayService:
+    """gateway.status|platforms|pair; adapters started and stopped with the daemon."""
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        cfg: Any,
+        limits: Limits,
+        on_close: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self.gateway = gateway
+        self.limits = limits
+        self.on_close = on_close
+        self.cfg = cfg
+        gateway.reload(cfg)
+
+    def bind(self, router: Router) -> None:
+        self.gateway.door = Door(router, self.limits, self.on_close)
+        router.bind("gateway.status", self.rpc_status)
+        router.bind("gateway.platforms", self.rpc_platforms)
+        router.bind("gateway.pair", self.rpc_pair)
+
+    async def start(self) -> None:
+        gateway = self.gateway
+        platforms = gateway.platforms
+        platforms.configure(self.cfg.get("gateway.platforms"))
+        for name, section in platforms.settings.items():
+            gateway.users.configure(name, section)
+        await asyncio.to_thread(gateway.users.load)
+        await asyncio.to_thread(gateway.sessions.load)
+        await platforms.start(self._prepare)
+
+    def _prepare(self, adapter: PlatformAdapter) -> None:
+        async def on_message(event: Any) -> str | None:
+            return await self.gateway.dispatch(adapter, event)
+
+        async def on_button(source: Any, data: str) -> str | None:
+            return await self.gateway.press(adapter, source, data)
+
+        adapter.set_message_handler(on_message)
+        adapter.set_button_handler(on_button)
+
+    async def stop(self) -> None:
+        await self.gateway.platforms.stop()
+        for chat in list(self.gateway.chats.values()):
+            chat.close()
+
+    def status(self) -> dict[str, Any]:
+        states = self.gateway.platforms.states
+        return {"gateway": dict(states)} if states else {}
+
+    def reload(self, cfg: Any) -> None:
+        """New ``gateway.*`` settings; platforms themselves change at restart."""
+        self.cfg = cfg
+        self.gateway.reload(cfg)
+
+    def rpc_status(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        gateway = self.gateway
+        return {
+            "platforms": [
+                {"name": name, "state": gateway.platforms.state_of(name)}
+                for name in sorted({*gateway.platforms.settings, *gateway.platforms.states})
+            ],
+            "chats": len(gateway.sessions.ids),
+            **gateway.users.summary(),
+        }
+
+    def rpc_platforms(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        return {"platforms": self.gateway.platforms.listing()}
+
+    async def rpc_pair(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
+        try:
+            request = await asyncio.to_thread(self.gateway.users.pair, str(p["code"]))
+        except KeyError:
+            raise RpcError(
+                Codes.NOT_FOUND,
+                f"no pairing request with code {p['code']} (wrong, used, or expired after an hour)",
+                {"code": p["code"]},
+            ) from None
+        adapter = self.gateway.platforms.adapters.get(request.platform)
+        if adapter is not None:
+            try:
+                await adapter.send(request.user_id, "You are paired: write to me any time.")
+            except Exception as exc:  # admitted all the same
+                log.warning("gateway: could not tell the paired user: %s", exc)
+        return {
+            "platform": request.platform,
+            "user_id": request.user_id,
+            "user_name": request.user_name,
+        }
