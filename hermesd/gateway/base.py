@@ -182,6 +182,7 @@ class PlatformAdapter(ABC):
         self.platform = platform
         self._message_handler: MessageHandler | None = None
         self._button_handler: ButtonHandler | None = None
+        self._authorization_check: Callable[[str | None], bool] | None = None
         self._running = False
         self._fatal_error_message: str | None = None
 
@@ -207,6 +208,20 @@ class PlatformAdapter(ABC):
     def set_button_handler(self, handler: ButtonHandler) -> None:
         """The gateway's handler of pressed buttons (platforms with buttons)."""
         self._button_handler = handler
+
+    def set_authorization_check(self, check: Callable[[str | None], bool]) -> None:
+        """The gateway's test of whether a platform user id is admitted (an adapter asks it
+        before it acts for someone outside a message, e.g. joining a room they invite it to)."""
+        self._authorization_check = check
+
+    def _is_sender_authorized(self, user_id: str | None) -> bool:
+        check = self._authorization_check
+        return bool(check is not None and check(user_id))
+
+    def split_target(self, target: str) -> tuple[str, str]:
+        """``chat_id[:thread_id]`` of a delivery target, as (chat id, thread id or "")."""
+        chat_id, _, thread = target.partition(":")
+        return chat_id, thread
 
     def _mark_connected(self) -> None:
         self._running = True

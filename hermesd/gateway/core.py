@@ -260,7 +260,7 @@ class Gateway:
         adapter = self.platforms.adapters.get(name)
         if adapter is None:
             return f"no messaging platform '{name}' is running ({self.platforms.state_of(name)})"
-        chat_id, _, thread = rest.partition(":")
+        chat_id, thread = adapter.split_target(rest)
         chat_id = chat_id or self.platforms.home_channel(name)
         if not chat_id:
             return f"'{target}' names no chat and {name} has no home_channel"

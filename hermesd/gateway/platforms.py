@@ -16,7 +16,7 @@ import importlib
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +56,17 @@ def _builtin(name: str, label: str, module: str, hint: str) -> PlatformEntry:
     return PlatformEntry(name, label, factory, check, validate, install_hint=hint)
 
 
+def _matrix_settings(config: PlatformConfig) -> str | None:
+    # a token or a password file: the adapter module says what is missing
+    return importlib.import_module("hermesd.gateway.matrix").validate_config(config)  # type: ignore[no-any-return]
+
+
 BUILTIN = {
     "telegram": _builtin("telegram", "Telegram", "telegram", "python-telegram-bot<23"),
+    "matrix": replace(
+        _builtin("matrix", "Matrix", "matrix", "matrix-nio<0.27"),
+        validate_config=_matrix_settings,
+    ),
 }
 
 
@@ -94,7 +103,13 @@ class Platforms:
 
     def state_of(self, name: str) -> str:
         """How platform ``name`` is doing, in a few words."""
-        return self.states.get(name, "not configured")
+        state = self.states.get(name, "not configured")
+        adapter = self.adapters.get(name)
+        if state == "connected" and adapter is not None and not adapter.is_connected:
+            # it connected once and lost the platform since (retrying, or given up)
+            why = adapter.fatal_error_message
+            return f"error: {why}" if why else "reconnecting"
+        return state
 
     async def start(self, prepare: Callable[[PlatformAdapter], None]) -> None:
         """Build and connect every configured adapter; ``prepare`` sets its handlers."""

@@ -63,6 +63,10 @@ class GatewayService:
 
         adapter.set_message_handler(on_message)
         adapter.set_button_handler(on_button)
+        platform = adapter.platform.value
+        adapter.set_authorization_check(
+            lambda user_id: self.gateway.users.identity(platform, user_id) is not None
+        )
 
     async def stop(self) -> None:
         await self.gateway.platforms.stop()

@@ -246,9 +246,15 @@ class MatrixUser:
     def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         return http_json(method, f"{self.base}/_matrix/client/v3{path}", body, self.token)
 
-    def create_room(self, invite: list[str] | None = None, name: str = "hermes") -> str:
-        """A private room with ``invite`` invited; its id."""
-        body = {"preset": "private_chat", "name": name, "invite": list(invite or [])}
+    def create_room(
+        self, invite: list[str] | None = None, name: str = "hermes", is_direct: bool = False
+    ) -> str:
+        """A private room with ``invite`` invited (a direct chat with ``is_direct``); its id."""
+        body: dict[str, Any] = {"preset": "private_chat", "invite": list(invite or [])}
+        if is_direct:
+            body.update(preset="trusted_private_chat", is_direct=True)
+        else:
+            body["name"] = name
         return str(self.api("POST", "/createRoom", body)["room_id"])
 
     def invite(self, room_id: str, user_id: str) -> None:

@@ -1,0 +1,148 @@
+"""The Matrix adapter end to end: a real hermesd, a real synapse, the scripted model.
+
+The person's phone is a plain client-server API client (tests/support/synapse.py) in rooms
+with the daemon's bot account. Each test registers its own users and rooms on the homeserver
+the test process shares (the ``homeserver`` fixture).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.approvals import wait_pending
+from tests.support.cron import MINUTE, advance, start_cron
+from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir
+from tests.support.matrix_gateway import matrix_config, start_matrix_daemon, wait_connected
+from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+from tests.support.synapse import Homeserver, MatrixUser
+
+TERMINAL = "terminal:\n  cwd: /tmp\n"
+
+
+@pytest.fixture
+def model() -> Iterator[ScriptedModelServer]:
+    """A fresh script per test: each test says what the model answers."""
+    with ScriptedModelServer() as server:
+        yield server
+
+
+def _room_with_bot(person: MatrixUser, bot: MatrixUser, **kw: Any) -> str:
+    """A room ``person`` made and invited the bot to, once the bot has joined."""
+    room = person.create_room([bot.user_id], **kw)
+    deadline = time.monotonic() + 20
+    while bot.user_id not in person.members(room):
+        assert time.monotonic() < deadline, "the bot did not join the room"
+        time.sleep(0.1)
+    person.sync(0)
+    return room
+
+
+def _from(bot: MatrixUser, text: str | None = None) -> Any:
+    def match(event: dict[str, Any]) -> bool:
+        body = str(event["content"].get("body", ""))
+        return event["sender"] == bot.user_id and (text is None or text in body)
+
+    return match
+
+
+def _owner_setup(
+    start: Any, model: ScriptedModelServer, homeserver: Homeserver, extra: str = ""
+) -> tuple[DaemonProcess, MatrixUser, MatrixUser, str]:
+    bot, me = homeserver.register(), homeserver.register()
+    daemon = start_matrix_daemon(
+        start, model.url, homeserver, bot, owners=[me.user_id], extra=extra
+    )
+    return daemon, bot, me, _room_with_bot(me, bot)
+
+
+def test_a_message_in_a_room_becomes_a_turn_and_the_answer_comes_back(
+    start, model, homeserver
+) -> None:
+    _daemon, bot, me, room = _owner_setup(start, model, homeserver)
+    model.push(reply("The answer is **42**."))
+    me.send(room, "what is the answer?")
+    answer = me.wait_for(room, _from(bot))
+    assert answer["content"]["body"] == "The answer is **42**."
+    assert "<strong>42</strong>" in answer["content"]["formatted_body"]
+    users = [m for m in model.last_request["messages"] if m["role"] == "user"]
+    assert "what is the answer?" in str(users[-1]["content"])
+
+
+def test_an_approval_is_answered_with_approve_in_the_room(start, model, homeserver) -> None:
+    _daemon, bot, me, room = _owner_setup(start, model, homeserver, extra=TERMINAL)
+    target = short_tmpdir("mxa-")
+    model.push(
+        call_tools(tool_call("terminal", {"command": f"rm -r {target}"})), reply("removed it")
+    )
+    me.send(room, "clean up please")
+    asked = me.wait_for(room, _from(bot, "/approve"))
+    assert f"rm -r {target}" in asked["content"]["body"]
+    me.send(room, "/approve")
+    me.wait_for(room, _from(bot, "removed it"))
+    assert not target.exists()
+
+
+def test_an_approval_answered_from_hermesctl_closes_the_one_in_the_room(
+    start, model, homeserver
+) -> None:
+    daemon, bot, me, room = _owner_setup(start, model, homeserver, extra=TERMINAL)
+    target = short_tmpdir("mxa-")
+    model.push(call_tools(tool_call("terminal", {"command": f"rm -r {target}"})), reply("gone"))
+    me.send(room, "clean up please")
+    me.wait_for(room, _from(bot, "/approve"))
+    approval = wait_pending(daemon)[0]["id"]
+    done = run_hermesctl(["--socket", str(daemon.socket), "approvals", "approve", approval])
+    assert done.returncode == 0, done.stderr
+    me.wait_for(room, _from(bot, "gone"))
+    assert not target.exists()
+    me.send(room, "/approve")
+    late = me.wait_for(room, _from(bot))
+    assert "no" in late["content"]["body"].lower()  # nothing is waiting any more
+    assert daemon.call("approvals.pending")["pending"] == []
+
+
+def test_an_unknown_user_is_paired_by_the_owner_and_then_answered(start, model, homeserver) -> None:
+    daemon, bot, _me, _room = _owner_setup(start, model, homeserver)
+    stranger = homeserver.register()
+    direct = _room_with_bot(stranger, bot, is_direct=True)
+    stranger.send(direct, "hello?")
+    offer = stranger.wait_for(direct, _from(bot, "pairing code"))
+    code = re.search(r"pair ([A-Z0-9]{8})", offer["content"]["body"])
+    assert code, offer
+    assert len(model.requests) == 0  # a stranger's message never reaches the model
+    paired = run_hermesctl(["--socket", str(daemon.socket), "gateway", "pair", code.group(1)])
+    assert paired.returncode == 0, paired.stderr
+    model.push(reply("welcome aboard"))
+    stranger.send(direct, "hello again")
+    stranger.wait_for(direct, _from(bot, "welcome aboard"))
+
+
+def test_a_cron_job_delivers_into_the_room(start, model, homeserver) -> None:
+    bot, me = homeserver.register(), homeserver.register()
+    daemon = start_cron(start, model, extra=matrix_config(homeserver, bot, owners=[me.user_id]))
+    wait_connected(daemon)
+    room = _room_with_bot(me, bot)
+    model.push(reply("Disk is 42% full."))
+    job = daemon.call(
+        "cron.create",
+        {"schedule": "30m", "prompt": "check the disk", "deliver": f"matrix:{room}"},
+    )
+    advance(daemon, 30 * MINUTE)
+    delivered = me.wait_for(room, _from(bot, "Disk is 42% full."))
+    assert delivered["sender"] == bot.user_id
+    run = daemon.call("cron.get", {"job_id": job["id"]})["job"]
+    assert run["last_status"] == "ok", run
+
+
+def test_messages_after_the_homeserver_restarts_are_answered(start, model, homeserver) -> None:
+    daemon, bot, me, room = _owner_setup(start, model, homeserver)
+    homeserver.restart()
+    wait_connected(daemon)
+    model.push(reply("still here"))
+    me.send(room, "are you there?")
+    me.wait_for(room, _from(bot, "still here"), timeout=60)

@@ -1,0 +1,48 @@
+"""How answers look in Matrix: markdown to HTML, raw HTML escaped, threads and replies."""
+
+from __future__ import annotations
+
+from hermesd.gateway.matrix import _relate
+from hermesd.gateway.matrix_format import text_content
+
+
+def test_plain_text_is_sent_without_a_formatted_body() -> None:
+    assert text_content("just a sentence, it's fine") == {
+        "msgtype": "m.text",
+        "body": "just a sentence, it's fine",
+    }
+
+
+def test_markdown_becomes_matrix_html_beside_the_markdown_body() -> None:
+    content = text_content("**bold** and `code`")
+    assert content["body"] == "**bold** and `code`"
+    assert content["format"] == "org.matrix.custom.html"
+    assert content["formatted_body"] == "<p><strong>bold</strong> and <code>code</code></p>"
+
+
+def test_a_code_fence_becomes_a_pre_block_with_its_language() -> None:
+    html = text_content("```python\nprint(1 < 2)\n```")["formatted_body"]
+    assert html == '<pre><code class="language-python">print(1 &lt; 2)\n</code></pre>'
+
+
+def test_raw_html_from_the_model_is_escaped_not_rendered() -> None:
+    html = text_content('<img src="x" onerror="alert(1)"> **hi**')["formatted_body"]
+    assert "<img" not in html
+    assert "&lt;img" in html and "<strong>hi</strong>" in html
+
+
+def test_an_answer_in_a_thread_is_posted_in_that_thread() -> None:
+    content: dict = {"body": "x"}
+    _relate(content, None, "$root")
+    assert content["m.relates_to"] == {
+        "rel_type": "m.thread",
+        "event_id": "$root",
+        "is_falling_back": True,
+        "m.in_reply_to": {"event_id": "$root"},
+    }
+
+
+def test_a_reply_outside_a_thread_quotes_the_message_it_answers() -> None:
+    content: dict = {"body": "x"}
+    _relate(content, "$msg", None)
+    assert content["m.relates_to"] == {"m.in_reply_to": {"event_id": "$msg"}}
