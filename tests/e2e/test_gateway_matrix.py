@@ -11,12 +11,14 @@ import re
 import time
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
 from tests.support.approvals import wait_pending
 from tests.support.cron import MINUTE, advance, start_cron
 from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir
+from tests.support.matrix_e2ee import EncryptedPhone
 from tests.support.matrix_gateway import matrix_config, start_matrix_daemon, wait_connected
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 from tests.support.synapse import Homeserver, MatrixUser
@@ -98,11 +100,13 @@ def test_an_approval_answered_from_hermesctl_closes_the_one_in_the_room(
     approval = wait_pending(daemon)[0]["id"]
     done = run_hermesctl(["--socket", str(daemon.socket), "approvals", "approve", approval])
     assert done.returncode == 0, done.stderr
+    # the question in the room is edited to say it was decided elsewhere
+    closed = me.wait_for(room, _from(bot, "Decided elsewhere"))
+    relation = closed["content"]["m.relates_to"]
+    assert relation["rel_type"] == "m.replace"
+    assert closed["content"]["m.new_content"]["body"].startswith("Decided elsewhere: once")
     me.wait_for(room, _from(bot, "gone"))
     assert not target.exists()
-    me.send(room, "/approve")
-    late = me.wait_for(room, _from(bot))
-    assert "no" in late["content"]["body"].lower()  # nothing is waiting any more
     assert daemon.call("approvals.pending")["pending"] == []
 
 
@@ -146,3 +150,30 @@ def test_messages_after_the_homeserver_restarts_are_answered(start, model, homes
     model.push(reply("still here"))
     me.send(room, "are you there?")
     me.wait_for(room, _from(bot, "still here"), timeout=60)
+
+
+def test_an_encrypted_room_is_read_and_answered_encrypted(start, model, homeserver) -> None:
+    bot, me = homeserver.register(), homeserver.register()
+    start_matrix_daemon(
+        start, model.url, homeserver, bot, owners=[me.user_id], adapter={"encryption": True}
+    )
+    phone = EncryptedPhone(homeserver, me)
+    try:
+        room = phone.create_encrypted_room([bot.user_id])
+        deadline = time.monotonic() + 20
+        while bot.user_id not in me.members(room):
+            assert time.monotonic() < deadline, "the bot did not join the encrypted room"
+            time.sleep(0.1)
+        model.push(reply("a secret answer"))
+        phone.send(room, "a secret question")
+        answer = phone.wait_for(room, lambda sender, body: sender == bot.user_id)
+    finally:
+        phone.close()
+    assert answer == "a secret answer"
+    users = [m for m in model.last_request["messages"] if m["role"] == "user"]
+    assert "a secret question" in str(users[-1]["content"])
+    # what the homeserver holds of the bot's answer is ciphertext only
+    recent = me.api("GET", f"/rooms/{quote(room, safe='')}/messages?dir=b&limit=20")["chunk"]
+    from_bot = [e for e in recent if e["sender"] == bot.user_id and e["type"].startswith("m.room.")]
+    assert any(e["type"] == "m.room.encrypted" for e in from_bot)
+    assert not any(e["type"] == "m.room.message" for e in from_bot)

@@ -23,8 +23,10 @@ def matrix_config(
     owners: list[str] = (),  # type: ignore[assignment]
     allow: list[str] = (),  # type: ignore[assignment]
     extra: str = "",
+    **adapter: Any,
 ) -> str:
-    """config.yaml's ``gateway`` section for ``bot`` on ``server``."""
+    """config.yaml's ``gateway`` section for ``bot`` on ``server``; ``adapter`` adds keys of
+    ``gateway.platforms.matrix`` (e.g. ``encryption=True``), ``extra`` top-level text."""
     token_file = short_tmpdir("mxt-") / "token"
     token_file.write_text(bot.token + "\n")
     token_file.chmod(0o600)
@@ -40,7 +42,8 @@ def matrix_config(
         f"      allow: {json.dumps(list(allow))}\n"
         "      reconnect_initial_seconds: 0.5\n"
         "      reconnect_max_seconds: 2\n"
-        f"{extra}"
+        + "".join(f"      {key}: {json.dumps(value)}\n" for key, value in adapter.items())
+        + extra
     )
 
 
@@ -52,11 +55,12 @@ def start_matrix_daemon(
     owners: list[str] = (),  # type: ignore[assignment]
     allow: list[str] = (),  # type: ignore[assignment]
     extra: str = "",
+    adapter: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> DaemonProcess:
     """A daemon with the scripted model and the Matrix adapter, connected."""
-    config = model_config(model_url) + matrix_config(server, bot, owners, allow) + extra
-    daemon = start(config=config, **kwargs)
+    section = matrix_config(server, bot, owners, allow, **(adapter or {}))
+    daemon = start(config=model_config(model_url) + section + extra, **kwargs)
     wait_connected(daemon)
     return daemon
 

@@ -297,13 +297,13 @@ class MatrixUser:
         sender: str | None = None,
     ) -> dict[str, Any]:
         """The first message in ``room_id`` not from us (or from ``sender``) that ``match``es;
-        it is consumed so the next call waits for a newer one."""
+        it is consumed (others stay, so two awaited messages may come in either order)."""
         deadline = time.monotonic() + timeout
         while True:
             for i, (rid, event) in enumerate(self.seen):
                 from_ok = event["sender"] == sender if sender else event["sender"] != self.user_id
                 if rid == room_id and from_ok and (match is None or match(event)):
-                    del self.seen[: i + 1]
+                    del self.seen[i]
                     return event
             left = deadline - time.monotonic()
             if left <= 0:
