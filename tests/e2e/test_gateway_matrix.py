@@ -177,3 +177,38 @@ def test_an_encrypted_room_is_read_and_answered_encrypted(start, model, homeserv
     from_bot = [e for e in recent if e["sender"] == bot.user_id and e["type"].startswith("m.room.")]
     assert any(e["type"] == "m.room.encrypted" for e in from_bot)
     assert not any(e["type"] == "m.room.message" for e in from_bot)
+
+
+def test_a_message_in_a_thread_is_answered_in_that_thread(start, model, homeserver) -> None:
+    _daemon, bot, me, room = _owner_setup(start, model, homeserver)
+    model.push(reply("first answer"), reply("answer in the thread"))
+    root = me.send(room, "start a topic")
+    me.wait_for(room, _from(bot, "first answer"))
+    thread = {"rel_type": "m.thread", "event_id": root}
+    me.send(room, "more on that", **{"m.relates_to": thread})
+    answer = me.wait_for(room, _from(bot, "answer in the thread"))
+    assert answer["content"]["m.relates_to"]["rel_type"] == "m.thread"
+    assert answer["content"]["m.relates_to"]["event_id"] == root
+
+
+def test_the_bot_is_typing_while_a_turn_runs(start, model, homeserver) -> None:
+    _daemon, bot, me, room = _owner_setup(start, model, homeserver)
+    model.push(reply("took a while", delay=3.0))
+    me.send(room, "think hard")
+    me.wait_for(room, _from(bot, "took a while"))
+    assert (room, bot.user_id) in me.typing
+
+
+def test_a_long_answer_and_a_file_arrive_as_parts_and_an_upload(start, model, homeserver) -> None:
+    _daemon, bot, me, room = _owner_setup(start, model, homeserver)
+    picture = short_tmpdir("mxm-") / "chart.png"
+    picture.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64)
+    long = "\n\n".join(f"paragraph {i} " + "words " * 60 for i in range(30))
+    model.push(reply(f"{long}\nMEDIA:{picture}"))
+    me.send(room, "report please")
+    parts = [me.wait_for(room, _from(bot, f"({i}/")) for i in (1, 2, 3)]
+    assert all(len(p["content"]["body"]) <= 4000 for p in parts)
+    image = me.wait_for(room, lambda e: e["content"].get("msgtype") == "m.image")
+    assert image["content"]["body"] == "chart.png"
+    assert image["content"]["url"].startswith("mxc://")
+    assert image["content"]["info"]["mimetype"] == "image/png"

@@ -242,6 +242,8 @@ class MatrixUser:
         self._txn = itertools.count(1)
         #: every m.room.message seen by ``sync``, as (room_id, event)
         self.seen: list[tuple[str, dict[str, Any]]] = []
+        #: (room_id, user_id) of everyone ``sync`` has seen typing
+        self.typing: set[tuple[str, str]] = set()
 
     def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         return http_json(method, f"{self.base}/_matrix/client/v3{path}", body, self.token)
@@ -288,6 +290,9 @@ class MatrixUser:
             for event in room.get("timeline", {}).get("events", []):
                 if event.get("type") == "m.room.message":
                     self.seen.append((room_id, event))
+            for event in room.get("ephemeral", {}).get("events", []):
+                if event.get("type") == "m.typing":
+                    self.typing.update((room_id, u) for u in event["content"]["user_ids"])
 
     def wait_for(
         self,
