@@ -53,6 +53,7 @@ class GatewayService:
         await asyncio.to_thread(gateway.users.load)
         await asyncio.to_thread(gateway.sessions.load)
         await platforms.start(self._prepare)
+        await self.gateway.offer_commands()
 
     def _prepare(self, adapter: PlatformAdapter) -> None:
         async def on_message(event: Any) -> str | None:
@@ -61,8 +62,17 @@ class GatewayService:
         async def on_button(source: Any, data: str) -> str | None:
             return await self.gateway.press(adapter, source, data)
 
+        async def on_event(event_type: str, payload: dict[str, Any]) -> None:
+            await self.gateway.hooks.invoke(
+                "gateway_platform_event",
+                platform=adapter.platform.value,
+                event_type=event_type,
+                payload=payload,
+            )
+
         adapter.set_message_handler(on_message)
         adapter.set_button_handler(on_button)
+        adapter.set_platform_event_handler(on_event)
 
     async def stop(self) -> None:
         await self.gateway.platforms.stop()
