@@ -634,7 +634,9 @@ def _append_services(
     daemon.services.append(ClarifyService(core.clarify))  # open questions answered at stop
     # chats (issue 36): after what a chat uses, so they stop before it
     daemon.services.append(
-        GatewayService(gateway, cfg, daemon.server.limits, daemon._connection_closed)
+        GatewayService(
+            gateway, cfg, daemon.server.limits, daemon._connection_closed, host.gate.wait
+        )
     )
     # The scheduler starts last (a run may need every other service: approval rules loaded,
     # plugins' tools registered) and stops first (its runs are recorded as stopped).

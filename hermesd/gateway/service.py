@@ -9,8 +9,9 @@ behind a pairing code) are declared in ``hermesd.rpc.methods.gateway``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from hermesd.gateway.base import PlatformAdapter
@@ -31,8 +32,13 @@ class GatewayService:
         cfg: Any,
         limits: Limits,
         on_close: Callable[[Connection], None] | None = None,
+        plugins_loaded: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """``plugins_loaded()`` returns once the plugins' first load ended (their platforms
+        are registered by then)."""
         self.gateway = gateway
+        self.plugins_loaded = plugins_loaded
+        self._starting: asyncio.Task[None] | None = None
         self.limits = limits
         self.on_close = on_close
         self.cfg = cfg
@@ -45,6 +51,12 @@ class GatewayService:
         router.bind("gateway.pair", self.rpc_pair)
 
     async def start(self) -> None:
+        """Start the platforms in the background: the daemon serves meanwhile."""
+        self._starting = asyncio.get_running_loop().create_task(self._start())
+
+    async def _start(self) -> None:
+        if self.plugins_loaded is not None:
+            await self.plugins_loaded()
         gateway = self.gateway
         platforms = gateway.platforms
         platforms.configure(self.cfg.get("gateway.platforms"))
@@ -75,6 +87,10 @@ class GatewayService:
         adapter.set_platform_event_handler(on_event)
 
     async def stop(self) -> None:
+        if self._starting is not None:
+            self._starting.cancel()
+            with contextlib.suppress(BaseException):
+                await self._starting
         await self.gateway.platforms.stop()
         for chat in list(self.gateway.chats.values()):
             chat.close()
