@@ -628,7 +628,10 @@ def _append_services(
     daemon.services.append(reloads)
     daemon.services.append(ConfigService(daemon, files, reloads))
     daemon.services.append(LogService())
-    daemon.services.append(DoctorService(daemon, files, host, core.store, mcp.pool))
+    states = gateway.platforms.states
+    daemon.services.append(
+        DoctorService(daemon, files, host, core.store, mcp.pool, lambda: dict(states))
+    )
     # Late, so it stops early (pending approvals are answered before the others stop).
     daemon.services.append(approvals)
     daemon.services.append(ClarifyService(core.clarify))  # open questions answered at stop
