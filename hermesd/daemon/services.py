@@ -628,13 +628,18 @@ def _append_services(
     daemon.services.append(reloads)
     daemon.services.append(ConfigService(daemon, files, reloads))
     daemon.services.append(LogService())
-    daemon.services.append(DoctorService(daemon, files, host, core.store, mcp.pool))
+    states = gateway.platforms.states
+    daemon.services.append(
+        DoctorService(daemon, files, host, core.store, mcp.pool, lambda: dict(states))
+    )
     # Late, so it stops early (pending approvals are answered before the others stop).
     daemon.services.append(approvals)
     daemon.services.append(ClarifyService(core.clarify))  # open questions answered at stop
     # chats (issue 36): after what a chat uses, so they stop before it
     daemon.services.append(
-        GatewayService(gateway, cfg, daemon.server.limits, daemon._connection_closed)
+        GatewayService(
+            gateway, cfg, daemon.server.limits, daemon._connection_closed, host.gate.wait
+        )
     )
     # The scheduler starts last (a run may need every other service: approval rules loaded,
     # plugins' tools registered) and stops first (its runs are recorded as stopped).

@@ -164,6 +164,8 @@ class Button:
 MessageHandler = Callable[[MessageEvent], Awaitable[str | None]]
 #: the gateway's handler of a pressed button: (source of the press, its data)
 ButtonHandler = Callable[[SessionSource, str], Awaitable[str | None]]
+#: the gateway's handler of other platform events (``gateway_platform_event``): type, payload
+PlatformEventHandler = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 
 class PlatformAdapter(ABC):
@@ -183,6 +185,7 @@ class PlatformAdapter(ABC):
         self._message_handler: MessageHandler | None = None
         self._button_handler: ButtonHandler | None = None
         self._authorization_check: Callable[[str | None], bool] | None = None
+        self._event_handler: PlatformEventHandler | None = None
         self._running = False
         self._fatal_error_message: str | None = None
 
@@ -222,6 +225,15 @@ class PlatformAdapter(ABC):
         """``chat_id[:thread_id]`` of a delivery target, as (chat id, thread id or "")."""
         chat_id, _, thread = target.partition(":")
         return chat_id, thread
+
+    def set_platform_event_handler(self, handler: PlatformEventHandler) -> None:
+        """The gateway's handler of reactions, edits and the like."""
+        self._event_handler = handler
+
+    async def platform_event(self, event_type: str, payload: dict[str, Any]) -> None:
+        """Report a reaction, an edit or the like (``gateway_platform_event``)."""
+        if self._event_handler is not None:
+            await self._event_handler(event_type, payload)
 
     def _mark_connected(self) -> None:
         self._running = True

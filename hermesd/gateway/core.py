@@ -17,15 +17,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hermesd.caller import OWNER
 from hermesd.gateway.base import MessageEvent, PlatformAdapter, SessionSource
 from hermesd.gateway.chat import ChatLink
 from hermesd.gateway.outbound import send_text
 from hermesd.gateway.platforms import Platforms
 from hermesd.gateway.sessions import ChatSessions, session_key
 from hermesd.gateway.users import ChatIdentity, ChatUsers
+from hermesd.http.tokens import Identity
 from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.runtime.hooks import HookBus
 
@@ -144,8 +147,6 @@ class Gateway:
             return chat
         if self.door is None:
             raise RpcError(Codes.INTERNAL, "the gateway is not connected to the daemon yet")
-        from hermesd.http.tokens import Identity
-
         link = self.door.open(Identity(who.uid, who.trust, who.name), f"gateway:{adapter.name}")
         chat = ChatLink(link, adapter, source, who)
         chat.start()
@@ -251,6 +252,20 @@ class Gateway:
         except ValueError:
             pass
         return "This button is no longer valid."
+
+    async def offer_commands(self) -> None:
+        """List the slash commands in each connected platform's menu (``set_commands``)."""
+        adapters = [a for a in self.platforms.adapters.values() if a.is_connected]
+        if not adapters or self.door is None:
+            return
+        owner = Identity(os.geteuid(), OWNER, "gateway")
+        listed = await self.door.call(owner, "commands.list")
+        menu = [(c["name"], str(c.get("description") or "")) for c in listed["commands"]]
+        for adapter in adapters:
+            try:
+                await adapter.set_commands(menu)
+            except Exception as exc:
+                log.warning("gateway: %s: the command menu was not set: %s", adapter.name, exc)
 
     # --- delivery ---------------------------------------------------------------------------
 

@@ -9,8 +9,9 @@ behind a pairing code) are declared in ``hermesd.rpc.methods.gateway``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from hermesd.gateway.base import PlatformAdapter
@@ -31,8 +32,13 @@ class GatewayService:
         cfg: Any,
         limits: Limits,
         on_close: Callable[[Connection], None] | None = None,
+        plugins_loaded: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """``plugins_loaded()`` returns once the plugins' first load ended (their platforms
+        are registered by then)."""
         self.gateway = gateway
+        self.plugins_loaded = plugins_loaded
+        self._starting: asyncio.Task[None] | None = None
         self.limits = limits
         self.on_close = on_close
         self.cfg = cfg
@@ -45,6 +51,12 @@ class GatewayService:
         router.bind("gateway.pair", self.rpc_pair)
 
     async def start(self) -> None:
+        """Start the platforms in the background: the daemon serves meanwhile."""
+        self._starting = asyncio.get_running_loop().create_task(self._start())
+
+    async def _start(self) -> None:
+        if self.plugins_loaded is not None:
+            await self.plugins_loaded()
         gateway = self.gateway
         platforms = gateway.platforms
         platforms.configure(self.cfg.get("gateway.platforms"))
@@ -53,6 +65,7 @@ class GatewayService:
         await asyncio.to_thread(gateway.users.load)
         await asyncio.to_thread(gateway.sessions.load)
         await platforms.start(self._prepare)
+        await self.gateway.offer_commands()
 
     def _prepare(self, adapter: PlatformAdapter) -> None:
         async def on_message(event: Any) -> str | None:
@@ -61,14 +74,27 @@ class GatewayService:
         async def on_button(source: Any, data: str) -> str | None:
             return await self.gateway.press(adapter, source, data)
 
+        async def on_event(event_type: str, payload: dict[str, Any]) -> None:
+            await self.gateway.hooks.invoke(
+                "gateway_platform_event",
+                platform=adapter.platform.value,
+                event_type=event_type,
+                payload=payload,
+            )
+
         adapter.set_message_handler(on_message)
         adapter.set_button_handler(on_button)
         platform = adapter.platform.value
         adapter.set_authorization_check(
             lambda user_id: self.gateway.users.identity(platform, user_id) is not None
         )
+        adapter.set_platform_event_handler(on_event)
 
     async def stop(self) -> None:
+        if self._starting is not None:
+            self._starting.cancel()
+            with contextlib.suppress(BaseException):
+                await self._starting
         await self.gateway.platforms.stop()
         for chat in list(self.gateway.chats.values()):
             chat.close()
