@@ -121,6 +121,7 @@ def test_an_unknown_user_is_paired_by_the_owner_and_then_answered(start, model, 
     assert len(model.requests) == 0  # a stranger's message never reaches the model
     paired = run_hermesctl(["--socket", str(daemon.socket), "gateway", "pair", code.group(1)])
     assert paired.returncode == 0, paired.stderr
+    stranger.wait_for(direct, _from(bot, "You are paired"))  # told in their direct chat
     model.push(reply("welcome aboard"))
     stranger.send(direct, "hello again")
     stranger.wait_for(direct, _from(bot, "welcome aboard"))
