@@ -1,0 +1,176 @@
+"""Chat users over Matrix versus the same turns over the socket: turn latency and daemon RSS.
+
+A real synapse (tests/support/synapse.py) on 127.0.0.1, a scripted model answering after
+``--model-ms`` (100 ms), and one hermesd whose gateway has a Matrix bot account. ``--users``
+people (50) in ``--rooms`` rooms (20, two or three people each, all owners, one session each)
+send ``--turns`` messages one after another, all people at once; a turn is timed from sending
+the message to seeing the bot's answer in the room (each answer names its message). Then a
+fresh hermesd without the gateway gets the same load over the msgpack socket (one connection
+and session per person, ``session.send`` with ``wait``). RSS is the daemon's after its load.
+The Matrix figure includes synapse (event persistence, the sync long-poll to both sides) on
+the same machine: it is the turn a person sees, not the gateway's own cost.
+
+    python bench/gateway.py [--quick] [--no-write] [--users N] [--rooms N] [--turns N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import common
+from common import machine, median, percentile
+
+from tests.support.daemon import DaemonProcess, start_daemon
+from tests.support.matrix_gateway import matrix_config, wait_connected
+from tests.support.modelserver import ScriptedModelServer, model_config, reply
+from tests.support.synapse import Homeserver, MatrixUser, synapse_python
+
+_TAG = re.compile(r"tag-[0-9a-z-]+")
+
+
+def _answer(request: dict[str, Any]) -> Any:
+    users = [m for m in request.get("messages", []) if m.get("role") == "user"]
+    found = _TAG.search(str(users[-1].get("content"))) if users else None
+    return reply(f"re {found.group(0) if found else 'none'}")
+
+
+def rss_mib(daemon: DaemonProcess) -> float:
+    for line in Path(f"/proc/{daemon.proc.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _run_all(work: list[Any]) -> None:
+    threads = [threading.Thread(target=fn, daemon=True) for fn in work]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+
+
+def matrix_phase(
+    server: Homeserver, model: ScriptedModelServer, users: int, rooms: int, turns: int
+) -> tuple[list[float], float]:
+    bot = server.register("bench-bot")
+    people = [server.register() for _ in range(users)]
+    config = model_config(model.url) + matrix_config(
+        server, bot, owners=[p.user_id for p in people]
+    )
+    daemon = start_daemon(config=config)
+    times: list[float] = []
+    try:
+        wait_connected(daemon)
+        room_of: dict[str, str] = {}
+        created = []
+        for r in range(rooms):
+            members = people[r::rooms]
+            room = members[0].create_room([bot.user_id, *(p.user_id for p in members[1:])])
+            created.append((room, members[0]))
+            for p in members:
+                if p is not members[0]:
+                    p.join(room)
+                room_of[p.user_id] = room
+        _wait_joined(bot, created)
+        for p in people:
+            p.sync(0)
+
+        def person(p: MatrixUser) -> None:
+            room = room_of[p.user_id]
+            for i in range(turns):
+                tag = f"tag-{p.user_id[1:].split(':')[0]}-{i}"
+                t0 = time.perf_counter()
+                p.send(room, f"please answer {tag}")
+                p.wait_for(room, lambda e, tag=tag: f"re {tag}" in e["content"].get("body", ""))
+                times.append((time.perf_counter() - t0) * 1000)
+
+        _run_all([lambda p=p: person(p) for p in people])
+        rss = rss_mib(daemon)
+    finally:
+        daemon.stop()
+    return times, rss
+
+
+def _wait_joined(bot: MatrixUser, created: list[tuple[str, MatrixUser]]) -> None:
+    deadline = time.monotonic() + 60
+    for room, creator in created:
+        while bot.user_id not in creator.members(room):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the bot did not join {room}")
+            time.sleep(0.1)
+
+
+def socket_phase(model: ScriptedModelServer, users: int, turns: int) -> tuple[list[float], float]:
+    daemon = start_daemon(config=model_config(model.url))
+    times: list[float] = []
+    try:
+
+        def person(n: int) -> None:
+            with daemon.client(timeout=120) as c:
+                sid = c.call("session.create", {"attach": False})["id"]
+                for i in range(turns):
+                    t0 = time.perf_counter()
+                    params = {"session_id": sid, "message": f"please answer tag-s{n}-{i}"}
+                    done = c.call("session.send", {**params, "wait": True}, timeout=120)
+                    assert f"tag-s{n}-{i}" in str(done.get("final_text")), done
+                    times.append((time.perf_counter() - t0) * 1000)
+
+        _run_all([lambda n=n: person(n) for n in range(users)])
+        rss = rss_mib(daemon)
+    finally:
+        daemon.stop()
+    return times, rss
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--users", type=int, default=50)
+    parser.add_argument("--rooms", type=int, default=20)
+    parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument("--model-ms", type=float, default=100.0)
+    args = parser.parse_args()
+    if args.quick:
+        args.users, args.rooms, args.turns = 6, 3, 2
+    python = synapse_python()
+    if python is None:
+        print("matrix-synapse is not installed in .venv/synapse (scripts/bootstrap)")
+        return 1
+    started = common.now_utc()
+    server = Homeserver(python)
+    server.start()
+    try:
+        with ScriptedModelServer(rules=_answer, latency=args.model_ms / 1000) as model:
+            mx, mx_rss = matrix_phase(server, model, args.users, args.rooms, args.turns)
+            so, so_rss = socket_phase(model, args.users, args.turns)
+    finally:
+        server.stop()
+    n = args.users * args.turns
+    body = (
+        f"{args.users} people in {args.rooms} rooms, {args.turns} turns each, all at once; "
+        f"model answers after {args.model_ms:.0f} ms.\n\n"
+        "| door | turns | p50 ms | p95 ms | daemon RSS MiB |\n|---|---|---|---|---|\n"
+        f"| Matrix (through synapse) | {len(mx)}/{n} | {median(mx):.0f} "
+        f"| {percentile(mx, 95):.0f} | {mx_rss:.0f} |\n"
+        f"| msgpack socket | {len(so)}/{n} | {median(so):.0f} "
+        f"| {percentile(so, 95):.0f} | {so_rss:.0f} |\n\n"
+        f"Matrix / socket: p50 ×{median(mx) / median(so):.2f}, "
+        f"p95 ×{percentile(mx, 95) / percentile(so, 95):.2f}, RSS ×{mx_rss / so_rss:.2f}.\n"
+    )
+    common.publish(
+        args, "gateway", "Gateway: Matrix chat users vs the socket", body, started, machine()
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
