@@ -188,7 +188,8 @@ in
         hermesd's `config.yaml`, as Nix values; definitions from several modules are merged.
         Checked against hermesd's schema at build time. The module sets `log_level`, `http`,
         `gateway` and `mcp_servers` from its own options (the NixOS service also `socket.path`,
-        `socket.mode` and `socket.group`). It ends up in the world-readable Nix store: put API keys in `environmentFiles`, never here.
+        `socket.mode` and `socket.group`). It ends up in the world-readable Nix store: put API
+        keys in `environmentFiles`, never here.
       '';
     };
 
