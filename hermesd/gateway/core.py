@@ -22,13 +22,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermesd.caller import OWNER
-from hermesd.gateway.base import MessageEvent, PlatformAdapter, SessionSource
+from hermesd.gateway.base import MessageEvent, Platform, PlatformAdapter, SessionSource
 from hermesd.gateway.chat import ChatLink
+from hermesd.gateway.event_hooks import GatewayHooks, cut
 from hermesd.gateway.outbound import send_text
 from hermesd.gateway.platforms import Platforms
 from hermesd.gateway.sessions import ChatSessions, session_key
 from hermesd.gateway.users import ChatIdentity, ChatUsers
 from hermesd.http.tokens import Identity
+from hermesd.plugins import hostapi
 from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.runtime.hooks import HookBus
 
@@ -49,12 +51,18 @@ class Gateway:
         self.platforms = platforms
         self.users = ChatUsers(home / "gateway" / "paired.json")
         self.sessions = ChatSessions(home / "gateway" / "sessions.json")
+        self.event_hooks = GatewayHooks(home / "hooks")
         self.door: Door | None = None  # set by the service when it binds to the router
         self.chats: dict[tuple[str, int, str], ChatLink] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self.group_per_user = True
         self.thread_per_user = False
         self.unauthorized_dm = "pair"
+
+    @property
+    def adapters(self) -> dict[Platform, PlatformAdapter]:
+        """The running adapters by platform (the reference's ``GatewayRunner.adapters``)."""
+        return {Platform(name): a for name, a in self.platforms.adapters.items()}
 
     def reload(self, cfg: Any) -> None:
         """Take ``gateway.*`` (the platforms' own settings are read at start)."""
@@ -163,6 +171,7 @@ class Gateway:
             )
             sid = str(created["id"])
             await self.sessions.set(key, sid)
+            await self.event_hooks.emit("session:start", {**_context(source), "session_id": sid})
         return sid
 
     async def _converse(self, chat: ChatLink, key: str, event: MessageEvent) -> str | None:
@@ -170,7 +179,12 @@ class Gateway:
         if event.media_urls:
             text = "\n".join([text, *(f"[attached: {p}]" for p in event.media_urls)]).strip()
         sid = await self._session(chat, key)
+        context = {**_context(chat.source), "session_id": sid, "message": cut(event.text)}
+        await self.event_hooks.emit("agent:start", context)
         typing = asyncio.get_running_loop().create_task(self._typing(chat))
+        # the turn's HERMES_SESSION_* values (plugins read them): the handler's task and the
+        # turn's copy this task's context
+        token = hostapi.session_vars.set(_session_vars(chat.source, key, event))
         try:
             params = {"message": text, "wait": True, "platform": chat.source.platform.value}
             try:
@@ -181,10 +195,12 @@ class Gateway:
                 sid = await self._session(chat, key, fresh=True)  # deleted: a new one
                 result = await chat.link.call("session.send", {"session_id": sid, **params})
         finally:
+            hostapi.session_vars.reset(token)
             typing.cancel()
         answer = result.get("final_text")
         if result.get("status") != "completed" and not answer:
             answer = f"The turn {result.get('status')}: {result.get('error') or 'no answer'}"
+        await self.event_hooks.emit("agent:end", {**context, "response": cut(answer)})
         if answer:
             await send_text(chat.adapter, chat.source.chat_id, str(answer), chat.metadata)
         return None
@@ -205,8 +221,14 @@ class Gateway:
             "command.run", {"line": f"/{name} {args}".strip(), "session_id": sid or ""}
         )
         session = result.get("session")
+        context = {**_context(chat.source), "session_id": sid, "command": name, "args": args}
         if result.get("action") == "session" and isinstance(session, dict):
             await self.sessions.set(key, str(session["id"]))
+            if name in ("new", "reset"):
+                await self.event_hooks.emit(
+                    "session:reset", {**context, "session_id": session["id"]}
+                )
+        await self.event_hooks.emit(f"command:{name}", context)
         return str(result.get("output") or "") or None
 
     async def _answer_question(
@@ -281,3 +303,31 @@ class Gateway:
             return f"'{target}' names no chat and {name} has no home_channel"
         metadata = {"thread_id": thread} if thread else None
         return await send_text(adapter, chat_id, text, metadata)
+
+
+def _context(source: SessionSource) -> dict[str, Any]:
+    """What gateway event hooks get about a chat (the reference's keys)."""
+    return {
+        "platform": source.platform.value,
+        "user_id": source.user_id or "",
+        "chat_id": source.chat_id,
+        "thread_id": source.thread_id or "",
+        "chat_type": source.chat_type,
+    }
+
+
+def _session_vars(source: SessionSource, key: str, event: MessageEvent) -> dict[str, str]:
+    """The ``HERMES_SESSION_*`` values of a chat's turn (the reference's names)."""
+    values = {
+        "PLATFORM": source.platform.value,
+        "SOURCE": source.platform.value,
+        "CHAT_ID": source.chat_id,
+        "CHAT_NAME": source.chat_name or "",
+        "CHAT_TYPE": source.chat_type,
+        "USER_ID": source.user_id or "",
+        "USER_NAME": source.user_name or "",
+        "THREAD_ID": source.thread_id or "",
+        "MESSAGE_ID": event.message_id or source.message_id or "",
+        "KEY": key,
+    }
+    return {f"HERMES_SESSION_{k}": v for k, v in values.items()}

@@ -64,8 +64,10 @@ class GatewayService:
             gateway.users.configure(name, section)
         await asyncio.to_thread(gateway.users.load)
         await asyncio.to_thread(gateway.sessions.load)
+        await asyncio.to_thread(gateway.event_hooks.load)
         await platforms.start(self._prepare)
         await self.gateway.offer_commands()
+        await gateway.event_hooks.emit("gateway:startup", {"platforms": sorted(platforms.adapters)})
 
     def _prepare(self, adapter: PlatformAdapter) -> None:
         async def on_message(event: Any) -> str | None:

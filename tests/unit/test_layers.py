@@ -41,6 +41,7 @@ RANKS = {
     "gateway.base": 0,  # the adapter interface: values only (plugins reach it through compat)
     "gateway.split": 0,
     "gateway.sessions": 1,  # session keys, over the interface's values
+    "gateway.platforms": 1,  # which platforms exist and their settings
     "daemon": 7,
 }
 # the compatibility names at the top of the package (re-export shims)
