@@ -136,10 +136,11 @@ in
     );
     gateway = mkIf (cfg.gateway.platforms != { }) {
       platforms = lib.mapAttrs (_: p: lib.filterAttrs (_: v: v != null) (
-        (builtins.removeAttrs p [ "enable" "tokenFile" "owners" "allow" ])
+        (builtins.removeAttrs p [ "enable" "tokenFile" "passwordFile" "owners" "allow" ])
         // {
           enabled = p.enable;
           token_file = p.tokenFile;
+          password_file = p.passwordFile;
           owners = p.owners;
           allow = p.allow;
         }
@@ -340,6 +341,15 @@ in
             description = ''
               A file holding the bot's token or access token (`token_file`): a path outside
               the Nix store, readable by the service's user. Tokens never go in `settings`.
+            '';
+          };
+          passwordFile = mkOption {
+            type = types.nullOr types.str;
+            default = null;
+            example = "/run/secrets/hermes-matrix-password";
+            description = ''
+              A file holding the account's password (`password_file`), for a platform that
+              logs in with one instead of a token (Matrix). A path outside the Nix store.
             '';
           };
           owners = mkOption {

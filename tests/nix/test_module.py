@@ -795,3 +795,20 @@ def test_chat_platforms_render_with_their_token_files() -> None:
             }
         }
     }
+
+
+def test_matrix_renders_with_its_homeserver_and_password_file() -> None:
+    body = (
+        "gateway.platforms.matrix = { "
+        'homeserver = "https://example.org"; user_id = "@hermes:example.org"; '
+        'passwordFile = "/run/secrets/mx"; owners = [ "@me:example.org" ]; encryption = true; };'
+    )
+    assert evaluate(enabled(body), RENDERED)["gateway"]["platforms"]["matrix"] == {
+        "enabled": True,
+        "homeserver": "https://example.org",
+        "user_id": "@hermes:example.org",
+        "password_file": "/run/secrets/mx",
+        "owners": ["@me:example.org"],
+        "allow": [],
+        "encryption": True,
+    }
