@@ -8,7 +8,8 @@ the message to seeing the bot's answer in the room (each answer names its messag
 fresh hermesd without the gateway gets the same load over the msgpack socket (one connection
 and session per person, ``session.send`` with ``wait``). RSS is the daemon's after its load.
 The Matrix figure includes synapse (event persistence, the sync long-poll to both sides) on
-the same machine: it is the turn a person sees, not the gateway's own cost.
+the same machine: it is the turn a person sees, not the gateway's own cost. The echo bot row
+(a bare client answering after the same delay, no hermesd) shows how much of it is synapse.
 
     python bench/gateway.py [--quick] [--no-write] [--users N] [--rooms N] [--turns N]
 """
@@ -57,55 +58,96 @@ def _run_all(work: list[Any]) -> None:
         t.join(600)
 
 
+def _rooms(
+    people: list[MatrixUser], bot: MatrixUser, rooms: int, bot_joins: bool
+) -> dict[str, str]:
+    """Each person's room: ``rooms`` rooms of two or three people and the bot."""
+    room_of: dict[str, str] = {}
+    for r in range(rooms):
+        members = people[r::rooms]
+        room = members[0].create_room([bot.user_id, *(p.user_id for p in members[1:])])
+        for p in members[1:]:
+            p.join(room)
+        if bot_joins:
+            bot.join(room)
+        deadline = time.monotonic() + 60
+        while bot.user_id not in members[0].members(room):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the bot did not join {room}")
+            time.sleep(0.1)
+        room_of.update((p.user_id, room) for p in members)
+    for p in people:
+        p.sync(0)
+    return room_of
+
+
+def _chat(people: list[MatrixUser], room_of: dict[str, str], turns: int) -> list[float]:
+    """Every person sends ``turns`` messages one after another, all at once; times in ms."""
+    times: list[float] = []
+
+    def person(p: MatrixUser) -> None:
+        room = room_of[p.user_id]
+        for i in range(turns):
+            tag = f"tag-{p.user_id[1:].split(':')[0]}-{i}"
+            t0 = time.perf_counter()
+            p.send(room, f"please answer {tag}")
+            p.wait_for(room, lambda e, tag=tag: f"re {tag}" in e["content"].get("body", ""))
+            times.append((time.perf_counter() - t0) * 1000)
+
+    _run_all([lambda p=p: person(p) for p in people])
+    return times
+
+
 def matrix_phase(
     server: Homeserver, model: ScriptedModelServer, users: int, rooms: int, turns: int
 ) -> tuple[list[float], float]:
-    bot = server.register("bench-bot")
+    """The people talk to hermesd's Matrix adapter."""
+    bot = server.register()
     people = [server.register() for _ in range(users)]
     config = model_config(model.url) + matrix_config(
         server, bot, owners=[p.user_id for p in people]
     )
     daemon = start_daemon(config=config)
-    times: list[float] = []
     try:
         wait_connected(daemon)
-        room_of: dict[str, str] = {}
-        created = []
-        for r in range(rooms):
-            members = people[r::rooms]
-            room = members[0].create_room([bot.user_id, *(p.user_id for p in members[1:])])
-            created.append((room, members[0]))
-            for p in members:
-                if p is not members[0]:
-                    p.join(room)
-                room_of[p.user_id] = room
-        _wait_joined(bot, created)
-        for p in people:
-            p.sync(0)
-
-        def person(p: MatrixUser) -> None:
-            room = room_of[p.user_id]
-            for i in range(turns):
-                tag = f"tag-{p.user_id[1:].split(':')[0]}-{i}"
-                t0 = time.perf_counter()
-                p.send(room, f"please answer {tag}")
-                p.wait_for(room, lambda e, tag=tag: f"re {tag}" in e["content"].get("body", ""))
-                times.append((time.perf_counter() - t0) * 1000)
-
-        _run_all([lambda p=p: person(p) for p in people])
+        times = _chat(people, _rooms(people, bot, rooms, bot_joins=False), turns)
         rss = rss_mib(daemon)
     finally:
         daemon.stop()
     return times, rss
 
 
-def _wait_joined(bot: MatrixUser, created: list[tuple[str, MatrixUser]]) -> None:
-    deadline = time.monotonic() + 60
-    for room, creator in created:
-        while bot.user_id not in creator.members(room):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the bot did not join {room}")
-            time.sleep(0.1)
+def echo_phase(
+    server: Homeserver, users: int, rooms: int, turns: int, model_s: float
+) -> list[float]:
+    """The same people talk to a bare echo bot (a plain client answering after the model's
+    delay): what synapse and the clients cost without hermesd."""
+    bot = server.register()
+    people = [server.register() for _ in range(users)]
+    room_of = _rooms(people, bot, rooms, bot_joins=True)
+    bot.sync(0)
+    stop = threading.Event()
+
+    def answer(room: str, tag: str) -> None:
+        time.sleep(model_s)
+        bot.send(room, f"re {tag}")
+
+    def echo() -> None:
+        while not stop.is_set():
+            bot.sync(timeout_ms=1000)
+            while bot.seen:
+                room, event = bot.seen.pop(0)
+                found = _TAG.search(str(event["content"].get("body", "")))
+                if found and event["sender"] != bot.user_id:
+                    threading.Thread(target=answer, args=(room, found.group(0))).start()
+
+    loop = threading.Thread(target=echo, daemon=True)
+    loop.start()
+    try:
+        return _chat(people, room_of, turns)
+    finally:
+        stop.set()
+        loop.join(10)
 
 
 def socket_phase(model: ScriptedModelServer, users: int, turns: int) -> tuple[list[float], float]:
@@ -151,6 +193,7 @@ def main() -> int:
     try:
         with ScriptedModelServer(rules=_answer, latency=args.model_ms / 1000) as model:
             mx, mx_rss = matrix_phase(server, model, args.users, args.rooms, args.turns)
+            echo = echo_phase(server, args.users, args.rooms, args.turns, args.model_ms / 1000)
             so, so_rss = socket_phase(model, args.users, args.turns)
     finally:
         server.stop()
@@ -161,10 +204,13 @@ def main() -> int:
         "| door | turns | p50 ms | p95 ms | daemon RSS MiB |\n|---|---|---|---|---|\n"
         f"| Matrix (through synapse) | {len(mx)}/{n} | {median(mx):.0f} "
         f"| {percentile(mx, 95):.0f} | {mx_rss:.0f} |\n"
+        f"| Matrix, a bare echo bot instead of hermesd | {len(echo)}/{n} | {median(echo):.0f} "
+        f"| {percentile(echo, 95):.0f} | – |\n"
         f"| msgpack socket | {len(so)}/{n} | {median(so):.0f} "
         f"| {percentile(so, 95):.0f} | {so_rss:.0f} |\n\n"
         f"Matrix / socket: p50 ×{median(mx) / median(so):.2f}, "
-        f"p95 ×{percentile(mx, 95) / percentile(so, 95):.2f}, RSS ×{mx_rss / so_rss:.2f}.\n"
+        f"p95 ×{percentile(mx, 95) / percentile(so, 95):.2f}, RSS ×{mx_rss / so_rss:.2f}; "
+        f"Matrix / echo bot: p50 ×{median(mx) / median(echo):.2f}.\n"
     )
     common.publish(
         args, "gateway", "Gateway: Matrix chat users vs the socket", body, started, machine()
