@@ -1,13 +1,15 @@
 """The built-in Matrix adapter: a Matrix account the person talks to their agent through.
 
 Built on matrix-nio's ``AsyncClient`` (client-server API over aiohttp). It logs in with an
-access token (read from a file) or a password, runs one ``/sync`` loop on the daemon's event
+access token (``token_file``) or a password, runs one ``/sync`` loop on the daemon's event
 loop, turns room messages into `MessageEvent` values (a thread's root event id becomes the
 ``thread_id``), and sends answers as ``m.text`` with the markdown rendered to HTML
-(``matrix_format``). Invites are joined only when the inviter is on the platform's allow-list.
-When the homeserver goes away the loop retries with exponential backoff and reports
-``reconnecting`` until a sync succeeds again. Rooms are not end-to-end encrypted here:
-an encrypted room's messages arrive as ``m.room.encrypted`` and are ignored (docs/gateway.md).
+(``matrix_format``). Invites are joined when the inviter is admitted (the gateway's check), and
+direct-chat invites from anyone so a stranger can ask for a pairing code. When the homeserver
+goes away the loop retries with exponential backoff and reports ``reconnecting`` until a sync
+succeeds again. With ``encryption`` it reads and answers end-to-end encrypted rooms (keys in
+``store_dir``, devices trusted on first use); without, encrypted messages are logged and
+ignored (docs/gateway-matrix.md).
 
 It owns the Matrix connection only: who may talk, sessions and turns are the gateway's.
 """
@@ -15,12 +17,7 @@ It owns the Matrix connection only: who may talk, sessions and turns are the gat
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
-import mimetypes
-import os
-import secrets
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +36,6 @@ from nio import (
     RoomSendResponse,
     SyncError,
     SyncResponse,
-    UploadResponse,
     WhoamiResponse,
 )
 
@@ -52,8 +48,9 @@ from hermesd.gateway.base import (
     SendResult,
     SessionSource,
 )
-from hermesd.gateway.matrix_format import text_content
-from hermesd.rpc.paths import hermes_home
+from hermesd.gateway.matrix_format import edit_content, relate, text_content
+from hermesd.gateway.matrix_media import UploadFailed, download, upload
+from hermesd.gateway.matrix_settings import MatrixSettings
 
 log = logging.getLogger(__name__)
 
@@ -61,61 +58,6 @@ _NETWORK_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 _SYNC_TIMEOUT_MS = 30_000
 # a filter for the first sync: state and invites, but not the history before we started
 _FIRST_SYNC = {"room": {"timeline": {"limit": 0}}}
-
-
-@dataclass(frozen=True)
-class MatrixSettings:
-    """What the adapter needs from ``gateway.platforms.matrix`` (secrets already read; the
-    gateway reads ``token_file`` into ``token`` and keeps the allow-lists itself)."""
-
-    homeserver: str
-    user_id: str
-    access_token: str | None
-    password: str | None
-    device_id: str | None
-    media_dir: Path | None
-    direct_from_anyone: bool = True
-    encryption: bool = False
-    store_dir: Path | None = None
-    backoff_initial: float = 1.0
-    backoff_max: float = 30.0
-
-    @classmethod
-    def from_config(cls, config: PlatformConfig) -> MatrixSettings:
-        """Read the settings; a missing homeserver, user id or credential is a ValueError."""
-        extra = config.extra
-        homeserver = str(extra.get("homeserver") or "").rstrip("/")
-        user_id = str(extra.get("user_id") or "")
-        password = _read_secret(extra.get("password_file")) or extra.get("password")
-        if not homeserver or not user_id:
-            raise ValueError("matrix: set homeserver and user_id")
-        if not config.token and not password:
-            raise ValueError("matrix: set token_file (an access token) or password_file")
-        media = extra.get("media_dir")
-        return cls(
-            homeserver=homeserver,
-            user_id=user_id,
-            access_token=config.token,
-            password=str(password) if password else None,
-            device_id=str(extra["device_id"]) if extra.get("device_id") else None,
-            media_dir=Path(os.path.expanduser(str(media))) if media else None,
-            direct_from_anyone=bool(extra.get("pairing_by_direct_invite", True)),
-            encryption=bool(extra.get("encryption", False)),
-            store_dir=Path(os.path.expanduser(str(extra.get("store_dir") or "")))
-            if extra.get("store_dir")
-            else hermes_home() / "gateway" / "matrix",
-            backoff_initial=float(extra.get("reconnect_initial_seconds", 1.0)),
-            backoff_max=float(extra.get("reconnect_max_seconds", 30.0)),
-        )
-
-
-def _read_secret(path: object) -> str | None:
-    if not path:
-        return None
-    try:
-        return Path(os.path.expanduser(str(path))).read_text().strip() or None
-    except OSError as exc:
-        raise ValueError(f"matrix: cannot read {path}: {exc.strerror}") from None
 
 
 class MatrixAdapter(PlatformAdapter):
@@ -366,30 +308,20 @@ class MatrixAdapter(PlatformAdapter):
         )
 
     async def _attach_media(self, event: RoomMessageMedia, out: MessageEvent) -> None:
-        """Download an image or file into the media directory; its path goes to the turn."""
+        """An image or file: its caption as the text, the file saved for the turn (when the
+        adapter has a media directory)."""
         assert self.client is not None
-        media_dir = self.settings.media_dir
-        info = event.source.get("content", {}).get("info") or {}
-        mime = str(info.get("mimetype") or "application/octet-stream")
-        out.message_type = (
-            MessageType.PHOTO
-            if isinstance(event, RoomMessageImage)
-            else (MessageType.DOCUMENT if isinstance(event, RoomMessageFile) else MessageType.TEXT)
-        )
         out.text = event.body or ""
-        if media_dir is None:
+        if isinstance(event, RoomMessageImage):
+            out.message_type = MessageType.PHOTO
+        elif isinstance(event, RoomMessageFile):
+            out.message_type = MessageType.DOCUMENT
+        if self.settings.media_dir is None:
             return
-        got = await self.client.download(event.url)
-        body = getattr(got, "body", None)
-        if not isinstance(body, bytes):
-            log.warning("matrix: downloading %s failed: %s", event.url, got)
-            return
-        media_dir.mkdir(parents=True, exist_ok=True)
-        suffix = mimetypes.guess_extension(mime) or ""
-        path = media_dir / f"matrix-{secrets.token_hex(8)}{suffix}"
-        await asyncio.to_thread(path.write_bytes, body)
-        out.media_urls.append(str(path))
-        out.media_types.append(mime)
+        saved = await download(self.client, event, self.settings.media_dir)
+        if saved is not None:
+            out.media_urls.append(saved[0])
+            out.media_types.append(saved[1])
 
     # -- outgoing -------------------------------------------------------------------------
 
@@ -414,7 +346,7 @@ class MatrixAdapter(PlatformAdapter):
     ) -> SendResult:
         if self.client is None:
             return SendResult(False, error="matrix is not connected", retryable=True)
-        _relate(content, reply_to, (metadata or {}).get("thread_id"))
+        relate(content, reply_to, (metadata or {}).get("thread_id"))
         try:
             # devices are trusted on first use: nobody verifies the bot's sessions interactively
             reply = await self.client.room_send(
@@ -431,11 +363,7 @@ class MatrixAdapter(PlatformAdapter):
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> SendResult:
         """Replace an earlier message's text (an ``m.replace`` edit; clients show the new one)."""
-        new = text_content(content)
-        edit = {**new, "body": f"* {new['body']}", "m.new_content": new}
-        if "formatted_body" in new:
-            edit["formatted_body"] = f"* {new['formatted_body']}"
-        edit["m.relates_to"] = {"rel_type": "m.replace", "event_id": message_id}
+        edit = edit_content(message_id, content)
         return await self._send_event(chat_id, edit, None, None)
 
     def _room_for(self, chat_id: str) -> str:
@@ -494,35 +422,14 @@ class MatrixAdapter(PlatformAdapter):
     ) -> SendResult:
         if self.client is None:
             return SendResult(False, error="matrix is not connected", retryable=True)
-        path = Path(path_text)
-        try:
-            data = await asyncio.to_thread(path.read_bytes)
-        except OSError as err:
-            return SendResult(False, error=f"cannot read {path.name}: {err.strerror}")
-        mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         room = self.client.rooms.get(room_id)
         encrypt = bool(self.settings.encryption and room is not None and room.encrypted)
         try:
-            uploaded, keys = await self.client.upload(
-                io.BytesIO(data),
-                content_type=mime,
-                filename=path.name,
-                encrypt=encrypt,
-                filesize=len(data),
-            )
+            content = await upload(self.client, Path(path_text), msgtype, encrypt)
+        except UploadFailed as err:
+            return SendResult(False, error=str(err))
         except _NETWORK_ERRORS as err:
             return SendResult(False, error=f"matrix: {err or type(err).__name__}", retryable=True)
-        if not isinstance(uploaded, UploadResponse):
-            return SendResult(False, error=f"matrix upload: {uploaded}")
-        content: dict[str, Any] = {
-            "msgtype": msgtype,
-            "body": path.name,
-            "info": {"mimetype": mime, "size": len(data)},
-        }
-        if keys:  # an encrypted room: the key travels in the (encrypted) event
-            content["file"] = {"url": uploaded.content_uri, **keys}
-        else:
-            content["url"] = uploaded.content_uri
         sent = await self._send_event(room_id, content, None, metadata)
         if sent.success and caption:
             return await self.send(room_id, caption, metadata=metadata)
@@ -550,19 +457,6 @@ class MatrixAdapter(PlatformAdapter):
             "error": self.last_error or self.fatal_error_message,
             "encryption": self.settings.encryption,
         }
-
-
-def _relate(content: dict[str, Any], reply_to: str | None, thread_id: str | None) -> None:
-    """Put the answer in its thread (and under the message it answers)."""
-    if thread_id:
-        content["m.relates_to"] = {
-            "rel_type": "m.thread",
-            "event_id": thread_id,
-            "is_falling_back": reply_to is None,
-            "m.in_reply_to": {"event_id": reply_to or thread_id},
-        }
-    elif reply_to:
-        content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
 
 
 def create_adapter(config: PlatformConfig) -> MatrixAdapter:

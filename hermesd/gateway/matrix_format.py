@@ -1,4 +1,5 @@
-"""What a Matrix message looks like: markdown rendered to ``org.matrix.custom.html``.
+"""What a Matrix message looks like: markdown rendered to ``org.matrix.custom.html``, the
+relation that puts an answer in its thread or under the message it answers, and edits.
 
 Pure functions, no I/O: the adapter (``hermesd.gateway.matrix``) builds event content with them.
 Raw HTML in the model's text is escaped, never passed through (a model's output is untrusted).
@@ -37,3 +38,26 @@ def _escape(text: str) -> str:
     return (
         text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
     )
+
+
+def relate(content: dict[str, Any], reply_to: str | None, thread_id: str | None) -> None:
+    """Put the answer in its thread (and under the message it answers)."""
+    if thread_id:
+        content["m.relates_to"] = {
+            "rel_type": "m.thread",
+            "event_id": thread_id,
+            "is_falling_back": reply_to is None,
+            "m.in_reply_to": {"event_id": reply_to or thread_id},
+        }
+    elif reply_to:
+        content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
+
+
+def edit_content(message_id: str, text: str) -> dict[str, Any]:
+    """An ``m.replace`` edit of ``message_id`` to ``text`` (clients show the new text)."""
+    new = text_content(text)
+    edit = {**new, "body": f"* {new['body']}", "m.new_content": new}
+    if "formatted_body" in new:
+        edit["formatted_body"] = f"* {new['formatted_body']}"
+    edit["m.relates_to"] = {"rel_type": "m.replace", "event_id": message_id}
+    return edit

@@ -213,3 +213,22 @@ def test_a_long_answer_and_a_file_arrive_as_parts_and_an_upload(start, model, ho
     assert image["content"]["body"] == "chart.png"
     assert image["content"]["url"].startswith("mxc://")
     assert image["content"]["info"]["mimetype"] == "image/png"
+
+
+def test_a_picture_sent_in_the_room_reaches_the_turn_as_a_file(start, model, homeserver) -> None:
+    bot, me = homeserver.register(), homeserver.register()
+    media = short_tmpdir("mxd-")
+    start_matrix_daemon(
+        start, model.url, homeserver, bot, owners=[me.user_id], adapter={"media_dir": str(media)}
+    )
+    room = _room_with_bot(me, bot)
+    png = b"\x89PNG\r\n\x1a\n" + b"\x01" * 32
+    uri = me.upload(png, "image/png", "cat.png")
+    model.push(reply("nice cat"))
+    info = {"mimetype": "image/png", "size": len(png)}
+    me.send(room, "cat.png", msgtype="m.image", url=uri, info=info)
+    me.wait_for(room, _from(bot, "nice cat"))
+    saved = list(media.iterdir())
+    assert len(saved) == 1 and saved[0].read_bytes() == png
+    users = [m for m in model.last_request["messages"] if m["role"] == "user"]
+    assert f"[attached: {saved[0]}]" in str(users[-1]["content"])

@@ -271,6 +271,17 @@ class MatrixUser:
         path = f"/rooms/{_q(room_id)}/send/m.room.message/t{time.time_ns()}-{next(self._txn)}"
         return str(self.api("PUT", path, content)["event_id"])
 
+    def upload(self, data: bytes, content_type: str, filename: str) -> str:
+        """Put ``data`` in the media repository; its ``mxc://`` URI."""
+        query = urllib.parse.urlencode({"filename": filename})
+        req = urllib.request.Request(
+            f"{self.base}/_matrix/media/v3/upload?{query}", data=data, method="POST"
+        )
+        req.add_header("Content-Type", content_type)
+        req.add_header("Authorization", f"Bearer {self.token}")
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return str(json.loads(resp.read())["content_uri"])
+
     def members(self, room_id: str) -> list[str]:
         """User ids joined to the room."""
         reply = self.api("GET", f"/rooms/{_q(room_id)}/joined_members")

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from hermesd.gateway.matrix import _relate
-from hermesd.gateway.matrix_format import text_content
+from hermesd.gateway.matrix_format import edit_content, relate, text_content
 
 
 def test_plain_text_is_sent_without_a_formatted_body() -> None:
@@ -33,7 +32,7 @@ def test_raw_html_from_the_model_is_escaped_not_rendered() -> None:
 
 def test_an_answer_in_a_thread_is_posted_in_that_thread() -> None:
     content: dict = {"body": "x"}
-    _relate(content, None, "$root")
+    relate(content, None, "$root")
     assert content["m.relates_to"] == {
         "rel_type": "m.thread",
         "event_id": "$root",
@@ -44,5 +43,13 @@ def test_an_answer_in_a_thread_is_posted_in_that_thread() -> None:
 
 def test_a_reply_outside_a_thread_quotes_the_message_it_answers() -> None:
     content: dict = {"body": "x"}
-    _relate(content, "$msg", None)
+    relate(content, "$msg", None)
     assert content["m.relates_to"] == {"m.in_reply_to": {"event_id": "$msg"}}
+
+
+def test_an_edit_replaces_the_message_and_keeps_a_fallback_body() -> None:
+    edit = edit_content("$question", "Decided elsewhere: **once**")
+    assert edit["m.relates_to"] == {"rel_type": "m.replace", "event_id": "$question"}
+    assert edit["body"] == "* Decided elsewhere: **once**"
+    new = edit["m.new_content"]
+    assert new["formatted_body"] == "<p>Decided elsewhere: <strong>once</strong></p>"
