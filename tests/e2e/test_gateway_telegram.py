@@ -111,6 +111,21 @@ def test_an_approval_answered_from_hermesctl_closes_the_one_in_the_chat(
     assert target.exists()
 
 
+def test_a_clarify_question_is_answered_by_the_next_message_in_the_chat(
+    daemon: DaemonProcess, api: BotApiServer, model: ScriptedModelServer
+) -> None:
+    question = {"question": "Which target?", "choices": ["staging", "prod"]}
+    model.push(call_tools(tool_call("clarify", question)), reply("deploying"))
+    api.user_says(OWNER, "deploy it")
+    asked, data = _keyboard(api, OWNER)
+    assert "Which target?" in asked["text"] and len(data) == 2
+    api.user_says(OWNER, "2")
+    api.wait_sent(OWNER, "deploying")
+    sent = [m for m in model.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    assert json.loads(sent["content"])["user_response"] == "prod"
+    api.wait_call("editMessageText", lambda p: "prod" in p["text"])
+
+
 def test_a_stranger_gets_a_pairing_code_and_the_owner_admits_them(
     daemon: DaemonProcess, api: BotApiServer, model: ScriptedModelServer
 ) -> None:
