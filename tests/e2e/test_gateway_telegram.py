@@ -258,6 +258,24 @@ def test_a_cron_job_delivers_its_answer_to_a_telegram_chat(
     assert sent["text"].startswith("[cron job 'report']")
 
 
+def test_send_message_delivers_to_another_chat_for_the_owner_only(
+    daemon: DaemonProcess, api: BotApiServer, model: ScriptedModelServer
+) -> None:
+    send = {"target": f"telegram:{MEMBER}", "message": "a note for you"}
+    model.push(call_tools(tool_call("send_message", send)), reply("sent it"))
+    api.user_says(OWNER, "tell 222")
+    api.wait_sent(MEMBER, "a note for you")
+    api.wait_sent(OWNER, "sent it")
+    model.push(call_tools(tool_call("send_message", send)), reply("tried"))
+    api.user_says(MEMBER, "tell myself")
+    api.wait_sent(MEMBER, "tried")
+    result = [m for m in model.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    assert json.loads(result["content"]) == {
+        "error": "send_message is for the daemon owner's sessions only"
+    }
+    assert api.texts(MEMBER).count("a note for you") == 1
+
+
 def test_bad_platform_settings_are_reported_and_the_daemon_still_serves(
     start, api: BotApiServer, model: ScriptedModelServer
 ) -> None:
