@@ -44,6 +44,7 @@ from hermesd.daemon.memory_setup import MemorySetupService
 from hermesd.daemon.reloads import ReloadService
 from hermesd.gateway.core import Gateway
 from hermesd.gateway.platforms import Platforms, plugin_platforms
+from hermesd.gateway.send_tool import register_send_message
 from hermesd.gateway.service import GatewayService
 from hermesd.http.service import HttpService
 from hermesd.mcp.pool import McpPool
@@ -564,6 +565,7 @@ def _plugins(
     # issue 36: chat platforms (hermesd.gateway); cron delivers to them
     registrations = host.plugins.services.providers
     gateway = Gateway(core.home, parts.hooks, Platforms(lambda: plugin_platforms(registrations)))
+    register_send_message(parts.tools, gateway, functools.partial(_session_owner, core.store))
     cron = CronService(
         turns.sessions, core.broker, parts.skills, core.cfg, core.home, send_to=gateway.deliver
     )
@@ -680,6 +682,12 @@ def _scale_to_zero(
         idle_exit=float(core.cfg.get("cron.idle_exit")),
         scope=str(core.cfg.get("cron.systemd_scope")),
     )
+
+
+async def _session_owner(store: SessionStore, session_id: str) -> int | None:
+    """The owner uid of a session (None: the daemon owner's)."""
+    owner = (await store.run(store.sessions.get, session_id)).get("owner_uid")
+    return owner if isinstance(owner, int) else None
 
 
 async def _mcp_values(home: Path) -> dict[str, str]:

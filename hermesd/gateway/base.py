@@ -221,11 +221,6 @@ class PlatformAdapter(ABC):
         check = self._authorization_check
         return bool(check is not None and check(user_id))
 
-    def split_target(self, target: str) -> tuple[str, str]:
-        """``chat_id[:thread_id]`` of a delivery target, as (chat id, thread id or "")."""
-        chat_id, _, thread = target.partition(":")
-        return chat_id, thread
-
     def set_platform_event_handler(self, handler: PlatformEventHandler) -> None:
         """The gateway's handler of reactions, edits and the like."""
         self._event_handler = handler

@@ -297,12 +297,21 @@ class Gateway:
         adapter = self.platforms.adapters.get(name)
         if adapter is None:
             return f"no messaging platform '{name}' is running ({self.platforms.state_of(name)})"
-        chat_id, thread = adapter.split_target(rest)
+        chat_id, thread = _chat_and_thread(rest)
         chat_id = chat_id or self.platforms.home_channel(name)
         if not chat_id:
             return f"'{target}' names no chat and {name} has no home_channel"
         metadata = {"thread_id": thread} if thread else None
         return await send_text(adapter, chat_id, text, metadata)
+
+
+def _chat_and_thread(rest: str) -> tuple[str, str]:
+    """``-100123:42`` → (chat, thread) for numeric chat ids (Telegram topics, Discord
+    threads); anything else (``!room:server.org``) is a chat id whole."""
+    chat, _, thread = rest.rpartition(":")
+    if chat and thread.isdigit() and chat.lstrip("-").isdigit():
+        return chat, thread
+    return rest, ""
 
 
 def _context(source: SessionSource) -> dict[str, Any]:

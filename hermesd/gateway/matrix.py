@@ -442,12 +442,6 @@ class MatrixAdapter(PlatformAdapter):
             return {"name": chat_id, "type": "group"}
         return {"name": room.display_name, "type": "dm" if room.joined_count <= 2 else "group"}
 
-    def split_target(self, target: str) -> tuple[str, str]:
-        """A room id has a colon of its own (``!id:server[:port]``): a thread follows as
-        ``:$event``."""
-        room, sep, thread = target.partition(":$")
-        return room, f"${thread}" if sep else ""
-
     def status(self) -> dict[str, Any]:
         """State for ``gateway.status``: connected, reconnecting, failed or disconnected."""
         return {

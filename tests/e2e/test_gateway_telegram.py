@@ -111,6 +111,21 @@ def test_an_approval_answered_from_hermesctl_closes_the_one_in_the_chat(
     assert target.exists()
 
 
+def test_a_clarify_question_is_answered_by_the_next_message_in_the_chat(
+    daemon: DaemonProcess, api: BotApiServer, model: ScriptedModelServer
+) -> None:
+    question = {"question": "Which target?", "choices": ["staging", "prod"]}
+    model.push(call_tools(tool_call("clarify", question)), reply("deploying"))
+    api.user_says(OWNER, "deploy it")
+    asked, data = _keyboard(api, OWNER)
+    assert "Which target?" in asked["text"] and len(data) == 2
+    api.user_says(OWNER, "2")
+    api.wait_sent(OWNER, "deploying")
+    sent = [m for m in model.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    assert json.loads(sent["content"])["user_response"] == "prod"
+    api.wait_call("editMessageText", lambda p: "prod" in p["text"])
+
+
 def test_a_stranger_gets_a_pairing_code_and_the_owner_admits_them(
     daemon: DaemonProcess, api: BotApiServer, model: ScriptedModelServer
 ) -> None:
@@ -241,6 +256,24 @@ def test_a_cron_job_delivers_its_answer_to_a_telegram_chat(
     daemon.call("cron.run", {"job_id": job["id"]})
     sent = api.wait_sent(OWNER, "the nightly report")
     assert sent["text"].startswith("[cron job 'report']")
+
+
+def test_send_message_delivers_to_another_chat_for_the_owner_only(
+    daemon: DaemonProcess, api: BotApiServer, model: ScriptedModelServer
+) -> None:
+    send = {"target": f"telegram:{MEMBER}", "message": "a note for you"}
+    model.push(call_tools(tool_call("send_message", send)), reply("sent it"))
+    api.user_says(OWNER, "tell 222")
+    api.wait_sent(MEMBER, "a note for you")
+    api.wait_sent(OWNER, "sent it")
+    model.push(call_tools(tool_call("send_message", send)), reply("tried"))
+    api.user_says(MEMBER, "tell myself")
+    api.wait_sent(MEMBER, "tried")
+    result = [m for m in model.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    assert json.loads(result["content"]) == {
+        "error": "send_message is for the daemon owner's sessions only"
+    }
+    assert api.texts(MEMBER).count("a note for you") == 1
 
 
 def test_bad_platform_settings_are_reported_and_the_daemon_still_serves(

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from hermesd.gateway.base import MessageEvent, Platform, SessionSource
+from hermesd.gateway.core import _chat_and_thread
 from hermesd.gateway.outbound import take_media
 from hermesd.gateway.sessions import session_key
 from hermesd.gateway.split import split_message, utf16_len
@@ -117,3 +118,18 @@ def test_owners_act_as_the_owner_and_allowed_users_as_members(tmp_path: Path) ->
     assert owner is not None and owner.trust == "owner"
     assert member is not None and (member.trust, member.uid) == ("member", 65534)
     assert users.identity("telegram", "3") is None
+
+
+@pytest.mark.parametrize(
+    ("rest", "parts"),
+    [
+        ("-100123:42", ("-100123", "42")),
+        ("123", ("123", "")),
+        ("!room:example.org", ("!room:example.org", "")),
+        ("!room:example.org:8448", ("!room:example.org:8448", "")),
+    ],
+)
+def test_delivery_targets_split_a_thread_only_off_numeric_chat_ids(
+    rest: str, parts: tuple[str, str]
+) -> None:
+    assert _chat_and_thread(rest) == parts
