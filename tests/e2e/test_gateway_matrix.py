@@ -52,6 +52,11 @@ def _from(bot: MatrixUser, text: str | None = None) -> Any:
     return match
 
 
+def _matrix_state(daemon: DaemonProcess) -> str:
+    platforms = daemon.call("gateway.status")["platforms"]
+    return str(next(p["state"] for p in platforms if p["name"] == "matrix"))
+
+
 def _owner_setup(
     start: Any, model: ScriptedModelServer, homeserver: Homeserver, extra: str = ""
 ) -> tuple[DaemonProcess, MatrixUser, MatrixUser, str]:
@@ -146,7 +151,14 @@ def test_a_cron_job_delivers_into_the_room(start, model, homeserver) -> None:
 
 def test_messages_after_the_homeserver_restarts_are_answered(start, model, homeserver) -> None:
     daemon, bot, me, room = _owner_setup(start, model, homeserver)
-    homeserver.restart()
+    homeserver.stop()
+    try:
+        deadline = time.monotonic() + 30
+        while _matrix_state(daemon) != "reconnecting":
+            assert time.monotonic() < deadline, _matrix_state(daemon)
+            time.sleep(0.1)
+    finally:
+        homeserver.start()
     wait_connected(daemon)
     model.push(reply("still here"))
     me.send(room, "are you there?")
@@ -232,3 +244,14 @@ def test_a_picture_sent_in_the_room_reaches_the_turn_as_a_file(start, model, hom
     assert len(saved) == 1 and saved[0].read_bytes() == png
     users = [m for m in model.last_request["messages"] if m["role"] == "user"]
     assert f"[attached: {saved[0]}]" in str(users[-1]["content"])
+
+
+def test_an_invite_from_someone_not_admitted_is_not_joined(start, model, homeserver) -> None:
+    daemon, bot, _me, _room = _owner_setup(start, model, homeserver)
+    stranger = homeserver.register()
+    room = stranger.create_room([bot.user_id], name="not yours")
+    deadline = time.monotonic() + 30
+    while f"invite to {room} from {stranger.user_id} not accepted" not in daemon.log():
+        assert time.monotonic() < deadline, daemon.log()[-2000:]
+        time.sleep(0.1)
+    assert bot.user_id not in stranger.members(room)
