@@ -48,7 +48,13 @@ from hermesd.gateway.base import (
     SendResult,
     SessionSource,
 )
-from hermesd.gateway.matrix_format import edit_content, relate, text_content
+from hermesd.gateway.matrix_format import (
+    edit_content,
+    mentions,
+    relate,
+    strip_mention,
+    text_content,
+)
 from hermesd.gateway.matrix_media import UploadFailed, download, upload
 from hermesd.gateway.matrix_settings import MatrixSettings
 
@@ -74,6 +80,7 @@ class MatrixAdapter(PlatformAdapter):
         self.last_error: str | None = None
         self._sync_task: asyncio.Task[None] | None = None
         self._logged_in = False
+        self._threads: set[str] = set()  # threads the agent has taken part in
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- connection ----------------------------------------------------------------------
@@ -278,9 +285,20 @@ class MatrixAdapter(PlatformAdapter):
         relation = content.get("m.relates_to") or {}
         if relation.get("rel_type") == "m.replace":
             return  # an edit of an earlier message: not a new message
+        source = self._source(room_id, event.sender, relation, event.event_id)
+        text = event.body if isinstance(event, RoomMessageText) else ""
+        if source.chat_type == "group" and self.settings.require_mention:
+            # in a room of several people, only what is addressed to the agent (the reference's
+            # require_mention): a mention, a command, or a thread the agent is already in
+            named = mentions(content, self.client.user_id)
+            if not (named or text.startswith("/") or source.thread_id in self._threads):
+                return
+            text = strip_mention(text, self.client.user_id) if named else text
+        if source.thread_id:
+            self._threads.add(source.thread_id)
         event_out = MessageEvent(
-            text=event.body if isinstance(event, RoomMessageText) else "",
-            source=self._source(room_id, event.sender, relation, event.event_id),
+            text=text,
+            source=source,
             raw_message=event.source,
             message_id=event.event_id,
             reply_to_message_id=(relation.get("m.in_reply_to") or {}).get("event_id"),

@@ -27,6 +27,7 @@ class MatrixSettings:
     device_id: str | None
     media_dir: Path | None
     direct_from_anyone: bool = True
+    require_mention: bool = True
     encryption: bool = False
     store_dir: Path | None = None
     backoff_initial: float = 1.0
@@ -52,6 +53,7 @@ class MatrixSettings:
             device_id=str(extra["device_id"]) if extra.get("device_id") else None,
             media_dir=Path(os.path.expanduser(str(media))) if media else None,
             direct_from_anyone=bool(extra.get("pairing_by_direct_invite", True)),
+            require_mention=bool(extra.get("require_mention", True)),
             encryption=bool(extra.get("encryption", False)),
             store_dir=Path(os.path.expanduser(str(extra.get("store_dir") or "")))
             if extra.get("store_dir")

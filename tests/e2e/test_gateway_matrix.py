@@ -35,7 +35,10 @@ def model() -> Iterator[ScriptedModelServer]:
 
 def _room_with_bot(person: MatrixUser, bot: MatrixUser, **kw: Any) -> str:
     """A room ``person`` made and invited the bot to, once the bot has joined."""
-    room = person.create_room([bot.user_id], **kw)
+    return _room_with_bot_joined(person, bot, person.create_room([bot.user_id], **kw))
+
+
+def _room_with_bot_joined(person: MatrixUser, bot: MatrixUser, room: str) -> str:
     deadline = time.monotonic() + 20
     while bot.user_id not in person.members(room):
         assert time.monotonic() < deadline, "the bot did not join the room"
@@ -172,11 +175,7 @@ def test_an_encrypted_room_is_read_and_answered_encrypted(start, model, homeserv
     )
     phone = EncryptedPhone(homeserver, me)
     try:
-        room = phone.create_encrypted_room([bot.user_id])
-        deadline = time.monotonic() + 20
-        while bot.user_id not in me.members(room):
-            assert time.monotonic() < deadline, "the bot did not join the encrypted room"
-            time.sleep(0.1)
+        room = _room_with_bot_joined(me, bot, phone.create_encrypted_room([bot.user_id]))
         model.push(reply("a secret answer"))
         phone.send(room, "a secret question")
         answer = phone.wait_for(room, lambda sender, body: sender == bot.user_id)
@@ -255,3 +254,21 @@ def test_an_invite_from_someone_not_admitted_is_not_joined(start, model, homeser
         assert time.monotonic() < deadline, daemon.log()[-2000:]
         time.sleep(0.1)
     assert bot.user_id not in stranger.members(room)
+
+
+def test_in_a_group_room_only_messages_that_mention_the_agent_are_answered(
+    start, model, homeserver
+) -> None:
+    bot, me, friend = homeserver.register(), homeserver.register(), homeserver.register()
+    start_matrix_daemon(start, model.url, homeserver, bot, owners=[me.user_id, friend.user_id])
+    room = me.create_room([bot.user_id, friend.user_id], name="team")
+    friend.join(room)
+    _room_with_bot_joined(me, bot, room)
+    model.push(reply("answered the mention"))
+    me.send(room, "lunch at noon, everyone?")
+    me.send(room, f"{bot.user_id}: how much disk is left?")
+    me.wait_for(room, _from(bot, "answered the mention"))
+    asked = [m for r in model.requests for m in r["messages"] if m["role"] == "user"]
+    assert len(model.requests) == 1
+    assert "how much disk is left?" in str(asked[-1]["content"])
+    assert bot.user_id not in str(asked[-1]["content"])

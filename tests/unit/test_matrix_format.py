@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from hermesd.gateway.matrix_format import edit_content, relate, text_content
+from hermesd.gateway.matrix_format import (
+    edit_content,
+    mentions,
+    relate,
+    strip_mention,
+    text_content,
+)
 
 
 def test_plain_text_is_sent_without_a_formatted_body() -> None:
@@ -53,3 +59,25 @@ def test_an_edit_replaces_the_message_and_keeps_a_fallback_body() -> None:
     assert edit["body"] == "* Decided elsewhere: **once**"
     new = edit["m.new_content"]
     assert new["formatted_body"] == "<p>Decided elsewhere: <strong>once</strong></p>"
+
+
+BOT = "@hermes:example.org"
+
+
+def test_a_mention_is_found_in_m_mentions_the_text_or_a_link() -> None:
+    assert mentions({"body": "hi", "m.mentions": {"user_ids": [BOT]}}, BOT)
+    assert mentions({"body": f"{BOT} what time is it?"}, BOT)
+    assert mentions({"body": "Hermes: what time is it?"}, BOT)
+    link = f'<a href="https://matrix.to/#/{BOT}">agent</a> hi'
+    assert mentions({"body": "agent hi", "formatted_body": link}, BOT)
+
+
+def test_a_message_to_someone_else_is_no_mention() -> None:
+    assert not mentions({"body": "hermesd is a daemon, @alice"}, BOT)
+    assert not mentions({"body": "hi", "m.mentions": {"user_ids": ["@alice:example.org"]}}, BOT)
+
+
+def test_explicit_mentions_are_cut_from_the_text_and_bare_words_stay() -> None:
+    assert strip_mention(f"{BOT}: what time is it?", BOT) == "what time is it?"
+    assert strip_mention("@hermes, list the files", BOT) == "list the files"
+    assert strip_mention("ask Hermes Agent", BOT) == "ask Hermes Agent"
