@@ -291,9 +291,10 @@ def test_bad_platform_settings_are_reported_and_the_daemon_still_serves(
     assert "unknown platform 'fax'" in daemon.log()
     status = run_hermesctl(["--socket", str(daemon.socket), "gateway", "status"])
     assert "telegram     error: telegram: no token" in status.stdout
-    assert "  telegram:    error: telegram: no token" in run_hermesctl(
-        ["--socket", str(daemon.socket), "status"]
-    ).stdout
+    assert (
+        "  telegram:    error: telegram: no token"
+        in run_hermesctl(["--socket", str(daemon.socket), "status"]).stdout
+    )
     checks = {c["name"]: c for c in daemon.call("doctor")["checks"]}
     assert checks["gateway fax"]["status"] == "fail"
 
