@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hermesd import untrusted
 from hermesd.caller import OWNER
 from hermesd.gateway.base import MessageEvent, Platform, PlatformAdapter, SessionSource
 from hermesd.gateway.chat import ChatLink
@@ -105,6 +106,9 @@ class Gateway:
                 return await self._converse(chat, key, event)
         except RpcError as exc:
             return exc.message
+        except Exception as exc:  # the traceback to the log, a sentence to the chat
+            log.exception("gateway: a message from %s failed", source.platform.value)
+            return f"Sorry, that failed ({type(exc).__name__}); the daemon's log has details."
 
     def _stranger(self, source: SessionSource) -> str | None:
         log.warning(
@@ -178,6 +182,9 @@ class Gateway:
         text = event.text
         if event.media_urls:
             text = "\n".join([text, *(f"[attached: {p}]" for p in event.media_urls)]).strip()
+        if chat.identity.trust != OWNER:  # someone the owner let in, not the owner
+            source = chat.source
+            text = untrusted.mark(text, f"{source.platform.value}:{source.user_id}")
         sid = await self._session(chat, key)
         context = {**_context(chat.source), "session_id": sid, "message": cut(event.text)}
         await self.event_hooks.emit("agent:start", context)

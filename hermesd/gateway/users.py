@@ -2,8 +2,10 @@
 
 Each platform has two allow-lists of platform user ids in config.yaml: ``owners`` act as the
 daemon's owner (they may answer approvals, run owner-only commands), ``allow`` act as the local
-user ``as_user`` names (a member: their sessions are theirs, approvals go to the owner, and
-owner-only methods refuse them as they refuse that user's socket). Anyone else who writes in a
+user ``as_user`` names, or, when ``allow`` is a mapping, the local user each id maps to (a
+member: their sessions are theirs, approvals go to the owner, and owner-only methods refuse
+them as they refuse that user's socket; members acting as the same local user share what that
+user may see). Anyone else who writes in a
 direct chat gets a pairing code (the reference's flow: 8 characters from an alphabet without
 0/O/1/I, valid an hour, at most 3 waiting per platform, one per user per 10 minutes); the owner
 admits them with ``hermesctl gateway pair CODE`` and they become members. Paired users are kept
@@ -61,7 +63,7 @@ class ChatUsers:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.owners: dict[str, set[str]] = {}
-        self.allowed: dict[str, set[str]] = {}
+        self.allowed: dict[str, dict[str, str]] = {}  # platform -> user id -> local user
         self.member_as: dict[str, str] = {}
         self.paired: dict[str, dict[str, str]] = {}  # platform -> user id -> name
         self.pending: dict[str, PairingRequest] = {}
@@ -70,8 +72,12 @@ class ChatUsers:
     def configure(self, platform: str, settings: dict[str, Any]) -> None:
         """Take one platform's ``owners``, ``allow`` and ``as_user``."""
         self.owners[platform] = {str(u) for u in settings.get("owners") or []}
-        self.allowed[platform] = {str(u) for u in settings.get("allow") or []}
-        self.member_as[platform] = str(settings.get("as_user") or "nobody")
+        allow = settings.get("allow") or []
+        default = str(settings.get("as_user") or "nobody")
+        # a list (each as as_user) or a mapping of user id to the local user they act as
+        pairs = allow.items() if isinstance(allow, dict) else ((u, default) for u in allow)
+        self.allowed[platform] = {str(u): str(who or default) for u, who in pairs}
+        self.member_as[platform] = default
 
     def load(self) -> None:
         """Read the paired users (at start)."""
@@ -96,8 +102,10 @@ class ChatUsers:
         if user_id in self.owners.get(platform, ()):
             own = os.geteuid()
             return ChatIdentity(own, OWNER, f"{platform}:{user_id} (owner)")
-        if user_id in self.allowed.get(platform, ()) or user_id in self.paired.get(platform, {}):
+        who = self.allowed.get(platform, {}).get(user_id)
+        if who is None and user_id in self.paired.get(platform, {}):
             who = self.member_as.get(platform, "nobody")
+        if who is not None:
             return ChatIdentity(_uid_of(who), MEMBER, f"{platform}:{user_id} (as {who})")
         return None
 

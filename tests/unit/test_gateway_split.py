@@ -133,3 +133,9 @@ def test_delivery_targets_split_a_thread_only_off_numeric_chat_ids(
     rest: str, parts: tuple[str, str]
 ) -> None:
     assert _chat_and_thread(rest) == parts
+
+
+def test_allow_may_map_each_user_to_a_local_user(tmp_path: Path) -> None:
+    users = ChatUsers(tmp_path / "paired.json")
+    users.configure("telegram", {"allow": {"2": "65533", "3": None}, "as_user": "65534"})
+    assert [users.identity("telegram", u).uid for u in ("2", "3")] == [65533, 65534]  # type: ignore[union-attr]
