@@ -29,6 +29,9 @@ from nio import (
     JoinError,
     LoginResponse,
     MegolmEvent,
+    RoomEncryptedFile,
+    RoomEncryptedImage,
+    RoomEncryptedMedia,
     RoomMessageFile,
     RoomMessageImage,
     RoomMessageMedia,
@@ -227,7 +230,7 @@ class MatrixAdapter(PlatformAdapter):
         await self._handle_invites(reply)
         for room_id, room in reply.rooms.join.items():
             for event in room.timeline.events:
-                if isinstance(event, RoomMessageText | RoomMessageMedia):
+                if isinstance(event, RoomMessageText | RoomMessageMedia | RoomEncryptedMedia):
                     self._spawn(self._on_message(room_id, event))
                 elif isinstance(event, MegolmEvent):
                     # encrypted and we hold no key for it (or encryption is off here)
@@ -277,7 +280,9 @@ class MatrixAdapter(PlatformAdapter):
         if not task.cancelled() and task.exception() is not None:
             log.error("matrix: handling a message failed", exc_info=task.exception())
 
-    async def _on_message(self, room_id: str, event: RoomMessageText | RoomMessageMedia) -> None:
+    async def _on_message(
+        self, room_id: str, event: RoomMessageText | RoomMessageMedia | RoomEncryptedMedia
+    ) -> None:
         assert self.client is not None
         if event.sender == self.client.user_id:
             return
@@ -303,7 +308,7 @@ class MatrixAdapter(PlatformAdapter):
             message_id=event.event_id,
             reply_to_message_id=(relation.get("m.in_reply_to") or {}).get("event_id"),
         )
-        if isinstance(event, RoomMessageMedia):
+        if not isinstance(event, RoomMessageText):
             await self._attach_media(event, event_out)
         await self.handle_message(event_out)
 
@@ -325,14 +330,16 @@ class MatrixAdapter(PlatformAdapter):
             message_id=event_id,
         )
 
-    async def _attach_media(self, event: RoomMessageMedia, out: MessageEvent) -> None:
+    async def _attach_media(
+        self, event: RoomMessageMedia | RoomEncryptedMedia, out: MessageEvent
+    ) -> None:
         """An image or file: its caption as the text, the file saved for the turn (when the
         adapter has a media directory)."""
         assert self.client is not None
         out.text = event.body or ""
-        if isinstance(event, RoomMessageImage):
+        if isinstance(event, RoomMessageImage | RoomEncryptedImage):
             out.message_type = MessageType.PHOTO
-        elif isinstance(event, RoomMessageFile):
+        elif isinstance(event, RoomMessageFile | RoomEncryptedFile):
             out.message_type = MessageType.DOCUMENT
         if self.settings.media_dir is None:
             return

@@ -2,8 +2,8 @@
 
 `upload` reads a local file and puts it in the homeserver's media repository (encrypted for an
 encrypted room), returning the event content that shows it; `download` saves what a person
-posted into the adapter's media directory for the agent to read. Disk work runs on a thread:
-the event loop does no file I/O.
+posted (decrypted, from an encrypted room) into the adapter's media directory for the agent.
+Disk and crypto work runs on a thread: the event loop does no file I/O.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from nio import AsyncClient, RoomMessageMedia, UploadResponse
+from nio import AsyncClient, RoomEncryptedMedia, RoomMessageMedia, UploadResponse
+from nio.crypto import decrypt_attachment
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +51,10 @@ async def upload(client: AsyncClient, path: Path, msgtype: str, encrypt: bool) -
 
 
 async def download(
-    client: AsyncClient, event: RoomMessageMedia, media_dir: Path
+    client: AsyncClient, event: RoomMessageMedia | RoomEncryptedMedia, media_dir: Path
 ) -> tuple[str, str] | None:
-    """Save the file of ``event`` in ``media_dir``; (its path, its MIME type), or None."""
+    """Save the file of ``event`` in ``media_dir`` (decrypted, from an encrypted room); (its
+    path, its MIME type), or None."""
     info = event.source.get("content", {}).get("info") or {}
     mime = str(info.get("mimetype") or "application/octet-stream")
     got = await client.download(event.url)
@@ -62,9 +64,16 @@ async def download(
         return None
     path = media_dir / f"matrix-{secrets.token_hex(8)}{mimetypes.guess_extension(mime) or ''}"
 
-    def save() -> None:
+    def save() -> bool:
+        data = body
+        if isinstance(event, RoomEncryptedMedia):
+            try:
+                data = decrypt_attachment(body, event.key["k"], event.hashes["sha256"], event.iv)
+            except (KeyError, ValueError) as err:  # nio's EncryptionError is a ValueError
+                log.warning("matrix: cannot decrypt %s: %s", event.url, err)
+                return False
         media_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path.write_bytes(body)
+        path.write_bytes(data)
+        return True
 
-    await asyncio.to_thread(save)
-    return str(path), mime
+    return (str(path), mime) if await asyncio.to_thread(save) else None

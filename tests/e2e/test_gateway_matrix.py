@@ -272,3 +272,23 @@ def test_in_a_group_room_only_messages_that_mention_the_agent_are_answered(
     assert len(model.requests) == 1
     assert "how much disk is left?" in str(asked[-1]["content"])
     assert bot.user_id not in str(asked[-1]["content"])
+
+
+def test_a_picture_in_an_encrypted_room_reaches_the_turn_decrypted(
+    start, model, homeserver
+) -> None:
+    bot, me = homeserver.register(), homeserver.register()
+    media = short_tmpdir("mxd-")
+    adapter = {"encryption": True, "media_dir": str(media)}
+    start_matrix_daemon(start, model.url, homeserver, bot, owners=[me.user_id], adapter=adapter)
+    phone = EncryptedPhone(homeserver, me)
+    png = b"\x89PNG\r\n\x1a\n" + b"\x02" * 48
+    try:
+        room = _room_with_bot_joined(me, bot, phone.create_encrypted_room([bot.user_id]))
+        model.push(reply("a secret cat"))
+        phone.send_file(room, png, "image/png", "cat.png")
+        phone.wait_for(room, lambda sender, body: sender == bot.user_id)
+    finally:
+        phone.close()
+    saved = list(media.iterdir())
+    assert len(saved) == 1 and saved[0].read_bytes() == png
