@@ -185,7 +185,7 @@ class Gateway:
         if chat.identity.trust != OWNER:  # someone the owner let in, not the owner
             source = chat.source
             text = untrusted.mark(text, f"{source.platform.value}:{source.user_id}")
-        sid = await self._session(chat, key)
+        sid = self.sessions.get(key) or ""
         context = {**_context(chat.source), "session_id": sid, "message": cut(event.text)}
         await self.event_hooks.emit("agent:start", context)
         typing = asyncio.get_running_loop().create_task(self._typing(chat))
@@ -194,16 +194,11 @@ class Gateway:
         token = hostapi.session_vars.set(_session_vars(chat.source, key, event))
         try:
             params = {"message": text, "wait": True, "platform": chat.source.platform.value}
-            try:
-                result = await chat.link.call("session.send", {"session_id": sid, **params})
-            except RpcError as exc:
-                if exc.code not in _SESSION_GONE:
-                    raise
-                sid = await self._session(chat, key, fresh=True)  # deleted: a new one
-                result = await chat.link.call("session.send", {"session_id": sid, **params})
+            sid, result = await self._send(chat, key, params)
         finally:
             hostapi.session_vars.reset(token)
             typing.cancel()
+        context["session_id"] = sid
         answer = result.get("final_text")
         if result.get("status") != "completed" and not answer:
             answer = f"The turn {result.get('status')}: {result.get('error') or 'no answer'}"
@@ -211,6 +206,27 @@ class Gateway:
         if answer:
             await send_text(chat.adapter, chat.source.chat_id, str(answer), chat.metadata)
         return None
+
+    async def _send(
+        self, chat: ChatLink, key: str, params: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        """``session.send`` in the key's session: a new one when it was deleted; for a
+        member, one of their own beside it when it is not theirs (a thread shared with the
+        owner)."""
+        sid = await self._session(chat, key)
+        for attempt in range(3):
+            try:
+                return sid, await chat.link.call("session.send", {"session_id": sid, **params})
+            except RpcError as exc:
+                if exc.code not in _SESSION_GONE or attempt == 2:
+                    raise
+            mine = f":{chat.source.user_id}"
+            if chat.identity.trust != OWNER and not key.endswith(mine):
+                key += mine
+                sid = await self._session(chat, key)
+            else:
+                sid = await self._session(chat, key, fresh=True)
+        raise AssertionError("unreachable")
 
     async def _typing(self, chat: ChatLink) -> None:
         with contextlib.suppress(Exception):

@@ -14,8 +14,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from hermesd.gateway.base import PlatformAdapter
+from hermesd.gateway.base import MessageEvent, PlatformAdapter
 from hermesd.gateway.core import Gateway
+from hermesd.gateway.outbound import send_text
 from hermesd.http.door import Door
 from hermesd.rpc.connection import Call, Connection, Limits, Router
 from hermesd.rpc.protocol import Codes, RpcError
@@ -70,8 +71,13 @@ class GatewayService:
         await gateway.event_hooks.emit("gateway:startup", {"platforms": sorted(platforms.adapters)})
 
     def _prepare(self, adapter: PlatformAdapter) -> None:
-        async def on_message(event: Any) -> str | None:
-            return await self.gateway.dispatch(adapter, event)
+        async def on_message(event: MessageEvent) -> str | None:
+            reply = await self.gateway.dispatch(adapter, event)
+            if reply:  # sent here, split at the platform's length, not by the adapter
+                thread = event.source.thread_id
+                metadata = {"thread_id": thread} if thread else None
+                await send_text(adapter, event.source.chat_id, reply, metadata)
+            return None
 
         async def on_button(source: Any, data: str) -> str | None:
             return await self.gateway.press(adapter, source, data)

@@ -130,6 +130,23 @@ def test_long_answers_are_split_and_media_lines_are_sent_as_files(
     assert "MEDIA:" not in "".join(pieces)
 
 
+def test_a_forum_topic_is_answered_in_its_thread_and_a_member_gets_a_session_of_their_own(
+    daemon: DaemonProcess, api: BotApiServer, model: ScriptedModelServer
+) -> None:
+    group, topic = -100200, 7
+    model.push(reply("owner's answer"))
+    api.user_says(OWNER, "hi all", chat_id=group, chat_type="supergroup", thread_id=topic)
+    sent = api.wait_sent(group, "owner's answer")
+    assert sent["message_thread_id"] == str(topic)
+    model.push(reply("member's answer"))
+    api.user_says(MEMBER, "me too", chat_id=group, chat_type="supergroup", thread_id=topic)
+    api.wait_sent(group, "member's answer")
+    keys = json.loads((daemon.home / "gateway" / "sessions.json").read_text())
+    shared = f"agent:main:telegram:group:{group}:{topic}"
+    assert set(keys) == {shared, f"{shared}:{MEMBER}"}  # the shared one stays the owner's
+    assert len(model.requests[-1]["messages"]) == 2  # the member's session has only theirs
+
+
 def test_a_clarify_question_is_answered_by_the_next_message_in_the_chat(
     daemon: DaemonProcess, api: BotApiServer, model: ScriptedModelServer
 ) -> None:

@@ -106,6 +106,18 @@ class BotApiServer:
         }
         self._push({"callback_query": query})
 
+    def react(self, user_id: int, message_id: int, emoji: str) -> None:
+        """A person reacts with ``emoji`` to a message in their private chat with the bot."""
+        reaction = {
+            "chat": {"id": user_id, "type": "private"},
+            "message_id": message_id,
+            "user": person(user_id),
+            "date": int(time.time()),
+            "old_reaction": [],
+            "new_reaction": [{"type": "emoji", "emoji": emoji}],
+        }
+        self._push({"message_reaction": reaction})
+
     def _push(self, update: dict[str, Any]) -> None:
         with self._cond:
             self.updates.append({"update_id": next(self._update_ids), **update})
