@@ -292,3 +292,16 @@ def test_a_picture_in_an_encrypted_room_reaches_the_turn_decrypted(
         phone.close()
     saved = list(media.iterdir())
     assert len(saved) == 1 and saved[0].read_bytes() == png
+
+
+def test_a_revoked_access_token_stops_the_adapter_with_the_reason(start, model, homeserver) -> None:
+    daemon, bot, me, room = _owner_setup(start, model, homeserver)
+    bot.api("POST", "/logout", {})
+    me.send(room, "wake the long-poll")  # its next sync is the one refused
+    deadline = time.monotonic() + 30
+    while not _matrix_state(daemon).startswith("error"):
+        assert time.monotonic() < deadline, _matrix_state(daemon)
+        time.sleep(0.1)
+    assert "M_UNKNOWN_TOKEN" in _matrix_state(daemon)
+    status = run_hermesctl(["--socket", str(daemon.socket), "gateway", "status"])
+    assert "M_UNKNOWN_TOKEN" in status.stdout
