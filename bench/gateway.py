@@ -10,8 +10,11 @@ and session per person, ``session.send`` with ``wait``). RSS is the daemon's aft
 The Matrix figure includes synapse (event persistence, the sync long-poll to both sides) on
 the same machine: it is the turn a person sees, not the gateway's own cost. The echo bot row
 (a bare client answering after the same delay, no hermesd) shows how much of it is synapse.
+The same three doors are first measured with one person alone (``--solo-turns`` turns in a
+direct chat), where nothing queues.
 
     python bench/gateway.py [--quick] [--no-write] [--users N] [--rooms N] [--turns N]
+                            [--solo-turns N] [--model-ms MS]
 """
 
 from __future__ import annotations
@@ -175,6 +178,36 @@ def socket_phase(model: ScriptedModelServer, users: int, turns: int) -> tuple[li
     return times, rss
 
 
+def run_phases(
+    server: Homeserver, model_s: float, users: int, rooms: int, turns: int
+) -> dict[str, tuple[list[float], float]]:
+    """Matrix, echo bot and socket for one load; (times in ms, daemon RSS MiB) of each."""
+    with ScriptedModelServer(rules=_answer, latency=model_s) as model:
+        matrix = matrix_phase(server, model, users, rooms, turns)
+        echo = echo_phase(server, users, rooms, turns, model_s)
+        socket = socket_phase(model, users, turns)
+    return {"matrix": matrix, "echo": (echo, 0.0), "socket": socket}
+
+
+def table(runs: dict[str, tuple[list[float], float]], n: int) -> str:
+    """The three doors side by side, and their ratios."""
+    (mx, mx_rss), (echo, _), (so, so_rss) = runs["matrix"], runs["echo"], runs["socket"]
+
+    def row(name: str, times: list[float], rss: str) -> str:
+        p50, p95 = median(times), percentile(times, 95)
+        return f"| {name} | {len(times)}/{n} | {p50:.0f} | {p95:.0f} | {rss} |\n"
+
+    return (
+        "| door | turns | p50 ms | p95 ms | daemon RSS MiB |\n|---|---|---|---|---|\n"
+        + row("Matrix (through synapse)", mx, f"{mx_rss:.0f}")
+        + row("Matrix, a bare echo bot instead of hermesd", echo, "–")
+        + row("msgpack socket", so, f"{so_rss:.0f}")
+        + f"\nMatrix / socket: p50 ×{median(mx) / median(so):.2f}, "
+        f"p95 ×{percentile(mx, 95) / percentile(so, 95):.2f}, RSS ×{mx_rss / so_rss:.2f}; "
+        f"Matrix / echo bot: p50 ×{median(mx) / median(echo):.2f}.\n"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -182,10 +215,11 @@ def main() -> int:
     parser.add_argument("--users", type=int, default=50)
     parser.add_argument("--rooms", type=int, default=20)
     parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument("--solo-turns", type=int, default=10)
     parser.add_argument("--model-ms", type=float, default=100.0)
     args = parser.parse_args()
     if args.quick:
-        args.users, args.rooms, args.turns = 6, 3, 2
+        args.users, args.rooms, args.turns, args.solo_turns = 6, 3, 2, 3
     python = synapse_python()
     if python is None:
         print("matrix-synapse is not installed in .venv/synapse (scripts/bootstrap)")
@@ -193,27 +227,18 @@ def main() -> int:
     started = common.now_utc()
     server = Homeserver(python)
     server.start()
+    model_s = args.model_ms / 1000
     try:
-        with ScriptedModelServer(rules=_answer, latency=args.model_ms / 1000) as model:
-            mx, mx_rss = matrix_phase(server, model, args.users, args.rooms, args.turns)
-            echo = echo_phase(server, args.users, args.rooms, args.turns, args.model_ms / 1000)
-            so, so_rss = socket_phase(model, args.users, args.turns)
+        solo = run_phases(server, model_s, 1, 1, args.solo_turns)
+        load = run_phases(server, model_s, args.users, args.rooms, args.turns)
     finally:
         server.stop()
-    n = args.users * args.turns
     body = (
-        f"{args.users} people in {args.rooms} rooms, {args.turns} turns each, all at once; "
-        f"model answers after {args.model_ms:.0f} ms.\n\n"
-        "| door | turns | p50 ms | p95 ms | daemon RSS MiB |\n|---|---|---|---|---|\n"
-        f"| Matrix (through synapse) | {len(mx)}/{n} | {median(mx):.0f} "
-        f"| {percentile(mx, 95):.0f} | {mx_rss:.0f} |\n"
-        f"| Matrix, a bare echo bot instead of hermesd | {len(echo)}/{n} | {median(echo):.0f} "
-        f"| {percentile(echo, 95):.0f} | – |\n"
-        f"| msgpack socket | {len(so)}/{n} | {median(so):.0f} "
-        f"| {percentile(so, 95):.0f} | {so_rss:.0f} |\n\n"
-        f"Matrix / socket: p50 ×{median(mx) / median(so):.2f}, "
-        f"p95 ×{percentile(mx, 95) / percentile(so, 95):.2f}, RSS ×{mx_rss / so_rss:.2f}; "
-        f"Matrix / echo bot: p50 ×{median(mx) / median(echo):.2f}.\n"
+        f"The model answers after {args.model_ms:.0f} ms.\n\n"
+        f"One person alone in a direct chat, {args.solo_turns} turns one after another:\n\n"
+        + table(solo, args.solo_turns)
+        + f"\n{args.users} people in {args.rooms} rooms, {args.turns} turns each, all at once:\n\n"
+        + table(load, args.users * args.turns)
     )
     common.publish(
         args, "gateway", "Gateway: Matrix chat users vs the socket", body, started, machine()
