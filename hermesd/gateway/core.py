@@ -330,7 +330,11 @@ class Gateway:
 
 def _chat_and_thread(rest: str) -> tuple[str, str]:
     """``-100123:42`` → (chat, thread) for numeric chat ids (Telegram topics, Discord
-    threads); anything else (``!room:server.org``) is a chat id whole."""
+    threads); ``!room:server.org:$root`` → a Matrix room and its thread's root event (event
+    ids start with ``$``); anything else (``!room:server.org``) is a chat id whole."""
+    room, matrix_thread, root = rest.partition(":$")
+    if matrix_thread:
+        return room, f"${root}"
     chat, _, thread = rest.rpartition(":")
     if chat and thread.isdigit() and chat.lstrip("-").isdigit():
         return chat, thread

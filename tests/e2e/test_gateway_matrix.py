@@ -152,6 +152,21 @@ def test_a_cron_job_delivers_into_the_room(start, model, homeserver) -> None:
     assert run["last_status"] == "ok", run
 
 
+def test_a_cron_job_delivers_into_a_thread_of_the_room(start, model, homeserver) -> None:
+    bot, me = homeserver.register(), homeserver.register()
+    daemon = start_cron(start, model, extra=matrix_config(homeserver, bot, owners=[me.user_id]))
+    wait_connected(daemon)
+    room = _room_with_bot(me, bot)
+    root = me.send(room, "Disk reports go here")
+    model.push(reply("Disk is 43% full."))
+    target = f"matrix:{room}:{root}"
+    daemon.call("cron.create", {"schedule": "30m", "prompt": "check the disk", "deliver": target})
+    advance(daemon, 30 * MINUTE)
+    delivered = me.wait_for(room, _from(bot, "Disk is 43% full."))
+    assert delivered["content"]["m.relates_to"]["rel_type"] == "m.thread"
+    assert delivered["content"]["m.relates_to"]["event_id"] == root
+
+
 def test_messages_after_the_homeserver_restarts_are_answered(start, model, homeserver) -> None:
     daemon, bot, me, room = _owner_setup(start, model, homeserver)
     homeserver.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hermesd.gateway.core import _chat_and_thread
 from hermesd.gateway.matrix_format import (
     edit_content,
     mentions,
@@ -81,3 +82,10 @@ def test_explicit_mentions_are_cut_from_the_text_and_bare_words_stay() -> None:
     assert strip_mention(f"{BOT}: what time is it?", BOT) == "what time is it?"
     assert strip_mention("@hermes, list the files", BOT) == "list the files"
     assert strip_mention("ask Hermes Agent", BOT) == "ask Hermes Agent"
+
+
+def test_a_delivery_target_may_name_a_matrix_thread_by_its_root_event() -> None:
+    assert _chat_and_thread("!room:example.org:8448:$root_ev") == (
+        "!room:example.org:8448",
+        "$root_ev",
+    )
