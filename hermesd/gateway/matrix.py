@@ -29,6 +29,7 @@ from nio import (
     JoinError,
     LoginResponse,
     MegolmEvent,
+    ReactionEvent,
     RoomEncryptedFile,
     RoomEncryptedImage,
     RoomEncryptedMedia,
@@ -227,11 +228,14 @@ class MatrixAdapter(PlatformAdapter):
     # -- incoming -------------------------------------------------------------------------
 
     async def _dispatch(self, reply: SyncResponse) -> None:
+        assert self.client is not None
         await self._handle_invites(reply)
         for room_id, room in reply.rooms.join.items():
             for event in room.timeline.events:
                 if isinstance(event, RoomMessageText | RoomMessageMedia | RoomEncryptedMedia):
                     self._spawn(self._on_message(room_id, event))
+                elif isinstance(event, ReactionEvent) and event.sender != self.client.user_id:
+                    self._spawn(self._on_reaction(room_id, event))
                 elif isinstance(event, MegolmEvent):
                     # encrypted and we hold no key for it (or encryption is off here)
                     log.warning(
@@ -311,6 +315,17 @@ class MatrixAdapter(PlatformAdapter):
         if not isinstance(event, RoomMessageText):
             await self._attach_media(event, event_out)
         await self.handle_message(event_out)
+
+    async def _on_reaction(self, room_id: str, event: ReactionEvent) -> None:
+        """A reaction to a message: ``gateway_platform_event`` (the payload Telegram's has)."""
+        payload = {
+            "chat_id": room_id,
+            "message_id": event.reacts_to,
+            "user_id": event.sender,
+            "new_reaction": [event.key],
+            "old_reaction": [],
+        }
+        await self.platform_event("reaction", payload)
 
     def _source(
         self, room_id: str, sender: str, relation: dict[str, Any], event_id: str

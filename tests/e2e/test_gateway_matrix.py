@@ -7,6 +7,7 @@ the test process shares (the ``homeserver`` fixture).
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir
 from tests.support.matrix_e2ee import EncryptedPhone
 from tests.support.matrix_gateway import matrix_config, start_matrix_daemon, wait_connected
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+from tests.support.plugin_factory import write_plugin
 from tests.support.synapse import Homeserver, MatrixUser
 
 TERMINAL = "terminal:\n  cwd: /tmp\n"
@@ -320,3 +322,43 @@ def test_a_revoked_access_token_stops_the_adapter_with_the_reason(start, model, 
     assert "M_UNKNOWN_TOKEN" in _matrix_state(daemon)
     status = run_hermesctl(["--socket", str(daemon.socket), "gateway", "status"])
     assert "M_UNKNOWN_TOKEN" in status.stdout
+
+
+REACTIONS_PLUGIN = """
+import json
+
+def register(ctx):
+    def platform_event(platform, event_type, payload):
+        with open("EVENTS", "a") as f:
+            f.write(json.dumps([platform, event_type, payload]) + "\\n")
+
+    ctx.register_hook("gateway_platform_event", platform_event)
+"""
+
+
+def test_a_reaction_in_the_room_is_a_gateway_platform_event(start, model, homeserver) -> None:
+    home = short_tmpdir("mxh-")
+    events = home / "events"
+    write_plugin(home / "plugins", "mxhooks", REACTIONS_PLUGIN.replace("EVENTS", str(events)))
+    bot, me = homeserver.register(), homeserver.register()
+    start_matrix_daemon(start, model.url, homeserver, bot, owners=[me.user_id], home=home)
+    room = _room_with_bot(me, bot)
+    model.push(reply("here you are"))
+    me.send(room, "hello")
+    answer = me.wait_for(room, _from(bot, "here you are"))
+    reaction = {"m.relates_to": {"rel_type": "m.annotation", "event_id": answer["event_id"]}}
+    reaction["m.relates_to"]["key"] = "👍"
+    me.api("PUT", f"/rooms/{quote(room, safe='')}/send/m.reaction/r{time.time_ns()}", reaction)
+    deadline = time.monotonic() + 20
+    while not events.exists():
+        assert time.monotonic() < deadline, "no gateway_platform_event"
+        time.sleep(0.05)
+    [platform, kind, payload] = json.loads(events.read_text().splitlines()[0])
+    assert (platform, kind) == ("matrix", "reaction")
+    assert payload == {
+        "chat_id": room,
+        "message_id": answer["event_id"],
+        "user_id": me.user_id,
+        "new_reaction": ["👍"],
+        "old_reaction": [],
+    }
