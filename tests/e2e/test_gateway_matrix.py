@@ -362,3 +362,21 @@ def test_a_reaction_in_the_room_is_a_gateway_platform_event(start, model, homese
         "new_reaction": ["👍"],
         "old_reaction": [],
     }
+
+
+def test_a_clarify_question_is_answered_by_the_next_message_in_the_room(
+    start, model, homeserver
+) -> None:
+    _daemon, bot, me, room = _owner_setup(start, model, homeserver)
+    question = {"question": "Which target?", "choices": ["staging", "prod"]}
+    model.push(call_tools(tool_call("clarify", question)), reply("deploying"))
+    me.send(room, "deploy it")
+    asked = me.wait_for(room, _from(bot, "Which target?"))
+    assert "1. staging" in asked["content"]["body"] and "2. prod" in asked["content"]["body"]
+    me.send(room, "2")
+    me.wait_for(room, _from(bot, "deploying"))
+    sent = [m for m in model.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    assert json.loads(sent["content"])["user_response"] == "prod"
+    edited = me.wait_for(room, lambda e: "m.new_content" in e["content"])
+    assert edited["content"]["m.relates_to"]["event_id"] == asked["event_id"]
+    assert "prod" in edited["content"]["m.new_content"]["body"]
