@@ -21,7 +21,13 @@ from tests.support.cron import MINUTE, advance, start_cron
 from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir
 from tests.support.matrix_e2ee import EncryptedPhone
 from tests.support.matrix_gateway import matrix_config, start_matrix_daemon, wait_connected
-from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+from tests.support.modelserver import (
+    ScriptedModelServer,
+    call_tools,
+    model_config,
+    reply,
+    tool_call,
+)
 from tests.support.plugin_factory import write_plugin
 from tests.support.synapse import Homeserver, MatrixUser
 
@@ -381,3 +387,16 @@ def test_a_clarify_question_is_answered_by_the_next_message_in_the_room(
     edited = me.wait_for(room, lambda e: "m.new_content" in e["content"])
     assert edited["content"]["m.relates_to"]["event_id"] == asked["event_id"]
     assert "prod" in edited["content"]["m.new_content"]["body"]
+
+
+def test_the_agent_may_log_in_with_a_password_file(start, model, homeserver) -> None:
+    bot, me = homeserver.register(), homeserver.register()
+    config = model_config(model.url) + matrix_config(
+        homeserver, bot, owners=[me.user_id], password=True
+    )
+    daemon = start(config=config)
+    assert wait_connected(daemon)["state"] == "connected"
+    room = _room_with_bot(me, bot)
+    model.push(reply("logged in with a password"))
+    me.send(room, "how did you log in?")
+    me.wait_for(room, _from(bot, "logged in with a password"))

@@ -23,13 +23,16 @@ def matrix_config(
     owners: list[str] = (),  # type: ignore[assignment]
     allow: list[str] = (),  # type: ignore[assignment]
     extra: str = "",
+    password: bool = False,
     **adapter: Any,
 ) -> str:
-    """config.yaml's ``gateway`` section for ``bot`` on ``server``; ``adapter`` adds keys of
+    """config.yaml's ``gateway`` section for ``bot`` on ``server``, logging in with its access
+    token in a file (``password=True``: with its password in a file); ``adapter`` adds keys of
     ``gateway.platforms.matrix`` (e.g. ``encryption=True``), ``extra`` top-level text."""
-    token_file = short_tmpdir("mxt-") / "token"
-    token_file.write_text(bot.token + "\n")
-    token_file.chmod(0o600)
+    secret = short_tmpdir("mxt-") / "secret"
+    secret.write_text((bot.password if password else bot.token) + "\n")
+    secret.chmod(0o600)
+    key = "password_file" if password else "token_file"
     return (
         "gateway:\n"
         "  platforms:\n"
@@ -37,7 +40,7 @@ def matrix_config(
         "      enabled: true\n"
         f"      homeserver: {server.url}\n"
         f"      user_id: '{bot.user_id}'\n"
-        f"      token_file: {token_file}\n"
+        f"      {key}: {secret}\n"
         f"      owners: {json.dumps(list(owners))}\n"
         f"      allow: {json.dumps(list(allow))}\n"
         "      reconnect_initial_seconds: 0.5\n"
