@@ -400,3 +400,15 @@ def test_the_agent_may_log_in_with_a_password_file(start, model, homeserver) -> 
     model.push(reply("logged in with a password"))
     me.send(room, "how did you log in?")
     me.wait_for(room, _from(bot, "logged in with a password"))
+
+
+def test_an_invite_sent_while_the_daemon_was_stopped_is_joined_at_start(
+    start, model, homeserver
+) -> None:
+    bot, me = homeserver.register(), homeserver.register()
+    room = me.create_room([bot.user_id])
+    start_matrix_daemon(start, model.url, homeserver, bot, owners=[me.user_id])
+    _room_with_bot_joined(me, bot, room)
+    model.push(reply("joined late"))
+    me.send(room, "you there?")
+    me.wait_for(room, _from(bot, "joined late"))
