@@ -20,6 +20,7 @@ direct chat), where nothing queues.
 from __future__ import annotations
 
 import argparse
+import atexit
 import re
 import sys
 import threading
@@ -32,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common
 from common import machine, median, percentile
 
-from tests.support.daemon import DaemonProcess, start_daemon
+from tests.support.daemon import DaemonProcess, remove_scratch_dirs, start_daemon
 from tests.support.matrix_gateway import matrix_config, wait_connected
 from tests.support.modelserver import ScriptedModelServer, model_config, reply
 from tests.support.synapse import Homeserver, MatrixUser, synapse_python
@@ -225,6 +226,8 @@ def main() -> int:
         print("matrix-synapse is not installed in .venv/synapse (scripts/bootstrap)")
         return 1
     started = common.now_utc()
+    # the homeserver's, the daemons' and the token files' directories go when the run ends
+    atexit.register(remove_scratch_dirs)
     server = Homeserver(python)
     server.start()
     model_s = args.model_ms / 1000
