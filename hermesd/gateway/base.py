@@ -15,13 +15,17 @@ platform library.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
+import secrets
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -188,6 +192,8 @@ class PlatformAdapter(ABC):
         self._event_handler: PlatformEventHandler | None = None
         self._running = False
         self._fatal_error_message: str | None = None
+        #: where `cache_media` keeps downloaded files (the gateway sets it per platform)
+        self.media_dir = Path(tempfile.gettempdir())
 
     @property
     def name(self) -> str:
@@ -229,6 +235,19 @@ class PlatformAdapter(ABC):
         """Report a reaction, an edit or the like (``gateway_platform_event``)."""
         if self._event_handler is not None:
             await self._event_handler(event_type, payload)
+
+    async def cache_media(self, data: bytes, name: str) -> str:
+        """Keep a downloaded file (a photo, a document) in `media_dir`; its path, for
+        `MessageEvent.media_urls`."""
+
+        def write() -> str:
+            self.media_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)[-80:] or "file"
+            path = self.media_dir / f"{secrets.token_hex(6)}-{safe}"
+            path.write_bytes(data)
+            return str(path)
+
+        return await asyncio.to_thread(write)
 
     def _mark_connected(self) -> None:
         self._running = True

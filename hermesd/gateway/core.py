@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TYPING_EVERY = 4.0  # seconds: Telegram shows "typing" for about five
+TYPING_EVERY = 4.0
+MAX_IMAGES = 4  # seconds: Telegram shows "typing" for about five
 _SESSION_GONE = (Codes.NOT_FOUND,)
 
 
@@ -53,6 +54,7 @@ class Gateway:
         self.users = ChatUsers(home / "gateway" / "paired.json")
         self.sessions = ChatSessions(home / "gateway" / "sessions.json")
         self.event_hooks = GatewayHooks(home / "hooks")
+        self.media_dir = home / "gateway" / "media"  # files people sent, by platform
         self.door: Door | None = None  # set by the service when it binds to the router
         self.chats: dict[tuple[str, int, str], ChatLink] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -179,9 +181,7 @@ class Gateway:
         return sid
 
     async def _converse(self, chat: ChatLink, key: str, event: MessageEvent) -> str | None:
-        text = event.text
-        if event.media_urls:
-            text = "\n".join([text, *(f"[attached: {p}]" for p in event.media_urls)]).strip()
+        text, images = await _with_media(event)
         if chat.identity.trust != OWNER:  # someone the owner let in, not the owner
             source = chat.source
             text = untrusted.mark(text, f"{source.platform.value}:{source.user_id}")
@@ -194,6 +194,8 @@ class Gateway:
         token = hostapi.session_vars.set(_session_vars(chat.source, key, event))
         try:
             params = {"message": text, "wait": True, "platform": chat.source.platform.value}
+            if images:
+                params["images"] = images
             sid, result = await self._send(chat, key, params)
         finally:
             hostapi.session_vars.reset(token)
@@ -326,6 +328,19 @@ class Gateway:
             return f"'{target}' names no chat and {name} has no home_channel"
         metadata = {"thread_id": thread} if thread else None
         return await send_text(adapter, chat_id, text, metadata)
+
+
+async def _with_media(event: MessageEvent) -> tuple[str, list[bytes]]:
+    """The message's text, and its images (sent to the model as images); other files are
+    named in the text by their path."""
+    lines: list[str] = [event.text]
+    images: list[bytes] = []
+    for path, kind in zip(event.media_urls, event.media_types, strict=False):
+        if kind.startswith("image/") and len(images) < MAX_IMAGES:
+            images.append(await asyncio.to_thread(Path(path).read_bytes))
+        else:
+            lines.append(f"[attached file: {path}]")
+    return "\n".join(lines).strip() or "(an image)", images
 
 
 def _chat_and_thread(rest: str) -> tuple[str, str]:

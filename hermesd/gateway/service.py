@@ -90,6 +90,7 @@ class GatewayService:
                 payload=payload,
             )
 
+        adapter.media_dir = self.gateway.media_dir / adapter.platform.value
         adapter.set_message_handler(on_message)
         adapter.set_button_handler(on_button)
         platform = adapter.platform.value

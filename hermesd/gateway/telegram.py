@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 POLL_TIMEOUT = 25  # seconds getUpdates waits on the server
 RETRY_AFTER_ERROR = 3.0
+MAX_DOWNLOAD = 20 * 1024 * 1024  # the Bot API's own limit for getFile
 _COMMAND = re.compile(r"[a-z0-9_]{1,32}")
 _CHAT_TYPES = {"private": "dm", "group": "group", "supergroup": "group", "channel": "channel"}
 
@@ -69,7 +70,9 @@ class TelegramAdapter(PlatformAdapter):
         from telegram import Bot
 
         base_url = str(self.config.extra.get("base_url") or "https://api.telegram.org/bot")
-        self.bot = Bot(str(self.config.token), base_url=base_url)
+        # files come from <server>/file/bot<token>/<path>
+        file_url = base_url[: -len("bot")] + "file/bot" if base_url.endswith("/bot") else base_url
+        self.bot = Bot(str(self.config.token), base_url=base_url, base_file_url=file_url)
         try:
             await self.bot.initialize()  # getMe: a wrong token fails here
         except Exception as exc:
@@ -119,7 +122,9 @@ class TelegramAdapter(PlatformAdapter):
             if update.callback_query is not None:
                 await self._on_button(update.callback_query)
             elif update.message is not None:
-                await self.handle_message(self._event(update.message, update.update_id))
+                event = self._event(update.message, update.update_id)
+                await self._download(update.message, event)
+                await self.handle_message(event)
             elif update.message_reaction is not None:
                 await self._on_reaction(update.message_reaction)
         except Exception:
@@ -160,6 +165,27 @@ class TelegramAdapter(PlatformAdapter):
             ),
             metadata={"update_id": update_id},
         )
+
+    async def _download(self, message: Any, event: MessageEvent) -> None:
+        """A photo (its largest size) or a document into `media_urls` (up to `MAX_DOWNLOAD`)."""
+        if message.photo:
+            item, name, kind = message.photo[-1], "photo.jpg", "image/jpeg"
+        elif message.document is not None:
+            item = message.document
+            name = item.file_name or "document"
+            kind = item.mime_type or "application/octet-stream"
+        else:
+            return
+        if (item.file_size or 0) > MAX_DOWNLOAD:
+            event.text = f"{event.text}\n[a file of {item.file_size} bytes was not downloaded]"
+            return
+        try:
+            data = await (await self.bot.get_file(item.file_id)).download_as_bytearray()
+        except Exception as exc:
+            log.warning("telegram: could not download %s: %s", name, exc)
+            return
+        event.media_urls.append(await self.cache_media(bytes(data), name))
+        event.media_types.append(kind)
 
     async def _on_button(self, query: Any) -> None:
         message = query.message

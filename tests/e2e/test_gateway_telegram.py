@@ -4,6 +4,7 @@ test. Owner 111 and member 222 are on the allow-lists; anyone else is a stranger
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import socket
@@ -145,6 +146,20 @@ def test_a_forum_topic_is_answered_in_its_thread_and_a_member_gets_a_session_of_
     shared = f"agent:main:telegram:group:{group}:{topic}"
     assert set(keys) == {shared, f"{shared}:{MEMBER}"}  # the shared one stays the owner's
     assert len(model.requests[-1]["messages"]) == 2  # the member's session has only theirs
+
+
+def test_a_photo_reaches_the_model_as_an_image_with_its_caption(
+    daemon: DaemonProcess, api: BotApiServer, model: ScriptedModelServer
+) -> None:
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    )
+    model.push(reply("a tiny picture"))
+    api.user_sends_photo(OWNER, png, "what is this?")
+    api.wait_sent(OWNER, "a tiny picture")
+    parts = model.requests[-1]["messages"][-1]["content"]
+    assert parts[0] == {"type": "text", "text": "what is this?"}
+    assert parts[1]["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(png).decode()
 
 
 def test_a_clarify_question_is_answered_by_the_next_message_in_the_chat(

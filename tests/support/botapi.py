@@ -2,10 +2,11 @@
 
 Telegram cannot be reached from the tests, so this server follows the published Bot API
 (https://core.telegram.org/bots/api) for getMe, getUpdates (long polling with ``offset`` and
-``timeout``), sendMessage (with ``reply_markup`` inline keyboards), sendChatAction,
-editMessageText, answerCallbackQuery, setMyCommands, sendPhoto and sendDocument, at
+``timeout``), sendMessage (with ``reply_markup`` inline keyboards), sendChatAction, getFile
+(and the file download), editMessageText, answerCallbackQuery, setMyCommands, sendPhoto and
+sendDocument, at
 ``http://127.0.0.1:PORT/bot<token>/<method>``, form-encoded or multipart like
-python-telegram-bot sends them. Tests play the people: `user_says` and `press` queue updates;
+python-telegram-bot sends them. Tests play the people: `user_says`, `user_sends_photo`, `press` and `react` queue updates;
 `wait_sent` waits for what the bot sent. The one stand-in besides the model (docs/gateway.md).
 """
 
@@ -20,7 +21,7 @@ from email.parser import BytesParser
 from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote
 
 TOKEN = "123456:TEST-token"
 BOT = {"id": 123456, "is_bot": True, "first_name": "Hermes", "username": "hermes_test_bot"}
@@ -44,6 +45,7 @@ class BotApiServer:
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1000)
         self.sent: dict[int, dict[str, Any]] = {}  # the bot's messages by id
+        self.files: dict[str, bytes] = {}  # file_id -> content, for getFile and downloads
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
         self._server.api = self  # type: ignore[attr-defined]
@@ -74,6 +76,29 @@ class BotApiServer:
         thread_id: int | None = None,
     ) -> None:
         """A person writes ``text`` (in a private chat with the bot unless ``chat_id``)."""
+        self._push({"message": self._incoming(user_id, text, chat_id, chat_type, thread_id)})
+
+    def user_sends_photo(self, user_id: int, data: bytes, caption: str = "") -> None:
+        """A person sends a photo (with a caption) in their private chat with the bot."""
+        file_id = f"photo{len(self.files) + 1}"
+        self.files[file_id] = data
+        message = self._incoming(user_id, "", None, "private", None)
+        del message["text"]
+        sizes = [
+            {
+                "file_id": file_id,
+                "file_unique_id": file_id,
+                "width": 9,
+                "height": 9,
+                "file_size": len(data),
+            }
+        ]
+        message.update(photo=sizes, caption=caption)
+        self._push({"message": message})
+
+    def _incoming(
+        self, user_id: int, text: str, chat_id: int | None, chat_type: str, thread_id: int | None
+    ) -> dict[str, Any]:
         chat = {"id": chat_id or user_id, "type": chat_type}
         if chat_type == "private":
             chat["first_name"] = person(user_id)["first_name"]
@@ -92,7 +117,7 @@ class BotApiServer:
         if thread_id is not None:
             message["message_thread_id"] = thread_id
             message["is_topic_message"] = True
-        self._push({"message": message})
+        return message
 
     def press(self, user_id: int, message_id: int, data: str) -> None:
         """A person presses the inline button carrying ``data`` under the bot's message."""
@@ -179,6 +204,14 @@ class BotApiServer:
             }
         if method in ("sendMessage", "sendPhoto", "sendDocument"):
             return self._message(method, params)
+        if method == "getFile":
+            data = self.files[params["file_id"]]
+            return {
+                "file_id": params["file_id"],
+                "file_unique_id": params["file_id"],
+                "file_size": len(data),
+                "file_path": f"photos/{params['file_id']}.jpg",
+            }
         if method == "editMessageText":
             message = self.sent[int(params["message_id"])]
             message["text"] = params["text"]
@@ -234,6 +267,15 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         api: BotApiServer = self.server.api  # type: ignore[attr-defined]
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        download = f"/file/bot{api.token}/photos/"
+        path = unquote(self.path)
+        if path.startswith(download):  # a file's content (getFile's file_path)
+            data = api.files[path[len(download) :].removesuffix(".jpg")]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         prefix = f"/bot{api.token}/"
         if not self.path.startswith(prefix):
             self._reply(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
