@@ -348,20 +348,21 @@ class MatrixAdapter(PlatformAdapter):
     async def _attach_media(
         self, event: RoomMessageMedia | RoomEncryptedMedia, out: MessageEvent
     ) -> None:
-        """An image or file: its caption as the text, the file saved for the turn (when the
-        adapter has a media directory)."""
+        """An image or file: kept in the gateway's media directory for the turn (images reach
+        the model as images); its file name is the text unless a caption says more."""
         assert self.client is not None
-        out.text = event.body or ""
         if isinstance(event, RoomMessageImage | RoomEncryptedImage):
             out.message_type = MessageType.PHOTO
         elif isinstance(event, RoomMessageFile | RoomEncryptedFile):
             out.message_type = MessageType.DOCUMENT
-        if self.settings.media_dir is None:
-            return
-        saved = await download(self.client, event, self.settings.media_dir)
-        if saved is not None:
-            out.media_urls.append(saved[0])
-            out.media_types.append(saved[1])
+        content = event.source.get("content", {})
+        name = str(content.get("filename") or event.body or "file")
+        caption = str(event.body or "")
+        out.text = caption if content.get("filename") and caption != name else ""
+        got = await download(self.client, event)
+        if got is not None:
+            out.media_urls.append(await self.cache_media(got[0], name))
+            out.media_types.append(got[1])
 
     # -- outgoing -------------------------------------------------------------------------
 

@@ -1,9 +1,9 @@
 """Files between Matrix's media repository and the disk, for the Matrix adapter.
 
 `upload` reads a local file and puts it in the homeserver's media repository (encrypted for an
-encrypted room), returning the event content that shows it; `download` saves what a person
-posted (decrypted, from an encrypted room) into the adapter's media directory for the agent.
-Disk and crypto work runs on a thread: the event loop does no file I/O.
+encrypted room), returning the event content that shows it; `download` fetches what a person
+posted (decrypted, from an encrypted room) for the adapter to keep (``cache_media``). Disk and
+crypto work runs on a thread: the event loop does no file I/O.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import asyncio
 import io
 import logging
 import mimetypes
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +50,9 @@ async def upload(client: AsyncClient, path: Path, msgtype: str, encrypt: bool) -
 
 
 async def download(
-    client: AsyncClient, event: RoomMessageMedia | RoomEncryptedMedia, media_dir: Path
-) -> tuple[str, str] | None:
-    """Save the file of ``event`` in ``media_dir`` (decrypted, from an encrypted room); (its
-    path, its MIME type), or None."""
+    client: AsyncClient, event: RoomMessageMedia | RoomEncryptedMedia
+) -> tuple[bytes, str] | None:
+    """The file of ``event`` (decrypted, from an encrypted room) and its MIME type, or None."""
     info = event.source.get("content", {}).get("info") or {}
     mime = str(info.get("mimetype") or "application/octet-stream")
     got = await client.download(event.url)
@@ -62,18 +60,11 @@ async def download(
     if not isinstance(body, bytes):
         log.warning("matrix: downloading %s failed: %s", event.url, got)
         return None
-    path = media_dir / f"matrix-{secrets.token_hex(8)}{mimetypes.guess_extension(mime) or ''}"
-
-    def save() -> bool:
-        data = body
-        if isinstance(event, RoomEncryptedMedia):
-            try:
-                data = decrypt_attachment(body, event.key["k"], event.hashes["sha256"], event.iv)
-            except (KeyError, ValueError) as err:  # nio's EncryptionError is a ValueError
-                log.warning("matrix: cannot decrypt %s: %s", event.url, err)
-                return False
-        media_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path.write_bytes(data)
-        return True
-
-    return (str(path), mime) if await asyncio.to_thread(save) else None
+    if not isinstance(event, RoomEncryptedMedia):
+        return body, mime
+    try:
+        keys = (event.key["k"], event.hashes["sha256"], event.iv)
+        return await asyncio.to_thread(decrypt_attachment, body, *keys), mime
+    except (KeyError, ValueError) as err:  # nio's EncryptionError is a ValueError
+        log.warning("matrix: cannot decrypt %s: %s", event.url, err)
+        return None

@@ -25,7 +25,6 @@ class MatrixSettings:
     access_token: str | None
     password: str | None
     device_id: str | None
-    media_dir: Path | None
     direct_from_anyone: bool = True
     require_mention: bool = True
     encryption: bool = False
@@ -44,14 +43,12 @@ class MatrixSettings:
             raise ValueError("matrix: set homeserver and user_id")
         if not config.token and not password:
             raise ValueError("matrix: set token_file (an access token) or password_file")
-        media = extra.get("media_dir")
         return cls(
             homeserver=homeserver,
             user_id=user_id,
             access_token=config.token,
             password=str(password) if password else None,
             device_id=str(extra["device_id"]) if extra.get("device_id") else None,
-            media_dir=Path(os.path.expanduser(str(media))) if media else None,
             direct_from_anyone=bool(extra.get("pairing_by_direct_invite", True)),
             require_mention=bool(extra.get("require_mention", True)),
             encryption=bool(extra.get("encryption", False)),

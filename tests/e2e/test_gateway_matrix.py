@@ -7,10 +7,12 @@ the test process shares (the ``homeserver`` fixture).
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -250,23 +252,33 @@ def test_a_long_answer_and_a_file_arrive_as_parts_and_an_upload(start, model, ho
     assert image["content"]["info"]["mimetype"] == "image/png"
 
 
-def test_a_picture_sent_in_the_room_reaches_the_turn_as_a_file(start, model, homeserver) -> None:
-    bot, me = homeserver.register(), homeserver.register()
-    media = short_tmpdir("mxd-")
-    start_matrix_daemon(
-        start, model.url, homeserver, bot, owners=[me.user_id], adapter={"media_dir": str(media)}
-    )
-    room = _room_with_bot(me, bot)
-    png = b"\x89PNG\r\n\x1a\n" + b"\x01" * 32
-    uri = me.upload(png, "image/png", "cat.png")
-    model.push(reply("nice cat"))
-    info = {"mimetype": "image/png", "size": len(png)}
-    me.send(room, "cat.png", msgtype="m.image", url=uri, info=info)
-    me.wait_for(room, _from(bot, "nice cat"))
-    saved = list(media.iterdir())
-    assert len(saved) == 1 and saved[0].read_bytes() == png
-    users = [m for m in model.last_request["messages"] if m["role"] == "user"]
-    assert f"[attached: {saved[0]}]" in str(users[-1]["content"])
+PNG = base64.b64decode(  # one white pixel
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+
+def _image_seen_by_model(model: ScriptedModelServer) -> str:
+    """The data URL of the image in the model's last user message."""
+    parts = model.last_request["messages"][-1]["content"]
+    return str(next(p["image_url"]["url"] for p in parts if p.get("type") == "image_url"))
+
+
+def _kept(daemon: DaemonProcess) -> list[Path]:
+    return list((daemon.home / "gateway" / "media" / "matrix").iterdir())
+
+
+def test_a_picture_sent_in_the_room_reaches_the_model_as_an_image(start, model, homeserver) -> None:
+    daemon, bot, me, room = _owner_setup(start, model, homeserver)
+    uri = me.upload(PNG, "image/png", "dot.png")
+    model.push(reply("a white dot"))
+    info = {"mimetype": "image/png", "size": len(PNG)}
+    me.send(room, "what is this?", msgtype="m.image", url=uri, info=info, filename="dot.png")
+    me.wait_for(room, _from(bot, "a white dot"))
+    assert _image_seen_by_model(model) == "data:image/png;base64," + base64.b64encode(PNG).decode()
+    parts = model.last_request["messages"][-1]["content"]
+    assert {"type": "text", "text": "what is this?"} in parts  # the caption
+    [kept] = _kept(daemon)
+    assert kept.read_bytes() == PNG and kept.name.endswith("dot.png")
 
 
 def test_an_invite_from_someone_not_admitted_is_not_joined(start, model, homeserver) -> None:
@@ -298,24 +310,25 @@ def test_in_a_group_room_only_messages_that_mention_the_agent_are_answered(
     assert bot.user_id not in str(asked[-1]["content"])
 
 
-def test_a_picture_in_an_encrypted_room_reaches_the_turn_decrypted(
+def test_a_picture_in_an_encrypted_room_reaches_the_model_decrypted(
     start, model, homeserver
 ) -> None:
     bot, me = homeserver.register(), homeserver.register()
-    media = short_tmpdir("mxd-")
-    adapter = {"encryption": True, "media_dir": str(media)}
-    start_matrix_daemon(start, model.url, homeserver, bot, owners=[me.user_id], adapter=adapter)
+    adapter = {"encryption": True}
+    daemon = start_matrix_daemon(
+        start, model.url, homeserver, bot, owners=[me.user_id], adapter=adapter
+    )
     phone = EncryptedPhone(homeserver, me)
-    png = b"\x89PNG\r\n\x1a\n" + b"\x02" * 48
     try:
         room = _room_with_bot_joined(me, bot, phone.create_encrypted_room([bot.user_id]))
-        model.push(reply("a secret cat"))
-        phone.send_file(room, png, "image/png", "cat.png")
+        model.push(reply("a secret dot"))
+        phone.send_file(room, PNG, "image/png", "dot.png")
         phone.wait_for(room, lambda sender, body: sender == bot.user_id)
     finally:
         phone.close()
-    saved = list(media.iterdir())
-    assert len(saved) == 1 and saved[0].read_bytes() == png
+    assert _image_seen_by_model(model) == "data:image/png;base64," + base64.b64encode(PNG).decode()
+    [kept] = _kept(daemon)
+    assert kept.read_bytes() == PNG
 
 
 def test_a_revoked_access_token_stops_the_adapter_with_the_reason(start, model, homeserver) -> None:
