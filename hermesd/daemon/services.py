@@ -630,9 +630,16 @@ def _append_services(
     daemon.services.append(reloads)
     daemon.services.append(ConfigService(daemon, files, reloads))
     daemon.services.append(LogService())
-    states = gateway.platforms.states
+    chats = gateway.platforms
     daemon.services.append(
-        DoctorService(daemon, files, host, core.store, mcp.pool, lambda: dict(states))
+        DoctorService(
+            daemon,
+            files,
+            host,
+            core.store,
+            mcp.pool,
+            lambda: {name: chats.state_of(name) for name in chats.states},
+        )
     )
     # Late, so it stops early (pending approvals are answered before the others stop).
     daemon.services.append(approvals)

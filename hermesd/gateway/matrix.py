@@ -6,10 +6,10 @@ loop, turns room messages into `MessageEvent` values (a thread's root event id b
 ``thread_id``), and sends answers as ``m.text`` with the markdown rendered to HTML
 (``matrix_format``). Invites are joined when the inviter is admitted (the gateway's check), and
 direct-chat invites from anyone so a stranger can ask for a pairing code. When the homeserver
-goes away the loop retries with exponential backoff and reports ``reconnecting`` until a sync
-succeeds again. With ``encryption`` it reads and answers end-to-end encrypted rooms (keys in
-``store_dir``, devices trusted on first use); without, encrypted messages are logged and
-ignored (docs/gateway-matrix.md).
+goes away the loop retries with exponential backoff (``gateway status`` says disconnected, the
+log why) until a sync succeeds again. With ``encryption`` it reads and answers end-to-end
+encrypted rooms (keys in ``store_dir``, devices trusted on first use); without, encrypted
+messages are logged and ignored (docs/gateway-matrix.md).
 
 It owns the Matrix connection only: who may talk, sessions and turns are the gateway's.
 """
@@ -81,7 +81,6 @@ class MatrixAdapter(PlatformAdapter):
         self.settings = settings or MatrixSettings.from_config(config)
         self.client: AsyncClient | None = None
         self.state = "disconnected"
-        self.last_error: str | None = None
         self._sync_task: asyncio.Task[None] | None = None
         self._logged_in = False
         self._threads: set[str] = set()  # threads the agent has taken part in
@@ -182,14 +181,12 @@ class MatrixAdapter(PlatformAdapter):
         if self.state != "connected":
             log.info("matrix: connected as %s", self.client.user_id if self.client else "?")
         self.state = "connected"
-        self.last_error = None
         self._mark_connected()
 
     def _note_down(self, why: str) -> None:
         if self.state != "reconnecting":
             log.warning("matrix: %s; reconnecting with backoff", why)
         self.state = "reconnecting"
-        self.last_error = why
         self._mark_disconnected()
 
     async def _sync_loop(self) -> None:
@@ -482,16 +479,6 @@ class MatrixAdapter(PlatformAdapter):
         if room is None:
             return {"name": chat_id, "type": "group"}
         return {"name": room.display_name, "type": "dm" if room.joined_count <= 2 else "group"}
-
-    def status(self) -> dict[str, Any]:
-        """State for ``gateway.status``: connected, reconnecting, failed or disconnected."""
-        return {
-            "state": self.state,
-            "user_id": self.client.user_id if self.client else self.settings.user_id,
-            "homeserver": self.settings.homeserver,
-            "error": self.last_error or self.fatal_error_message,
-            "encryption": self.settings.encryption,
-        }
 
 
 def create_adapter(config: PlatformConfig) -> MatrixAdapter:

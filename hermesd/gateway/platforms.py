@@ -102,13 +102,13 @@ class Platforms:
         return str(self.settings.get(name, {}).get("home_channel") or "")
 
     def state_of(self, name: str) -> str:
-        """How platform ``name`` is doing, in a few words."""
+        """How platform ``name`` is doing, in a few words (an adapter that lost its connection
+        since says so)."""
         state = self.states.get(name, "not configured")
         adapter = self.adapters.get(name)
         if state == "connected" and adapter is not None and not adapter.is_connected:
-            # it connected once and lost the platform since (retrying, or given up)
             why = adapter.fatal_error_message
-            return f"error: {why}" if why else "reconnecting"
+            return f"error: {why}" if why else "disconnected"
         return state
 
     async def start(self, prepare: Callable[[PlatformAdapter], None]) -> None:

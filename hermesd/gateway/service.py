@@ -109,8 +109,8 @@ class GatewayService:
             chat.close()
 
     def status(self) -> dict[str, Any]:
-        states = self.gateway.platforms.states
-        return {"gateway": dict(states)} if states else {}
+        platforms = self.gateway.platforms
+        return {"gateway": {n: platforms.state_of(n) for n in platforms.states}}
 
     def reload(self, cfg: Any) -> None:
         """New ``gateway.*`` settings; platforms themselves change at restart."""

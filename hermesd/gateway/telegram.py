@@ -96,6 +96,8 @@ class TelegramAdapter(PlatformAdapter):
                 await self.bot.shutdown()
 
     async def _poll(self) -> None:
+        from telegram.error import Forbidden, InvalidToken
+
         offset: int | None = None
         while self._running:
             try:
@@ -107,6 +109,10 @@ class TelegramAdapter(PlatformAdapter):
                 )
             except asyncio.CancelledError:
                 raise
+            except (InvalidToken, Forbidden) as exc:  # retrying cannot help: stop, say why
+                log.error("telegram: the Bot API refuses the token: %s", exc)
+                self._set_fatal_error("token", str(exc))
+                return
             except Exception as exc:
                 log.warning("telegram: getUpdates failed: %s", exc)
                 await asyncio.sleep(RETRY_AFTER_ERROR)

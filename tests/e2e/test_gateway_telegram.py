@@ -341,6 +341,16 @@ def test_send_message_delivers_to_another_chat_for_the_owner_only(
     assert api.texts(MEMBER).count("a note for you") == 1
 
 
+def test_a_token_revoked_while_running_shows_in_the_status(
+    daemon: DaemonProcess, api: BotApiServer
+) -> None:
+    _wait_state(daemon, "telegram")
+    api.revoked = True
+    _wait_state(daemon, "telegram", "error: token: ")
+    assert daemon.call("status")["gateway"]["telegram"].startswith("error: token: ")
+    assert daemon.call("ping") is not None
+
+
 def test_bad_platform_settings_are_reported_and_the_daemon_still_serves(
     start, api: BotApiServer, model: ScriptedModelServer
 ) -> None:

@@ -5,9 +5,9 @@ Telegram cannot be reached from the tests, so this server follows the published 
 ``timeout``), sendMessage (with ``reply_markup`` inline keyboards), sendChatAction, getFile
 (and the file download), editMessageText, answerCallbackQuery, setMyCommands, sendPhoto and
 sendDocument, at ``http://127.0.0.1:PORT/bot<token>/<method>``, form-encoded or multipart like
-python-telegram-bot sends them. Tests play the people: `user_says`, `user_sends_photo`, `press`
-and `react` queue updates; `wait_sent` waits for what the bot sent. The one stand-in besides the
-model (docs/gateway.md).
+python-telegram-bot sends them. Tests play the people: `user_says`, `user_sends_photo`,
+`press` and `react` queue updates; `wait_sent` waits for what the bot sent. The one stand-in
+besides the model (docs/gateway.md).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ class BotApiServer:
 
     def __init__(self, token: str = TOKEN) -> None:
         self.token = token
+        self.revoked = False  # True: every call answers 401, as for a token BotFather revoked
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.updates: list[dict[str, Any]] = []
         self._cond = threading.Condition()
@@ -277,7 +278,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
             return
         prefix = f"/bot{api.token}/"
-        if not self.path.startswith(prefix):
+        if not self.path.startswith(prefix) or api.revoked:
             self._reply(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
             return
         method = self.path[len(prefix) :]
