@@ -630,17 +630,7 @@ def _append_services(
     daemon.services.append(reloads)
     daemon.services.append(ConfigService(daemon, files, reloads))
     daemon.services.append(LogService())
-    chats = gateway.platforms
-    daemon.services.append(
-        DoctorService(
-            daemon,
-            files,
-            host,
-            core.store,
-            mcp.pool,
-            lambda: {name: chats.state_of(name) for name in chats.states},
-        )
-    )
+    daemon.services.append(_doctor(daemon, core, host, mcp, gateway))
     # Late, so it stops early (pending approvals are answered before the others stop).
     daemon.services.append(approvals)
     daemon.services.append(ClarifyService(core.clarify))  # open questions answered at stop
@@ -667,6 +657,21 @@ def _append_services(
             (sessions.observers, cron.run_observers),  # the door's /metrics counters
             lambda: {r.name: r.obj for r in auth.of_kind("dashboard_auth")},
         )
+    )
+
+
+def _doctor(
+    daemon: Daemon, core: _Core, host: PluginHost, mcp: McpService, gateway: Gateway
+) -> DoctorService:
+    """``doctor``, with each chat platform's state (the gateway's)."""
+    chats = gateway.platforms
+    return DoctorService(
+        daemon,
+        core.files,
+        host,
+        core.store,
+        mcp.pool,
+        lambda: {name: chats.state_of(name) for name in chats.states},
     )
 
 
