@@ -134,6 +134,18 @@ in
       { inherit (cfg.http) listen; }
       // lib.optionalAttrs (cfg.http.tokenFile != null) { token_file = cfg.http.tokenFile; }
     );
+    gateway = mkIf (cfg.gateway.platforms != { }) {
+      platforms = lib.mapAttrs (_: p: lib.filterAttrs (_: v: v != null) (
+        (builtins.removeAttrs p [ "enable" "tokenFile" "passwordFile" "owners" "allow" ])
+        // {
+          enabled = p.enable;
+          token_file = p.tokenFile;
+          password_file = p.passwordFile;
+          owners = p.owners;
+          allow = p.allow;
+        }
+      )) cfg.gateway.platforms;
+    };
     mcp_servers = mkIf (cfg.mcpServers != { }) (
       lib.mapAttrs (_: server: lib.filterAttrs (_: v: v != null) (server // {
         command =
@@ -175,10 +187,10 @@ in
       '';
       description = ''
         hermesd's `config.yaml`, as Nix values; definitions from several modules are merged.
-        Checked against hermesd's schema at build time. The module sets `log_level`, `http` and
-        `mcp_servers` from its own options (the NixOS service also `socket.path`, `socket.mode`
-        and `socket.group`). It ends up in the
-        world-readable Nix store: put API keys in `environmentFiles`, never here.
+        Checked against hermesd's schema at build time. The module sets `log_level`, `http`,
+        `gateway` and `mcp_servers` from its own options (the NixOS service also `socket.path`,
+        `socket.mode` and `socket.group`). It ends up in the world-readable Nix store: put API
+        keys in `environmentFiles`, never here.
       '';
     };
 
@@ -310,6 +322,57 @@ in
           outside the Nix store: tokens are secrets. Without it only /health answers.
         '';
       };
+    };
+
+    # Chat platforms (docs/gateway.md): gateway.platforms.<name> in config.yaml
+    gateway.platforms = mkOption {
+      type = types.attrsOf (types.submodule {
+        freeformType = settingsFormat.type;
+        options = {
+          enable = mkOption {
+            type = types.bool;
+            default = true;
+            description = "Run this platform's adapter.";
+          };
+          tokenFile = mkOption {
+            type = types.nullOr types.str;
+            default = null;
+            example = "/run/secrets/telegram-bot-token";
+            description = ''
+              A file holding the bot's token or access token (`token_file`): a path outside
+              the Nix store, readable by the service's user. Tokens never go in `settings`.
+            '';
+          };
+          passwordFile = mkOption {
+            type = types.nullOr types.str;
+            default = null;
+            example = "/run/secrets/hermes-matrix-password";
+            description = ''
+              A file holding the account's password (`password_file`), for a platform that
+              logs in with one instead of a token (Matrix). A path outside the Nix store.
+            '';
+          };
+          owners = mkOption {
+            type = types.listOf types.str;
+            default = [ ];
+            example = [ "123456789" ];
+            description = "Platform user ids that act as the daemon's owner.";
+          };
+          allow = mkOption {
+            type = types.listOf types.str;
+            default = [ ];
+            description = "Platform user ids that act as a member (`as_user`, default nobody).";
+          };
+        };
+      });
+      default = { };
+      example = lib.literalExpression ''
+        { telegram = { tokenFile = "/run/secrets/telegram-bot"; owners = [ "123456789" ]; }; }
+      '';
+      description = ''
+        Chat platforms by name (`telegram`, `matrix`, or a plugin's): other keys (e.g.
+        `home_channel`, `homeserver`) pass through to config.yaml's `gateway.platforms.<name>`.
+      '';
     };
 
     extraArgs = mkOption {

@@ -43,7 +43,10 @@ let
     # hermesd.sandbox.seccomp: libseccomp's own binding (module seccomp), whose API pyseccomp
     # (pyproject.toml, not in nixpkgs) copies; the module imports whichever is there
     ps.libseccomp
-  ];
+    # hermesd.gateway.matrix: the Matrix client, with its e2e extra (encrypted rooms), and the
+    # markdown renderer of its answers
+    ps.matrix-nio ps.markdown-it-py
+  ] ++ (ps.matrix-nio.optional-dependencies.e2e or [ ]);
   build-system = [ ps.setuptools ps.wheel ];
   checkInputs = [ ps.pytest ps.pytest-timeout ps.hypothesis ];
 in

@@ -103,3 +103,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Scratch directories (homes, sockets, repos) go with the session (HERMES_KEEP_TMP=1 keeps
     them)."""
     remove_scratch_dirs()
+
+
+@pytest.fixture(scope="session")
+def homeserver() -> Iterator[Any]:
+    """A real Matrix homeserver (synapse, SQLite) on 127.0.0.1, one per test process; tests
+    register their own users (tests/support/synapse.py)."""
+    from tests.support.synapse import Homeserver, synapse_python
+
+    python = synapse_python()
+    if python is None:
+        reason = "matrix-synapse is not installed in .venv/synapse (scripts/bootstrap does it)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    server = Homeserver(python)
+    server.start()
+    yield server
+    server.stop()

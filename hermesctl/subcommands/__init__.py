@@ -18,6 +18,7 @@ ORDER = ["core", "chat", "sessions", "plugins", "plugin_mgmt", "cmd", "approvals
 ORDER += ["ops", "cron", "mcp", "usage"]  # day-two operations, jobs, MCP servers, usage
 ORDER += ["processes"]  # background processes (issue 33)
 ORDER += ["acp"]  # the Agent Client Protocol on stdio (issue 35)
+ORDER += ["gateway"]  # chat platforms (issue 36)
 
 INDEX: dict[str, tuple[str, ...]] = {
     "status": ("core",),
@@ -36,6 +37,7 @@ INDEX: dict[str, tuple[str, ...]] = {
     "usage": ("usage",),
     "processes": ("processes",),
     "acp": ("acp",),
+    "gateway": ("gateway",),
 }
 INDEX.update(dict.fromkeys(["config", "reload", "logs", "doctor", "stop"], ("ops",)))
 

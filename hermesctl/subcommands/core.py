@@ -57,6 +57,8 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
                         print(f"    {row['name']}: {line}")
     if info.get("model"):
         print(f"  model:       {info['model']}")
+    for name, state in sorted((info.get("gateway") or {}).items()):  # chat platforms
+        print(f"  {name + ':':<12} {state}")
     shield = sandbox_text(info.get("sandbox"))
     if shield:
         print(f"  {shield.replace('sandbox: ', 'sandbox:     ', 1)}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
     from hermesd.tools.skill_catalog import SkillCatalog
 
 log = logging.getLogger(__name__)
+
+#: ``(target, text)`` -> a problem, or None when delivered (the gateway's `deliver`)
+PlatformSender = Callable[[str, str], Awaitable["str | None"]]
 
 PLATFORM = "cron"
 ALWAYS_OFF = frozenset({"cronjob", "clarify", "messaging"})
@@ -104,11 +108,15 @@ class JobRunner:
         broker: ApprovalBroker,
         skills: SkillCatalog | None,
         settings: RunSettings,
+        send_to: PlatformSender | None = None,
     ) -> None:
+        """``send_to(target, text)`` delivers to a chat platform (the gateway's `deliver`):
+        a problem, or None."""
         self.sessions = sessions
         self.broker = broker
         self.skills = skills
         self.settings = settings
+        self.send_to = send_to
 
     def message(self, job: dict[str, Any]) -> str:
         """What the run sends: the note, each skill in order, then the prompt."""
@@ -196,8 +204,9 @@ class JobRunner:
             elif target.startswith("session:"):
                 target_sid = target.split(":", 1)[1]
             else:
-                platform = target.split(":", 1)[0]
-                problems.append(f"hermesd has no messaging platform '{platform}' to deliver to")
+                problem = await self._to_platform(job, target, text)
+                if problem:
+                    problems.append(problem)
                 continue
             if target_sid == run_sid:
                 continue  # the run's own turn is already there
@@ -205,6 +214,16 @@ class JobRunner:
             if problem:
                 problems.append(problem)
         return "; ".join(problems) or None
+
+    async def _to_platform(self, job: dict[str, Any], target: str, text: str) -> str | None:
+        """Deliver to a chat (``telegram:CHAT_ID``): the owner's jobs only, since a chat
+        reaches people the job's author may not speak to."""
+        platform = target.split(":", 1)[0]
+        if self.send_to is None:
+            return f"hermesd has no messaging platform '{platform}' to deliver to"
+        if not job_authority(job).is_owner:
+            return f"only the owner's jobs may deliver to {platform}"
+        return await self.send_to(target, f"[cron job '{job['name']}']\n\n{text}")
 
     async def _into_session(self, job: dict[str, Any], sid: str, text: str) -> str | None:
         store = self.sessions.store

@@ -28,7 +28,7 @@ from hermesd.cron.clock import (
     test_clock_channel,
     zone,
 )
-from hermesd.cron.runner import JobRunner, RunOutcome, RunSettings
+from hermesd.cron.runner import JobRunner, PlatformSender, RunOutcome, RunSettings
 from hermesd.cron.schedule import ScheduleError
 from hermesd.cron.scheduler import Scheduler
 from hermesd.rpc.protocol import Codes, RpcError
@@ -61,6 +61,7 @@ class CronService:
         config: Any,
         home: Path,
         env: Mapping[str, str] | None = None,
+        send_to: PlatformSender | None = None,
     ) -> None:
         self.sessions = sessions
         self.store = sessions.store
@@ -72,7 +73,7 @@ class CronService:
         self._test_clock: asyncio.Task[None] | None = None
         self.config = config
         self.tz = zone(config.get("cron.timezone"))
-        self.runner = JobRunner(sessions, broker, skills, RunSettings.from_config(config))
+        self.runner = JobRunner(sessions, broker, skills, RunSettings.from_config(config), send_to)
         self.scheduler = Scheduler(
             self.store,
             self.table,

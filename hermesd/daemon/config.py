@@ -361,6 +361,23 @@ SCHEMA: dict[str, Any] = {
         None,
         "plugin secret sources: sources: [order], <name>: {enabled, override_existing, …}",
     ),
+    # issue 36: chat platforms (hermesd.gateway, docs/gateway.md)
+    "gateway": {
+        "platforms": _S(
+            (dict,),
+            None,
+            "chat platforms by name: enabled, token/token_file, owners, allow, as_user, "
+            "home_channel, and the adapter's own keys",
+        ),
+        "group_sessions_per_user": _S((bool,), True, "in a group, one session per member"),
+        "thread_sessions_per_user": _S((bool,), False, "in a thread, one session per member"),
+        "unauthorized_dm_behavior": _S(
+            (str,),
+            "pair",
+            "a stranger's direct message: a pairing code, or ignored",
+            ("pair", "ignore"),
+        ),
+    },
 }
 
 # Settings that no longer do anything, accepted (with a warning naming them) for one release

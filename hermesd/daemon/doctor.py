@@ -17,6 +17,7 @@ import os
 import platform
 import shutil
 import stat
+from collections.abc import Callable
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
@@ -314,6 +315,14 @@ def check_mcp(pool: McpPool | None) -> list[Row]:
     return rows
 
 
+def check_chat_platforms(states: dict[str, str]) -> list[Row]:
+    """Each configured chat platform (docs/gateway.md): connected, or why not."""
+    return [
+        row(f"gateway {name}", "ok" if state == "connected" else "fail", state)
+        for name, state in sorted(states.items())
+    ]
+
+
 class DoctorService(RpcService):
     """The ``doctor`` method."""
 
@@ -324,8 +333,11 @@ class DoctorService(RpcService):
         host: PluginHost,
         store: SessionStore,
         mcp_pool: McpPool | None = None,
+        chat_platforms: Callable[[], dict[str, str]] | None = None,
     ) -> None:
+        """``chat_platforms()``: each configured chat platform's state (the gateway's)."""
         self.store = store
+        self.chat_platforms = chat_platforms
         self.daemon = daemon
         self.files = files
         self.host = host
@@ -342,6 +354,8 @@ class DoctorService(RpcService):
         rows += await model
         rows += check_plugins(self.host)
         rows += check_mcp(self.mcp_pool)
+        if self.chat_platforms is not None:
+            rows += check_chat_platforms(self.chat_platforms())
         rows.append(await sandbox)
         rows.append(check_systemd(self.daemon))
         rows.append(await check_storage(self.store))

@@ -42,6 +42,10 @@ from hermesd.daemon.doctor import DoctorService
 from hermesd.daemon.logring import LogService
 from hermesd.daemon.memory_setup import MemorySetupService
 from hermesd.daemon.reloads import ReloadService
+from hermesd.gateway.core import Gateway
+from hermesd.gateway.platforms import Platforms, plugin_platforms
+from hermesd.gateway.send_tool import register_send_message
+from hermesd.gateway.service import GatewayService
 from hermesd.http.service import HttpService
 from hermesd.mcp.pool import McpPool
 from hermesd.mcp.service import McpService
@@ -307,7 +311,7 @@ def build_services(daemon: Daemon) -> None:
     core = _core(daemon)
     memory = _memory(core)
     turns = _turns(core, memory)
-    host, admin, mcp, cron = _plugins(core, memory, turns)
+    host, admin, mcp, cron, gateway = _plugins(core, memory, turns)
     # issue 33: web_search (SearXNG or a plugin's provider) and web_extract, fetching through
     # the egress proxy; the web.* keys are read from the configuration of the moment
     providers = host.plugins.services.providers
@@ -334,7 +338,7 @@ def build_services(daemon: Daemon) -> None:
             loop.call_soon_threadsafe(sessions.reload, daemon.config)
 
         host.plugins.secrets.on_change = model_settings_follow
-    _append_services(daemon, core, memory, turns, host, admin, mcp, cron)
+        _append_services(daemon, core, memory, turns, host, admin, mcp, cron, gateway)
 
 
 def _core(daemon: Daemon) -> _Core:
@@ -528,7 +532,7 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 def _plugins(
     core: _Core, memory: _Memory, turns: _Turns
-) -> tuple[PluginHost, PluginAdminService, McpService, CronService]:
+) -> tuple[PluginHost, PluginAdminService, McpService, CronService, Gateway]:
     """The MCP pool, the plugin host (with ctx.llm and inject_message), cron and /reload-mcp."""
     parts, providers = core.parts, memory.providers
     # MCP servers: one pool for the daemon, its tools in the same registry (docs/mcp.md)
@@ -568,7 +572,13 @@ def _plugins(
     # scheduled turns: after the sessions (runs are their turns), before plugins load (their
     # cron.jobs calls need it, even in register()); the tool and /cron register like any
     # plugin's
-    cron = CronService(turns.sessions, core.broker, parts.skills, core.cfg, core.home)
+    # issue 36: chat platforms (hermesd.gateway); cron delivers to them
+    registrations = host.plugins.services.providers
+    gateway = Gateway(core.home, parts.hooks, Platforms(lambda: plugin_platforms(registrations)))
+    register_send_message(parts.tools, gateway, functools.partial(_session_owner, core.store))
+    cron = CronService(
+        turns.sessions, core.broker, parts.skills, core.cfg, core.home, send_to=gateway.deliver
+    )
     register_cron_tool(parts.tools, cron)
     register_cron_command(parts.commands, cron)
     mcp = McpService(mcp_pool, core.cfg, core.files.load)
@@ -578,7 +588,7 @@ def _plugins(
         description="Reload MCP servers from config.yaml",
         aliases=("reload_mcp",),
     )
-    return host, admin, mcp, cron
+    return host, admin, mcp, cron, gateway
 
 
 def _append_services(
@@ -590,6 +600,7 @@ def _append_services(
     admin: PluginAdminService,
     mcp: McpService,
     cron: CronService,
+    gateway: Gateway,
 ) -> None:
     """The RPC-facing services, in start-up order (stop runs in reverse)."""
     cfg, files, sessions = core.cfg, core.files, turns.sessions
@@ -630,10 +641,16 @@ def _append_services(
     daemon.services.append(reloads)
     daemon.services.append(ConfigService(daemon, files, reloads))
     daemon.services.append(LogService())
-    daemon.services.append(DoctorService(daemon, files, host, core.store, mcp.pool))
+    daemon.services.append(_doctor(daemon, core, host, mcp, gateway))
     # Late, so it stops early (pending approvals are answered before the others stop).
     daemon.services.append(approvals)
     daemon.services.append(ClarifyService(core.clarify))  # open questions answered at stop
+    # chats (issue 36): after what a chat uses, so they stop before it
+    daemon.services.append(
+        GatewayService(
+            gateway, cfg, daemon.server.limits, daemon._connection_closed, host.gate.wait
+        )
+    )
     # The scheduler starts last (a run may need every other service: approval rules loaded,
     # plugins' tools registered) and stops first (its runs are recorded as stopped).
     daemon.services.append(cron)
@@ -652,6 +669,21 @@ def _append_services(
             lambda: {r.name: r.obj for r in auth.of_kind("dashboard_auth")},
             lambda name: core.parts.tools.get(name) is not None,  # /metrics' tool label
         )
+    )
+
+
+def _doctor(
+    daemon: Daemon, core: _Core, host: PluginHost, mcp: McpService, gateway: Gateway
+) -> DoctorService:
+    """``doctor``, with each chat platform's state (the gateway's)."""
+    chats = gateway.platforms
+    return DoctorService(
+        daemon,
+        core.files,
+        host,
+        core.store,
+        mcp.pool,
+        lambda: {name: chats.state_of(name) for name in chats.states},
     )
 
 
@@ -674,6 +706,12 @@ def _scale_to_zero(
         idle_exit=float(core.cfg.get("cron.idle_exit")),
         scope=str(core.cfg.get("cron.systemd_scope")),
     )
+
+
+async def _session_owner(store: SessionStore, session_id: str) -> int | None:
+    """The owner uid of a session (None: the daemon owner's)."""
+    owner = (await store.run(store.sessions.get, session_id)).get("owner_uid")
+    return owner if isinstance(owner, int) else None
 
 
 async def _mcp_values(home: Path) -> dict[str, str]:

@@ -63,7 +63,11 @@ KINDS: dict[str, Kind] = {
         "the HTTP door asks it (verify_token) about bearer tokens not in http.token_file when "
         "http.auth_provider names it and the door is on",
     ),
-    "platform": Kind("register_platform", "hermesd has no messaging gateway"),
+    "platform": Kind(
+        "register_platform",
+        "",
+        "the gateway runs its adapter when gateway.platforms.<name> is configured",
+    ),
     "slack_action": Kind("register_slack_action_handler", "hermesd has no Slack adapter"),
     # post-0.19 (issue 32): listed once a plugin reaches for ctx.platform_actions
     "platform_actions": Kind(

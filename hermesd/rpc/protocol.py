@@ -329,3 +329,4 @@ from hermesd.rpc.methods import (  # noqa: E402, F401
     usage,
 )
 from hermesd.rpc.methods import daemon as daemon_methods  # noqa: E402, F401
+from hermesd.rpc.methods import gateway as gateway_methods  # noqa: E402, F401

@@ -198,6 +198,13 @@ _NEWER_HOOKS = (
         "gateway_platform_event",
         ("platform", "event_type", "payload"),
         "A messaging platform event (reaction, edit, thread).",
+        fired=True,
+    ),
+    _newer(
+        "post_gateway_admission",
+        ("session_key", "platform", "source", "message_id", "text"),
+        "A chat message was admitted; {action: handled, reply} consumes it.",
+        fired=True,
     ),
     _newer(
         "pre_command",
@@ -475,8 +482,7 @@ HOOKS: dict[str, HookSpec] = {
             "pre_gateway_dispatch",
             ("event", "gateway", "session_store"),
             "ignored",
-            "Messaging-gateway dispatch.",
-            fired=False,
+            "A chat message arrived (before admission); {action: skip|rewrite|allow}.",
         ),
         HookSpec(
             "pre_approval_request",

@@ -773,3 +773,42 @@ def test_the_http_door_gets_a_socket_unit_named_http_for_the_service() -> None:
     assert unit["socketConfig"]["FileDescriptorName"] == "http"
     assert unit["socketConfig"]["Service"] == "hermesd.service"
     assert service(body)["serviceConfig"]["Sockets"] == ["hermesd.socket", "hermesd-http.socket"]
+
+
+# --- chat platforms (docs/gateway.md) ------------------------------------------------------------
+
+
+def test_chat_platforms_render_with_their_token_files() -> None:
+    assert "gateway" not in evaluate(enabled(), RENDERED)
+    body = (
+        'gateway.platforms.telegram = { tokenFile = "/run/secrets/tg"; owners = [ "42" ]; '
+        'home_channel = "42"; };'
+    )
+    assert evaluate(enabled(body), RENDERED)["gateway"] == {
+        "platforms": {
+            "telegram": {
+                "enabled": True,
+                "token_file": "/run/secrets/tg",
+                "owners": ["42"],
+                "allow": [],
+                "home_channel": "42",
+            }
+        }
+    }
+
+
+def test_matrix_renders_with_its_homeserver_and_password_file() -> None:
+    body = (
+        "gateway.platforms.matrix = { "
+        'homeserver = "https://example.org"; user_id = "@hermes:example.org"; '
+        'passwordFile = "/run/secrets/mx"; owners = [ "@me:example.org" ]; encryption = true; };'
+    )
+    assert evaluate(enabled(body), RENDERED)["gateway"]["platforms"]["matrix"] == {
+        "enabled": True,
+        "homeserver": "https://example.org",
+        "user_id": "@hermes:example.org",
+        "password_file": "/run/secrets/mx",
+        "owners": ["@me:example.org"],
+        "allow": [],
+        "encryption": True,
+    }

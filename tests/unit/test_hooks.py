@@ -74,6 +74,7 @@ NEWER_HOOKS = {
     "on_kanban_task_updated",
     "on_kanban_dispatch_tick",
     "gateway_platform_event",
+    "post_gateway_admission",
     "pre_command",
     "pre_auxiliary_call",
     "post_auxiliary_call",

@@ -36,6 +36,12 @@ RANKS = {
     "agent": 5,
     "commands": 6,
     "cron": 6,
+    # chat platforms: drive turns through the RPC layer, as the HTTP door does
+    "gateway": 6,
+    "gateway.base": 0,  # the adapter interface: values only (plugins reach it through compat)
+    "gateway.split": 0,
+    "gateway.sessions": 1,  # session keys, over the interface's values
+    "gateway.platforms": 1,  # which platforms exist and their settings
     "daemon": 7,
 }
 # the compatibility names at the top of the package (re-export shims)
@@ -135,7 +141,7 @@ RPC_LEAVES = ("hermesd.rpc.humanize", "hermesd.rpc.paths")
 def _is_service(path: Path) -> bool:
     rel = path.relative_to(REPO / "hermesd")
     return (
-        rel.parts[0] in {"rpc", "daemon", "http"}  # http: a door, a client of rpc
+        rel.parts[0] in {"rpc", "daemon", "http", "gateway"}  # http, gateway: doors, clients of rpc
         or len(rel.parts) == 1  # the package's own __init__/__main__ and the re-export shims
         or path.stem == "service"
         or path.stem.endswith("_service")

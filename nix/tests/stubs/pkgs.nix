@@ -104,6 +104,10 @@ let
         genai-prices = leaf "genai-prices" "0.2.3";
         libseccomp = leaf "libseccomp" "2.5.5";
         shtab = leaf "shtab" "1.7.2";
+        matrix-nio = leaf "matrix-nio" "0.26.0" // {
+          optional-dependencies.e2e = [ (leaf "vodozemac" "0.10.0") ];
+        };
+        markdown-it-py = leaf "markdown-it-py" "4.0.0";
         tree-sitter-grammars = {
           tree-sitter-bash = leaf "python-tree-sitter-bash" "0.25.1";
         };

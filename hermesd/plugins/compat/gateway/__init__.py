@@ -1,1 +1,2 @@
-"""hermesd's ``gateway`` package: ``session_context`` only (hermesd has no messaging gateway)."""
+"""hermesd's ``gateway`` package: ``session_context``, ``platforms.base``, ``config`` and
+``session``."""

@@ -1,0 +1,1 @@
+"""hermesd's ``gateway.platforms`` package: ``base``, the adapter interface."""
