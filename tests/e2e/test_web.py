@@ -87,7 +87,7 @@ def test_logging_in_with_a_token_shows_the_sessions(page, start, model) -> None:
 
 def test_a_wrong_token_is_refused_at_the_login_form(page, start, model) -> None:
     _, port = _daemon(start, model)
-    log_in(page, port, "not-the-token-0123456789")
+    log_in(page, port, "not-the-token-0123456789", accepted=False)
     assert "not valid" in wait_for(page, "#login-error").text
     assert "hermesd_token" not in {c["name"] for c in page.get_cookies()}
     screenshot(page, "login-refused")
@@ -157,3 +157,185 @@ def test_a_slash_command_runs_in_the_session(page, start, model) -> None:
     wait_for(page, ".msg.note", "/title renamed from the page")
     assert daemon.call("session.get", {"session_id": sid})["title"] == "renamed from the page"
     assert len(model.requests) == asked  # commands never reach the model
+
+
+def _chat(daemon: DaemonProcess, *args: str) -> Terminal:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(HERMES_HOME=str(daemon.home), TERM="xterm", NO_COLOR="1")
+    argv = [sys.executable, "-m", "hermesctl", "--socket", str(daemon.socket), "chat", *args]
+    return Terminal(argv, env)
+
+
+def _danger(daemon: DaemonProcess, model: ScriptedModelServer, answer: str) -> Path:
+    victim = daemon.home / "workspace" / "victim"
+    victim.mkdir(parents=True, exist_ok=True)
+    model.push(call_tools(tool_call("terminal", {"command": f"rm -r {victim}"})), reply(answer))
+    return victim
+
+
+def test_an_approval_answered_on_the_page_closes_the_prompt_in_hermesctl_chat(
+    page, start, model
+) -> None:
+    daemon, port = _daemon(start, model)
+    t = _chat(daemon)
+    try:
+        sid = t.expect(r"session (\S+)").group(1)
+        t.expect("› ")
+        t.wait_reading()
+        log_in(page, port, OWNER_TOKEN)
+        _open(page, port, sid)
+        _danger(daemon, model, "cleaned")
+        t.sendline("clean up")
+        t.expect(r"Choice \[o/s/a/D\]: ")
+        card = wait_for(page, ".card.approval", "rm -r")
+        labels = [b.text for b in card.find_elements(By.TAG_NAME, "button")]
+        assert labels == ["Allow once", "Allow for this session", "Always allow", "Deny"]
+        screenshot(page, "approval-card")
+        card.find_element(By.CSS_SELECTOR, "[data-choice=once]").click()
+        wait_for(page, ".card.approval.closed", "Answered here: once")
+        t.expect(r"Allowed once by .*answered elsewhere")
+        wait_for(page, ".msg.assistant .md", "cleaned")
+    finally:
+        t.close()
+
+
+def test_an_approval_answered_in_hermesctl_chat_closes_the_card_on_the_page(
+    page, start, model
+) -> None:
+    daemon, port = _daemon(start, model)
+    sid = daemon.call("session.create", {"attach": False})["id"]
+    log_in(page, port, OWNER_TOKEN)
+    _open(page, port, sid)
+    _danger(daemon, model, "left alone")
+    _send(page, "clean up")
+    wait_for(page, ".card.approval", "rm -r")
+    # hermesctl chat reads the daemon while a turn of its own runs or when it attaches: the
+    # daemon asks a client attaching to the session about the approvals already pending
+    t = _chat(daemon, "--session", sid)
+    try:
+        t.expect(r"Choice \[o/s/a/D\]: ")
+        t.wait_reading()
+        t.sendline("d")
+        wait_for(page, ".card.approval.closed", "Answered elsewhere: deny")
+        wait_for(page, ".msg.assistant .md", "left alone")
+    finally:
+        t.close()
+
+
+def test_an_image_uploaded_on_the_page_is_sent_and_shown(page, start, model) -> None:
+    daemon, port = _daemon(start, model)
+    picture = short_tmpdir("img-") / "dot.png"
+    picture.write_bytes(PIXEL)
+    model.push(reply("a single pixel"))
+    sid = daemon.call("session.create", {"attach": False})["id"]
+    log_in(page, port, OWNER_TOKEN)
+    _open(page, port, sid)
+    page.find_element(By.CSS_SELECTOR, "#image").send_keys(str(picture))
+    wait_for(page, "#image-preview img")
+    _send(page, "what is this")
+    wait_for(page, ".msg.assistant .md", "a single pixel")
+    shown = page.find_element(By.CSS_SELECTOR, ".msg.user img")
+    assert shown.get_attribute("src").startswith("data:image/png;base64,")
+    [user] = [m for m in daemon.call("session.history", {"session_id": sid})["messages"]
+              if m["role"] == "user"]
+    assert [i["mime"] for i in user["images"]] == ["image/png"]
+    parts = model.last_request["messages"][-1]["content"]
+    assert any(p.get("type") == "image_url" for p in parts)
+    page.refresh()  # the stored image, from the history
+    wait_for(page, "#stream-state[data-connected=yes]")
+    assert page.find_element(By.CSS_SELECTOR, ".msg.user img").get_attribute("src").startswith(
+        "data:image/png"
+    )
+
+
+def test_the_usage_view_draws_tokens_per_day_and_model(page, start, model) -> None:
+    daemon, port = _daemon(start, model)
+    model.push(reply("counted", usage={"prompt_tokens": 1200, "completion_tokens": 300}))
+    sid = daemon.call("session.create", {"attach": False})["id"]
+    daemon.call("session.send", {"session_id": sid, "message": "hi", "wait": True})
+    log_in(page, port, OWNER_TOKEN)
+    page.get(f"http://127.0.0.1:{port}/#/usage")
+    wait_for(page, "#usage-charts .uplot canvas")
+    row = wait_for(page, "#usage-table tbody tr", "scripted-model")
+    assert "1,500" in row.text
+    screenshot(page, "usage")
+    assert csp_violations(page) == []
+
+
+def test_the_status_view_lists_the_daemon_and_runs_a_cron_job(page, start, model) -> None:
+    daemon, port = _daemon(start, model)
+    daemon.call("cron.create", {"prompt": "say hi", "schedule": "every 2h", "name": "greeter"})
+    model.push(reply("hi from cron"))
+    log_in(page, port, OWNER_TOKEN)
+    page.get(f"http://127.0.0.1:{port}/#/status")
+    assert wait_for(page, "#sandbox-mode").text
+    wait_for(page, "#plugins")
+    wait_for(page, "#log", "HTTP door listening")
+    wait_for(page, "#cron button", "Run greeter now").click()
+    wait_for(page, "#cron td.ok", "ok")
+    screenshot(page, "status")
+
+
+def test_a_member_sees_owner_only_parts_refused(page, start, model) -> None:
+    _, port = _daemon(start, model)
+    log_in(page, port, MEMBER_TOKEN)
+    page.get(f"http://127.0.0.1:{port}/#/status")
+    wait_for(page, "section[aria-label='Recent log (redacted)'] .error", "owner only")
+
+
+def test_the_page_reconnects_after_a_daemon_restart(page, model) -> None:
+    port = free_port()
+    home = short_tmpdir()
+    config = _config(model, port)
+    daemon = start_daemon(home, config=config)
+    try:
+        sid = daemon.call("session.create", {"attach": False})["id"]
+        model.push(reply("before the restart"))
+        daemon.call("session.send", {"session_id": sid, "message": "one", "wait": True})
+        log_in(page, port, OWNER_TOKEN)
+        _open(page, port, sid)
+        wait_for(page, ".msg.assistant .md", "before the restart")
+    finally:
+        daemon.stop()
+    wait_for(page, "#stream-state", "reconnecting")
+    daemon = start_daemon(home, config=config)
+    try:
+        wait_for(page, "#stream-state", "live")
+        model.push(reply("after the restart"))
+        with client(port) as c:
+            c.post(f"/v1/sessions/{sid}/messages", json={"message": "two"})
+        wait_for(page, ".msg.assistant .md", "after the restart")
+        texts = [e.text for e in page.find_elements(By.CSS_SELECTOR, ".msg.assistant .md")]
+        assert texts == ["before the restart", "after the restart"]
+        resumed = page.find_element(By.CSS_SELECTOR, "#stream-state").get_attribute(
+            "data-resumed-from"
+        )
+        assert int(resumed) > 0  # the stream was resumed after the last event seen
+    finally:
+        daemon.stop()
+
+
+def test_the_main_views_pass_the_accessibility_checker(page, start, model) -> None:
+    daemon, port = _daemon(start, model)
+    model.push(reply("Some **markdown** answer."))
+    sid = daemon.call("session.create", {"title": "a11y", "attach": False})["id"]
+    daemon.call("session.send", {"session_id": sid, "message": "hello", "wait": True})
+    page.get(f"http://127.0.0.1:{port}/")
+    wait_for(page, "#token")
+    assert axe_violations(page) == []
+    log_in(page, port, OWNER_TOKEN)
+    _open(page, port, sid)
+    wait_for(page, ".msg.assistant .md", "markdown")
+    for view, ready in (("#/s/" + sid, ".msg.assistant"), ("#/usage", "#usage-table"),
+                        ("#/status", "#log")):
+        page.get(f"http://127.0.0.1:{port}/{view}")
+        wait_for(page, ready)
+        found = axe_violations(page)
+        assert [(v["id"], v["help"], [n["target"] for n in v["nodes"]][:3]) for v in found] == []
+    page.get(f"http://127.0.0.1:{port}/")  # keyboard: Tab reaches the nav, then the search
+    wait_for(page, "#search")
+    focused = []
+    for _ in range(9):
+        page.switch_to.active_element.send_keys("\t")
+        focused.append(page.switch_to.active_element.get_attribute("id") or "")
+    assert "search" in focused and "new-session" in focused

@@ -54,12 +54,14 @@ def wait_for(driver: WebDriver, css: str, text: str = "", timeout: float = 30) -
     return result
 
 
-def log_in(driver: WebDriver, port: int, token: str) -> None:
-    """Open the page and log in with ``token`` through its form."""
+def log_in(driver: WebDriver, port: int, token: str, accepted: bool = True) -> None:
+    """Open the page and log in with ``token`` through its form; wait for the page (or, not
+    ``accepted``, for the form's error)."""
     driver.get(f"http://127.0.0.1:{port}/")
     field = wait_for(driver, "#token")
     field.send_keys(token)
     driver.find_element(By.CSS_SELECTOR, "#login-form button[type=submit]").click()
+    wait_for(driver, "#view" if accepted else "#login-error")
 
 
 def screenshot(driver: WebDriver, name: str) -> Path:

@@ -124,6 +124,7 @@ export class Conversation {
     this.state.textContent = `live · seq ${info.event_seq ?? ""}`;
     this.state.dataset.connected = "yes";
     if (this.lastSeq === null) this.lastSeq = info.event_seq ?? 0;
+    else if (!first) this.state.dataset.resumedFrom = String(this.lastSeq);
     if (first) {
       this.loaded = true;
       try { await this.loadHistory(); } catch (err) { this.messages.append(errorNote(err)); }
