@@ -130,7 +130,9 @@ class PageRoutes:
     async def login(self, request: Request) -> Response:
         if not _same_origin(request):
             return _login_page(403, "This form must be sent from this page.")
-        form = urllib.parse.parse_qs((await read_raw(request, self.bounds)).decode("utf-8", "replace"))
+        form = urllib.parse.parse_qs(
+            (await read_raw(request, self.bounds)).decode("utf-8", "replace")
+        )
         token = (form.get("token") or [""])[0].strip()
         if not token or await self.check(token) is None:
             return _login_page(401, "That token is not valid here.")
@@ -140,7 +142,12 @@ class PageRoutes:
             TOKEN_COOKIE, token, httponly=True, samesite="strict", secure=https, path="/"
         )
         answer.set_cookie(
-            CSRF_COOKIE, csrf_value(token), httponly=False, samesite="strict", secure=https, path="/"
+            CSRF_COOKIE,
+            csrf_value(token),
+            httponly=False,
+            samesite="strict",
+            secure=https,
+            path="/",
         )
         return secured(answer)
 

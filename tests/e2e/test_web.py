@@ -236,15 +236,20 @@ def test_an_image_uploaded_on_the_page_is_sent_and_shown(page, start, model) -> 
     wait_for(page, ".msg.assistant .md", "a single pixel")
     shown = page.find_element(By.CSS_SELECTOR, ".msg.user img")
     assert shown.get_attribute("src").startswith("data:image/png;base64,")
-    [user] = [m for m in daemon.call("session.history", {"session_id": sid})["messages"]
-              if m["role"] == "user"]
+    [user] = [
+        m
+        for m in daemon.call("session.history", {"session_id": sid})["messages"]
+        if m["role"] == "user"
+    ]
     assert [i["mime"] for i in user["images"]] == ["image/png"]
     parts = model.last_request["messages"][-1]["content"]
     assert any(p.get("type") == "image_url" for p in parts)
     page.refresh()  # the stored image, from the history
     wait_for(page, "#stream-state[data-connected=yes]")
-    assert page.find_element(By.CSS_SELECTOR, ".msg.user img").get_attribute("src").startswith(
-        "data:image/png"
+    assert (
+        page.find_element(By.CSS_SELECTOR, ".msg.user img")
+        .get_attribute("src")
+        .startswith("data:image/png")
     )
 
 
@@ -326,8 +331,11 @@ def test_the_main_views_pass_the_accessibility_checker(page, start, model) -> No
     log_in(page, port, OWNER_TOKEN)
     _open(page, port, sid)
     wait_for(page, ".msg.assistant .md", "markdown")
-    for view, ready in (("#/s/" + sid, ".msg.assistant"), ("#/usage", "#usage-table"),
-                        ("#/status", "#log")):
+    for view, ready in (
+        ("#/s/" + sid, ".msg.assistant"),
+        ("#/usage", "#usage-table"),
+        ("#/status", "#log"),
+    ):
         page.get(f"http://127.0.0.1:{port}/{view}")
         wait_for(page, ready)
         found = axe_violations(page)

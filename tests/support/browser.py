@@ -27,8 +27,15 @@ def chromium() -> WebDriver:
     options = webdriver.ChromeOptions()
     if CHROMIUM:
         options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,900",
-                "--disable-dev-shm-usage", "--no-first-run", "--disable-extensions"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--window-size=1280,900",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-extensions",
+    ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
@@ -44,7 +51,7 @@ def wait_for(driver: WebDriver, css: str, text: str = "", timeout: float = 30) -
             try:
                 if text in element.text:
                     return element
-            except Exception:  # noqa: BLE001 (replaced while read)
+            except Exception:
                 continue
         return False
 
