@@ -46,6 +46,7 @@ def browser() -> Iterator[WebDriver]:
 
 @pytest.fixture
 def page(browser: WebDriver) -> Iterator[WebDriver]:
+    browser.get_log("browser")  # what earlier tests left in the console
     yield browser
     browser.delete_all_cookies()
 

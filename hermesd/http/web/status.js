@@ -56,6 +56,26 @@ function cron(list, reload) {
     } })))));
 }
 
+function gateway(g) {
+  const pending = (g.pairing_pending || []).length;
+  return el("div", {}, table("gateway", "Chat platforms (gateway)", ["Platform", "State", "Paired users"],
+    (g.platforms || []).map((p) => el("tr", {}, el("td", { text: p.name }), el("td", { text: p.state || "" }),
+      el("td", { text: String(((g.paired || {})[p.name] || []).length) })))),
+  el("p", { class: "meta", text: `${pending} pairing request(s) waiting` }));
+}
+
+async function gatewaySection(view) {
+  // gateway.status comes with the chat gateway; a daemon without it says so
+  await section(view, "Chat gateway", async () => {
+    try {
+      return gateway(await rpc("gateway.status"));
+    } catch (err) {
+      if (err.status === 403) throw err;
+      return el("p", { class: "meta", text: `No chat gateway in this daemon (${err.message}).` });
+    }
+  });
+}
+
 export async function statusView(view) {
   view.replaceChildren(el("h2", { text: "Status" }));
   const reload = () => statusView(view);
@@ -63,6 +83,7 @@ export async function statusView(view) {
   await section(view, "Plugins", async () => plugins(await rpc("plugins.list")));
   await section(view, "MCP servers", async () => mcp(await rpc("mcp.list")));
   await section(view, "Cron", async () => cron(await rpc("cron.list"), reload));
+  await gatewaySection(view);
   await section(view, "Recent log (redacted)", async () => {
     const { records } = await rpc("logs.tail", { lines: 60 });
     return el("pre", { class: "log", id: "log", tabindex: "0" }, records.map((r) =>
