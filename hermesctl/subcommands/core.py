@@ -57,6 +57,8 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
                         print(f"    {row['name']}: {line}")
     if info.get("model"):
         print(f"  model:       {info['model']}")
+    if (info.get("http") or {}).get("web"):
+        print(f"  web page:    {info['http']['web']} (docs/web.md)")
     shield = sandbox_text(info.get("sandbox"))
     if shield:
         print(f"  {shield.replace('sandbox: ', 'sandbox:     ', 1)}")

@@ -279,6 +279,7 @@ def test_the_status_view_lists_the_daemon_and_runs_a_cron_job(page, start, model
     wait_for(page, "#log", "HTTP door listening")
     wait_for(page, "#cron button", "Run greeter now").click()
     wait_for(page, "#cron td.ok", "ok")
+    assert "Invalid" not in page.find_element(By.CSS_SELECTOR, "#cron").text  # dates shown
     screenshot(page, "status")
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import httpx2 as httpx
 
 from hermesd.http.page import csrf_value
+from tests.support.daemon import run_hermesctl
 from tests.support.http_client import MEMBER_TOKEN, OWNER_TOKEN, client, free_port, http_config
 
 
@@ -143,3 +144,11 @@ def test_the_page_is_off_with_http_web_false(start) -> None:
         assert c.post("/login", data={"token": OWNER_TOKEN}).status_code in (404, 405)
     with client(port) as c:
         assert c.get("/v1/sessions").status_code == 200
+
+
+def test_hermesctl_status_and_the_log_print_the_page_address(start) -> None:
+    port = free_port()
+    daemon = start(config=http_config(port))
+    done = run_hermesctl(["--socket", str(daemon.socket), "status"])
+    assert f"web page:    http://127.0.0.1:{port}/" in done.stdout
+    assert f"web page: http://127.0.0.1:{port}/" in daemon.log()

@@ -47,7 +47,9 @@ export class Conversation {
     this.state = el("p", { class: "meta", id: "stream-state", role: "status", text: "connecting…" });
     this.root = el("section", { class: "conversation", "aria-labelledby": "conv-title" },
       el("h2", { id: "conv-title", text: session.title || session.id }),
-      el("p", { class: "meta", text: `${session.model || ""} · ${number(session.message_count)} messages · ${number(session.total_tokens)} tokens · ${session.platform || ""}` }),
+      el("p", { class: "meta", text: [session.model, `${number(session.message_count)} messages`,
+        `${number(session.total_tokens)} tokens`, session.platform, session.parent_id && `sub-agent of ${session.parent_id}`]
+        .filter(Boolean).join(" · ") }),
       this.state, this.messages, this.composer());
   }
 
@@ -121,7 +123,7 @@ export class Conversation {
 
   async attached(info) {
     const first = this.lastSeq === null || !this.loaded;
-    this.state.textContent = `live · seq ${info.event_seq ?? ""}`;
+    this.state.textContent = "live";
     this.state.dataset.connected = "yes";
     if (this.lastSeq === null) this.lastSeq = info.event_seq ?? 0;
     else if (!first) this.state.dataset.resumedFrom = String(this.lastSeq);

@@ -24,7 +24,8 @@ export function markdown(text) {
 
 export function when(seconds) {
   if (!seconds) return "";
-  return new Date(seconds * 1000).toLocaleString();
+  const date = typeof seconds === "number" ? new Date(seconds * 1000) : new Date(seconds);
+  return Number.isNaN(date.getTime()) ? String(seconds) : date.toLocaleString();
 }
 
 export function number(n) {

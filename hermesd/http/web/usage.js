@@ -11,7 +11,7 @@ function chart(target, title, xs, series, yLabel) {
     series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: COLOURS[i % COLOURS.length],
       fill: `${COLOURS[i % COLOURS.length]}33`, paths: window.uPlot.paths.bars({ size: [0.6, 40] }) }))],
     axes: [{}, { label: yLabel }],
-    scales: { x: { time: true } },
+    scales: { x: { time: true, range: (u, min, max) => [min - 43200, max + 43200] } },
   };
   const box = el("div", { class: "chart", role: "img", "aria-label": `${title}: see the table below` });
   target.append(box);
