@@ -160,6 +160,40 @@ def test_a_slash_command_runs_in_the_session(page, start, model) -> None:
     assert len(model.requests) == asked  # commands never reach the model
 
 
+def test_the_list_nests_sub_sessions_searches_and_marks_running_turns(page, start, model) -> None:
+    daemon, port = _daemon(start, model)
+    model.push(reply("the zebra crossing is here"))
+    parent = daemon.call("session.create", {"title": "parent chat", "attach": False})["id"]
+    daemon.call("session.send", {"session_id": parent, "message": "where?", "wait": True})
+    child = daemon.call("session.fork", {"session_id": parent, "title": "forked child"})["id"]
+    other = daemon.call("session.create", {"title": "unrelated", "attach": False})["id"]
+    log_in(page, port, OWNER_TOKEN)
+    nested = wait_for(page, f"#session-tree ul ul [data-session='{child}']", "forked child")
+    assert "msgs" in nested.text and "tokens" in nested.text
+    page.find_element(By.CSS_SELECTOR, "#search").send_keys("zebra")  # words of a message
+    wait_for(page, f"[data-session='{parent}']")
+    assert page.find_elements(By.CSS_SELECTOR, f"[data-session='{other}']") == []
+    model.push(reply("slow " * 200, chunk_delay=0.2, chunk_chars=10))
+    page.find_element(By.CSS_SELECTOR, "#search").clear()
+    daemon.call("session.send", {"session_id": other, "message": "go"})
+    wait_for(page, f"[data-session='{other}'] .badge.live", "live")
+    daemon.call("session.cancel", {"session_id": other})
+
+
+def test_the_models_question_is_answered_with_a_card(page, start, model) -> None:
+    daemon, port = _daemon(start, model)
+    question = {"question": "Which environment?", "choices": ["staging", "prod"]}
+    model.push(call_tools(tool_call("clarify", question)), reply("deploying to prod"))
+    sid = daemon.call("session.create", {"attach": False})["id"]
+    log_in(page, port, OWNER_TOKEN)
+    _open(page, port, sid)
+    _send(page, "deploy")
+    card = wait_for(page, ".card.clarify", "Which environment?")
+    card.find_element(By.XPATH, ".//button[text()='prod']").click()
+    wait_for(page, ".card.clarify.closed", "Answered here: prod")
+    wait_for(page, ".msg.assistant .md", "deploying to prod")
+
+
 def _chat(daemon: DaemonProcess, *args: str) -> Terminal:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
     env.update(HERMES_HOME=str(daemon.home), TERM="xterm", NO_COLOR="1")

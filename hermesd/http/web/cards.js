@@ -23,10 +23,12 @@ export function approvalCard(sessionId, request) {
   const buttons = choices.map((choice) => el("button", {
     type: "button", class: choice === "deny" ? "" : "primary", "data-choice": choice, text: LABELS[choice] || choice,
     onclick: async () => {
+      card.dataset.answering = choice; // our own answer comes back as approval.resolved too
       try {
         await post(`/v1/sessions/${sessionId}/approvals/${request.id}`, { choice });
         close(card, `Answered here: ${choice}`);
       } catch (err) {
+        delete card.dataset.answering;
         card.append(errorNote(err));
       }
     },
@@ -37,7 +39,9 @@ export function approvalCard(sessionId, request) {
 
 export function resolveApproval(root, resolved) {
   const card = root.querySelector(`#approval-${CSS.escape(resolved.id)}`);
-  if (card) close(card, `Answered elsewhere: ${resolved.choice}`);
+  if (!card) return;
+  const mine = card.dataset.answering === resolved.choice;
+  close(card, mine ? `Answered here: ${resolved.choice}` : `Answered elsewhere: ${resolved.choice}`);
 }
 
 export function clarifyCard(sessionId, question) {
@@ -45,10 +49,12 @@ export function clarifyCard(sessionId, question) {
   const card = el("section", { class: "card clarify", id: `clarify-${question.id}`, "aria-labelledby": title },
     el("h3", { id: title, text: `The model asks: ${question.question}` }));
   const send = async (body, shown) => {
+    card.dataset.answering = shown;
     try {
       await post(`/v1/sessions/${sessionId}/clarify/${question.id}`, body);
       close(card, `Answered here: ${shown}`);
     } catch (err) {
+      delete card.dataset.answering;
       card.append(errorNote(err));
     }
   };
@@ -62,5 +68,8 @@ export function clarifyCard(sessionId, question) {
 
 export function resolveClarify(root, resolved) {
   const card = root.querySelector(`#clarify-${CSS.escape(resolved.id)}`);
-  if (card) close(card, `Closed: ${resolved.how}`);
+  if (!card) return;
+  const mine = card.dataset.answering !== undefined && resolved.how === "answered";
+  const other = resolved.how === "answered" ? "Answered elsewhere" : `Closed: ${resolved.how}`;
+  close(card, mine ? `Answered here: ${card.dataset.answering}` : other);
 }
