@@ -152,3 +152,18 @@ def test_hermesctl_status_and_the_log_print_the_page_address(start) -> None:
     done = run_hermesctl(["--socket", str(daemon.socket), "status"])
     assert f"web page:    http://127.0.0.1:{port}/" in done.stdout
     assert f"web page: http://127.0.0.1:{port}/" in daemon.log()
+
+
+def test_the_page_files_travel_compressed_and_revalidate(start) -> None:
+    port = _door(start)
+    with _browser(port) as c:
+        plain = c.get("/web/vendor/uPlot.iife.min.js", headers={"Accept-Encoding": "identity"})
+        packed = c.get("/web/vendor/uPlot.iife.min.js", headers={"Accept-Encoding": "gzip"})
+        assert packed.headers["content-encoding"] == "gzip"
+        assert packed.content == plain.content  # decoded by the client
+        assert int(packed.headers["content-length"]) < len(plain.content) / 2
+        again = c.get(
+            "/web/vendor/uPlot.iife.min.js",
+            headers={"Accept-Encoding": "gzip", "If-None-Match": packed.headers["etag"]},
+        )
+        assert again.status_code == 304 and again.content == b""
