@@ -82,7 +82,7 @@ def test_logging_in_with_a_token_shows_the_sessions(page, start, model) -> None:
     wait_for(page, f"[data-session='{sid}']", "first chat")
     cookies = {c["name"]: c for c in page.get_cookies()}
     assert cookies["hermesd_token"]["httpOnly"] and cookies["hermesd_token"]["sameSite"] == "Strict"
-    screenshot(page, "sessions")
+    screenshot(page, "logged-in")
     assert csp_violations(page) == []
 
 
@@ -177,6 +177,7 @@ def test_the_list_nests_sub_sessions_searches_and_marks_running_turns(page, star
     page.find_element(By.CSS_SELECTOR, "#search").clear()
     daemon.call("session.send", {"session_id": other, "message": "go"})
     wait_for(page, f"[data-session='{other}'] .badge.live", "live")
+    screenshot(page, "sessions")
     daemon.call("session.cancel", {"session_id": other})
 
 
