@@ -384,3 +384,25 @@ def test_the_main_views_pass_the_accessibility_checker(page, start, model) -> No
         page.switch_to.active_element.send_keys("\t")
         focused.append(page.switch_to.active_element.get_attribute("id") or "")
     assert "search" in focused and "new-session" in focused
+
+
+def test_opening_a_session_mid_turn_shows_what_it_streamed_so_far(page, start, model) -> None:
+    daemon, port = _daemon(start, model)
+    words = " ".join(f"w{i}" for i in range(80))
+    model.push(reply(words, chunk_delay=0.25, chunk_chars=6))
+    sid = daemon.call("session.create", {"attach": False})["id"]
+    log_in(page, port, OWNER_TOKEN)
+    with daemon.client() as sock:
+        sock.call("session.send", {"session_id": sid, "message": "a long one"})
+        shown = ""
+        while "w3 " not in shown:  # some words are out before the page opens
+            note = sock.next_notification(timeout=20)
+            assert note is not None
+            shown += note.params[0].get("text") or "" if note.method == "session.event" else ""
+        assert daemon.call("session.get", {"session_id": sid})["running"]
+        _open(page, port, sid)
+        wait_for(page, ".msg.user", "a long one")
+        streamed = wait_for(page, "#streaming .streaming", "w1 ")
+        assert streamed.text.startswith("w0 w1")  # from the start, not from the page's opening
+        wait_for(page, ".msg.assistant .md", "w79")
+    assert len(page.find_elements(By.CSS_SELECTOR, ".msg.user")) == 1

@@ -40,6 +40,7 @@ export class Conversation {
     this.id = session.id;
     this.onChange = onChange;
     this.lastSeq = null;
+    this.chain = Promise.resolve(); // events are handled one after the other, history first
     this.stream = null;
     this.live = null; // the assistant bubble being streamed
     this.pendingImages = [];
@@ -89,12 +90,22 @@ export class Conversation {
   scroll() { this.messages.scrollTop = this.messages.scrollHeight; }
 
   open() {
-    const after = this.lastSeq === null ? "" : `?after_seq=${this.lastSeq}`;
+    let after = this.lastSeq === null ? "" : `?after_seq=${this.lastSeq}`;
+    if (this.lastSeq === null && this.session.running) {
+      // a turn is running: replay what the daemon kept, and show that turn's part of it
+      after = "?after_seq=0";
+      this.replayTurn = this.session.turn_id;
+    }
     const stream = new EventSource(`/v1/sessions/${this.id}/events${after}`);
     this.stream = stream;
     const on = (type, fn) => stream.addEventListener(type, (e) => {
-      if (e.lastEventId) this.lastSeq = Number(e.lastEventId);
-      fn(JSON.parse(e.data || "{}"));
+      const seq = e.lastEventId ? Number(e.lastEventId) : null;
+      if (seq !== null) this.lastSeq = Math.max(this.lastSeq ?? 0, seq);
+      const data = JSON.parse(e.data || "{}");
+      this.chain = this.chain.then(() => {
+        if (this.skipped(type, seq, data)) return undefined;
+        return fn(data);
+      }).catch((err) => this.messages.append(errorNote(err)));
     });
     on("attached", (a) => this.attached(a));
     on("replay.incomplete", () => this.loadHistory());
@@ -121,7 +132,15 @@ export class Conversation {
     };
   }
 
+  skipped(type, seq, data) {
+    // replayed on opening (seq up to the attach): only the running turn's events, and not its
+    // start (its message is in the history already)
+    if (this.replayTurn === undefined || seq === null || seq > this.attachSeq) return false;
+    return data.turn_id !== this.replayTurn || type === "turn.started";
+  }
+
   async attached(info) {
+    if (this.attachSeq === undefined) this.attachSeq = info.event_seq ?? 0;
     const first = this.lastSeq === null || !this.loaded;
     this.state.textContent = "live";
     this.state.dataset.connected = "yes";
