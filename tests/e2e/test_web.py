@@ -51,17 +51,17 @@ def page(browser: WebDriver) -> Iterator[WebDriver]:
     browser.delete_all_cookies()
 
 
-def _config(model: ScriptedModelServer, port: int) -> str:
+def _config(model: ScriptedModelServer, port: int, extra: str = "") -> str:
     base = (
         f"model:\n  base_url: {model.url}\n  default: scripted-model\n"
-        "terminal:\n  cwd: /tmp\napprovals:\n  timeout: 60\n"
+        "terminal:\n  cwd: /tmp\napprovals:\n  timeout: 60\n" + extra
     )
     return http_config(port, base)
 
 
-def _daemon(start, model: ScriptedModelServer) -> tuple[DaemonProcess, int]:
+def _daemon(start, model: ScriptedModelServer, extra: str = "") -> tuple[DaemonProcess, int]:
     port = free_port()
-    return start(config=_config(model, port)), port
+    return start(config=_config(model, port, extra)), port
 
 
 def _open(page: WebDriver, port: int, sid: str) -> None:
@@ -290,7 +290,8 @@ def test_an_image_uploaded_on_the_page_is_sent_and_shown(page, start, model) -> 
 
 
 def test_the_usage_view_draws_tokens_per_day_and_model(page, start, model) -> None:
-    daemon, port = _daemon(start, model)
+    prices = "pricing:\n  scripted-model: {input_per_mtok: 1000, output_per_mtok: 2000}\n"
+    daemon, port = _daemon(start, model, "budget:\n  daily_usd: 10\n" + prices)
     model.push(reply("counted", usage={"prompt_tokens": 1200, "completion_tokens": 300}))
     sid = daemon.call("session.create", {"attach": False})["id"]
     daemon.call("session.send", {"session_id": sid, "message": "hi", "wait": True})
@@ -298,7 +299,10 @@ def test_the_usage_view_draws_tokens_per_day_and_model(page, start, model) -> No
     page.get(f"http://127.0.0.1:{port}/#/usage")
     wait_for(page, "#usage-charts .uplot canvas")
     row = wait_for(page, "#usage-table tbody tr", "scripted-model")
-    assert "1,500" in row.text
+    assert "1,500" in row.text and "$1.8000" in row.text  # 1200 × $1000/M + 300 × $2000/M
+    today = wait_for(page, "label[for=budget-Today]", "of $10")
+    assert "$1.8000" in today.text
+    assert page.find_element(By.ID, "budget-Today").get_attribute("value") == "1.8"
     screenshot(page, "usage")
     assert csp_violations(page) == []
 

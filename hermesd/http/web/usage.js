@@ -38,19 +38,19 @@ export async function usageView(view) {
   const xs = data.days.map((d) => new Date(`${d.day}T00:00:00`).getTime() / 1000);
   const models = [...new Set(data.days.flatMap((d) => d.by_model.map((m) => m.model)))];
   const per = (model, key) => data.days.map((d) => (d.by_model.find((m) => m.model === model) || {})[key] || 0);
+  view.append(el("h3", { text: "Budgets" }),
+    budgetRow("Today", data.today.cost_usd, data.budget.daily_usd),
+    budgetRow("This month", data.month.cost_usd, data.budget.monthly_usd),
+    el("p", { class: "meta", text: `Per-session token budget: ${data.budget.session_tokens || "none"}; over budget: ${data.budget.action || "warn"}` }));
   const area = el("div", { id: "usage-charts" });
-  view.append(area);
+  view.append(el("h3", { text: "Last 30 days" }), area);
   if (!models.length) area.append(el("p", { class: "meta", text: "No model requests in the last 30 days." }));
   chart(area, "Tokens per day", xs, models.map((m) => ({ label: m, values: per(m, "total_tokens") })), "tokens");
   chart(area, "Cost per day (USD)", xs, models.map((m) => ({ label: m, values: per(m, "cost_usd") })), "USD");
   const rows = data.days.flatMap((d) => d.by_model.map((m) => el("tr", {},
     el("td", { text: d.day }), el("td", { text: m.model }), el("td", { text: number(m.requests) }),
     el("td", { text: number(m.total_tokens) }), el("td", { text: m.cost_usd == null ? "unpriced" : `$${m.cost_usd.toFixed(4)}` }))));
-  view.append(el("h3", { text: "Budgets" }),
-    budgetRow("Today", data.today.cost_usd, data.budget.daily_usd),
-    budgetRow("This month", data.month.cost_usd, data.budget.monthly_usd),
-    el("p", { class: "meta", text: `Per-session token budget: ${data.budget.session_tokens || "none"}; over budget: ${data.budget.action || "warn"}` }),
-    el("table", { id: "usage-table" }, el("caption", { text: "Per day and model (last 30 days)" }),
+  view.append(el("table", { id: "usage-table" }, el("caption", { text: "Per day and model (last 30 days)" }),
       el("thead", {}, el("tr", {}, ["Day", "Model", "Requests", "Tokens", "Cost"].map((h) => el("th", { scope: "col", text: h })))),
       el("tbody", {}, rows)));
 }
