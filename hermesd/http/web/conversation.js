@@ -120,7 +120,11 @@ export class Conversation {
     on("approval.resolved", (e) => resolveApproval(this.messages, e));
     on("clarify.request", (e) => { this.messages.append(clarifyCard(this.id, e)); this.scroll(); });
     on("clarify.resolved", (e) => resolveClarify(this.messages, e));
-    on("subagent.progress", (e) => this.note(`sub-agent ${e.child_session_id}: ${e.state} ${e.goal || ""}`));
+    on("subagent.progress", (e) => {
+      this.messages.append(el("p", { class: "msg note" }, "sub-agent ",
+        el("a", { href: `#/s/${e.child_session_id}`, text: e.child_session_id }), `: ${e.state} ${e.goal || ""}`));
+      this.scroll();
+    });
     on("budget.warning", (e) => this.note(e.message));
     on("context.warning", (e) => this.note(e.message));
     on("session.deleted", () => this.note("This session was deleted."));
