@@ -27,6 +27,7 @@ from tests.support.browser import (
 from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
 from tests.support.http_client import MEMBER_TOKEN, OWNER_TOKEN, client, free_port, http_config
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+from tests.support.plugin_factory import write_plugin
 from tests.support.terminal import Terminal
 
 pytestmark = pytest.mark.skipif(CHROMEDRIVER is None, reason="needs chromium-driver (apt)")
@@ -308,13 +309,21 @@ def test_the_usage_view_draws_tokens_per_day_and_model(page, start, model) -> No
 
 
 def test_the_status_view_lists_the_daemon_and_runs_a_cron_job(page, start, model) -> None:
-    daemon, port = _daemon(start, model)
+    home = short_tmpdir("st-")
+    write_plugin(
+        home / "plugins", "broken", "def register(ctx):\n    raise RuntimeError('no luck')\n"
+    )
+    port = free_port()
+    daemon = start(home, config=_config(model, port))
     daemon.call("cron.create", {"prompt": "say hi", "schedule": "every 2h", "name": "greeter"})
     model.push(reply("hi from cron"))
     log_in(page, port, OWNER_TOKEN)
     page.get(f"http://127.0.0.1:{port}/#/status")
     assert wait_for(page, "#sandbox-mode").text
-    wait_for(page, "#plugins")
+    broken = wait_for(page, "#plugins tr", "broken")
+    assert "error" in broken.find_element(By.CSS_SELECTOR, "td.bad").text
+    assert "no luck" in broken.text
+    assert "calculate" in wait_for(page, "#plugins tr", "calculator").text  # what it registered
     wait_for(page, "#log", "HTTP door listening")
     wait_for(page, "#cron button", "Run greeter now").click()
     wait_for(page, "#cron td.ok", "ok")
