@@ -59,6 +59,8 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
         print(f"  model:       {info['model']}")
     for name, state in sorted((info.get("gateway") or {}).items()):  # chat platforms
         print(f"  {name + ':':<12} {state}")
+    if (info.get("http") or {}).get("web"):
+        print(f"  web page:    {info['http']['web']} (docs/web.md)")
     shield = sandbox_text(info.get("sandbox"))
     if shield:
         print(f"  {shield.replace('sandbox: ', 'sandbox:     ', 1)}")

@@ -72,6 +72,7 @@ SCHEMA: dict[str, Any] = {
             (str,), None, "a dashboard_auth plugin provider asked about tokens not in token_file"
         ),
         "auth_timeout": _S(_num, 5, "seconds the auth provider may take to answer"),
+        "web": _S((bool,), True, "serve the web page at / on the listener (docs/web.md)"),
     },
     "limits": {
         "max_message": _S((int,), 8 * 1024 * 1024, "largest accepted msgpack message, bytes"),

@@ -31,6 +31,7 @@ from hermesd.http.errors import error, from_rpc
 from hermesd.http.metrics import EventMetrics
 from hermesd.http.openai_api import OpenAIRoutes
 from hermesd.http.openapi import document
+from hermesd.http.page import PageRoutes, cookie_token, csrf_refusal
 from hermesd.http.sessions_api import SessionRoutes
 from hermesd.http.tokens import Identity, authenticate, bearer
 from hermesd.rpc.protocol import RpcError
@@ -51,7 +52,9 @@ class QuietServer(uvicorn.Server):
 class HttpApp:
     """The routes over one `Door`, with the tokens of the moment (reloaded with the config)."""
 
-    def __init__(self, door: Door, bounds: BodyBounds, metrics: EventMetrics) -> None:
+    def __init__(
+        self, door: Door, bounds: BodyBounds, metrics: EventMetrics, web: bool = True
+    ) -> None:
         self.door = door
         self.counters = metrics
         self.provider_auth: ProviderAuth | None = None  # a plugin's tokens (auth_provider.py)
@@ -90,14 +93,29 @@ class HttpApp:
             ),
             Route("/v1/rpc/{method}", self._auth(s.rpc), methods=["POST"]),
         ]
+        if web:  # the web page (docs/web.md)
+            p = PageRoutes(door, bounds, self._identify)
+            routes += [
+                Route("/", p.index, methods=["GET"]),
+                Route("/login", p.login, methods=["POST"]),
+                Route("/logout", self._auth(p.logout), methods=["POST"]),
+                Route("/web/{path:path}", p.asset, methods=["GET"]),
+                Route("/v1/web/me", self._auth(p.me), methods=["GET"]),
+                Route("/v1/web/usage", self._auth(p.usage), methods=["GET"]),
+            ]
         self.app = Starlette(routes=routes)
 
     def _auth(self, endpoint: Endpoint) -> Endpoint:
         async def guarded(request: Request) -> Response:
             header = request.headers.get("authorization")
-            who = authenticate(self.tokens, header)
-            if who is None and self.provider_auth is not None:
-                who = await self.provider_auth.identify(bearer(header))
+            cookie = cookie_token(request)  # the web page's login (page.py)
+            if cookie is not None:
+                refusal = csrf_refusal(request, cookie)
+                if refusal is not None:
+                    self.answered["403"] += 1
+                    return error(403, f"refused: {refusal}", "csrf")
+                header = f"Bearer {cookie}"
+            who = await self._identify(bearer(header))
             if who is None:
                 self.refused += 1
                 self.answered["401"] += 1
@@ -120,6 +138,13 @@ class HttpApp:
             return response
 
         return guarded
+
+    async def _identify(self, token: str) -> Identity | None:
+        """Who a token stands for: the token file's, else the auth provider's, else None."""
+        who = authenticate(self.tokens, f"Bearer {token}") if token else None
+        if who is None and token and self.provider_auth is not None:
+            who = await self.provider_auth.identify(token)
+        return who
 
     async def health(self, request: Request) -> Response:
         """``/health``: the process answers (no token, nothing more said)."""

@@ -38,13 +38,7 @@ def identity(request: Request) -> Identity:
 async def read_json(request: Request, bounds: BodyBounds) -> dict[str, Any]:
     """The body as a JSON object, refused past ``bounds.size`` bytes before more is read and
     when it has not all arrived within ``bounds.seconds``."""
-    try:
-        async with asyncio.timeout(bounds.seconds):
-            raw = await _read(request, bounds.size)
-    except TimeoutError:
-        raise HttpError(
-            408, f"the body did not arrive within {bounds.seconds:g}s", "timeout"
-        ) from None
+    raw = await read_raw(request, bounds)
     if not raw:
         return {}
     try:
@@ -54,6 +48,17 @@ async def read_json(request: Request, bounds: BodyBounds) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise HttpError(400, "the body must be a JSON object", "invalid_json")
     return body
+
+
+async def read_raw(request: Request, bounds: BodyBounds) -> bytes:
+    """The body's bytes, within ``bounds`` (413 past the size, 408 past the time)."""
+    try:
+        async with asyncio.timeout(bounds.seconds):
+            return await _read(request, bounds.size)
+    except TimeoutError:
+        raise HttpError(
+            408, f"the body did not arrive within {bounds.seconds:g}s", "timeout"
+        ) from None
 
 
 async def _read(request: Request, limit: int) -> bytes:

@@ -130,7 +130,7 @@ class HttpService(RpcService):
         self._metrics = metrics = EventMetrics(self._tool_known)
         self._observed[0].append(metrics.event)
         self._observed[1].append(metrics.cron_run)
-        self.app = HttpApp(door, bounds, metrics)
+        self.app = HttpApp(door, bounds, metrics, web=bool(self._settings("http.web")))
         self.app.provider_auth = ProviderAuth(lambda key: self._settings(key), self._auth_providers)
         self._load_tokens()
         import uvicorn
@@ -155,6 +155,8 @@ class HttpService(RpcService):
         if self._task.done():
             self._task.result()  # a failure to serve stops the start-up, with its reason
         log.info("HTTP door listening on %s", self.address)
+        if self._settings("http.web"):
+            log.info("web page: %s (docs/web.md)", self.web_url())
 
     async def stop(self) -> None:
         """Stop serving: open event streams end, then the listener closes."""
@@ -171,6 +173,15 @@ class HttpService(RpcService):
             self._observed[1].remove(self._metrics.cron_run)
             self._metrics = None
 
+    def web_url(self) -> str | None:
+        """The address of the web page (docs/web.md), or None when it is off."""
+        if self.address is None or not self._settings("http.web"):
+            return None
+        host, _, port = self.address.rpartition(":")
+        host = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(host, host)
+        host = f"[{host}]" if ":" in host and not host.startswith("[") else host
+        return f"http://{host}:{port}/"
+
     def status(self) -> dict[str, Any]:
         """Where the door listens and how many links are open."""
         if self.app is None:
@@ -181,6 +192,7 @@ class HttpService(RpcService):
                 "tokens": len(self.app.tokens),
                 "links": len(self.app.door.links),
                 "event_streams": self.app.sessions.streams,
+                "web": self.web_url(),
             }
         }
 

@@ -62,3 +62,11 @@ def test_every_console_script_names_a_callable() -> None:
         target_obj = getattr(importlib.import_module(module_name), attr)
         assert callable(target_obj), f"{name} = {target!r} is not callable"
         assert not isinstance(target_obj, type(importlib)), f"{name} = {target!r} is a module"
+
+
+def test_every_file_of_the_web_page_is_shipped() -> None:
+    """The web page (hermesd/http/web/, docs/web.md) is served from package data."""
+    folder = PACKAGE_DIRS["hermesd"]
+    matched = {p for pattern in _package_data()["hermesd"] for p in folder.glob(pattern)}
+    for path in _shipped_files(folder / "http" / "web"):
+        assert path in matched, f"{path.relative_to(REPO)} is in no package-data pattern"
