@@ -200,16 +200,19 @@ class Repl:
                     raise
                 # Ctrl-C while waiting for hermesd: stop trying, keep the message
                 self.typed = text
-                self.printer.line(
-                    self.style.yellow(
-                        "⊘ stopped reconnecting; your message is back at the prompt "
-                        "(Enter tries again, Ctrl-D leaves)"
-                    )
+                self._stopped_reconnecting(
+                    "your message is back at the prompt (Enter tries again, Ctrl-D leaves)"
                 )
             except (RpcError, ConnectionClosed, OSError) as exc:
                 if not lost(exc):  # lost again while recovering: attach again, then go on
                     raise
-                self.reconnect()
+                try:
+                    self.reconnect()
+                except KeyboardInterrupt:  # the message went through: nothing to put back
+                    self._stopped_reconnecting("your next message tries again (Ctrl-D leaves)")
+
+    def _stopped_reconnecting(self, what_next: str) -> None:
+        self.printer.line(self.style.yellow(f"⊘ stopped reconnecting; {what_next}"))
 
     def footer(self, took_s: float | None = None) -> None:
         """The status line under an answer: model, context use, session cost, approvals."""
@@ -343,6 +346,7 @@ class Repl:
 
         Tries with growing pauses until it works; Ctrl-C (KeyboardInterrupt) stops trying.
         """
+        self.connected = False  # first: a Ctrl-C from here on means "stop trying"
         self.printer.finish()
         self.printer.line(
             self.style.yellow(
@@ -350,7 +354,6 @@ class Repl:
             )
         )
         self.client.close()
-        self.connected = False
         attempt = 0
         while True:
             try:

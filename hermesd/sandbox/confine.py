@@ -74,7 +74,14 @@ class Launch:
     env: dict[str, str]
     cwd: Path
     pass_fds: tuple[int, ...] = ()
+    cgroup: CallCgroup | None = None
     _cleanups: list[Callable[[], None]] = field(default_factory=list)
+
+    def kill_left(self) -> None:
+        """Kill what is left of the call once its own process has ended (no-op without a
+        cgroup): nothing of a stopped call outlives it, whatever it forked."""
+        if self.cgroup is not None:
+            self.cgroup.kill()
 
     def cleanup(self) -> None:
         """Close what was handed to the child and remove the private tmp."""
@@ -286,6 +293,7 @@ class Sandbox:
                 cgroup.destroy()
             raise
         if cgroup is not None:
+            launch.cgroup = cgroup
             launch._cleanups.insert(0, cgroup.destroy)  # last: after the process has ended
         return launch
 

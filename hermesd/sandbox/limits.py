@@ -60,6 +60,12 @@ class CallCgroup:
 
     directories: list[Path]
 
+    def kill(self) -> None:
+        """Kill every process still in the call's cgroups (what outlived the call's own
+        process: a daemonised child, a sandbox whose launcher died while it was starting)."""
+        for directory in self.directories:
+            _empty(directory)
+
     def destroy(self) -> None:
         """Kill every process still in the call's cgroups, then remove them."""
         for directory in self.directories:

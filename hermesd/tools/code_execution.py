@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermesd.runtime.session import turn_tools
-from hermesd.sandbox.confine import SandboxUnavailable
+from hermesd.sandbox.confine import Launch, SandboxUnavailable
 from hermesd.tools import code_runner
 from hermesd.tools.arguments import error
 from hermesd.tools.code_channel import Refused, ToolChannel
@@ -338,13 +338,14 @@ class _Run:
                 os.close(fd)
         try:
             ends = (requests_r, replies_w)
-            return await self._supervise(proc, code, module, timeout, max_output, ends)
+            return await self._supervise(proc, launch, code, module, timeout, max_output, ends)
         finally:
             await asyncio.to_thread(launch.cleanup)
 
     async def _supervise(
         self,
         proc: Process,
+        launch: Launch,
         code: str,
         module: str,
         timeout: int,
@@ -364,7 +365,7 @@ class _Run:
             timed_out = True
         finally:
             if proc.returncode is None:
-                await terminate(proc)
+                await terminate(proc, launch)
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(ran, 5)
             if not serving.done():  # a tool call still running when the script ended

@@ -220,15 +220,20 @@ class ProcessTable:
         await self._save()
 
     async def _kill(self, item: Background, source: str) -> None:
-        proc = item.proc
-        if item.exited or proc is None:
+        proc, launch = item.proc, item.launch
+        if item.exited or proc is None or launch is None:
             return
         item.exited = True  # before the wait: the reader then keeps this ending
         item.completion_reason, item.termination_source = "killed", source
-        await terminate(proc)
+        await terminate(proc, launch)
         item.exit_code = proc.returncode
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(item.done.wait(), 5)
+            return
+        # something outside any cgroup still holds the output pipe: stop reading it, so the
+        # reader ends and the launch is cleaned up
+        if proc.stdout is not None:
+            proc.stdout.feed_eof()
 
     async def write(self, item: Background, data: str) -> int:
         """Write ``data`` to the process's stdin; the bytes written. Raises OSError (stdin

@@ -193,7 +193,7 @@ async def _run_shell(launch: Launch, timeout: float) -> tuple[str, int | None, b
         timed_out = True
     finally:
         if proc.returncode is None:
-            await terminate(proc)
+            await terminate(proc, launch)
     output = b"".join(chunks).decode("utf-8", errors="replace")
     if size > OUTPUT_CAP * 4:
         output += f"\n… [{size - OUTPUT_CAP * 4} more bytes not kept]"
@@ -214,10 +214,12 @@ async def spawn(launch: Launch, *, stdin: int, stderr: int) -> asyncio.subproces
     )
 
 
-async def terminate(proc: asyncio.subprocess.Process) -> None:
+async def terminate(proc: asyncio.subprocess.Process, launch: Launch) -> None:
     """Stop a sandboxed call's process and wait for it: SIGTERM first (the Landlock launcher
     then kills what left the process group: setsid, a double fork; bubblewrap's pid namespace
-    ends with bwrap), SIGKILL to the group two seconds later."""
+    ends with bwrap), SIGKILL to the group two seconds later, then whatever is left in the
+    call's cgroup (bubblewrap's inner process can outlive a launcher killed while it was
+    still setting the sandbox up: --die-with-parent is not yet armed then)."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(proc.pid, signal.SIGTERM)
     with contextlib.suppress(TimeoutError):
@@ -225,3 +227,4 @@ async def terminate(proc: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     await proc.wait()
+    await asyncio.to_thread(launch.kill_left)

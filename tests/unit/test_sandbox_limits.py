@@ -3,8 +3,11 @@ cannot be enforced here."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import resource
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ from hermesd.daemon.config import Config
 from hermesd.sandbox import limits
 from hermesd.sandbox.confine import Sandbox
 from hermesd.sandbox.limits import MB, Limits
+from hermesd.tools.terminal import spawn, terminate
 
 
 def test_the_keys_default_and_zero_turns_a_limit_off() -> None:
@@ -43,3 +47,33 @@ def test_status_says_when_root_has_no_pids_cgroup_to_count_processes(
     assert "processes: not enforced" in status["limits"], status
     off = Config({"sandbox": {"mechanism": "landlock", "limits": {"processes": 0}}})
     assert "limits" not in Sandbox.for_home(tmp_path / "home", off).status()
+
+
+def test_stopping_a_call_kills_what_outlived_its_launcher_in_the_calls_cgroup(
+    tmp_path: Path,
+) -> None:
+    """bubblewrap's inner process outlives a launcher killed while it still sets the sandbox
+    up (3 in 100 immediate kills measured); it is in the call's cgroup, and stopping the call
+    kills everything there. A sleeper put into the cgroup stands for it here."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    sandbox = Sandbox.for_home(tmp_path / "home", Config({}))
+    launch = sandbox.prepare("sleep 600", workspace, workspace, None)
+    if launch.cgroup is None:
+        launch.cleanup()
+        pytest.skip("no cgroup for calls on this machine")
+    stray = subprocess.Popen(["sleep", "600"], start_new_session=True)
+
+    async def stop() -> None:
+        proc = await spawn(launch, stdin=asyncio.subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        assert launch.cgroup is not None
+        for directory in launch.cgroup.directories:
+            (directory / "cgroup.procs").write_text(str(stray.pid))
+        await terminate(proc, launch)
+
+    try:
+        asyncio.run(stop())
+        assert stray.wait(5) == -signal.SIGKILL
+    finally:
+        stray.kill()
+        launch.cleanup()
