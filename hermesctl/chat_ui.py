@@ -207,6 +207,14 @@ class TurnPrinter:
                 self.markdown.reset()
         self.line(self.style.yellow(note))
 
+    def _on_model_fallback(self, ev: dict[str, Any]) -> None:
+        self.line(
+            self.style.yellow(
+                f"↪ {ev.get('from_model')} failed ({ev.get('error')}); this turn goes on with "
+                f"{ev.get('model')}"
+            )
+        )
+
     def _on_tool_started(self, ev: dict[str, Any]) -> None:
         label = format_call(str(ev.get("name")), str(ev.get("arguments") or ""))
         self._tools[str(ev.get("tool_call_id"))] = (label, str(ev.get("name")))

@@ -317,8 +317,9 @@ def _classifier(
 ) -> Callable[[ModelError], Awaitable[None]] | None:
     """``transform_api_error_classification`` for each failed attempt, when a plugin has it:
     the first valid classification sets the error's ``reason``, and its ``retryable`` and
-    ``message`` when it gives them (hermesd has one endpoint and one key: the other hints are
-    passed on in the log only)."""
+    ``message`` when it gives them; its ``should_compress`` and ``should_fallback`` go with
+    the error to the turn (`hermesd.agent.recovery`); ``should_rotate_credential`` is logged
+    (hermesd keeps one key per endpoint)."""
     if not scope.hooked("transform_api_error_classification"):
         return None
     chars = sum(_sizes(m.get("content"))[0] for m in sent.messages if isinstance(m, dict))
@@ -345,6 +346,7 @@ def _classifier(
         if verdict is None:
             return
         error.reason = verdict["reason"]
+        error.hints = {k: v for k, v in verdict.items() if k.startswith("should_")}
         if "retryable" in verdict:
             error.retryable = verdict["retryable"]
         if "message" in verdict:

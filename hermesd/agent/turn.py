@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from hermesd import redact
 from hermesd.agent.budget import BudgetExceeded
 from hermesd.agent.commit import close_unfinished, commit_message
+from hermesd.agent.recovery import RoundRecovery
 from hermesd.agent.request import Speaker, Toolsets, TurnRequest, allowed_names, build_request
-from hermesd.agent.round import Round, RoundInput, stream_round
+from hermesd.agent.round import Round, RoundInput
 from hermesd.agent.scope import TurnScope
 from hermesd.model.errors import ModelError
 from hermesd.model.fastjson import valid_text
@@ -117,6 +118,7 @@ class Turn:
         self.changed_paths: set[str] = set()  # written by write_file, for pre_verify
         self.verify_nudges = 0
         self.limit: int | None = None  # model rounds (None: agent.max_iterations)
+        self.recovery = RoundRecovery(agent, scope)  # overflow and fallback (agent.recovery)
 
     @property
     def ids(self) -> tuple[str, str]:
@@ -200,9 +202,7 @@ class Turn:
         # budget.*: announced once crossed; with action stop, no request past it
         await self.agent.meter.check(self.scope.session_id, self.scope.model, self.scope.emit)
         self.last_request_id = new_id("req")
-        done = await stream_round(
-            self.agent.client,
-            self.scope,
+        done = await self.recovery.send(
             RoundInput(
                 messages=sent,
                 tools=request.tools,
@@ -212,6 +212,8 @@ class Turn:
                 history=request.history,
                 max_shown=self.agent.store.messages.max_bytes,
             ),
+            request,
+            window,
         )
         self.unstored = done.usage  # stored with the message this completion produced
         if done.buckets:

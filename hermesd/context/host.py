@@ -519,3 +519,53 @@ class ContextHost:
         for sid in list(self.sessions):
             await self.end_session(sid)
         await self.engines.close()
+
+
+# --- a request the endpoint refused as over its window (hermesd.agent.recovery) -------------
+
+
+async def after_overflow(
+    host: ContextHost,
+    window: TurnWindow,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    real_window: int | None,
+) -> list[dict[str, Any]] | None:
+    """The endpoint refused a request of the turn ``window`` as over its window: learn the
+    window when the error said it (``real_window``, when smaller than the one the session
+    had), compact now (within the turn's `MAX_PER_TURN`) and return the turn's messages
+    rebuilt from the new view; None when nothing could be compacted."""
+    ctx = host.sessions.get(window.session_id)
+    if ctx is None or window.compactions >= MAX_PER_TURN:
+        return None
+    if real_window is not None and 0 < real_window < ctx.context_length:
+        await _resize(host, ctx, real_window)
+    window.compactions += 1
+    estimate = estimate_tokens(messages, tools)
+    done = await host.compact(
+        window.session_id,
+        force=True,
+        current_tokens=estimate,
+        reason="overflow",
+        turn_id=window.turn_id,
+    )
+    if not done["compacted"]:
+        return None
+    return await host._rebuild(window, ctx, messages)
+
+
+async def _resize(host: ContextHost, ctx: SessionContext, length: int) -> None:
+    """The session's window is ``length`` tokens, as its endpoint said in an error."""
+    log.warning(
+        "session %s: the endpoint says the window is %d tokens (it was taken as %d)",
+        ctx.session_id,
+        length,
+        ctx.context_length,
+    )
+    ctx.context_length, ctx.length_source = length, "the endpoint's error"
+    ctx.window_warned = False
+    try:
+        await host.engines.call(ctx, "update_model", ctx.model, length, **host.engines.endpoint())
+    except EngineFailed as exc:
+        await host._fall_back(ctx, exc)
+    await host._refresh_status(ctx)

@@ -356,6 +356,12 @@ SCHEMA: dict[str, Any] = {
     "pricing": _S(
         (dict,), None, "per model: {input_per_mtok, output_per_mtok, cache_read_per_mtok, …} USD"
     ),
+    # the reference's chain of other models/endpoints for a failing turn (hermesd.model.fallback)
+    "fallback_providers": _S(
+        (list, dict),
+        None,
+        "tried in order when the model fails: [{provider, model, base_url, key_env}]",
+    ),
     # issue 32: plugin secret sources (hermesd.plugins.secret_sources, docs/plugins.md)
     "secrets": _S(
         (dict,),
@@ -476,11 +482,15 @@ def _validate_one(
         raise ConfigError(f"'{dotted}' must be {_names(spec.types)}, got {type(value).__name__}")
     if spec.choices and value not in spec.choices and str(value).upper() not in spec.choices:
         raise ConfigError(f"'{dotted}' must be one of {', '.join(map(str, spec.choices))}")
-    if isinstance(value, list) and not all(isinstance(v, (str, int)) for v in value):
+    check = _CHECKS.get(dotted)  # a value of its own shape is checked by its own function
+    if (
+        check is None
+        and isinstance(value, list)
+        and not all(isinstance(v, str | int) for v in value)
+    ):
         raise ConfigError(f"'{dotted}' must be a list of strings")
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
         raise ConfigError(f"'{dotted}' must not be negative")
-    check = _CHECKS.get(dotted)
     problem = check(value) if check is not None else None
     if problem:
         raise ConfigError(f"'{dotted}' {problem}")
@@ -528,6 +538,12 @@ def _pricing_problem(value: Any) -> str | None:
     return price_problem(value)
 
 
+def _fallback_problem(value: Any) -> str | None:
+    from hermesd.model.fallback import config_problem
+
+    return config_problem(value)
+
+
 def _allowed_domains_problem(value: Any) -> str | None:
     from hermesd.sandbox.allowlist import entries_problem
 
@@ -545,6 +561,7 @@ _CHECKS: dict[str, Any] = {
     "budget.daily_usd": _positive,
     "budget.monthly_usd": _positive,
     "pricing": _pricing_problem,
+    "fallback_providers": _fallback_problem,
     "sandbox.allowed_domains": _allowed_domains_problem,
 }
 

@@ -5,19 +5,35 @@ asks to wait. `hermesd.model.client` re-exports all of it."""
 from __future__ import annotations
 
 import email.utils
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
 
 _RETRY_STATUSES = frozenset({408, 409, 425, 429})
+#: how endpoints word "the request is over the model's window" (OpenAI and vLLM, llama.cpp,
+#: Ollama, Anthropic-compatible proxies), lower case
+_OVERFLOW_WORDS = (
+    "context length",
+    "context_length_exceeded",
+    "context window",
+    "context size",
+    "exceed_context_size",
+    "maximum context",
+    "too many tokens",
+    "prompt is too long",
+    "prompt too long",
+)
 
 
 class ModelError(Exception):
     """A model request did not produce a usable answer. ``reason``: a plugin's classification
-    of it (``transform_api_error_classification``), None when no plugin gave one."""
+    of it (``transform_api_error_classification``), None when no plugin gave one; ``hints``:
+    that classification's ``should_compress``/``should_fallback``/… flags."""
 
     retryable = False
     reason: str | None = None
+    hints: dict[str, bool] | None = None
 
 
 class ModelNotConfigured(ModelError):
@@ -46,6 +62,42 @@ class ModelRequestFailed(ModelError):
 
 class ModelResponseInvalid(ModelError):
     """The endpoint answered 200 with something that is not a chat completion stream."""
+
+
+def overflowed(error: ModelError) -> bool:
+    """Whether ``error`` says the request was over the model's window (so a compaction may
+    make it fit). A plugin's classification decides when there is one."""
+    hinted = (error.hints or {}).get("should_compress")
+    if hinted is not None:
+        return bool(hinted)
+    if error.reason is not None:
+        return error.reason in ("context_overflow", "payload_too_large")
+    if not isinstance(error, ModelRequestFailed) or error.status not in (400, 413, 422):
+        return False
+    text = f"{error} {error.body}".lower()
+    return any(words in text for words in _OVERFLOW_WORDS)
+
+
+_WINDOW_PATTERNS = (
+    re.compile(r"maximum context length is (\d+)"),  # OpenAI, vLLM
+    re.compile(r"context (?:size|window|length)[^0-9]{0,40}?\(?(\d{3,}) tokens"),
+    re.compile(r"n_ctx[\"':= ]+(\d+)"),  # llama.cpp's error object
+)
+
+
+def window_from(error: ModelError) -> int | None:
+    """The window an overflow error says the model has (``maximum context length is 8192``,
+    llama.cpp's ``n_ctx``), or None when it does not say."""
+    body = error.body if isinstance(error, ModelRequestFailed) else {}
+    inner = body.get("error") if isinstance(body.get("error"), dict) else body
+    if isinstance(inner, dict) and isinstance(inner.get("n_ctx"), int) and inner["n_ctx"] > 0:
+        return int(inner["n_ctx"])
+    text = str(error).lower()
+    for pattern in _WINDOW_PATTERNS:
+        found = pattern.search(text)
+        if found:
+            return int(found.group(1))
+    return None
 
 
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
