@@ -46,6 +46,11 @@ let
     # hermesd.gateway.matrix: the Matrix client, with its e2e extra (encrypted rooms), and the
     # markdown renderer of its answers
     ps.matrix-nio ps.markdown-it-py
+    ps.python-telegram-bot  # hermesd.gateway.telegram
+    ps.rich ps.prompt-toolkit  # hermesctl chat: markdown on a terminal, the toolbar editor
+    ps.trafilatura ps.urllib3  # web_extract: HTML to text, GETs through the egress proxy
+    ps.agent-client-protocol  # hermesctl acp
+    ps.starlette ps.uvicorn ps.prometheus-client  # the HTTP door, /metrics
   ] ++ (ps.matrix-nio.optional-dependencies.e2e or [ ]);
   build-system = [ ps.setuptools ps.wheel ];
   checkInputs = [ ps.pytest ps.pytest-timeout ps.hypothesis ];

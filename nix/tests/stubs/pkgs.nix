@@ -108,6 +108,15 @@ let
           optional-dependencies.e2e = [ (leaf "vodozemac" "0.10.0") ];
         };
         markdown-it-py = leaf "markdown-it-py" "4.0.0";
+        python-telegram-bot = leaf "python-telegram-bot" "22.5";
+        rich = leaf "rich" "15.0.0";
+        prompt-toolkit = leaf "prompt-toolkit" "3.0.52";
+        trafilatura = leaf "trafilatura" "2.3.0";
+        urllib3 = leaf "urllib3" "2.5.0";
+        agent-client-protocol = leaf "agent-client-protocol" "0.12.0";
+        starlette = leaf "starlette" "1.0.0";
+        uvicorn = leaf "uvicorn" "0.40.0";
+        prometheus-client = leaf "prometheus-client" "0.23.1";
         tree-sitter-grammars = {
           tree-sitter-bash = leaf "python-tree-sitter-bash" "0.25.1";
         };
