@@ -401,6 +401,10 @@ class Delegations:
         def started(turn_id: str) -> None:
             child.turn_id = turn_id
 
+        model = child.task.model or self.settings.model
+        # on the children's own endpoint (delegation.base_url) a model name is needed
+        named = model or batch.parent.get("model") or self.sessions.agent.client.settings.model
+
         return await self.sessions.run_unsent_turn(
             child.session_id,
             brief(child.task),
@@ -408,8 +412,9 @@ class Delegations:
             sender_id=f"delegate:{batch.parent_id}",
             toolsets=batch.toolsets,
             started=started,
-            model=child.task.model or self.settings.model,
+            model=model,
             max_iterations=batch.max_iterations,
+            endpoint=self.settings.endpoint(named) if named else None,
         )
 
     async def _cancel_child(self, child: Child) -> None:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from hermesd.model.fallback import EndpointSpec
 from hermesd.plugins import hostapi
 
 log = logging.getLogger(__name__)
@@ -86,11 +88,20 @@ class DelegationSettings:
     max_iterations: int = 50
     default_toolsets: list[str] | None = None
     allow_in_children: list[str] = field(default_factory=list)
+    # children's own endpoint (``delegation.base_url``; None: the daemon's)
+    base_url: str | None = None
+    provider: str = "custom"
+    api_key: str | None = None
 
     @classmethod
     def from_config(cls, config: Any) -> DelegationSettings:
         """Read the ``delegation`` block (bounds floored at 1)."""
+        base_url = config.get("delegation.base_url") or None
         return cls(
+            base_url=base_url,
+            provider=str(config.get("delegation.provider") or "custom"),
+            # the reference's fallback for a key of delegation.base_url: OPENAI_API_KEY
+            api_key=config.get("delegation.api_key") or os.environ.get("OPENAI_API_KEY") or None,
             model=config.get("delegation.model") or None,
             max_spawn_depth=max(1, int(config.get("delegation.max_spawn_depth", 1))),
             max_concurrent_children=max(
@@ -100,6 +111,12 @@ class DelegationSettings:
             default_toolsets=config.get("delegation.default_toolsets"),
             allow_in_children=list(config.get("delegation.allow_in_children") or []),
         )
+
+    def endpoint(self, model: str) -> EndpointSpec | None:
+        """Where a child's turn with ``model`` goes (None: the daemon's endpoint)."""
+        if self.base_url is None:
+            return None
+        return EndpointSpec(self.provider, model, self.base_url, self.api_key)
 
 
 @dataclass

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from hermesd.context.host import ContextHost
     from hermesd.memory.builtin import BuiltinMemory
     from hermesd.memory.providers import MemoryProviders
+    from hermesd.model.fallback import EndpointSpec
 
 log = logging.getLogger(__name__)
 
@@ -156,15 +157,17 @@ class AgentLoop:
         model: str | None = None,
         max_iterations: int | None = None,
         system: str | None = None,
+        endpoint: EndpointSpec | None = None,
     ) -> TurnResult:
         """Answer ``user_message`` in the session; cancel the task to stop it cleanly.
 
         ``toolsets`` narrows the tools of this turn (a scheduled run's). ``sender_id`` (the
         Unix uid of the client, as text) and ``user_name`` say who talks; ``on_session_start``
         and ``pre_llm_call`` get them. ``images`` go with the user message (checked by
-        `hermesd.store.images.read_images`). ``model`` and ``max_iterations`` replace the
-        daemon's (a delegated child's turn). ``system`` is added to the system prompt of this
-        turn's requests only (an API client's system messages)."""
+        `hermesd.store.images.read_images`). ``model``, ``max_iterations`` and ``endpoint``
+        (another model endpoint) replace the daemon's (a delegated child's turn). ``system``
+        is added to the system prompt of this turn's requests only (an API client's system
+        messages)."""
         scope = TurnScope(
             self.hooks,
             session_id,
@@ -177,6 +180,8 @@ class AgentLoop:
         who = Speaker(sender_id=sender_id, user_name=user_name)
         turn = Turn(self, scope, user_message, who, toolsets, images or [])
         turn.limit = max_iterations
+        if endpoint is not None:
+            turn.recovery.client = self.client.others.client(self.client.settings, endpoint)
         return await turn.run()
 
     async def complete(

@@ -85,7 +85,7 @@ class RoundRecovery:
         if not worth_switching(error):
             return False
         primary = self.agent.client
-        found = primary.fallbacks.client(primary.settings, self._next)
+        found = primary.others.fallback(primary.settings, self._next)
         if found is None:
             return False
         self.client, spec = found

@@ -32,6 +32,7 @@ from hermesd.store.images import Image
 
 if TYPE_CHECKING:
     from hermesd.context.host import ContextHost
+    from hermesd.model.fallback import EndpointSpec
 
 log = logging.getLogger(__name__)
 
@@ -222,11 +223,13 @@ class SessionRegistry:
         started: Callable[[str], None] | None = None,
         model: str | None = None,
         max_iterations: int | None = None,
+        endpoint: EndpointSpec | None = None,
     ) -> TurnResult:
         """Run a turn in ``sid`` that no client sent, with its events going to every client
         attached to the session, as any turn's do. Waits while another turn runs there (the
-        one-turn rule); ``started(turn_id)`` is called once it begins. ``model`` and
-        ``max_iterations`` replace the daemon's for this turn (a delegated child's)."""
+        one-turn rule); ``started(turn_id)`` is called once it begins. ``model``,
+        ``max_iterations`` and ``endpoint`` replace the daemon's for this turn (a delegated
+        child's)."""
         while (running := self.turns.get(sid)) is not None:
             await asyncio.wait([running[1]])
         self.touched.add(sid)
@@ -239,6 +242,7 @@ class SessionRegistry:
             toolsets=toolsets,
             model=model,
             max_iterations=max_iterations,
+            endpoint=endpoint,
         )
         if started is not None:
             started(turn_id)
@@ -256,6 +260,7 @@ class SessionRegistry:
         images: list[Image] | None = None,
         model: str | None = None,
         max_iterations: int | None = None,
+        endpoint: EndpointSpec | None = None,
         system: str | None = None,
     ) -> tuple[str, asyncio.Task[TurnResult]]:
         """Run a turn of ``sid`` answering ``message``; ``uid`` is who asked (None: a plugin or
@@ -275,6 +280,7 @@ class SessionRegistry:
                 images=images,
                 model=model,
                 max_iterations=max_iterations,
+                endpoint=endpoint,
                 system=system,
             )
         )

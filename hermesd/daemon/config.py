@@ -338,6 +338,9 @@ SCHEMA: dict[str, Any] = {
     # issue 34: delegate_task's child sessions (hermesd.agent.delegate, docs/sessions.md)
     "delegation": {
         "model": _S((str,), None, "model name children use (default: the parent's)"),
+        "provider": _S((str,), None, "informational: who serves delegation.base_url"),
+        "base_url": _S((str,), None, "children's own OpenAI-compatible endpoint"),
+        "api_key": _S((str,), None, "key of delegation.base_url (default: OPENAI_API_KEY)"),
         "max_spawn_depth": _S((int,), 1, "levels of children below a top-level session"),
         "max_concurrent_children": _S((int,), 3, "children of one session running at once"),
         "max_iterations": _S((int,), 50, "model rounds of one child's turn (at most)"),
@@ -553,6 +556,7 @@ def _allowed_domains_problem(value: Any) -> str | None:
 # Checks of a value beyond its type, by dotted key: a sentence saying what is wrong, or None.
 _CHECKS: dict[str, Any] = {
     "model.base_url": url_problem,
+    "delegation.base_url": url_problem,
     "compression.threshold": _share,
     "compression.target_ratio": _share,
     "auxiliary.compression": _summary_model_problem,

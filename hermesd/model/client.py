@@ -35,7 +35,7 @@ from hermesd.model.errors import (
     classify,
     parse_retry_after,
 )
-from hermesd.model.fallback import FallbackClients, FallbackSpec, specs_from_config
+from hermesd.model.fallback import EndpointSpec, OtherEndpoints, specs_from_config
 from hermesd.model.stream import (
     OnEvent,
     StreamAccumulator,
@@ -93,7 +93,7 @@ class ModelSettings:
     max_retries: int = 3
     retry_max_wait: float = 30.0
     backoff_base: float = 0.5
-    fallbacks: tuple[FallbackSpec, ...] = ()  # ``fallback_providers`` (hermesd.model.fallback)
+    fallbacks: tuple[EndpointSpec, ...] = ()  # ``fallback_providers`` (hermesd.model.fallback)
 
     @classmethod
     def from_config(cls, config: ConfigLike, env: Mapping[str, str] | None = None) -> ModelSettings:
@@ -225,7 +225,7 @@ class ModelClient:
         # base URLs whose endpoint refused stream_options (usage in the stream): not asked again
         self._without_usage: set[str | None] = set()
         self._tools: tuple[Any, bytes] = (None, b"")  # a copy of the last tools and their JSON
-        self.fallbacks = FallbackClients()  # the clients of settings.fallbacks, made when used
+        self.others = OtherEndpoints()  # clients of other endpoints (fallbacks, delegation)
 
     @property
     def settings(self) -> ModelSettings:
@@ -286,7 +286,7 @@ class ModelClient:
             await asyncio.wait(set(self._closing))
         for endpoint in endpoints:
             await endpoint.close()
-        await self.fallbacks.aclose()
+        await self.others.aclose()
 
     def _encode(self, payload: dict[str, Any]) -> bytes:
         """The request body: one encoding (``hermesd.model.fastjson``) for everything but the tools

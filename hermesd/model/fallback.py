@@ -1,5 +1,6 @@
-"""Fallback endpoints: the reference's ``fallback_providers``, tried in order when the
-configured model keeps failing.
+"""Other model endpoints than the configured one: the reference's ``fallback_providers``,
+tried in order when the configured model keeps failing, and ``delegation.base_url``, where
+delegated children's turns go.
 
 A turn whose request still fails after the client's own retries (a rate limit or an outage, an
 endpoint that cannot be reached, a refused key or exhausted credit, a model the endpoint does not
@@ -47,7 +48,7 @@ _SWITCH_REASONS = frozenset(
 
 
 @dataclass(frozen=True)
-class FallbackSpec:
+class EndpointSpec:
     """One entry of ``fallback_providers``."""
 
     provider: str
@@ -73,7 +74,7 @@ class FallbackSpec:
         return f"{self.model} ({self.base_url or 'the configured endpoint'})"
 
 
-def specs_from_config(value: Any, env: Mapping[str, str]) -> tuple[FallbackSpec, ...]:
+def specs_from_config(value: Any, env: Mapping[str, str]) -> tuple[EndpointSpec, ...]:
     """The usable entries of ``fallback_providers`` (the config check reports the others)."""
     if isinstance(value, Mapping):  # the reference's older single ``fallback_model`` shape
         value = [value]
@@ -87,7 +88,7 @@ def specs_from_config(value: Any, env: Mapping[str, str]) -> tuple[FallbackSpec,
         if not key and entry.get("key_env"):
             key = env.get(str(entry["key_env"]))
         specs.append(
-            FallbackSpec(
+            EndpointSpec(
                 provider=str(entry.get("provider") or "custom"),
                 model=str(entry["model"]).strip(),
                 base_url=str(entry["base_url"]) if entry.get("base_url") else None,
@@ -130,25 +131,31 @@ def worth_switching(error: ModelError) -> bool:
     return False
 
 
-class FallbackClients:
-    """A `ModelClient` per fallback entry, built on first use, closed with the daemon."""
+class OtherEndpoints:
+    """A `ModelClient` per other endpoint (a fallback entry, ``delegation.base_url``), built
+    on first use, closed with the daemon's client."""
 
     def __init__(self) -> None:
-        self._clients: dict[tuple[FallbackSpec, ModelSettings], ModelClient] = {}
+        self._clients: dict[ModelSettings, ModelClient] = {}
 
-    def client(self, primary: ModelSettings, index: int) -> tuple[ModelClient, FallbackSpec] | None:
-        """The client of entry ``index`` of the primary's fallbacks (None: no such entry)."""
+    def client(self, primary: ModelSettings, spec: EndpointSpec) -> ModelClient:
+        """The client of ``spec``, with the primary's timeouts and retries."""
         from hermesd.model.client import ModelClient
 
+        settings = spec.settings(primary)
+        client = self._clients.get(settings)
+        if client is None:
+            client = self._clients[settings] = ModelClient(settings)
+        return client
+
+    def fallback(
+        self, primary: ModelSettings, index: int
+    ) -> tuple[ModelClient, EndpointSpec] | None:
+        """The client of entry ``index`` of the primary's fallbacks (None: no such entry)."""
         if index >= len(primary.fallbacks):
             return None
         spec = primary.fallbacks[index]
-        settings = spec.settings(primary)
-        key = (spec, settings)
-        client = self._clients.get(key)
-        if client is None:
-            client = self._clients[key] = ModelClient(settings)
-        return client, spec
+        return self.client(primary, spec), spec
 
     async def aclose(self) -> None:
         clients, self._clients = list(self._clients.values()), {}

@@ -563,3 +563,28 @@ def test_a_foreground_delegation_is_not_cut_by_tools_timeout(
         _delegate(client, sid, {"goal": "pause"})
         entry = _result(model, sid)["results"][0]
         assert (entry["status"], entry["summary"]) == ("completed", "paused")
+
+
+def test_children_run_on_delegation_base_url_with_its_key_and_model(
+    start: Any, model: ScriptedModelServer
+) -> None:
+    """``delegation.base_url``: the children's requests go to their own endpoint (another
+    scripted server here), with ``delegation.model`` and ``delegation.api_key``; the parent's
+    stay on the daemon's."""
+    with ScriptedModelServer(rules=rules) as children:
+        own = {"base_url": children.url, "model": "child-model", "api_key": "child-key"}
+        config = (
+            _config(model)
+            + "delegation:\n"
+            + "".join(f"  {k}: {json.dumps(v)}\n" for k, v in own.items())
+        )
+        daemon = start(config=config)
+        client, sid = _attached(daemon)
+        with client:
+            events = _delegate(client, sid, {"goal": "count the files"})
+            assert events[-1]["status"] == "completed"
+            (entry,) = _result(model, sid)["results"]
+        assert entry["summary"] == "summary of count the files"
+        assert [r["model"] for r in children.requests] == ["child-model"]
+        assert children.request_headers[-1].get("authorization") == "Bearer child-key"
+        assert not [r for r in model.requests if _child_goal(r) is not None]

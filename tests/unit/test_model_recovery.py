@@ -15,7 +15,7 @@ from hermesd.model.errors import (
     overflowed,
     window_from,
 )
-from hermesd.model.fallback import FallbackSpec, specs_from_config, worth_switching
+from hermesd.model.fallback import EndpointSpec, specs_from_config, worth_switching
 
 
 def _failed(status: int | None, message: str, **body: object) -> ModelRequestFailed:
@@ -89,8 +89,8 @@ def test_entries_are_read_with_their_keys_and_the_primarys_endpoint_by_default()
     ]
     specs = specs_from_config(value, {"K": "secret"})
     assert specs == (
-        FallbackSpec("local", "small"),
-        FallbackSpec("or", "big", "https://b.example/v1", "secret"),
+        EndpointSpec("local", "small"),
+        EndpointSpec("or", "big", "https://b.example/v1", "secret"),
     )
     primary = ModelSettings("http://a.example/v1", "main", api_key="primary-key", fallbacks=specs)
     same = specs[0].settings(primary)
@@ -106,7 +106,7 @@ def test_entries_are_read_with_their_keys_and_the_primarys_endpoint_by_default()
         (),
     )
     assert specs_from_config({"provider": "x", "model": "legacy"}, {}) == (
-        FallbackSpec("x", "legacy"),
+        EndpointSpec("x", "legacy"),
     )
 
 
