@@ -46,6 +46,7 @@ from hermesd.gateway.core import Gateway
 from hermesd.gateway.platforms import Platforms, plugin_platforms
 from hermesd.gateway.send_tool import register_send_message
 from hermesd.gateway.service import GatewayService
+from hermesd.gateway.voice import Transcriber
 from hermesd.http.service import HttpService
 from hermesd.mcp.pool import McpPool
 from hermesd.mcp.service import McpService
@@ -329,6 +330,8 @@ def build_services(daemon: Daemon) -> None:
 
     register_provider_tools(core.parts.tools, lambda: daemon.config, of_kind, core.home)
     register_video_tool(core.parts.tools, lambda: daemon.config, of_kind, core.home)
+    # issue 32: voice messages in chats go through the transcription provider stt.* names
+    gateway.transcriber = Transcriber(lambda: daemon.config, of_kind)
     # issue 32: a plugin secret source may supply OPENAI_API_KEY: the model settings follow
     loop = _running_loop()
     if loop is not None:

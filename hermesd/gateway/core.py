@@ -30,6 +30,7 @@ from hermesd.gateway.outbound import send_text
 from hermesd.gateway.platforms import Platforms
 from hermesd.gateway.sessions import ChatSessions, session_key
 from hermesd.gateway.users import ChatIdentity, ChatUsers
+from hermesd.gateway.voice import Transcriber, is_voice
 from hermesd.http.tokens import Identity
 from hermesd.plugins import hostapi
 from hermesd.rpc.protocol import Codes, RpcError
@@ -40,8 +41,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TYPING_EVERY = 4.0
-MAX_IMAGES = 4  # seconds: Telegram shows "typing" for about five
+TYPING_EVERY = 4.0  # seconds: Telegram shows "typing" for about five
+MAX_IMAGES = 4
 _SESSION_GONE = (Codes.NOT_FOUND,)
 
 
@@ -56,6 +57,7 @@ class Gateway:
         self.event_hooks = GatewayHooks(home / "hooks")
         self.media_dir = home / "gateway" / "media"  # files people sent, by platform
         self.door: Door | None = None  # set by the service when it binds to the router
+        self.transcriber: Transcriber | None = None  # voice notes to text (stt.*)
         self.chats: dict[tuple[str, int, str], ChatLink] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self.group_per_user = True
@@ -181,7 +183,7 @@ class Gateway:
         return sid
 
     async def _converse(self, chat: ChatLink, key: str, event: MessageEvent) -> str | None:
-        text, images = await _with_media(event)
+        text, images = await _with_media(event, await self._heard(chat, event))
         if chat.identity.trust != OWNER:  # someone the owner let in, not the owner
             source = chat.source
             text = untrusted.mark(text, f"{source.platform.value}:{source.user_id}")
@@ -208,6 +210,19 @@ class Gateway:
         if answer:
             await send_text(chat.adapter, chat.source.chat_id, str(answer), chat.metadata)
         return None
+
+    async def _heard(self, chat: ChatLink, event: MessageEvent) -> str:
+        """The message's text with its voice notes transcribed (each transcript echoed to the
+        chat first when ``stt.echo_transcripts`` is on)."""
+        if self.transcriber is None:
+            return event.text
+        text, heard = await self.transcriber.enrich(event)
+        if heard and self.transcriber.echoes():
+            for transcript in heard:
+                await chat.adapter.send(
+                    chat.source.chat_id, f'🎙️ "{transcript}"', metadata=chat.metadata
+                )
+        return text
 
     async def _send(
         self, chat: ChatLink, key: str, params: dict[str, Any]
@@ -330,12 +345,14 @@ class Gateway:
         return await send_text(adapter, chat_id, text, metadata)
 
 
-async def _with_media(event: MessageEvent) -> tuple[str, list[bytes]]:
-    """The message's text, and its images (sent to the model as images); other files are
-    named in the text by their path."""
-    lines: list[str] = [event.text]
+async def _with_media(event: MessageEvent, text: str) -> tuple[str, list[bytes]]:
+    """``text`` (the message's, voice notes transcribed), and its images (sent to the model as
+    images); other files are named in the text by their path."""
+    lines: list[str] = [text]
     images: list[bytes] = []
-    for path, kind in zip(event.media_urls, event.media_types, strict=False):
+    for index, (path, kind) in enumerate(zip(event.media_urls, event.media_types, strict=False)):
+        if is_voice(event, index):
+            continue  # its transcript is in the text already
         if kind.startswith("image/") and len(images) < MAX_IMAGES:
             images.append(await asyncio.to_thread(Path(path).read_bytes))
         else:

@@ -30,9 +30,11 @@ from nio import (
     LoginResponse,
     MegolmEvent,
     ReactionEvent,
+    RoomEncryptedAudio,
     RoomEncryptedFile,
     RoomEncryptedImage,
     RoomEncryptedMedia,
+    RoomMessageAudio,
     RoomMessageFile,
     RoomMessageImage,
     RoomMessageMedia,
@@ -348,12 +350,18 @@ class MatrixAdapter(PlatformAdapter):
         """An image or file: kept in the gateway's media directory for the turn (images reach
         the model as images); its file name is the text unless a caption says more."""
         assert self.client is not None
+        content = event.source.get("content", {})
+        name = str(content.get("filename") or event.body or "file")
         if isinstance(event, RoomMessageImage | RoomEncryptedImage):
             out.message_type = MessageType.PHOTO
         elif isinstance(event, RoomMessageFile | RoomEncryptedFile):
             out.message_type = MessageType.DOCUMENT
-        content = event.source.get("content", {})
-        name = str(content.get("filename") or event.body or "file")
+        elif isinstance(event, RoomMessageAudio | RoomEncryptedAudio):
+            # a recorded voice message carries the MSC3245 flag; other audio is a file
+            voice = content.get("org.matrix.msc3245.voice") is not None
+            out.message_type = MessageType.VOICE if voice else MessageType.AUDIO
+            if not Path(name).suffix:
+                name = ("voice" if voice else "audio") + ".ogg"
         caption = str(event.body or "")
         out.text = caption if content.get("filename") and caption != name else ""
         got = await download(self.client, event)

@@ -158,6 +158,10 @@ class TelegramAdapter(PlatformAdapter):
             kind = MessageType.COMMAND
         elif message.photo:
             kind = MessageType.PHOTO
+        elif message.voice is not None:
+            kind = MessageType.VOICE
+        elif message.audio is not None:
+            kind = MessageType.AUDIO
         elif message.document is not None:
             kind = MessageType.DOCUMENT
         return MessageEvent(
@@ -173,9 +177,17 @@ class TelegramAdapter(PlatformAdapter):
         )
 
     async def _download(self, message: Any, event: MessageEvent) -> None:
-        """A photo (its largest size) or a document into `media_urls` (up to `MAX_DOWNLOAD`)."""
+        """A photo (its largest size), a voice note, an audio file or a document into
+        `media_urls` (up to `MAX_DOWNLOAD`)."""
         if message.photo:
             item, name, kind = message.photo[-1], "photo.jpg", "image/jpeg"
+        elif message.voice is not None:
+            item, name = message.voice, "voice.ogg"
+            kind = item.mime_type or "audio/ogg"
+        elif message.audio is not None:
+            item = message.audio
+            name = item.file_name or "audio.mp3"
+            kind = item.mime_type or "audio/mpeg"
         elif message.document is not None:
             item = message.document
             name = item.file_name or "document"

@@ -44,12 +44,11 @@ KINDS: dict[str, Kind] = {
         "video_generate calls it when video_gen.provider names it (or it is the only one)",
     ),
     "tts": Kind("register_tts_provider", "", "text_to_speech calls it when tts.provider names it"),
-    # the reference has no transcription tool: it transcribes users' voice messages, which
-    # reach hermesd only through a messaging gateway
+    # the reference has no transcription tool: it transcribes users' voice messages
     "transcription": Kind(
         "register_transcription_provider",
-        "it transcribes voice messages, which arrive through a messaging gateway hermesd does "
-        "not have yet (the reference has no transcription tool)",
+        "",
+        "the messaging gateway transcribes voice messages with it when stt.provider names it",
     ),
     "secret_source": Kind(
         "register_secret_source",
