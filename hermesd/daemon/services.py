@@ -42,6 +42,7 @@ from hermesd.daemon.doctor import DoctorService
 from hermesd.daemon.logring import LogService
 from hermesd.daemon.memory_setup import MemorySetupService
 from hermesd.daemon.reloads import ReloadService
+from hermesd.gateway.actions import GatewayActions
 from hermesd.gateway.core import Gateway
 from hermesd.gateway.platforms import Platforms, plugin_platforms
 from hermesd.gateway.send_tool import register_send_message
@@ -330,10 +331,13 @@ def build_services(daemon: Daemon) -> None:
 
     register_provider_tools(core.parts.tools, lambda: daemon.config, of_kind, core.home)
     register_video_tool(core.parts.tools, lambda: daemon.config, of_kind, core.home)
-    # issue 32: voice messages in chats go through the transcription provider stt.* names
+    # issue 32: voice messages in chats go through the transcription provider stt.* names;
+    # ctx.platform_actions acts through the gateway's adapters on this loop
     gateway.transcriber = Transcriber(lambda: daemon.config, of_kind)
-    # issue 32: a plugin secret source may supply OPENAI_API_KEY: the model settings follow
     loop = _running_loop()
+    if loop is not None:
+        host.plugins.services.platform_actions = GatewayActions(gateway, loop)
+    # issue 32: a plugin secret source may supply OPENAI_API_KEY: the model settings follow
     if loop is not None:
         sessions = turns.sessions
 

@@ -58,6 +58,7 @@ class Gateway:
         self.media_dir = home / "gateway" / "media"  # files people sent, by platform
         self.door: Door | None = None  # set by the service when it binds to the router
         self.transcriber: Transcriber | None = None  # voice notes to text (stt.*)
+        self.origins: dict[str, SessionSource] = {}  # session id -> the chat of its last turn
         self.chats: dict[tuple[str, int, str], ChatLink] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self.group_per_user = True
@@ -203,6 +204,7 @@ class Gateway:
             hostapi.session_vars.reset(token)
             typing.cancel()
         context["session_id"] = sid
+        self.origins[sid] = chat.source
         answer = result.get("final_text")
         if result.get("status") != "completed" and not answer:
             answer = f"The turn {result.get('status')}: {result.get('error') or 'no answer'}"

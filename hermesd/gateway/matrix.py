@@ -77,6 +77,7 @@ class MatrixAdapter(PlatformAdapter):
 
     MAX_MESSAGE_LENGTH = 4000
     supports_code_blocks = True
+    supported_actions = frozenset({"add_reaction"})
 
     def __init__(self, config: PlatformConfig, settings: MatrixSettings | None = None) -> None:
         super().__init__(config, Platform.MATRIX)
@@ -389,6 +390,7 @@ class MatrixAdapter(PlatformAdapter):
         content: dict[str, Any],
         reply_to: str | None,
         metadata: dict[str, Any] | None,
+        event_type: str = "m.room.message",
     ) -> SendResult:
         if self.client is None:
             return SendResult(False, error="matrix is not connected", retryable=True)
@@ -397,7 +399,7 @@ class MatrixAdapter(PlatformAdapter):
             # devices are trusted on first use: nobody verifies the bot's sessions interactively
             reply = await self.client.room_send(
                 self._room_for(room_id),
-                "m.room.message",
+                event_type,
                 content,
                 ignore_unverified_devices=True,
             )
@@ -411,6 +413,11 @@ class MatrixAdapter(PlatformAdapter):
         """Replace an earlier message's text (an ``m.replace`` edit; clients show the new one)."""
         edit = edit_content(message_id, content)
         return await self._send_event(chat_id, edit, None, None)
+
+    async def add_reaction(self, chat_id: str, message_id: str, emoji: str) -> SendResult:
+        """An ``m.reaction`` annotating ``message_id`` with ``emoji``."""
+        relation = {"rel_type": "m.annotation", "event_id": message_id, "key": emoji}
+        return await self._send_event(chat_id, {"m.relates_to": relation}, None, None, "m.reaction")
 
     def _room_for(self, chat_id: str) -> str:
         """A user id (``@name:server``, as a pairing notice is addressed) means the direct

@@ -59,6 +59,7 @@ class TelegramAdapter(PlatformAdapter):
 
     MAX_MESSAGE_LENGTH = 4096
     supports_buttons = True
+    supported_actions = frozenset({"add_reaction", "set_thread_title"})
 
     def __init__(self, config: PlatformConfig) -> None:
         super().__init__(config, Platform.TELEGRAM)
@@ -275,6 +276,17 @@ class TelegramAdapter(PlatformAdapter):
         return await self._call(
             "editMessageText",
             self.bot.edit_message_text(content, chat_id=chat_id, message_id=int(message_id)),
+        )
+
+    async def add_reaction(self, chat_id: str, message_id: str, emoji: str) -> SendResult:
+        return await self._call(
+            "setMessageReaction",
+            self.bot.set_message_reaction(chat_id, int(message_id), reaction=emoji),
+        )
+
+    async def set_thread_title(self, chat_id: str, thread_id: str, title: str) -> SendResult:
+        return await self._call(
+            "editForumTopic", self.bot.edit_forum_topic(chat_id, int(thread_id), name=title)
         )
 
     async def send_typing(self, chat_id: str, metadata: dict[str, Any] | None = None) -> None:

@@ -71,7 +71,9 @@ KINDS: dict[str, Kind] = {
     # post-0.19 (issue 32): listed once a plugin reaches for ctx.platform_actions
     "platform_actions": Kind(
         "platform_actions",
-        "hermesd has no messaging gateway yet, so every verb answers {ok: false}",
+        "",
+        "its verbs act through the gateway's running adapters when the owner granted "
+        "gateway.platform_actions (gateway.plugin_status for status lines)",
     ),
     "auxiliary_task": Kind(
         "register_auxiliary_task",
