@@ -385,6 +385,8 @@ SCHEMA: dict[str, Any] = {
             "a stranger's direct message: a pairing code, or ignored",
             ("pair", "ignore"),
         ),
+        "media_max_age_hours": _S(_num, 24.0, "hours files people sent are kept"),
+        "media_max_mb": _S(_num, 1024.0, "megabytes of files people sent kept at most"),
     },
 }
 

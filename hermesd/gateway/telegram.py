@@ -4,11 +4,14 @@ Long-polls ``getUpdates`` itself (no ``Application``: one loop, each update hand
 its own, so a button pressed while a turn waits for it is seen at once). A message becomes a
 `MessageEvent` (private chats are ``dm``, groups ``group``, forum topics carry ``thread_id``);
 a pressed inline button (``callback_query``) goes to the gateway and is answered with
-``answerCallbackQuery``; a reaction is a ``gateway_platform_event``. Answers are sent as plain
-text (no parse mode: nothing in an answer can break Telegram's markup), approvals and
-questions with an inline keyboard; the bot menu lists the slash commands (``setMyCommands``).
-``base_url`` in the platform's settings points the bot at another Bot API server (a local one,
-or the tests' stand-in).
+``answerCallbackQuery``; a reaction is a ``gateway_platform_event``. Answers go out with their
+markdown rendered for Telegram's HTML parse mode (``telegram_format``; plain text when Telegram
+refuses it), approvals and questions as plain text with an inline keyboard; the bot menu lists
+the slash commands (``setMyCommands``). A failed ``getUpdates`` is retried after an exponential,
+capped, jittered delay (`retry_delay`; ``reconnect_initial_seconds`` / ``reconnect_max_seconds``
+in the platform's settings) and the adapter reports itself disconnected meanwhile. ``base_url``
+in the platform's settings points the bot at another Bot API server (a local one, or the tests'
+stand-in).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import re
 from pathlib import Path
 from typing import Any
@@ -30,11 +34,13 @@ from hermesd.gateway.base import (
     SendResult,
     SessionSource,
 )
+from hermesd.gateway.telegram_format import telegram_html
 
 log = logging.getLogger(__name__)
 
 POLL_TIMEOUT = 25  # seconds getUpdates waits on the server
-RETRY_AFTER_ERROR = 3.0
+RETRY_INITIAL = 1.0  # seconds before the first retry of a failed getUpdates
+RETRY_MAX = 60.0  # the longest wait between retries
 MAX_DOWNLOAD = 20 * 1024 * 1024  # the Bot API's own limit for getFile
 _COMMAND = re.compile(r"[a-z0-9_]{1,32}")
 _CHAT_TYPES = {"private": "dm", "group": "group", "supergroup": "group", "channel": "channel"}
@@ -100,7 +106,10 @@ class TelegramAdapter(PlatformAdapter):
         from telegram.error import Forbidden, InvalidToken
 
         offset: int | None = None
-        while self._running:
+        failures = 0
+        initial = float(self.config.extra.get("reconnect_initial_seconds") or RETRY_INITIAL)
+        longest = float(self.config.extra.get("reconnect_max_seconds") or RETRY_MAX)
+        while True:  # until cancelled by `disconnect`
             try:
                 updates = await self.bot.get_updates(
                     offset=offset,
@@ -115,9 +124,16 @@ class TelegramAdapter(PlatformAdapter):
                 self._set_fatal_error("token", str(exc))
                 return
             except Exception as exc:
-                log.warning("telegram: getUpdates failed: %s", exc)
-                await asyncio.sleep(RETRY_AFTER_ERROR)
+                delay = retry_delay(failures, initial, longest)
+                failures += 1
+                log.warning("telegram: getUpdates failed (%s); retrying in %.1fs", exc, delay)
+                self._mark_disconnected()
+                await asyncio.sleep(delay)
                 continue
+            if failures:
+                log.info("telegram: reconnected after %d failed attempts", failures)
+                failures = 0
+                self._mark_connected()
             for update in updates:
                 offset = update.update_id + 1
                 task = asyncio.get_running_loop().create_task(self._on_update(update))
@@ -230,8 +246,7 @@ class TelegramAdapter(PlatformAdapter):
         try:
             message = await coro
         except Exception as exc:
-            log.warning("telegram: %s failed: %s", what, exc)
-            return SendResult(False, error=f"{type(exc).__name__}: {exc}")
+            return _failed(what, exc)
         message_id = getattr(message, "message_id", None)
         return SendResult(True, str(message_id) if message_id is not None else None, None, message)
 
@@ -242,15 +257,26 @@ class TelegramAdapter(PlatformAdapter):
         reply_to: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> SendResult:
-        return await self._call(
-            "sendMessage",
-            self.bot.send_message(
-                chat_id,
-                content,
-                message_thread_id=_thread_id(metadata),
-                reply_to_message_id=int(reply_to) if reply_to else None,
-            ),
-        )
+        """Send ``content`` (markdown) rendered for Telegram's HTML parse mode; as plain text
+        when Telegram refuses the markup."""
+        from telegram.error import BadRequest
+
+        where = {
+            "message_thread_id": _thread_id(metadata),
+            "reply_to_message_id": int(reply_to) if reply_to else None,
+        }
+        try:
+            message = await self.bot.send_message(
+                chat_id, telegram_html(content), parse_mode="HTML", **where
+            )
+        except BadRequest as exc:
+            if "parse entities" not in str(exc).lower():
+                return _failed("sendMessage", exc)
+            log.warning("telegram: the HTML was refused (%s); sending plain text", exc)
+            return await self._call("sendMessage", self.bot.send_message(chat_id, content, **where))
+        except Exception as exc:
+            return _failed("sendMessage", exc)
+        return SendResult(True, str(message.message_id), None, message)
 
     async def send_buttons(
         self,
@@ -335,6 +361,19 @@ class TelegramAdapter(PlatformAdapter):
             if _COMMAND.fullmatch(name)
         ][:100]
         await self.bot.set_my_commands(menu)
+
+
+def retry_delay(failures: int, initial: float, longest: float) -> float:
+    """Seconds to wait after ``failures`` earlier failures in a row: ``initial`` doubled each
+    time up to ``longest``, then a random half of it taken off (so many bots that lost the same
+    server do not come back in step)."""
+    ceiling = min(longest, initial * 2.0 ** min(failures, 32))
+    return ceiling * random.uniform(0.5, 1.0)
+
+
+def _failed(what: str, exc: Exception) -> SendResult:
+    log.warning("telegram: %s failed: %s", what, exc)
+    return SendResult(False, error=f"{type(exc).__name__}: {exc}")
 
 
 def _thread_id(metadata: dict[str, Any] | None) -> int | None:

@@ -36,6 +36,11 @@ class PlatformActionHost(Protocol):
         ...
 
 
+def _where(platform: Any, chat_id: Any, **more: Any) -> dict[str, Any]:
+    """A verb's arguments, by name (each is checked to be a non-empty string)."""
+    return {"platform": platform, "chat_id": chat_id, **more}
+
+
 def _fail(code: str, detail: str = "") -> dict[str, Any]:
     return {"ok": False, "error": code, **({"detail": detail} if detail else {})}
 
@@ -57,22 +62,24 @@ class PlatformActions:
         self, platform: str, chat_id: str, message_id: str, emoji: str
     ) -> dict[str, Any]:
         """React to a message with an emoji."""
-        args = {"platform": platform, "chat_id": chat_id, "message_id": message_id, "emoji": emoji}
-        return await self._run("add_reaction", args)
+        return await self._run(
+            "add_reaction", _where(platform, chat_id, message_id=message_id, emoji=emoji)
+        )
 
     async def set_thread_title(
         self, platform: str, chat_id: str, thread_id: str, title: str
     ) -> dict[str, Any]:
         """Rename a thread or forum topic."""
-        args = {"platform": platform, "chat_id": chat_id, "thread_id": thread_id, "title": title}
-        return await self._run("set_thread_title", args)
+        return await self._run(
+            "set_thread_title", _where(platform, chat_id, thread_id=thread_id, title=title)
+        )
 
     async def set_thread_lifecycle_emoji(
         self, platform: str, chat_id: str, thread_id: str, emoji: str
     ) -> dict[str, Any]:
         """Mark a thread's state with an emoji (Discord upstream; no hermesd platform has it)."""
-        args = {"platform": platform, "chat_id": chat_id, "thread_id": thread_id, "emoji": emoji}
-        return await self._run("set_thread_lifecycle_emoji", args)
+        where = _where(platform, chat_id, thread_id=thread_id, emoji=emoji)
+        return await self._run("set_thread_lifecycle_emoji", where)
 
     async def send_status(
         self,
@@ -90,19 +97,17 @@ class PlatformActions:
             return self._audit("send_status", args)
         return await self._run("send_status", args, STATUS_CAPABILITY, ("text", "key"))
 
-    def emit_status(
-        self,
-        text: str,
-        key: str,
-        *,
-        session_id: str | None = None,
-        platform: str | None = None,
-        chat_id: str | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """`send_status` without waiting: ``{"accepted": bool, "error": ...}`` says whether it
-        was scheduled; the outcome goes to the log."""
-        args = self._status_args(text, key, session_id, platform, chat_id, metadata)
+    def emit_status(self, text: str, key: str, **where: Any) -> dict[str, Any]:
+        """`send_status` (same keywords) without waiting: ``{"accepted": bool, "error": ...}``
+        says whether it was scheduled; the outcome goes to the log."""
+        args = self._status_args(
+            text,
+            key,
+            where.get("session_id"),
+            where.get("platform"),
+            where.get("chat_id"),
+            where.get("metadata"),
+        )
         refused = args if "error" in args else self._gate(args, STATUS_CAPABILITY, ("text", "key"))
         host = self._host()
         if refused is None and host is None:
