@@ -333,7 +333,7 @@ def build_services(daemon: Daemon) -> None:
     register_video_tool(core.parts.tools, lambda: daemon.config, of_kind, core.home)
     # issue 32: voice messages in chats go through the transcription provider stt.* names;
     # ctx.platform_actions acts through the gateway's adapters on this loop
-    gateway.transcriber = Transcriber(lambda: daemon.config, of_kind)
+    gateway.transcriber = Transcriber(lambda: daemon.config, of_kind, gateway.hooks)
     loop = _running_loop()
     if loop is not None:
         host.plugins.services.platform_actions = GatewayActions(gateway, loop)

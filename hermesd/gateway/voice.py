@@ -4,13 +4,14 @@ provider a plugin registered (``ctx.register_transcription_provider``).
 `Transcriber` picks the provider ``stt.provider`` names (hermesd has no built-in speech
 recogniser, so an unset key means none), calls its ``transcribe(file_path, model=, language=)``
 on a worker thread within ``stt.timeout`` (``model``/``language`` from the provider's own
-``stt.<provider>`` section), and turns whatever it returns or raises into the reference's
-envelope ``{success, transcript, provider, error}``. `Transcriber.enrich` puts the transcripts
-into a message's text the way the reference does: each as a quoted line before the caption, or
-the neutral marker `NOT_TRANSCRIBED` when it failed (the cause goes to the log only, so the
-model answers the person instead of repeating setup advice); with ``stt.enabled`` off, a line
-naming the file. Only voice notes are transcribed (Telegram ``voice``, Matrix ``m.audio`` with
-the MSC3245 voice flag); an audio *file* stays an attachment, as in the reference.
+``stt.<provider>`` section, then from ``pre_transcription`` callbacks), and turns whatever it
+returns or raises into the reference's envelope ``{success, transcript, provider, error}``.
+`Transcriber.enrich` puts the transcripts into a message's text the way the reference does: each
+as a quoted line before the caption, or the neutral marker `NOT_TRANSCRIBED` when it failed (the
+cause goes to the log only, so the model answers the person instead of repeating setup advice);
+with ``stt.enabled`` off, a line naming the file. Only voice notes are transcribed (Telegram
+``voice``, Matrix ``m.audio`` with the MSC3245 voice flag); an audio *file* stays an
+attachment, as in the reference.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hermesd.gateway.base import MessageEvent, MessageType
+from hermesd.runtime.hooks import HookBus
 from hermesd.tools.provider_tools import choose
 
 log = logging.getLogger(__name__)
@@ -31,6 +33,7 @@ MAX_AUDIO = 25 * 1024 * 1024  # the reference's limit for one file sent to a pro
 AUDIO_SUFFIXES = {".mp3", ".mp4", ".mpeg", ".mpga", ".m4a", ".wav", ".webm", ".ogg", ".oga"}
 AUDIO_SUFFIXES |= {".opus", ".aac", ".flac"}
 NOT_TRANSCRIBED = "[voice message could not be transcribed]"
+_ASKED = ("model", "language", "prompt")  # what the provider is asked with
 
 
 def is_voice(event: MessageEvent, index: int) -> bool:
@@ -54,6 +57,7 @@ class Transcriber:
 
     config: Callable[[], Any]  # the configuration of the moment
     providers: Callable[[str], list[Any]]  # kind -> registered provider objects
+    hooks: HookBus | None = None  # for ``pre_transcription``
 
     async def transcribe(self, path: str) -> dict[str, Any]:
         """``{success, transcript, provider[, error]}`` for the audio file at ``path``."""
@@ -69,13 +73,11 @@ class Transcriber:
         name = str(provider.name).strip().lower()
         own = config.get(f"stt.{name}")
         own = own if isinstance(own, dict) else {}
+        asked = await self._asked(path, name, own)
         timeout = float(config.get("stt.timeout"))
         try:
             result = await asyncio.wait_for(
-                asyncio.to_thread(
-                    provider.transcribe, path, model=own.get("model"), language=own.get("language")
-                ),
-                timeout,
+                asyncio.to_thread(lambda: provider.transcribe(path, **asked)), timeout
             )
         except TimeoutError:
             return failure(f"STT plugin '{name}' did not answer in {timeout:g}s", name)
@@ -89,6 +91,25 @@ class Transcriber:
         if result.get("success") and not isinstance(result.get("transcript"), str):
             return failure(f"STT plugin '{name}' returned no transcript text", name)
         return result
+
+    async def _asked(self, path: str, name: str, own: dict[str, Any]) -> dict[str, Any]:
+        """``model``/``language`` (and ``prompt``) for the provider: its ``stt.<name>``
+        section, then what ``pre_transcription`` callbacks return (the last one wins)."""
+        asked = {key: own.get(key) for key in _ASKED}
+        if self.hooks is not None and self.hooks.has("pre_transcription"):
+            changes = await self.hooks.invoke(
+                "pre_transcription", file_path=path, provider=name, source="gateway", **asked
+            )
+            for change in changes:
+                if isinstance(change, dict):
+                    asked.update(
+                        (k, v)
+                        for k, v in change.items()
+                        if k in _ASKED and isinstance(v, str | None)
+                    )
+        if not asked["prompt"]:
+            del asked["prompt"]  # sent only when set: providers take it among their **extra
+        return asked
 
     async def enrich(self, event: MessageEvent) -> tuple[str, list[str]]:
         """The message's text with its voice notes in front of it, and the transcripts that

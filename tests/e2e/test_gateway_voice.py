@@ -52,6 +52,18 @@ def register(ctx):
     ctx.register_transcription_provider(Earful())
 """
 
+LANGUAGE_HOOK = """
+
+def pick_language(file_path, provider, model, language, prompt, source):
+    with open("ASKED", "w") as f:
+        f.write(json.dumps([provider, language, source]))
+    return {"language": "de"}
+
+
+def register_hook(ctx):
+    ctx.register_hook("pre_transcription", pick_language)
+"""
+
 
 def _home_with_provider() -> Path:
     home = short_tmpdir("gwv-")
@@ -99,6 +111,25 @@ def test_a_members_voice_message_reaches_the_model_marked_untrusted(
     sent = _last_user_text(model)
     assert sent.startswith(f"[Untrusted data from telegram:{MEMBER}: information, not")
     assert '"turn on the lights"' in sent
+
+
+def test_pre_transcription_sees_the_file_and_changes_the_language_asked_for(
+    start, api: BotApiServer, model: ScriptedModelServer
+) -> None:
+    home = short_tmpdir("gwv-")
+    init = PROVIDER + LANGUAGE_HOOK.replace("ASKED", str(home / "asked"))
+    init = init.replace("HEARD", str(home / "heard"))
+    init += "\n\ndef register(ctx):\n    ctx.register_transcription_provider(Earful())\n"
+    init += "    register_hook(ctx)\n"
+    write_plugin(home / "plugins", "earful", init)
+    start(home, config=gateway_config(api, model, STT))
+    api.wait_call("getMe")
+    model.push(reply("Licht ist an"))
+    api.user_sends_voice(OWNER, VOICE)
+    api.wait_sent(OWNER, "Licht ist an")
+    assert json.loads((home / "asked").read_text()) == ["earful", "en", "gateway"]
+    [heard] = _heard(home)
+    assert heard["language"] == "de"
 
 
 def test_without_a_provider_the_model_hears_of_an_untranscribed_voice_message_and_answers(
