@@ -21,6 +21,7 @@ import contextlib
 import logging
 import random
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -257,26 +258,33 @@ class TelegramAdapter(PlatformAdapter):
         reply_to: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> SendResult:
-        """Send ``content`` (markdown) rendered for Telegram's HTML parse mode; as plain text
-        when Telegram refuses the markup."""
-        from telegram.error import BadRequest
-
+        """Send ``content`` (markdown) rendered for Telegram's HTML parse mode."""
         where = {
             "message_thread_id": _thread_id(metadata),
             "reply_to_message_id": int(reply_to) if reply_to else None,
         }
+        return await self._rendered(
+            "sendMessage",
+            lambda text, **mode: self.bot.send_message(chat_id, text, **where, **mode),
+            content,
+        )
+
+    async def _rendered(self, what: str, call: Callable[..., Any], content: str) -> SendResult:
+        """``call(text, parse_mode=...)`` with ``content`` as Telegram HTML; again with the
+        plain markdown when Telegram refuses the markup (it names the entity it cannot parse)."""
+        from telegram.error import BadRequest
+
         try:
-            message = await self.bot.send_message(
-                chat_id, telegram_html(content), parse_mode="HTML", **where
-            )
+            message = await call(telegram_html(content), parse_mode="HTML")
         except BadRequest as exc:
             if "parse entities" not in str(exc).lower():
-                return _failed("sendMessage", exc)
+                return _failed(what, exc)
             log.warning("telegram: the HTML was refused (%s); sending plain text", exc)
-            return await self._call("sendMessage", self.bot.send_message(chat_id, content, **where))
+            return await self._call(what, call(content))
         except Exception as exc:
-            return _failed("sendMessage", exc)
-        return SendResult(True, str(message.message_id), None, message)
+            return _failed(what, exc)
+        message_id = getattr(message, "message_id", None)
+        return SendResult(True, str(message_id) if message_id is not None else None, None, message)
 
     async def send_buttons(
         self,
@@ -299,9 +307,12 @@ class TelegramAdapter(PlatformAdapter):
         )
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> SendResult:
-        return await self._call(
+        return await self._rendered(
             "editMessageText",
-            self.bot.edit_message_text(content, chat_id=chat_id, message_id=int(message_id)),
+            lambda text, **mode: self.bot.edit_message_text(
+                text, chat_id=chat_id, message_id=int(message_id), **mode
+            ),
+            content,
         )
 
     async def add_reaction(self, chat_id: str, message_id: str, emoji: str) -> SendResult:

@@ -145,6 +145,20 @@ def test_without_a_provider_the_model_hears_of_an_untranscribed_voice_message_an
     assert not any(t.startswith("🎙️") for t in api.texts(OWNER))
 
 
+def test_an_audio_file_is_attached_as_a_file_and_not_transcribed(
+    start, api: BotApiServer, model: ScriptedModelServer
+) -> None:
+    home = _home_with_provider()
+    start(home, config=gateway_config(api, model, STT))
+    api.wait_call("getMe")
+    model.push(reply("a nice song"))
+    api.user_sends_audio(OWNER, VOICE, "song.mp3")
+    api.wait_sent(OWNER, "a nice song")
+    sent = _last_user_text(model)
+    assert sent.startswith("[attached file: ") and sent.endswith("song.mp3]")
+    assert not (home / "heard").exists()
+
+
 def test_a_matrix_voice_message_is_transcribed_through_the_homeserver(
     start, model: ScriptedModelServer, homeserver: Homeserver
 ) -> None:

@@ -10,8 +10,8 @@ form-encoded or multipart like python-telegram-bot sends them. A text sent with
 ``parse_mode=HTML`` is checked as Telegram checks it (only its tags, balanced, entities
 escaped: else 400 "can't parse entities") and kept as the plain text people see, the markup
 under ``html``. Tests play the people: `user_says`, `user_sends_photo`, `user_sends_voice`,
-`press` and `react` queue updates; `wait_sent` waits for what the bot sent. The one stand-in
-besides the model (docs/gateway.md).
+`user_sends_audio`, `press` and `react` queue updates; `wait_sent` waits for what the bot sent.
+The one stand-in besides the model (docs/gateway.md).
 """
 
 from __future__ import annotations
@@ -100,15 +100,30 @@ class BotApiServer:
         self, user_id: int, data: bytes, *, chat_id: int | None = None, chat_type: str = "private"
     ) -> None:
         """A person records a voice message (OGG/Opus, as Telegram's apps send them)."""
-        file_id = self._keep_file("voice", data, ".oga")
+        self._audio(user_id, data, "voice", {"mime_type": "audio/ogg"}, chat_id, chat_type)
+
+    def user_sends_audio(self, user_id: int, data: bytes, file_name: str) -> None:
+        """A person sends an audio file (a song, a recording from elsewhere) as music."""
+        self._audio(user_id, data, "audio", {"mime_type": "audio/mpeg", "file_name": file_name})
+
+    def _audio(
+        self,
+        user_id: int,
+        data: bytes,
+        kind: str,
+        fields: dict[str, Any],
+        chat_id: int | None = None,
+        chat_type: str = "private",
+    ) -> None:
+        file_id = self._keep_file(kind, data, ".oga" if kind == "voice" else ".mp3")
         message = self._incoming(user_id, "", chat_id, chat_type, None)
         del message["text"]
-        message["voice"] = {
+        message[kind] = {
             "file_id": file_id,
             "file_unique_id": file_id,
             "duration": 2,
-            "mime_type": "audio/ogg",
             "file_size": len(data),
+            **fields,
         }
         self._push({"message": message})
 
