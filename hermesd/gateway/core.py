@@ -103,6 +103,8 @@ class Gateway:
             return handled or None
         chat = self._chat(adapter, source, key, identity)
         try:
+            if event.media_urls:  # a voice note is its words from here on (even an answer)
+                await self._hear(chat, event)
             if event.is_command():
                 return await self._command(chat, key, event)
             if (question := chat.open_question()) is not None:
@@ -184,7 +186,7 @@ class Gateway:
         return sid
 
     async def _converse(self, chat: ChatLink, key: str, event: MessageEvent) -> str | None:
-        text, images = await _with_media(event, await self._heard(chat, event))
+        text, images = await _with_media(event)
         if chat.identity.trust != OWNER:  # someone the owner let in, not the owner
             source = chat.source
             text = untrusted.mark(text, f"{source.platform.value}:{source.user_id}")
@@ -213,18 +215,20 @@ class Gateway:
             await send_text(chat.adapter, chat.source.chat_id, str(answer), chat.metadata)
         return None
 
-    async def _heard(self, chat: ChatLink, event: MessageEvent) -> str:
-        """The message's text with its voice notes transcribed (each transcript echoed to the
-        chat first when ``stt.echo_transcripts`` is on)."""
+    async def _hear(self, chat: ChatLink, event: MessageEvent) -> None:
+        """Put the message's voice notes, transcribed, into its text and drop them from its
+        attachments (each transcript echoed to the chat first when ``stt.echo_transcripts``)."""
         if self.transcriber is None:
-            return event.text
-        text, heard = await self.transcriber.enrich(event)
+            return
+        event.text, heard = await self.transcriber.enrich(event)
+        kept = [i for i in range(len(event.media_urls)) if not is_voice(event, i)]
+        event.media_urls = [event.media_urls[i] for i in kept]
+        event.media_types = [event.media_types[i] for i in kept if i < len(event.media_types)]
         if heard and self.transcriber.echoes():
             for transcript in heard:
                 await chat.adapter.send(
                     chat.source.chat_id, f'🎙️ "{transcript}"', metadata=chat.metadata
                 )
-        return text
 
     async def _send(
         self, chat: ChatLink, key: str, params: dict[str, Any]
@@ -347,14 +351,12 @@ class Gateway:
         return await send_text(adapter, chat_id, text, metadata)
 
 
-async def _with_media(event: MessageEvent, text: str) -> tuple[str, list[bytes]]:
-    """``text`` (the message's, voice notes transcribed), and its images (sent to the model as
-    images); other files are named in the text by their path."""
-    lines: list[str] = [text]
+async def _with_media(event: MessageEvent) -> tuple[str, list[bytes]]:
+    """The message's text (voice notes transcribed already), and its images (sent to the model
+    as images); other files are named in the text by their path."""
+    lines: list[str] = [event.text]
     images: list[bytes] = []
-    for index, (path, kind) in enumerate(zip(event.media_urls, event.media_types, strict=False)):
-        if is_voice(event, index):
-            continue  # its transcript is in the text already
+    for path, kind in zip(event.media_urls, event.media_types, strict=False):
         if kind.startswith("image/") and len(images) < MAX_IMAGES:
             images.append(await asyncio.to_thread(Path(path).read_bytes))
         else:

@@ -16,7 +16,7 @@ from tests.e2e.test_gateway_telegram import MEMBER, OWNER, gateway_config
 from tests.support.botapi import BotApiServer
 from tests.support.daemon import DaemonProcess, short_tmpdir
 from tests.support.matrix_gateway import start_matrix_daemon
-from tests.support.modelserver import ScriptedModelServer, reply
+from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 from tests.support.plugin_factory import write_plugin
 from tests.support.synapse import Homeserver
 
@@ -143,6 +143,21 @@ def test_without_a_provider_the_model_hears_of_an_untranscribed_voice_message_an
     assert _last_user_text(model) == "[voice message could not be transcribed]"
     assert "stt.provider is not set" in daemon.log()  # the cause: the log, not the prompt
     assert not any(t.startswith("🎙️") for t in api.texts(OWNER))
+
+
+def test_a_clarify_question_is_answered_by_a_voice_message(
+    start, api: BotApiServer, model: ScriptedModelServer
+) -> None:
+    start(_home_with_provider(), config=gateway_config(api, model, STT))
+    api.wait_call("getMe")
+    question = {"question": "What should I do?"}
+    model.push(call_tools(tool_call("clarify", question)), reply("doing it"))
+    api.user_says(OWNER, "help me")
+    api.wait_sent(OWNER, "What should I do?")
+    api.user_sends_voice(OWNER, VOICE)
+    api.wait_sent(OWNER, "doing it")
+    sent = [m for m in model.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    assert json.loads(sent["content"])["user_response"] == '"turn on the lights"'
 
 
 def test_an_audio_file_is_attached_as_a_file_and_not_transcribed(
