@@ -98,7 +98,13 @@ class Transcriber:
         asked = {key: own.get(key) for key in _ASKED}
         if self.hooks is not None and self.hooks.has("pre_transcription"):
             changes = await self.hooks.invoke(
-                "pre_transcription", file_path=path, provider=name, source="gateway", **asked
+                "pre_transcription",
+                file_path=path,
+                provider=name,
+                model=asked["model"],
+                language=asked["language"],
+                prompt=asked["prompt"],
+                source="gateway",
             )
             for change in changes:
                 if isinstance(change, dict):
