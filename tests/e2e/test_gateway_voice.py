@@ -79,6 +79,14 @@ def _heard(home: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in (home / "heard").read_text().splitlines()]
 
 
+def _telegram_with_provider(start, api: BotApiServer, model: ScriptedModelServer) -> Path:
+    """A daemon on the Bot API stand-in with the provider plugin selected; its home."""
+    home = _home_with_provider()
+    start(home, config=gateway_config(api, model, STT))
+    api.wait_call("getMe")
+    return home
+
+
 def _last_user_text(model: ScriptedModelServer) -> str:
     return str(model.requests[-1]["messages"][-1]["content"])
 
@@ -86,9 +94,7 @@ def _last_user_text(model: ScriptedModelServer) -> str:
 def test_a_telegram_voice_message_is_transcribed_into_the_turns_text(
     start, api: BotApiServer, model: ScriptedModelServer
 ) -> None:
-    home = _home_with_provider()
-    start(home, config=gateway_config(api, model, STT))
-    api.wait_call("getMe")
+    home = _telegram_with_provider(start, api, model)
     model.push(reply("lights are on"))
     api.user_sends_voice(OWNER, VOICE)
     api.wait_sent(OWNER, "lights are on")
@@ -103,8 +109,7 @@ def test_a_telegram_voice_message_is_transcribed_into_the_turns_text(
 def test_a_members_voice_message_reaches_the_model_marked_untrusted(
     start, api: BotApiServer, model: ScriptedModelServer
 ) -> None:
-    start(_home_with_provider(), config=gateway_config(api, model, STT))
-    api.wait_call("getMe")
+    _telegram_with_provider(start, api, model)
     model.push(reply("noted"))
     api.user_sends_voice(MEMBER, VOICE)
     api.wait_sent(MEMBER, "noted")
@@ -148,8 +153,7 @@ def test_without_a_provider_the_model_hears_of_an_untranscribed_voice_message_an
 def test_a_clarify_question_is_answered_by_a_voice_message(
     start, api: BotApiServer, model: ScriptedModelServer
 ) -> None:
-    start(_home_with_provider(), config=gateway_config(api, model, STT))
-    api.wait_call("getMe")
+    _telegram_with_provider(start, api, model)
     question = {"question": "What should I do?"}
     model.push(call_tools(tool_call("clarify", question)), reply("doing it"))
     api.user_says(OWNER, "help me")
@@ -163,9 +167,7 @@ def test_a_clarify_question_is_answered_by_a_voice_message(
 def test_an_audio_file_is_attached_as_a_file_and_not_transcribed(
     start, api: BotApiServer, model: ScriptedModelServer
 ) -> None:
-    home = _home_with_provider()
-    start(home, config=gateway_config(api, model, STT))
-    api.wait_call("getMe")
+    home = _telegram_with_provider(start, api, model)
     model.push(reply("a nice song"))
     api.user_sends_audio(OWNER, VOICE, "song.mp3")
     api.wait_sent(OWNER, "a nice song")
