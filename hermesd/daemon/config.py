@@ -325,6 +325,13 @@ SCHEMA: dict[str, Any] = {
         "max_text_length": _S((int,), 4000, "characters spoken at most (the rest is cut)"),
         "timeout": _S(_num, 120.0, "seconds one synthesis may take"),
     },
+    # voice messages from chat platforms, transcribed by a plugin's provider (docs/gateway.md)
+    "stt": {
+        "enabled": _S((bool,), True, "transcribe voice messages people send in chats"),
+        "provider": _S((str,), "", "the transcription provider voice messages use ('' = none)"),
+        "echo_transcripts": _S((bool,), True, "send each transcript back to the chat first"),
+        "timeout": _S(_num, 120.0, "seconds one transcription may take"),
+    },
     # MCP servers (docs/mcp.md); each entry is checked by hermesd.mcp.settings
     "mcp_servers": _S((dict,), None, "MCP servers by name: command/args/env/cwd or url/headers"),
     "mcp": {
@@ -387,6 +394,8 @@ SCHEMA: dict[str, Any] = {
             "a stranger's direct message: a pairing code, or ignored",
             ("pair", "ignore"),
         ),
+        "media_max_age_hours": _S(_num, 24.0, "hours files people sent are kept"),
+        "media_max_mb": _S(_num, 1024.0, "megabytes of files people sent kept at most"),
     },
 }
 
@@ -574,10 +583,11 @@ def _plugin_setting(prefix: str, key: Any, value: Any) -> bool:
     """Settings that belong to plugins, kept as written for them to read (``ctx.config``,
     ``hermes_cli.config.load_config``): ``plugins.entries``, a ``plugins.<key>`` section, a
     memory provider's ``memory.<provider>`` section (``hermesctl memory setup``), and the
-    reference's ``_config_version``."""
+    reference's ``_config_version``; a transcription provider's ``stt.<provider>`` section
+    (``model``, ``language``)."""
     if prefix == "" and key == "_config_version":
         return True
-    return prefix in ("plugins.", "memory.") and isinstance(value, dict)
+    return prefix in ("plugins.", "memory.", "stt.") and isinstance(value, dict)
 
 
 def _names(types: tuple[type, ...]) -> str:

@@ -42,10 +42,12 @@ from hermesd.daemon.doctor import DoctorService
 from hermesd.daemon.logring import LogService
 from hermesd.daemon.memory_setup import MemorySetupService
 from hermesd.daemon.reloads import ReloadService
+from hermesd.gateway.actions import GatewayActions
 from hermesd.gateway.core import Gateway
 from hermesd.gateway.platforms import Platforms, plugin_platforms
 from hermesd.gateway.send_tool import register_send_message
 from hermesd.gateway.service import GatewayService
+from hermesd.gateway.voice import Transcriber
 from hermesd.http.service import HttpService
 from hermesd.mcp.pool import McpPool
 from hermesd.mcp.service import McpService
@@ -329,8 +331,13 @@ def build_services(daemon: Daemon) -> None:
 
     register_provider_tools(core.parts.tools, lambda: daemon.config, of_kind, core.home)
     register_video_tool(core.parts.tools, lambda: daemon.config, of_kind, core.home)
-    # issue 32: a plugin secret source may supply OPENAI_API_KEY: the model settings follow
+    # issue 32: voice messages in chats go through the transcription provider stt.* names;
+    # ctx.platform_actions acts through the gateway's adapters on this loop
+    gateway.transcriber = Transcriber(lambda: daemon.config, of_kind, gateway.hooks)
     loop = _running_loop()
+    if loop is not None:
+        host.plugins.services.platform_actions = GatewayActions(gateway, loop)
+    # issue 32: a plugin secret source may supply OPENAI_API_KEY: the model settings follow
     if loop is not None:
         sessions = turns.sessions
 

@@ -10,7 +10,8 @@ How an adapter plugs in (built-in and plugin adapters alike):
    content, reply_to=None, metadata=None) -> SendResult`` (``metadata["thread_id"]``: the
    thread), and where the platform has them ``send_typing``, ``send_buttons`` (set
    ``supports_buttons = True``), ``edit_message``, ``send_image_file``, ``send_document``,
-   ``set_commands``. Set ``MAX_MESSAGE_LENGTH``.
+   ``set_commands``, ``add_reaction``/``set_thread_title`` (listed in ``supported_actions``,
+   for ``ctx.platform_actions``). Set ``MAX_MESSAGE_LENGTH``.
 2. For each incoming message build a `MessageEvent` with a `SessionSource` (platform,
    chat_id, chat_type dm|group|channel|thread, user_id, user_name, thread_id, message_id) and
    ``await self.handle_message(event)``: the gateway admits the sender, runs the command or
@@ -25,6 +26,8 @@ How an adapter plugs in (built-in and plugin adapters alike):
 Modules: `base` (the interface), `platforms` (which exist, configuration, adapters' states),
 `core` (a message's way: hooks, admission, commands, turns, delivery), `chat` (a chat user as
 an in-process RPC client), `users` (allow-lists, pairing), `sessions` (session keys), `split`
-and `outbound` (sending long answers and files), `service` (``gateway.*`` methods), and the
-built-in adapters (`telegram`).
+and `outbound` (sending long answers and files), `voice` (voice messages to text), `actions`
+(``ctx.platform_actions`` on the adapters), `media` (the media folder pruned), `service`
+(``gateway.*`` methods), and the built-in adapters (`telegram` with `telegram_format`, `matrix`
+with its `matrix_*` helpers).
 """

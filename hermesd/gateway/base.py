@@ -182,6 +182,8 @@ class PlatformAdapter(ABC):
     MAX_MESSAGE_LENGTH = 4096
     supports_code_blocks = False
     supports_buttons = False
+    #: the verbs of `add_reaction`/`set_thread_title` this platform has (``ctx.platform_actions``)
+    supported_actions: frozenset[str] = frozenset()
 
     def __init__(self, config: PlatformConfig, platform: Platform) -> None:
         self.config = config
@@ -338,6 +340,14 @@ class PlatformAdapter(ABC):
     ) -> SendResult:
         """Send a file; by default its path as text."""
         return await self.send(chat_id, f"{caption or ''}\n{file_path}".strip(), metadata=metadata)
+
+    async def add_reaction(self, chat_id: str, message_id: str, emoji: str) -> SendResult:
+        """React to a message with ``emoji`` (platforms listing ``add_reaction``)."""
+        return SendResult(False, error="reactions are not supported")
+
+    async def set_thread_title(self, chat_id: str, thread_id: str, title: str) -> SendResult:
+        """Rename a thread or forum topic (platforms listing ``set_thread_title``)."""
+        return SendResult(False, error="renaming threads is not supported")
 
     async def set_commands(self, commands: list[tuple[str, str]]) -> None:
         """Offer ``(name, description)`` slash commands in the platform's menu, if it has one."""

@@ -30,6 +30,7 @@ from hermesd.gateway.outbound import send_text
 from hermesd.gateway.platforms import Platforms
 from hermesd.gateway.sessions import ChatSessions, session_key
 from hermesd.gateway.users import ChatIdentity, ChatUsers
+from hermesd.gateway.voice import Transcriber, is_voice
 from hermesd.http.tokens import Identity
 from hermesd.plugins import hostapi
 from hermesd.rpc.protocol import Codes, RpcError
@@ -40,8 +41,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TYPING_EVERY = 4.0
-MAX_IMAGES = 4  # seconds: Telegram shows "typing" for about five
+TYPING_EVERY = 4.0  # seconds: Telegram shows "typing" for about five
+MAX_IMAGES = 4
 _SESSION_GONE = (Codes.NOT_FOUND,)
 
 
@@ -56,6 +57,8 @@ class Gateway:
         self.event_hooks = GatewayHooks(home / "hooks")
         self.media_dir = home / "gateway" / "media"  # files people sent, by platform
         self.door: Door | None = None  # set by the service when it binds to the router
+        self.transcriber: Transcriber | None = None  # voice notes to text (stt.*)
+        self.origins: dict[str, SessionSource] = {}  # session id -> the chat of its last turn
         self.chats: dict[tuple[str, int, str], ChatLink] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self.group_per_user = True
@@ -100,6 +103,8 @@ class Gateway:
             return handled or None
         chat = self._chat(adapter, source, key, identity)
         try:
+            if event.media_urls:  # a voice note is its words from here on (even an answer)
+                await self._hear(chat, event)
             if event.is_command():
                 return await self._command(chat, key, event)
             if (question := chat.open_question()) is not None:
@@ -201,6 +206,7 @@ class Gateway:
             hostapi.session_vars.reset(token)
             typing.cancel()
         context["session_id"] = sid
+        self.origins[sid] = chat.source
         answer = result.get("final_text")
         if result.get("status") != "completed" and not answer:
             answer = f"The turn {result.get('status')}: {result.get('error') or 'no answer'}"
@@ -208,6 +214,21 @@ class Gateway:
         if answer:
             await send_text(chat.adapter, chat.source.chat_id, str(answer), chat.metadata)
         return None
+
+    async def _hear(self, chat: ChatLink, event: MessageEvent) -> None:
+        """Put the message's voice notes, transcribed, into its text and drop them from its
+        attachments (each transcript echoed to the chat first when ``stt.echo_transcripts``)."""
+        if self.transcriber is None:
+            return
+        event.text, heard = await self.transcriber.enrich(event)
+        kept = [i for i in range(len(event.media_urls)) if not is_voice(event, i)]
+        event.media_urls = [event.media_urls[i] for i in kept]
+        event.media_types = [event.media_types[i] for i in kept if i < len(event.media_types)]
+        if heard and self.transcriber.echoes():
+            for transcript in heard:
+                await chat.adapter.send(
+                    chat.source.chat_id, f'🎙️ "{transcript}"', metadata=chat.metadata
+                )
 
     async def _send(
         self, chat: ChatLink, key: str, params: dict[str, Any]
@@ -331,8 +352,8 @@ class Gateway:
 
 
 async def _with_media(event: MessageEvent) -> tuple[str, list[bytes]]:
-    """The message's text, and its images (sent to the model as images); other files are
-    named in the text by their path."""
+    """The message's text (voice notes transcribed already), and its images (sent to the model
+    as images); other files are named in the text by their path."""
     lines: list[str] = [event.text]
     images: list[bytes] = []
     for path, kind in zip(event.media_urls, event.media_types, strict=False):

@@ -30,9 +30,11 @@ from nio import (
     LoginResponse,
     MegolmEvent,
     ReactionEvent,
+    RoomEncryptedAudio,
     RoomEncryptedFile,
     RoomEncryptedImage,
     RoomEncryptedMedia,
+    RoomMessageAudio,
     RoomMessageFile,
     RoomMessageImage,
     RoomMessageMedia,
@@ -75,6 +77,7 @@ class MatrixAdapter(PlatformAdapter):
 
     MAX_MESSAGE_LENGTH = 4000
     supports_code_blocks = True
+    supported_actions = frozenset({"add_reaction"})
 
     def __init__(self, config: PlatformConfig, settings: MatrixSettings | None = None) -> None:
         super().__init__(config, Platform.MATRIX)
@@ -348,12 +351,18 @@ class MatrixAdapter(PlatformAdapter):
         """An image or file: kept in the gateway's media directory for the turn (images reach
         the model as images); its file name is the text unless a caption says more."""
         assert self.client is not None
+        content = event.source.get("content", {})
+        name = str(content.get("filename") or event.body or "file")
         if isinstance(event, RoomMessageImage | RoomEncryptedImage):
             out.message_type = MessageType.PHOTO
         elif isinstance(event, RoomMessageFile | RoomEncryptedFile):
             out.message_type = MessageType.DOCUMENT
-        content = event.source.get("content", {})
-        name = str(content.get("filename") or event.body or "file")
+        elif isinstance(event, RoomMessageAudio | RoomEncryptedAudio):
+            # a recorded voice message carries the MSC3245 flag; other audio is a file
+            voice = content.get("org.matrix.msc3245.voice") is not None
+            out.message_type = MessageType.VOICE if voice else MessageType.AUDIO
+            if not Path(name).suffix:
+                name = ("voice" if voice else "audio") + ".ogg"
         caption = str(event.body or "")
         out.text = caption if content.get("filename") and caption != name else ""
         got = await download(self.client, event)
@@ -381,6 +390,7 @@ class MatrixAdapter(PlatformAdapter):
         content: dict[str, Any],
         reply_to: str | None,
         metadata: dict[str, Any] | None,
+        event_type: str = "m.room.message",
     ) -> SendResult:
         if self.client is None:
             return SendResult(False, error="matrix is not connected", retryable=True)
@@ -389,7 +399,7 @@ class MatrixAdapter(PlatformAdapter):
             # devices are trusted on first use: nobody verifies the bot's sessions interactively
             reply = await self.client.room_send(
                 self._room_for(room_id),
-                "m.room.message",
+                event_type,
                 content,
                 ignore_unverified_devices=True,
             )
@@ -403,6 +413,11 @@ class MatrixAdapter(PlatformAdapter):
         """Replace an earlier message's text (an ``m.replace`` edit; clients show the new one)."""
         edit = edit_content(message_id, content)
         return await self._send_event(chat_id, edit, None, None)
+
+    async def add_reaction(self, chat_id: str, message_id: str, emoji: str) -> SendResult:
+        """An ``m.reaction`` annotating ``message_id`` with ``emoji``."""
+        relation = {"rel_type": "m.annotation", "event_id": message_id, "key": emoji}
+        return await self._send_event(chat_id, {"m.relates_to": relation}, None, None, "m.reaction")
 
     def _room_for(self, chat_id: str) -> str:
         """A user id (``@name:server``, as a pairing notice is addressed) means the direct

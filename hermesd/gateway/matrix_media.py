@@ -20,6 +20,8 @@ from nio.crypto import decrypt_attachment
 
 log = logging.getLogger(__name__)
 
+MAX_DOWNLOAD = 25 * 1024 * 1024  # bytes of one file a person posts that the agent takes
+
 
 class UploadFailed(Exception):
     """A file could not be read or uploaded; the message says why."""
@@ -52,13 +54,23 @@ async def upload(client: AsyncClient, path: Path, msgtype: str, encrypt: bool) -
 async def download(
     client: AsyncClient, event: RoomMessageMedia | RoomEncryptedMedia
 ) -> tuple[bytes, str] | None:
-    """The file of ``event`` (decrypted, from an encrypted room) and its MIME type, or None."""
+    """The file of ``event`` (decrypted, from an encrypted room) and its MIME type, or None
+    (also when it is, or says it is, larger than `MAX_DOWNLOAD`)."""
     info = event.source.get("content", {}).get("info") or {}
     mime = str(info.get("mimetype") or "application/octet-stream")
+    size = info.get("size")
+    if isinstance(size, int) and size > MAX_DOWNLOAD:
+        log.warning(
+            "matrix: %s is %d bytes (over %d): not downloaded", event.url, size, MAX_DOWNLOAD
+        )
+        return None
     got = await client.download(event.url)
     body = getattr(got, "body", None)
     if not isinstance(body, bytes):
         log.warning("matrix: downloading %s failed: %s", event.url, got)
+        return None
+    if len(body) > MAX_DOWNLOAD:  # the size in the event was missing or wrong
+        log.warning("matrix: %s is over %d bytes: dropped", event.url, MAX_DOWNLOAD)
         return None
     if not isinstance(event, RoomEncryptedMedia):
         return body, mime

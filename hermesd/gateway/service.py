@@ -1,6 +1,7 @@
 """`GatewayService`: the gateway's place in the daemon's life, and ``gateway.*`` methods.
 
-Starts after the sessions, commands and approvals (a chat needs them all), stops before them.
+Starts after the sessions, commands and approvals (a chat needs them all), stops before them;
+keeps the media folder pruned (``hermesd.gateway.media``) while it runs.
 ``gateway.status`` (each platform's state, chats, paired users, pairing requests waiting),
 ``gateway.platforms`` (what could be turned on) and ``gateway.pair`` (the owner admits the user
 behind a pairing code) are declared in ``hermesd.rpc.methods.gateway``.
@@ -16,6 +17,7 @@ from typing import Any
 
 from hermesd.gateway.base import MessageEvent, PlatformAdapter
 from hermesd.gateway.core import Gateway
+from hermesd.gateway.media import EVERY, prune
 from hermesd.gateway.outbound import send_text
 from hermesd.http.door import Door
 from hermesd.rpc.connection import Call, Connection, Limits, Router
@@ -40,6 +42,7 @@ class GatewayService:
         self.gateway = gateway
         self.plugins_loaded = plugins_loaded
         self._starting: asyncio.Task[None] | None = None
+        self._pruner: asyncio.Task[None] | None = None
         self.limits = limits
         self.on_close = on_close
         self.cfg = cfg
@@ -66,9 +69,21 @@ class GatewayService:
         await asyncio.to_thread(gateway.users.load)
         await asyncio.to_thread(gateway.sessions.load)
         await asyncio.to_thread(gateway.event_hooks.load)
+        self._pruner = asyncio.get_running_loop().create_task(self._prune_media())
         await platforms.start(self._prepare)
         await self.gateway.offer_commands()
         await gateway.event_hooks.emit("gateway:startup", {"platforms": sorted(platforms.adapters)})
+
+    async def _prune_media(self) -> None:
+        """Keep the media folder within ``gateway.media_max_*``, now and every hour."""
+        while True:
+            max_age = float(self.cfg.get("gateway.media_max_age_hours")) * 3600
+            max_bytes = int(float(self.cfg.get("gateway.media_max_mb")) * 1024 * 1024)
+            try:
+                await asyncio.to_thread(prune, self.gateway.media_dir, max_age, max_bytes)
+            except Exception:
+                log.exception("gateway: pruning %s failed", self.gateway.media_dir)
+            await asyncio.sleep(EVERY)
 
     def _prepare(self, adapter: PlatformAdapter) -> None:
         async def on_message(event: MessageEvent) -> str | None:
@@ -100,6 +115,8 @@ class GatewayService:
         adapter.set_platform_event_handler(on_event)
 
     async def stop(self) -> None:
+        if self._pruner is not None:
+            self._pruner.cancel()
         if self._starting is not None:
             self._starting.cancel()
             with contextlib.suppress(BaseException):

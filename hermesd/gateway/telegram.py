@@ -4,11 +4,14 @@ Long-polls ``getUpdates`` itself (no ``Application``: one loop, each update hand
 its own, so a button pressed while a turn waits for it is seen at once). A message becomes a
 `MessageEvent` (private chats are ``dm``, groups ``group``, forum topics carry ``thread_id``);
 a pressed inline button (``callback_query``) goes to the gateway and is answered with
-``answerCallbackQuery``; a reaction is a ``gateway_platform_event``. Answers are sent as plain
-text (no parse mode: nothing in an answer can break Telegram's markup), approvals and
-questions with an inline keyboard; the bot menu lists the slash commands (``setMyCommands``).
-``base_url`` in the platform's settings points the bot at another Bot API server (a local one,
-or the tests' stand-in).
+``answerCallbackQuery``; a reaction is a ``gateway_platform_event``. Answers go out with their
+markdown rendered for Telegram's HTML parse mode (``telegram_format``; plain text when Telegram
+refuses it), approvals and questions as plain text with an inline keyboard; the bot menu lists
+the slash commands (``setMyCommands``). A failed ``getUpdates`` is retried after an exponential,
+capped, jittered delay (`retry_delay`; ``reconnect_initial_seconds`` / ``reconnect_max_seconds``
+in the platform's settings) and the adapter reports itself disconnected meanwhile. ``base_url``
+in the platform's settings points the bot at another Bot API server (a local one, or the tests'
+stand-in).
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +35,13 @@ from hermesd.gateway.base import (
     SendResult,
     SessionSource,
 )
+from hermesd.gateway.telegram_format import telegram_html
 
 log = logging.getLogger(__name__)
 
 POLL_TIMEOUT = 25  # seconds getUpdates waits on the server
-RETRY_AFTER_ERROR = 3.0
+RETRY_INITIAL = 1.0  # seconds before the first retry of a failed getUpdates
+RETRY_MAX = 60.0  # the longest wait between retries
 MAX_DOWNLOAD = 20 * 1024 * 1024  # the Bot API's own limit for getFile
 _COMMAND = re.compile(r"[a-z0-9_]{1,32}")
 _CHAT_TYPES = {"private": "dm", "group": "group", "supergroup": "group", "channel": "channel"}
@@ -59,6 +66,7 @@ class TelegramAdapter(PlatformAdapter):
 
     MAX_MESSAGE_LENGTH = 4096
     supports_buttons = True
+    supported_actions = frozenset({"add_reaction", "set_thread_title"})
 
     def __init__(self, config: PlatformConfig) -> None:
         super().__init__(config, Platform.TELEGRAM)
@@ -99,7 +107,10 @@ class TelegramAdapter(PlatformAdapter):
         from telegram.error import Forbidden, InvalidToken
 
         offset: int | None = None
-        while self._running:
+        failures = 0
+        initial = float(self.config.extra.get("reconnect_initial_seconds") or RETRY_INITIAL)
+        longest = float(self.config.extra.get("reconnect_max_seconds") or RETRY_MAX)
+        while True:  # until cancelled by `disconnect`
             try:
                 updates = await self.bot.get_updates(
                     offset=offset,
@@ -114,9 +125,16 @@ class TelegramAdapter(PlatformAdapter):
                 self._set_fatal_error("token", str(exc))
                 return
             except Exception as exc:
-                log.warning("telegram: getUpdates failed: %s", exc)
-                await asyncio.sleep(RETRY_AFTER_ERROR)
+                delay = retry_delay(failures, initial, longest)
+                failures += 1
+                log.warning("telegram: getUpdates failed (%s); retrying in %.1fs", exc, delay)
+                self._mark_disconnected()
+                await asyncio.sleep(delay)
                 continue
+            if failures:
+                log.info("telegram: reconnected after %d failed attempts", failures)
+                failures = 0
+                self._mark_connected()
             for update in updates:
                 offset = update.update_id + 1
                 task = asyncio.get_running_loop().create_task(self._on_update(update))
@@ -158,6 +176,10 @@ class TelegramAdapter(PlatformAdapter):
             kind = MessageType.COMMAND
         elif message.photo:
             kind = MessageType.PHOTO
+        elif message.voice is not None:
+            kind = MessageType.VOICE
+        elif message.audio is not None:
+            kind = MessageType.AUDIO
         elif message.document is not None:
             kind = MessageType.DOCUMENT
         return MessageEvent(
@@ -173,9 +195,17 @@ class TelegramAdapter(PlatformAdapter):
         )
 
     async def _download(self, message: Any, event: MessageEvent) -> None:
-        """A photo (its largest size) or a document into `media_urls` (up to `MAX_DOWNLOAD`)."""
+        """A photo (its largest size), a voice note, an audio file or a document into
+        `media_urls` (up to `MAX_DOWNLOAD`)."""
         if message.photo:
             item, name, kind = message.photo[-1], "photo.jpg", "image/jpeg"
+        elif message.voice is not None:
+            item, name = message.voice, "voice.ogg"
+            kind = item.mime_type or "audio/ogg"
+        elif message.audio is not None:
+            item = message.audio
+            name = item.file_name or "audio.mp3"
+            kind = item.mime_type or "audio/mpeg"
         elif message.document is not None:
             item = message.document
             name = item.file_name or "document"
@@ -217,8 +247,7 @@ class TelegramAdapter(PlatformAdapter):
         try:
             message = await coro
         except Exception as exc:
-            log.warning("telegram: %s failed: %s", what, exc)
-            return SendResult(False, error=f"{type(exc).__name__}: {exc}")
+            return _failed(what, exc)
         message_id = getattr(message, "message_id", None)
         return SendResult(True, str(message_id) if message_id is not None else None, None, message)
 
@@ -229,15 +258,33 @@ class TelegramAdapter(PlatformAdapter):
         reply_to: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> SendResult:
-        return await self._call(
+        """Send ``content`` (markdown) rendered for Telegram's HTML parse mode."""
+        where = {
+            "message_thread_id": _thread_id(metadata),
+            "reply_to_message_id": int(reply_to) if reply_to else None,
+        }
+        return await self._rendered(
             "sendMessage",
-            self.bot.send_message(
-                chat_id,
-                content,
-                message_thread_id=_thread_id(metadata),
-                reply_to_message_id=int(reply_to) if reply_to else None,
-            ),
+            lambda text, **mode: self.bot.send_message(chat_id, text, **where, **mode),
+            content,
         )
+
+    async def _rendered(self, what: str, call: Callable[..., Any], content: str) -> SendResult:
+        """``call(text, parse_mode=...)`` with ``content`` as Telegram HTML; again with the
+        plain markdown when Telegram refuses the markup (it names the entity it cannot parse)."""
+        from telegram.error import BadRequest
+
+        try:
+            message = await call(telegram_html(content), parse_mode="HTML")
+        except BadRequest as exc:
+            if "parse entities" not in str(exc).lower():
+                return _failed(what, exc)
+            log.warning("telegram: the HTML was refused (%s); sending plain text", exc)
+            return await self._call(what, call(content))
+        except Exception as exc:
+            return _failed(what, exc)
+        message_id = getattr(message, "message_id", None)
+        return SendResult(True, str(message_id) if message_id is not None else None, None, message)
 
     async def send_buttons(
         self,
@@ -260,9 +307,23 @@ class TelegramAdapter(PlatformAdapter):
         )
 
     async def edit_message(self, chat_id: str, message_id: str, content: str) -> SendResult:
-        return await self._call(
+        return await self._rendered(
             "editMessageText",
-            self.bot.edit_message_text(content, chat_id=chat_id, message_id=int(message_id)),
+            lambda text, **mode: self.bot.edit_message_text(
+                text, chat_id=chat_id, message_id=int(message_id), **mode
+            ),
+            content,
+        )
+
+    async def add_reaction(self, chat_id: str, message_id: str, emoji: str) -> SendResult:
+        return await self._call(
+            "setMessageReaction",
+            self.bot.set_message_reaction(chat_id, int(message_id), reaction=emoji),
+        )
+
+    async def set_thread_title(self, chat_id: str, thread_id: str, title: str) -> SendResult:
+        return await self._call(
+            "editForumTopic", self.bot.edit_forum_topic(chat_id, int(thread_id), name=title)
         )
 
     async def send_typing(self, chat_id: str, metadata: dict[str, Any] | None = None) -> None:
@@ -311,6 +372,19 @@ class TelegramAdapter(PlatformAdapter):
             if _COMMAND.fullmatch(name)
         ][:100]
         await self.bot.set_my_commands(menu)
+
+
+def retry_delay(failures: int, initial: float, longest: float) -> float:
+    """Seconds to wait after ``failures`` earlier failures in a row: ``initial`` doubled each
+    time up to ``longest``, then a random half of it taken off (so many bots that lost the same
+    server do not come back in step)."""
+    ceiling = min(longest, initial * 2.0 ** min(failures, 32))
+    return ceiling * random.uniform(0.5, 1.0)
+
+
+def _failed(what: str, exc: Exception) -> SendResult:
+    log.warning("telegram: %s failed: %s", what, exc)
+    return SendResult(False, error=f"{type(exc).__name__}: {exc}")
 
 
 def _thread_id(metadata: dict[str, Any] | None) -> int | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermesd import redact
+from hermesd.plugins.platform_actions import PlatformActions
 from hermesd.runtime.hooks_surfaces import (
     HOST_EVENT_NAMESPACE,
     SECTION_MAX_CHARS,
@@ -47,6 +48,7 @@ _LEGACY_GRANTS = {
     "tools.override": "allow_tool_override",
     "gateway.injection": "allow_gateway_injection",
     "gateway.platform_actions": "allow_platform_actions",
+    "gateway.plugin_status": "allow_plugin_status",
 }
 _state_locks: dict[str, threading.Lock] = {}
 _state_locks_guard = threading.Lock()
@@ -135,23 +137,6 @@ class PluginState:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(encoded)
         os.replace(tmp, self.path)
-
-
-class PlatformActions:
-    """``ctx.platform_actions``: verbs on messaging platforms; hermesd has no gateway yet, so
-    each answers ``{"ok": False, "error": ...}`` and never raises (as the reference's do)."""
-
-    REASON = "hermesd has no messaging gateway yet"
-
-    def __getattr__(self, verb: str) -> Callable[..., dict[str, Any]]:
-        if verb.startswith("_"):
-            raise AttributeError(verb)
-
-        def unavailable(*args: Any, **kwargs: Any) -> dict[str, Any]:
-            """A platform action hermesd cannot perform."""
-            return {"ok": False, "error": f"{verb}: {self.REASON}"}
-
-        return unavailable
 
 
 class SubagentLifecycle:
@@ -296,9 +281,13 @@ class NewerContext:
 
     @cached_property
     def platform_actions(self) -> PlatformActions:
-        """Messaging platform verbs (none available: hermesd has no gateway yet); listed in
-        ``plugins info`` with the reason."""
-        actions = PlatformActions()
+        """Verbs on the messaging platforms the gateway runs (``add_reaction``,
+        ``set_thread_title``, ``send_status``, …), gated by the plugin's capabilities; listed
+        in ``plugins info``."""
+        services = self._services
+        actions = PlatformActions(
+            self.plugin_name, self.has_capability, lambda: services.platform_actions
+        )
         self._keep("platform_actions", "platform_actions", actions)
         return actions
 

@@ -44,12 +44,11 @@ KINDS: dict[str, Kind] = {
         "video_generate calls it when video_gen.provider names it (or it is the only one)",
     ),
     "tts": Kind("register_tts_provider", "", "text_to_speech calls it when tts.provider names it"),
-    # the reference has no transcription tool: it transcribes users' voice messages, which
-    # reach hermesd only through a messaging gateway
+    # the reference has no transcription tool: it transcribes users' voice messages
     "transcription": Kind(
         "register_transcription_provider",
-        "it transcribes voice messages, which arrive through a messaging gateway hermesd does "
-        "not have yet (the reference has no transcription tool)",
+        "",
+        "the messaging gateway transcribes voice messages with it when stt.provider names it",
     ),
     "secret_source": Kind(
         "register_secret_source",
@@ -72,7 +71,9 @@ KINDS: dict[str, Kind] = {
     # post-0.19 (issue 32): listed once a plugin reaches for ctx.platform_actions
     "platform_actions": Kind(
         "platform_actions",
-        "hermesd has no messaging gateway yet, so every verb answers {ok: false}",
+        "",
+        "its verbs act through the gateway's running adapters when the owner granted "
+        "gateway.platform_actions (gateway.plugin_status for status lines)",
     ),
     "auxiliary_task": Kind(
         "register_auxiliary_task",

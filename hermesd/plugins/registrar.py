@@ -26,6 +26,7 @@ from hermesd.plugins.ctx_newer import NewerContext, mcp_envelope
 from hermesd.plugins.llm import PluginLlm
 from hermesd.plugins.manifest import Manifest, PluginRecord, RejectedTool
 from hermesd.plugins.memory_providers import ProviderRegistrations, provider_name
+from hermesd.plugins.platform_actions import PlatformActionHost
 from hermesd.plugins.provider_registrars import ProviderRegistrars
 from hermesd.plugins.providers import ProviderRegistry
 from hermesd.runtime.hooks import HookBus
@@ -73,6 +74,8 @@ class PluginServices:
     config_setter: Callable[[str, Any], None] | None = None
     #: the live sub-agents as plain dicts (``ctx.subagent_lifecycle``); None: no sub-agents
     subagents: Callable[[], list[dict[str, Any]]] | None = None
+    #: the gateway's side of ``ctx.platform_actions`` (None: no gateway in this process)
+    platform_actions: PlatformActionHost | None = None
 
 
 def _takes_ctx(handler: Callable[..., Any]) -> bool:

@@ -40,7 +40,7 @@ from hermesd.runtime.workers import (
 
 log = logging.getLogger(__name__)
 
-Returns = Literal["ignored", "block", "context", "replace", "continue", "classify"]
+Returns = Literal["ignored", "block", "context", "replace", "continue", "classify", "override"]
 
 DEFAULT_HOOK_TIMEOUT = 10.0
 
@@ -166,10 +166,11 @@ _NEWER_HOOKS = (
         ),
         "A group-chat member's live runtime event.",
     ),
-    _newer(
+    HookSpec(
         "pre_transcription",
         ("file_path", "provider", "model", "language", "prompt", "source"),
-        "Before an audio file is transcribed.",
+        "override",
+        "Before a voice message is transcribed (the provider is chosen).",
     ),
     _newer(
         "on_kanban_worker_spawned",
@@ -535,6 +536,7 @@ def hook_table_markdown() -> str:
         "replace": "first str replaces the value",
         "continue": '`{"action": "continue", "message": m}` sends m and keeps the turn going',
         "classify": '`{"reason": r, "retryable": b, "message": m}`: the first valid one decides',
+        "override": "a dict's `model`/`language`/`prompt` are used; the last one wins",
     }
     for spec in HOOKS.values():
         kwargs = ", ".join(spec.kwargs)

@@ -113,10 +113,13 @@ def _available(provider: Any) -> bool:
         return False
 
 
-def choose(config: Any, providers: Providers, kind: str, only_one: bool = False) -> Any:
-    """The provider ``<kind>.provider`` selects, or the sentence saying why there is none;
-    with ``only_one``, an unset key picks the one available provider (video_gen does so)."""
-    wanted = str(config.get(f"{kind}.provider") or "").strip()
+def choose(
+    config: Any, providers: Providers, kind: str, only_one: bool = False, section: str = ""
+) -> Any:
+    """The provider ``<section or kind>.provider`` selects, or the sentence saying why there is
+    none; with ``only_one``, an unset key picks the one available provider (video_gen does so)."""
+    key = f"{section or kind}.provider"
+    wanted = str(config.get(key) or "").strip()
     registered = providers(kind)
     names = ", ".join(sorted(str(getattr(p, "name", "?")) for p in registered))
     if not wanted and only_one:
@@ -125,13 +128,13 @@ def choose(config: Any, providers: Providers, kind: str, only_one: bool = False)
             return usable[0]
     if not wanted:
         offer = f" (registered: {names})" if names else " (no plugin registered one)"
-        return f"{kind}.provider is not set{offer}"
+        return f"{key} is not set{offer}"
     for provider in registered:
         if str(getattr(provider, "name", "")).strip().lower() == wanted.lower():
             if _available(provider):
                 return provider
             return f"the {kind} provider '{wanted}' says it is not available now"
-    return f"{kind}.provider names '{wanted}', which no loaded plugin registered"
+    return f"{key} names '{wanted}', which no loaded plugin registered"
 
 
 def _text(config: Any, key: str) -> str | None:

@@ -351,6 +351,43 @@ def test_a_token_revoked_while_running_shows_in_the_status(
     assert daemon.call("ping") is not None
 
 
+def test_an_answer_is_sent_in_telegrams_html_parse_mode(
+    daemon: DaemonProcess, api: BotApiServer, model: ScriptedModelServer
+) -> None:
+    model.push(reply("The answer is **42** & `x<y`"))
+    api.user_says(OWNER, "what is it?")
+    sent = api.wait_sent(OWNER, "The answer is 42 & x<y")  # what people see
+    assert sent["parse_mode"] == "HTML"
+    assert sent["html"] == "The answer is <b>42</b> &amp; <code>x&lt;y</code>"
+
+
+def test_an_answer_telegram_refuses_as_html_is_sent_again_as_plain_text(
+    daemon: DaemonProcess, api: BotApiServer, model: ScriptedModelServer
+) -> None:
+    api.refuse_html = True
+    model.push(reply("The answer is **42**"))
+    api.user_says(OWNER, "what is it?")
+    sent = api.wait_sent(OWNER, "The answer is **42**")
+    assert "parse_mode" not in sent
+    assert "sending plain text" in daemon.log()
+
+
+def test_polling_comes_back_by_itself_after_the_bot_api_was_unreachable(
+    start, api: BotApiServer, model: ScriptedModelServer
+) -> None:
+    extra = "      reconnect_initial_seconds: 0.2\n      reconnect_max_seconds: 1\n"
+    daemon = start(short_tmpdir("gw-"), config=gateway_config(api, model, extra))
+    _wait_state(daemon, "telegram")
+    api.down = True
+    _wait_state(daemon, "telegram", "disconnected")
+    api.down = False
+    _wait_state(daemon, "telegram")
+    model.push(reply("back again"))
+    api.user_says(OWNER, "are you there?")
+    api.wait_sent(OWNER, "back again")
+    assert "getUpdates failed" in daemon.log() and "reconnected after" in daemon.log()
+
+
 def test_bad_platform_settings_are_reported_and_the_daemon_still_serves(
     start, api: BotApiServer, model: ScriptedModelServer
 ) -> None:

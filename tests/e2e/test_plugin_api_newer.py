@@ -86,8 +86,9 @@ def probe(raw):
     if raw == "mcp":
         return json.dumps(ctx.call_mcp("nosuch", "tool", arguments={"a": 1}))
     if raw == "platform":
-        return json.dumps([ctx.platform_actions.add_reaction("m1", "+1"),
-                           ctx.subagent_lifecycle.list()])
+        import asyncio
+        acted = asyncio.run(ctx.platform_actions.add_reaction("telegram", "1", "m1", "+1"))
+        return json.dumps([acted, ctx.subagent_lifecycle.list()])
     return "?"
 
 
@@ -249,14 +250,16 @@ def test_capabilities_the_owner_granted_and_the_mcp_envelope(newd: DaemonProcess
     assert envelope["ok"] is False and "nosuch" in json.dumps(envelope["error"])
 
 
-def test_platform_actions_answer_not_ok_and_plugins_info_says_why(newd: DaemonProcess) -> None:
+def test_platform_actions_need_the_capability_and_plugins_info_lists_them(
+    newd: DaemonProcess,
+) -> None:
     action, subagents = json.loads(run(newd, "/probe platform"))
-    assert action["ok"] is False and "messaging gateway" in action["error"]
+    assert action["ok"] is False and action["error"] == "capability_not_granted"
     assert subagents == []
     with newd.client() as c:
         info = c.call("plugins.info", {"name": "newer"})
     listed = {p["kind"]: p["status"] for p in info["providers"]}
-    assert listed["platform_actions"].startswith("registered, not used by hermesd: ")
+    assert listed["platform_actions"].startswith("in use: its verbs act through the gateway")
 
 
 def test_pre_command_sees_the_command_and_its_arguments(newd: DaemonProcess) -> None:

@@ -234,6 +234,8 @@ def test_plugins_info_lists_every_backend_with_what_hermesd_does_with_it(
             assert entry["status"].startswith("in use: when secrets.<name>.enabled"), entry
         elif kind == "platform":
             assert entry["status"].startswith("in use: the gateway runs its adapter"), entry
+        elif kind == "transcription":
+            assert entry["status"].startswith("in use: the messaging gateway transcribes"), entry
         else:
             assert entry["status"].startswith("registered, not used by hermesd: "), kind
     assert "messaging gateway" in providers["transcription"]["status"]

@@ -2,12 +2,16 @@
 
 Telegram cannot be reached from the tests, so this server follows the published Bot API
 (https://core.telegram.org/bots/api) for getMe, getUpdates (long polling with ``offset`` and
-``timeout``), sendMessage (with ``reply_markup`` inline keyboards), sendChatAction, getFile
-(and the file download), editMessageText, answerCallbackQuery, setMyCommands, sendPhoto and
-sendDocument, at ``http://127.0.0.1:PORT/bot<token>/<method>``, form-encoded or multipart like
-python-telegram-bot sends them. Tests play the people: `user_says`, `user_sends_photo`,
-`press` and `react` queue updates; `wait_sent` waits for what the bot sent. The one stand-in
-besides the model (docs/gateway.md).
+``timeout``), sendMessage (with ``reply_markup`` inline keyboards and ``parse_mode`` HTML),
+sendChatAction, getFile (and the file download at ``/file/bot<token>/<file_path>``),
+editMessageText, answerCallbackQuery, setMyCommands, sendPhoto, sendDocument,
+setMessageReaction and editForumTopic, at ``http://127.0.0.1:PORT/bot<token>/<method>``,
+form-encoded or multipart like python-telegram-bot sends them. A text sent with
+``parse_mode=HTML`` is checked as Telegram checks it (only its tags, balanced, entities
+escaped: else 400 "can't parse entities") and kept as the plain text people see, the markup
+under ``html``. Tests play the people: `user_says`, `user_sends_photo`, `user_sends_voice`,
+`user_sends_audio`, `press` and `react` queue updates; `wait_sent` waits for what the bot sent.
+The one stand-in besides the model (docs/gateway.md).
 """
 
 from __future__ import annotations
@@ -19,13 +23,17 @@ import time
 from collections.abc import Callable
 from email.parser import BytesParser
 from email.policy import HTTP
+from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 from urllib.parse import parse_qs, unquote
 
 TOKEN = "123456:TEST-token"
 BOT = {"id": 123456, "is_bot": True, "first_name": "Hermes", "username": "hermes_test_bot"}
-_JSON_FIELDS = {"reply_markup", "commands", "allowed_updates", "reply_parameters"}
+_JSON_FIELDS = {"reply_markup", "commands", "allowed_updates", "reply_parameters", "reaction"}
+#: the tags Telegram's HTML parse mode accepts
+_TAGS = {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler", "a"}
+_TAGS |= {"code", "pre", "blockquote", "tg-emoji"}
 
 
 def person(user_id: int, name: str = "") -> dict[str, Any]:
@@ -47,6 +55,9 @@ class BotApiServer:
         self._message_ids = itertools.count(1000)
         self.sent: dict[int, dict[str, Any]] = {}  # the bot's messages by id
         self.files: dict[str, bytes] = {}  # file_id -> content, for getFile and downloads
+        self.paths: dict[str, str] = {}  # file_path (getFile's) -> file_id
+        self.refuse_html = False  # True: every parse_mode=HTML text is refused (400)
+        self.down = False  # True: every call fails as if the network were gone (500)
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
         self._server.api = self  # type: ignore[attr-defined]
@@ -79,10 +90,46 @@ class BotApiServer:
         """A person writes ``text`` (in a private chat with the bot unless ``chat_id``)."""
         self._push({"message": self._incoming(user_id, text, chat_id, chat_type, thread_id)})
 
+    def _keep_file(self, kind: str, data: bytes, suffix: str) -> str:
+        file_id = f"{kind}{len(self.files) + 1}"
+        self.files[file_id] = data
+        self.paths[f"{kind}s/file_{len(self.files)}{suffix}"] = file_id
+        return file_id
+
+    def user_sends_voice(
+        self, user_id: int, data: bytes, *, chat_id: int | None = None, chat_type: str = "private"
+    ) -> None:
+        """A person records a voice message (OGG/Opus, as Telegram's apps send them)."""
+        self._audio(user_id, data, "voice", {"mime_type": "audio/ogg"}, chat_id, chat_type)
+
+    def user_sends_audio(self, user_id: int, data: bytes, file_name: str) -> None:
+        """A person sends an audio file (a song, a recording from elsewhere) as music."""
+        self._audio(user_id, data, "audio", {"mime_type": "audio/mpeg", "file_name": file_name})
+
+    def _audio(
+        self,
+        user_id: int,
+        data: bytes,
+        kind: str,
+        fields: dict[str, Any],
+        chat_id: int | None = None,
+        chat_type: str = "private",
+    ) -> None:
+        file_id = self._keep_file(kind, data, ".oga" if kind == "voice" else ".mp3")
+        message = self._incoming(user_id, "", chat_id, chat_type, None)
+        del message["text"]
+        message[kind] = {
+            "file_id": file_id,
+            "file_unique_id": file_id,
+            "duration": 2,
+            "file_size": len(data),
+            **fields,
+        }
+        self._push({"message": message})
+
     def user_sends_photo(self, user_id: int, data: bytes, caption: str = "") -> None:
         """A person sends a photo (with a caption) in their private chat with the bot."""
-        file_id = f"photo{len(self.files) + 1}"
-        self.files[file_id] = data
+        file_id = self._keep_file("photo", data, ".jpg")
         message = self._incoming(user_id, "", None, "private", None)
         del message["text"]
         sizes = [
@@ -203,22 +250,39 @@ class BotApiServer:
                 "can_read_all_group_messages": False,
                 "supports_inline_queries": False,
             }
+        if params.get("parse_mode") == "HTML":
+            params["html"] = params["text"]
+            params["text"] = self._plain(params["text"])
         if method in ("sendMessage", "sendPhoto", "sendDocument"):
             return self._message(method, params)
         if method == "getFile":
             data = self.files[params["file_id"]]
+            path = next(p for p, f in self.paths.items() if f == params["file_id"])
             return {
                 "file_id": params["file_id"],
                 "file_unique_id": params["file_id"],
                 "file_size": len(data),
-                "file_path": f"photos/{params['file_id']}.jpg",
+                "file_path": path,
             }
         if method == "editMessageText":
             message = self.sent[int(params["message_id"])]
             message["text"] = params["text"]
             message.pop("reply_markup", None)
             return message
-        return True  # sendChatAction, answerCallbackQuery, setMyCommands, deleteWebhook
+        # sendChatAction, answerCallbackQuery, setMyCommands, deleteWebhook,
+        # setMessageReaction, editForumTopic
+        return True
+
+    def _plain(self, text: str) -> str:
+        """What people see of an HTML text; a BadRequest when Telegram would refuse it."""
+        if self.refuse_html:
+            raise BadRequest("can't parse entities: refused by the test")
+        checker = _TelegramHtml()
+        checker.feed(text)
+        checker.close()
+        if checker.open:
+            raise BadRequest(f"can't parse entities: unclosed <{checker.open[-1]}>")
+        return "".join(checker.plain)
 
     def _message(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         chat_id = int(params["chat_id"])
@@ -254,6 +318,32 @@ class BotApiServer:
             return list(self.updates)
 
 
+class BadRequest(Exception):
+    """A call Telegram answers with 400 and this description."""
+
+
+class _TelegramHtml(HTMLParser):
+    """Checks a text as Telegram's HTML parse mode does; keeps the plain text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.open: list[str] = []
+        self.plain: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in _TAGS:
+            raise BadRequest(f'can\'t parse entities: unsupported start tag "{tag}"')
+        self.open.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.open or self.open[-1] != tag:
+            raise BadRequest(f'can\'t parse entities: unexpected end tag "{tag}"')
+        self.open.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.plain.append(data)
+
+
 class _Server(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a client gone mid-answer (the daemon stopping while it long-polls)
@@ -268,10 +358,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         api: BotApiServer = self.server.api  # type: ignore[attr-defined]
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        download = f"/file/bot{api.token}/photos/"
+        download = f"/file/bot{api.token}/"
         path = unquote(self.path)
+        if api.down:
+            self._reply(502, {"ok": False, "error_code": 502, "description": "Bad Gateway"})
+            return
         if path.startswith(download):  # a file's content (getFile's file_path)
-            data = api.files[path[len(download) :].removesuffix(".jpg")]
+            data = api.files[api.paths[path[len(download) :]]]
             self.send_response(200)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -285,7 +378,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             params = _params(self.headers.get("Content-Type") or "", body)
             self._reply(200, {"ok": True, "result": api.answer(method, params)})
-        except KeyError as exc:
+        except (KeyError, BadRequest) as exc:
             self._reply(400, {"ok": False, "error_code": 400, "description": f"Bad Request: {exc}"})
 
     do_GET = do_POST
