@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from hermesctl.client import Client
+from tests.support.approvals import client_answering
 from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 from tests.support.plugin_factory import write_plugin
@@ -61,6 +62,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             "/second": (SECOND.encode(), "text/html"),
             "/logo.png": (PNG, "image/png"),
         }
+        port = self.server.server_address[1]
+        elsewhere = f'<img src="http://localhost:{port}/logo.png" alt="elsewhere">'
+        pages["/elsewhere"] = (
+            f"<html><body><h1>Mixed</h1>{elsewhere}</body></html>".encode(),
+            "text/html",
+        )
         body, kind = pages.get(self.path, (b"not found", "text/plain"))
         self.send_response(200 if self.path in pages else 404)
         self.send_header("Content-Type", kind)
@@ -254,6 +261,37 @@ def test_a_ref_not_in_the_snapshot_is_a_clear_error(browse: tuple[Browse, str], 
     assert "no element @e999" in missing["error"] and "browser_snapshot" in missing["error"]
 
 
+def test_a_navigation_to_a_host_the_person_denies_is_an_error_naming_it(
+    model: ScriptedModelServer, daemon: DaemonProcess, site: str
+) -> None:
+    away = site.replace("127.0.0.1", "localhost") + "/"
+    client, answers = client_answering(daemon, "deny")
+    with client:
+        sid = _session(client)
+        result = json.loads(_turn(model, client, sid, ("browser_navigate", {"url": away})))
+        client.call("session.delete", {"session_id": sid})
+    assert result["success"] is False
+    assert "network access to localhost was not approved" in result["error"]
+    [asked] = answers.requests
+    assert asked["pattern_key"] == "network:localhost"
+
+
+def test_what_the_page_loads_goes_through_the_egress_policy_too(
+    model: ScriptedModelServer, daemon: DaemonProcess, site: str
+) -> None:
+    client, answers = client_answering(daemon, "deny")
+    with client:
+        sid = _session(client)
+        _turn(model, client, sid, ("browser_navigate", {"url": site + "/elsewhere"}))
+        images = _inside(
+            _turn(model, client, sid, ("browser_get_images", {})), "browser_get_images"
+        )
+        client.call("session.delete", {"session_id": sid})
+    [image] = images["images"]
+    assert image["alt"] == "elsewhere" and image["width"] == 0  # refused: never loaded
+    assert [a["pattern_key"] for a in answers.requests] == ["network:localhost"]
+
+
 def test_the_sessions_chromium_runs_sandboxed_and_is_gone_after_the_session_is_deleted(
     model: ScriptedModelServer, daemon: DaemonProcess, site: str
 ) -> None:
@@ -266,10 +304,47 @@ def test_the_sessions_chromium_runs_sandboxed_and_is_gone_after_the_session_is_d
         assert started, "no Chromium of this daemon is running"
         assert daemon.call("status")["browser"]["backend"] == "local"
         client.call("session.delete", {"session_id": sid})
+    assert _gone(started, marker)
+
+
+def _gone(pids: set[int], marker: str) -> bool:
+    """Whether every one of ``pids`` has ended within 20 seconds."""
     deadline = time.monotonic() + 20
-    while set(_chromiums(marker)) & started and time.monotonic() < deadline:
+    while set(_chromiums(marker)) & pids and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not set(_chromiums(marker)) & started
+    return not set(_chromiums(marker)) & pids
+
+
+def _browsing_daemon(
+    model: ScriptedModelServer, site: str, extra: str = ""
+) -> tuple[Any, set[int]]:
+    """A daemon of its own whose session has opened a page, and its Chromium's pids."""
+    process = start_daemon(short_tmpdir("brw-"), config=_config(model, extra))
+    try:
+        with process.client() as client:
+            _turn(model, client, _session(client), ("browser_navigate", {"url": site + "/"}))
+    except BaseException:
+        process.stop()
+        raise
+    return process, set(_chromiums(f"--user-data-dir={process.home}/sandbox-tmp"))
+
+
+def test_an_idle_browser_is_closed_after_the_inactivity_timeout(
+    model: ScriptedModelServer, site: str
+) -> None:
+    process, pids = _browsing_daemon(model, site, "browser:\n  inactivity_timeout: 1\n")
+    try:
+        assert pids and _gone(pids, f"--user-data-dir={process.home}/sandbox-tmp")
+    finally:
+        process.stop()
+
+
+def test_every_browser_is_closed_when_the_daemon_stops(
+    model: ScriptedModelServer, site: str
+) -> None:
+    process, pids = _browsing_daemon(model, site)
+    assert process.stop() == 0
+    assert pids and _gone(pids, f"--user-data-dir={process.home}/sandbox-tmp")
 
 
 def test_without_chromium_the_tools_are_unavailable_and_say_why(
