@@ -167,6 +167,9 @@ class BrowserPool:
 
     async def forget_session(self, session_id: str) -> None:
         """Close the session's browser (a deleted session, an idle one, a dead one)."""
+        opening = self._opening.pop(session_id, None)
+        if opening is not None:  # deleted while its browser starts: the start is undone
+            opening.cancel()
         page = self._pages.pop(session_id, None)
         if page is not None:
             old = page.use_pass(None)

@@ -347,6 +347,22 @@ def test_every_browser_is_closed_when_the_daemon_stops(
     assert pids and _gone(pids, f"--user-data-dir={process.home}/sandbox-tmp")
 
 
+def test_under_landlock_the_browser_runs_as_under_bubblewrap(
+    model: ScriptedModelServer, site: str
+) -> None:
+    process = start_daemon(short_tmpdir("brw-"), config=_config(model, "  mechanism: landlock\n"))
+    try:
+        if process.call("status")["sandbox"]["mechanism"] != "landlock":
+            pytest.skip("this kernel has no Landlock ABI 6")
+        with process.client() as client:
+            sid = _session(client)
+            result = _turn(model, client, sid, ("browser_navigate", {"url": site + "/"}))
+            client.call("session.delete", {"session_id": sid})
+    finally:
+        process.stop()
+    assert _inside(result, "browser_navigate")["title"] == "Shop front"
+
+
 def test_without_chromium_the_tools_are_unavailable_and_say_why(
     model: ScriptedModelServer,
 ) -> None:
