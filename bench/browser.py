@@ -87,8 +87,8 @@ def main() -> None:
     started, machine_line = now_utc(), machine()
     times = rounds(2 if args.quick else 8)
     rows = [
-        f"Input: a page of {len(PAGE):,} bytes (60 links, 61 buttons, a search box), one new session "
-        f"per round ({len(times['cold'])} rounds).",
+        f"Input: a page of {len(PAGE):,} bytes (60 links, 61 buttons, a search box), one new "
+        f"session per round ({len(times['cold'])} rounds).",
         "",
         "| `tools.call` | p50 ms | p90 ms | max ms |",
         "|---|---:|---:|---:|",

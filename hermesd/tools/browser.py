@@ -182,7 +182,8 @@ class BrowserTools:
 
     async def _snapshot_text(self, page: BrowserPage, full: bool) -> tuple[str, dict[str, int]]:
         tree = await page.command("Accessibility.getFullAXTree", timeout=self.timeout())
-        text, refs = render(tree.get("nodes") or [], full)
+        # a big page's tree has tens of thousands of nodes: rendered off the event loop
+        text, refs = await asyncio.to_thread(render, tree.get("nodes") or [], full)
         page.refs = refs
         if len(text) > SNAPSHOT_LIMIT:
             text = text[:SNAPSHOT_LIMIT] + f"\n[snapshot cut at {SNAPSHOT_LIMIT} characters]"
@@ -311,9 +312,8 @@ class BrowserTools:
         if self.looker is None:
             raise BrowserFailure("no vision model path is set up in this daemon")
         shot = await page.command("Page.captureScreenshot", {"format": "png"}, self.timeout())
-        data = base64.b64decode(shot.get("data") or "")
         path = self.screenshots / f"browser_screenshot_{uuid.uuid4().hex}.png"
-        await asyncio.to_thread(_save, path, data)
+        data = await asyncio.to_thread(_save, path, str(shot.get("data") or ""))
         try:
             image = checked(data, "the screenshot", len(data) + 1)
             analysis = await self.looker.analyse(image, question, sid)
@@ -327,9 +327,12 @@ class BrowserTools:
         return result | {"_untrusted": True}
 
 
-def _save(path: Path, data: bytes) -> None:
+def _save(path: Path, encoded: str) -> bytes:
+    """Decode a screenshot and write it to ``path``; its bytes."""
+    data = base64.b64decode(encoded)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
+    return data
 
 
 def register_browser_tools(tools: ToolRegistry, pool: BrowserPool, browser: BrowserTools) -> None:

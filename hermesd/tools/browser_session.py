@@ -61,6 +61,7 @@ CHROMIUM_FLAGS = (
     "--window-size=1280,900",
     "--remote-debugging-pipe",
     "--proxy-bypass-list=<-loopback>",  # loopback goes through the proxy too
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",  # no UDP around the proxy
 )
 #: run inside the sandbox: the two pipe ends become fds 3 and 4, then Chromium
 TRAMPOLINE = (
