@@ -46,6 +46,7 @@ let
     # hermesd.gateway.matrix: the Matrix client, with its e2e extra (encrypted rooms), and the
     # markdown renderer of its answers
     ps.matrix-nio ps.markdown-it-py
+    ps.websockets  # hermesd.tools.cdp: a browser provider's DevTools websocket
   ] ++ (ps.matrix-nio.optional-dependencies.e2e or [ ]);
   build-system = [ ps.setuptools ps.wheel ];
   checkInputs = [ ps.pytest ps.pytest-timeout ps.hypothesis ];

@@ -25,9 +25,14 @@ class BrowserService(RpcService):
         await self.pool.close_all()
 
     def status(self) -> dict[str, Any]:
-        """``browser: {backend, open}`` once a browser has been opened."""
-        if not self.pool.count():
-            return {}
+        """``browser: {backend, open}`` once a browser is open or a plugin's is selected."""
         chosen = self.pool.provider()
-        backend = "local" if chosen is None or isinstance(chosen, str) else chosen.name
+        if chosen is None and not self.pool.count():
+            return {}
+        if chosen is None:
+            backend = "local"
+        elif isinstance(chosen, str):  # named, but no loaded plugin registered it
+            backend = f"{self.pool.config().get('browser.cloud_provider')} (not registered)"
+        else:
+            backend = str(chosen.name)
         return {"browser": {"backend": backend, "open": self.pool.count()}}

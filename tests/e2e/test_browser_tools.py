@@ -444,11 +444,12 @@ def test_a_selected_plugin_browser_provider_is_listed_and_drives_the_tools(
     try:
         [listed] = process.call("plugins.info", {"name": "standin"})["providers"]
         assert listed["kind"] == "browser" and listed["status"].startswith("in use: ")
+        assert process.call("status")["browser"] == {"backend": "standin", "open": 0}
         with process.client() as client:
             sid = _session(client)
             result = _turn(model, client, sid, ("browser_navigate", {"url": site + "/"}))
             assert _inside(result, "browser_navigate")["title"] == "Shop front"
-            assert process.call("status")["browser"]["backend"] == "standin"
+            assert process.call("status")["browser"] == {"backend": "standin", "open": 1}
             client.call("session.delete", {"session_id": sid})
         calls_file = home / "plugins" / "standin" / "calls.jsonl"
         deadline = time.monotonic() + 20

@@ -108,6 +108,7 @@ let
           optional-dependencies.e2e = [ (leaf "vodozemac" "0.10.0") ];
         };
         markdown-it-py = leaf "markdown-it-py" "4.0.0";
+        websockets = leaf "websockets" "15.0.1";
         tree-sitter-grammars = {
           tree-sitter-bash = leaf "python-tree-sitter-bash" "0.25.1";
         };
