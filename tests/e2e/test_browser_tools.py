@@ -4,8 +4,9 @@ A web server on 127.0.0.1 (this test's, on ``sandbox.allowed_domains``) serves a
 link, a form whose input echoes what is typed, console messages, an uncaught error and images.
 The daemon starts Debian's ``chromium`` inside its tool sandbox, its traffic through the egress
 proxy. A stand-in browser provider plugin starts its own Chromium with a DevTools port on
-127.0.0.1 and is selected with ``browser.cloud_provider``. Skipped where no Chromium is installed
-(scripts/bootstrap installs it); every Chromium started here ends with its daemon or test.
+127.0.0.1 and is selected with ``browser.cloud_provider``. Tests that need Chromium are skipped
+where none is installed (scripts/bootstrap installs it); every Chromium started here ends with
+its daemon or test.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 from tests.support.plugin_factory import write_plugin
 
-pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is absent")
+needs_chromium = pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium here")
 
 MARK_CLOSE = "</untrusted-data>"
 HOME = """<!DOCTYPE html><html><head><title>Shop front</title></head><body>
@@ -175,6 +176,7 @@ def browse(
         client.call("session.delete", {"session_id": sid})
 
 
+@needs_chromium
 def test_navigate_answers_title_url_and_a_compact_snapshot_inside_the_marker(
     browse: tuple[Browse, str], site: str
 ) -> None:
@@ -187,6 +189,7 @@ def test_navigate_answers_title_url_and_a_compact_snapshot_inside_the_marker(
     assert page["element_count"] >= 3
 
 
+@needs_chromium
 def test_clicking_a_link_by_its_ref_opens_the_linked_page(
     browse: tuple[Browse, str], site: str
 ) -> None:
@@ -198,6 +201,7 @@ def test_clicking_a_link_by_its_ref_opens_the_linked_page(
     assert run("browser_back", {})["url"] == site + "/"
 
 
+@needs_chromium
 def test_typing_into_an_input_and_pressing_enter_shows_the_pages_answer(
     browse: tuple[Browse, str], site: str
 ) -> None:
@@ -210,6 +214,7 @@ def test_typing_into_an_input_and_pressing_enter_shows_the_pages_answer(
     assert "Hello, Ada!" in full
 
 
+@needs_chromium
 def test_console_messages_and_uncaught_errors_are_read_and_cleared(
     browse: tuple[Browse, str], site: str
 ) -> None:
@@ -225,6 +230,7 @@ def test_console_messages_and_uncaught_errors_are_read_and_cleared(
     assert evaluated["result"] == len("Shop front") and evaluated["result_type"] == "int"
 
 
+@needs_chromium
 def test_images_of_the_page_are_listed_with_url_and_alt_text(
     browse: tuple[Browse, str], site: str
 ) -> None:
@@ -240,6 +246,7 @@ def test_images_of_the_page_are_listed_with_url_and_alt_text(
     }
 
 
+@needs_chromium
 def test_a_screenshot_goes_to_the_vision_model_with_the_question(
     browse: tuple[Browse, str], site: str, model: ScriptedModelServer
 ) -> None:
@@ -253,6 +260,7 @@ def test_a_screenshot_goes_to_the_vision_model_with_the_question(
     assert "Is there a form?" in asked[0]["text"] and asked[1]["type"] == "image_url"
 
 
+@needs_chromium
 def test_a_ref_not_in_the_snapshot_is_a_clear_error(browse: tuple[Browse, str], site: str) -> None:
     run, _ = browse
     run("browser_navigate", {"url": site + "/"})
@@ -261,6 +269,23 @@ def test_a_ref_not_in_the_snapshot_is_a_clear_error(browse: tuple[Browse, str], 
     assert "no element @e999" in missing["error"] and "browser_snapshot" in missing["error"]
 
 
+@needs_chromium
+def test_arguments_the_model_got_wrong_are_refused_with_a_sentence(
+    browse: tuple[Browse, str], site: str
+) -> None:
+    run, _ = browse
+    local = run("browser_navigate", {"url": "file:///etc/passwd"})
+    assert local == {"success": False, "error": local["error"]}
+    assert "only http:// and https:// URLs" in local["error"]
+    run("browser_navigate", {"url": site + "/"})
+    scroll = run("browser_scroll", {"direction": "sideways"})
+    assert scroll["success"] is False and "Use 'up' or 'down'" in scroll["error"]
+    press = run("browser_press", {"key": "Hyper"})
+    assert press["success"] is False and "unknown key 'Hyper'" in press["error"]
+    assert run("browser_type", {"ref": "@e1"})["error"] == "'text' must be a string"
+
+
+@needs_chromium
 def test_a_navigation_to_a_host_the_person_denies_is_an_error_naming_it(
     model: ScriptedModelServer, daemon: DaemonProcess, site: str
 ) -> None:
@@ -276,6 +301,7 @@ def test_a_navigation_to_a_host_the_person_denies_is_an_error_naming_it(
     assert asked["pattern_key"] == "network:localhost"
 
 
+@needs_chromium
 def test_what_the_page_loads_goes_through_the_egress_policy_too(
     model: ScriptedModelServer, daemon: DaemonProcess, site: str
 ) -> None:
@@ -292,6 +318,7 @@ def test_what_the_page_loads_goes_through_the_egress_policy_too(
     assert [a["pattern_key"] for a in answers.requests] == ["network:localhost"]
 
 
+@needs_chromium
 def test_the_sessions_chromium_runs_sandboxed_and_is_gone_after_the_session_is_deleted(
     model: ScriptedModelServer, daemon: DaemonProcess, site: str
 ) -> None:
@@ -329,6 +356,7 @@ def _browsing_daemon(
     return process, set(_chromiums(f"--user-data-dir={process.home}/sandbox-tmp"))
 
 
+@needs_chromium
 def test_an_idle_browser_is_closed_after_the_inactivity_timeout(
     model: ScriptedModelServer, site: str
 ) -> None:
@@ -339,6 +367,7 @@ def test_an_idle_browser_is_closed_after_the_inactivity_timeout(
         process.stop()
 
 
+@needs_chromium
 def test_every_browser_is_closed_when_the_daemon_stops(
     model: ScriptedModelServer, site: str
 ) -> None:
@@ -347,6 +376,7 @@ def test_every_browser_is_closed_when_the_daemon_stops(
     assert pids and _gone(pids, f"--user-data-dir={process.home}/sandbox-tmp")
 
 
+@needs_chromium
 def test_under_landlock_the_browser_runs_as_under_bubblewrap(
     model: ScriptedModelServer, site: str
 ) -> None:
@@ -433,6 +463,7 @@ def register(ctx):
 """
 
 
+@needs_chromium
 def test_a_selected_plugin_browser_provider_is_listed_and_drives_the_tools(
     model: ScriptedModelServer, site: str
 ) -> None:
@@ -465,3 +496,44 @@ def test_a_selected_plugin_browser_provider_is_listed_and_drives_the_tools(
             if pid:
                 with __import__("contextlib").suppress(ProcessLookupError):
                     os.kill(pid, 9)
+
+
+BROKEN = """
+class Broken:
+    name = "broken"
+
+    def is_available(self):
+        return True
+
+    def create_session(self, task_id):
+        raise RuntimeError("the cloud is down")
+
+    def close_session(self, session_id):
+        return True
+
+    def emergency_cleanup(self, session_id):
+        pass
+
+
+def register(ctx):
+    ctx.register_browser_provider(Broken())
+"""
+
+
+def test_a_provider_that_cannot_create_a_session_is_a_clear_error(
+    model: ScriptedModelServer, site: str
+) -> None:
+    home = short_tmpdir("brw-")
+    write_plugin(home / "plugins", "broken", BROKEN)
+    process = start_daemon(home, config=_config(model, "browser:\n  cloud_provider: broken\n"))
+    try:
+        with process.client() as client:
+            sid = _session(client)
+            result = _turn(model, client, sid, ("browser_navigate", {"url": site + "/"}))
+        assert json.loads(result) == {
+            "success": False,
+            "error": "browser provider 'broken' could not create a session: the cloud is down",
+        }
+        assert process.call("ping") is not None  # and the daemon serves on
+    finally:
+        process.stop()
