@@ -144,22 +144,19 @@ class BrowserTools:
             refusal = await self.pool.sandbox.egress.admit(proxy.user, host, port)
             if refusal is not None:
                 raise BrowserFailure(refusal)
-        page.loaded.clear()
         opened = await page.command("Page.navigate", {"url": url}, self.timeout())
         if opened.get("errorText"):
             raise BrowserFailure(f"could not open {url}: {opened['errorText']}")
-        await self._settle(page)
+        loader = opened.get("loaderId")
+        if loader:  # a new document (not a jump within this one): wait for its load event
+            try:
+                await asyncio.wait_for(page.load_of(str(loader)).wait(), self.timeout())
+            except TimeoutError:
+                log.info("browser: %s did not finish loading in time; going on", url[:200])
+        await asyncio.sleep(0.1)  # the page's first scripts
         result = await self._location(page)
         text, refs = await self._snapshot_text(page, full=False)
         return result | {"snapshot": text, "element_count": len(refs), "_untrusted": True}
-
-    async def _settle(self, page: BrowserPage) -> None:
-        """Wait for the page's load event (bounded), then a moment for scripts to run."""
-        try:
-            await asyncio.wait_for(page.loaded.wait(), self.timeout())
-        except TimeoutError:
-            log.info("browser: the page did not finish loading in time; going on")
-        await asyncio.sleep(0.1)
 
     async def _location(self, page: BrowserPage) -> dict[str, Any]:
         said = await self._evaluate(page, "JSON.stringify([location.href, document.title])")
@@ -171,10 +168,9 @@ class BrowserTools:
         index = int(history.get("currentIndex", 0))
         if index <= 0:
             raise BrowserFailure("there is no previous page in this browser's history")
-        page.loaded.clear()
         entry = history["entries"][index - 1]
         await page.command("Page.navigateToHistoryEntry", {"entryId": entry["id"]})
-        await self._settle(page)
+        await page.settle(self.timeout())
         location = await self._location(page)
         return {"success": True, "url": location["url"], "_untrusted": True}
 
@@ -256,13 +252,12 @@ class BrowserTools:
             raise BrowserFailure(f"{ref} is not visible on the page (it has no box)") from None
         quad = box["model"]["content"]
         x, y = sum(quad[0::2]) / 4, sum(quad[1::2]) / 4
-        page.loaded.clear()
         for kind in ("mousePressed", "mouseReleased"):
             await page.command(
                 "Input.dispatchMouseEvent",
                 {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1},
             )
-        await asyncio.sleep(0.2)  # a click that navigates: let the new page start
+        await page.settle(self.timeout())  # a click that opens a page: its load
         return {"success": True, "clicked": ref}
 
     async def type(self, page: BrowserPage, args: dict[str, Any], sid: str) -> dict[str, Any]:
@@ -292,11 +287,10 @@ class BrowserTools:
         else:
             raise BrowserFailure(f"unknown key {key!r}: use e.g. Enter, Tab, Escape, ArrowDown")
         event = {"key": key, "code": code, "windowsVirtualKeyCode": virtual}
-        page.loaded.clear()
         down = event | ({"type": "keyDown", "text": text} if text else {"type": "rawKeyDown"})
         await page.command("Input.dispatchKeyEvent", down)
         await page.command("Input.dispatchKeyEvent", event | {"type": "keyUp"})
-        await asyncio.sleep(0.2)
+        await page.settle(self.timeout())
         return {"success": True, "pressed": key}
 
     async def scroll(self, page: BrowserPage, args: dict[str, Any], sid: str) -> dict[str, Any]:

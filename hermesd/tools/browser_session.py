@@ -82,7 +82,10 @@ class BrowserPage:
         self.errors: collections.deque[dict[str, Any]] = collections.deque(maxlen=MAX_MESSAGES)
         self.lock = asyncio.Lock()  # one tool call at a time drives the page
         self.last_used = time.monotonic()
-        self.loaded = asyncio.Event()
+        self.loaded = asyncio.Event()  # cleared while the page's main frame loads
+        self.loaded.set()
+        self._main_frame = ""
+        self._loads: dict[str, asyncio.Event] = {}  # loader id -> set once that document loaded
         self._pass: ProxyPass | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -93,18 +96,22 @@ class BrowserPage:
         for event, listener in (
             ("Runtime.consoleAPICalled", self._console),
             ("Runtime.exceptionThrown", self._exception),
+            ("Page.frameStartedLoading", self._started_loading),
             ("Page.loadEventFired", lambda _p, _s: self.loaded.set()),
+            ("Page.lifecycleEvent", self._lifecycle),
             ("Fetch.requestPaused", self._paused),
             ("Fetch.authRequired", self._auth),
         ):
             conn.on(event, listener)
         target = await conn.send("Target.createTarget", {"url": "about:blank"})
+        self._main_frame = str(target["targetId"])  # a page's main frame has its target's id
         attached = await conn.send(
             "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}
         )
         self.session = str(attached["sessionId"])
         for method in ("Page.enable", "Runtime.enable"):
             await self.command(method)
+        await self.command("Page.setLifecycleEventsEnabled", {"enabled": True})
         if intercept:
             await self.command(
                 "Fetch.enable", {"handleAuthRequests": True, "patterns": [{"urlPattern": "*"}]}
@@ -140,6 +147,29 @@ class BrowserPage:
         await self._closer()
 
     # --- events --------------------------------------------------------------------------
+
+    def _started_loading(self, params: dict[str, Any], _session: str | None) -> None:
+        if params.get("frameId") == self._main_frame:
+            self.loaded.clear()
+
+    def _lifecycle(self, params: dict[str, Any], _session: str | None) -> None:
+        if params.get("name") == "load" and params.get("frameId") == self._main_frame:
+            self.load_of(str(params.get("loaderId"))).set()
+
+    def load_of(self, loader: str) -> asyncio.Event:
+        """Set once the document of navigation ``loader`` has loaded (its load event)."""
+        if len(self._loads) > 100 and loader not in self._loads:
+            self._loads = {k: v for k, v in self._loads.items() if not v.is_set()}
+        return self._loads.setdefault(loader, asyncio.Event())
+
+    async def settle(self, timeout: float) -> None:
+        """Let an action's effects start, then wait (at most ``timeout`` seconds) for a page
+        load it started to finish."""
+        await asyncio.sleep(0.1)
+        try:
+            await asyncio.wait_for(self.loaded.wait(), timeout)
+        except TimeoutError:
+            log.info("browser: the page did not finish loading in %gs; going on", timeout)
 
     def _console(self, params: dict[str, Any], _session: str | None) -> None:
         words = [_shown(arg) for arg in params.get("args") or []]
@@ -219,16 +249,14 @@ async def launch_local(
         launch.pass_fds = (*launch.pass_fds, *child_ends)
         proc = await spawn(launch, stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
     except BaseException:
-        for fd in (commands_r, commands_w, replies_r, replies_w):
+        for fd in (commands_w, replies_r):
             os.close(fd)
         if launch is not None:
             await asyncio.to_thread(launch.cleanup)
         raise
-    finally:
-        if launch is not None:
-            for fd in child_ends:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+    finally:  # the child has its copies (or never will)
+        for fd in child_ends:
+            os.close(fd)
     tail: collections.deque[str] = collections.deque(maxlen=20)
     draining = asyncio.get_running_loop().create_task(_drain(proc, tail))
     done_launch = launch
