@@ -215,7 +215,9 @@ def _browser(
         lambda: [r.obj for r in providers.of_kind("browser")],
         core.builtin.workspace,
     )
-    register_browser_tools(core.parts.tools, pool, BrowserTools(pool, vision, core.home))
+    tools = core.parts.tools
+    browser = BrowserTools(pool, vision, core.home, lambda: tools.result_budget)
+    register_browser_tools(tools, pool, browser)
     daemon.services.append(BrowserService(pool))
     forget = sessions.on_forget
 

@@ -89,6 +89,22 @@ def _marked(result: dict[str, Any], source: str) -> str:
     return untrusted.mark(json.dumps(result, ensure_ascii=False, indent=2), source)
 
 
+def _fitted(result: dict[str, Any], budget: int) -> dict[str, Any]:
+    """``result`` made to fit ``budget`` characters as JSON (the registry's clip would cut the
+    marker off): the oldest entries of its lists go first, then an evaluated value is cut."""
+    lists = [k for k in ("console_messages", "js_errors", "images") if result.get(k)]
+    size = len(json.dumps(result, ensure_ascii=False, indent=2))
+    while size > budget and any(result[k] for k in lists):
+        longest = max(lists, key=lambda k: len(result[k]))
+        del result[longest][: max(1, len(result[longest]) // 4)]
+        result["truncated"] = "the oldest entries were left out to fit the result"
+        size = len(json.dumps(result, ensure_ascii=False, indent=2))
+    if size > budget and "result" in result:
+        text = json.dumps(result["result"], ensure_ascii=False)
+        result["result"] = text[: max(budget // 2, 200)] + " [cut: the value was longer]"
+    return result
+
+
 def _string(args: dict[str, Any], key: str) -> str:
     value = args.get(key)
     if not isinstance(value, str) or not value.strip():
@@ -99,8 +115,15 @@ def _string(args: dict[str, Any], key: str) -> str:
 class BrowserTools:
     """The handlers, over a `BrowserPool`; ``vision`` reads screenshots."""
 
-    def __init__(self, pool: BrowserPool, vision: VisionTool | None, home: Path) -> None:
+    def __init__(
+        self,
+        pool: BrowserPool,
+        vision: VisionTool | None,
+        home: Path,
+        budget: Callable[[], int] = lambda: 100_000,
+    ) -> None:
         self.pool = pool
+        self.budget = budget  # characters of a result the registry lets through
         self.looker = vision
         self.screenshots = home / "cache" / "screenshots"
 
@@ -129,7 +152,7 @@ class BrowserTools:
         except (BrowserFailure, CdpError, FetchError) as exc:
             return json.dumps({"success": False, "error": str(exc)}, ensure_ascii=False)
         if result.pop("_untrusted", False):
-            return _marked(result, name)
+            return _marked(_fitted(result, self.budget() - 1000), name)
         return json.dumps(result, ensure_ascii=False)
 
     # --- navigation ----------------------------------------------------------------------

@@ -69,6 +69,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             f"<html><body><h1>Mixed</h1>{elsewhere}</body></html>".encode(),
             "text/html",
         )
+        noisy = "for (let n = 0; n < 400; n++) console.log('line ' + n + ' ' + 'x'.repeat(1000));"
+        pages["/noisy"] = (
+            f"<html><body><script>{noisy}</script></body></html>".encode(),
+            "text/html",
+        )
         body, kind = pages.get(self.path, (b"not found", "text/plain"))
         self.send_response(200 if self.path in pages else 404)
         self.send_header("Content-Type", kind)
@@ -228,6 +233,18 @@ def test_console_messages_and_uncaught_errors_are_read_and_cleared(
     assert run("browser_console", {})["total_messages"] == 0
     evaluated = run("browser_console", {"expression": "document.title.length"})
     assert evaluated["result"] == len("Shop front") and evaluated["result_type"] == "int"
+
+
+@needs_chromium
+def test_a_console_too_long_for_one_result_keeps_its_newest_lines_inside_the_marker(
+    browse: tuple[Browse, str], site: str
+) -> None:
+    run, _ = browse
+    run("browser_navigate", {"url": site + "/noisy"})
+    console = run("browser_console", {})  # parsed inside a whole marker: nothing clipped it
+    assert "oldest entries were left out" in console["truncated"]
+    texts = [m["text"] for m in console["console_messages"]]
+    assert 0 < len(texts) < 400 and texts[-1].startswith("line 399 ")
 
 
 @needs_chromium
