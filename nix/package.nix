@@ -51,6 +51,7 @@ let
     ps.trafilatura ps.urllib3  # web_extract: HTML to text, GETs through the egress proxy
     ps.agent-client-protocol  # hermesctl acp
     ps.starlette ps.uvicorn ps.prometheus-client  # the HTTP door, /metrics
+    ps.websockets  # hermesd.tools.cdp: a browser provider's DevTools websocket
   ] ++ (ps.matrix-nio.optional-dependencies.e2e or [ ]);
   build-system = [ ps.setuptools ps.wheel ];
   checkInputs = [ ps.pytest ps.pytest-timeout ps.hypothesis ];

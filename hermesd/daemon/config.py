@@ -305,6 +305,13 @@ SCHEMA: dict[str, Any] = {
         "backend": _S((str,), "", "reference-compatible: the web backend's name"),
         "search_backend": _S((str,), "", "reference-compatible: the search backend's name"),
     },
+    # issue 32: the browser tools (docs/tools.md), the reference's key names where it has them
+    "browser": {
+        "cloud_provider": _S((str,), "", "a plugin's browser provider ('' or local: Chromium)"),
+        "inactivity_timeout": _S(_num, 120, "seconds an idle browser stays open (0: no limit)"),
+        "command_timeout": _S(_num, 30, "seconds one browser command may take"),
+        "chromium": _S((str,), "", "the Chromium program ('' = chromium found on PATH)"),
+    },
     # issue 33: image_generate / text_to_speech use a plugin's provider (docs/tools.md)
     "image_gen": {
         "provider": _S((str,), "", "the image-gen provider image_generate uses ('' = none)"),

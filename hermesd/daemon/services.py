@@ -68,6 +68,9 @@ from hermesd.runtime.workers import WorkerPool
 from hermesd.sandbox.confine import Sandbox
 from hermesd.sandbox.service import SandboxService
 from hermesd.store.facade import SessionStore
+from hermesd.tools.browser import BrowserTools, register_browser_tools
+from hermesd.tools.browser_pool import BrowserPool
+from hermesd.tools.browser_service import BrowserService
 from hermesd.tools.builtin_files import BuiltinFileTools, register_builtin_file_tools
 from hermesd.tools.builtin_skills import register_skill_tools
 from hermesd.tools.clarify import ClarifyBroker, register_clarify
@@ -200,6 +203,32 @@ def build_plugin_host(
     parts = _registries(home, config, env, dotenv, pool=pool)
     manager = _manager(home, config, env, dotenv, parts, injector=injector, cwd=cwd)
     return PluginHost(parts.pool, parts.hooks, parts.tools, parts.commands, parts.skills, manager)
+
+
+def _browser(
+    daemon: Daemon, core: _Core, host: PluginHost, vision: VisionTool, sessions: SessionService
+) -> None:
+    """issue 32: the browser tools, on the local Chromium or a plugin's browser provider; a
+    deleted session's browser is closed, and every one when the daemon stops."""
+    providers = host.plugins.services.providers
+    pool = BrowserPool(
+        core.sandbox,
+        lambda: daemon.config,
+        lambda: [r.obj for r in providers.of_kind("browser")],
+        core.builtin.workspace,
+    )
+    tools = core.parts.tools
+    browser = BrowserTools(pool, vision, core.home, lambda: tools.result_budget)
+    register_browser_tools(tools, pool, browser)
+    daemon.services.append(BrowserService(pool))
+    forget = sessions.on_forget
+
+    def also_browser(sid: str) -> None:
+        if forget is not None:
+            forget(sid)
+        _spawn(pool.forget_session(sid))
+
+    sessions.on_forget = also_browser
 
 
 def _forget_session(
@@ -617,6 +646,7 @@ def _append_services(
     )
     vision.hooks = core.parts.hooks  # issue 32: pre/post_auxiliary_call
     register_vision(core.parts.tools, vision)
+    _browser(daemon, core, host, vision, sessions)
     approvals = ApprovalService(core.broker)
     daemon.services.append(SandboxService(core.sandbox, files.dotenv))
     daemon.services.append(mcp)

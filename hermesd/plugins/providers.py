@@ -32,7 +32,12 @@ KINDS: dict[str, Kind] = {
         "",
         "web_search sends queries to it when web.search.provider names it (or none is set)",
     ),
-    "browser": Kind("register_browser_provider", "hermesd has no browser tools"),
+    "browser": Kind(
+        "register_browser_provider",
+        "",
+        "the browser tools drive the browser its create_session returns (cdp_url) when "
+        "browser.cloud_provider names it",
+    ),
     "image_gen": Kind(
         "register_image_gen_provider",
         "",

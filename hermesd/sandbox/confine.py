@@ -251,18 +251,24 @@ class Sandbox:
         return out
 
     def prepare(
-        self, command: str, cwd: Path, workspace: Path, session_id: str | None = None
+        self,
+        command: str,
+        cwd: Path,
+        workspace: Path,
+        session_id: str | None = None,
+        unix_sockets: bool = False,
     ) -> Launch:
         """The command line of one ``/bin/sh -c command`` call for ``session_id`` (whose
-        clients are asked about hosts under ``network: allowlist``); touches the disk: not on
-        the event loop. Raises `SandboxUnavailable`."""
+        clients are asked about hosts under ``network: allowlist``; ``unix_sockets``: it may
+        make Unix sockets, docs/tools.md); touches the disk. Raises `SandboxUnavailable`."""
         self._refuse_if_unavailable("tool commands are")
         env = self._environment()
         proxy = self._proxy_port()
+        bpf = seccomp.filter_bpf(allow_unix=True) if unix_sockets and self.bpf else self.bpf
 
         def build(cgroup: CallCgroup | None) -> Launch:
             if self.mechanism == "bwrap":
-                return self._bwrap(command, cwd, workspace, env, cgroup, proxy)
+                return self._bwrap(command, cwd, workspace, env, cgroup, proxy, bpf)
             private = self._private_tmp()
             env["TMPDIR"] = str(private)
             launch = Launch([], env, cwd)
@@ -275,7 +281,7 @@ class Sandbox:
                 )
             )
             command_line = [SHELL, "-c", command]
-            launch.argv = self._launcher(rules, command_line, cgroup, call=True, proxy=proxy)
+            launch.argv = self._launcher(rules, command_line, cgroup, True, proxy, bpf)
             return launch
 
         launch = self._in_cgroup(build)
@@ -381,6 +387,7 @@ class Sandbox:
         cgroup: CallCgroup | None = None,
         call: bool = False,
         proxy: int | None = None,
+        bpf: bytes | None = None,
     ) -> list[str]:
         """The Landlock launcher's command line (ABI 0 under ``mode: off``: the marker only).
         A tool ``call`` is supervised (``--reap``) and gets a CPU-time limit; under
@@ -393,7 +400,7 @@ class Sandbox:
                 if proxy is not None:
                     options.append(f"--connect-port={proxy}")
             options += ["--reap"] if call else []
-            options += ["--seccomp", str(self._filter_file(self.bpf))]
+            options += ["--seccomp", str(self._filter_file(bpf or self.bpf))]
             options += [
                 w for d in (cgroup.directories if cgroup else ()) for w in ("--cgroup", str(d))
             ]
@@ -477,7 +484,7 @@ class Sandbox:
         """The seccomp filter as a file in the hidden scratch folder (for ``exec 3<FILE``
         and the Landlock launcher), rewritten when the filter changed."""
         self.places.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path = self.places.scratch / "seccomp-filter"
+        path = self.places.scratch / ("seccomp-filter" if bpf == self.bpf else "seccomp-filter-2")
         with contextlib.suppress(OSError):
             if path.read_bytes() == bpf:
                 return path
@@ -508,12 +515,13 @@ class Sandbox:
         env: dict[str, str],
         cgroup: CallCgroup | None,
         proxy: int | None = None,
+        bpf: bytes | None = None,
     ) -> Launch:
         argv = self._bwrap_mounts(
             policy.rules(self.settings, self.places, workspace, None, cwd=cwd)
         )
         read, write = os.pipe()
-        os.write(write, self.bpf)
+        os.write(write, bpf or self.bpf)
         os.close(write)
         env["TMPDIR"] = str(self.places.scratch)
         shell = [*self._prlimit(cgroup, call=True), SHELL, "-c", command]

@@ -239,6 +239,11 @@ class VisionTool:
 
     # --- asking the model ------------------------------------------------------------------
 
+    async def analyse(self, image: Image, question: str, session_id: str) -> str:
+        """The vision model's answer about ``image`` (browser_vision's screenshots)."""
+        self._read(self.config())
+        return await self._analyse(image, question, session_id)
+
     async def _analyse(self, image: Image, question: str, session_id: str) -> str:
         messages = [
             {

@@ -232,6 +232,8 @@ def test_plugins_info_lists_every_backend_with_what_hermesd_does_with_it(
             assert entry["status"].startswith("in use: the HTTP door asks it"), entry
         elif kind == "secret_source":
             assert entry["status"].startswith("in use: when secrets.<name>.enabled"), entry
+        elif kind == "browser":
+            assert entry["status"].startswith("in use: the browser tools drive"), entry
         elif kind == "platform":
             assert entry["status"].startswith("in use: the gateway runs its adapter"), entry
         elif kind == "transcription":

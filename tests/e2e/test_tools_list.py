@@ -65,7 +65,7 @@ def test_a_fresh_install_lists_the_reference_tools_by_toolset(start: Any) -> Non
     skill = rows["skill_manage"]
     assert (skill["source"], skill["status"], skill["reason"]) == ("builtin", "available", None)
     assert rows["calculate"]["source"] == "plugin"  # the bundled calculator
-    browser = rows["browser_navigate"]
+    browser = rows["browser_cdp"]
     assert browser["status"] == "unavailable" and browser["source"] is None
     assert browser["reason"] == "not built in hermesd"
 
@@ -76,8 +76,8 @@ def test_the_table_shows_toolset_source_status_and_why(start: Any) -> None:
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].split() == ["TOOL", "TOOLSET", "SOURCE", "STATUS", "WHY"]
-    (browser,) = [x for x in lines if x.startswith("browser_click ")]
-    assert browser.split()[:4] == ["browser_click", "browser", "-", "unavailable"]
+    (browser,) = [x for x in lines if x.startswith("browser_cdp ")]
+    assert browser.split()[:4] == ["browser_cdp", "browser", "-", "unavailable"]
     assert browser.endswith("not built in hermesd")
     (skill,) = [x for x in lines if x.startswith("skill_manage ")]
     assert skill.split() == ["skill_manage", "skills", "builtin", "available"]

@@ -117,6 +117,7 @@ let
         starlette = leaf "starlette" "1.0.0";
         uvicorn = leaf "uvicorn" "0.40.0";
         prometheus-client = leaf "prometheus-client" "0.23.1";
+        websockets = leaf "websockets" "15.0.1";
         tree-sitter-grammars = {
           tree-sitter-bash = leaf "python-tree-sitter-bash" "0.25.1";
         };
