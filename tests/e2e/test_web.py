@@ -236,25 +236,51 @@ def test_an_approval_answered_on_the_page_closes_the_prompt_in_hermesctl_chat(
         t.close()
 
 
-def test_an_approval_answered_in_hermesctl_chat_closes_the_card_on_the_page(
+def test_an_approval_raised_on_the_page_shows_in_an_idle_chat_and_its_answer_closes_the_card(
     page, start, model
 ) -> None:
     daemon, port = _daemon(start, model)
     sid = daemon.call("session.create", {"attach": False})["id"]
-    log_in(page, port, OWNER_TOKEN)
-    _open(page, port, sid)
-    _danger(daemon, model, "left alone")
-    _send(page, "clean up")
-    wait_for(page, ".card.approval", "rm -r")
-    # hermesctl chat reads the daemon while a turn of its own runs or when it attaches: the
-    # daemon asks a client attaching to the session about the approvals already pending
-    t = _chat(daemon, "--session", sid)
+    t = _chat(daemon, "--session", sid)  # attached first, and idle at its prompt
     try:
-        t.expect(r"Choice \[o/s/a/D\]: ")
+        t.expect("› ")
+        t.wait_reading()
+        log_in(page, port, OWNER_TOKEN)
+        _open(page, port, sid)
+        _danger(daemon, model, "left alone")
+        _send(page, "clean up")
+        wait_for(page, ".card.approval", "rm -r")
+        t.expect(r"Choice \[o/s/a/D\]: ")  # without a key pressed in the chat
         t.wait_reading()
         t.sendline("d")
         wait_for(page, ".card.approval.closed", "Answered elsewhere: deny")
         wait_for(page, ".msg.assistant .md", "left alone")
+        t.expect("left alone")  # the idle chat tells what the page's turn answered
+        t.expect("› ")
+    finally:
+        t.close()
+
+
+def test_an_approval_raised_on_the_page_and_answered_there_closes_the_idle_chats_prompt(
+    page, start, model
+) -> None:
+    daemon, port = _daemon(start, model)
+    sid = daemon.call("session.create", {"attach": False})["id"]
+    t = _chat(daemon, "--session", sid)
+    try:
+        t.expect("› ")
+        t.wait_reading()
+        log_in(page, port, OWNER_TOKEN)
+        _open(page, port, sid)
+        _danger(daemon, model, "cleaned")
+        _send(page, "clean up")
+        t.expect(r"Choice \[o/s/a/D\]: ")
+        card = wait_for(page, ".card.approval", "rm -r")
+        card.find_element(By.CSS_SELECTOR, "[data-choice=once]").click()
+        wait_for(page, ".card.approval.closed", "Answered here: once")
+        t.expect(r"Allowed once by .*answered elsewhere")
+        t.expect("› ")
+        wait_for(page, ".msg.assistant .md", "cleaned")
     finally:
         t.close()
 
