@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.support.browser import (
     CHROMEDRIVER,
@@ -180,6 +182,38 @@ def test_the_list_nests_sub_sessions_searches_and_marks_running_turns(page, star
     wait_for(page, f"[data-session='{other}'] .badge.live", "live")
     screenshot(page, "sessions")
     daemon.call("session.cancel", {"session_id": other})
+
+
+def test_the_list_follows_sessions_and_turns_started_elsewhere_without_a_reload(
+    page, start, model
+) -> None:
+    daemon, port = _daemon(start, model)
+    log_in(page, port, OWNER_TOKEN)
+    wait_for(page, "#session-tree[data-following=yes]")
+    page.execute_script("window.notReloaded = true")
+    model.push(reply("slow " * 40, chunk_delay=0.2, chunk_chars=10))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(HERMES_HOME=str(daemon.home))
+    argv = [sys.executable, "-m", "hermesctl", "--socket", str(daemon.socket), "chat"]
+    chat = subprocess.Popen(
+        [*argv, "-m", "from the terminal"], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        live = wait_for(page, "#session-tree [data-session] .badge.live", "live")
+        sid = live.find_element(By.XPATH, "..").get_attribute("data-session")
+        assert chat.wait(60) == 0
+    finally:
+        if chat.poll() is None:
+            chat.kill()
+        chat.communicate()
+    WebDriverWait(page, 30, poll_frequency=0.05).until(
+        lambda d: not d.find_elements(By.CSS_SELECTOR, f"[data-session='{sid}'] .badge.live")
+    )
+    assert page.execute_script("return window.notReloaded") is True
+    daemon.call("session.delete", {"session_id": sid})
+    WebDriverWait(page, 30, poll_frequency=0.05).until(
+        lambda d: not d.find_elements(By.CSS_SELECTOR, f"[data-session='{sid}']")
+    )
 
 
 def test_the_models_question_is_answered_with_a_card(page, start, model) -> None:

@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import httpx2 as httpx
 
 from hermesd.http.page import csrf_value
 from tests.support.daemon import run_hermesctl
-from tests.support.http_client import MEMBER_TOKEN, OWNER_TOKEN, client, free_port, http_config
+from tests.support.http_client import (
+    MEMBER_TOKEN,
+    OWNER_TOKEN,
+    client,
+    events,
+    free_port,
+    http_config,
+)
 
 
 def _door(start, extra: str = "") -> int:
@@ -167,3 +175,28 @@ def test_the_page_files_travel_compressed_and_revalidate(start) -> None:
             headers={"Accept-Encoding": "gzip", "If-None-Match": packed.headers["etag"]},
         )
         assert again.status_code == 304 and again.content == b""
+
+
+def test_the_list_feed_names_changed_sessions_to_the_owner_and_not_to_a_member(start) -> None:
+    port = free_port()
+    daemon = start(config=http_config(port))
+    seen: dict[str, list[dict[str, Any]]] = {}
+    with (
+        client(port) as owner,
+        client(port, MEMBER_TOKEN) as member,
+        owner.stream("GET", "/v1/web/sessions/events") as own,
+        member.stream("GET", "/v1/web/sessions/events") as theirs,
+    ):
+        streams = {"owner": events(own.iter_lines()), "member": events(theirs.iter_lines())}
+        for feed in streams.values():
+            assert next(feed)["event"] == "ready"
+        sid = daemon.call("session.create", {"attach": False})["id"]
+        daemon.call("session.rename", {"session_id": sid, "title": "renamed"})
+        daemon.call("session.delete", {"session_id": sid})
+        for name, feed in streams.items():
+            seen[name] = [next(feed) for _ in range(3)]
+    kinds = ["session.created", "session.renamed", "session.deleted"]
+    assert [e["event"] for e in seen["owner"]] == kinds
+    assert [e["data"] for e in seen["owner"]] == [{"session_id": sid}] * 3
+    assert [e["event"] for e in seen["member"]] == kinds
+    assert [e["data"] for e in seen["member"]] == [{}] * 3
