@@ -19,8 +19,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from hermesd.caller import OWNER
 from hermesd.http.common import identity, sse
-from hermesd.http.tokens import OWNER
 
 CHANGES = frozenset(
     {"session.created", "session.renamed", "session.deleted", "turn.started", "turn.finished"}
