@@ -54,7 +54,12 @@ class HttpApp:
     """The routes over one `Door`, with the tokens of the moment (reloaded with the config)."""
 
     def __init__(
-        self, door: Door, bounds: BodyBounds, metrics: EventMetrics, web: bool = True
+        self,
+        door: Door,
+        bounds: BodyBounds,
+        metrics: EventMetrics,
+        web: bool = True,
+        uploads: BodyBounds | None = None,
     ) -> None:
         self.door = door
         self.counters = metrics
@@ -63,7 +68,7 @@ class HttpApp:
         self.answered: Counter[str] = Counter()  # responses by status code
         self.refused = 0  # requests without a valid token
         self.openai = OpenAIRoutes(door, bounds)
-        self.sessions = SessionRoutes(door, bounds)
+        self.sessions = SessionRoutes(door, bounds, uploads or bounds)
         self.feed = SessionFeed()  # the list's changes (fed by the service while the door is on)
         s, o = self.sessions, self.openai
         routes = [

@@ -124,13 +124,17 @@ class HttpService(RpcService):
         from hermesd.http.slow_heads import head_timed
 
         door = Door(self._router, self._limits, self._on_close)
-        bounds = BodyBounds(
-            int(self._settings("http.max_body")), float(self._settings("http.body_timeout"))
+        seconds = float(self._settings("http.body_timeout"))
+        bounds = BodyBounds(int(self._settings("http.max_body")), seconds)
+        uploads = BodyBounds(
+            int(self._settings("http.max_upload_mb")) << 20, seconds, "http.max_upload_mb"
         )
         self._metrics = metrics = EventMetrics(self._tool_known)
         self._observed[0].append(metrics.event)
         self._observed[1].append(metrics.cron_run)
-        self.app = HttpApp(door, bounds, metrics, web=bool(self._settings("http.web")))
+        self.app = HttpApp(
+            door, bounds, metrics, web=bool(self._settings("http.web")), uploads=uploads
+        )
         self._observed[0].append(self.app.feed.observe)
         self.app.provider_auth = ProviderAuth(lambda key: self._settings(key), self._auth_providers)
         self._load_tokens()

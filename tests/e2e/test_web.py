@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from selenium.webdriver.common.by import By
@@ -29,6 +30,7 @@ from tests.support.browser import (
 from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
 from tests.support.http_client import MEMBER_TOKEN, OWNER_TOKEN, client, free_port, http_config
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+from tests.support.pictures import noise_png
 from tests.support.plugin_factory import write_plugin
 from tests.support.terminal import Terminal
 
@@ -348,6 +350,52 @@ def test_an_image_uploaded_on_the_page_is_sent_and_shown(page, start, model) -> 
         .get_attribute("src")
         .startswith("data:image/png")
     )
+
+
+def _upload(
+    page: WebDriver, port: int, daemon: DaemonProcess, picture: Path
+) -> tuple[dict[str, Any], str]:
+    """Send ``picture`` with a message from the page; the stored user message, and what the
+    preview said before sending."""
+    sid = daemon.call("session.create", {"attach": False})["id"]
+    _open(page, port, sid)
+    page.find_element(By.CSS_SELECTOR, "#image").send_keys(str(picture))
+    said = wait_for(page, "#image-preview img").find_element(By.XPATH, "..").text
+    _send(page, "what is this")
+    wait_for(page, ".msg.assistant .md", "noise")
+    [user] = [
+        m
+        for m in daemon.call("session.history", {"session_id": sid})["messages"]
+        if m["role"] == "user"
+    ]
+    return user, said
+
+
+def test_a_photo_of_several_mib_is_uploaded_whole(page, start, model) -> None:
+    daemon, port = _daemon(start, model)
+    picture = short_tmpdir("img-") / "photo.png"
+    picture.write_bytes(noise_png(900, 1000))
+    assert picture.stat().st_size > 2 * 1024 * 1024  # over http.max_body's 1 MiB, as base64
+    model.push(reply("just noise"))
+    log_in(page, port, OWNER_TOKEN)
+    user, said = _upload(page, port, daemon, picture)
+    assert "scaled" not in said
+    assert [(i["mime"], i["bytes"]) for i in user["images"]] == [
+        ("image/png", picture.stat().st_size)
+    ]
+
+
+def test_a_photo_over_what_the_daemon_keeps_is_scaled_down_on_the_page(page, start, model) -> None:
+    daemon, port = _daemon(start, model)
+    picture = short_tmpdir("img-") / "big.png"
+    picture.write_bytes(noise_png(1600, 1500))
+    assert picture.stat().st_size > 6 * 1024 * 1024
+    model.push(reply("scaled noise"))
+    log_in(page, port, OWNER_TOKEN)
+    user, said = _upload(page, port, daemon, picture)
+    assert "big.png: scaled down to" in said
+    [image] = user["images"]
+    assert image["mime"] == "image/jpeg" and image["bytes"] <= 3 * 1024 * 1024
 
 
 def test_the_usage_view_draws_tokens_per_day_and_model(page, start, model) -> None:

@@ -3,14 +3,19 @@ bearer clients unchanged, the page switched off, the usage per day (docs/web.md)
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
+import shutil
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import httpx2 as httpx
+import pytest
 
 from hermesd.http.page import csrf_value
-from tests.support.daemon import run_hermesctl
+from tests.support.daemon import run_hermesctl, short_tmpdir
 from tests.support.http_client import (
     MEMBER_TOKEN,
     OWNER_TOKEN,
@@ -19,6 +24,8 @@ from tests.support.http_client import (
     free_port,
     http_config,
 )
+from tests.support.modelserver import reply
+from tests.support.pictures import noise_png
 
 
 def _door(start, extra: str = "") -> int:
@@ -200,3 +207,55 @@ def test_the_list_feed_names_changed_sessions_to_the_owner_and_not_to_a_member(s
     assert [e["data"] for e in seen["owner"]] == [{"session_id": sid}] * 3
     assert [e["event"] for e in seen["member"]] == kinds
     assert [e["data"] for e in seen["member"]] == [{}] * 3
+
+
+def _curl_post(port: int, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
+    """POST ``body`` with curl, as the owner; the status and the JSON answer."""
+    sent = short_tmpdir("up-") / "body.json"
+    sent.write_bytes(body)
+    got = sent.with_name("answer.json")
+    status = subprocess.run(
+        [
+            "curl", "-sS", "-o", str(got), "-w", "%{http_code}",
+            "-H", f"Authorization: Bearer {OWNER_TOKEN}",
+            "-H", "Content-Type: application/json",
+            "--data-binary", f"@{sent}",
+            f"http://127.0.0.1:{port}{path}",
+        ],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
+    return int(status), json.loads(got.read_bytes() or b"{}")
+
+
+def _image_body(png: bytes) -> bytes:
+    url = "data:image/png;base64," + base64.b64encode(png).decode()
+    return json.dumps({"message": "what is this", "images": [url]}).encode()
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
+def test_a_message_with_images_may_exceed_max_body_up_to_max_upload_mb(start, model) -> None:
+    port = free_port()
+    base = f"model:\n  base_url: {model.url}\n  default: scripted-model\n"
+    daemon = start(config=http_config(port, base, "  max_upload_mb: 2\n"))
+    sid = daemon.call("session.create", {"attach": False})["id"]
+    model.push(reply("noise"))
+    body = _image_body(noise_png(600, 600))
+    assert 1024 * 1024 < len(body) < 2 * 1024 * 1024  # over http.max_body, under the upload
+    status, answer = _curl_post(port, f"/v1/sessions/{sid}/messages", body)
+    assert status == 200, answer
+    status, answer = _curl_post(port, "/v1/rpc/status", body)  # other routes: http.max_body
+    assert status == 413 and "(http.max_body)" in answer["error"]["message"]
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
+def test_a_message_over_max_upload_mb_is_refused_with_413_naming_the_setting(start) -> None:
+    port = free_port()
+    daemon = start(config=http_config(port, http_extra="  max_upload_mb: 2\n"))
+    sid = daemon.call("session.create", {"attach": False})["id"]
+    body = _image_body(noise_png(900, 900))
+    assert len(body) > 2 * 1024 * 1024
+    status, answer = _curl_post(port, f"/v1/sessions/{sid}/messages", body)
+    assert status == 413
+    assert answer["error"]["code"] == "body_too_large"
+    assert answer["error"]["message"] == f"request body over {2 << 20} bytes (http.max_upload_mb)"
+    assert daemon.call("session.history", {"session_id": sid})["messages"] == []
