@@ -18,6 +18,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
+from tests.support.botapi import BotApiServer
 from tests.support.browser import (
     CHROMEDRIVER,
     axe_violations,
@@ -437,6 +438,37 @@ def test_the_status_view_lists_the_daemon_and_runs_a_cron_job(page, start, model
     wait_for(page, "#cron td.ok", "ok")
     assert "Invalid" not in page.find_element(By.CSS_SELECTOR, "#cron").text  # dates shown
     screenshot(page, "status")
+
+
+def test_the_status_view_shows_the_telegram_adapter_its_state_and_who_waits_to_pair(
+    page, start, model
+) -> None:
+    with BotApiServer() as api:
+        port = free_port()
+        telegram = (
+            "gateway:\n  platforms:\n    telegram:\n"
+            f"      token: '{api.token}'\n      base_url: {api.base_url}\n      owners: ['111']\n"
+        )
+        start(short_tmpdir("gw-"), config=_config(model, port, telegram))
+        api.wait_call("getMe")
+        api.user_says(333, "hello, who are you?")  # a stranger: asked to pair
+        api.wait_sent(333, "pairing code")
+        log_in(page, port, OWNER_TOKEN)
+        page.get(f"http://127.0.0.1:{port}/#/status")
+        row = wait_for(page, "#gateway tbody tr", "telegram")
+        assert row.find_element(By.CSS_SELECTOR, "td.ok").text == "connected"
+        assert "user333 (333)" in wait_for(page, "#pairing tbody tr", "telegram").text
+        page.execute_script("arguments[0].scrollIntoView()", row)
+        screenshot(page, "status-gateway")
+        api.revoked = True  # the token was revoked: the adapter cannot go on
+
+        def failed(d: WebDriver) -> list[Any]:
+            d.refresh()  # the view shows the state it was opened with
+            wait_for(d, "#gateway tbody tr", "telegram")
+            return d.find_elements(By.CSS_SELECTOR, "#gateway tbody tr td.bad")
+
+        [state] = WebDriverWait(page, 60, poll_frequency=1).until(failed)
+        assert state.text.startswith("error: token: "), state.text
 
 
 def test_a_member_sees_owner_only_parts_refused(page, start, model) -> None:
