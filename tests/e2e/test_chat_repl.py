@@ -216,6 +216,26 @@ def test_an_idle_chat_shows_an_approval_raised_elsewhere_at_once_and_keeps_what_
     assert ("half typed and finished", False) in user_messages(chatd, sid)
 
 
+def test_an_idle_chat_asks_the_models_question_from_a_turn_started_elsewhere(
+    repl: Callable[..., Terminal], model: ScriptedModelServer, chatd: DaemonProcess
+) -> None:
+    question = {"question": "Which environment?", "choices": ["staging", "prod"]}
+    model.push(call_tools(tool_call("clarify", question)), reply("deploying to prod"))
+    t = repl("--plain")
+    sid = t.expect(r"session (\S+)").group(1)
+    ready(t)
+    chatd.call("session.send", {"session_id": sid, "message": "deploy"})
+    t.expect("Which environment?")
+    t.expect(r"Choice \[1-3, or type an answer\]: ")
+    t.wait_reading()
+    t.sendline("2")
+    t.expect("from that turn:")
+    t.expect("deploying to prod")
+    ready(t)
+    t.sendline("/quit")
+    assert t.wait() == 0
+
+
 # --- 3. a daemon restart ---------------------------------------------------------------------
 
 
