@@ -174,6 +174,8 @@ class Repl:
             prefill, self.typed = self.typed, ""
             watch = IdleWatch(self.client, self._idle_notes) if self.connected else None
             try:
+                if watch is not None and watch.pending:  # read before the prompt was up
+                    watch.handle()
                 text = self.editor.read_message(prompt, prefill, watch)
                 if watch is not None and watch.pending:  # arrived as Enter was pressed
                     watch.handle()
