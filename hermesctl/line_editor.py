@@ -137,7 +137,8 @@ class LineEditor:
 
     def _input(self, prompt: str, prefill: str = "", watch: Watch | None = None) -> str:
         while True:
-            if watch is None or not watch.open or not sys.stdin.isatty():
+            main = threading.current_thread() is threading.main_thread()
+            if watch is None or not watch.open or not main or not sys.stdin.isatty():
                 return self._line(prompt, prefill)
             try:
                 with _Alarm(watch, self._typed):
@@ -207,8 +208,8 @@ class _Alarm:
                 return
 
     def __exit__(self, *exc: object) -> None:
-        with self.lock:
-            self.reading = False
+        with self.lock:  # a line entered meanwhile stands: the REPL handles what was read
+            self.reading = self.fired = False
         os.write(self.stop_w, b"x")
         self.thread.join()
         os.close(self.stop_r)

@@ -199,7 +199,7 @@ def test_an_idle_chat_shows_an_approval_raised_elsewhere_at_once_and_keeps_what_
     t.wait_reading()
     model.push(call_tools(tool_call("terminal", {"command": f"rm -r {victim}"})))
     chatd.call("session.send", {"session_id": sid, "message": "from elsewhere"})  # not this chat
-    t.expect("another client started a turn: from elsewhere")
+    t.expect("another client started a turn: from elsewhere", timeout=30)
     t.expect(r"Choice \[o/s/a/D\]: ")  # no key was pressed
     t.wait_reading()
     t.sendline("o")
@@ -225,7 +225,7 @@ def test_an_idle_chat_asks_the_models_question_from_a_turn_started_elsewhere(
     sid = t.expect(r"session (\S+)").group(1)
     ready(t)
     chatd.call("session.send", {"session_id": sid, "message": "deploy"})
-    t.expect("Which environment?")
+    t.expect("Which environment?", timeout=30)
     t.expect(r"Choice \[1-3, or type an answer\]: ")
     t.wait_reading()
     t.sendline("2")
