@@ -104,6 +104,7 @@ class Client:
         self._last_error: RpcError | None = None
         self.on_request: RequestHandler | None = None
         self.server_info: dict[str, Any] = {}
+        self._held: list[wire.Request] | None = None  # requests read by read_ready
 
     @classmethod
     def connect(
@@ -226,6 +227,38 @@ class Client:
         for obj in self._decoder.feed(b""):
             self._dispatch(wire.classify(obj))
 
+    def read_ready(self) -> list[wire.Request]:
+        """Read what has arrived, without waiting and without answering the daemon's requests:
+        they are returned, for `answer` once a person can be asked (notifications are queued
+        as usual)."""
+        self._held = []
+        try:
+            self.pump()
+            self.dispatch_buffered()
+        finally:
+            held, self._held = self._held, None
+        return held
+
+    def answer(self, request: wire.Request) -> None:
+        """Answer a request `read_ready` returned, with ``on_request``."""
+        self._answer(request)
+
+    def queued(self) -> list[wire.Notification]:
+        """The notifications queued now (left queued)."""
+        return list(self._notes)
+
+    def take_notifications(
+        self, which: Callable[[wire.Notification], bool] | None = None
+    ) -> list[wire.Notification]:
+        """Remove and return the queued notifications (those ``which`` accepts), leaving the
+        others queued in order."""
+        taken = [n for n in self._notes if which is None or which(n)]
+        if which is None:
+            self._notes.clear()
+        else:
+            self._notes = collections.deque(n for n in self._notes if not which(n))
+        return taken
+
     def take_notification(
         self, method: str, match: Callable[[dict[str, Any]], bool]
     ) -> dict[str, Any] | None:
@@ -278,7 +311,10 @@ class Client:
                 self._last_error = RpcError.from_wire(msg.params[0])
             self._notes.append(msg)
         elif type(msg) is wire.Request:
-            self._answer(msg)
+            if self._held is not None:
+                self._held.append(msg)
+            else:
+                self._answer(msg)
 
     def _answer(self, req: wire.Request) -> None:
         if self.on_request is None:

@@ -12,6 +12,13 @@ On a terminal (`ToolbarEditor`) prompt_toolkit reads the line instead, with the 
 file, continuation rules and completion, and a status toolbar at the bottom; readline stays for
 ``--plain``. Owns the editors' settings, completion of ``/command`` names and the history file;
 nothing here talks to the daemon.
+
+While waiting, either editor can also watch a file descriptor (a `Watch`: the daemon's
+connection, `hermesctl.idle_events`). When the watch says something must be shown, the prompt
+steps aside, the watch has the terminal (an approval prompt runs there), and the prompt comes
+back with what had been typed. prompt_toolkit does this in its own event loop
+(``run_in_terminal``); readline cannot be woken from outside, so a thread waits on the
+descriptor and interrupts ``input()`` with a signal (SIGUSR1), taking the typed text first.
 """
 
 from __future__ import annotations
@@ -19,12 +26,39 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
+import signal
+import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 HISTORY_HEADER = "#hermesctl-history v2"
 HISTORY_LENGTH = 1000
 CONTINUATION = "… "
+
+
+class Watch(Protocol):
+    """Something a waiting prompt listens to besides the keyboard."""
+
+    open: bool  # False: stop watching
+
+    def fileno(self) -> int:
+        """The descriptor to wait on."""
+
+    def check(self) -> bool:
+        """Read what is there; True when the prompt must step aside for `handle`."""
+
+    def handle(self) -> None:
+        """Use the terminal (the prompt is out of the way)."""
+
+
+class Woken(Exception):
+    """Raised into ``input()`` when the watch wants the terminal; ``typed`` is the line so far."""
+
+    def __init__(self, typed: str) -> None:
+        super().__init__("woken")
+        self.typed = typed
 
 
 class LineEditor:
@@ -92,15 +126,33 @@ class LineEditor:
 
     # --- reading ---------------------------------------------------------------------------
 
-    def read_message(self, prompt: str, prefill: str = "") -> str:
+    def read_message(self, prompt: str, prefill: str = "", watch: Watch | None = None) -> str:
         """One message (see the module docstring); ``prefill`` is put on the line first, for
-        the person to finish (text typed before something interrupted the prompt)."""
-        first = self._input(prompt, prefill)
-        message = read_continued(first, lambda: self._input(CONTINUATION))
+        the person to finish (text typed before something interrupted the prompt); ``watch``
+        is listened to while waiting."""
+        first = self._input(prompt, prefill, watch)
+        message = read_continued(first, lambda: self._input(CONTINUATION, "", watch))
         self.remember(message)
         return message
 
-    def _input(self, prompt: str, prefill: str = "") -> str:
+    def _input(self, prompt: str, prefill: str = "", watch: Watch | None = None) -> str:
+        while True:
+            main = threading.current_thread() is threading.main_thread()
+            if watch is None or not watch.open or not main or not sys.stdin.isatty():
+                return self._line(prompt, prefill)
+            try:
+                with _Alarm(watch, self._typed):
+                    return self._line(prompt, prefill)
+            except Woken as woken:
+                prefill = woken.typed
+                sys.stdout.write("\n")
+                sys.stdout.flush()
+                watch.handle()
+
+    def _typed(self) -> str:
+        return self.readline.get_line_buffer() if self.readline is not None else ""
+
+    def _line(self, prompt: str, prefill: str = "") -> str:
         rl = self.readline
         if rl is None or not prefill:
             return input(prompt)
@@ -114,6 +166,55 @@ class LineEditor:
             return input(prompt)
         finally:
             rl.set_startup_hook(None)
+
+
+class _Alarm:
+    """While ``input()`` waits: a thread waiting on ``watch`` that interrupts it (SIGUSR1 to
+    the main thread, whose handler raises `Woken`) when the watch wants the terminal."""
+
+    def __init__(self, watch: Watch, typed: Callable[[], str]) -> None:
+        self.watch, self.typed = watch, typed
+        self.lock = threading.Lock()
+        self.reading = False
+        self.fired = False
+        self.stop_r, self.stop_w = os.pipe()
+        self.thread = threading.Thread(target=self._wait, daemon=True)
+        self.previous: Any = None
+
+    def __enter__(self) -> _Alarm:
+        self.previous = signal.signal(signal.SIGUSR1, self._interrupt)
+        self.reading = True
+        self.thread.start()
+        return self
+
+    def _interrupt(self, signum: int, frame: Any) -> None:
+        if self.fired:
+            self.fired = False
+            raise Woken(self.typed())  # readline still holds the line: taken before it goes
+
+    def _wait(self) -> None:
+        main = threading.main_thread().ident
+        while True:
+            ready, _, _ = select.select([self.watch.fileno(), self.stop_r], [], [])
+            if self.stop_r in ready:
+                return
+            if self.watch.check():
+                with self.lock:
+                    if self.reading and main is not None:
+                        self.fired = True
+                        signal.pthread_kill(main, signal.SIGUSR1)
+                return
+            if not self.watch.open:
+                return
+
+    def __exit__(self, *exc: object) -> None:
+        with self.lock:  # a line entered meanwhile stands: the REPL handles what was read
+            self.reading = self.fired = False
+        os.write(self.stop_w, b"x")
+        self.thread.join()
+        os.close(self.stop_r)
+        os.close(self.stop_w)
+        signal.signal(signal.SIGUSR1, self.previous)
 
 
 def read_continued(first: str, more: Callable[[], str]) -> str:
@@ -220,12 +321,40 @@ class ToolbarEditor(LineEditor):
         """Tab completes ``/command`` names at the start of the line."""
         self._names = sorted(set(names))
 
-    def _input(self, prompt: str, prefill: str = "") -> str:
+    def _input(self, prompt: str, prefill: str = "", watch: Watch | None = None) -> str:
         # readline's \001…\002 markers mean nothing here: the prompt is given as plain text
         shown = prompt.replace("\001", "").replace("\002", "")
         from prompt_toolkit.formatted_text import ANSI
 
-        return self._session.prompt(ANSI(shown), default=prefill)
+        pre_run = None
+        if watch is not None and watch.open:
+            pre_run = lambda: _watch_in_app(watch)  # noqa: E731
+        return self._session.prompt(ANSI(shown), default=prefill, pre_run=pre_run)
+
+
+def _watch_in_app(watch: Watch) -> None:
+    """In the prompt's event loop: when ``watch`` wants the terminal, hide the prompt, let it
+    have it, and draw the prompt again (what was typed stays in its buffer)."""
+    import asyncio
+
+    from prompt_toolkit.application import get_app, run_in_terminal
+
+    loop = asyncio.get_running_loop()
+    fd = watch.fileno()
+
+    def readable() -> None:
+        if watch.check():
+            loop.remove_reader(fd)
+            get_app().create_background_task(step_aside())
+        elif not watch.open:
+            loop.remove_reader(fd)
+
+    async def step_aside() -> None:
+        await run_in_terminal(watch.handle)
+        if watch.open:
+            loop.add_reader(fd, readable)
+
+    loop.add_reader(fd, readable)
 
 
 def _command_completer(names: Callable[[], list[str]]) -> Any:

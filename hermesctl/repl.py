@@ -25,6 +25,7 @@ from typing import Any
 
 from hermesctl.chat_ui import Style, TurnPrinter, banner, render_history, status_line
 from hermesctl.client import Client, ConnectionClosed, DaemonNotRunning
+from hermesctl.idle_events import IdleWatch
 from hermesctl.line_editor import LineEditor, ToolbarEditor
 from hermesctl.status_bar import StatusBar
 from hermesctl.subcommands.base import EXIT_OK
@@ -68,6 +69,7 @@ class Repl:
         self.event_seq: int | None = None  # the last event of the session shown here
         self.last_message_id = 0  # the newest stored message known to be shown
         self.typed = ""  # typed at an approval prompt that closed: starts the next prompt
+        self.other_turn_from: int | None = None  # newest message shown as another turn began
         self.model: str | None = None
         self.connected = True  # False from a lost connection until attached again
         self.bar: StatusBar | None = None  # the toolbar's fields, on a terminal
@@ -170,8 +172,13 @@ class Repl:
         last_interrupt = False
         while True:
             prefill, self.typed = self.typed, ""
+            watch = IdleWatch(self.client, self._idle_notes) if self.connected else None
             try:
-                text = self.editor.read_message(prompt, prefill)
+                if watch is not None and watch.pending:  # read before the prompt was up
+                    watch.handle()
+                text = self.editor.read_message(prompt, prefill, watch)
+                if watch is not None and watch.pending:  # arrived as Enter was pressed
+                    watch.handle()
             except EOFError:
                 print()
                 return EXIT_OK
@@ -269,16 +276,46 @@ class Repl:
             interrupts,
         )
 
-    def _on_event(self, event: dict[str, Any]) -> None:
+    def _track(self, event: dict[str, Any]) -> None:
         seq = event.get("seq")
         if isinstance(seq, int) and (self.event_seq is None or seq > self.event_seq):
             self.event_seq = seq
         if event.get("type") == "message" and isinstance(event.get("message_id"), int):
             self.last_message_id = max(self.last_message_id, event["message_id"])
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        self._track(event)
         if event.get("type") == "approval.resolved":
             self.printer.approval_resolved(event)
         else:
             self.printer.event(event)
+
+    def _idle_notes(self, notes: list[Any]) -> None:
+        """What arrived while the prompt waited (`hermesctl.idle_events`): approvals decided
+        elsewhere, and the turns other clients ran in this session, told briefly."""
+        finished = False
+        since = self.last_message_id  # before this batch's messages are counted as shown
+        for note in notes:
+            params = note.params[0] if note.params and isinstance(note.params[0], dict) else {}
+            if note.method == "approval.resolved":
+                self.printer.approval_resolved(params)
+            if note.method != "session.event" or params.get("session_id") != self.session["id"]:
+                continue
+            self._track(params)
+            kind = params.get("type")
+            if kind == "turn.started":
+                self.other_turn_from = since
+                said = _clip(" ".join(str(params.get("user_message") or "").split()), 100)
+                self.printer.line(self.style.dim(f"⋯ another client started a turn: {said}"))
+            elif kind == "turn.finished":
+                finished = True
+            elif kind == "session.deleted":
+                self.printer.line(self.style.yellow("⊘ this session was deleted elsewhere"))
+        if finished:
+            began, self.other_turn_from = self.other_turn_from, None
+            self._show_stored_since("from that turn:", since if began is None else began)
+            if self.bar is not None:
+                self.footer()
 
     def _recover_turn(self, text: str, turn_id: str | None) -> None:
         """The connection went while ``text`` was being sent or its turn shown."""
@@ -319,8 +356,12 @@ class Repl:
                 finished = True
         return finished
 
-    def _show_stored_since(self) -> None:
-        """Stored messages newer than the last one shown (written while we were away)."""
+    def _show_stored_since(
+        self, heading: str = "stored while you were away:", since: int | None = None
+    ) -> None:
+        """Stored messages newer than the last one shown (written while we were away), or
+        than ``since``."""
+        since = self.last_message_id if since is None else since
         try:
             recent = self.client.call(
                 "session.history", {"session_id": self.session["id"], "limit": 50}
@@ -328,12 +369,10 @@ class Repl:
         except RpcError:
             return
         fresh = [
-            m
-            for m in recent or []
-            if m["id"] > self.last_message_id and m.get("role") in ("assistant", "tool")
+            m for m in recent or [] if m["id"] > since and m.get("role") in ("assistant", "tool")
         ]
         if fresh:
-            self.printer.line(self.style.dim("stored while you were away:"))
+            self.printer.line(self.style.dim(heading))
             for block in render_history(fresh):
                 self.printer.line(block)
         if recent:

@@ -180,6 +180,12 @@ class SessionRegistry:
         for conn in conns:
             conn.send_soon(data)
 
+    def announce(self, kind: str, sid: str) -> None:
+        """Tell the observers (not the clients: it is no turn's event) that session ``sid``
+        was ``session.created``, ``session.renamed`` or ``session.deleted``."""
+        for observe in self.observers:
+            observe({"type": kind, "session_id": sid})
+
     def broadcast(self, event: dict[str, Any], skip: str = "") -> None:
         """Send one event (a budget warning: not a turn's) to every attached client, through
         each session it is attached to but ``skip`` (whose turn sent it already)."""
@@ -210,6 +216,7 @@ class SessionRegistry:
         """A new session made by the daemon itself (a scheduled run's); counted in status."""
         session: dict[str, Any] = dict(await self.store.run(self.store.sessions.create, **fields))
         self._count += 1
+        self.announce("session.created", session["id"])
         return session
 
     async def run_unsent_turn(

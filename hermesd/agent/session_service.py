@@ -206,6 +206,7 @@ class SessionService(SessionRegistry):
             owner_uid=call.caller.session_uid,
         )
         self._count += 1
+        self.announce("session.created", session["id"])
         for role, content in history:  # a conversation carried over (the HTTP door's)
             await self._db(self.store.messages.append, session["id"], role, content)
         if p.get("attach", True):
@@ -235,7 +236,9 @@ class SessionService(SessionRegistry):
         return {"messages": messages, "more": more}
 
     async def rpc_rename(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
-        return self._live(await self._db(self.store.sessions.rename, p["session_id"], p["title"]))
+        session = await self._db(self.store.sessions.rename, p["session_id"], p["title"])
+        self.announce("session.renamed", session["id"])
+        return self._live(session)
 
     async def rpc_delete(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         sid = p["session_id"]
@@ -268,6 +271,7 @@ class SessionService(SessionRegistry):
         await self.hooks.invoke("on_session_finalize", session_id=sid, platform=self.platform)
         await self._db(self.store.sessions.delete, sid)
         self._count -= 1
+        self.announce("session.deleted", sid)
         self.touched.discard(sid)
         self._owners.pop(sid, None)
         self.events.forget(sid)
@@ -285,6 +289,7 @@ class SessionService(SessionRegistry):
             title=p.get("title"),
         )
         self._count += 1
+        self.announce("session.created", session["id"])
         self.switched(p["session_id"], session["id"], "branch")
         return self._live(session)
 
@@ -313,6 +318,7 @@ class SessionService(SessionRegistry):
             owner_uid=call.caller.session_uid,
         )
         self._count += 1
+        self.announce("session.created", session["id"])
         self._attach(session["id"], call.conn)
         if old:
             self.switched(old, session["id"], "new_session")

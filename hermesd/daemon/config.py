@@ -63,6 +63,9 @@ SCHEMA: dict[str, Any] = {
         "listen": _S((str,), None, "HOST:PORT of the HTTP API (loopback advised; TLS: a proxy)"),
         "token_file": _S((str,), None, "bearer tokens, one a line, NAME:TOKEN for a member"),
         "max_body": _S((int,), 1024 * 1024, "largest accepted request body, bytes"),
+        "max_upload_mb": _S(
+            (int,), 20, "largest body of POST /v1/sessions/ID/messages (images with it), MiB"
+        ),
         "body_timeout": _S(_num, 30, "seconds a request body may take to arrive (then 408)"),
         "header_timeout": _S(
             _num, 20, "seconds a request head may take to arrive (then closed; 0: forever)"

@@ -32,6 +32,7 @@ from hermesd.http.metrics import EventMetrics
 from hermesd.http.openai_api import OpenAIRoutes
 from hermesd.http.openapi import document
 from hermesd.http.page import PageRoutes, cookie_token, csrf_refusal
+from hermesd.http.session_feed import SessionFeed
 from hermesd.http.sessions_api import SessionRoutes
 from hermesd.http.tokens import Identity, authenticate, bearer
 from hermesd.rpc.protocol import RpcError
@@ -53,7 +54,12 @@ class HttpApp:
     """The routes over one `Door`, with the tokens of the moment (reloaded with the config)."""
 
     def __init__(
-        self, door: Door, bounds: BodyBounds, metrics: EventMetrics, web: bool = True
+        self,
+        door: Door,
+        bounds: BodyBounds,
+        metrics: EventMetrics,
+        web: bool = True,
+        uploads: BodyBounds | None = None,
     ) -> None:
         self.door = door
         self.counters = metrics
@@ -62,7 +68,8 @@ class HttpApp:
         self.answered: Counter[str] = Counter()  # responses by status code
         self.refused = 0  # requests without a valid token
         self.openai = OpenAIRoutes(door, bounds)
-        self.sessions = SessionRoutes(door, bounds)
+        self.sessions = SessionRoutes(door, bounds, uploads or bounds)
+        self.feed = SessionFeed()  # the list's changes (fed by the service while the door is on)
         s, o = self.sessions, self.openai
         routes = [
             Route("/health", self.health, methods=["GET"]),
@@ -102,6 +109,7 @@ class HttpApp:
                 Route("/web/{path:path}", p.asset, methods=["GET"]),
                 Route("/v1/web/me", self._auth(p.me), methods=["GET"]),
                 Route("/v1/web/usage", self._auth(p.usage), methods=["GET"]),
+                Route("/v1/web/sessions/events", self._auth(self.feed.events), methods=["GET"]),
             ]
         self.app = Starlette(routes=routes)
 

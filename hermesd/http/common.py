@@ -19,6 +19,7 @@ class BodyBounds:
 
     size: int
     seconds: float
+    setting: str = "http.max_body"  # named in the 413 answer
 
 
 class HttpError(Exception):
@@ -54,26 +55,27 @@ async def read_raw(request: Request, bounds: BodyBounds) -> bytes:
     """The body's bytes, within ``bounds`` (413 past the size, 408 past the time)."""
     try:
         async with asyncio.timeout(bounds.seconds):
-            return await _read(request, bounds.size)
+            return await _read(request, bounds.size, bounds.setting)
     except TimeoutError:
         raise HttpError(
             408, f"the body did not arrive within {bounds.seconds:g}s", "timeout"
         ) from None
 
 
-async def _read(request: Request, limit: int) -> bytes:
+async def _read(request: Request, limit: int, setting: str) -> bytes:
+    too_large = HttpError(413, f"request body over {limit} bytes ({setting})", "body_too_large")
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
             raise HttpError(400, "Content-Length is not a number", "invalid_content_length")
         if int(declared) > limit:
-            raise HttpError(413, f"request body over {limit} bytes", "body_too_large")
+            raise too_large
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise HttpError(413, f"request body over {limit} bytes", "body_too_large")
+            raise too_large
         chunks.append(chunk)
     return b"".join(chunks)
 

@@ -124,13 +124,18 @@ class HttpService(RpcService):
         from hermesd.http.slow_heads import head_timed
 
         door = Door(self._router, self._limits, self._on_close)
-        bounds = BodyBounds(
-            int(self._settings("http.max_body")), float(self._settings("http.body_timeout"))
+        seconds = float(self._settings("http.body_timeout"))
+        bounds = BodyBounds(int(self._settings("http.max_body")), seconds)
+        uploads = BodyBounds(
+            int(self._settings("http.max_upload_mb")) << 20, seconds, "http.max_upload_mb"
         )
         self._metrics = metrics = EventMetrics(self._tool_known)
         self._observed[0].append(metrics.event)
         self._observed[1].append(metrics.cron_run)
-        self.app = HttpApp(door, bounds, metrics, web=bool(self._settings("http.web")))
+        self.app = HttpApp(
+            door, bounds, metrics, web=bool(self._settings("http.web")), uploads=uploads
+        )
+        self._observed[0].append(self.app.feed.observe)
         self.app.provider_auth = ProviderAuth(lambda key: self._settings(key), self._auth_providers)
         self._load_tokens()
         import uvicorn
@@ -166,8 +171,11 @@ class HttpService(RpcService):
         if self.app is not None:
             for link in list(self.app.door.links):
                 link.close()
+            self.app.feed.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._task, 10)
+        if self.app is not None and self.app.feed.observe in self._observed[0]:
+            self._observed[0].remove(self.app.feed.observe)
         if self._metrics is not None:
             self._observed[0].remove(self._metrics.event)
             self._observed[1].remove(self._metrics.cron_run)

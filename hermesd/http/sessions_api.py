@@ -29,9 +29,10 @@ KEEPALIVE = 15.0  # seconds between SSE comments on a quiet stream (proxies clos
 class SessionRoutes:
     """The ``/v1/sessions`` endpoints and the generic ``/v1/rpc/{method}``."""
 
-    def __init__(self, door: Door, bounds: BodyBounds) -> None:
+    def __init__(self, door: Door, bounds: BodyBounds, uploads: BodyBounds) -> None:
         self.door = door
         self.bounds = bounds
+        self.uploads = uploads  # a message with its images (http.max_upload_mb)
         self.streams = 0  # event streams open now
 
     async def _call(self, request: Request, method: str, params: dict[str, Any]) -> Response:
@@ -60,7 +61,7 @@ class SessionRoutes:
         return await self._call(request, "session.history", params)
 
     async def send(self, request: Request) -> Response:
-        body = await read_json(request, self.bounds)
+        body = await read_json(request, self.uploads)
         return await self._call(request, "session.send", {**body, **_sid(request)})
 
     async def cancel(self, request: Request) -> Response:

@@ -184,6 +184,58 @@ def test_an_approval_answered_elsewhere_closes_the_prompt_and_keeps_what_was_typ
     assert "✗ Denied" not in t.text
 
 
+@pytest.mark.parametrize("editor", ["toolbar", "plain"])
+def test_an_idle_chat_shows_an_approval_raised_elsewhere_at_once_and_keeps_what_was_typed(
+    repl: Callable[..., Terminal], model: ScriptedModelServer, chatd: DaemonProcess, editor: str
+) -> None:
+    workspace = chatd.home / "workspace"
+    workspace.mkdir(exist_ok=True)
+    victim = Path(tempfile.mkdtemp(prefix="victim-", dir=workspace))
+    t = repl(*(["--plain"] if editor == "plain" else []))
+    sid = t.expect(r"session (\S+)").group(1)
+    ready(t)
+    t.send("half typed")
+    t.expect("half typed")
+    t.wait_reading()
+    model.push(call_tools(tool_call("terminal", {"command": f"rm -r {victim}"})))
+    chatd.call("session.send", {"session_id": sid, "message": "from elsewhere"})  # not this chat
+    t.expect("another client started a turn: from elsewhere", timeout=30)
+    t.expect(r"Choice \[o/s/a/D\]: ")  # no key was pressed
+    t.wait_reading()
+    t.sendline("o")
+    t.expect("Allowed once")
+    t.expect("from that turn:")
+    t.expect(r"› half typed")
+    t.wait_reading()
+    t.send(" and finished\r")
+    t.expect("You said: half typed and finished")
+    ready(t)
+    t.sendline("/quit")
+    assert t.wait() == 0
+    assert not victim.exists()
+    assert ("half typed and finished", False) in user_messages(chatd, sid)
+
+
+def test_an_idle_chat_asks_the_models_question_from_a_turn_started_elsewhere(
+    repl: Callable[..., Terminal], model: ScriptedModelServer, chatd: DaemonProcess
+) -> None:
+    question = {"question": "Which environment?", "choices": ["staging", "prod"]}
+    model.push(call_tools(tool_call("clarify", question)), reply("deploying to prod"))
+    t = repl("--plain")
+    sid = t.expect(r"session (\S+)").group(1)
+    ready(t)
+    chatd.call("session.send", {"session_id": sid, "message": "deploy"})
+    t.expect("Which environment?", timeout=30)
+    t.expect(r"Choice \[1-3, or type an answer\]: ")
+    t.wait_reading()
+    t.sendline("2")
+    t.expect("from that turn:")
+    t.expect("deploying to prod")
+    ready(t)
+    t.sendline("/quit")
+    assert t.wait() == 0
+
+
 # --- 3. a daemon restart ---------------------------------------------------------------------
 
 

@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import base64
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
 
+from tests.support.botapi import BotApiServer
 from tests.support.browser import (
     CHROMEDRIVER,
     axe_violations,
@@ -27,6 +31,7 @@ from tests.support.browser import (
 from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
 from tests.support.http_client import MEMBER_TOKEN, OWNER_TOKEN, client, free_port, http_config
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
+from tests.support.pictures import noise_png
 from tests.support.plugin_factory import write_plugin
 from tests.support.terminal import Terminal
 
@@ -182,6 +187,38 @@ def test_the_list_nests_sub_sessions_searches_and_marks_running_turns(page, star
     daemon.call("session.cancel", {"session_id": other})
 
 
+def test_the_list_follows_sessions_and_turns_started_elsewhere_without_a_reload(
+    page, start, model
+) -> None:
+    daemon, port = _daemon(start, model)
+    log_in(page, port, OWNER_TOKEN)
+    wait_for(page, "#session-tree[data-following=yes]")
+    page.execute_script("window.notReloaded = true")
+    model.push(reply("slow " * 40, chunk_delay=0.2, chunk_chars=10))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(HERMES_HOME=str(daemon.home))
+    argv = [sys.executable, "-m", "hermesctl", "--socket", str(daemon.socket), "chat"]
+    chat = subprocess.Popen(
+        [*argv, "-m", "from the terminal"], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        live = wait_for(page, "#session-tree [data-session] .badge.live", "live")
+        sid = live.find_element(By.XPATH, "..").get_attribute("data-session")
+        assert chat.wait(60) == 0
+    finally:
+        if chat.poll() is None:
+            chat.kill()
+        chat.communicate()
+    WebDriverWait(page, 30, poll_frequency=0.05).until(
+        lambda d: not d.find_elements(By.CSS_SELECTOR, f"[data-session='{sid}'] .badge.live")
+    )
+    assert page.execute_script("return window.notReloaded") is True
+    daemon.call("session.delete", {"session_id": sid})
+    WebDriverWait(page, 30, poll_frequency=0.05).until(
+        lambda d: not d.find_elements(By.CSS_SELECTOR, f"[data-session='{sid}']")
+    )
+
+
 def test_the_models_question_is_answered_with_a_card(page, start, model) -> None:
     daemon, port = _daemon(start, model)
     question = {"question": "Which environment?", "choices": ["staging", "prod"]}
@@ -236,25 +273,51 @@ def test_an_approval_answered_on_the_page_closes_the_prompt_in_hermesctl_chat(
         t.close()
 
 
-def test_an_approval_answered_in_hermesctl_chat_closes_the_card_on_the_page(
+def test_an_approval_raised_on_the_page_shows_in_an_idle_chat_and_its_answer_closes_the_card(
     page, start, model
 ) -> None:
     daemon, port = _daemon(start, model)
     sid = daemon.call("session.create", {"attach": False})["id"]
-    log_in(page, port, OWNER_TOKEN)
-    _open(page, port, sid)
-    _danger(daemon, model, "left alone")
-    _send(page, "clean up")
-    wait_for(page, ".card.approval", "rm -r")
-    # hermesctl chat reads the daemon while a turn of its own runs or when it attaches: the
-    # daemon asks a client attaching to the session about the approvals already pending
-    t = _chat(daemon, "--session", sid)
+    t = _chat(daemon, "--session", sid)  # attached first, and idle at its prompt
     try:
-        t.expect(r"Choice \[o/s/a/D\]: ")
+        t.expect("› ")
+        t.wait_reading()
+        log_in(page, port, OWNER_TOKEN)
+        _open(page, port, sid)
+        _danger(daemon, model, "left alone")
+        _send(page, "clean up")
+        wait_for(page, ".card.approval", "rm -r")
+        t.expect(r"Choice \[o/s/a/D\]: ")  # without a key pressed in the chat
         t.wait_reading()
         t.sendline("d")
         wait_for(page, ".card.approval.closed", "Answered elsewhere: deny")
         wait_for(page, ".msg.assistant .md", "left alone")
+        t.expect("left alone")  # the idle chat tells what the page's turn answered
+        t.expect("› ")
+    finally:
+        t.close()
+
+
+def test_an_approval_raised_on_the_page_and_answered_there_closes_the_idle_chats_prompt(
+    page, start, model
+) -> None:
+    daemon, port = _daemon(start, model)
+    sid = daemon.call("session.create", {"attach": False})["id"]
+    t = _chat(daemon, "--session", sid)
+    try:
+        t.expect("› ")
+        t.wait_reading()
+        log_in(page, port, OWNER_TOKEN)
+        _open(page, port, sid)
+        _danger(daemon, model, "cleaned")
+        _send(page, "clean up")
+        t.expect(r"Choice \[o/s/a/D\]: ")
+        card = wait_for(page, ".card.approval", "rm -r")
+        card.find_element(By.CSS_SELECTOR, "[data-choice=once]").click()
+        wait_for(page, ".card.approval.closed", "Answered here: once")
+        t.expect(r"Allowed once by .*answered elsewhere")
+        t.expect("› ")
+        wait_for(page, ".msg.assistant .md", "cleaned")
     finally:
         t.close()
 
@@ -288,6 +351,52 @@ def test_an_image_uploaded_on_the_page_is_sent_and_shown(page, start, model) -> 
         .get_attribute("src")
         .startswith("data:image/png")
     )
+
+
+def _upload(
+    page: WebDriver, port: int, daemon: DaemonProcess, picture: Path
+) -> tuple[dict[str, Any], str]:
+    """Send ``picture`` with a message from the page; the stored user message, and what the
+    preview said before sending."""
+    sid = daemon.call("session.create", {"attach": False})["id"]
+    _open(page, port, sid)
+    page.find_element(By.CSS_SELECTOR, "#image").send_keys(str(picture))
+    said = wait_for(page, "#image-preview img").find_element(By.XPATH, "..").text
+    _send(page, "what is this")
+    wait_for(page, ".msg.assistant .md", "noise")
+    [user] = [
+        m
+        for m in daemon.call("session.history", {"session_id": sid})["messages"]
+        if m["role"] == "user"
+    ]
+    return user, said
+
+
+def test_a_photo_of_several_mib_is_uploaded_whole(page, start, model) -> None:
+    daemon, port = _daemon(start, model)
+    picture = short_tmpdir("img-") / "photo.png"
+    picture.write_bytes(noise_png(900, 1000))
+    assert picture.stat().st_size > 2 * 1024 * 1024  # over http.max_body's 1 MiB, as base64
+    model.push(reply("just noise"))
+    log_in(page, port, OWNER_TOKEN)
+    user, said = _upload(page, port, daemon, picture)
+    assert "scaled" not in said
+    assert [(i["mime"], i["bytes"]) for i in user["images"]] == [
+        ("image/png", picture.stat().st_size)
+    ]
+
+
+def test_a_photo_over_what_the_daemon_keeps_is_scaled_down_on_the_page(page, start, model) -> None:
+    daemon, port = _daemon(start, model)
+    picture = short_tmpdir("img-") / "big.png"
+    picture.write_bytes(noise_png(1600, 1500))
+    assert picture.stat().st_size > 6 * 1024 * 1024
+    model.push(reply("scaled noise"))
+    log_in(page, port, OWNER_TOKEN)
+    user, said = _upload(page, port, daemon, picture)
+    assert "big.png: scaled down to" in said
+    [image] = user["images"]
+    assert image["mime"] == "image/jpeg" and image["bytes"] <= 3 * 1024 * 1024
 
 
 def test_the_usage_view_draws_tokens_per_day_and_model(page, start, model) -> None:
@@ -329,6 +438,37 @@ def test_the_status_view_lists_the_daemon_and_runs_a_cron_job(page, start, model
     wait_for(page, "#cron td.ok", "ok")
     assert "Invalid" not in page.find_element(By.CSS_SELECTOR, "#cron").text  # dates shown
     screenshot(page, "status")
+
+
+def test_the_status_view_shows_the_telegram_adapter_its_state_and_who_waits_to_pair(
+    page, start, model
+) -> None:
+    with BotApiServer() as api:
+        port = free_port()
+        telegram = (
+            "gateway:\n  platforms:\n    telegram:\n"
+            f"      token: '{api.token}'\n      base_url: {api.base_url}\n      owners: ['111']\n"
+        )
+        start(short_tmpdir("gw-"), config=_config(model, port, telegram))
+        api.wait_call("getMe")
+        api.user_says(333, "hello, who are you?")  # a stranger: asked to pair
+        api.wait_sent(333, "pairing code")
+        log_in(page, port, OWNER_TOKEN)
+        page.get(f"http://127.0.0.1:{port}/#/status")
+        row = wait_for(page, "#gateway tbody tr", "telegram")
+        assert row.find_element(By.CSS_SELECTOR, "td.ok").text == "connected"
+        assert "user333 (333)" in wait_for(page, "#pairing tbody tr", "telegram").text
+        page.execute_script("arguments[0].scrollIntoView()", row)
+        screenshot(page, "status-gateway")
+        api.revoked = True  # the token was revoked: the adapter cannot go on
+
+        def failed(d: WebDriver) -> list[Any]:
+            d.refresh()  # the view shows the state it was opened with
+            wait_for(d, "#gateway tbody tr", "telegram")
+            return d.find_elements(By.CSS_SELECTOR, "#gateway tbody tr td.bad")
+
+        [state] = WebDriverWait(page, 60, poll_frequency=1).until(failed)
+        assert state.text.startswith("error: token: "), state.text
 
 
 def test_a_member_sees_owner_only_parts_refused(page, start, model) -> None:

@@ -3,14 +3,29 @@ bearer clients unchanged, the page switched off, the usage per day (docs/web.md)
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
+import shutil
+import subprocess
 from collections.abc import Iterator
+from typing import Any
 
 import httpx2 as httpx
+import pytest
 
 from hermesd.http.page import csrf_value
-from tests.support.daemon import run_hermesctl
-from tests.support.http_client import MEMBER_TOKEN, OWNER_TOKEN, client, free_port, http_config
+from tests.support.daemon import run_hermesctl, short_tmpdir
+from tests.support.http_client import (
+    MEMBER_TOKEN,
+    OWNER_TOKEN,
+    client,
+    events,
+    free_port,
+    http_config,
+)
+from tests.support.modelserver import reply
+from tests.support.pictures import noise_png
 
 
 def _door(start, extra: str = "") -> int:
@@ -167,3 +182,80 @@ def test_the_page_files_travel_compressed_and_revalidate(start) -> None:
             headers={"Accept-Encoding": "gzip", "If-None-Match": packed.headers["etag"]},
         )
         assert again.status_code == 304 and again.content == b""
+
+
+def test_the_list_feed_names_changed_sessions_to_the_owner_and_not_to_a_member(start) -> None:
+    port = free_port()
+    daemon = start(config=http_config(port))
+    seen: dict[str, list[dict[str, Any]]] = {}
+    with (
+        client(port) as owner,
+        client(port, MEMBER_TOKEN) as member,
+        owner.stream("GET", "/v1/web/sessions/events") as own,
+        member.stream("GET", "/v1/web/sessions/events") as theirs,
+    ):
+        streams = {"owner": events(own.iter_lines()), "member": events(theirs.iter_lines())}
+        for feed in streams.values():
+            assert next(feed)["event"] == "ready"
+        sid = daemon.call("session.create", {"attach": False})["id"]
+        daemon.call("session.rename", {"session_id": sid, "title": "renamed"})
+        daemon.call("session.delete", {"session_id": sid})
+        for name, feed in streams.items():
+            seen[name] = [next(feed) for _ in range(3)]
+    kinds = ["session.created", "session.renamed", "session.deleted"]
+    assert [e["event"] for e in seen["owner"]] == kinds
+    assert [e["data"] for e in seen["owner"]] == [{"session_id": sid}] * 3
+    assert [e["event"] for e in seen["member"]] == kinds
+    assert [e["data"] for e in seen["member"]] == [{}] * 3
+
+
+def _curl_post(port: int, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
+    """POST ``body`` with curl, as the owner; the status and the JSON answer."""
+    sent = short_tmpdir("up-") / "body.json"
+    sent.write_bytes(body)
+    got = sent.with_name("answer.json")
+    status = subprocess.run(
+        [
+            "curl", "-sS", "-o", str(got), "-w", "%{http_code}",
+            "-H", f"Authorization: Bearer {OWNER_TOKEN}",
+            "-H", "Content-Type: application/json",
+            "--data-binary", f"@{sent}",
+            f"http://127.0.0.1:{port}{path}",
+        ],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
+    return int(status), json.loads(got.read_bytes() or b"{}")
+
+
+def _image_body(png: bytes) -> bytes:
+    url = "data:image/png;base64," + base64.b64encode(png).decode()
+    return json.dumps({"message": "what is this", "images": [url]}).encode()
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
+def test_a_message_with_images_may_exceed_max_body_up_to_max_upload_mb(start, model) -> None:
+    port = free_port()
+    base = f"model:\n  base_url: {model.url}\n  default: scripted-model\n"
+    daemon = start(config=http_config(port, base, "  max_upload_mb: 2\n"))
+    sid = daemon.call("session.create", {"attach": False})["id"]
+    model.push(reply("noise"))
+    body = _image_body(noise_png(600, 600))
+    assert 1024 * 1024 < len(body) < 2 * 1024 * 1024  # over http.max_body, under the upload
+    status, answer = _curl_post(port, f"/v1/sessions/{sid}/messages", body)
+    assert status == 200, answer
+    status, answer = _curl_post(port, "/v1/rpc/status", body)  # other routes: http.max_body
+    assert status == 413 and "(http.max_body)" in answer["error"]["message"]
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
+def test_a_message_over_max_upload_mb_is_refused_with_413_naming_the_setting(start) -> None:
+    port = free_port()
+    daemon = start(config=http_config(port, http_extra="  max_upload_mb: 2\n"))
+    sid = daemon.call("session.create", {"attach": False})["id"]
+    body = _image_body(noise_png(900, 900))
+    assert len(body) > 2 * 1024 * 1024
+    status, answer = _curl_post(port, f"/v1/sessions/{sid}/messages", body)
+    assert status == 413
+    assert answer["error"]["code"] == "body_too_large"
+    assert answer["error"]["message"] == f"request body over {2 << 20} bytes (http.max_upload_mb)"
+    assert daemon.call("session.history", {"session_id": sid})["messages"] == []

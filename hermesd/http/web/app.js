@@ -9,27 +9,29 @@ import { usageView } from "./usage.js";
 
 const view = document.getElementById("view");
 let conversation = null;
-let timer = null;
+let list = null;
 
 function leave() {
   if (conversation) conversation.close();
   conversation = null;
-  clearInterval(timer);
+  if (list) list.stop();
+  list = null;
 }
 
 async function sessions(id) {
-  const list = new SessionList(id);
+  const shown = new SessionList(id);
+  list = shown;
   const right = el("div", { class: "pane" });
-  view.replaceChildren(el("div", { class: "split" }, list.root, right));
-  await list.refresh();
-  timer = setInterval(() => list.refresh(), 5000);
+  view.replaceChildren(el("div", { class: "split" }, shown.root, right));
+  shown.follow(); // reads the list once its stream is open
+  await shown.refresh();
   if (!id) {
     right.append(el("p", { class: "meta", text: "Choose a session, or start a new one." }));
     return;
   }
   try {
     const session = await get(`/v1/sessions/${id}`);
-    conversation = new Conversation(session, () => list.refresh());
+    conversation = new Conversation(session, () => shown.refresh());
     right.append(conversation.root);
     conversation.open();
   } catch (err) {

@@ -30,6 +30,39 @@ function fillResult(fold, status, text) {
   box.replaceChildren(el("p", { class: "meta", text: "Result" }), el("pre", {}, el("code", { text: text || "" })));
 }
 
+// A photo up to DIRECT_BYTES goes as it is (the door takes http.max_upload_mb); a larger one
+// is scaled down here first, since the daemon keeps at most 4 MiB of images per message.
+const DIRECT_BYTES = 3 * 1024 * 1024;
+const MAX_SIDE = 2048;
+
+function dataUrl(blob) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result);
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(blob);
+  });
+}
+
+async function fitted(file) {
+  if (file.size <= DIRECT_BYTES) return { url: await dataUrl(file) };
+  const bitmap = await createImageBitmap(file);
+  const longest = Math.max(bitmap.width, bitmap.height);
+  let side = Math.min(MAX_SIDE, longest);
+  for (;;) {
+    const canvas = document.createElement("canvas");
+    canvas.width = Math.max(1, Math.round((bitmap.width * side) / longest));
+    canvas.height = Math.max(1, Math.round((bitmap.height * side) / longest));
+    canvas.getContext("2d").drawImage(bitmap, 0, 0, canvas.width, canvas.height);
+    const blob = await new Promise((resolve) => canvas.toBlob(resolve, "image/jpeg", 0.85));
+    if (blob.size <= DIRECT_BYTES || side <= 256) {
+      const note = `scaled down to ${canvas.width}×${canvas.height} (${Math.round(blob.size / 1024)} KiB)`;
+      return { url: await dataUrl(blob), note };
+    }
+    side = Math.round(side * 0.7);
+  }
+}
+
 function images(list) {
   return (list || []).filter((i) => i.url).map((i) => el("img", { src: i.url, alt: `attached image (${i.mime})` }));
 }
@@ -240,14 +273,16 @@ export class Conversation {
   pickImage(file, preview) {
     preview.replaceChildren();
     this.chosen = [];
-    for (const f of file.files) {
-      const reader = new FileReader();
-      reader.onload = () => {
-        this.chosen.push(reader.result);
-        preview.append(el("img", { src: reader.result, alt: `to send: ${f.name}`, class: "thumb" }));
-      };
-      reader.readAsDataURL(f);
-    }
+    this.choosing = Promise.all([...file.files].map(async (f) => {
+      try {
+        const { url, note } = await fitted(f);
+        this.chosen.push(url);
+        preview.append(el("img", { src: url, alt: `to send: ${f.name}`, class: "thumb" }));
+        if (note) preview.append(el("span", { class: "meta scaled", text: `${f.name}: ${note}` }));
+      } catch (err) {
+        preview.append(errorNote(err));
+      }
+    }));
   }
 
   async suggest(text, list) {
@@ -264,6 +299,7 @@ export class Conversation {
 
   async send(text, file, preview) {
     const message = text.value;
+    await this.choosing; // images still being read or scaled
     const pictures = this.chosen || [];
     if (!message.trim() && !pictures.length) return;
     try {

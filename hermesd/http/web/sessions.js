@@ -1,4 +1,10 @@
 // The sessions list: search, titles, sizes, sub-agents under their parent, live turns marked.
+// It follows the daemon's list changes (sessions created, renamed, deleted, turns started and
+// finished) over /v1/web/sessions/events, and reads the list again after each; a slow poll
+// stays as a fallback for a stream that is down.
+
+const CHANGES = ["session.created", "session.renamed", "session.deleted", "turn.started", "turn.finished", "resync"];
+const FALLBACK_POLL_MS = 60000;
 
 import { get, post, rpc } from "./api.js";
 import { el, errorNote, number } from "./dom.js";
@@ -26,6 +32,33 @@ export class SessionList {
       el("label", { for: "search", text: "Search sessions" }), this.search,
       el("button", { type: "button", id: "new-session", text: "New session", onclick: () => this.create() }),
       this.tree);
+  }
+
+  follow() {
+    this.stop();
+    const stream = new EventSource("/v1/web/sessions/events");
+    this.stream = stream;
+    stream.addEventListener("ready", () => { this.tree.dataset.following = "yes"; this.refresh(); });
+    for (const kind of CHANGES) stream.addEventListener(kind, () => this.soon());
+    stream.onerror = () => {
+      this.tree.dataset.following = "no";
+      if (stream.readyState === EventSource.CLOSED && this.stream === stream) {
+        setTimeout(() => { if (this.stream === stream) this.follow(); }, 3000);
+      }
+    };
+    this.poll = setInterval(() => this.refresh(), FALLBACK_POLL_MS);
+  }
+
+  stop() {
+    if (this.stream) this.stream.close();
+    this.stream = null;
+    clearInterval(this.poll);
+  }
+
+  soon() {
+    // a burst of changes (a turn that starts and ends at once) is read once
+    if (this.pending) return;
+    this.pending = setTimeout(() => { this.pending = null; this.refresh(); }, 100);
   }
 
   async refresh() {

@@ -57,11 +57,14 @@ function cron(list, reload) {
 }
 
 function gateway(g) {
-  const pending = (g.pairing_pending || []).length;
+  const state = (p) => (p.state === "connected" ? "ok" : p.state && p.state !== "not configured" ? "bad" : "");
+  const waiting = (g.pairing_pending || []).map((r) => el("tr", {},
+    el("td", { text: r.platform }), el("td", { text: r.user_name ? `${r.user_name} (${r.user_id})` : String(r.user_id) })));
   return el("div", {}, table("gateway", "Chat platforms (gateway)", ["Platform", "State", "Paired users"],
-    (g.platforms || []).map((p) => el("tr", {}, el("td", { text: p.name }), el("td", { text: p.state || "" }),
+    (g.platforms || []).map((p) => el("tr", {}, el("td", { text: p.name }), el("td", { class: state(p), text: p.state || "" }),
       el("td", { text: String(((g.paired || {})[p.name] || []).length) })))),
-  el("p", { class: "meta", text: `${pending} pairing request(s) waiting` }));
+  table("pairing", "Waiting to be paired (hermesctl gateway pair CODE)", ["Platform", "User"], waiting),
+  el("p", { class: "meta", text: `${g.chats ?? 0} chat(s) with sessions` }));
 }
 
 async function gatewaySection(view) {
