@@ -42,6 +42,7 @@ from hermesd.approvals.modes import DENY_MODE_TEXT, SessionModes
 from hermesd.caller import Caller, current_caller
 from hermesd.rpc import wire
 from hermesd.rpc.connection import Connection, connection_of
+from hermesd.runtime import human_input
 from hermesd.runtime.hooks import HookBus
 from hermesd.store.dbfile import StoreError
 from hermesd.store.facade import SessionStore
@@ -404,10 +405,10 @@ class ApprovalBroker(SessionModes):
             "surface": surface,
         }
         choice, reason, uid = "timeout", None, None
-        human = plugin_transport.human_request(pending.id, session_id, surface, shown.text)
+        human = human_input.human_request("approval", pending.id, session_id, surface, shown.text)
         try:
             await self.hooks.invoke("pre_approval_request", **hook_kwargs)
-            await plugin_transport.human_input_requested(self.hooks, human)
+            await human_input.requested(self.hooks, human)
             log.info(
                 "approval %s: %s for session %s (uid %d) waits for an answer (%s): %d characters: "
                 "%s%s",
@@ -447,7 +448,7 @@ class ApprovalBroker(SessionModes):
                     choice=choice,
                     decided_by="timeout" if choice == "timeout" else "user",
                 )
-            await plugin_transport.human_input_resolved(self.hooks, human, choice)
+            await human_input.resolved(self.hooks, human, choice)
         return await self._apply(pending, choice, reason, uid)
 
     def _send_request(self, pending: Pending, conn: Connection) -> None:

@@ -1,5 +1,5 @@
-"""Approvals as plugins see them (issue 32, docs/approvals.md): the human-input hooks, and a
-plugin's approval transport.
+"""Approvals as plugins see them (issue 32, docs/approvals.md): a plugin's approval transport
+(the human-input hooks are `hermesd.runtime.human_input`).
 
 ``security.approval.transport`` may name a transport a plugin registered with
 ``ctx.register_approval_transport``; the broker then also hands each approval to it
@@ -14,54 +14,12 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from hermesd.runtime.hooks import HookBus
 from hermesd.runtime.hooks_surfaces import ApprovalTransport
 
 if TYPE_CHECKING:
     from hermesd.approvals.broker import ApprovalBroker, Pending
 
 log = logging.getLogger(__name__)
-
-
-def human_request(approval_id: str, session_id: str, surface: str, prompt: str) -> dict[str, Any]:
-    """What ``on_human_input_request`` and ``on_human_input_resolved`` get for an approval."""
-    return {
-        "kind": "approval",
-        "request_id": approval_id,
-        "session_id": session_id,
-        "session_key": session_id,
-        "platform": surface,
-        "prompt": prompt,
-    }
-
-
-async def human_input_requested(hooks: HookBus, human: dict[str, Any]) -> None:
-    """Fire ``on_human_input_request`` (when a plugin has it)."""
-    if hooks.has("on_human_input_request"):
-        await hooks.invoke(
-            "on_human_input_request",
-            kind=human["kind"],
-            request_id=human["request_id"],
-            session_id=human["session_id"],
-            session_key=human["session_key"],
-            platform=human["platform"],
-            prompt=human["prompt"],
-        )
-
-
-async def human_input_resolved(hooks: HookBus, human: dict[str, Any], outcome: str) -> None:
-    """Fire ``on_human_input_resolved`` with the approval's outcome (when a plugin has it)."""
-    if hooks.has("on_human_input_resolved"):
-        await hooks.invoke(
-            "on_human_input_resolved",
-            kind=human["kind"],
-            request_id=human["request_id"],
-            session_id=human["session_id"],
-            session_key=human["session_key"],
-            platform=human["platform"],
-            prompt=human["prompt"],
-            outcome=outcome,
-        )
 
 
 def ask_too(

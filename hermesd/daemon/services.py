@@ -87,6 +87,7 @@ from hermesd.tools.registry import (
 from hermesd.tools.results import Redactor
 from hermesd.tools.skill_catalog import SkillCatalog
 from hermesd.tools.skill_manage import register_skill_manage
+from hermesd.tools.skill_usage import SkillUsage
 from hermesd.tools.todo import register_todo
 from hermesd.tools.toolsets import ToolSelection
 from hermesd.tools.video_tool import register_video_tool
@@ -148,7 +149,8 @@ def _registries(
     )
     tools.selection = ToolSelection.from_config(config)  # issue 33: toolsets, disabled_toolsets
     skills = SkillCatalog(home)
-    register_skill_tools(tools, skills)
+    skills.usage = SkillUsage(skills.root, hooks)  # issue 32: on_skill_lifecycle
+    register_skill_tools(tools, skills, skills.usage)
     return _Registries(pool, hooks, tools, CommandRegistry(pool=pool), skills)
 
 
@@ -417,7 +419,7 @@ def _core(daemon: Daemon) -> _Core:
         transform_output=functools.partial(hooks.transform, "transform_terminal_output"),
         sandbox=sandbox,
     )
-    clarify = ClarifyBroker(functools.partial(_attached_up, attached, parents), cfg)
+    clarify = ClarifyBroker(functools.partial(_attached_up, attached, parents), cfg, hooks)
     return _Core(
         home, cfg, files, dotenv, store, attached, parents, parts, broker, sandbox, builtin, clarify
     )

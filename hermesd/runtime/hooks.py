@@ -40,7 +40,9 @@ from hermesd.runtime.workers import (
 
 log = logging.getLogger(__name__)
 
-Returns = Literal["ignored", "block", "context", "replace", "continue", "classify", "override"]
+Returns = Literal[
+    "ignored", "block", "context", "replace", "continue", "classify", "override", "script"
+]
 
 DEFAULT_HOOK_TIMEOUT = 10.0
 
@@ -144,7 +146,21 @@ _NEWER_HOOKS = (
         "classify",
         "A failed model request (each attempt), before hermesd decides whether to retry.",
     ),
-    _newer("on_skill_lifecycle", ("action", "skill_name", "session_id"), "A skill changed."),
+    _newer(
+        "on_skill_lifecycle",
+        (
+            "action",
+            "skill_name",
+            "provenance",
+            "task_id",
+            "session_id",
+            "use_count",
+            "reused",
+            "reuse_after_patch",
+        ),
+        "A skill was loaded by skill_view, or created, patched or edited by skill_manage.",
+        fired=True,
+    ),
     _newer(
         "agent_loop_stopped",
         ("session_key", "platform", "reason", "invalidation_reason"),
@@ -250,7 +266,7 @@ _NEWER_HOOKS = (
     _newer(
         "on_human_input_request",
         _HUMAN_INPUT,
-        "A person is asked for something (an approval).",
+        "A person is asked for something (an approval, a clarify question).",
         fired=True,
     ),
     _newer(
@@ -259,7 +275,12 @@ _NEWER_HOOKS = (
         "The person answered (or the request timed out).",
         fired=True,
     ),
-    _newer("pre_tts_synthesis", ("text", "provider", "voice"), "Before speech is synthesised."),
+    HookSpec(
+        "pre_tts_synthesis",
+        ("text", "provider"),
+        "script",
+        "Before text_to_speech hands its text to the provider (a rewrite is checked again).",
+    ),
 )
 
 
@@ -537,6 +558,7 @@ def hook_table_markdown() -> str:
         "continue": '`{"action": "continue", "message": m}` sends m and keeps the turn going',
         "classify": '`{"reason": r, "retryable": b, "message": m}`: the first valid one decides',
         "override": "a dict's `model`/`language`/`prompt` are used; the last one wins",
+        "script": '`{"text": t}` rewrites the text, `{"action": "block", "message": m}` refuses',
     }
     for spec in HOOKS.values():
         kwargs = ", ".join(spec.kwargs)

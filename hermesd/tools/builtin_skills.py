@@ -2,15 +2,19 @@
 
 They register through `ToolRegistry.register` with owner ``builtin`` and toolset ``skills``; the
 result shapes are built by `hermesd.tools.skill_catalog.SkillCatalog` (docs/hermes-compat.md §7).
+A ``skill_view`` that finds its skill is counted in the usage record and fires
+``on_skill_lifecycle`` (`hermesd.tools.skill_usage`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 from hermesd.tools.registry import BUILTIN, ToolRegistry
 from hermesd.tools.skill_catalog import SkillCatalog
+from hermesd.tools.skill_usage import SkillUsage
 
 TOOLSET = "skills"
 
@@ -58,20 +62,32 @@ SKILL_VIEW_SCHEMA: dict[str, Any] = {
 }
 
 
-def register_skill_tools(registry: ToolRegistry, catalog: SkillCatalog) -> None:
-    """Register ``skills_list`` and ``skill_view`` backed by ``catalog``."""
+def register_skill_tools(
+    registry: ToolRegistry, catalog: SkillCatalog, usage: SkillUsage | None = None
+) -> None:
+    """Register ``skills_list`` and ``skill_view`` backed by ``catalog`` (views counted in
+    ``usage``)."""
 
     def skills_list(args: dict[str, Any], **_: Any) -> str:
         category = args.get("category") or None
         return json.dumps(catalog.list_result(category), ensure_ascii=False)
 
-    def skill_view(args: dict[str, Any], **_: Any) -> str:
-        result = catalog.view_result(str(args.get("name") or ""), args.get("file_path") or None)
+    async def skill_view(args: dict[str, Any], session_id: str = "", **_: Any) -> str:
+        name = str(args.get("name") or "")
+        result = await asyncio.to_thread(catalog.view_result, name, args.get("file_path") or None)
+        if usage is not None and result.get("success"):
+            await usage.after_view(str(result.get("name") or name).strip(), session_id)
         return json.dumps(result, ensure_ascii=False)
 
     registry.register(
         "skills_list", TOOLSET, SKILLS_LIST_SCHEMA, skills_list, emoji="📚", owner=BUILTIN
     )
     registry.register(
-        "skill_view", TOOLSET, SKILL_VIEW_SCHEMA, skill_view, emoji="📚", owner=BUILTIN
+        "skill_view",
+        TOOLSET,
+        SKILL_VIEW_SCHEMA,
+        skill_view,
+        emoji="📚",
+        owner=BUILTIN,
+        is_async=True,
     )

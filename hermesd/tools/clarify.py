@@ -13,7 +13,8 @@ Nobody to ask is the unattended case: when no connection that can answer is atta
 (a one-shot ``hermesctl chat`` without a terminal), the model gets the fallback answer telling
 it to decide for itself; so it does after ``clarify.timeout``, and when the daemon stops.
 Scheduled runs never get the tool (``hermesd.cron.runner`` turns the toolset off). The RPC edge
-is ``hermesd.tools.clarify_service``.
+is ``hermesd.tools.clarify_service``. Plugins see each question through the human-input hooks
+(kind ``clarify``, `hermesd.runtime.human_input`), never the answer.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hermesd import redact
+from hermesd.runtime import human_input
+from hermesd.runtime.hooks import HookBus
 from hermesd.tools.registry import BUILTIN
 
 if TYPE_CHECKING:
@@ -52,6 +55,14 @@ FALLBACKS = {
     "unattended": "No one could be asked: no person is connected to this conversation.",
     "timeout": "The user did not answer in time.",
     "stopped": "hermesd stopped before the user answered.",
+}
+#: how a question ended (``how``) -> the human-input hooks' ``outcome``
+OUTCOMES = {
+    "answered": "submitted",
+    "timeout": "timed_out",
+    "unattended": "unattended",
+    "stopped": "cancelled",
+    "cancelled": "cancelled",
 }
 DECIDE = " Decide for yourself: make the most reasonable choice and carry on."
 
@@ -188,8 +199,14 @@ class Question:
 class ClarifyBroker:
     """Pending questions of one daemon and who is asked them."""
 
-    def __init__(self, attached: Callable[[str], Iterable[Connection]], config: Any) -> None:
+    def __init__(
+        self,
+        attached: Callable[[str], Iterable[Connection]],
+        config: Any,
+        hooks: HookBus | None = None,
+    ) -> None:
         self.attached = attached
+        self.hooks = hooks
         self.pending: dict[str, Question] = {}
         self.closed = False
         self.reload(config)
@@ -231,13 +248,20 @@ class ClarifyBroker:
         )
         self.pending[pending.id] = pending
         outcome: tuple[str, str, int | None] = ("", "cancelled", None)
+        human = human_input.human_request(
+            "clarify", pending.id, session_id, "cli", pending.public()["question"]
+        )
         try:
+            if self.hooks is not None:
+                await human_input.requested(self.hooks, human)
             for conn in list(self.attached(session_id)):
                 self._send_request(pending, conn)
             outcome = await self._wait(pending)
             return outcome
         finally:
             self._finish(pending, outcome[1], outcome[2])
+            if self.hooks is not None:
+                await human_input.resolved(self.hooks, human, OUTCOMES[outcome[1]])
 
     async def _wait(self, pending: Question) -> tuple[str, str, int | None]:
         alone_since: float | None = None

@@ -8,10 +8,13 @@ reference, an unset key never opts a user into a backend, even the only one regi
 
 A provider is plugin code: it runs on a worker thread with a timeout (``image_gen.timeout``,
 ``tts.timeout``), never on the event loop, and whatever it raises or returns wrongly becomes an
-error result (the traceback goes to the log). Files land under ``$HERMES_HOME/cache/images/``
-and ``$HERMES_HOME/cache/audio/``. Results have the reference's shapes: ``{"success", "image",
-"model", "prompt", "aspect_ratio", "modality", "provider"}`` and ``{"success", "file_path",
-"media_tag", "provider", "voice_compatible"}``; failures ``{"success": false, "error", ...}``.
+error result (the traceback goes to the log). Before speech is made, ``pre_tts_synthesis``
+callbacks see the text (`approved_script`): one may refuse it or rewrite it, and a rewrite must
+pass every callback again unchanged, or nothing is synthesised. Files land under
+``$HERMES_HOME/cache/images/`` and ``$HERMES_HOME/cache/audio/``. Results have the reference's
+shapes: ``{"success", "image", "model", "prompt", "aspect_ratio", "modality", "provider"}`` and
+``{"success", "file_path", "media_tag", "provider", "voice_compatible"}``; failures
+``{"success": false, "error", ...}``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hermesd.runtime.hooks import HookBus
 from hermesd.tools.checks import available_unless
 from hermesd.tools.registry import BUILTIN
 
@@ -145,9 +149,16 @@ def _text(config: Any, key: str) -> str | None:
 class ProviderTools:
     """The two tools' handlers and checks, reading the configuration of the moment."""
 
-    def __init__(self, config: Callable[[], Any], providers: Providers, home: Path) -> None:
+    def __init__(
+        self,
+        config: Callable[[], Any],
+        providers: Providers,
+        home: Path,
+        hooks: HookBus | None = None,
+    ) -> None:
         self.config = config
         self.providers = providers
+        self.hooks = hooks
         self.images = home / "cache" / "images"
         self.audio = home / "cache" / "audio"
 
@@ -250,6 +261,11 @@ class ProviderTools:
             "format": fmt,
         }
         text = text[: int(config.get("tts.max_text_length"))]  # over-long input is cut
+        if self.hooks is not None and self.hooks.has("pre_tts_synthesis"):
+            try:
+                text = await approved_script(self.hooks, text, name)
+            except ValueError as exc:
+                return _tts_error(f"TTS synthesis refused: {exc}")
         timeout = float(config.get("tts.timeout"))
         try:
             await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
@@ -303,6 +319,31 @@ class ProviderTools:
         return path
 
 
+async def approved_script(hooks: HookBus, text: str, provider: str) -> str:
+    """The text ``pre_tts_synthesis`` callbacks let through (the reference's policy): each
+    non-None return must be ``{"text": t}`` (t not blank: the text from then on) or
+    ``{"action": "block", "message": m}``; anything else, a block, or a rewrite the callbacks
+    rewrite again raises ValueError with the reason."""
+
+    async def apply(script: str) -> str:
+        result = script
+        for value in await hooks.invoke("pre_tts_synthesis", text=script, provider=provider):
+            if not isinstance(value, dict):
+                raise ValueError("a pre_tts_synthesis callback returned no directive")
+            if value.get("action") == "block" and set(value) <= {"action", "message"}:
+                raise ValueError(str(value.get("message") or "a plugin blocked the speech"))
+            rewritten = value.get("text")
+            if set(value) != {"text"} or not isinstance(rewritten, str) or not rewritten.strip():
+                raise ValueError("a pre_tts_synthesis callback returned an invalid directive")
+            result = rewritten
+        return result
+
+    approved = await apply(text)
+    if approved != text and await apply(approved) != approved:
+        raise ValueError("the pre_tts_synthesis callbacks do not agree on the text")
+    return approved
+
+
 async def call(timeout: float, fn: Callable[[], Any]) -> Any:
     """``fn()`` (plugin code) on a worker thread, at most ``timeout`` seconds."""
     return await asyncio.wait_for(asyncio.to_thread(fn), timeout)
@@ -351,7 +392,7 @@ def register_provider_tools(
     tools: ToolRegistry, config: Callable[[], Any], providers: Providers, home: Path
 ) -> ProviderTools:
     """Register ``image_generate`` (toolset ``image_gen``) and ``text_to_speech`` (``tts``)."""
-    made = ProviderTools(config, providers, home)
+    made = ProviderTools(config, providers, home, tools.hooks)
     tools.register(
         "image_generate",
         "image_gen",

@@ -16,9 +16,12 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermesd.runtime.plain_yaml import PlainYamlError, load_plain
+
+if TYPE_CHECKING:
+    from hermesd.tools.skill_usage import SkillUsage
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +79,8 @@ class SkillCatalog:
 
     def __init__(self, home: Path) -> None:
         self.root = Path(home) / "skills"
+        #: how skills are used (`hermesd.tools.skill_usage`), when the daemon keeps count
+        self.usage: SkillUsage | None = None
         self._lock = threading.Lock()
         self._plugin_skills: dict[str, Skill] = {}
 

@@ -6,8 +6,9 @@ module adds what a person sees. A call that adds or changes a file that may be r
 ``scripts/``, ``templates/`` or ``assets/``) is asked about through the approval broker first
 (the ``prepare`` step, `hermesd.tools.consent`), naming the file and showing its start; every
 write that succeeds is sent to the session's clients as a ``skill.changed`` event, which
-``hermesctl chat`` prints. ``skills_list`` and ``skill_view`` read the folder on each call, so
-they see a change at once.
+``hermesctl chat`` prints, and recorded in the usage record, which fires ``on_skill_lifecycle``
+(`hermesd.tools.skill_usage`). ``skills_list`` and ``skill_view`` read the folder on each call,
+so they see a change at once.
 """
 
 from __future__ import annotations
@@ -160,6 +161,8 @@ class SkillManageTool:
             log.exception("skill_manage %s of %r failed", args.get("action"), args.get("name"))
             return {"success": False, "error": f"Could not write the skill: {exc.strerror or exc}"}
         self._tell(request, result, session_id)
+        if self.writer.catalog.usage is not None and result.get("success"):
+            await self.writer.catalog.usage.after_write(request.action, request.name, session_id)
         return result
 
     def _tell(self, request: SkillRequest, result: dict[str, Any], session_id: str) -> None:

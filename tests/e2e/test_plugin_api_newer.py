@@ -37,7 +37,7 @@ from pathlib import Path
 ctx_ref = []
 OBSERVED = ("on_stream_start", "on_stream_delta", "on_stream_end", "on_interim_message",
             "pre_command", "on_human_input_request", "on_human_input_resolved",
-            "agent_loop_stopped")
+            "agent_loop_stopped", "on_skill_lifecycle")
 
 
 def mark(name, data):
@@ -309,3 +309,68 @@ def test_reload_cancels_the_plugins_task_and_its_state_survives(newd: DaemonProc
         c.call("plugins.reload", timeout=60)
     marks(newd, "task", having={"cancelled": True})
     assert json.loads(run(newd, "/probe state")) == {"n": 5}
+
+
+def test_a_clarify_question_fires_the_human_input_hooks_without_the_answer(
+    newd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    model.push(call_tools(model_tool_call("clarify", {"question": "Which colour?"})), reply("ok"))
+    with newd.client() as c:
+        sid = c.call("session.create")["id"]
+        turn = c.call("session.send", {"session_id": sid, "message": "paint"})["turn_id"]
+        deadline = time.monotonic() + 15
+        while not (pending := c.call("clarify.pending", {"session_id": sid})["pending"]):
+            assert time.monotonic() < deadline, "no question became pending"
+            time.sleep(0.02)
+        c.call(
+            "clarify.respond", {"session_id": sid, "id": pending[0]["id"], "response": "teal-77"}
+        )
+        assert follow_turn(c, turn)[-1]["status"] == "completed"
+    asked = [m for m in marks(newd, "on_human_input_request") if m["kind"] == "clarify"][-1]
+    resolved = marks(newd, "on_human_input_resolved", having={**asked, "outcome": "submitted"})
+    assert asked["request_id"] == pending[0]["id"] and asked["session_id"] == sid
+    assert asked["prompt"] == "Which colour?" and resolved
+    assert "teal-77" not in (newd.home / "marks" / "on_human_input_resolved").read_text()
+
+
+SKILL = "---\nname: deploy-notes\ndescription: How to deploy.\n---\n1. Run make.\n"
+
+
+def test_skill_view_and_skill_manage_fire_on_skill_lifecycle_and_keep_the_usage_record(
+    newd: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    create = {"action": "create", "name": "deploy-notes", "content": SKILL}
+    patch = {
+        "action": "patch",
+        "name": "deploy-notes",
+        "old_string": "Run make.",
+        "new_string": "Run make deploy.",
+    }
+    view = {"name": "deploy-notes"}
+    model.push(
+        call_tools(model_tool_call("skill_manage", create)),
+        call_tools(model_tool_call("skill_view", view)),
+        call_tools(model_tool_call("skill_view", view)),
+        call_tools(model_tool_call("skill_manage", patch)),
+        call_tools(model_tool_call("skill_view", view)),
+        reply("learned"),
+    )
+    with newd.client() as c:
+        sid = c.call("session.create")["id"]
+        send_and_follow(c, sid, "write down how to deploy")
+    seen = [
+        (m["action"], m["provenance"], m["use_count"], m["reused"], m["reuse_after_patch"])
+        for m in marks(newd, "on_skill_lifecycle", want=5)
+        if m["skill_name"] == "deploy-notes" and m["session_id"] == sid
+    ]
+    assert seen == [
+        ("created", "agent_created", None, None, None),
+        ("loaded", "agent_created", 1, False, False),
+        ("loaded", "agent_created", 2, True, False),
+        ("patched", "agent_created", None, None, None),
+        ("loaded", "agent_created", 3, True, True),
+    ]
+    record = json.loads((newd.home / "skills" / ".usage.json").read_text())["deploy-notes"]
+    assert record["created_by"] == "agent"
+    assert (record["use_count"], record["view_count"], record["patch_count"]) == (3, 3, 1)
+    assert record["patch_generation"] == record["last_reused_patch_generation"] == 1

@@ -322,3 +322,46 @@ def test_video_generate_uses_the_only_video_provider_and_saves_its_bytes(
     d = start(home, config=_config(model) + "video_gen:\n  provider: other\n")
     reason = _tools(d)["video_generate"]["reason"]
     assert reason == "video_gen.provider names 'other', which no loaded plugin registered"
+
+
+SPEECH_GUARD = """
+def guard(text, provider):
+    if "forbidden" in text:
+        return {"action": "block", "message": "no forbidden words aloud"}
+    if "wobble" in text:
+        return {"text": text + "!"}  # rewrites its own rewrite: never stable
+    if "broken" in text:
+        return ["not", "a", "directive"]
+    spoken = text.replace("3", "three")
+    return {"text": spoken} if spoken != text else None
+
+
+def register(ctx):
+    ctx.register_hook("pre_tts_synthesis", guard)
+"""
+
+
+def test_pre_tts_synthesis_rewrites_or_refuses_the_text_before_the_provider_hears_it(
+    start: Start, model: ScriptedModelServer
+) -> None:
+    home = _home()
+    write_plugin(home / "plugins", "speechguard", SPEECH_GUARD)
+    d = start(home, config=_config(model, tts="voice"))
+    say = [
+        tool_call("text_to_speech", {"text": text})
+        for text in ("take 3 steps", "say forbidden", "wobble", "broken", "plain words")
+    ]
+    with d.client() as client:
+        rewritten, blocked, unstable, invalid, plain = _turn(model, client, *say)
+    assert rewritten["success"] is True
+    assert Path(rewritten["file_path"]).read_bytes() == b"ID3" + b"take three steps" * 4
+    assert blocked == {
+        "success": False,
+        "error": "TTS synthesis refused: no forbidden words aloud",
+    }
+    assert unstable["success"] is False
+    assert "do not agree on the text" in unstable["error"]
+    assert invalid["success"] is False and "no directive" in invalid["error"]
+    assert plain["success"] is True
+    # the provider heard only what the callbacks let through
+    assert sorted(c["text"] for c in _calls(home)) == ["plain words", "take three steps"]
