@@ -113,6 +113,13 @@ class PluginService:
             await self.host.tools.start_pending()  # an MCP server not started yet
         if self.host.tools.get(p["name"]) is None:
             raise RpcError(Codes.NOT_FOUND, f"Unknown tool: {p['name']}", {"name": p["name"]})
+        if self.host.tools.config_hides(p["name"]):  # toolsets / disabled_toolsets bind clients too
+            raise RpcError(
+                Codes.INVALID_PARAMS,
+                f"tools.call: {p['name']} is turned off by config "
+                f"({self.host.tools.hidden_because(p['name'])})",
+                {"name": p["name"]},
+            )
         result = await self.host.tools.call(
             p["name"], args, session_id=p.get("session_id") or "", source="client"
         )

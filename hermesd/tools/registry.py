@@ -310,6 +310,11 @@ class ToolRegistry:
         entry = self.get(name)
         return entry is not None and not self._offered(entry, None)
 
+    def hidden_because(self, name: str) -> str:
+        """Why the registered tool ``name`` is hidden (config first, then environment, check)."""
+        entry = self.get(name)
+        return "no such tool" if entry is None else self._hidden_because(entry, None)
+
     def toolset_names(self, entry: ToolEntry) -> list[str]:
         """``entry``'s toolset and its other names (`toolset_aliases`)."""
         aliases = [a for a, name in self.toolset_aliases.items() if name == entry.toolset]

@@ -11,6 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from hermesd.rpc.protocol import Codes, RpcError
 from hermesd.tools.toolsets import REFERENCE_TOOLSETS, reference_toolset
 from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
@@ -106,6 +109,12 @@ def test_disabled_toolsets_hide_tools_from_the_model_and_say_why(
         client.call("session.send", {"session_id": sid, "message": "go", "wait": True})
     [result] = [m for m in model.requests[seen:][-1]["messages"] if m["role"] == "tool"]
     assert "not available" in result["content"]
+    assert not (daemon.home / "skills" / "sneaky").exists()
+    # a client calling it directly is refused as well, naming the setting
+    with daemon.client() as client, pytest.raises(RpcError) as refused:
+        client.call("tools.call", {"name": "skill_manage", "args": args, "session_id": sid})
+    assert refused.value.code == Codes.INVALID_PARAMS
+    assert "skill_manage is turned off by config (disabled by config" in refused.value.message
     assert not (daemon.home / "skills" / "sneaky").exists()
 
 
