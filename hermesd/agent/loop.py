@@ -194,18 +194,24 @@ class AgentLoop:
         session_id: str = "",
         platform: str | None = None,
         aux_task: str | None = None,
+        endpoint: EndpointSpec | None = None,
     ) -> Completion:
         """One model request for plugin code (``ctx.llm``, ``call_llm``) or a tool
         (``vision_analyze``): nothing is stored but its usage, no tool runs; middleware sees it
         as it sees a turn's requests. With ``aux_task`` it is an auxiliary call:
-        ``pre``/``post_auxiliary_call`` observe it instead of ``pre``/``post_api_request``."""
+        ``pre``/``post_auxiliary_call`` observe it instead of ``pre``/``post_api_request``.
+        ``endpoint`` sends it to another endpoint than the daemon's (an auxiliary task's own)."""
         self.check_ready()
+        client = self.client
+        if endpoint is not None:
+            client = self.client.others.client(self.client.settings, endpoint)
+            model = endpoint.model
         scope = TurnScope(
             self.hooks,
             session_id,
             new_id("turn"),
             platform or self.settings.platform,
-            model=model or self.client.settings.model or "",
+            model=model or client.settings.model or "",
             auxiliary=aux_task is not None,
         )
         await self.meter.check(session_id, scope.model, scope.emit)  # budget.action: stop
@@ -214,13 +220,13 @@ class AgentLoop:
         rounds: list[Round] = []
 
         async def send() -> Completion:
-            rounds.append(await stream_round(self.client, scope, sent))
+            rounds.append(await stream_round(client, scope, sent))
             return rounds[-1].completion
 
         if aux_task is None:
             await send()
         else:
-            settings = self.client.settings
+            settings = client.settings
             call = AuxiliaryCall(
                 aux_task, scope.model, settings.provider, settings.base_url or "", session_id
             )

@@ -8,7 +8,8 @@ The call blocks its thread, so the completer refuses it on the daemon's event lo
 ``BlockingOnLoop``) and gives up after ``timeout`` (default ``plugins.llm_timeout``, 120 s) with
 ``TimeoutError``. ``complete(task=<key>)`` runs one of the plugin's auxiliary tasks
 (``ctx.register_auxiliary_task``): the model and timeout come from ``auxiliary.<key>`` in
-config.yaml, over the task's defaults — the owner's choice, so no override permission is needed.
+config.yaml, over the task's defaults — the owner's choice, so no override permission is needed;
+a task with its own ``base_url`` (and ``api_key``, ``provider``) is sent to that endpoint.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from hermesd.model.fallback import EndpointSpec
 
 #: ``(messages, timeout=, model=, options=) -> Completion`` (the daemon's)
 Completer = Callable[..., Any]
@@ -54,6 +57,27 @@ def _seconds(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
         return float(value)
     return None
+
+
+def task_endpoint(task: str, routing: dict[str, Any], model: str | None) -> EndpointSpec | None:
+    """Where auxiliary task ``task`` goes: its own ``base_url`` (with its ``api_key``; the
+    daemon's key never travels to another endpoint), or None for the daemon's endpoint. Another
+    endpoint needs its model named (ValueError)."""
+    base_url = routing.get("base_url")
+    if not isinstance(base_url, str) or not base_url.strip():
+        return None
+    if not model:
+        raise ValueError(
+            f"auxiliary.{task}.base_url is set: name its model (auxiliary.{task}.model)"
+        )
+    key = routing.get("api_key")
+    provider = routing.get("provider")
+    return EndpointSpec(
+        str(provider) if isinstance(provider, str) and provider not in ("", "auto") else "custom",
+        model,
+        base_url.strip(),
+        key if isinstance(key, str) and key else None,
+    )
 
 
 class PluginLlm:
@@ -113,12 +137,15 @@ class PluginLlm:
             model = model or str(routing.get("model") or "") or None
             timeout = timeout if timeout is not None else _seconds(routing.get("timeout"))
             purpose = purpose or task
+            endpoint = task_endpoint(task, routing, model)
         options: dict[str, Any] = {}
         if temperature is not None:
             options["temperature"] = temperature
         if max_tokens is not None:
             options["max_tokens"] = max_tokens
         routed: dict[str, Any] = {} if task is None else {"aux_task": task}  # auxiliary hooks
+        if task is not None and endpoint is not None:
+            routed["endpoint"] = endpoint
         completion = self._completer(
             messages, timeout=timeout, model=model, options=options, **routed
         )

@@ -409,3 +409,43 @@ def test_pre_verify_keeps_a_turn_that_wrote_files_going_once_with_its_message(
         },
     ]  # the second turn wrote nothing: no call
     assert second["final_text"] == "plain answer"
+
+
+DIGESTER = """
+ctx_ref = []
+
+
+def ask(raw):
+    result = ctx_ref[0].llm.complete([{"role": "user", "content": raw}], task="digester_sum")
+    return f"{result.model}: {result.text}"
+
+
+def register(ctx):
+    ctx_ref.append(ctx)
+    ctx.register_auxiliary_task("digester_sum", display_name="Sum", description="summaries")
+    ctx.register_command("sum", ask, description="ctx.llm through an auxiliary task")
+"""
+
+
+def test_an_auxiliary_task_with_its_own_base_url_goes_to_that_endpoint_with_its_key(
+    model: ScriptedModelServer,
+) -> None:
+    home = short_tmpdir("auxep-")
+    write_plugin(home / "plugins", "digester", DIGESTER)
+    with ScriptedModelServer() as other:
+        config = model_config(model.url, timeout=30, max_retries=0) + (
+            "auxiliary:\n  digester_sum:\n"
+            f"    model: aux-model\n    base_url: {other.url}\n    api_key: aux-key-123\n"
+        )
+        daemon = start_daemon(home, config=config)
+        try:
+            seen = len(model.requests)
+            other.push(reply("from the side"))
+            with daemon.client() as c:
+                out = c.call("command.run", {"line": "/sum these notes"}, timeout=30)
+        finally:
+            daemon.stop()
+    assert out["output"] == "aux-model: from the side"
+    assert other.last_request["model"] == "aux-model"
+    assert other.request_headers[-1]["authorization"] == "Bearer aux-key-123"
+    assert len(model.requests) == seen  # the daemon's endpoint was not asked
