@@ -18,9 +18,12 @@ recap of the session it switched to: the last exchange and its pending approvals
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from hermesctl.chat_ui import Style, TurnPrinter, banner, render_history, status_line
@@ -393,6 +396,10 @@ class Repl:
             )
         )
         self.client.close()
+        with _ctrl_c_raises():
+            return self._attach_again()
+
+    def _attach_again(self) -> dict[str, Any]:
         attempt = 0
         while True:
             try:
@@ -567,3 +574,18 @@ class Repl:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@contextlib.contextmanager
+def _ctrl_c_raises() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt here, whatever handler a turn or the line editor left
+    (on the main thread; elsewhere signals are not ours to set)."""
+    try:
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

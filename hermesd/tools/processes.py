@@ -128,13 +128,14 @@ class ProcessTable:
         await self._save()
 
     async def forget_session(self, session_id: str) -> None:
-        """Kill a deleted session's processes and drop their records."""
+        """Drop a deleted session's records at once, then kill its processes."""
         mine = [p for p in self.items.values() if p.session_id == session_id]
-        await asyncio.gather(*(self._kill(p, "session.delete") for p in mine if not p.exited))
         for p in mine:
             self.items.pop(p.id, None)
-        if mine:
-            await self._save()
+        if not mine:
+            return
+        await self._save()
+        await asyncio.gather(*(self._kill(p, "session.delete") for p in mine if not p.exited))
 
     # -- starting -----------------------------------------------------------------------------
 
