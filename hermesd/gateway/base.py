@@ -191,6 +191,7 @@ class PlatformAdapter(ABC):
         self._message_handler: MessageHandler | None = None
         self._button_handler: ButtonHandler | None = None
         self._authorization_check: Callable[[str | None], bool] | None = None
+        self._pairing_check: Callable[[], bool] | None = None
         self._event_handler: PlatformEventHandler | None = None
         self._running = False
         self._fatal_error_message: str | None = None
@@ -228,6 +229,15 @@ class PlatformAdapter(ABC):
     def _is_sender_authorized(self, user_id: str | None) -> bool:
         check = self._authorization_check
         return bool(check is not None and check(user_id))
+
+    def set_pairing_check(self, check: Callable[[], bool]) -> None:
+        """The gateway's answer to whether a stranger in a direct chat is offered pairing
+        (``gateway.unauthorized_dm_behavior: pair``), read when an adapter must decide."""
+        self._pairing_check = check
+
+    def _strangers_may_pair(self) -> bool:
+        check = self._pairing_check
+        return True if check is None else bool(check())
 
     def set_platform_event_handler(self, handler: PlatformEventHandler) -> None:
         """The gateway's handler of reactions, edits and the like."""

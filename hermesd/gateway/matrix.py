@@ -268,11 +268,16 @@ class MatrixAdapter(PlatformAdapter):
                 log.info("matrix: joined %s (invited by %s)", room_id, invite.sender)
 
     def _accepts_invite(self, invite: InviteMemberEvent) -> bool:
-        """Rooms from the allow-lists' users; a direct chat from anyone, where a stranger gets
-        only the pairing flow (the gateway answers nothing else to someone not admitted)."""
+        """Rooms from the allow-lists' users; a direct chat from anyone while strangers are
+        offered pairing, the only thing the gateway answers someone not admitted
+        (``gateway.unauthorized_dm_behavior: ignore`` joins none of theirs)."""
         if self._is_sender_authorized(invite.sender):
             return True
-        return bool(invite.content.get("is_direct")) and self.settings.direct_from_anyone
+        return (
+            bool(invite.content.get("is_direct"))
+            and self.settings.direct_from_anyone
+            and self._strangers_may_pair()
+        )
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)

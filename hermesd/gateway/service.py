@@ -112,6 +112,7 @@ class GatewayService:
         adapter.set_authorization_check(
             lambda user_id: self.gateway.users.identity(platform, user_id) is not None
         )
+        adapter.set_pairing_check(lambda: self.gateway.unauthorized_dm == "pair")
         adapter.set_platform_event_handler(on_event)
 
     async def stop(self) -> None:

@@ -292,6 +292,28 @@ def test_an_invite_from_someone_not_admitted_is_not_joined(start, model, homeser
     assert bot.user_id not in stranger.members(room)
 
 
+def test_a_strangers_direct_invite_is_not_joined_when_strangers_are_ignored(
+    start, model, homeserver
+) -> None:
+    bot, me = homeserver.register(), homeserver.register()
+    daemon = start_matrix_daemon(
+        start,
+        model.url,
+        homeserver,
+        bot,
+        owners=[me.user_id],
+        gateway={"unauthorized_dm_behavior": "ignore"},
+    )
+    _room_with_bot(me, bot)  # the owner's invite is still joined
+    stranger = homeserver.register()
+    direct = stranger.create_room([bot.user_id], is_direct=True)
+    deadline = time.monotonic() + 30
+    while f"invite to {direct} from {stranger.user_id} not accepted" not in daemon.log():
+        assert time.monotonic() < deadline, daemon.log()[-2000:]
+        time.sleep(0.1)
+    assert bot.user_id not in stranger.members(direct)
+
+
 def test_in_a_group_room_only_messages_that_mention_the_agent_are_answered(
     start, model, homeserver
 ) -> None:

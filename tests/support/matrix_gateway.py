@@ -24,18 +24,21 @@ def matrix_config(
     allow: list[str] = (),  # type: ignore[assignment]
     extra: str = "",
     password: bool = False,
+    gateway: dict[str, Any] | None = None,
     **adapter: Any,
 ) -> str:
     """config.yaml's ``gateway`` section for ``bot`` on ``server``, logging in with its access
     token in a file (``password=True``: with its password in a file); ``adapter`` adds keys of
-    ``gateway.platforms.matrix`` (e.g. ``encryption=True``), ``extra`` top-level text."""
+    ``gateway.platforms.matrix`` (e.g. ``encryption=True``), ``gateway`` keys of ``gateway``
+    itself, ``extra`` top-level text."""
     secret = short_tmpdir("mxt-") / "secret"
     secret.write_text((bot.password if password else bot.token) + "\n")
     secret.chmod(0o600)
     key = "password_file" if password else "token_file"
     return (
         "gateway:\n"
-        "  platforms:\n"
+        + "".join(f"  {key}: {json.dumps(value)}\n" for key, value in (gateway or {}).items())
+        + "  platforms:\n"
         "    matrix:\n"
         "      enabled: true\n"
         f"      homeserver: {server.url}\n"
@@ -59,10 +62,11 @@ def start_matrix_daemon(
     allow: list[str] = (),  # type: ignore[assignment]
     extra: str = "",
     adapter: dict[str, Any] | None = None,
+    gateway: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> DaemonProcess:
     """A daemon with the scripted model and the Matrix adapter, connected."""
-    section = matrix_config(server, bot, owners, allow, **(adapter or {}))
+    section = matrix_config(server, bot, owners, allow, gateway=gateway, **(adapter or {}))
     daemon = start(config=model_config(model_url) + section + extra, **kwargs)
     wait_connected(daemon)
     return daemon
