@@ -115,15 +115,54 @@ class Platforms:
         """Build and connect every configured adapter; ``prepare`` sets its handlers."""
         entries = self.available()
         for name, section in self.settings.items():
+            await self._start_one(name, section, entries, prepare)
+
+    async def apply(self, raw: Any, prepare: Callable[[PlatformAdapter], None]) -> list[str]:
+        """New ``gateway.platforms`` (a reload): a platform no longer configured is stopped;
+        one added, one whose adapter settings changed and one not connected (a refused token
+        fixed in its file, say) is started again; a change of ``owners``/``allow``/``as_user``
+        alone leaves the adapter running. The names started again."""
+        before = self.settings
+        self.configure(raw)
+        for name in before.keys() - self.settings.keys():
+            await self._stop_one(name, "stopped: no longer configured")
+        entries = self.available()
+        restarted = []
+        for name, section in self.settings.items():
+            same = _adapter_keys(before.get(name)) == _adapter_keys(section)
+            if same and self.state_of(name) == "connected":
+                continue  # who may talk changed at most: the gateway's lists, not the adapter
+            await self._stop_one(name, "restarting")
+            await self._start_one(name, section, entries, prepare)
+            restarted.append(name)
+        return restarted
+
+    async def _start_one(
+        self,
+        name: str,
+        section: dict[str, Any],
+        entries: Mapping[str, PlatformEntry],
+        prepare: Callable[[PlatformAdapter], None],
+    ) -> None:
+        try:
+            adapter = self._build(name, section, entries)
+        except ValueError as exc:
+            self.states[name] = f"error: {exc}"
+            log.error("gateway: %s", exc)
+            return
+        prepare(adapter)
+        self.adapters[name] = adapter
+        await self._connect(name, adapter)
+
+    async def _stop_one(self, name: str, state: str) -> None:
+        adapter = self.adapters.pop(name, None)
+        if adapter is not None:
             try:
-                adapter = self._build(name, section, entries)
-            except ValueError as exc:
-                self.states[name] = f"error: {exc}"
-                log.error("gateway: %s", exc)
-                continue
-            prepare(adapter)
-            self.adapters[name] = adapter
-            await self._connect(name, adapter)
+                await asyncio.wait_for(adapter.disconnect(), 10)
+            except Exception:
+                log.exception("gateway: %s did not disconnect cleanly", name)
+        if adapter is not None or name in self.states:
+            self.states[name] = state
 
     def _build(
         self, name: str, section: dict[str, Any], entries: Mapping[str, PlatformEntry]
@@ -161,13 +200,8 @@ class Platforms:
 
     async def stop(self) -> None:
         """Disconnect every adapter."""
-        for name, adapter in list(self.adapters.items()):
-            try:
-                await asyncio.wait_for(adapter.disconnect(), 10)
-            except Exception:
-                log.exception("gateway: %s did not disconnect cleanly", name)
-            self.states[name] = "stopped"
-        self.adapters.clear()
+        for name in list(self.adapters):
+            await self._stop_one(name, "stopped")
 
     def listing(self) -> list[dict[str, Any]]:
         """Every platform: name, label, where it comes from, configured, state."""
@@ -181,6 +215,17 @@ class Platforms:
             }
             for name, entry in sorted(self.available().items())
         ]
+
+
+#: a platform's keys that the gateway reads (who may talk), not its adapter
+_PEOPLE_KEYS = frozenset({"owners", "allow", "as_user"})
+
+
+def _adapter_keys(section: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What an adapter is built from: the section without the gateway's people keys."""
+    if section is None:
+        return None
+    return {k: v for k, v in section.items() if k not in _PEOPLE_KEYS}
 
 
 def platform_config(name: str, section: dict[str, Any]) -> PlatformConfig:

@@ -42,6 +42,7 @@ class GatewayService:
         self.gateway = gateway
         self.plugins_loaded = plugins_loaded
         self._starting: asyncio.Task[None] | None = None
+        self._reconfiguring: asyncio.Task[None] | None = None
         self._pruner: asyncio.Task[None] | None = None
         self.limits = limits
         self.on_close = on_close
@@ -118,10 +119,11 @@ class GatewayService:
     async def stop(self) -> None:
         if self._pruner is not None:
             self._pruner.cancel()
-        if self._starting is not None:
-            self._starting.cancel()
-            with contextlib.suppress(BaseException):
-                await self._starting
+        for task in (self._reconfiguring, self._starting):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
         await self.gateway.platforms.stop()
         for chat in list(self.gateway.chats.values()):
             chat.close()
@@ -131,9 +133,41 @@ class GatewayService:
         return {"gateway": {n: platforms.state_of(n) for n in platforms.states}}
 
     def reload(self, cfg: Any) -> None:
-        """New ``gateway.*`` settings; platforms themselves change at restart."""
+        """New ``gateway.*`` settings; the platforms follow in the background (`_reconfigure`)."""
         self.cfg = cfg
         self.gateway.reload(cfg)
+        if self._starting is None:  # not started yet: the start reads the new settings
+            return
+        previous = self._reconfiguring
+        self._reconfiguring = asyncio.get_running_loop().create_task(self._reconfigure(previous))
+
+    async def _reconfigure(self, previous: asyncio.Task[None] | None) -> None:
+        """Apply ``gateway.platforms`` after the start (and any earlier reload) finished:
+        allow-lists at once, adapters stopped and started again where needed, chats on a
+        stopped adapter closed (their next message opens one on the new adapter)."""
+        for earlier in (self._starting, previous):
+            if earlier is not None:
+                with contextlib.suppress(BaseException):
+                    await earlier
+        gateway = self.gateway
+        raw = self.cfg.get("gateway.platforms")
+        sections = raw if isinstance(raw, dict) else {}
+        for name in set(gateway.platforms.settings) | set(sections):
+            section = sections.get(name)
+            gateway.users.configure(str(name), section if isinstance(section, dict) else {})
+        try:
+            restarted = await gateway.platforms.apply(raw, self._prepare)
+        except Exception:
+            log.exception("gateway: applying gateway.platforms failed")
+            return
+        running = list(gateway.platforms.adapters.values())
+        for index, chat in list(gateway.chats.items()):
+            if chat.adapter not in running:
+                chat.close()
+                gateway.chats.pop(index, None)
+        if restarted:
+            log.info("gateway: started again after the reload: %s", ", ".join(restarted))
+            await gateway.offer_commands()
 
     def rpc_status(self, call: Call, p: dict[str, Any]) -> dict[str, Any]:
         gateway = self.gateway

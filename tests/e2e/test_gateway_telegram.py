@@ -453,3 +453,44 @@ def register(ctx):
 
     ctx.register_hook("on_session_reset", reset)
 """
+
+
+def test_a_reload_brings_back_a_refused_platform(
+    daemon: DaemonProcess, api: BotApiServer, model: ScriptedModelServer
+) -> None:
+    _wait_state(daemon, "telegram")
+    api.revoked = True
+    _wait_state(daemon, "telegram", "error: token: ")
+    api.revoked = False  # the owner fixed the token: the same settings, not connected
+    out = run_hermesctl(["--socket", str(daemon.socket), "reload"])
+    assert out.returncode == 0, out.stdout + out.stderr
+    _wait_state(daemon, "telegram")
+    assert "gateway: started again after the reload: telegram" in daemon.log()
+    model.push(reply("back again"))
+    api.user_says(OWNER, "are you there?")
+    api.wait_sent(OWNER, "back again")
+
+
+def test_a_reload_takes_new_allow_lists_without_restarting_the_adapter(
+    daemon: DaemonProcess, api: BotApiServer, model: ScriptedModelServer
+) -> None:
+    _wait_state(daemon, "telegram")
+    allowed = f"allow: ['{MEMBER}', '{STRANGER}']"
+    config = gateway_config(api, model).replace(f"allow: ['{MEMBER}']", allowed)
+    (daemon.home / "config.yaml").write_text(config)
+    assert run_hermesctl(["--socket", str(daemon.socket), "reload"]).returncode == 0
+    model.push(reply("welcome, newly allowed"))
+    api.user_says(STRANGER, "may I?")
+    api.wait_sent(STRANGER, "welcome, newly allowed")
+    assert "started again after the reload" not in daemon.log()
+    assert [name for name, _ in api.calls].count("getMe") == 1  # the adapter kept running
+
+
+def test_a_platform_taken_out_of_the_config_is_stopped_at_the_reload(
+    daemon: DaemonProcess, api: BotApiServer, model: ScriptedModelServer
+) -> None:
+    _wait_state(daemon, "telegram")
+    (daemon.home / "config.yaml").write_text(model_config(model.url))
+    assert run_hermesctl(["--socket", str(daemon.socket), "reload"]).returncode == 0
+    _wait_state(daemon, "telegram", "stopped: no longer configured")
+    assert daemon.call("ping") is not None
