@@ -183,7 +183,7 @@ class WebTools:
         self.config = config
         self.plugins = plugins
         self.cache_folder = home / "cache" / "web"
-        self.converter = ConvertWorker()  # pages are converted in a child process
+        self.converter = ConvertWorker(sandbox)  # pages are converted in a confined child
 
     def network_off(self) -> str | None:
         """Why no fetch may be made now, or None."""

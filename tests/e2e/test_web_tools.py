@@ -339,6 +339,39 @@ def test_a_conversion_past_its_time_is_ended_and_the_next_page_converts(
     assert small["content"] == "line one\nline two\n"  # a new conversion process answered
 
 
+def _converters() -> list[int]:
+    """Pids of running page-conversion processes (the python running the worker module)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"hermesd.tools.web_worker" in argv and not argv[0].endswith(b"bwrap"):
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("mechanism", ["bwrap", "landlock"])
+def test_the_page_converter_runs_confined_away_from_the_daemons_home(
+    start: Start, model: ScriptedModelServer, site: Site, mechanism: str
+) -> None:
+    before = set(_converters())
+    config = _config(model, site).replace("sandbox:\n", f"sandbox:\n  mechanism: {mechanism}\n")
+    d = start(config=config)
+    with d.client() as client:
+        _inside(_extract(model, client, f"http://127.0.0.1:{site.port}/article"), "web_extract")
+    [pid] = [p for p in _converters() if p not in before]
+    status = Path(f"/proc/{pid}/status").read_text()
+    assert "Seccomp:\t2" in status and "NoNewPrivs:\t1" in status
+    if mechanism == "bwrap":  # its own mount namespace, where the daemon's home is not
+        assert os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+        seen = Path(f"/proc/{pid}/root") / str(d.home).lstrip("/") / "config.yaml"
+        assert (d.home / "config.yaml").exists() and not seen.exists()
+
+
 def test_a_server_that_does_not_answer_in_time_is_an_error_not_a_hang(
     model: ScriptedModelServer, daemon: DaemonProcess, site: Site
 ) -> None:
