@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hermesd.model.pricing import Pricer, Tokens, configured_prices
@@ -96,12 +96,13 @@ class _Crossing:
     limit: float
     used: float
     period: str  # the session id, the day or the month it counts in
+    whose: str = "This session"  # or the delegating session whose budget it is
 
     def sentence(self, action: str) -> str:
         if self.budget == "session_tokens":
             what = (
-                f"This session has used {int(self.used):,} tokens, over budget.session_tokens "
-                f"({int(self.limit):,})"
+                f"{self.whose} has used {int(self.used):,} tokens, over "
+                f"budget.session_tokens ({int(self.limit):,})"
             )
             after = "start a new session (/new)"
         else:
@@ -135,6 +136,9 @@ class UsageMeter:
         self.broadcast = broadcast  # the day's and month's warnings go to every client
         self.ledger = store.usage
         self._announced: set[tuple[Any, ...]] = set()
+        #: the live sessions that delegated to a session, nearest first (issue 34: a child's
+        #: tokens count in its ancestors' counters as they are spent, and their budgets stop it)
+        self.lineage: Callable[[str], list[str]] = lambda session_id: []
 
     def reload(self, config: Any) -> None:
         """``budget.*`` and ``pricing`` from the configuration (turns from now on)."""
@@ -161,15 +165,19 @@ class UsageMeter:
 
     # -- budgets ------------------------------------------------------------------------------
 
-    def _used(self, session_id: str, model: str | None) -> dict[str, Any]:
-        """What the budgets compare (on the DB thread: the sums, and a first pricing of a
-        model, which may import the price table, stay off the event loop)."""
+    def _used(self, chain: list[str], model: str | None) -> dict[str, Any]:
+        """What the budgets compare for the session ``chain[0]`` (on the DB thread: the sums,
+        and a first pricing of a model, which may import the price table, stay off the event
+        loop). ``budget.session_tokens`` holds for the session and every session above it."""
         s = self.settings
         day, month = period_starts()
         used: dict[str, Any] = {"day": day, "month": month}
-        if s.session_tokens is not None and session_id:
-            with contextlib.suppress(SessionNotFound):  # deleted meanwhile: no session budget
-                used["session_tokens"] = self.store.sessions.get(session_id)["total_tokens"]
+        if s.session_tokens is not None:
+            for sid in chain:
+                with contextlib.suppress(SessionNotFound):  # deleted meanwhile: no budget
+                    total = self.store.sessions.get(sid)["total_tokens"]
+                    if total > used.get("session_tokens", -1):
+                        used["session_tokens"], used["session_of"] = total, sid
         if s.daily_usd is not None:
             used["daily_usd"] = self.ledger.spent_since(day)
         if s.monthly_usd is not None:
@@ -181,7 +189,7 @@ class UsageMeter:
     def _crossings(self, session_id: str, used: dict[str, Any]) -> list[_Crossing]:
         s = self.settings
         periods = {
-            "session_tokens": session_id,
+            "session_tokens": used.get("session_of", session_id),
             "daily_usd": time.strftime("%Y-%m-%d", time.localtime(used["day"])),
             "monthly_usd": time.strftime("%Y-%m", time.localtime(used["month"])),
         }
@@ -189,8 +197,16 @@ class UsageMeter:
         for budget in BUDGETS:
             limit = getattr(s, budget)
             if limit is not None and budget in used and used[budget] >= limit:
-                found.append(_Crossing(budget, limit, used[budget], periods[budget]))
+                crossing = _Crossing(budget, limit, used[budget], periods[budget])
+                if budget == "session_tokens" and periods[budget] != session_id:
+                    whose = f"Session {periods[budget]}, which delegated this one,"
+                    crossing = replace(crossing, whose=whose)
+                found.append(crossing)
         return found
+
+    def _chain(self, session_id: str) -> list[str]:
+        """``session_id`` and the sessions above it (read on the loop, where they change)."""
+        return [session_id, *self.lineage(session_id)] if session_id else []
 
     async def check(
         self, session_id: str, model: str, emit: Emit | None, *, stop: bool = True
@@ -200,7 +216,7 @@ class UsageMeter:
         settings = self.settings
         if not settings.active:
             return
-        used = await self.store.run(self._used, session_id, model)
+        used = await self.store.run(self._used, self._chain(session_id), model)
         crossings = self._crossings(session_id, used)
         for crossing in crossings:
             key = (crossing.budget, crossing.period, crossing.limit)
@@ -241,7 +257,7 @@ class UsageMeter:
         """Why a new turn of ``session_id`` may not start (``budget.action: stop``), or None."""
         if not self.settings.active or self.settings.action != "stop":
             return None
-        used = await self.store.run(self._used, session_id, None)
+        used = await self.store.run(self._used, self._chain(session_id), None)
         crossings = self._crossings(session_id, used)
         if not crossings:
             return None

@@ -344,10 +344,7 @@ class Delegations:
             if _cancelled_here():  # the delegating turn is cancelled: so is the child
                 await self._cancel_child(child)
                 await self._note(child.session_id, "[sub-agent interrupted: its parent stopped]")
-            above = [child.parent_id, *self.ancestors(child.parent_id)]
             self._forget(child)
-        if result is not None:  # the parent's budgets count its children's tokens
-            await self._roll_up(above, result)
         entry = _entry(
             task,
             status,
@@ -422,22 +419,6 @@ class Delegations:
         if running is not None:
             running[1].cancel()
             await asyncio.wait([running[1]], timeout=10)
-
-    async def _roll_up(self, sessions: list[str], result: TurnResult) -> None:
-        """Add a child's tokens to the counters of every session above it (what
-        ``budget.session_tokens`` compares)."""
-        store, usage = self.sessions.store, result.usage
-        for sid in sessions:
-            try:
-                await store.run(
-                    store.sessions.add_usage,
-                    sid,
-                    usage["prompt_tokens"],
-                    usage["completion_tokens"],
-                    usage["total_tokens"],
-                )
-            except StoreError as exc:
-                log.warning("could not count sub-agent tokens in %s: %s", sid, exc)
 
     async def _note(self, sid: str, text: str) -> None:
         store = self.sessions.store

@@ -558,6 +558,8 @@ def _session_tools(core: _Core, sessions: SessionService) -> Delegations:
     )
     delegations.register(core.parts.tools)
     delegations.register_stop(core.parts.commands)
+    # a child's tokens count above it as they are spent; its ancestors' budgets stop it
+    sessions.agent.meter.lineage = delegations.ancestors
     return delegations
 
 

@@ -57,6 +57,8 @@ def rules(request: dict[str, Any]) -> Step:
         if last["role"] == "user" and "DELEGATE " in content:
             # the last one: a scheduled run's message names its job (the prompt) first
             args = json.JSONDecoder().raw_decode(content.rsplit("DELEGATE ", 1)[1])[0]
+            if args.get("goal") == "spend in rounds":  # the parent spends 40,000 itself
+                return call_tools(call("delegate_task", args), usage=_tokens(40_000))
             return call_tools(call("delegate_task", args))
         if last["role"] == "user" and "Background delegation finished" in content:
             return reply("background results read")
@@ -71,12 +73,18 @@ def rules(request: dict[str, Any]) -> Step:
         return call_tools(call("terminal", {"command": goal[5:]}))
     if goal == "pause":
         return reply("paused", delay=2)
+    if goal == "spend in rounds":  # 15,000 tokens a round, a tool call each time
+        return call_tools(call("todo", {"todos": []}), usage=_tokens(15_000))
     if goal == "expensive":
         usage = {"prompt_tokens": 100_000, "completion_tokens": 1, "total_tokens": 100_001}
         return reply("spent a lot", usage=usage)
     if goal.startswith("delegate: "):
         return call_tools(call("delegate_task", {"goal": goal[10:]}))
     return reply(f"summary of {goal}")
+
+
+def _tokens(total: int) -> dict[str, int]:
+    return {"prompt_tokens": total - 1, "completion_tokens": 1, "total_tokens": total}
 
 
 @pytest.fixture
@@ -506,6 +514,28 @@ def test_a_childs_tokens_count_against_the_parents_session_budget(
         assert events[-1]["error_type"] == "BudgetExceeded"
         parent = client.call("session.get", {"session_id": sid})
         assert parent["total_tokens"] > 100_001
+
+
+def test_a_child_is_stopped_midway_when_its_parents_session_budget_runs_out(
+    start: Any, model: ScriptedModelServer
+) -> None:
+    """The parent spent 40,000 of its 50,000 tokens; its child spends 15,000 a round. The
+    child's own counter would allow three rounds; the parent's stops it after one."""
+    config = _config(model) + "budget:\n  session_tokens: 50000\n  action: stop\n"
+    daemon = start(config=config)
+    client, sid = _attached(daemon)
+    with client:
+        events = _delegate(client, sid, {"goal": "spend in rounds"})
+        parent = client.call("session.get", {"session_id": sid})
+        history = client.call("session.history", {"session_id": sid})["messages"]
+    assert events[-1]["error_type"] == "BudgetExceeded"  # the parent stops too, after it
+    [stored] = [m for m in history if m["role"] == "tool"]
+    entry = json.loads(stored["content"])["results"][0]
+    assert entry["status"] == "failed"
+    assert f"Session {sid}, which delegated this one, has used 55,000 tokens" in entry["error"]
+    child_requests = [r for r in model.requests if _child_goal(r) == "spend in rounds"]
+    assert len(child_requests) == 1
+    assert parent["total_tokens"] == 55_000  # counted as spent, once
 
 
 def test_a_scheduled_runs_children_follow_the_cron_approvals_mode(
