@@ -389,14 +389,14 @@ class Repl:
         Tries with growing pauses until it works; Ctrl-C (KeyboardInterrupt) stops trying.
         """
         self.connected = False  # first: a Ctrl-C from here on means "stop trying"
-        self.printer.finish()
-        self.printer.line(
-            self.style.yellow(
-                "⚡ lost the connection to hermesd; reconnecting… (Ctrl-C stops trying)"
+        with _ctrl_c_raises():  # before the line that says so
+            self.printer.finish()
+            self.printer.line(
+                self.style.yellow(
+                    "⚡ lost the connection to hermesd; reconnecting… (Ctrl-C stops trying)"
+                )
             )
-        )
-        self.client.close()
-        with _ctrl_c_raises():
+            self.client.close()
             return self._attach_again()
 
     def _attach_again(self) -> dict[str, Any]:
