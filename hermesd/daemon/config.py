@@ -388,6 +388,15 @@ SCHEMA: dict[str, Any] = {
         None,
         "plugin secret sources: sources: [order], <name>: {enabled, override_existing, …}",
     ),
+    # the reference's display section: what a chat message sent during a turn does
+    "display": {
+        "busy_input_mode": _S(
+            (str,),
+            "interrupt",
+            "a chat message during a turn: interrupt it, or queue (steer queues in hermesd)",
+            ("interrupt", "queue", "steer"),
+        ),
+    },
     # issue 36: chat platforms (hermesd.gateway, docs/gateway.md)
     "gateway": {
         "platforms": _S(

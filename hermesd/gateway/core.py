@@ -64,6 +64,8 @@ class Gateway:
         self.group_per_user = True
         self.thread_per_user = False
         self.unauthorized_dm = "pair"
+        self.busy_mode = "interrupt"  # display.busy_input_mode
+        self._interrupted: set[str] = set()  # sessions whose turn a newer message cancelled
 
     @property
     def adapters(self) -> dict[Platform, PlatformAdapter]:
@@ -75,6 +77,7 @@ class Gateway:
         self.group_per_user = bool(cfg.get("gateway.group_sessions_per_user"))
         self.thread_per_user = bool(cfg.get("gateway.thread_sessions_per_user"))
         self.unauthorized_dm = str(cfg.get("gateway.unauthorized_dm_behavior"))
+        self.busy_mode = str(cfg.get("display.busy_input_mode"))
 
     # --- one message ----------------------------------------------------------------------
 
@@ -109,7 +112,10 @@ class Gateway:
                 return await self._command(chat, key, event)
             if (question := chat.open_question()) is not None:
                 return await self._answer_question(chat, key, question, event.text)
-            async with self._locks.setdefault(key, asyncio.Lock()):
+            lock = self._locks.setdefault(key, asyncio.Lock())
+            if lock.locked() and self.busy_mode == "interrupt":
+                await self._interrupt(chat, key)
+            async with lock:
                 return await self._converse(chat, key, event)
         except RpcError as exc:
             return exc.message
@@ -185,6 +191,19 @@ class Gateway:
             await self.event_hooks.emit("session:start", {**_context(source), "session_id": sid})
         return sid
 
+    async def _interrupt(self, chat: ChatLink, key: str) -> None:
+        """A message came while the chat's turn runs (``display.busy_input_mode:
+        interrupt``): cancel that turn; the new message runs once it has stopped, and the
+        stopped one sends nothing."""
+        sid = self.sessions.get(key)
+        if not sid:
+            return
+        self._interrupted.add(sid)
+        try:
+            await chat.link.call("session.cancel", {"session_id": sid})
+        except RpcError as exc:  # it ended meanwhile: nothing to stop
+            log.debug("gateway: interrupting session %s: %s", sid, exc.message)
+
     async def _converse(self, chat: ChatLink, key: str, event: MessageEvent) -> str | None:
         text, images = await _with_media(event)
         if chat.identity.trust != OWNER:  # someone the owner let in, not the owner
@@ -208,7 +227,11 @@ class Gateway:
         context["session_id"] = sid
         self.origins[sid] = chat.source
         answer = result.get("final_text")
-        if result.get("status") != "completed" and not answer:
+        interrupted = sid in self._interrupted
+        self._interrupted.discard(sid)
+        if result.get("status") == "cancelled" and interrupted:
+            answer = None  # a newer message of the chat took its place
+        elif result.get("status") != "completed" and not answer:
             answer = f"The turn {result.get('status')}: {result.get('error') or 'no answer'}"
         await self.event_hooks.emit("agent:end", {**context, "response": cut(answer)})
         if answer:

@@ -494,3 +494,36 @@ def test_a_platform_taken_out_of_the_config_is_stopped_at_the_reload(
     assert run_hermesctl(["--socket", str(daemon.socket), "reload"]).returncode == 0
     _wait_state(daemon, "telegram", "stopped: no longer configured")
     assert daemon.call("ping") is not None
+
+
+def _second_message_during_a_slow_turn(api: BotApiServer, model: ScriptedModelServer) -> None:
+    seen = len(model.requests)
+    model.push(reply("the slow answer", delay=8), reply("the quick answer"))
+    api.user_says(OWNER, "first, take your time")
+    deadline = time.monotonic() + 20
+    while len(model.requests) == seen:  # the first turn's request is out
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    api.user_says(OWNER, "no, do this instead")
+
+
+def test_a_message_during_a_turn_interrupts_it_by_default(
+    daemon: DaemonProcess, api: BotApiServer, model: ScriptedModelServer
+) -> None:
+    _second_message_during_a_slow_turn(api, model)
+    api.wait_sent(OWNER, "the quick answer", timeout=15)
+    texts = [p.get("text", "") for name, p in api.calls if name == "sendMessage"]
+    assert not any("slow answer" in t or "The turn cancelled" in t for t in texts), texts
+    assert model.requests[-1]["messages"][-1]["content"].endswith("no, do this instead")
+
+
+def test_with_busy_input_mode_queue_a_message_waits_for_the_turn(
+    start, api: BotApiServer, model: ScriptedModelServer
+) -> None:
+    config = gateway_config(api, model) + "display:\n  busy_input_mode: queue\n"
+    start(short_tmpdir("gwq-"), config=config)
+    api.wait_call("getMe")
+    _second_message_during_a_slow_turn(api, model)
+    first = api.wait_sent(OWNER, "the slow answer", timeout=20)
+    second = api.wait_sent(OWNER, "the quick answer", timeout=20)
+    assert first["message_id"] < second["message_id"]
