@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 
+from tests.support.browser import CHROMEDRIVER, chromium, csp_violations, screenshot, wait_for
 from tests.support.daemon import DaemonProcess, short_tmpdir
 from tests.support.http_client import free_port, http_config
 from tests.support.modelserver import ScriptedModelServer
@@ -170,3 +171,27 @@ def test_a_callback_not_started_here_is_a_400(start, model, idp) -> None:
     with _browser(port) as c:
         answer = c.get("/auth/callback", params={"code": "alice-code", "state": "x"})
         assert answer.status_code == 400 and "not started here" in answer.text
+
+
+@pytest.mark.skipif(CHROMEDRIVER is None, reason="needs chromium-driver (apt)")
+def test_a_browser_signs_in_with_the_provider_and_logs_out(start, model, idp) -> None:
+    _, port, plugin = _daemon(start, model, idp, password=False)
+    driver = chromium()
+    try:
+        driver.get(f"http://127.0.0.1:{port}/")
+        offer = wait_for(driver, "#provider-login", "Log in with Test Portal")
+        screenshot(driver, "login-with-provider")
+        offer.click()
+        wait_for(driver, "#view")
+        cookies = {c["name"]: c for c in driver.get_cookies()}
+        login = cookies["hermesd_login"]
+        assert login["httpOnly"] and login["sameSite"] == "Lax"
+        assert "hermes_session_pkce" not in cookies  # the flow's cookies are gone
+        screenshot(driver, "signed-in-with-provider")
+        assert csp_violations(driver) == []
+        wait_for(driver, "#logout").click()
+        wait_for(driver, "#provider-login")
+        assert "hermesd_login" not in {c["name"] for c in driver.get_cookies()}
+    finally:
+        driver.quit()
+    assert "revoke_session alice" in _calls(plugin)
