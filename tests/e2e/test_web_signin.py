@@ -10,7 +10,14 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 
-from tests.support.browser import CHROMEDRIVER, chromium, csp_violations, screenshot, wait_for
+from tests.support.browser import (
+    CHROMEDRIVER,
+    axe_violations,
+    chromium,
+    csp_violations,
+    screenshot,
+    wait_for,
+)
 from tests.support.daemon import DaemonProcess, short_tmpdir
 from tests.support.http_client import free_port, http_config
 from tests.support.modelserver import ScriptedModelServer
@@ -90,6 +97,25 @@ def test_a_provider_outage_is_a_503_and_others_are_still_served(start, model, id
         assert _password(c, "alice", "wonderland").status_code == 200
         assert c.get("/v1/web/me").status_code == 200
     assert "directory offline" in daemon.log()
+
+
+def test_a_provider_too_slow_to_answer_is_a_503(start, model, idp) -> None:
+    daemon, port, _ = _daemon(start, model, idp, password=True, timeout=1)
+    with _browser(port) as c:
+        slow = _password(c, "slow", "whatever")
+        assert slow.status_code == 503 and "did not answer in time" in slow.text
+        assert _password(c, "alice", "wonderland").status_code == 200
+    assert "did not answer in 1.0s" in daemon.log()
+
+
+def test_a_provider_that_raises_is_a_500_with_the_traceback_in_the_log(start, model, idp) -> None:
+    daemon, port, _ = _daemon(start, model, idp, password=True)
+    with _browser(port) as c:
+        crash = _password(c, "crash", "whatever")
+        assert crash.status_code == 500 and "see the daemon log" in crash.text
+        assert "tripped" not in crash.text
+    log = daemon.log()
+    assert "Traceback" in log and "the plugin tripped over itself" in log
 
 
 def test_a_member_sign_in_cannot_reach_owner_only_methods(start, model, idp) -> None:
@@ -181,6 +207,7 @@ def test_a_browser_signs_in_with_the_provider_and_logs_out(start, model, idp) ->
         driver.get(f"http://127.0.0.1:{port}/")
         offer = wait_for(driver, "#provider-login", "Log in with Test Portal")
         screenshot(driver, "login-with-provider")
+        assert axe_violations(driver) == []
         offer.click()
         wait_for(driver, "#view")
         cookies = {c["name"]: c for c in driver.get_cookies()}

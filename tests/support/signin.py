@@ -68,6 +68,10 @@ class Portal(DashboardAuthProvider):
         note("complete_password_login " + username)
         if username == "down":
             raise ProviderError("directory offline")
+        if username == "slow":
+            time.sleep(30)
+        if username == "crash":
+            raise RuntimeError("the plugin tripped over itself")
         if PASSWORDS.get(username) != password:
             raise InvalidCredentialsError(username)
         return self._session(username, 2 if username == "carol" else 5)
