@@ -24,7 +24,7 @@ from starlette.responses import RedirectResponse, Response
 from hermesd.http.common import BodyBounds, read_raw
 from hermesd.http.page import LOGIN_COOKIE, login_page, same_origin, secured, set_page_cookies
 from hermesd.http.provider_api import LoginStart
-from hermesd.http.provider_login import LoginFailed, ProviderLogins
+from hermesd.http.provider_login import PROVIDER_FAILED, LoginFailed, ProviderLogins
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class LoginRoutes:
             return self.view(exc.status, exc.message)
         if not isinstance(begun, LoginStart) or not _web_url(begun.redirect_url):
             log.error("HTTP auth provider %s: start_login gave no redirect URL", provider.name)
-            return self.view(500, "The sign-in provider failed; see the daemon log.")
+            return self.view(500, PROVIDER_FAILED)
         answer = RedirectResponse(begun.redirect_url, status_code=302)
         flow = {**begun.cookie_payload, FLOW_COOKIE: str(provider.name)}
         https = request.url.scheme == "https"

@@ -40,6 +40,7 @@ RECHECK = 15.0  # seconds a verified session is trusted before verify_session is
 REFRESH_BEFORE = 60  # seconds before expires_at when the session is refreshed
 MAX_LOGINS = 1000  # page sessions held; the oldest goes first
 BAD_CREDENTIALS = "That username and password are not valid here."
+PROVIDER_FAILED = "The sign-in provider failed; see the daemon log."
 
 
 class LoginFailed(Exception):
@@ -93,7 +94,7 @@ class ProviderLogins:
             raise LoginFailed(401, BAD_CREDENTIALS) from None
         except Exception:
             log.exception("HTTP auth provider: %s failed", what)
-            raise LoginFailed(500, "The sign-in provider failed; see the daemon log.") from None
+            raise LoginFailed(500, PROVIDER_FAILED) from None
 
     def identity(self, session: Session) -> Identity | None:
         """Who ``session``'s person is here, by ``http.auth_users`` (None: not admitted)."""
@@ -111,7 +112,7 @@ class ProviderLogins:
         """A new login id for a freshly signed-in ``session`` (LoginFailed 403: not listed)."""
         if not isinstance(session, Session):
             log.error("HTTP auth provider answered %r, not a Session", type(session).__name__)
-            raise LoginFailed(500, "The sign-in provider failed; see the daemon log.")
+            raise LoginFailed(500, PROVIDER_FAILED)
         who = self.identity(session)
         if who is None:
             log.warning(
@@ -151,15 +152,19 @@ class ProviderLogins:
         if time.monotonic() - held.checked < RECHECK:
             return held.session
         token = held.session.access_token
-        seen: Session | None = await self.call(
+        seen: Any = await self.call(
             "verify_session", lambda: provider.verify_session(access_token=token)
         )
         if seen is None:
             return await self._refresh(provider, held)
-        if not seen.refresh_token:  # a verify may not repeat the refresh token: keep ours
-            seen = replace(seen, refresh_token=held.session.refresh_token)
-        held.session, held.checked = seen, time.monotonic()
-        return seen
+        if not isinstance(seen, Session):
+            log.error("HTTP auth provider: verify_session answered %r", type(seen).__name__)
+            raise LoginFailed(500, PROVIDER_FAILED)
+        current: Session = seen
+        if not current.refresh_token:  # a verify may not repeat the refresh token: keep ours
+            current = replace(current, refresh_token=held.session.refresh_token)
+        held.session, held.checked = current, time.monotonic()
+        return current
 
     async def _refresh(self, provider: Any, held: _Login) -> Session | None:
         token = held.session.refresh_token
@@ -173,6 +178,7 @@ class ProviderLogins:
             log.info("web page: %s's session ended (%s)", held.session.user_id, exc)
             return None
         if not isinstance(fresh, Session):
+            log.error("HTTP auth provider: refresh_session answered %r", type(fresh).__name__)
             return None
         held.session, held.checked = fresh, time.monotonic()
         return fresh
