@@ -9,14 +9,17 @@ that ``supports_password``, a username and password form posted to ``/auth/passw
 ``complete_login``. Either way the `Session` goes through `ProviderLogins.admit` and the
 browser gets page.py's login cookies. Failures come back as the login page with the status
 the reference gives them (400 bad code or state, 401 credentials, 403 not in
-``http.auth_users``, 503 the provider is down or slow).
+``http.auth_users``, 503 the provider is down or slow); a client address gets
+`PASSWORD_TRIES` password attempts a minute (then 429), as in the reference.
 """
 
 from __future__ import annotations
 
 import html
 import logging
+import time
 import urllib.parse
+from collections import deque
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -32,6 +35,8 @@ FLOW_SECONDS = 600  # how long a started OAuth sign-in may take
 PKCE_COOKIE = "hermes_session_pkce"  # the reference's name: state=…;verifier=…
 FLOW_COOKIE = "hermesd_login_flow"  # the provider the flow was started with
 FLOW_PATH = "/auth/"
+PASSWORD_TRIES = 10  # password attempts per client address within PASSWORD_WINDOW (then 429)
+PASSWORD_WINDOW = 60.0
 
 
 class LoginRoutes:
@@ -40,6 +45,7 @@ class LoginRoutes:
     def __init__(self, logins: ProviderLogins, bounds: BodyBounds) -> None:
         self.logins = logins
         self.bounds = bounds
+        self._tries: dict[str, deque[float]] = {}  # client address -> recent password attempts
 
     def view(self, status: int = 200, message: str = "") -> Response:
         """The login page, with the configured provider's sign-in when there is one."""
@@ -139,6 +145,8 @@ class LoginRoutes:
             return self.view(404, "This daemon takes no passwords.")
         if not same_origin(request):
             return self.view(403, "This form must be sent from this page.")
+        if self._too_many(request.client.host if request.client else ""):
+            return self.view(429, "Too many attempts; wait a minute and try again.")
         form = urllib.parse.parse_qs(
             (await read_raw(request, self.bounds)).decode("utf-8", "replace")
         )
@@ -155,6 +163,19 @@ class LoginRoutes:
         except LoginFailed as exc:
             return self.view(exc.status, exc.message)
         return _signed_in(request, login)
+
+    def _too_many(self, address: str) -> bool:
+        """Whether ``address`` has used up its password attempts (this one counts)."""
+        now = time.monotonic()
+        if len(self._tries) > 4096:  # forget addresses that have gone quiet
+            self._tries = {a: t for a, t in self._tries.items() if now - t[-1] < PASSWORD_WINDOW}
+        recent = self._tries.setdefault(address, deque())
+        while recent and now - recent[0] > PASSWORD_WINDOW:
+            recent.popleft()
+        if len(recent) >= PASSWORD_TRIES:
+            return True
+        recent.append(now)
+        return False
 
 
 def _signed_in(request: Request, login: str) -> Response:

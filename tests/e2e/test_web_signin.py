@@ -89,6 +89,13 @@ def test_a_wrong_password_gets_a_generic_401(start, model, idp) -> None:
         assert c.get("/v1/web/me").status_code == 401
 
 
+def test_password_attempts_are_limited_per_address(start, model, idp) -> None:
+    _, port, _ = _daemon(start, model, idp, password=True)
+    with _browser(port) as c:
+        tries = [_password(c, "alice", f"guess-{n}").status_code for n in range(11)]
+    assert tries == [401] * 10 + [429]
+
+
 def test_a_provider_outage_is_a_503_and_others_are_still_served(start, model, idp) -> None:
     daemon, port, _ = _daemon(start, model, idp, password=True)
     with _browser(port) as c:
