@@ -229,3 +229,21 @@ def test_a_browser_signs_in_with_the_provider_and_logs_out(start, model, idp) ->
     finally:
         driver.quit()
     assert "revoke_session alice" in _calls(plugin)
+
+
+@pytest.mark.skipif(CHROMEDRIVER is None, reason="needs chromium-driver (apt)")
+def test_a_member_signed_in_by_password_sees_owner_only_parts_refused(start, model, idp) -> None:
+    _, port, _ = _daemon(start, model, idp, password=True)
+    driver = chromium()
+    try:
+        driver.get(f"http://127.0.0.1:{port}/")
+        wait_for(driver, "#username").send_keys("bob")
+        wait_for(driver, "#password").send_keys("builder")
+        assert axe_violations(driver) == []
+        wait_for(driver, "#password-login").click()
+        wait_for(driver, "#view")
+        driver.get(f"http://127.0.0.1:{port}/#/status")
+        wait_for(driver, "section[aria-label='Recent log (redacted)'] .error", "owner only")
+        screenshot(driver, "member-signed-in-with-password")
+    finally:
+        driver.quit()
