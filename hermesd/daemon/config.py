@@ -75,6 +75,11 @@ SCHEMA: dict[str, Any] = {
             (str,), None, "a dashboard_auth plugin provider asked about tokens not in token_file"
         ),
         "auth_timeout": _S(_num, 5, "seconds the auth provider may take to answer"),
+        "auth_users": _S(
+            (dict,),
+            None,
+            "who a provider sign-in on the web page is: {user_id or email: owner or login user}",
+        ),
         "web": _S((bool,), True, "serve the web page at / on the listener (docs/web.md)"),
     },
     "limits": {

@@ -28,10 +28,12 @@ from hermesd.http.auth_provider import ProviderAuth
 from hermesd.http.common import BodyBounds, HttpError
 from hermesd.http.door import Door
 from hermesd.http.errors import error, from_rpc
+from hermesd.http.login_routes import LoginRoutes
 from hermesd.http.metrics import EventMetrics
 from hermesd.http.openai_api import OpenAIRoutes
 from hermesd.http.openapi import document
-from hermesd.http.page import PageRoutes, cookie_token, csrf_refusal
+from hermesd.http.page import LOGIN_COOKIE, PageRoutes, cookie_token, csrf_refusal
+from hermesd.http.provider_login import LoginFailed, ProviderLogins
 from hermesd.http.session_feed import SessionFeed
 from hermesd.http.sessions_api import SessionRoutes
 from hermesd.http.tokens import Identity, authenticate, bearer
@@ -64,6 +66,7 @@ class HttpApp:
         self.door = door
         self.counters = metrics
         self.provider_auth: ProviderAuth | None = None  # a plugin's tokens (auth_provider.py)
+        self.logins = ProviderLogins(lambda: self.provider_auth)  # its page sign-ins
         self.tokens: list[tuple[bytes, Identity]] = []
         self.answered: Counter[str] = Counter()  # responses by status code
         self.refused = 0  # requests without a valid token
@@ -101,10 +104,14 @@ class HttpApp:
             Route("/v1/rpc/{method}", self._auth(s.rpc), methods=["POST"]),
         ]
         if web:  # the web page (docs/web.md)
-            p = PageRoutes(door, bounds, self._identify)
+            signin = LoginRoutes(self.logins, bounds)
+            p = PageRoutes(door, bounds, self._identify, self.logins, signin.view)
             routes += [
                 Route("/", p.index, methods=["GET"]),
                 Route("/login", p.login, methods=["POST"]),
+                Route("/auth/login", signin.start, methods=["GET"]),
+                Route("/auth/callback", signin.callback, methods=["GET"], name="auth_callback"),
+                Route("/auth/password-login", signin.password, methods=["POST"]),
                 Route("/logout", self._auth(p.logout), methods=["POST"]),
                 Route("/web/{path:path}", p.asset, methods=["GET"]),
                 Route("/v1/web/me", self._auth(p.me), methods=["GET"]),
@@ -113,23 +120,33 @@ class HttpApp:
             ]
         self.app = Starlette(routes=routes)
 
+    async def _caller(self, request: Request) -> Identity | Response:
+        """Who is asking (the bearer token, the page's token or provider login), or a refusal."""
+        header = request.headers.get("authorization")
+        login = cookie_token(request, LOGIN_COOKIE)  # a provider sign-in (provider_login.py)
+        cookie = login or cookie_token(request)  # the web page's login (page.py)
+        if cookie is not None:
+            refusal = csrf_refusal(request, cookie)
+            if refusal is not None:
+                return error(403, f"refused: {refusal}", "csrf")
+            header = f"Bearer {cookie}"
+        try:
+            who = await (self.logins.identify(login) if login else self._identify(bearer(header)))
+        except LoginFailed as exc:
+            return error(exc.status, exc.message, "auth_provider")
+        if who is None:
+            self.refused += 1
+            answer = error(401, "a valid bearer token is needed", "invalid_token")
+            answer.headers["WWW-Authenticate"] = 'Bearer realm="hermesd"'
+            return answer
+        return who
+
     def _auth(self, endpoint: Endpoint) -> Endpoint:
         async def guarded(request: Request) -> Response:
-            header = request.headers.get("authorization")
-            cookie = cookie_token(request)  # the web page's login (page.py)
-            if cookie is not None:
-                refusal = csrf_refusal(request, cookie)
-                if refusal is not None:
-                    self.answered["403"] += 1
-                    return error(403, f"refused: {refusal}", "csrf")
-                header = f"Bearer {cookie}"
-            who = await self._identify(bearer(header))
-            if who is None:
-                self.refused += 1
-                self.answered["401"] += 1
-                answer = error(401, "a valid bearer token is needed", "invalid_token")
-                answer.headers["WWW-Authenticate"] = 'Bearer realm="hermesd"'
-                return answer
+            who = await self._caller(request)
+            if isinstance(who, Response):
+                self.answered[str(who.status_code)] += 1
+                return who
             request.state.identity = who
             try:
                 response = await endpoint(request)

@@ -8,6 +8,7 @@ principal (an object with ``principal``, or a string): ``owner`` is the daemon's
 name a login user as a member, exactly as a ``NAME:`` in the token file; None, an error, a
 timeout or a name that is no user refuses the request. A provider without ``supports_token`` is
 never asked. Answers are not cached: the provider decides each request (revocation is instant).
+`ProviderAuth.ask` is the same thread-and-timeout for the page's sign-in (provider_login.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from hermesd.http.provider_api import ProviderError, offers_login
 from hermesd.http.tokens import Identity, identity_of
 
 log = logging.getLogger(__name__)
@@ -32,13 +34,13 @@ class ProviderAuth:
     def __init__(
         self, settings: Callable[[str], Any], providers: Callable[[], dict[str, Any]]
     ) -> None:
-        self._settings = settings
+        self.settings = settings
         self._providers = providers
         self._slots = asyncio.Semaphore(MAX_ASKING)
 
     def provider(self) -> Any | None:
         """The provider ``http.auth_provider`` names, when it is registered and takes tokens."""
-        name = self._settings("http.auth_provider")
+        name = self.settings("http.auth_provider")
         if not name:
             return None
         found = self._providers().get(str(name))
@@ -46,21 +48,36 @@ class ProviderAuth:
             return None
         return found
 
+    def session_provider(self) -> Any | None:
+        """The provider ``http.auth_provider`` names, when the login page offers it."""
+        name = self.settings("http.auth_provider")
+        found = self._providers().get(str(name)) if name else None
+        return found if found is not None and offers_login(found) else None
+
+    def timeout(self) -> float:
+        """Seconds a provider call may take (``http.auth_timeout``)."""
+        return float(self.settings("http.auth_timeout"))
+
+    async def ask(self, call: Callable[[], Any]) -> Any:
+        """``call()`` (plugin code) on a thread, within the timeout; raises what it raised."""
+        async with asyncio.timeout(self.timeout()):
+            async with self._slots:
+                return await in_thread(call)
+
     async def identify(self, token: str) -> Identity | None:
         """The identity the provider maps ``token`` to, or None (refused)."""
         provider = self.provider()
         if provider is None or not token:
             return None
-        timeout = float(self._settings("http.auth_timeout"))
         try:
-            async with asyncio.timeout(timeout):
-                async with self._slots:
-                    answer = await _in_thread(provider, token)
+            answer = await self.ask(lambda: provider.verify_token(token=token))
         except TimeoutError:
-            log.warning("HTTP auth provider %s did not answer in %ss", _name(provider), timeout)
+            log.warning(
+                "HTTP auth provider %s did not answer in %ss", _name(provider), self.timeout()
+            )
             return None
         except Exception as exc:
-            if type(exc).__name__ == "ProviderError":  # its store is down: no traceback
+            if isinstance(exc, ProviderError):  # its store is down: no traceback
                 log.warning("HTTP auth provider %s: %s; refused", _name(provider), exc)
                 return None
             log.exception("HTTP auth provider %s failed; the request is refused", _name(provider))
@@ -81,8 +98,8 @@ def _name(provider: Any) -> str:
     return str(getattr(provider, "name", type(provider).__name__))
 
 
-async def _in_thread(provider: Any, token: str) -> Any:
-    """``verify_token`` on a daemon thread of its own: one that hangs holds up no stop."""
+async def in_thread(call: Callable[[], Any]) -> Any:
+    """``call()`` on a daemon thread of its own: one that hangs holds up no stop."""
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[Any] = loop.create_future()
 
@@ -97,7 +114,7 @@ async def _in_thread(provider: Any, token: str) -> Any:
     def run() -> None:
         error: BaseException | None = None
         try:
-            value = provider.verify_token(token=token)
+            value = call()
         except BaseException as exc:  # handed to the waiting request, which logs it
             value, error = None, exc
         with contextlib.suppress(RuntimeError):  # the daemon stopped meanwhile: nobody waits

@@ -6,7 +6,9 @@ sets two cookies: ``hermesd_token`` (the token itself: ``HttpOnly``, ``SameSite=
 ``hermesd_csrf`` (readable by the page's script). A request authenticated by the cookie that
 is not a GET must carry ``X-CSRF-Token`` equal to the CSRF value, which is an HMAC of the token
 (so it survives a daemon restart and is worth nothing without the token), and an ``Origin``,
-if sent, of this very host. Bearer-token clients never touch any of this.
+if sent, of this very host. Bearer-token clients never touch any of this. A sign-in through a
+plugin's provider (login_routes.py) sets ``hermesd_login`` instead, an opaque login id
+(``SameSite=Lax``, so it survives the identity service's redirect back), same CSRF rules.
 
 The page's files are package data (``hermesd/http/web/``), served (gzip-compressed to a browser
 that accepts it, with an ETag) with a strict
@@ -21,20 +23,24 @@ from __future__ import annotations
 import gzip
 import hashlib
 import hmac
+import html
 import time
 import urllib.parse
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 
 from hermesd.http.common import BodyBounds, HttpError, identity, read_raw
 from hermesd.http.door import Door
+from hermesd.http.provider_login import LoginFailed, ProviderLogins
 
 WEB = Path(__file__).parent / "web"
 TOKEN_COOKIE = "hermesd_token"
+LOGIN_COOKIE = "hermesd_login"  # a provider sign-in's login id (provider_login.py)
 CSRF_COOKIE = "hermesd_csrf"
 CSRF_HEADER = "x-csrf-token"
 SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -77,18 +83,32 @@ def csrf_value(token: str) -> str:
     return hmac.new(token.encode(), b"hermesd web csrf", hashlib.sha256).hexdigest()
 
 
-def cookie_token(request: Request) -> str | None:
+def cookie_token(request: Request, name: str = TOKEN_COOKIE) -> str | None:
     """The login cookie's token, if the request has one and no Authorization header."""
     if request.headers.get("authorization") is not None:
         return None
-    return request.cookies.get(TOKEN_COOKIE) or None
+    return request.cookies.get(name) or None
+
+
+def set_page_cookies(
+    response: Response, request: Request, name: str, value: str, samesite: Literal["lax", "strict"]
+) -> None:
+    """Sign the browser in: ``name`` holds ``value`` (HttpOnly), the CSRF cookie its HMAC."""
+    https = request.url.scheme == "https"
+    for cookie, text, hidden in ((name, value, True), (CSRF_COOKIE, csrf_value(value), False)):
+        response.set_cookie(
+            cookie, text, httponly=hidden, samesite=samesite, secure=https, path="/"
+        )
+    other = LOGIN_COOKIE if name == TOKEN_COOKIE else TOKEN_COOKIE
+    if other in request.cookies:
+        response.delete_cookie(other, path="/")
 
 
 def csrf_refusal(request: Request, token: str) -> str | None:
     """Why a cookie-authenticated request may not go on (None: it may)."""
     if request.method in SAFE:
         return None
-    if not _same_origin(request):
+    if not same_origin(request):
         return "the request comes from another origin"
     sent = request.headers.get(CSRF_HEADER, "")
     if not hmac.compare_digest(sent.encode(), csrf_value(token).encode()):
@@ -96,7 +116,8 @@ def csrf_refusal(request: Request, token: str) -> str | None:
     return None
 
 
-def _same_origin(request: Request) -> bool:
+def same_origin(request: Request) -> bool:
+    """Whether a browser's request comes from this very host (or sends no Origin)."""
     origin = request.headers.get("origin")
     if origin is None:
         return True  # not a browser's cross-site request (those send Origin on POST)
@@ -111,11 +132,13 @@ def secured(response: Response) -> Response:
     return response
 
 
-def _login_page(status: int = 200, message: str = "") -> Response:
-    text = (WEB / "login.html").read_text("utf-8")
+def login_page(status: int = 200, message: str = "", offer: str = "") -> Response:
+    """The login form; ``message`` is shown as its error, ``offer`` is a provider's sign-in."""
+    text = (WEB / "login.html").read_text("utf-8").replace("<!--provider-->", offer)
     if message:
         text = text.replace(
-            "<!--message-->", f'<p class="error" role="alert" id="login-error">{message}</p>'
+            "<!--message-->",
+            f'<p class="error" role="alert" id="login-error">{html.escape(message)}</p>',
         )
     return secured(Response(text, status, media_type=TYPES[".html"]))
 
@@ -123,15 +146,33 @@ def _login_page(status: int = 200, message: str = "") -> Response:
 class PageRoutes:
     """``/``, ``/login``, ``/logout``, ``/web/{file}`` and ``/v1/web/usage``."""
 
-    def __init__(self, door: Door, bounds: BodyBounds, check: Any) -> None:
+    def __init__(
+        self,
+        door: Door,
+        bounds: BodyBounds,
+        check: Any,
+        logins: ProviderLogins,
+        view: Callable[[int, str], Response],
+    ) -> None:
         self.door = door
         self.bounds = bounds
         self.check = check  # async (token) -> Identity | None: the door's own token check
+        self.logins = logins  # provider sign-ins (provider_login.py)
+        self.view = view  # (status, message) -> the login page (with a provider's offer)
 
     async def index(self, request: Request) -> Response:
+        login = request.cookies.get(LOGIN_COOKIE)
         token = request.cookies.get(TOKEN_COOKIE)
+        try:
+            if login and await self.logins.identify(login) is not None:
+                return secured(FileResponse(WEB / "index.html", media_type=TYPES[".html"]))
+        except LoginFailed as exc:
+            return self.view(exc.status, exc.message)
         if not token or await self.check(token) is None:
-            return _login_page()
+            answer: Response = self.view(200, "")
+            if login:
+                answer.delete_cookie(LOGIN_COOKIE, path="/")
+            return answer
         return secured(FileResponse(WEB / "index.html", media_type=TYPES[".html"]))
 
     async def asset(self, request: Request) -> Response:
@@ -149,34 +190,27 @@ class PageRoutes:
         return secured(Response(body, media_type=TYPES[path.suffix], headers=headers))
 
     async def login(self, request: Request) -> Response:
-        if not _same_origin(request):
-            return _login_page(403, "This form must be sent from this page.")
+        if not same_origin(request):
+            return self.view(403, "This form must be sent from this page.")
         form = urllib.parse.parse_qs(
             (await read_raw(request, self.bounds)).decode("utf-8", "replace")
         )
         token = (form.get("token") or [""])[0].strip()
         if not token or await self.check(token) is None:
-            return _login_page(401, "That token is not valid here.")
+            return self.view(401, "That token is not valid here.")
         answer = RedirectResponse("/", status_code=303)
-        https = request.url.scheme == "https"
-        answer.set_cookie(
-            TOKEN_COOKIE, token, httponly=True, samesite="strict", secure=https, path="/"
-        )
-        answer.set_cookie(
-            CSRF_COOKIE,
-            csrf_value(token),
-            httponly=False,
-            samesite="strict",
-            secure=https,
-            path="/",
-        )
+        set_page_cookies(answer, request, TOKEN_COOKIE, token, "strict")
         return secured(answer)
 
     async def logout(self, request: Request) -> Response:
-        """Forget the cookies (a cookie-authenticated POST: the CSRF check has passed)."""
+        """Forget the cookies (a cookie-authenticated POST: the CSRF check has passed) and a
+        provider sign-in's session (``revoke_session``, best effort)."""
+        login = cookie_token(request, LOGIN_COOKIE)
+        if login:
+            await self.logins.logout(login)
         answer = RedirectResponse("/", status_code=303)
-        answer.delete_cookie(TOKEN_COOKIE, path="/")
-        answer.delete_cookie(CSRF_COOKIE, path="/")
+        for name in (TOKEN_COOKIE, LOGIN_COOKIE, CSRF_COOKIE):
+            answer.delete_cookie(name, path="/")
         return secured(answer)
 
     async def me(self, request: Request) -> Response:

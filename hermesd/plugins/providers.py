@@ -64,8 +64,8 @@ KINDS: dict[str, Kind] = {
     "dashboard_auth": Kind(
         "register_dashboard_auth_provider",
         "",
-        "the HTTP door asks it (verify_token) about bearer tokens not in http.token_file when "
-        "http.auth_provider names it and the door is on",
+        "the HTTP door asks it (verify_token) about bearer tokens not in http.token_file, and "
+        "the web page signs people in with it, when http.auth_provider names it",
     ),
     "platform": Kind(
         "register_platform",
