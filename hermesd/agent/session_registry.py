@@ -3,8 +3,9 @@
 Owns attachment (which connections receive a session's ``session.event`` notifications), the
 one-turn-per-session rule (a turn waits for, or is refused beside, the one running), turn
 tasks that outlive the connection that started them, the events of a turn (sent to every
-attached connection, kept for clients that re-attach), messages plugins inject and the
-listeners of a conversation moving to another session. It answers no RPC: that is
+attached connection, kept for clients that re-attach), messages plugins inject, notices that
+wake a session (a background process's: `wake`) and the listeners of a conversation moving to
+another session. It answers no RPC: that is
 `hermesd.agent.session_service.SessionService`, built on it; storage is
 ``store.SessionStore``'s job and the turn itself ``agent.AgentLoop``'s.
 """
@@ -73,6 +74,7 @@ class SessionRegistry:
         self._count = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._injections: dict[str, list[tuple[str, str]]] = {}
+        self._wakes: dict[str, list[tuple[str, str, Callable[[], bool] | None]]] = {}
         self._warm_up: asyncio.Task[None] | None = None
         self._owners: dict[str, int | None] = {}  # owner uid of sessions looked up: never changes
         self.on_attach = on_attach
@@ -115,6 +117,33 @@ class SessionRegistry:
             return
         self._injections.setdefault(sid, []).append((role, content))
         if sid not in self.turns and self._loop is not None:
+            self._loop.create_task(self._flush_injections(sid))
+
+    def wake(
+        self, sid: str, text: str, sender_id: str, wanted: Callable[[], bool] | None = None
+    ) -> None:
+        """On the loop: a notice for ``sid`` from something the session started (a background
+        process, ``sender_id`` ``process:<id>``). An idle session starts a turn on it; a busy
+        one when its running turn ends (notices that waited together share one turn). One
+        whose ``wanted()`` is false by then is dropped; after a cancelled turn, or with no
+        model configured, the notices are stored as messages instead of starting a turn."""
+        self._wakes.setdefault(sid, []).append((text, sender_id, wanted))
+        if sid not in self.turns:
+            self._wake_next(sid, start=True)
+
+    def _wake_next(self, sid: str, start: bool) -> None:
+        waiting = [w for w in self._wakes.pop(sid, []) if w[2] is None or w[2]()]
+        if not waiting:
+            return
+        text = "\n\n".join(w[0] for w in waiting)
+        senders = {w[1] for w in waiting}
+        if start and self._can_start(sid):
+            self.touched.add(sid)
+            sender = senders.pop() if len(senders) == 1 else "process"
+            self._start_turn(sid, text, None, sender_id=sender)
+            return
+        self._injections.setdefault(sid, []).append(("user", text))
+        if self._loop is not None:
             self._loop.create_task(self._flush_injections(sid))
 
     def _can_start(self, sid: str) -> bool:
@@ -304,6 +333,8 @@ class SessionRegistry:
             self.narrowing.pop(sid, None)
         if self._injections.get(sid) and self._loop is not None:
             self._loop.create_task(self._flush_injections(sid))
+        if self._wakes.get(sid) and sid not in self.turns:
+            self._wake_next(sid, start=not task.cancelled())
         if not task.cancelled() and task.exception() is not None:
             log.error("turn %s of session %s crashed", turn_id, sid, exc_info=task.exception())
 
