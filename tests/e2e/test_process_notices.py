@@ -1,7 +1,8 @@
 """Background processes that wake their session, and ``pty``, on a real daemon.
 
 ``notify_on_complete``: a process ending while its session is idle starts a turn whose request
-carries the notice (marked as the process's, its output untrusted); one ending while a turn
+carries the notice (marked as the process's, its output untrusted; ``hermesctl sessions show``
+lists it with the answer); one ending while a turn
 runs is told in a turn of its own once that turn is over; a ``wait`` that read the ending
 leaves nothing to tell. ``watch_patterns``: a matching line of output wakes the session. ``pty``:
 the command sees a terminal, under bubblewrap and under Landlock, and is as confined as ever
@@ -20,7 +21,7 @@ import pytest
 
 from hermesctl.client import Client
 from tests.support.approvals import tool
-from tests.support.daemon import DaemonProcess, short_tmpdir
+from tests.support.daemon import DaemonProcess, run_hermesctl, short_tmpdir
 from tests.support.modelserver import ScriptedModelServer, Step, reply
 from tests.support.tool_turns import tool_turn
 
@@ -105,6 +106,8 @@ def test_a_process_ending_while_the_session_is_idle_starts_a_turn_with_its_notic
     assert notice.startswith(f"[Notice from background process {pid}, not from the user")
     assert "exit code 3" in notice and "Command: read x" in notice
     assert f'<untrusted-data source="process:{pid}">' in notice and "got:hello" in notice
+    shown = run_hermesctl(["--socket", str(daemon.socket), "sessions", "show", sid]).stdout
+    assert f"Notice from background process {pid}" in shown and "noted" in shown
 
 
 def test_a_process_ending_during_a_turn_is_told_after_that_turn(
