@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 EVENT = "session.event"
+MAX_WAKES = 20  # notices waiting for one busy session; older ones are dropped beyond it
 
 
 class SessionRegistry:
@@ -75,6 +76,7 @@ class SessionRegistry:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._injections: dict[str, list[tuple[str, str]]] = {}
         self._wakes: dict[str, list[tuple[str, str, Callable[[], bool] | None]]] = {}
+        self._wakes_dropped: dict[str, int] = {}
         self._warm_up: asyncio.Task[None] | None = None
         self._owners: dict[str, int | None] = {}  # owner uid of sessions looked up: never changes
         self.on_attach = on_attach
@@ -126,8 +128,13 @@ class SessionRegistry:
         process, ``sender_id`` ``process:<id>``). An idle session starts a turn on it; a busy
         one when its running turn ends (notices that waited together share one turn). One
         whose ``wanted()`` is false by then is dropped; after a cancelled turn, or with no
-        model configured, the notices are stored as messages instead of starting a turn."""
-        self._wakes.setdefault(sid, []).append((text, sender_id, wanted))
+        model configured, the notices are stored as messages instead of starting a turn. At
+        most `MAX_WAKES` wait; past that the oldest are dropped (the turn is told how many)."""
+        waiting = self._wakes.setdefault(sid, [])
+        waiting.append((text, sender_id, wanted))
+        if len(waiting) > MAX_WAKES:
+            del waiting[0]
+            self._wakes_dropped[sid] = self._wakes_dropped.get(sid, 0) + 1
         if sid not in self.turns:
             self._wake_next(sid, start=True)
 
@@ -136,6 +143,8 @@ class SessionRegistry:
         if not waiting:
             return
         text = "\n\n".join(w[0] for w in waiting)
+        if dropped := self._wakes_dropped.pop(sid, 0):
+            text = f"[{dropped} earlier notices were dropped while the session was busy.]\n\n{text}"
         senders = {w[1] for w in waiting}
         if start and self._can_start(sid):
             self.touched.add(sid)
