@@ -4,7 +4,8 @@
 carries the notice (marked as the process's, its output untrusted; ``hermesctl sessions show``
 lists it with the answer); one ending while a turn
 runs is told in a turn of its own once that turn is over; a ``wait`` that read the ending
-leaves nothing to tell. ``watch_patterns``: a matching line of output wakes the session. ``pty``:
+leaves nothing to tell; a kill by a person (``hermesctl processes --kill``) is told, naming
+it. ``watch_patterns``: a matching line of output wakes the session. ``pty``:
 the command sees a terminal, under bubblewrap and under Landlock, and is as confined as ever
 (no ``~/.ssh``, no Unix socket to the daemon). Bad arguments get clear errors.
 """
@@ -281,3 +282,25 @@ def test_bad_notice_and_pty_arguments_get_clear_errors(
     assert "'pty'" in results[4]["error"]
     assert "watch_patterns are ignored" in results[5]["watch_patterns_ignored"]
     assert results[5]["notify_on_complete"] is True and "watch_patterns" not in results[5]
+
+
+def test_a_process_a_person_kills_tells_the_session_who_did(
+    model: ScriptedModelServer, start: Start
+) -> None:
+    daemon = _daemon(start, model)
+    with daemon.client(timeout=60) as client:
+        sid = _session(client)
+        args = {
+            "command": "echo working; sleep 600",
+            "background": True,
+            "notify_on_complete": True,
+        }
+        [started] = tool_turn(model, client, sid, ("terminal", args))
+        pid = started["session_id"]
+        model.push(reply("it was stopped"))
+        socket = ["--socket", str(daemon.socket)]
+        assert run_hermesctl([*socket, "processes", sid, "--kill", pid]).returncode == 0
+        began, _ = _next_turn(client, sid)
+    notice = began["user_message"]
+    assert notice.startswith(f"[Notice from background process {pid}")
+    assert "was killed by process.kill (client)" in notice and "working" in notice
