@@ -2,12 +2,12 @@
 
 ``notify_on_complete``: a process ending while its session is idle starts a turn whose request
 carries the notice (marked as the process's, its output untrusted; ``hermesctl sessions show``
-lists it with the answer); one ending while a turn
-runs is told in a turn of its own once that turn is over; a ``wait`` that read the ending
-leaves nothing to tell; a kill by a person (``hermesctl processes --kill``) is told, naming
-it. ``watch_patterns``: a matching line of output wakes the session. ``pty``:
-the command sees a terminal, under bubblewrap and under Landlock, and is as confined as ever
-(no ``~/.ssh``, no Unix socket to the daemon). Bad arguments get clear errors.
+lists it with the answer); one ending while a turn runs is told in a turn of its own once that
+turn is over; a ``wait`` that read the ending leaves nothing to tell; a kill by a person
+(``hermesctl processes --kill``) is told, naming it. ``watch_patterns``: a matching line of
+output wakes the session. ``pty``: the command sees a terminal, under bubblewrap and under
+Landlock, and is as confined as ever (no ``~/.ssh``, no Unix socket to the daemon). Bad
+arguments get clear errors.
 """
 
 from __future__ import annotations
