@@ -3,8 +3,9 @@
 Owns attachment (which connections receive a session's ``session.event`` notifications), the
 one-turn-per-session rule (a turn waits for, or is refused beside, the one running), turn
 tasks that outlive the connection that started them, the events of a turn (sent to every
-attached connection, kept for clients that re-attach), messages plugins inject and the
-listeners of a conversation moving to another session. It answers no RPC: that is
+attached connection, kept for clients that re-attach), messages plugins inject, notices that
+wake a session (a background process's: `wake`) and the listeners of a conversation moving to
+another session. It answers no RPC: that is
 `hermesd.agent.session_service.SessionService`, built on it; storage is
 ``store.SessionStore``'s job and the turn itself ``agent.AgentLoop``'s.
 """
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 EVENT = "session.event"
+MAX_WAKES = 20  # notices waiting for one busy session; older ones are dropped beyond it
 
 
 class SessionRegistry:
@@ -73,6 +75,8 @@ class SessionRegistry:
         self._count = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._injections: dict[str, list[tuple[str, str]]] = {}
+        self._wakes: dict[str, list[tuple[str, str, Callable[[], bool] | None]]] = {}
+        self._wakes_dropped: dict[str, int] = {}
         self._warm_up: asyncio.Task[None] | None = None
         self._owners: dict[str, int | None] = {}  # owner uid of sessions looked up: never changes
         self.on_attach = on_attach
@@ -115,6 +119,40 @@ class SessionRegistry:
             return
         self._injections.setdefault(sid, []).append((role, content))
         if sid not in self.turns and self._loop is not None:
+            self._loop.create_task(self._flush_injections(sid))
+
+    def wake(
+        self, sid: str, text: str, sender_id: str, wanted: Callable[[], bool] | None = None
+    ) -> None:
+        """On the loop: a notice for ``sid`` from something the session started (a background
+        process, ``sender_id`` ``process:<id>``). An idle session starts a turn on it; a busy
+        one when its running turn ends (notices that waited together share one turn). One
+        whose ``wanted()`` is false by then is dropped; after a cancelled turn, or with no
+        model configured, the notices are stored as messages instead of starting a turn. At
+        most `MAX_WAKES` wait; past that the oldest are dropped (the turn is told how many)."""
+        waiting = self._wakes.setdefault(sid, [])
+        waiting.append((text, sender_id, wanted))
+        if len(waiting) > MAX_WAKES:
+            del waiting[0]
+            self._wakes_dropped[sid] = self._wakes_dropped.get(sid, 0) + 1
+        if sid not in self.turns:
+            self._wake_next(sid, start=True)
+
+    def _wake_next(self, sid: str, start: bool) -> None:
+        waiting = [w for w in self._wakes.pop(sid, []) if w[2] is None or w[2]()]
+        if not waiting:
+            return
+        text = "\n\n".join(w[0] for w in waiting)
+        if dropped := self._wakes_dropped.pop(sid, 0):
+            text = f"[{dropped} earlier notices were dropped while the session was busy.]\n\n{text}"
+        senders = {w[1] for w in waiting}
+        if start and self._can_start(sid):
+            self.touched.add(sid)
+            sender = senders.pop() if len(senders) == 1 else "process"
+            self._start_turn(sid, text, None, sender_id=sender)
+            return
+        self._injections.setdefault(sid, []).append(("user", text))
+        if self._loop is not None:
             self._loop.create_task(self._flush_injections(sid))
 
     def _can_start(self, sid: str) -> bool:
@@ -304,6 +342,8 @@ class SessionRegistry:
             self.narrowing.pop(sid, None)
         if self._injections.get(sid) and self._loop is not None:
             self._loop.create_task(self._flush_injections(sid))
+        if self._wakes.get(sid) and sid not in self.turns:
+            self._wake_next(sid, start=not task.cancelled())
         if not task.cancelled() and task.exception() is not None:
             log.error("turn %s of session %s crashed", turn_id, sid, exc_info=task.exception())
 

@@ -521,6 +521,7 @@ def _turns(core: _Core, memory: _Memory) -> _Turns:
         redact_event=redact.redact_event,
     )
     meter.broadcast = sessions.broadcast  # the day's and month's budget warnings
+    processes.table.notify = sessions.wake  # notify_on_complete, watch_patterns
     context.emit = sessions.emit
     delegations = _session_tools(core, sessions)
     return _Turns(meter, engines, context, agent, sessions, processes, delegations)

@@ -4,8 +4,11 @@ processes (`hermesd.tools.processes`), with the reference's actions and result f
 ``list`` the session's processes; ``poll`` one (status and the end of its output); ``log`` its
 output by lines (default the last 200); ``wait`` until it exits or ``timeout`` seconds pass
 (default 180, at most `MAX_WAIT`); ``kill`` it; ``write`` to its stdin, ``submit`` a line, or
-``close`` its stdin. The tool argument ``session_id`` is the reference's name for the process id
-(``proc_…``). A process of another session is ``not_found``, as is an unknown id.
+``close`` its stdin (on a terminal: type end-of-file). The tool argument ``session_id`` is the
+reference's name for the process id (``proc_…``). A process of another session is
+``not_found``, as is an unknown id. Output is shown without terminal escape sequences. A
+``wait`` or ``kill`` that returns a finished process's output, or a ``log`` that reaches its
+end, counts as reading it: its ``notify_on_complete`` notice is then not sent.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 import time
 from typing import Any
 
+from hermesd.tools.process_notices import plain
 from hermesd.tools.processes import PREVIEW, TAIL, Background, ProcessTable
 
 ACTIONS = ("list", "poll", "log", "wait", "kill", "write", "submit", "close")
@@ -71,8 +75,14 @@ def summary(item: Background) -> dict[str, Any]:
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(item.started_at)),
         "uptime_seconds": int(time.time() - item.started_at),
         "status": item.status,
-        "output_preview": item.output[-200:],
+        "output_preview": plain(item.output[-200:]),
     }
+    if item.watch is not None and not item.watch.disabled:
+        out.update(watch_patterns=list(item.watch.patterns), watch_hit=item.watch.hits > 0)
+    if item.notify_on_complete:
+        out["notify_on_complete"] = True
+    if item.pty:
+        out["pty"] = True
     if item.exited:
         out["exit_code"] = item.exit_code
     if item.gone:
@@ -123,7 +133,7 @@ class ProcessTool:
             "status": item.status,
             "pid": item.pid,
             "uptime_seconds": int(time.time() - item.started_at),
-            "output_preview": item.output[-PREVIEW:],
+            "output_preview": plain(item.output[-PREVIEW:]),
         }
         if item.exited:
             out.update(item.ending())
@@ -138,19 +148,22 @@ class ProcessTool:
         try:
             await asyncio.wait_for(item.done.wait(), timeout)
         except TimeoutError:
-            out = {"status": "timeout", "command": item.command, "output": item.output[-PREVIEW:]}
+            out = {"status": "timeout", "command": item.command}
+            out["output"] = plain(item.output[-PREVIEW:])
             out["timeout_note"] = note or f"Waited {timeout}s, process still running"
             return out
+        item.consumed = True
         done: dict[str, Any] = {"status": item.status, "command": item.command}  # or gone
-        done.update(item.ending(), output=item.output[-TAIL:])
+        done.update(item.ending(), output=plain(item.output[-TAIL:]))
         if note:
             done["timeout_note"] = note
         return done
 
     async def kill(self, item: Background) -> dict[str, Any]:
+        item.consumed = True  # the result carries the output
         if item.exited:
             out: dict[str, Any] = {"status": "already_exited", "command": item.command}
-            out.update(item.ending(), output=item.output[-TAIL:])
+            out.update(item.ending(), output=plain(item.output[-TAIL:]))
             return out
         await self.table.kill(item, "process.kill")
         return {
@@ -158,7 +171,7 @@ class ProcessTool:
             "session_id": item.id,
             "completion_reason": item.completion_reason,
             "termination_source": item.termination_source,
-            "output": item.output[-TAIL:],
+            "output": plain(item.output[-TAIL:]),
         }
 
     async def stdin(self, item: Background, action: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -166,10 +179,12 @@ class ProcessTool:
             return {"status": "already_exited", "error": "Process has already finished"}
         if action == "close":
             try:
-                self.table.close_stdin(item)
+                done = await self.table.close_stdin(item)
+            except TimeoutError:
+                return {"status": "error", "error": "the process is not reading its input"}
             except OSError as exc:
                 return {"status": "error", "error": str(exc)}
-            return {"status": "ok", "message": "stdin closed"}
+            return {"status": "ok", "message": done}
         data = args.get("data", "")
         if not isinstance(data, str):
             raise ValueError("data must be a string")
@@ -186,8 +201,10 @@ class ProcessTool:
 
 def log_lines(item: Background, offset: int, limit: int) -> dict[str, Any]:
     """Output lines: the last ``limit`` when ``offset`` is 0, else ``limit`` from ``offset``."""
-    lines = item.output.splitlines()
+    lines = plain(item.output).splitlines()
     chosen = lines[-limit:] if offset == 0 else lines[offset : offset + limit]
+    if item.exited and (offset == 0 or offset + limit >= len(lines)):
+        item.consumed = True  # the end of a finished process's output was read
     return {
         "session_id": item.id,
         "command": item.command,

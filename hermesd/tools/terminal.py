@@ -6,6 +6,10 @@ middle. It runs inside the sandbox
 (`hermesd.sandbox`): its default directory is the session's workspace, its environment an
 allow-list, and when no sandbox mechanism works it is refused, never run unconfined.
 ``transform_terminal_output`` hooks may replace the output before the result is built.
+With ``background`` it starts a process of the session instead (`hermesd.tools.processes`),
+optionally on a pseudo-terminal (``pty``), telling the session when it ends
+(``notify_on_complete``) or when its output matches (``watch_patterns``); in the foreground
+those three are ignored, as in the reference.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from hermesd.tools.builtin_files import PathGuard
-    from hermesd.tools.processes import ProcessTable
+    from hermesd.tools.processes import Options, ProcessTable
 
 TERMINAL_SCHEMA: dict[str, Any] = {
     "name": "terminal",
@@ -66,11 +70,42 @@ TERMINAL_SCHEMA: dict[str, Any] = {
                 "type": "boolean",
                 "description": "Start the command in the background and return at once with "
                 "its process id (session_id); manage it with the process tool (poll, log, "
-                "wait, write, kill). For servers and long jobs.",
+                "wait, write, kill). For servers and long jobs. Pair a job that ends (a "
+                "build, a test run) with notify_on_complete=true; without it nothing tells you "
+                "when it is done.",
+            },
+            "pty": {
+                "type": "boolean",
+                "description": "With background=true: run on a pseudo-terminal, for "
+                "interactive programs that want one (a REPL, a CLI that prompts). Send input "
+                "with process(action='submit').",
+            },
+            "notify_on_complete": {
+                "type": "boolean",
+                "description": "With background=true: when the process exits you get one "
+                "message saying so, with its exit code and the end of its output. The right "
+                "choice for any long job with an end. Do not combine with watch_patterns "
+                "(they are then ignored).",
+            },
+            "watch_patterns": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "With background=true: strings to look for in each new line "
+                "of output (plain text, not regular expressions); a match sends you a message "
+                "while the process runs. At most one message per 15 s per process; after three "
+                "windows in a row with dropped matches the watch stops and you get one message "
+                "when it exits instead. Only for rare signals of long-lived processes (a "
+                "server's 'ready' line), never for errors printed in a loop.",
             },
         },
     },
 }
+#: commands that need a pipe on stdin (they read to end-of-file): never given a terminal
+_PIPE_ONLY = ("gh auth login",)
+_SILENT_HINT = (
+    "This process runs silently: nothing will tell you when it exits. For a job that ends, "
+    "start it again with notify_on_complete=true, or use process(action='wait'/'poll')."
+)
 
 
 class Terminal:
@@ -107,9 +142,8 @@ class Terminal:
             command = str_arg(args, "command", required=True) or ""
             cwd_raw = str_arg(args, "cwd")
             timeout = int_arg(args, "timeout", int(self.timeout), 1, 600)
-            background = args.get("background") or False
-            if not isinstance(background, bool):
-                raise BadArgs("'background' must be true or false")
+            background = _flag(args, "background")
+            options = _options(args) if background else None
             workspace, cwd = await asyncio.to_thread(self._directories, session_id, cwd_raw)
         except BadArgs as exc:
             return error(str(exc))
@@ -118,8 +152,8 @@ class Terminal:
         named = self.guard.mentions_protected(command)
         if named:
             return error(f"Access denied: the command touches hermesd's own {named}")
-        if background:
-            return await self._background(command, cwd, workspace, session_id or "")
+        if options is not None:
+            return await self._background(command, cwd, workspace, session_id or "", options)
         try:
             launch = await asyncio.to_thread(
                 self.sandbox.prepare, command, cwd, workspace, session_id
@@ -144,20 +178,42 @@ class Terminal:
             result["error"] = f"Command timed out after {timeout}s and was killed"
         return json.dumps(result)
 
-    async def _background(self, command: str, cwd: Path, workspace: Path, sid: str) -> str:
+    async def _background(
+        self, command: str, cwd: Path, workspace: Path, sid: str, options: Options
+    ) -> str:
         """Start ``command`` as a background process of the session; its id and pid."""
         from hermesd.tools.processes import ProcessLimit
 
         if self.processes is None:
             return error("background processes are not available in this daemon")
+        notes: dict[str, Any] = {}
+        if options.pty and " ".join(command.split()).startswith(_PIPE_ONLY):
+            options.pty = False
+            notes["pty_note"] = (
+                "No terminal for this command: it reads its input to end-of-file, which a "
+                "terminal does not give. Write to it, then process(action='close')."
+            )
+        if options.notify_on_complete and options.watch_patterns:
+            options.watch_patterns = []
+            notes["watch_patterns_ignored"] = (
+                "watch_patterns are ignored with notify_on_complete=true: together they send "
+                "the same news twice"
+            )
         try:
-            item = await self.processes.start(command, cwd, workspace, sid)
+            item = await self.processes.start(command, cwd, workspace, sid, options)
         except (ProcessLimit, SandboxUnavailable) as exc:
             return error(str(exc))
         except OSError as exc:
             return error(f"the background process could not be started: {exc}")
-        started = {"output": "Background process started", "session_id": item.id}
-        return json.dumps({**started, "pid": item.pid, "exit_code": 0, "error": None})
+        started: dict[str, Any] = {"output": "Background process started", "session_id": item.id}
+        started.update(pid=item.pid, exit_code=0, error=None, **notes)
+        if options.notify_on_complete:
+            started["notify_on_complete"] = True
+        elif options.watch_patterns:
+            started["watch_patterns"] = options.watch_patterns
+        else:
+            started["hint"] = _SILENT_HINT
+        return json.dumps(started)
 
     def _directories(self, session_id: str | None, cwd_raw: str | None) -> tuple[Path, Path]:
         """The session's workspace and the command's directory (default: the workspace)."""
@@ -167,6 +223,28 @@ class Terminal:
 
 
 SHELL = "/bin/sh"
+
+
+def _flag(args: dict[str, Any], key: str) -> bool:
+    value = args.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise BadArgs(f"'{key}' must be true or false")
+    return value
+
+
+def _options(args: dict[str, Any]) -> Options:
+    """A background call's pty, notify_on_complete and watch_patterns, checked."""
+    from hermesd.tools.process_notices import watch_patterns
+    from hermesd.tools.processes import Options
+
+    patterns = args.get("watch_patterns")
+    try:
+        watched = [] if patterns is None else watch_patterns(patterns)
+    except ValueError as exc:
+        raise BadArgs(str(exc)) from None
+    return Options(_flag(args, "pty"), _flag(args, "notify_on_complete"), watched)
 
 
 async def _run_shell(launch: Launch, timeout: float) -> tuple[str, int | None, bool]:
