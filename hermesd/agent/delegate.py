@@ -307,7 +307,8 @@ class Delegations:
         text = "[Background delegation finished: the sub-agents' results follow.]\n" + json.dumps(
             payload, ensure_ascii=False, indent=1
         )
-        self.sessions.deliver(batch.parent_id, text)
+        # an idle parent starts a turn on it; a busy one right after its running turn
+        self.sessions.wake(batch.parent_id, text, "delegation")
 
     async def _run_batch(self, batch: Batch) -> list[dict[str, Any]]:
         runs = [self._run_child(batch, task) for task in batch.tasks]

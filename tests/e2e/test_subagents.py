@@ -62,6 +62,8 @@ def rules(request: dict[str, Any]) -> Step:
             return call_tools(call("delegate_task", args))
         if last["role"] == "user" and "Background delegation finished" in content:
             return reply("background results read")
+        if last["role"] == "user" and content.endswith("take your time"):
+            return reply("the long answer", delay=4)
         return reply("parent done")
     if last["role"] == "tool":
         return reply(f"summary of {goal}: {str(last['content'])[:300]}")
@@ -239,6 +241,33 @@ def test_background_delegation_returns_at_once_and_its_result_starts_a_parent_tu
                 started = event
         assert started is not None
         assert "summary of look around" in started["user_message"]
+        finished = follow_turn(client, started["turn_id"], timeout=60)
+        assert finished[-1]["final_text"] == "background results read"
+
+
+def _next_turn_started(client: Client, sid: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        note = client.next_notification(timeout=1)
+        if note is None or note.method != "session.event":
+            continue
+        event: dict[str, Any] = note.params[0]
+        if event["type"] == "turn.started" and event["session_id"] == sid:
+            return event
+    raise AssertionError("no turn started")
+
+
+def test_a_background_result_reaching_a_busy_parent_starts_a_turn_after_the_running_one(
+    daemon: DaemonProcess, model: ScriptedModelServer
+) -> None:
+    client, sid = _attached(daemon)
+    with client:
+        _delegate(client, sid, {"goal": "pause", "background": True})  # 2 s of work
+        busy = client.call("session.send", {"session_id": sid, "message": "take your time"})
+        long = follow_turn(client, busy["turn_id"], timeout=60)  # 4 s: the child ends meanwhile
+        assert long[-1]["final_text"] == "the long answer"
+        started = _next_turn_started(client, sid)
+        assert started["user_message"].startswith("[Background delegation finished")
         finished = follow_turn(client, started["turn_id"], timeout=60)
         assert finished[-1]["final_text"] == "background results read"
 
