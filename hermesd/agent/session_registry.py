@@ -125,8 +125,9 @@ class SessionRegistry:
         self, sid: str, text: str, sender_id: str, wanted: Callable[[], bool] | None = None
     ) -> None:
         """On the loop: a notice for ``sid`` from something the session started (a background
-        process, ``sender_id`` ``process:<id>``). An idle session starts a turn on it; a busy
-        one when its running turn ends (notices that waited together share one turn). One
+        process, ``sender_id`` ``process:<id>``; a background delegation, ``delegation``).
+        An idle session starts a turn on it; a busy one when its running turn ends (notices
+        that waited together share one turn). One
         whose ``wanted()`` is false by then is dropped; after a cancelled turn, or with no
         model configured, the notices are stored as messages instead of starting a turn. At
         most `MAX_WAKES` wait; past that the oldest are dropped (the turn is told how many)."""
@@ -148,7 +149,7 @@ class SessionRegistry:
         senders = {w[1] for w in waiting}
         if start and self._can_start(sid):
             self.touched.add(sid)
-            sender = senders.pop() if len(senders) == 1 else "process"
+            sender = senders.pop() if len(senders) == 1 else "notices"
             self._start_turn(sid, text, None, sender_id=sender)
             return
         self._injections.setdefault(sid, []).append(("user", text))
