@@ -28,6 +28,7 @@ from tests.support.approvals import client_answering
 from tests.support.daemon import DaemonProcess, short_tmpdir, start_daemon
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
 from tests.support.plugin_factory import write_plugin
+from tests.support.tool_turns import wait_completed
 
 needs_chromium = pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium here")
 
@@ -130,13 +131,7 @@ def _turn(model: ScriptedModelServer, client: Client, sid: str, *steps: Any) -> 
     model.push(call_tools(tool_call(name, args)), *steps[1:], reply("done"))
     seen = len(model.requests)
     turn_id = client.call("session.send", {"session_id": sid, "message": "browse"})["turn_id"]
-    while True:
-        note = client.next_notification(timeout=90)
-        assert note is not None, "the turn did not finish"
-        event = note.params[0] if note.method == "session.event" else {}
-        if event.get("type") == "turn.finished" and event.get("turn_id") == turn_id:
-            assert event["status"] == "completed", event
-            break
+    wait_completed(client, turn_id, timeout=90)
     last = model.requests[seen:][-1]
     return [str(m["content"]) for m in last["messages"] if m["role"] == "tool"][-1]
 

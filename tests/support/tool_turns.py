@@ -9,6 +9,18 @@ from hermesctl.client import Client
 from tests.support.modelserver import ScriptedModelServer, ToolCall, call_tools, reply, tool_call
 
 
+def wait_completed(client: Client, turn_id: str, timeout: float = 60) -> None:
+    """Read ``client``'s notifications until turn ``turn_id`` finished; it must have
+    completed."""
+    while True:
+        note = client.next_notification(timeout=timeout)
+        assert note is not None, "the turn did not finish"
+        event = note.params[0] if note.method == "session.event" else {}
+        if event.get("type") == "turn.finished" and event.get("turn_id") == turn_id:
+            assert event["status"] == "completed", event
+            return
+
+
 def tool_turn(
     model: ScriptedModelServer, client: Client, sid: str, *calls: tuple[str, dict[str, Any]]
 ) -> list[Any]:
@@ -16,13 +28,7 @@ def tool_turn(
     then answers; each call's result, parsed from JSON."""
     model.push(call_tools(*(tool_call(n, a) for n, a in calls)), reply("done"))
     turn_id = client.call("session.send", {"session_id": sid, "message": "go"})["turn_id"]
-    while True:
-        note = client.next_notification(timeout=60)
-        assert note is not None, "the turn did not finish"
-        event = note.params[0] if note.method == "session.event" else {}
-        if event.get("type") == "turn.finished" and event.get("turn_id") == turn_id:
-            assert event["status"] == "completed", event
-            break
+    wait_completed(client, turn_id)
     messages = model.last_request["messages"]
     return [json.loads(m["content"]) for m in messages if m["role"] == "tool"][-len(calls) :]
 
