@@ -55,18 +55,27 @@ class PluginAbort(RuntimeError):
     """Plugin code on a worker raised SystemExit, KeyboardInterrupt or another BaseException."""
 
 
+# How long a cancelled caller waits for the code it awaited to finish cleaning up.
+CANCEL_GRACE = 5.0
+
+
 async def bounded(awaitable: Awaitable[T], timeout: float | None) -> T:
     """Await ``awaitable`` for at most ``timeout`` seconds; past it, cancel it and raise
     `WorkTimeout`.
 
     Unlike `asyncio.wait_for`, a `TimeoutError` raised by the awaited code itself passes through
     unchanged, so callers can tell "too slow" from "failed with a timeout of its own".
+
+    When the caller is cancelled, the awaited code is cancelled too and given up to
+    `CANCEL_GRACE` seconds to finish its clean-up before the cancellation goes on, so what it
+    started (a delegated child's turn) has ended by the time the caller's own turn ends.
     """
     task = asyncio.ensure_future(awaitable)
     try:
         done, _ = await asyncio.wait({task}, timeout=timeout)
     except asyncio.CancelledError:
         task.cancel()
+        await asyncio.wait({task}, timeout=CANCEL_GRACE)
         raise
     if not done:
         task.cancel()

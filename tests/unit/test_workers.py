@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 
 import pytest
 
-from hermesd.runtime.workers import PluginAbort, WorkerPool, WorkTimeout
+from hermesd.runtime import workers
+from hermesd.runtime.workers import PluginAbort, WorkerPool, WorkTimeout, bounded
 
 
 def test_many_jobs_finishing_together_all_get_their_own_results() -> None:
@@ -133,3 +135,49 @@ def test_outcomes_reach_each_jobs_own_loop() -> None:
     finally:
         pool.shutdown()
     assert sorted(results) == [list(range(50)), list(range(1000, 1050))]
+
+
+def test_a_cancelled_caller_lets_the_awaited_code_finish_its_clean_up_first() -> None:
+    order: list[str] = []
+
+    async def work() -> None:
+        try:
+            await asyncio.sleep(30)
+        finally:
+            await asyncio.sleep(0.05)  # clean-up that itself awaits (a child's turn ending)
+            order.append("cleaned")
+
+    async def main() -> None:
+        caller = asyncio.ensure_future(bounded(work(), 30))
+        await asyncio.sleep(0.05)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        order.append("caller ended")
+
+    asyncio.run(main())
+    assert order == ["cleaned", "caller ended"]
+
+
+def test_clean_up_that_never_ends_holds_the_caller_only_for_the_grace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(workers, "CANCEL_GRACE", 0.1)
+
+    async def stubborn(done: asyncio.Event) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(30)
+        await done.wait()  # ignores the cancel until the test lets it go
+
+    async def main() -> bool:
+        done = asyncio.Event()
+        caller = asyncio.ensure_future(bounded(stubborn(done), 30))
+        await asyncio.sleep(0.05)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        still_running = not done.is_set()
+        done.set()
+        return still_running
+
+    assert asyncio.run(asyncio.wait_for(main(), 10)) is True
