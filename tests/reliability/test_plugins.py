@@ -366,8 +366,10 @@ def test_forty_hanging_tool_calls_do_not_starve_ping_or_a_normal_tool_call(
         assert call_tool(hostile, "good_echo", {"text": "through"}) == {"echo": "through"}
         assert call_tool(hostile, "calculate", {"expression": "2**10"})["result"] == 1024
         normal = time.monotonic() - began
+        # starved, they would have waited for stuck calls to time out and free a thread
+        in_flight = sum(not f.done() for f in stuck)
         results = [f.result(timeout=30) for f in stuck]
-    assert normal < 1.0, f"normal tool calls took {normal:.2f}s behind 40 stuck ones"
+    assert in_flight == 40, f"normal tool calls took {normal:.2f}s behind 40 stuck ones"
     assert all("timed out after" in r["error"] for r in results)
     FIGURES["40 hanging tool calls"]["normal_calls_ms"] = round(normal * 1000, 1)
     others_unaffected(hostile)
@@ -380,9 +382,8 @@ def test_after_hanging_calls_time_out_the_plugin_itself_gets_threads_again(
     with ThreadPoolExecutor(20) as pool:
         for f in [pool.submit(call_tool, hostile, "hang_forever") for _ in range(20)]:
             assert "timed out" in f.result(timeout=30)["error"]
-    began = time.monotonic()
+    # with no thread for it, the call would end as a timeout error instead
     assert call_tool(hostile, "env_read")["victim"] in (None, "present")
-    assert time.monotonic() - began < 1.0
 
 
 # --- hooks ------------------------------------------------------------------------------------
@@ -473,9 +474,11 @@ def test_pool_per_key_share_leaves_threads_for_other_keys() -> None:
     release = threading.Event()
     try:
         stuck = [pool.submit(release.wait, key="tool:bad") for _ in range(6)]
-        began = time.monotonic()
-        assert pool.call(lambda: "fine", timeout=2, key="tool:good") == "fine"
-        assert time.monotonic() - began < 1
+        deadline = time.monotonic() + 10
+        while sum(f.running() for f in stuck) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the key's two threads take their jobs
+        # behind the stuck key this call would wait for ever: it gets a thread of its own
+        assert pool.call(lambda: "fine", timeout=5, key="tool:good") == "fine"
         assert sum(f.running() for f in stuck) == 2  # the rest wait in their own line
         with pytest.raises(WorkTimeout):
             pool.call(lambda: "never", timeout=0.2, key="tool:bad")

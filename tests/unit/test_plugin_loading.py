@@ -246,11 +246,11 @@ def test_rollback_restores_a_command_the_failed_plugin_had_replaced(
 
 
 HANGING = """
-    import time
+    import os, time
     def register(ctx):
         ctx.register_tool("early_tool", "slow", {"description": "d", "parameters":
                           {"type": "object", "properties": {}}}, lambda args: "{}")
-        time.sleep(0.8)
+        WAIT
         ctx.register_tool("late_tool", "slow", {"description": "d", "parameters":
                           {"type": "object", "properties": {}}}, lambda args: "{}")
         ctx.register_hook("post_llm_call", lambda **kw: None)
@@ -258,28 +258,35 @@ HANGING = """
 
 
 def test_hanging_register_times_out_rolls_back_and_ignores_late_registrations(
-    user_plugins: Path, host: Factory, caplog: pytest.LogCaptureFixture
+    user_plugins: Path, host: Factory, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
-    write_plugin(user_plugins, "slowpoke", HANGING)
-    started = time.monotonic()
+    go_on = tmp_path / "go-on"  # register() waits for this file: the host must not
+    wait = f"while not os.path.exists({str(go_on)!r}): time.sleep(0.01)"
+    write_plugin(user_plugins, "slowpoke", HANGING.replace("WAIT", wait))
     with caplog.at_level(logging.WARNING):
         built = host(config={"plugins": {"load_timeout": 0.3}})
-        assert time.monotonic() - started < 0.8
         assert (
             "Failed to load plugin 'slowpoke': register() did not finish within 0.3s"
             in caplog.messages
         )
         assert built.tools.get("early_tool") is None
-        time.sleep(1.0)  # the abandoned thread wakes up and tries to register more
+        go_on.touch()  # the abandoned thread wakes up and tries to register more
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(_late(caplog)) < 2:
+            time.sleep(0.02)
+    assert len(_late(caplog)) == 2  # the tool and the hook, each refused
     assert built.tools.get("late_tool") is None and not built.hooks.has("post_llm_call")
-    assert any("after its load was abandoned" in m for m in caplog.messages)
     assert line(built, "slowpoke") == (
         "  ✗ slowpoke v1.0.0 — TimeoutError: register() did not finish within 0.3s"
     )
 
 
+def _late(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [m for m in caplog.messages if "after its load was abandoned" in m]
+
+
 def test_slow_register_within_the_timeout_loads(user_plugins: Path, host: Factory) -> None:
-    write_plugin(user_plugins, "steady", HANGING.replace("0.8", "0.2"))
+    write_plugin(user_plugins, "steady", HANGING.replace("WAIT", "time.sleep(0.2)"))
     built = host(config={"plugins": {"load_timeout": 3}})
     assert built.plugins.get("steady").state == "loaded"  # type: ignore[union-attr]
     assert built.tools.get("late_tool") is not None

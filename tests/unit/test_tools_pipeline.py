@@ -276,15 +276,21 @@ def test_a_stuck_handler_does_not_hold_up_other_calls(
     assert time.monotonic() - started < 3
 
 
-def test_concurrent_sync_calls_run_in_parallel(registry: ToolRegistry) -> None:
-    registry.register("nap_tool", "t", schema("nap_tool"), lambda args: time.sleep(0.3) or "{}")
+def test_concurrent_sync_calls_run_in_parallel() -> None:
+    pool = WorkerPool(16)
+    registry = ToolRegistry(HookBus(pool, timeout=10), pool=pool, timeout=10, env={})
+    together = threading.Barrier(4, timeout=5)  # breaks unless all four run at once
 
-    async def main() -> None:
-        await asyncio.gather(*(registry.call("nap_tool", {}) for _ in range(4)))
+    def meet(args: dict[str, Any]) -> str:
+        together.wait()
+        return "{}"
 
-    started = time.monotonic()
-    asyncio.run(main())
-    assert time.monotonic() - started < 1.0
+    registry.register("meet_tool", "t", schema("meet_tool"), meet)
+
+    async def main() -> list[str]:
+        return await asyncio.gather(*(registry.call("meet_tool", {}) for _ in range(4)))
+
+    assert asyncio.run(main()) == ["{}"] * 4
 
 
 def test_hanging_async_handler_times_out(registry: ToolRegistry) -> None:
