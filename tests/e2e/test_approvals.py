@@ -14,8 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from hermesctl.client import Client
 from hermesd.rpc.protocol import Codes, RpcError
-from tests.support.approvals import Background, client_answering, terminal, tool, wait_pending
+from tests.support.approvals import (
+    Answering,
+    Background,
+    client_answering,
+    terminal,
+    tool,
+    wait_pending,
+)
 from tests.support.daemon import short_tmpdir, start_daemon
 
 CONFIG = "terminal:\n  cwd: /tmp\n"
@@ -200,6 +208,14 @@ def test_required_tools_ask_even_in_mode_off(start, work: Path) -> None:
     assert asked.requests[0]["tool"] == "read_file"
 
 
+def _until_asked(client: Client, asked: Answering, timeout: float = 15) -> None:
+    """Read ``client``'s messages until it has been asked (and has answered)."""
+    deadline = time.monotonic() + timeout
+    while not asked.requests and time.monotonic() < deadline:
+        client.pump(0.1)
+    assert asked.requests, "the approval request never reached this client"
+
+
 def test_two_clients_race_first_answer_wins_and_the_other_is_told(start, work: Path) -> None:
     daemon = start(config=CONFIG)
     fast, fast_asked = client_answering(daemon, "once")
@@ -212,7 +228,7 @@ def test_two_clients_race_first_answer_wins_and_the_other_is_told(start, work: P
         target = _tree(work)
         running = Background(terminal, caller, f"rm -r {target}", sid)
         wait_pending(daemon)
-        assert fast.next_notification(timeout=0.3) is None  # reads and answers the request
+        _until_asked(fast, fast_asked)  # reads and answers the request
         assert running.result()["exit_code"] == 0
         note = slow.next_notification(timeout=5)  # answers too late, then hears who won
         assert note is not None and note.method == "approval.resolved"
@@ -243,7 +259,7 @@ def test_pending_approval_survives_a_disconnect_and_is_asked_again_on_attach(
         returning, returning_asked = client_answering(daemon, "once")
         with returning:
             returning.call("session.attach", {"session_id": sid})
-            returning.next_notification(timeout=0.5)
+            _until_asked(returning, returning_asked)
             assert running.result()["exit_code"] == 0
         assert returning_asked.requests[0]["id"] == pending[0]["id"]
     assert leaving_asked.requests == [] and not target.exists()

@@ -177,7 +177,8 @@ def test_chunks_read_together_reach_clients_as_one_delta_paced_ones_one_by_one(
         fast = [e["text"] for e in turn(c, sid, "burst") if e["type"] == "text.delta"]
         slow = [e["text"] for e in turn(c, sid, "paced") if e["type"] == "text.delta"]
     assert "".join(fast) == burst and len(fast) < 20
-    assert "".join(slow) == paced and slow == ["one ", "two ", "three ", "four "]
+    # one delta per word as they come (a stall on a loaded machine may join two of them)
+    assert "".join(slow) == paced and len(slow) >= 2 and all(d.endswith(" ") for d in slow)
 
 
 def test_one_shot_prints_only_the_answer_on_stdout(chatd: DaemonProcess) -> None:
@@ -634,8 +635,8 @@ def test_an_unknown_tool_becomes_a_result_the_model_reads(
 def test_a_slow_response_past_model_timeout_fails_clearly(
     start: Callable[..., DaemonProcess], model: ScriptedModelServer
 ) -> None:
-    d = start(config=model_config(model.url, timeout=0.3, max_retries=0))
-    model.push(reply("too late", delay=1.5))
+    d = start(config=model_config(model.url, timeout=2, max_retries=0))
+    model.push(reply("too late", delay=6))
     with d.client() as c:
         sid = c.call("session.create")["id"]
         failed = turn(c, sid, "hurry")[-1]
@@ -647,8 +648,8 @@ def test_a_slow_response_past_model_timeout_fails_clearly(
 def test_a_slow_response_is_retried_when_retries_are_left(
     chatd: DaemonProcess, model: ScriptedModelServer, start: Callable[..., DaemonProcess]
 ) -> None:
-    d = start(config=model_config(model.url, timeout=0.3, max_retries=1, retry_max_wait=0.05))
-    model.push(reply("too late", delay=1.0), reply("on time"))
+    d = start(config=model_config(model.url, timeout=2, max_retries=1, retry_max_wait=0.05))
+    model.push(reply("too late", delay=6), reply("on time"))
     with d.client() as c:
         events = turn(c, c.call("session.create")["id"], "hurry")
     assert any(e["type"] == "model.retry" for e in events)
@@ -840,8 +841,12 @@ SLOW_OBSERVER = """
             fh.write(line + "\\n")
 
     def _post(tool_name="", tool_call_id="", **kw):
-        time.sleep(0.4)
-        _log("post " + tool_name)
+        # the model's second request is sent while this runs (it does not wait for us)
+        second = os.path.join(os.environ["HERMES_HOME"], "second-request")
+        deadline = time.monotonic() + 10
+        while not os.path.exists(second) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        _log("post " + tool_name + " saw-second=" + str(os.path.exists(second)))
 
     def _end(**kw):
         _log("end")
@@ -864,6 +869,8 @@ def test_a_slow_post_tool_call_hook_runs_beside_the_next_request_yet_before_turn
 
     def rules(request: dict[str, Any]) -> Any:
         arrived.append(time.monotonic())
+        if len(arrived) == 2:
+            (home / "second-request").touch()
         return calculator_rules(request)
 
     with ScriptedModelServer(rules=rules) as model:
@@ -875,6 +882,7 @@ def test_a_slow_post_tool_call_hook_runs_beside_the_next_request_yet_before_turn
     finished = [e for e in events if e["type"] == "turn.finished"]
     tool_done = [e for e in events if e["type"] == "tool.finished"]
     assert finished[0]["status"] == "completed" and tool_done
-    assert observed == ["post calculate", "end"]  # all done when turn.finished arrived
-    # the second request did not wait the observer's 0.4 s after the first answer
-    assert len(arrived) == 2 and arrived[1] - arrived[0] < 0.3, arrived
+    # all done when turn.finished arrived, and the hook saw the second request go out while
+    # it was still running
+    assert observed == ["post calculate saw-second=True", "end"]
+    assert len(arrived) == 2

@@ -159,9 +159,10 @@ def test_deprecated_settings_are_logged_and_change_nothing(start, home) -> None:
 
 def test_sigterm_lets_in_flight_requests_finish_then_exits_0(daemon: DaemonProcess) -> None:
     with daemon.client() as c:
-        msgid = c.send("ping", {"data": "late", "delay_ms": 700})
-        time.sleep(0.1)
+        msgid = c.send("ping", {"data": "late", "delay_ms": 2000})
+        c.call("ping")  # answered while the slow one runs: that one was read before the stop
         daemon.signal(signal.SIGTERM)
+        assert msgid not in c._responses  # still in flight at the stop
         assert c.wait(msgid, timeout=10)["data"] == "late"
     assert daemon.proc.wait(15) == 0
     daemon.notify.wait_for("STOPPING=1")

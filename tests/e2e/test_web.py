@@ -194,7 +194,8 @@ def test_the_list_follows_sessions_and_turns_started_elsewhere_without_a_reload(
     log_in(page, port, OWNER_TOKEN)
     wait_for(page, "#session-tree[data-following=yes]")
     page.execute_script("window.notReloaded = true")
-    model.push(reply("slow " * 40, chunk_delay=0.2, chunk_chars=10))
+    # 10 s of streaming: time for the page to see the turn however slow the start
+    model.push(reply("slow " * 100, chunk_delay=0.2, chunk_chars=10))
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
     env.update(HERMES_HOME=str(daemon.home))
     argv = [sys.executable, "-m", "hermesctl", "--socket", str(daemon.socket), "chat"]

@@ -288,11 +288,13 @@ def test_sync_callbacks_of_one_invocation_share_one_worker_thread(bus: HookBus) 
     assert seen[0] != threading.get_ident()
 
 
-def test_each_batched_callback_gets_its_own_deadline(bus: HookBus) -> None:
+def test_each_batched_callback_gets_its_own_deadline() -> None:
     import time
 
+    bus = HookBus(WorkerPool(8), timeout=2.0)
+
     def slowish(**kw: Any) -> str:
-        time.sleep(0.2)  # three of them take 0.6 s, twice the 0.3 s timeout
+        time.sleep(0.8)  # three of them take 2.4 s, past the 2 s timeout
         return "done"
 
     for key in "abc":
