@@ -32,7 +32,7 @@ from tests.support.daemon import (
     start_daemon,
 )
 from tests.support.modelserver import ScriptedModelServer, Step, http_error, model_config, reply
-from tests.support.plugin_factory import write_plugin
+from tests.support.plugin_factory import write_plugin, written_lines
 
 WINDOW = 8000  # tokens: the threshold is 85% of it (6,800): the reference's rule for small windows
 ANSWER = 2400  # characters of each answer: 600 tokens
@@ -555,11 +555,8 @@ def test_the_memory_providers_pre_compress_text_reaches_the_summary_redacted_and
         assert "sk-proj" not in asked
         assert len(kept) <= 6_000 + len("\n...[memory provider context truncated]...\n")
         # then the provider is told the conversation goes on, compressed, in the same session
-        switches = home / "switches.jsonl"
-        deadline = time.monotonic() + 10
-        while not switches.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        told = [json.loads(line) for line in switches.read_text().splitlines()]
+        lines = written_lines(home / "switches.jsonl", "on_session_switch")
+        told = [json.loads(line) for line in lines]
         assert [(t["new"], t.get("reason")) for t in told] == [(sid, "compression")]
     finally:
         daemon.stop()

@@ -17,7 +17,7 @@ from tests.support.botapi import BotApiServer
 from tests.support.daemon import DaemonProcess, short_tmpdir
 from tests.support.matrix_gateway import start_matrix_daemon
 from tests.support.modelserver import ScriptedModelServer, call_tools, reply, tool_call
-from tests.support.plugin_factory import write_plugin
+from tests.support.plugin_factory import write_plugin, written_lines
 from tests.support.synapse import Homeserver
 
 VOICE = b"OggS\x00\x02" + b"\x01" * 200  # what the provider "hears" is written below
@@ -72,11 +72,8 @@ def _home_with_provider() -> Path:
 
 
 def _heard(home: Path) -> list[dict[str, object]]:
-    deadline = time.monotonic() + 20
-    while not (home / "heard").exists():
-        assert time.monotonic() < deadline, "the provider was never called"
-        time.sleep(0.05)
-    return [json.loads(line) for line in (home / "heard").read_text().splitlines()]
+    lines = written_lines(home / "heard", "the provider to be called")
+    return [json.loads(line) for line in lines]
 
 
 def _telegram_with_provider(start, api: BotApiServer, model: ScriptedModelServer) -> Path:

@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -177,3 +178,13 @@ def on_sys_path(folder: Path, modules: list[str]) -> Iterator[None]:
             if any(name == m or name.startswith(m + ".") for m in modules):
                 del sys.modules[name]
         importlib.invalidate_caches()
+
+
+def written_lines(path: Path, what: str, timeout: float = 20) -> list[str]:
+    """The lines a plugin appends to ``path``, once there is at least one whole line (a
+    plugin opens the file before it writes, so its mere existence is not enough)."""
+    deadline = time.monotonic() + timeout
+    while not (path.exists() and path.read_text().endswith("\n")):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+    return path.read_text().splitlines()
