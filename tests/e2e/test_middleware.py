@@ -174,6 +174,7 @@ def mwd(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
         f"tools:\n  hook_timeout: {HOOK_TIMEOUT}\nterminal:\n  cwd: /tmp\n"
     )
     daemon = start_daemon(home, config=config)
+    daemon.call("plugins.list")  # answered once the plugins have loaded (after READY)
     yield daemon
     daemon.stop()
 

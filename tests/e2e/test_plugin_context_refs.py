@@ -80,6 +80,7 @@ def refsd(model: ScriptedModelServer) -> Iterator[DaemonProcess]:
     write_plugin(home / "plugins", "refs", REFS)
     config = model_config(model.url, timeout=30, max_retries=0) + "tools:\n  hook_timeout: 2\n"
     daemon = start_daemon(home, config=config)
+    daemon.call("plugins.list")  # answered once the plugins have loaded (after READY)
     yield daemon
     daemon.stop()
 
