@@ -25,6 +25,7 @@ from tests.support.approvals import (
     wait_pending,
 )
 from tests.support.daemon import short_tmpdir, start_daemon
+from tests.support.waiting import wait_until
 
 CONFIG = "terminal:\n  cwd: /tmp\n"
 
@@ -210,10 +211,12 @@ def test_required_tools_ask_even_in_mode_off(start, work: Path) -> None:
 
 def _until_asked(client: Client, asked: Answering, timeout: float = 15) -> None:
     """Read ``client``'s messages until it has been asked (and has answered)."""
-    deadline = time.monotonic() + timeout
-    while not asked.requests and time.monotonic() < deadline:
+
+    def answered() -> bool:
         client.pump(0.1)
-    assert asked.requests, "the approval request never reached this client"
+        return bool(asked.requests)
+
+    wait_until(answered, timeout, "the approval request to reach this client")
 
 
 def test_two_clients_race_first_answer_wins_and_the_other_is_told(start, work: Path) -> None:

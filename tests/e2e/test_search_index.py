@@ -14,7 +14,8 @@ from hermesctl.client import Client
 from hermesd.store.search import INDEX_EVERY
 from tests.support.daemon import DaemonProcess, short_tmpdir
 from tests.support.modelserver import ScriptedModelServer
-from tests.support.reliability import db_report, fts_matches, model_config, turn_rules, wait_until
+from tests.support.reliability import db_report, fts_matches, model_config, turn_rules
+from tests.support.waiting import wait_until
 
 SESSIONS = 30  # × 3 turns × 4 messages (user, tool call, tool result, answer)
 

@@ -15,6 +15,7 @@ import pytest
 
 from hermesd.daemon import logs
 from tests.support.daemon import REPO, NotifyListener, daemon_env, short_tmpdir
+from tests.support.waiting import wait_until
 
 UNITS = REPO / "contrib" / "systemd"
 
@@ -36,10 +37,7 @@ def test_stopping_is_sent_on_sigterm(daemon) -> None:
 
 def test_watchdog_is_pinged_when_armed(start) -> None:
     daemon = start(env={"WATCHDOG_USEC": "200000"})
-    deadline = time.monotonic() + 15
-    while daemon.notify.count("WATCHDOG=1") < 5 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert daemon.notify.count("WATCHDOG=1") >= 5
+    wait_until(lambda: daemon.notify.count("WATCHDOG=1") >= 5, 15, "five watchdog pings")
 
 
 def test_watchdog_for_another_pid_is_ignored(start) -> None:

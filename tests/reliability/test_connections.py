@@ -24,7 +24,8 @@ from hermesd.rpc.protocol import Codes
 from tests.support.daemon import DaemonProcess
 from tests.support.modelserver import ScriptedModelServer, reply
 from tests.support.raw import RawPeer
-from tests.support.reliability import model_config, rss_kb, turn_rules, wait_until
+from tests.support.reliability import model_config, rss_kb, turn_rules
+from tests.support.waiting import wait_until
 
 IDLE = 1000
 LIMIT = 1010

@@ -33,8 +33,8 @@ from tests.support.reliability import (
     model_config,
     model_histories,
     turn_rules,
-    wait_until,
 )
+from tests.support.waiting import wait_until
 
 SESSIONS = 50
 KINDS = ("slow", "danger", "stream", "calc", "echo")

@@ -27,7 +27,8 @@ from tests.support.approvals import Background, client_answering, terminal, wait
 from tests.support.daemon import DaemonProcess, short_tmpdir
 from tests.support.otheruser import hold_connections_as
 from tests.support.raw import RawPeer
-from tests.support.reliability import rss_kb, wait_until
+from tests.support.reliability import rss_kb
+from tests.support.waiting import wait_until
 
 Start = Callable[..., DaemonProcess]
 NOBODY = pwd.getpwnam("nobody")

@@ -33,6 +33,7 @@ from tests.support.modelserver import (
     tool_call,
 )
 from tests.support.plugin_factory import schema, write_plugin
+from tests.support.waiting import wait_until
 
 LOAD_TIMEOUT = 1.0
 TOOL_TIMEOUT = 2.0
@@ -361,9 +362,9 @@ def test_forty_hanging_tool_calls_do_not_starve_ping_or_a_normal_tool_call(
     # pool's per-plugin share (16 threads) leaves room for everyone else.
     with PingProbe(hostile, "40 hanging tool calls"), ThreadPoolExecutor(40) as pool:
         stuck = [pool.submit(call_tool, hostile, "hang_forever") for _ in range(40)]
-        deadline = time.monotonic() + 10
-        while hostile.call("status")["requests_in_flight"] < 40 and time.monotonic() < deadline:
-            time.sleep(0.01)  # until all 40 are in flight
+        wait_until(
+            lambda: hostile.call("status")["requests_in_flight"] >= 40, 10, "40 calls in flight"
+        )
         began = time.monotonic()
         assert call_tool(hostile, "good_echo", {"text": "through"}) == {"echo": "through"}
         assert call_tool(hostile, "calculate", {"expression": "2**10"})["result"] == 1024
@@ -476,9 +477,9 @@ def test_pool_per_key_share_leaves_threads_for_other_keys() -> None:
     release = threading.Event()
     try:
         stuck = [pool.submit(release.wait, key="tool:bad") for _ in range(6)]
-        deadline = time.monotonic() + 10
-        while sum(f.running() for f in stuck) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)  # the key's two threads take their jobs
+        wait_until(
+            lambda: sum(f.running() for f in stuck) == 2, 10, "the key's two threads to start"
+        )
         # behind the stuck key this call would wait for ever: it gets a thread of its own
         assert pool.call(lambda: "fine", timeout=5, key="tool:good") == "fine"
         assert sum(f.running() for f in stuck) == 2  # the rest wait in their own line

@@ -15,7 +15,6 @@ import re
 import subprocess
 import sys
 import textwrap
-import time
 import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -26,6 +25,7 @@ import yaml
 
 from hermesd.daemon.services import build_plugin_host
 from hermesd.plugins.host import PluginHost
+from tests.support.waiting import wait_until
 
 DEFAULT_INIT = "def register(ctx):\n    pass\n"
 
@@ -183,8 +183,5 @@ def on_sys_path(folder: Path, modules: list[str]) -> Iterator[None]:
 def written_lines(path: Path, what: str, timeout: float = 20) -> list[str]:
     """The lines a plugin appends to ``path``, once there is at least one whole line (a
     plugin opens the file before it writes, so its mere existence is not enough)."""
-    deadline = time.monotonic() + timeout
-    while not (path.exists() and path.read_text().endswith("\n")):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+    wait_until(lambda: path.exists() and path.read_text().endswith("\n"), timeout, what)
     return path.read_text().splitlines()

@@ -197,14 +197,6 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
-def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 # --- load --------------------------------------------------------------------------------
 
 MIX = ("ping", "status", "tools.call", "session.list", "chat")

@@ -6,7 +6,6 @@ import asyncio
 import json
 import logging
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 
 from hermesd.plugins.host import PluginHost
 from tests.support.plugin_factory import make_host, write_plugin
+from tests.support.waiting import wait_until
 
 TOOL_PLUGIN = """
     import json
@@ -271,10 +271,8 @@ def test_hanging_register_times_out_rolls_back_and_ignores_late_registrations(
         )
         assert built.tools.get("early_tool") is None
         go_on.touch()  # the abandoned thread wakes up and tries to register more
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and len(_late(caplog)) < 2:
-            time.sleep(0.02)
-    assert len(_late(caplog)) == 2  # the tool and the hook, each refused
+        # the tool and the hook, each refused
+        wait_until(lambda: len(_late(caplog)) == 2, 10, "two late registrations refused")
     assert built.tools.get("late_tool") is None and not built.hooks.has("post_llm_call")
     assert line(built, "slowpoke") == (
         "  ✗ slowpoke v1.0.0 — TimeoutError: register() did not finish within 0.3s"
