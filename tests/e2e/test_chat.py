@@ -546,6 +546,41 @@ def test_cancel_mid_tool_answers_the_call_and_the_next_turn_works(
     assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool", "user"]
 
 
+TIDY_TOOL = """
+    import asyncio, os
+
+    async def tidy_nap(args, **kw):
+        try:
+            await asyncio.sleep(30)
+        finally:  # clean-up that itself awaits, as closing a connection does
+            await asyncio.sleep(0.5)
+            with open(os.path.join(os.environ["HERMES_HOME"], "tidied"), "w") as f:
+                f.write("done")
+        return "{}"
+
+    def register(ctx):
+        ctx.register_tool("tidy_nap", "tidy", {"name": "tidy_nap", "description": "nap",
+                          "parameters": {"type": "object", "properties": {}}}, tidy_nap,
+                          is_async=True)
+"""
+
+
+def test_a_cancelled_async_tool_finishes_its_clean_up_before_the_turn_ends(
+    start: Callable[..., DaemonProcess], model: ScriptedModelServer
+) -> None:
+    home = short_tmpdir()
+    write_plugin(home / "plugins", "tidy", TIDY_TOOL)
+    d = start(home, config=model_config(model.url))
+    model.push(call_tools(tool_call("tidy_nap", {})))
+    with d.client() as c:
+        sid = c.call("session.create")["id"]
+        started = c.call("session.send", {"session_id": sid, "message": "nap"})
+        wait_for("tool.started", c)
+        c.call("session.cancel", {"session_id": sid})
+        assert follow_turn(c, started["turn_id"])[-1]["status"] == "cancelled"
+        assert (home / "tidied").read_text() == "done"  # before turn.finished, not after
+
+
 def test_cancel_without_a_running_turn_says_so(chatd: DaemonProcess) -> None:
     sid = chatd.call("session.create")["id"]
     assert chatd.call("session.cancel", {"session_id": sid}) == {
