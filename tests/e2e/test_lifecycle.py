@@ -200,6 +200,7 @@ def test_sighup_reloads_the_configuration(daemon: DaemonProcess) -> None:
     while "configuration reloaded" not in daemon.log() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert daemon.call("status")["config_warnings"] == ["unknown setting 'surprise' ignored"]
+    daemon.notify.wait_for("RELOADING=1")  # sent before the log line, heard by a thread
     assert daemon.notify.count("RELOADING=1") == 1
 
 

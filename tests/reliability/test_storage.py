@@ -37,6 +37,7 @@ from tests.support.reliability import (
     turn_rules,
     unmount,
 )
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture
@@ -474,6 +475,12 @@ def test_a_plugin_growing_the_daemons_memory_is_named_and_status_shows_the_rss(
         assert "plugin hog" not in daemon.log()
         for _ in range(4):
             c.call("tools.call", {"name": "hog_grow"})
+        # the worker counts a call's growth just after handing its result back
+        wait_until(
+            lambda: c.call("status")["plugin_memory_growth"].get("hog", 0) >= 20 << 20,
+            20,
+            "the hog plugin's growth to be counted",
+        )
         after = c.call("status")
         memory = {r["name"]: r for r in c.call("doctor", timeout=60)["checks"]}["memory"]
     assert after["rss_bytes"] >= before["rss_bytes"] + 24 * 1024 * 1024
